@@ -1,0 +1,3 @@
+from salon.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,199 @@
+"""The agent loop: events in, activations out.
+
+Events wait in a bounded queue. Each iteration drains a batch, decides which channels the
+batch activates, and schedules one activation per channel. A channel's activations run one
+at a time in order; while one runs, further triggers for that channel join the single
+activation waiting behind it (it will fetch the room afresh anyway, so one answer covers
+them). Different channels run concurrently, at most ``max_concurrent_activations`` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from salon.agent.activation import should_activate
+from salon.agent.output import ParagraphStream
+from salon.config import BotConfig, Redactor
+from salon.context import render_chat, select_context
+from salon.errors import SalonError
+from salon.llm.base import LLMRequest, Provider, TextDelta, UsageEvent
+from salon.model import ChannelRef, Event, Usage
+from salon.platforms.base import Platform
+from salon.store.base import Store
+
+__all__ = ["Agent"]
+
+logger = logging.getLogger(__name__)
+
+_ERROR_TEXT_LIMIT = 300
+
+
+@dataclass
+class _Activation:
+    channel: ChannelRef
+    triggers: list[Event]
+
+
+@dataclass
+class _ChannelState:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    pending: _Activation | None = None
+
+
+class Agent:
+    def __init__(
+        self,
+        *,
+        bot: str,
+        config: BotConfig,
+        provider: Provider,
+        platforms: Mapping[str, Platform],
+        store: Store,
+        redactor: Redactor | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.bot = bot
+        self.config = config
+        self.provider = provider
+        self.platforms = dict(platforms)
+        self.store = store
+        self._redact = redactor or Redactor()
+        self._rng = rng or random.Random()
+        self._queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=config.event_queue_size)
+        self._channels: dict[str, _ChannelState] = {}
+        self._slots = asyncio.Semaphore(config.max_concurrent_activations)
+        self._active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def submit(self, event: Event) -> None:
+        """The platforms' event sink; waits when the queue is full (back-pressure)."""
+        await self._queue.put(event)
+
+    async def run(self) -> None:
+        """Process events until cancelled; activations in flight are cancelled with it."""
+        async with asyncio.TaskGroup() as tasks:
+            while True:
+                batch = await self._next_batch()
+                for activation in self._plan(batch):
+                    self._schedule(tasks, activation)
+                for _ in batch:
+                    self._queue.task_done()
+
+    async def wait_idle(self) -> None:
+        """Return once every submitted event has been handled and nothing is running."""
+        while True:
+            await self._queue.join()
+            await self._idle.wait()
+            if self._queue.empty() and self._active == 0:
+                return
+
+    async def _next_batch(self) -> list[Event]:
+        batch = [await self._queue.get()]
+        while len(batch) < self.config.event_batch_max:
+            try:
+                batch.append(self._queue.get_nowait())
+            except asyncio.QueueEmpty:
+                break
+        return batch
+
+    def _plan(self, batch: list[Event]) -> list[_Activation]:
+        """One activation per channel that any event of the batch activates, in order."""
+        by_channel: dict[str, _Activation] = {}
+        for event in batch:
+            platform = self.platforms.get(event.channel.platform)
+            if platform is None:
+                logger.warning("event from unknown platform %s dropped", event.channel.platform)
+                continue
+            me = platform.self_participant
+            if not should_activate(event.message, me, self.config, rng=self._rng):
+                continue
+            key = event.channel.key
+            if key in by_channel:
+                by_channel[key].triggers.append(event)
+            else:
+                by_channel[key] = _Activation(event.channel, [event])
+        return list(by_channel.values())
+
+    def _schedule(self, tasks: asyncio.TaskGroup, activation: _Activation) -> None:
+        key = activation.channel.key
+        state = self._channels.setdefault(key, _ChannelState())
+        if state.pending is not None:
+            state.pending.triggers.extend(activation.triggers)
+            return
+        state.pending = activation
+        self._active += 1
+        self._idle.clear()
+        tasks.create_task(self._run_in_turn(key, state, activation))
+
+    async def _run_in_turn(self, key: str, state: _ChannelState, activation: _Activation) -> None:
+        try:
+            async with state.lock:
+                state.pending = None
+                async with self._slots:
+                    await self._activate_guarded(activation)
+        finally:
+            if state.pending is None and not state.lock.locked():
+                self._channels.pop(key, None)
+            self._active -= 1
+            if self._active == 0:
+                self._idle.set()
+
+    async def _activate_guarded(self, activation: _Activation) -> None:
+        """The activation boundary: a failure is logged and told, never propagated."""
+        try:
+            await self.activate(activation.channel)
+        except Exception as exc:
+            logger.exception("activation in %s failed", activation.channel.key)
+            await self._report_failure(activation.channel, exc)
+
+    async def activate(self, channel: ChannelRef) -> None:
+        platform = self.platforms[channel.platform]
+        request = await self._build_request(platform, channel)
+        usage = await self._stream_reply(platform, channel, request)
+        await self.store.record_usage(
+            self.bot, channel.key, self.provider.name, request.model, usage
+        )
+
+    async def _build_request(self, platform: Platform, channel: ChannelRef) -> LLMRequest:
+        history = await platform.history(channel, limit=self.config.recency_window_messages)
+        messages = select_context(history, self.config)
+        return render_chat(
+            messages, platform.self_participant, self.config, self.config.model_name()
+        )
+
+    async def _stream_reply(
+        self, platform: Platform, channel: ChannelRef, request: LLMRequest
+    ) -> Usage:
+        paragraphs = ParagraphStream(platform.max_message_chars)
+        usage = Usage()
+        sent = 0
+        async with platform.typing(channel):
+            async for event in self.provider.stream(request):
+                if isinstance(event, TextDelta):
+                    for text in paragraphs.feed(event.text):
+                        await platform.send(channel, text)
+                        sent += 1
+                elif isinstance(event, UsageEvent):
+                    usage += event.usage
+        for text in paragraphs.finish():
+            await platform.send(channel, text)
+            sent += 1
+        if sent == 0:
+            logger.warning("the model returned no text in %s", channel.key)
+        return usage
+
+    async def _report_failure(self, channel: ChannelRef, exc: Exception) -> None:
+        if not self.config.error_replies:
+            return
+        reason = str(exc) if isinstance(exc, SalonError) else type(exc).__name__
+        reason = self._redact(reason)[:_ERROR_TEXT_LIMIT]
+        text = f"⚠️ {self.config.name} could not answer: {reason}"
+        try:
+            await self.platforms[channel.platform].send(channel, text)
+        except Exception:
+            logger.exception("could not report the failure in %s", channel.key)

@@ -1,0 +1,86 @@
+"""Turning a stream of model text into chat messages.
+
+``split_message`` cuts a text to a platform's size limit at the gentlest boundary it can
+find (paragraph, then line, then word) and closes a code fence it cuts through, reopening
+it in the next piece. ``ParagraphStream`` releases each paragraph as soon as it is complete,
+so a long answer arrives in the room piece by piece while the model is still writing.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ParagraphStream", "split_message"]
+
+_FENCE = "```"
+_CLOSE = "\n```"
+
+
+def _open_fence(text: str) -> str | None:
+    """The opening line of the code fence still open at the end of ``text``, if any."""
+    opener: str | None = None
+    for line in text.split("\n"):
+        if line.lstrip().startswith(_FENCE):
+            opener = line.strip() if opener is None else None
+    return opener
+
+
+def _cut_position(text: str, limit: int) -> tuple[int, int]:
+    """Where to cut ``text`` (at most ``limit`` chars kept) and where the rest starts."""
+    floor = limit // 4  # a boundary this early would waste most of a message
+    for sep in ("\n\n", "\n", " "):
+        at = text.rfind(sep, 0, limit + 1)
+        if at > floor:
+            return at, at + len(sep)
+    return limit, limit
+
+
+def split_message(text: str, limit: int) -> list[str]:
+    """Split ``text`` into pieces of at most ``limit`` characters; empty pieces are dropped."""
+    pieces: list[str] = []
+    rest = text.strip()
+    reserve = len(_CLOSE) if _FENCE in text else 0
+    while len(rest) > limit:
+        cut, resume = _cut_position(rest, max(limit - reserve, 1))
+        head, rest = rest[:cut].rstrip(), rest[resume:].lstrip("\n")
+        opener = _open_fence(head)
+        if opener is not None:
+            head += _CLOSE
+            rest = f"{opener}\n{rest}"
+        if head.strip():
+            pieces.append(head)
+    if rest.strip():
+        pieces.append(rest)
+    return pieces
+
+
+class ParagraphStream:
+    """Collects text deltas; ``feed`` returns the messages that are complete so far."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._buf = ""
+        self._scan_from = 0
+
+    def feed(self, delta: str) -> list[str]:
+        self._buf += delta
+        out: list[str] = []
+        while True:
+            at = self._buf.find("\n\n", self._scan_from)
+            if at < 0:
+                break
+            paragraph = self._buf[:at]
+            if _open_fence(paragraph) is not None:
+                self._scan_from = at + 2  # a blank line inside a code block ends nothing
+                continue
+            out.extend(split_message(paragraph, self._limit))
+            self._buf = self._buf[at + 2 :].lstrip("\n")
+            self._scan_from = 0
+        if len(self._buf) > self._limit:
+            *done, self._buf = split_message(self._buf, self._limit) or [""]
+            out.extend(done)
+            self._scan_from = 0
+        self._scan_from = max(self._scan_from, len(self._buf) - 1)
+        return out
+
+    def finish(self) -> list[str]:
+        text, self._buf, self._scan_from = self._buf, "", 0
+        return split_message(text, self._limit)

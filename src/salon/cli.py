@@ -1,0 +1,167 @@
+"""The ``salon`` command. The only place logging is configured."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from salon import __version__
+from salon.app import BotApp, data_dir, load_bot
+from salon.config import ConfigSet, Redactor, load_config_dir
+from salon.config.example import write_example
+from salon.errors import ConfigError, SalonError
+from salon.logsetup import configure_logging
+from salon.supervisor import BotProcessSpec, Supervisor
+
+__all__ = ["main"]
+
+logger = logging.getLogger("salon")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="salon", description="LLM agents for group chats.")
+    parser.add_argument("--version", action="version", version=f"salon {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    init = sub.add_parser("init", help="write a commented example config")
+    init.add_argument("dir", nargs="?", default=".", type=Path)
+    init.add_argument("--bot", default="assistant", help="name of the example bot")
+    init.add_argument(
+        "--model",
+        default=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
+        help="model for the example provider (default: $OPENAI_MODEL or gpt-4o-mini)",
+    )
+
+    check = sub.add_parser("check", help="validate a config directory and its secrets")
+    check.add_argument("dir", nargs="?", default=".", type=Path)
+
+    chat = sub.add_parser("chat", help="talk to a bot in this terminal")
+    chat.add_argument("dir", nargs="?", default=".", type=Path)
+    chat.add_argument("--bot", help="which bot (needed when there are several)")
+
+    run = sub.add_parser("run", help="run every bot, one process each, restarting crashes")
+    run.add_argument("dir", nargs="?", default=".", type=Path)
+    run.add_argument("--bot", help="run only this bot, in this process")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "init":
+            return _init(args.dir, args.bot, args.model)
+        if args.command == "check":
+            return _check(args.dir)
+        if args.command == "chat":
+            return _chat(args.dir, args.bot)
+        return _run(args.dir, args.bot)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _init(root: Path, bot: str, model: str) -> int:
+    for path, written in write_example(root, model=model, bot=bot):
+        print(f"{'wrote' if written else 'kept existing'} {path}")
+    print(f"next: salon check {root} && salon chat {root}")
+    return 0
+
+
+def _check(root: Path) -> int:
+    configs = load_config_dir(root)
+    problems = []
+    for key in sorted(configs.bots):
+        try:
+            load_bot(configs, key)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+            continue
+        config = configs.bots[key]
+        print(f"ok: bot {key} ({config.name}) via {config.provider}, model {config.model_name()}")
+    if problems:
+        raise ConfigError(problems)
+    return 0
+
+
+def _setup_logging(configs: ConfigSet, key: str, redactor: Redactor, stem: str) -> None:
+    config = configs.bots[key]
+    log_dir = data_dir(configs.root, config) / "logs"
+    configure_logging(redactor, level=config.log_level, log_dir=log_dir, stem=stem)
+
+
+def _chat(root: Path, bot: str | None) -> int:
+    configs = load_config_dir(root)
+    key, config, secrets = load_bot(configs, bot)
+    _setup_logging(configs, key, secrets.redactor(), stem=f"chat-{key}")
+    # The terminal is the conversation: keep routine log lines off it.
+    logging.getLogger().handlers[0].setLevel(logging.WARNING)
+    if sys.stdin.isatty():
+        print(f"Talking to {config.name}. /quit or Ctrl-D to leave.\n")
+    return asyncio.run(_chat_async(BotApp(key=key, config=config, root=root, secrets=secrets)))
+
+
+async def _chat_async(app: BotApp) -> int:
+    async with app:
+        terminal = app.terminal()
+        await app.serve(terminal.closed, [terminal])
+    return 0
+
+
+def _run(root: Path, bot: str | None) -> int:
+    configs = load_config_dir(root)
+    if bot is None:
+        return _supervise(configs)
+    key, config, secrets = load_bot(configs, bot)
+    _setup_logging(configs, key, secrets.redactor(), stem=key)
+    app = BotApp(key=key, config=config, root=root, secrets=secrets)
+    try:
+        asyncio.run(_run_one(app))
+    except SalonError:
+        logger.exception("bot %s stopped", key)
+        return 1
+    return 0
+
+
+async def _run_one(app: BotApp) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with app:
+        logger.info("bot %s running (pid %d)", app.key, os.getpid())
+        if not app.platforms:
+            logger.warning(
+                "bot %s has no platform that runs unattended; use `salon chat` to talk to it",
+                app.key,
+            )
+        await app.serve(stop)
+    logger.info("bot %s stopped", app.key)
+
+
+def _supervise(configs: ConfigSet) -> int:
+    redactor = Redactor()
+    for key in configs.bots:  # every secret must be there before any bot starts
+        redactor = redactor.merged(load_bot(configs, key)[2].values.values())
+    first = next(iter(sorted(configs.bots)))
+    _setup_logging(configs, first, redactor, stem="supervisor")
+    specs = [
+        BotProcessSpec(key, cfg.restart_backoff_initial, cfg.restart_backoff_max)
+        for key, cfg in sorted(configs.bots.items())
+    ]
+    supervisor = Supervisor(configs.root, specs)
+
+    async def _main() -> None:
+        supervisor.install_signal_handlers()
+        await supervisor.run()
+
+    asyncio.run(_main())
+    return 0

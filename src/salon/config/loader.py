@@ -1,0 +1,187 @@
+"""Load a config directory: ``shared.yaml`` then ``bots/<name>.yaml``, merged in that order.
+
+Every problem found is reported with the file, the line where we know it, the key path and
+the reason; all problems of a directory are collected before raising, so one ``salon check``
+shows everything that needs fixing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from salon.config.models import BotConfig
+from salon.errors import ConfigError, ConfigProblem
+
+__all__ = ["ConfigSet", "load_config_dir", "merge_layers"]
+
+KeyPath = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One parsed YAML file: its data and the line of every key in it."""
+
+    file: str
+    data: dict[str, Any]
+    lines: dict[KeyPath, int]
+
+
+@dataclass(frozen=True)
+class ConfigSet:
+    """Every bot of a config directory, validated."""
+
+    root: Path
+    bots: dict[str, BotConfig]
+    layers: dict[str, list[Layer]]
+
+    def bot(self, name: str | None) -> tuple[str, BotConfig]:
+        if name is None:
+            if len(self.bots) != 1:
+                names = ", ".join(sorted(self.bots)) or "none"
+                problem = f"there are several bots ({names}); choose one with --bot"
+                raise ConfigError([ConfigProblem(str(self.root), "", problem)])
+            name = next(iter(self.bots))
+        if name not in self.bots:
+            known = ", ".join(sorted(self.bots)) or "none"
+            reason = f"no bot named {name!r} (known: {known})"
+            raise ConfigError([ConfigProblem(str(self.root / "bots"), "", reason)])
+        return name, self.bots[name]
+
+    def locator(self, name: str) -> Callable[[str, str], ConfigProblem]:
+        """Turns (key path, reason) into a problem blamed on the file that set the key."""
+        layers = self.layers[name]
+        return lambda key_path, reason: _locate(tuple(key_path.split(".")), reason, layers)
+
+
+def load_config_dir(root: Path | str) -> ConfigSet:
+    root = Path(root)
+    if not root.is_dir():
+        raise ConfigError([ConfigProblem(str(root), "", "config directory does not exist")])
+    problems: list[ConfigProblem] = []
+    shared_path = root / "shared.yaml"
+    shared = _read_layer(shared_path, problems) if shared_path.exists() else None
+    bot_files = sorted((root / "bots").glob("*.yaml"))
+    if not bot_files:
+        problems.append(ConfigProblem(str(root / "bots"), "", "no bot files (bots/<name>.yaml)"))
+    bots: dict[str, BotConfig] = {}
+    bot_layers: dict[str, list[Layer]] = {}
+    for path in bot_files:
+        layer = _read_layer(path, problems)
+        if layer is None:
+            continue
+        layers = [x for x in (shared, layer) if x is not None]
+        bot = _validate_bot(path.stem, layers, problems)
+        if bot is not None:
+            bots[path.stem] = bot
+            bot_layers[path.stem] = layers
+    if problems:
+        raise ConfigError(problems)
+    return ConfigSet(root, bots, bot_layers)
+
+
+def merge_layers(layers: list[dict[str, Any]]) -> dict[str, Any]:
+    """Deep-merge mappings, later layers winning; lists and scalars are replaced whole."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged = _merge(merged, layer)
+    return merged
+
+
+def _merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _read_layer(path: Path, problems: list[ConfigProblem]) -> Layer | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else None
+        reason = f"invalid YAML: {exc.problem or exc.context}"
+        problems.append(ConfigProblem(str(path), "", reason, line))
+        return None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        problems.append(ConfigProblem(str(path), "", f"cannot read: {exc}"))
+        return None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        problems.append(ConfigProblem(str(path), "", "the file must be a mapping of keys"))
+        return None
+    lines: dict[KeyPath, int] = {}
+    if node is not None:
+        _index_lines(node, (), lines)
+    return Layer(str(path), data, lines)
+
+
+def _index_lines(node: yaml.Node, prefix: KeyPath, out: dict[KeyPath, int]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            path = (*prefix, str(key_node.value))
+            out[path] = key_node.start_mark.line + 1
+            _index_lines(value_node, path, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            path = (*prefix, str(i))
+            out[path] = item.start_mark.line + 1
+            _index_lines(item, path, out)
+
+
+def _validate_bot(
+    stem: str, layers: list[Layer], problems: list[ConfigProblem]
+) -> BotConfig | None:
+    data = merge_layers([layer.data for layer in layers])
+    data.setdefault("name", stem)
+    try:
+        bot = BotConfig.model_validate(data)
+    except ValidationError as exc:
+        for error in exc.errors():
+            problems.append(_locate(error["loc"], _reason(error), layers))
+        return None
+    return _check_references(bot, layers, problems)
+
+
+def _check_references(
+    bot: BotConfig, layers: list[Layer], problems: list[ConfigProblem]
+) -> BotConfig | None:
+    before = len(problems)
+    if bot.provider not in bot.providers:
+        known = ", ".join(sorted(bot.providers)) or "none configured"
+        reason = f"unknown provider {bot.provider!r} (known: {known})"
+        problems.append(_locate(("provider",), reason, layers))
+    elif not (bot.model or bot.providers[bot.provider].model):
+        reason = f"no model: set `model` here or in providers.{bot.provider}.model"
+        problems.append(_locate(("model",), reason, layers))
+    return bot if len(problems) == before else None
+
+
+def _reason(error: Mapping[str, Any]) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown key"
+    if error["type"] == "missing":
+        return "required key is missing"
+    return str(error["msg"])
+
+
+def _locate(loc: tuple[Any, ...], reason: str, layers: list[Layer]) -> ConfigProblem:
+    """Blame the last layer that defines the deepest existing prefix of ``loc``."""
+    path = tuple(str(part) for part in loc)
+    for depth in range(len(path), 0, -1):
+        prefix = path[:depth]
+        for layer in reversed(layers):
+            if prefix in layer.lines:
+                return ConfigProblem(layer.file, ".".join(path), reason, layer.lines[prefix])
+    return ConfigProblem(layers[-1].file, ".".join(path), reason)

@@ -1,0 +1,93 @@
+"""Typed configuration. Every model forbids unknown keys so a typo is an error, not a no-op.
+
+Secrets never appear here: a key ending in ``_env`` names the environment variable that
+holds the value (``api_key_env: OPENAI_API_KEY``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "BotConfig",
+    "PlatformsConfig",
+    "ProviderConfig",
+    "TerminalConfig",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ProviderConfig(_Strict):
+    """One LLM endpoint. ``openai`` covers any OpenAI-compatible server."""
+
+    type: Literal["openai", "anthropic"]
+    model: str | None = Field(default=None, description="default model for bots using this")
+    base_url: str | None = None
+    base_url_env: str | None = Field(
+        default=None, description="environment variable that overrides base_url when set"
+    )
+    api_key_env: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    retries: int = Field(default=2, ge=0, le=20)
+    backoff_initial: float = Field(default=1.0, ge=0)
+    backoff_max: float = Field(default=30.0, ge=0)
+    timeout: float = Field(default=120.0, gt=0)
+
+
+class TerminalConfig(_Strict):
+    """``salon chat``: every line typed addresses the bot."""
+
+    user_name: str = "you"
+
+
+class PlatformsConfig(_Strict):
+    terminal: TerminalConfig = Field(default_factory=TerminalConfig)
+
+
+class BotConfig(_Strict):
+    """The effective config of one bot: ``shared.yaml`` with ``bots/<name>.yaml`` on top."""
+
+    name: str = Field(min_length=1, description="inner name: how the bot appears to the model")
+    provider: str = Field(min_length=1, description="a key of `providers`")
+    model: str | None = None
+    system_prompt: str = ""
+    max_tokens: int = Field(default=1024, gt=0)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    stop_sequences: list[str] = Field(default_factory=list)
+
+    recency_window_messages: int = Field(default=400, gt=0)
+    recency_window_characters: int = Field(default=100_000, gt=0)
+    ignore_dot_messages: bool = True
+
+    reply_on_name: bool = False
+    reply_on_random: int = Field(default=0, ge=0, description="answer 1 in N messages; 0 = off")
+    allow_bot_interactions: bool = False
+
+    max_concurrent_activations: int = Field(default=4, ge=1)
+    event_queue_size: int = Field(default=1000, ge=1)
+    event_batch_max: int = Field(default=100, ge=1)
+    error_replies: bool = Field(default=True, description="answer a failed activation in-channel")
+
+    data_dir: str = "data"
+    database_url: str | None = None
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    restart_backoff_initial: float = Field(default=1.0, ge=0)
+    restart_backoff_max: float = Field(default=60.0, ge=0)
+
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
+
+    def provider_config(self) -> ProviderConfig:
+        return self.providers[self.provider]
+
+    def model_name(self) -> str:
+        model = self.model or self.provider_config().model
+        if not model:  # the loader rejects this, so reaching it is a bug
+            raise ValueError(f"bot {self.name!r} has no model")
+        return model

@@ -1,0 +1,87 @@
+"""Secrets come from the environment by name and are redacted wherever text leaves Salon."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from salon.config.models import BotConfig
+from salon.errors import ConfigError, ConfigProblem
+
+__all__ = ["Redactor", "Secrets", "resolve_secrets"]
+
+_MIN_SECRET_LEN = 4  # shorter values would redact ordinary words
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """Replaces every known secret value in a text with ``***``."""
+
+    values: frozenset[str] = frozenset()
+    _pattern: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        usable = sorted(
+            (v for v in self.values if len(v) >= _MIN_SECRET_LEN), key=len, reverse=True
+        )
+        if usable:
+            pattern = re.compile("|".join(re.escape(v) for v in usable))
+            object.__setattr__(self, "_pattern", pattern)
+
+    def __call__(self, text: str) -> str:
+        if self._pattern is None:
+            return text
+        return self._pattern.sub("***", text)
+
+    def merged(self, other: Iterable[str]) -> Redactor:
+        return Redactor(self.values | frozenset(other))
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """Values of the ``*_env`` variables one bot needs, looked up once at start.
+
+    ``values`` are secrets (redacted everywhere); ``plain`` are other settings read from
+    the environment, such as a base URL, which stay readable in logs.
+    """
+
+    values: Mapping[str, str]
+    plain: Mapping[str, str] = field(default_factory=dict)
+
+    def get(self, env_name: str | None) -> str | None:
+        if env_name is None:
+            return None
+        return self.values.get(env_name) or self.plain.get(env_name)
+
+    def redactor(self) -> Redactor:
+        return Redactor(frozenset(self.values.values()))
+
+
+Locate = Callable[[str, str], ConfigProblem]
+
+
+def resolve_secrets(bot: BotConfig, environ: Mapping[str, str], locate: Locate) -> Secrets:
+    """Look up every secret the bot needs; raise one ConfigError naming all missing ones.
+
+    ``locate(key_path, reason)`` builds the problem, blaming the file that set the key.
+    """
+    provider = bot.provider_config()
+    needed: list[tuple[str, str]] = []
+    if provider.api_key_env:
+        needed.append((f"providers.{bot.provider}.api_key_env", provider.api_key_env))
+    values: dict[str, str] = {}
+    problems: list[ConfigProblem] = []
+    for key_path, env_name in needed:
+        value = environ.get(env_name)
+        if value:
+            values[env_name] = value
+        else:
+            reason = f"environment variable {env_name} is not set (required secret)"
+            problems.append(locate(key_path, reason))
+    plain: dict[str, str] = {}
+    if provider.base_url_env and environ.get(provider.base_url_env):
+        plain[provider.base_url_env] = environ[provider.base_url_env]
+    if problems:
+        raise ConfigError(problems)
+    return Secrets(values, plain)

@@ -1,0 +1,32 @@
+"""LLM providers behind one streaming protocol."""
+
+from salon.llm.base import (
+    ChatMessage,
+    ImagePart,
+    LLMRequest,
+    Provider,
+    StopEvent,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ToolCallEvent,
+    UsageEvent,
+)
+from salon.llm.fake import FakeProvider, FakeReply
+from salon.llm.retry import RetryingProvider
+
+__all__ = [
+    "ChatMessage",
+    "FakeProvider",
+    "FakeReply",
+    "ImagePart",
+    "LLMRequest",
+    "Provider",
+    "RetryingProvider",
+    "StopEvent",
+    "StreamEvent",
+    "TextDelta",
+    "TextPart",
+    "ToolCallEvent",
+    "UsageEvent",
+]

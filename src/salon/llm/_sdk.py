@@ -1,0 +1,67 @@
+"""Shared translation of the openai/anthropic SDK errors into Salon's tree.
+
+Both SDKs are generated from one template, so their error classes share a shape:
+``APIStatusError`` has ``status_code``, ``response`` and ``message``; ``APIConnectionError``
+covers connection failures and timeouts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from salon.errors import ProviderError, RateLimited
+
+__all__ = ["MALFORMED_STREAM_ERRORS", "translate_sdk_error"]
+
+# What a garbled stream surfaces as while the SDK decodes it.
+MALFORMED_STREAM_ERRORS: tuple[type[Exception], ...] = (
+    ValueError,  # json.JSONDecodeError is one
+    KeyError,
+    TypeError,
+    AttributeError,
+)
+
+
+def _retry_after(exc: Any) -> float | None:
+    response = getattr(exc, "response", None)
+    if response is None:
+        return None
+    value = response.headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _vendor_message(exc: Any) -> str:
+    """The vendor's own explanation from the error body, else the SDK's message."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+    return str(getattr(exc, "message", None) or exc)
+
+
+def translate_sdk_error(exc: Exception, provider: str, sdk: Any) -> ProviderError:
+    """Map one SDK exception (from module ``sdk``) to ProviderError or RateLimited."""
+    if isinstance(exc, sdk.APIStatusError):
+        status = int(exc.status_code)
+        message = f"{provider}: HTTP {status}: {_vendor_message(exc)}"
+        if status in (429, 529):
+            return RateLimited(
+                message, provider=provider, status=status, retry_after=_retry_after(exc)
+            )
+        return ProviderError(message, provider=provider, status=status)
+    if isinstance(exc, sdk.APIConnectionError):
+        return ProviderError(f"{provider}: cannot reach the server: {exc}", provider=provider)
+    if isinstance(exc, sdk.APIError):
+        # An error event inside an otherwise good stream (e.g. overloaded mid-answer).
+        return ProviderError(f"{provider}: {_vendor_message(exc)}", provider=provider)
+    if isinstance(exc, MALFORMED_STREAM_ERRORS):
+        return ProviderError(
+            f"{provider}: malformed response stream: {exc}", provider=provider, retryable=False
+        )
+    return ProviderError(f"{provider}: {type(exc).__name__}: {exc}", provider=provider)

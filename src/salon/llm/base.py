@@ -1,0 +1,99 @@
+"""The Provider protocol and the vendor-neutral request and stream-event types."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from salon.model import ToolCall, Usage
+
+__all__ = [
+    "ChatMessage",
+    "ImagePart",
+    "LLMRequest",
+    "Provider",
+    "StopEvent",
+    "StreamEvent",
+    "TextDelta",
+    "TextPart",
+    "ToolCallEvent",
+    "UsageEvent",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    text: str
+    cache_breakpoint: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    media_type: str
+    data: bytes
+
+
+ContentPart = TextPart | ImagePart
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: Literal["user", "assistant"]
+    parts: tuple[ContentPart, ...]
+
+    @classmethod
+    def text(cls, role: Literal["user", "assistant"], text: str) -> ChatMessage:
+        return cls(role, (TextPart(text),))
+
+    @property
+    def plain_text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+@dataclass(frozen=True, slots=True)
+class LLMRequest:
+    model: str
+    messages: tuple[ChatMessage, ...]
+    system: str = ""
+    max_tokens: int = 1024
+    temperature: float | None = None
+    stop: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEvent:
+    call: ToolCall
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True, slots=True)
+class UsageEvent:
+    usage: Usage
+    kind: Literal["usage"] = "usage"
+
+
+@dataclass(frozen=True, slots=True)
+class StopEvent:
+    reason: str
+    kind: Literal["stop"] = "stop"
+
+
+StreamEvent = TextDelta | ToolCallEvent | UsageEvent | StopEvent
+
+
+class Provider(Protocol):
+    """An LLM endpoint. ``stream`` raises only ``ProviderError`` (or ``RateLimited``)."""
+
+    name: str
+
+    def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]: ...
+
+    async def aclose(self) -> None: ...

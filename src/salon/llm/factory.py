@@ -1,0 +1,34 @@
+"""Build the provider a bot config names, wrapped in its retry policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from salon.config import BotConfig, Secrets
+from salon.llm.anthropic import AnthropicProvider
+from salon.llm.base import Provider
+from salon.llm.openai_compat import OpenAIProvider
+from salon.llm.retry import RetryingProvider
+
+__all__ = ["build_provider"]
+
+
+def build_provider(bot: BotConfig, secrets: Secrets, *, http_client: Any = None) -> Provider:
+    config = bot.provider_config()
+    api_key = secrets.get(config.api_key_env)
+    base_url = secrets.get(config.base_url_env) or config.base_url
+    inner: Provider
+    if config.type == "anthropic":
+        inner = AnthropicProvider(
+            bot.provider, config, api_key=api_key, base_url=base_url, http_client=http_client
+        )
+    else:
+        inner = OpenAIProvider(
+            bot.provider, config, api_key=api_key, base_url=base_url, http_client=http_client
+        )
+    return RetryingProvider(
+        inner,
+        retries=config.retries,
+        backoff_initial=config.backoff_initial,
+        backoff_max=config.backoff_max,
+    )

@@ -1,0 +1,56 @@
+"""A scripted provider for tests and benchmarks: replays queued replies, records requests."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+
+from salon.errors import ProviderError
+from salon.llm.base import LLMRequest, StopEvent, StreamEvent, TextDelta, UsageEvent
+from salon.model import Usage
+
+__all__ = ["FakeProvider", "FakeReply"]
+
+
+@dataclass(frozen=True)
+class FakeReply:
+    """One scripted answer: text chunks to stream, or an error to raise before streaming."""
+
+    chunks: tuple[str, ...] = ()
+    error: ProviderError | None = None
+    usage: Usage = field(default_factory=lambda: Usage(input_tokens=10, output_tokens=5))
+
+    @classmethod
+    def text(cls, text: str, *, chunk_size: int = 0) -> FakeReply:
+        if chunk_size <= 0:
+            return cls((text,))
+        return cls(tuple(text[i : i + chunk_size] for i in range(0, len(text), chunk_size)))
+
+
+class FakeProvider:
+    """Replays ``FakeReply`` objects in order; with none left, answers ``default``."""
+
+    def __init__(self, replies: Iterable[FakeReply | str] = (), *, default: str = "ok") -> None:
+        self.name = "fake"
+        self.requests: list[LLMRequest] = []
+        self._replies: deque[FakeReply] = deque(
+            FakeReply.text(r) if isinstance(r, str) else r for r in replies
+        )
+        self._default = FakeReply.text(default)
+
+    def queue(self, *replies: FakeReply | str) -> None:
+        self._replies.extend(FakeReply.text(r) if isinstance(r, str) else r for r in replies)
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        self.requests.append(request)
+        reply = self._replies.popleft() if self._replies else self._default
+        if reply.error is not None:
+            raise reply.error
+        for chunk in reply.chunks:
+            yield TextDelta(chunk)
+        yield UsageEvent(reply.usage)
+        yield StopEvent("end_turn")
+
+    async def aclose(self) -> None:
+        return None

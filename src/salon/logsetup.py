@@ -1,0 +1,78 @@
+"""Logging for the CLI: console plus one file a day, every line passed through the redactor.
+
+Only ``salon.cli`` calls ``configure_logging``; library modules just ``getLogger(__name__)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from salon.config import Redactor
+
+__all__ = ["DailyFileHandler", "RedactingFormatter", "configure_logging"]
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class RedactingFormatter(logging.Formatter):
+    """Formats as usual, then removes every secret from the whole text, tracebacks included."""
+
+    def __init__(self, redactor: Redactor, fmt: str = FORMAT) -> None:
+        super().__init__(fmt)
+        self.redactor = redactor
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.redactor(super().format(record))
+
+
+class DailyFileHandler(logging.FileHandler):
+    """Writes to ``<dir>/<stem>-YYYY-MM-DD.log`` (UTC), opening a new file at midnight."""
+
+    def __init__(self, directory: Path, stem: str) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._directory = directory
+        self._stem = stem
+        self._day = self._today()
+        super().__init__(self._path(self._day), encoding="utf-8", delay=True)
+
+    @staticmethod
+    def _today() -> str:
+        return datetime.now(UTC).strftime("%Y-%m-%d")
+
+    def _path(self, day: str) -> Path:
+        return self._directory / f"{self._stem}-{day}.log"
+
+    def emit(self, record: logging.LogRecord) -> None:
+        day = self._today()
+        if day != self._day:
+            self.acquire()
+            try:
+                self.close()
+                self._day = day
+                self.baseFilename = str(self._path(day).resolve())
+            finally:
+                self.release()
+        super().emit(record)
+
+
+def configure_logging(
+    redactor: Redactor, *, level: str = "INFO", log_dir: Path | None = None, stem: str = "salon"
+) -> None:
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+        handler.close()
+    formatter = RedactingFormatter(redactor)
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(formatter)
+    root.addHandler(console)
+    if log_dir is not None:
+        daily = DailyFileHandler(log_dir, stem)
+        daily.setFormatter(formatter)
+        root.addHandler(daily)
+    root.setLevel(level)
+    for noisy in ("httpx2", "httpx", "httpcore", "openai", "anthropic", "aiosqlite"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -1,0 +1,124 @@
+"""Platform-neutral value types.
+
+Adapters translate raw platform payloads into these at the edge; everything past the
+adapter (agent, context builder, renderers, tools) sees only these types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+__all__ = [
+    "Attachment",
+    "ChannelRef",
+    "Event",
+    "Message",
+    "MessageEvent",
+    "Participant",
+    "ToolCall",
+    "ToolResult",
+    "Usage",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Participant:
+    """Someone who writes in a channel: a person, another bot, or this bot."""
+
+    id: str
+    name: str
+    is_bot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelRef:
+    """Where a message lives. ``key`` is unique across platforms."""
+
+    platform: str
+    id: str
+    name: str = ""
+    is_direct: bool = False
+    guild_id: str | None = None
+    parent_id: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.platform}:{self.id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    filename: str
+    content_type: str
+    size: int
+    url: str = ""
+    data: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message as the bot sees it, oldest-to-newest ordering is by ``created_at``."""
+
+    id: str
+    channel: ChannelRef
+    author: Participant
+    text: str
+    created_at: datetime
+    mentions: tuple[Participant, ...] = ()
+    reply_to_id: str | None = None
+    reply_to_author_id: str | None = None
+    attachments: tuple[Attachment, ...] = ()
+    reactions: tuple[str, ...] = ()
+    tags: frozenset[str] = field(default_factory=frozenset)
+
+    def mentions_id(self, participant_id: str) -> bool:
+        return any(p.id == participant_id for p in self.mentions)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageEvent:
+    """A message arrived on a platform."""
+
+    message: Message
+    kind: Literal["message"] = "message"
+
+    @property
+    def channel(self) -> ChannelRef:
+        return self.message.channel
+
+
+Event = MessageEvent
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    call_id: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts of one LLM call; cache fields are zero where the vendor has none."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )

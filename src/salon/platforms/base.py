@@ -1,0 +1,49 @@
+"""The Platform protocol every chat adapter implements."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+from salon.model import ChannelRef, Event, Message, Participant
+
+__all__ = ["ChatLog", "EventSink", "Platform"]
+
+EventSink = Callable[[Event], Awaitable[None]]
+"""Where an adapter hands events; awaiting it applies the agent queue's back-pressure."""
+
+
+class Platform(Protocol):
+    """A place the bot talks. Adapters parse raw payloads and emit ``salon.model`` types."""
+
+    name: str
+    max_message_chars: int
+
+    @property
+    def self_participant(self) -> Participant:
+        """The bot itself as this platform knows it (valid after ``start``)."""
+
+    async def start(self, sink: EventSink) -> None:
+        """Connect; from now on deliver events to ``sink``. Returns once connected."""
+
+    async def stop(self) -> None: ...
+
+    async def send(self, channel: ChannelRef, text: str) -> Message:
+        """Post one message (already within ``max_message_chars``) and return it."""
+
+    async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
+        """The newest ``limit`` messages of the channel as it is now, oldest first."""
+
+    def typing(self, channel: ChannelRef) -> AbstractAsyncContextManager[None]:
+        """Show that the bot is writing while the context is open."""
+
+
+class ChatLog(Protocol):
+    """Persistence for platforms that keep no history (terminal, IRC); a Store fits."""
+
+    async def log_message(self, bot: str, message: Message, kind: str = "message") -> None: ...
+
+    async def chat_history(
+        self, bot: str, channel: ChannelRef, *, limit: int, before_id: str | None = None
+    ) -> Sequence[Message]: ...

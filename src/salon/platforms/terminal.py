@@ -1,0 +1,113 @@
+"""``salon chat``: a REPL where every line addresses the bot.
+
+The terminal keeps no history of its own, so every line, the user's and the bot's, goes
+to the chat log in the store; after a restart the bot remembers the conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import TextIO
+
+from salon.model import ChannelRef, Message, MessageEvent, Participant
+from salon.platforms.base import ChatLog, EventSink
+
+__all__ = ["TerminalPlatform", "stdin_lines"]
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = ChannelRef("terminal", "local", name="terminal", is_direct=True)
+QUIT_WORDS = frozenset({"/quit", "/exit"})
+_MAX_LINE = 1 << 20  # one pasted megabyte is plenty; beyond it the reader errors cleanly
+
+
+async def stdin_lines(stream: TextIO | None = None) -> AsyncIterator[str]:
+    """Lines from stdin without blocking the loop (pipe or tty; a file via a thread)."""
+    stream = stream or sys.stdin
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=_MAX_LINE)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
+    except (ValueError, OSError):  # a regular file cannot be watched by the loop
+        while line := await asyncio.to_thread(stream.readline):
+            yield line
+        return
+    while raw := await reader.readline():
+        yield raw.decode("utf-8", errors="replace")
+
+
+class TerminalPlatform:
+    name = "terminal"
+    max_message_chars = 100_000
+
+    def __init__(
+        self,
+        *,
+        bot: str,
+        bot_name: str,
+        user_name: str,
+        chat_log: ChatLog,
+        lines: AsyncIterator[str] | None = None,
+        out: TextIO | None = None,
+    ) -> None:
+        self._bot = bot
+        self._me = Participant(f"bot:{bot}", bot_name, is_bot=True)
+        self._user = Participant("user", user_name)
+        self._log = chat_log
+        self._lines = lines
+        self._out = out or sys.stdout
+        self._reader: asyncio.Task[None] | None = None
+        self.closed = asyncio.Event()
+
+    @property
+    def self_participant(self) -> Participant:
+        return self._me
+
+    async def start(self, sink: EventSink) -> None:
+        lines = self._lines if self._lines is not None else stdin_lines()
+        self._reader = asyncio.create_task(self._read(lines, sink), name="terminal-reader")
+
+    async def stop(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+            self._reader = None
+        self.closed.set()
+
+    async def _read(self, lines: AsyncIterator[str], sink: EventSink) -> None:
+        try:
+            async for raw in lines:
+                text = raw.strip()
+                if text in QUIT_WORDS:
+                    break
+                if text:
+                    message = self._message(self._user, text)
+                    await self._log.log_message(self._bot, message)
+                    await sink(MessageEvent(message))
+        except ValueError:
+            logger.exception("stopped reading the terminal")
+        finally:
+            self.closed.set()
+
+    def _message(self, author: Participant, text: str) -> Message:
+        return Message(uuid.uuid4().hex, CHANNEL, author, text, datetime.now(UTC))
+
+    async def send(self, channel: ChannelRef, text: str) -> Message:
+        message = self._message(self._me, text)
+        await self._log.log_message(self._bot, message)
+        self._out.write(f"{self._me.name}: {text}\n\n")
+        self._out.flush()
+        return message
+
+    async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
+        return await self._log.chat_history(self._bot, channel, limit=limit)
+
+    @asynccontextmanager
+    async def typing(self, channel: ChannelRef) -> AsyncIterator[None]:
+        yield  # a terminal shows the answer as it streams; no indicator needed

@@ -1,0 +1,29 @@
+"""What Salon persists, behind a small protocol; SQLite is the default backend."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from salon.model import ChannelRef, Message, Usage
+
+__all__ = ["Store"]
+
+
+class Store(Protocol):
+    async def open(self) -> None:
+        """Connect and apply pending migrations."""
+
+    async def close(self) -> None: ...
+
+    async def log_message(self, bot: str, message: Message, kind: str = "message") -> None:
+        """Append one line to the chat log of a platform that keeps no history."""
+
+    async def chat_history(
+        self, bot: str, channel: ChannelRef, *, limit: int, before_id: str | None = None
+    ) -> Sequence[Message]:
+        """The newest ``limit`` logged messages of a channel, oldest first."""
+
+    async def record_usage(
+        self, bot: str, channel_key: str, provider: str, model: str, usage: Usage
+    ) -> None: ...
