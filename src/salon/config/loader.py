@@ -109,8 +109,11 @@ def _read_layer(path: Path, problems: list[ConfigProblem]) -> Layer | None:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
-        line = exc.problem_mark.line + 1 if exc.problem_mark else None
-        reason = f"invalid YAML: {exc.problem or exc.context}"
+        # The context mark is where the broken construct began, which is where to look.
+        mark = exc.context_mark or exc.problem_mark
+        line = mark.line + 1 if mark else None
+        context = f"{exc.context}: " if exc.context else ""
+        reason = f"invalid YAML: {context}{exc.problem}"
         problems.append(ConfigProblem(str(path), "", reason, line))
         return None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -165,6 +168,9 @@ def _check_references(
     elif not (bot.model or bot.providers[bot.provider].model):
         reason = f"no model: set `model` here or in providers.{bot.provider}.model"
         problems.append(_locate(("model",), reason, layers))
+    elif bot.provider_config().type == "anthropic" and not bot.provider_config().api_key_env:
+        reason = "anthropic needs an API key: set api_key_env (e.g. ANTHROPIC_API_KEY)"
+        problems.append(_locate(("providers", bot.provider, "api_key_env"), reason, layers))
     return bot if len(problems) == before else None
 
 

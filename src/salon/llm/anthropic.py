@@ -27,7 +27,7 @@ __all__ = ["AnthropicProvider", "to_anthropic_messages"]
 _OPENING_TURN = "(the conversation so far)"
 
 
-_SDK_ERRORS: tuple[type[Exception], ...] = (anthropic.AnthropicError, *MALFORMED_STREAM_ERRORS)
+_STREAM_ERRORS: tuple[type[Exception], ...] = (anthropic.AnthropicError, *MALFORMED_STREAM_ERRORS)
 
 
 class AnthropicProvider:
@@ -56,6 +56,9 @@ class AnthropicProvider:
         input_usage = Usage()
         try:
             stream = await self._client.messages.create(**kwargs)
+        except anthropic.AnthropicError as exc:
+            raise translate_sdk_error(exc, self.name, anthropic) from exc
+        try:
             async for event in stream:
                 if event.type == "message_start":
                     input_usage = _input_usage(event.message.usage)
@@ -66,7 +69,7 @@ class AnthropicProvider:
                     yield UsageEvent(input_usage + out)
                     if event.delta.stop_reason:
                         yield StopEvent(str(event.delta.stop_reason))
-        except _SDK_ERRORS as exc:
+        except _STREAM_ERRORS as exc:
             raise translate_sdk_error(exc, self.name, anthropic) from exc
 
     def _kwargs(self, request: LLMRequest) -> dict[str, Any]:

@@ -5,9 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from salon.config import BotConfig, Secrets
-from salon.llm.anthropic import AnthropicProvider
 from salon.llm.base import Provider
-from salon.llm.openai_compat import OpenAIProvider
 from salon.llm.retry import RetryingProvider
 
 __all__ = ["build_provider"]
@@ -18,11 +16,16 @@ def build_provider(bot: BotConfig, secrets: Secrets, *, http_client: Any = None)
     api_key = secrets.get(config.api_key_env)
     base_url = secrets.get(config.base_url_env) or config.base_url
     inner: Provider
+    # Each vendor SDK takes a good fraction of a second to import: load only the one in use.
     if config.type == "anthropic":
+        from salon.llm.anthropic import AnthropicProvider
+
         inner = AnthropicProvider(
             bot.provider, config, api_key=api_key, base_url=base_url, http_client=http_client
         )
     else:
+        from salon.llm.openai_compat import OpenAIProvider
+
         inner = OpenAIProvider(
             bot.provider, config, api_key=api_key, base_url=base_url, http_client=http_client
         )

@@ -25,7 +25,7 @@ from salon.model import Usage
 __all__ = ["OpenAIProvider", "to_openai_messages"]
 
 
-_SDK_ERRORS: tuple[type[Exception], ...] = (openai.OpenAIError, *MALFORMED_STREAM_ERRORS)
+_STREAM_ERRORS: tuple[type[Exception], ...] = (openai.OpenAIError, *MALFORMED_STREAM_ERRORS)
 
 
 class OpenAIProvider:
@@ -54,10 +54,13 @@ class OpenAIProvider:
         kwargs = self._kwargs(request)
         try:
             stream = await self._client.chat.completions.create(**kwargs)
+        except openai.OpenAIError as exc:
+            raise translate_sdk_error(exc, self.name, openai) from exc
+        try:
             async for chunk in stream:
                 for event in _chunk_events(chunk):
                     yield event
-        except _SDK_ERRORS as exc:
+        except _STREAM_ERRORS as exc:
             raise translate_sdk_error(exc, self.name, openai) from exc
 
     def _kwargs(self, request: LLMRequest) -> dict[str, Any]:

@@ -102,12 +102,15 @@ class SQLStore:
         engine = create_async_engine(self.url)
         if engine.dialect.name == "sqlite":
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
-        self._engine = engine
         try:
             async with engine.begin() as conn:
                 await conn.run_sync(_migrate)
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, StoreError) as exc:
+            await engine.dispose()
+            if isinstance(exc, StoreError):
+                raise
             raise StoreError(f"cannot open the store: {exc}") from exc
+        self._engine = engine
 
     async def close(self) -> None:
         if self._engine is not None:

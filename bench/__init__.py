@@ -1,0 +1,1 @@
+"""Salon's benchmarks: ``python -m bench [NAME ...] [--json]``."""

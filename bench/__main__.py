@@ -1,0 +1,57 @@
+"""Run benchmarks and print their figures as a table, or as JSON lines with --json."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import sys
+from collections.abc import Awaitable, Callable
+
+from bench import activation
+from bench.figures import Figure
+
+BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
+    "activation_overhead": activation.run,
+}
+
+
+def _selected(names: list[str]) -> list[str]:
+    if not names:
+        return list(BENCHES)
+    chosen = [b for b in BENCHES if any(b.startswith(n) or n.startswith(b) for n in names)]
+    unknown = [n for n in names if not any(b.startswith(n) or n.startswith(b) for b in BENCHES)]
+    if unknown:
+        sys.exit(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(BENCHES)}")
+    return chosen
+
+
+def _table(figures: list[Figure]) -> str:
+    rows = [("figure", "value", "unit", "target", "ok")]
+    rows += [
+        (f.name, f"{f.value:.6g}", f.unit, f.target_text(), "yes" if f.ok else "NO")
+        for f in figures
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("names", nargs="*", help="benchmarks or figure names to run (default: all)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per figure and line")
+    args = parser.parse_args()
+    figures: list[Figure] = []
+    for name in _selected(args.names):
+        figures.extend(asyncio.run(BENCHES[name]()))
+    if args.json:
+        for figure in figures:
+            print(figure.json())
+    else:
+        print(f"# {platform.node()} {platform.machine()} Python {platform.python_version()}")
+        print(_table(figures))
+    return 0 if all(f.ok for f in figures) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""The `salon` command in-process: init, check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from salon.cli import main
+from tests.conftest import WriteConfig
+
+
+def test_init_writes_a_config_that_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "bots-here"
+    assert main(["init", str(root), "--model", "llama3.2"]) == 0
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-init-test")
+    assert main(["check", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "ok: bot assistant (Assistant) via openai, model llama3.2" in out
+    # running init again keeps the user's edits
+    (root / "shared.yaml").write_text((root / "shared.yaml").read_text() + "\n# mine\n")
+    assert main(["init", str(root)]) == 0
+    assert "# mine" in (root / "shared.yaml").read_text()
+
+
+def test_check_reports_missing_secret_and_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "c"
+    main(["init", str(root)])
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["check", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "shared.yaml:11: providers.openai.api_key_env: environment variable OPENAI_API_KEY" in err
+    )
+
+
+@pytest.mark.parametrize(
+    ("bot_yaml", "expected"),
+    [
+        ("provider: p\nname: [oops\n", "helper.yaml:2: (top level): invalid YAML"),
+        ("provider: p\nmax_tokenz: 5\n", "helper.yaml:2: max_tokenz: unknown key"),
+        (
+            "provider: p\nmax_tokens: many\n",
+            "helper.yaml:2: max_tokens: Input should be a valid integer",
+        ),
+    ],
+)
+def test_check_errors_are_precise(
+    write_config: WriteConfig, capsys: pytest.CaptureFixture[str], bot_yaml: str, expected: str
+) -> None:
+    root = write_config("providers:\n  p:\n    type: openai\n    model: m\n", helper=bot_yaml)
+    assert main(["check", str(root)]) == 2
+    assert expected in capsys.readouterr().err

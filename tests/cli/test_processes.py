@@ -1,0 +1,149 @@
+"""`salon chat` and `salon run` as real processes, as a user would run them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+from salon.cli import main
+from tests.fakes.llm_server import LLMServer, Scripted
+
+SECRET = "sk-live-Zq8vT3pLx0RkW9"
+
+
+async def salon(
+    *args: str, stdin: str = "", env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "salon",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def chat_env(server: LLMServer) -> dict[str, str]:
+    return {"OPENAI_BASE_URL": server.base_url + "/v1", "OPENAI_API_KEY": SECRET}
+
+
+async def test_newcomer_flow_init_then_chat_remembers(
+    llm_server: LLMServer, tmp_path: Path
+) -> None:
+    root = tmp_path / "mine"
+    assert main(["init", str(root), "--model", "tiny"]) == 0
+    llm_server.queue("Hello! I am here.")
+    code, out, err = await salon("chat", str(root), stdin="hello bot\n", env=chat_env(llm_server))
+    assert code == 0, err
+    assert out == "Assistant: Hello! I am here.\n\n"
+    first = llm_server.requests[0]
+    assert first.path == "/v1/chat/completions"
+    assert first.body["model"] == "tiny"
+
+    llm_server.queue("You said hello.")
+    code, out, err = await salon(
+        "chat", str(root), stdin="what did I say?\n", env=chat_env(llm_server)
+    )
+    assert code == 0, err
+    assert "You said hello." in out
+    contents = [m["content"] for m in llm_server.requests[1].body["messages"]]
+    assert contents[1:] == ["you: hello bot", "Hello! I am here.", "you: what did I say?"]
+
+
+async def test_secret_never_appears_in_output_logs_or_errors(
+    llm_server: LLMServer, tmp_path: Path
+) -> None:
+    root = tmp_path / "mine"
+    main(["init", str(root)])
+    shared = root / "shared.yaml"
+    shared.write_text(shared.read_text().replace("retries: 2", "retries: 0") + "log_level: DEBUG\n")
+    llm_server.queue(Scripted(status=401, error_message=f"Incorrect API key provided: {SECRET}"))
+    code, out, err = await salon("chat", str(root), stdin="hi\n", env=chat_env(llm_server))
+    assert code == 0
+    assert "could not answer" in out
+    assert "Incorrect API key provided: ***" in out
+    logs = "".join(p.read_text() for p in (root / "data" / "logs").glob("*.log"))
+    assert "HTTP 401" in logs
+    for text in (out, err, logs):
+        assert SECRET not in text
+
+
+async def test_missing_secret_stops_chat_before_connecting(
+    llm_server: LLMServer, tmp_path: Path
+) -> None:
+    root = tmp_path / "mine"
+    main(["init", str(root)])
+    env = {"OPENAI_BASE_URL": llm_server.base_url + "/v1", "OPENAI_API_KEY": ""}
+    code, _out, err = await salon("chat", str(root), stdin="hi\n", env=env)
+    assert code == 2
+    assert "OPENAI_API_KEY is not set" in err
+    assert llm_server.requests == []
+
+
+async def read_until(stream: asyncio.StreamReader, pattern: str, seen: list[str]) -> re.Match[str]:
+    async with asyncio.timeout(30):
+        while True:
+            raw = await stream.readline()
+            assert raw, f"stream ended before {pattern!r}; saw: {seen}"
+            seen.append(raw.decode())
+            if found := re.search(pattern, seen[-1]):
+                return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_run_supervises_restarts_and_stops_cleanly(tmp_path: Path) -> None:
+    root = tmp_path / "two"
+    main(["init", str(root), "--bot", "ann"])
+    main(["init", str(root), "--bot", "ben"])
+    shared = root / "shared.yaml"
+    shared.write_text(shared.read_text() + "restart_backoff_initial: 0.05\n")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "salon",
+        "run",
+        str(root),
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "OPENAI_API_KEY": SECRET},
+    )
+    assert proc.stderr is not None
+    seen: list[str] = []
+    pids = {}
+    for _ in range(2):
+        found = await read_until(proc.stderr, r"bot (\w+) started \(pid (\d+)\)", seen)
+        pids[found[1]] = int(found[2])
+    assert set(pids) == {"ann", "ben"}
+    await read_until(proc.stderr, r"bot (ann|ben) running", seen)
+    os.kill(pids["ann"], signal.SIGKILL)
+    await read_until(proc.stderr, r"bot ann exited with code -9; restarting", seen)
+    found = await read_until(proc.stderr, r"bot ann started \(pid (\d+)\)", seen)
+    new_ann = int(found[1])
+    assert new_ann != pids["ann"]
+    await read_until(proc.stderr, r"bot ann running", seen)
+
+    proc.send_signal(signal.SIGTERM)
+    async with asyncio.timeout(10):
+        rest = await proc.stderr.read()
+        code = await proc.wait()
+    assert code == 0, [*seen, rest.decode()]
+    assert "all bots stopped" in rest.decode()
+    assert not alive(new_ann)
+    assert not alive(pids["ben"])
+    assert SECRET not in "".join(seen) + rest.decode()

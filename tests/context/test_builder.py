@@ -1,0 +1,62 @@
+"""Choosing and rendering the context in chat mode."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from salon.context import TRUNCATION_MARK, render_chat, select_context
+from salon.model import ChannelRef, Message, Participant
+from tests.conftest import bot_config
+
+ROOM = ChannelRef("memory", "room")
+ME = Participant("bot", "Salon", is_bot=True)
+ALICE = Participant("a", "Alice")
+BOB = Participant("b", "Bob")
+
+
+def msg(i: int, author: Participant, text: str) -> Message:
+    return Message(str(i), ROOM, author, text, datetime(2026, 1, 1, tzinfo=UTC))
+
+
+def test_message_budget_keeps_the_newest() -> None:
+    history = [msg(i, ALICE, f"m{i}") for i in range(10)]
+    picked = select_context(history, bot_config(recency_window_messages=3))
+    assert [m.text for m in picked] == ["m7", "m8", "m9"]
+
+
+def test_character_budget_stops_first_when_reached_first() -> None:
+    history = [msg(i, ALICE, "x" * 10) for i in range(10)]
+    picked = select_context(history, bot_config(recency_window_characters=35))
+    assert len(picked) == 3
+
+
+def test_an_oversized_newest_message_is_truncated_not_dropped() -> None:
+    history = [msg(1, ALICE, "older"), msg(2, ALICE, "y" * 100_000)]
+    picked = select_context(history, bot_config(recency_window_characters=1000))
+    assert len(picked) == 1
+    assert len(picked[0].text) == 1000
+    assert picked[0].text.endswith(TRUNCATION_MARK)
+
+
+def test_dot_messages_are_skipped_unless_configured() -> None:
+    history = [msg(1, ALICE, ".hidden"), msg(2, ALICE, "shown")]
+    assert [m.text for m in select_context(history, bot_config())] == ["shown"]
+    config = bot_config(ignore_dot_messages=False)
+    assert len(select_context(history, config)) == 2
+
+
+def test_chat_roles_names_and_merging() -> None:
+    history = [
+        msg(1, ALICE, "hi"),
+        msg(2, BOB, "hey"),
+        msg(3, ME, "hello both"),
+        msg(4, ME, "how are you?"),
+        msg(5, ALICE, "fine"),
+    ]
+    request = render_chat(history, ME, bot_config(system_prompt="sys", max_tokens=99), "m")
+    assert [(m.role, m.plain_text) for m in request.messages] == [
+        ("user", "Alice: hi\nBob: hey"),
+        ("assistant", "hello both\nhow are you?"),
+        ("user", "Alice: fine"),
+    ]
+    assert (request.system, request.max_tokens, request.model) == ("sys", 99, "m")

@@ -1,0 +1,59 @@
+"""The terminal platform in-process: lines in, answers out, history in the store."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from salon.app import BotApp
+from salon.config import Secrets
+from salon.llm import FakeProvider
+from tests.conftest import bot_config
+
+
+async def lines_from(queue: asyncio.Queue[str | None]) -> AsyncIterator[str]:
+    while (line := await queue.get()) is not None:
+        yield line
+
+
+async def chat_once(tmp_path: Path, provider: FakeProvider, typed: list[str]) -> str:
+    out = io.StringIO()
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+    for text in typed:
+        queue.put_nowait(text + "\n")
+    queue.put_nowait(None)
+    config = bot_config(data_dir=str(tmp_path / "data"))
+    app = BotApp(key="salon", config=config, root=tmp_path, secrets=Secrets({}), provider=provider)
+    async with app:
+        terminal = app.terminal(lines=lines_from(queue), out=out)
+        await asyncio.wait_for(app.serve(terminal.closed, [terminal]), 10)
+    return out.getvalue()
+
+
+async def test_every_line_addresses_the_bot(tmp_path: Path) -> None:
+    provider = FakeProvider(["Hello!"])
+    output = await chat_once(tmp_path, provider, ["hi there"])
+    assert output == "Salon: Hello!\n\n"
+    assert provider.requests[0].messages[-1].plain_text == "you: hi there"
+
+
+async def test_history_survives_a_restart(tmp_path: Path) -> None:
+    await chat_once(tmp_path, FakeProvider(["Nice to meet you, Ann."]), ["my name is Ann"])
+    provider = FakeProvider(["You are Ann."])
+    output = await chat_once(tmp_path, provider, ["who am I?"])
+    assert output == "Salon: You are Ann.\n\n"
+    seen = [(m.role, m.plain_text) for m in provider.requests[0].messages]
+    assert seen == [
+        ("user", "you: my name is Ann"),
+        ("assistant", "Nice to meet you, Ann."),
+        ("user", "you: who am I?"),
+    ]
+
+
+async def test_quit_word_ends_the_session_without_activation(tmp_path: Path) -> None:
+    provider = FakeProvider()
+    output = await chat_once(tmp_path, provider, ["/quit", "never read"])
+    assert output == ""
+    assert provider.requests == []
