@@ -11,8 +11,10 @@ from datetime import datetime
 from typing import Any, Literal
 
 __all__ = [
+    "UNPARSED_ARGUMENTS",
     "Attachment",
     "ChannelRef",
+    "ChatLine",
     "Event",
     "Message",
     "MessageEvent",
@@ -78,6 +80,16 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True)
+class ChatLine:
+    """One logged line of a channel, as the chat-log tools report it."""
+
+    time: datetime
+    user: str
+    text: str
+    kind: str = "message"
+
+
+@dataclass(frozen=True, slots=True)
 class MessageEvent:
     """A message arrived on a platform."""
 
@@ -92,6 +104,10 @@ class MessageEvent:
 Event = MessageEvent
 
 
+UNPARSED_ARGUMENTS = "__unparsed_arguments__"
+"""Key of a tool call's arguments when the model's JSON could not be parsed."""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     id: str
@@ -101,9 +117,12 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
+    """What a tool returned: text for the model, files (e.g. images) for the channel."""
+
     call_id: str
     content: str
     is_error: bool = False
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

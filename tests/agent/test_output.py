@@ -47,7 +47,7 @@ def test_code_fence_is_closed_and_reopened() -> None:
         ),
         max_size=30,
     ),
-    st.integers(min_value=20, max_value=200),
+    st.integers(min_value=64, max_value=300),
 )
 def test_pieces_fit_and_lose_no_words(parts: list[str], limit: int) -> None:
     text = "".join(parts)
@@ -57,6 +57,11 @@ def test_pieces_fit_and_lose_no_words(parts: list[str], limit: int) -> None:
     got = [w for p in pieces for w in p.split() if not w.startswith("```")]
     # hard cuts may split a word in two; the letters are all there in order
     assert "".join(got) == "".join(words)
+
+
+@given(st.text(alphabet="`ab \n", max_size=400), st.integers(min_value=1, max_value=63))
+def test_tiny_limits_still_terminate_and_fit(text: str, limit: int) -> None:
+    assert all(0 < len(p) <= limit for p in split_message(text, limit))
 
 
 def test_paragraph_stream_releases_complete_paragraphs() -> None:

@@ -26,6 +26,7 @@ class Scripted:
     error_message: str = "scripted failure"
     headers: dict[str, str] = field(default_factory=dict)
     raw_events: list[str] | None = None  # literal SSE data payloads, for malformed streams
+    tool_calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     pause_before_chunk: int | None = None
     resume: asyncio.Event | None = None
     input_tokens: int = 12
@@ -213,30 +214,25 @@ def _openai_events(request: Recorded, reply: Scripted) -> list[tuple[str, str]]:
     if reply.raw_events is not None:
         return [("", raw) for raw in reply.raw_events]
     model = request.body.get("model", "scripted")
+    head = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": model}
 
     def chunk(delta: dict[str, Any], finish: str | None) -> str:
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
-        return json.dumps(
-            {
-                "id": "c1",
-                "object": "chat.completion.chunk",
-                "created": 0,
-                "model": model,
-                "choices": [choice],
-            }
-        )
+        return json.dumps({**head, "choices": [choice]})
 
-    events = [("", chunk({"role": "assistant", "content": text}, None)) for text in reply.deltas()]
-    events.append(("", chunk({}, "stop")))
-    usage = {
-        "id": "c1",
-        "object": "chat.completion.chunk",
-        "created": 0,
-        "model": model,
-        "choices": [],
-    }
-    usage["usage"] = _openai_usage(reply)
-    events.append(("", json.dumps(usage)))
+    events = [
+        ("", chunk({"role": "assistant", "content": text}, None)) for text in reply.deltas() if text
+    ]
+    for index, (call_id, name, args) in enumerate(reply.tool_calls):
+        start = {"index": index, "id": call_id, "type": "function"}
+        start["function"] = {"name": name, "arguments": ""}
+        events.append(("", chunk({"tool_calls": [start]}, None)))
+        raw = json.dumps(args)
+        for part in (raw[: len(raw) // 2], raw[len(raw) // 2 :]):
+            fragment = {"index": index, "function": {"arguments": part}}
+            events.append(("", chunk({"tool_calls": [fragment]}, None)))
+    events.append(("", chunk({}, "tool_calls" if reply.tool_calls else "stop")))
+    events.append(("", json.dumps({**head, "choices": [], "usage": _openai_usage(reply)})))
     events.append(("", "[DONE]"))
     return events
 
@@ -245,7 +241,6 @@ def _anthropic_events(request: Recorded, reply: Scripted) -> list[tuple[str, str
     if reply.raw_events is not None:
         return [("content_block_delta", raw) for raw in reply.raw_events]
     model = request.body.get("model", "scripted")
-    start_usage = {**_anthropic_usage(reply), "output_tokens": 1}
     message = {
         "id": "msg_1",
         "type": "message",
@@ -254,34 +249,29 @@ def _anthropic_events(request: Recorded, reply: Scripted) -> list[tuple[str, str
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
-        "usage": start_usage,
+        "usage": {**_anthropic_usage(reply), "output_tokens": 1},
     }
-    events: list[tuple[str, dict[str, Any]]] = [
-        ("message_start", {"type": "message_start", "message": message}),
-        (
-            "content_block_start",
-            {
-                "type": "content_block_start",
-                "index": 0,
-                "content_block": {"type": "text", "text": ""},
-            },
-        ),
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": message},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
     ]
     for text in reply.deltas():
         delta = {"type": "text_delta", "text": text}
-        events.append(
-            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta})
-        )
-    events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
+        events.append({"type": "content_block_delta", "index": 0, "delta": delta})
+    events.append({"type": "content_block_stop", "index": 0})
+    for index, (call_id, name, args) in enumerate(reply.tool_calls, start=1):
+        block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+        events.append({"type": "content_block_start", "index": index, "content_block": block})
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
+        events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        events.append({"type": "content_block_stop", "index": index})
+    stop = "tool_use" if reply.tool_calls else "end_turn"
     events.append(
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                "usage": {"output_tokens": reply.output_tokens},
-            },
-        )
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": reply.output_tokens},
+        }
     )
-    events.append(("message_stop", {"type": "message_stop"}))
-    return [(name, json.dumps(payload)) for name, payload in events]
+    events.append({"type": "message_stop"})
+    return [(event["type"], json.dumps(event)) for event in events]

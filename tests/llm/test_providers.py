@@ -6,7 +6,7 @@ import pytest
 
 from salon.config import Secrets
 from salon.errors import ProviderError, RateLimited
-from salon.llm import ChatMessage, LLMRequest, Provider, StreamEvent, TextDelta, UsageEvent
+from salon.llm import ChatMessage, LLMRequest, Provider, StreamEvent, TextDelta, TextPart, UsageEvent
 from salon.llm.factory import build_provider
 from salon.model import Usage
 from tests.conftest import bot_config
@@ -137,3 +137,45 @@ async def test_unreachable_server_is_a_provider_error() -> None:
     await server.stop()  # the port is now closed
     with pytest.raises(ProviderError, match="cannot reach"):
         await collect(provider_for(server, "openai", retries=0))
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_native_tool_calls_round_trip(llm_server: LLMServer, vendor: str) -> None:
+    from salon.llm import ToolCallEvent, ToolDefinition, ToolResultPart, ToolUsePart
+    from salon.model import ToolCall, ToolResult
+
+    llm_server.queue(
+        Scripted(chunks=["Let me check."], tool_calls=[("call_1", "clock", {"tz": "UTC"})])
+    )
+    provider = provider_for(llm_server, vendor)
+    schema = {"type": "object", "properties": {"tz": {"type": "string"}}}
+    tools = (ToolDefinition("clock", "tells the time", schema),)
+    first = LLMRequest(model="m1", messages=(ChatMessage.text("user", "time?"),), tools=tools)
+    events = [e async for e in provider.stream(first)]
+    calls = [e.call for e in events if isinstance(e, ToolCallEvent)]
+    assert calls == [ToolCall("call_1", "clock", {"tz": "UTC"})]
+    assert text_of(events) == "Let me check."
+
+    follow_up = LLMRequest(
+        model="m1",
+        tools=tools,
+        messages=(
+            ChatMessage.text("user", "time?"),
+            ChatMessage("assistant", (TextPart("Let me check."), ToolUsePart(calls[0]))),
+            ChatMessage("user", (ToolResultPart(ToolResult("call_1", "12:00")),)),
+        ),
+    )
+    _ = [e async for e in provider.stream(follow_up)]
+    sent = llm_server.requests[1].body
+    if vendor == "openai":
+        assert sent["tools"][0]["function"]["name"] == "clock"
+        assistant, tool = sent["messages"][1], sent["messages"][2]
+        assert assistant["tool_calls"][0]["function"] == {"name": "clock", "arguments": '{"tz": "UTC"}'}
+        assert tool == {"role": "tool", "tool_call_id": "call_1", "content": "12:00"}
+    else:
+        assert sent["tools"][0]["input_schema"] == schema
+        assert sent["messages"][1]["content"][1] == {
+            "type": "tool_use", "id": "call_1", "name": "clock", "input": {"tz": "UTC"}
+        }
+        result = sent["messages"][2]["content"][0]
+        assert (result["type"], result["tool_use_id"], result["content"]) == ("tool_result", "call_1", "12:00")

@@ -12,14 +12,18 @@ __all__ = ["ParagraphStream", "split_message"]
 
 _FENCE = "```"
 _CLOSE = "\n```"
+_MAX_OPENER = 16  # "```typescript" fits; a longer "language" is not one
+_MIN_FENCE_LIMIT = 64
 
 
 def _open_fence(text: str) -> str | None:
     """The opening line of the code fence still open at the end of ``text``, if any."""
     opener: str | None = None
     for line in text.split("\n"):
-        if line.lstrip().startswith(_FENCE):
-            opener = line.strip() if opener is None else None
+        stripped = line.strip()
+        if stripped.startswith(_FENCE):
+            # Reopen with the fence and its language only: the rest of the line was content.
+            opener = stripped.split()[0][:_MAX_OPENER] if opener is None else None
     return opener
 
 
@@ -37,11 +41,14 @@ def split_message(text: str, limit: int) -> list[str]:
     """Split ``text`` into pieces of at most ``limit`` characters; empty pieces are dropped."""
     pieces: list[str] = []
     rest = text.strip()
-    reserve = len(_CLOSE) if _FENCE in text else 0
+    # Keep room for a closing fence and the reopened one so every round makes progress;
+    # below _MIN_FENCE_LIMIT there is no such room and fences are cut like any text.
+    mend_fences = _FENCE in text and limit >= _MIN_FENCE_LIMIT
+    reserve = len(_CLOSE) + _MAX_OPENER + 1 if mend_fences else 0
     while len(rest) > limit:
         cut, resume = _cut_position(rest, max(limit - reserve, 1))
         head, rest = rest[:cut].rstrip(), rest[resume:].lstrip("\n")
-        opener = _open_fence(head)
+        opener = _open_fence(head) if mend_fences else None
         if opener is not None:
             head += _CLOSE
             rest = f"{opener}\n{rest}"

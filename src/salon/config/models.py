@@ -8,14 +8,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "BotConfig",
+    "McpServerConfig",
     "PlatformsConfig",
     "ProviderConfig",
     "TerminalConfig",
+    "ToolPolicy",
+    "ToolRule",
 ]
+
+ToolPolicy = Literal["allow", "ask", "deny"]
 
 
 class _Strict(BaseModel):
@@ -38,6 +43,42 @@ class ProviderConfig(_Strict):
     backoff_initial: float = Field(default=1.0, ge=0)
     backoff_max: float = Field(default=30.0, ge=0)
     timeout: float = Field(default=120.0, gt=0)
+
+
+class ToolRule(_Strict):
+    """A policy for one tool; with ``arguments`` it applies only when every listed argument
+    matches its regular expression (full match on the argument's text)."""
+
+    policy: ToolPolicy
+    arguments: dict[str, str] = Field(default_factory=dict)
+
+
+class McpServerConfig(_Strict):
+    """An MCP server: a command over stdio, or a URL over streamable HTTP."""
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    env_from: dict[str, str] = Field(
+        default_factory=dict, description="server variable -> environment variable (secrets)"
+    )
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    headers_env: dict[str, str] = Field(
+        default_factory=dict, description="header name -> environment variable (secrets)"
+    )
+    timeout: float = Field(default=360.0, gt=0, description="seconds for one tool call")
+    start_timeout: float = Field(default=30.0, gt=0)
+    policy: ToolPolicy | None = Field(default=None, description="default for this server's tools")
+    tools: dict[str, ToolRule | list[ToolRule]] = Field(default_factory=dict)
+    enabled: bool = True
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("set exactly one of `command` (stdio) or `url` (streamable HTTP)")
+        return self
 
 
 class TerminalConfig(_Strict):
@@ -79,6 +120,21 @@ class BotConfig(_Strict):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     restart_backoff_initial: float = Field(default=1.0, ge=0)
     restart_backoff_max: float = Field(default=60.0, ge=0)
+
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    builtin_tools: bool = Field(default=True, description="offer Salon's own tools")
+    tool_mode: Literal["native", "text"] = Field(
+        default="native", description="native tool calling, or the XML text protocol"
+    )
+    default_tool_policy: ToolPolicy = "ask"
+    tool_policies: dict[str, ToolRule | list[ToolRule]] = Field(
+        default_factory=dict, description="per exposed tool name; wins over server rules"
+    )
+    max_tool_depth: int = Field(default=100, ge=1)
+    approval_timeout: float = Field(default=300.0, gt=0)
+    authorized_roles: list[str] = Field(default_factory=list)
+    tool_output_visible: bool = True
+    tool_log_seed_hours: float = Field(default=48.0, ge=0)
 
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from salon.config.models import BotConfig
 from salon.errors import ConfigError, ConfigProblem
 
-__all__ = ["Redactor", "Secrets", "resolve_secrets"]
+__all__ = ["Redactor", "Secrets", "required_secrets", "resolve_secrets"]
 
 _MIN_SECRET_LEN = 4  # shorter values would redact ordinary words
 
@@ -61,18 +61,31 @@ class Secrets:
 Locate = Callable[[str, str], ConfigProblem]
 
 
+def required_secrets(bot: BotConfig) -> list[tuple[str, str]]:
+    """(key path, environment variable) of every secret the bot cannot start without."""
+    needed: list[tuple[str, str]] = []
+    provider = bot.provider_config()
+    if provider.api_key_env:
+        needed.append((f"providers.{bot.provider}.api_key_env", provider.api_key_env))
+    for name, server in bot.mcp_servers.items():
+        if not server.enabled:
+            continue
+        for key, env_name in server.env_from.items():
+            needed.append((f"mcp_servers.{name}.env_from.{key}", env_name))
+        for key, env_name in server.headers_env.items():
+            needed.append((f"mcp_servers.{name}.headers_env.{key}", env_name))
+    return needed
+
+
 def resolve_secrets(bot: BotConfig, environ: Mapping[str, str], locate: Locate) -> Secrets:
     """Look up every secret the bot needs; raise one ConfigError naming all missing ones.
 
     ``locate(key_path, reason)`` builds the problem, blaming the file that set the key.
     """
     provider = bot.provider_config()
-    needed: list[tuple[str, str]] = []
-    if provider.api_key_env:
-        needed.append((f"providers.{bot.provider}.api_key_env", provider.api_key_env))
     values: dict[str, str] = {}
     problems: list[ConfigProblem] = []
-    for key_path, env_name in needed:
+    for key_path, env_name in required_secrets(bot):
         value = environ.get(env_name)
         if value:
             values[env_name] = value

@@ -10,6 +10,9 @@ from salon.llm.base import (
     TextDelta,
     TextPart,
     ToolCallEvent,
+    ToolDefinition,
+    ToolResultPart,
+    ToolUsePart,
     UsageEvent,
 )
 from salon.llm.fake import FakeProvider, FakeReply
@@ -28,5 +31,8 @@ __all__ = [
     "TextDelta",
     "TextPart",
     "ToolCallEvent",
+    "ToolDefinition",
+    "ToolResultPart",
+    "ToolUsePart",
     "UsageEvent",
 ]

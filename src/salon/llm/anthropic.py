@@ -18,9 +18,12 @@ from salon.llm.base import (
     StreamEvent,
     TextDelta,
     TextPart,
+    ToolCallEvent,
+    ToolUsePart,
     UsageEvent,
+    parse_arguments,
 )
-from salon.model import Usage
+from salon.model import ToolCall, Usage
 
 __all__ = ["AnthropicProvider", "to_anthropic_messages"]
 
@@ -53,22 +56,15 @@ class AnthropicProvider:
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
         kwargs = self._kwargs(request)
-        input_usage = Usage()
         try:
             stream = await self._client.messages.create(**kwargs)
         except anthropic.AnthropicError as exc:
             raise translate_sdk_error(exc, self.name, anthropic) from exc
+        decoder = _EventDecoder()
         try:
             async for event in stream:
-                if event.type == "message_start":
-                    input_usage = _input_usage(event.message.usage)
-                elif event.type == "content_block_delta" and event.delta.type == "text_delta":
-                    yield TextDelta(event.delta.text)
-                elif event.type == "message_delta":
-                    out = Usage(output_tokens=event.usage.output_tokens or 0)
-                    yield UsageEvent(input_usage + out)
-                    if event.delta.stop_reason:
-                        yield StopEvent(str(event.delta.stop_reason))
+                for out in decoder.decode(event):
+                    yield out
         except _STREAM_ERRORS as exc:
             raise translate_sdk_error(exc, self.name, anthropic) from exc
 
@@ -85,6 +81,11 @@ class AnthropicProvider:
             kwargs["temperature"] = request.temperature
         if request.stop:
             kwargs["stop_sequences"] = list(request.stop)
+        if request.tools:
+            kwargs["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                for t in request.tools
+            ]
         extra_body = {**self._config.extra_body, **request.extra}
         if extra_body:
             kwargs["extra_body"] = extra_body
@@ -92,6 +93,44 @@ class AnthropicProvider:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+class _EventDecoder:
+    """Turns the Messages API's raw stream events into Salon stream events."""
+
+    def __init__(self) -> None:
+        self.input_usage = Usage()
+        self.tool: dict[str, str] | None = None  # the tool_use block being streamed
+
+    def decode(self, event: Any) -> list[StreamEvent]:
+        kind = event.type
+        if kind == "message_start":
+            self.input_usage = _input_usage(event.message.usage)
+        elif kind == "content_block_start" and event.content_block.type == "tool_use":
+            block = event.content_block
+            self.tool = {"id": block.id, "name": block.name, "json": ""}
+        elif kind == "content_block_delta":
+            return self._delta(event.delta)
+        elif kind == "content_block_stop" and self.tool is not None:
+            tool, self.tool = self.tool, None
+            return [
+                ToolCallEvent(ToolCall(tool["id"], tool["name"], parse_arguments(tool["json"])))
+            ]
+        elif kind == "message_delta":
+            out: list[StreamEvent] = [
+                UsageEvent(self.input_usage + Usage(output_tokens=event.usage.output_tokens or 0))
+            ]
+            if event.delta.stop_reason:
+                out.append(StopEvent(str(event.delta.stop_reason)))
+            return out
+        return []
+
+    def _delta(self, delta: Any) -> list[StreamEvent]:
+        if delta.type == "text_delta":
+            return [TextDelta(delta.text)]
+        if delta.type == "input_json_delta" and self.tool is not None:
+            self.tool["json"] += delta.partial_json
+        return []
 
 
 def to_anthropic_messages(request: LLMRequest) -> list[dict[str, Any]]:
@@ -117,6 +156,21 @@ def _message(message: ChatMessage) -> dict[str, Any]:
             data = base64.b64encode(part.data).decode("ascii")
             source = {"type": "base64", "media_type": part.media_type, "data": data}
             blocks.append({"type": "image", "source": source})
+        elif isinstance(part, ToolUsePart):
+            call = part.call
+            blocks.append(
+                {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+            )
+        else:
+            result = part.result
+            blocks.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": result.call_id,
+                    "content": result.content,
+                    "is_error": result.is_error,
+                }
+            )
     return {"role": message.role, "content": blocks}
 
 

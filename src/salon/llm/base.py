@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from salon.model import ToolCall, Usage
+from salon.model import UNPARSED_ARGUMENTS, ToolCall, ToolResult, Usage
 
 __all__ = [
+    "UNPARSED_ARGUMENTS",
     "ChatMessage",
     "ImagePart",
     "LLMRequest",
@@ -18,8 +20,21 @@ __all__ = [
     "TextDelta",
     "TextPart",
     "ToolCallEvent",
+    "ToolDefinition",
+    "ToolResultPart",
+    "ToolUsePart",
     "UsageEvent",
+    "parse_arguments",
 ]
+
+
+def parse_arguments(raw: str) -> dict[str, Any]:
+    """JSON arguments of a tool call; unparseable text is kept for the error message."""
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError:
+        return {UNPARSED_ARGUMENTS: raw}
+    return value if isinstance(value, dict) else {UNPARSED_ARGUMENTS: raw}
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +49,30 @@ class ImagePart:
     data: bytes
 
 
-ContentPart = TextPart | ImagePart
+@dataclass(frozen=True, slots=True)
+class ToolUsePart:
+    """The model asked for a tool (native tool calling); lives in an assistant turn."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultPart:
+    """A tool's answer to a ``ToolUsePart``; lives in the following user turn."""
+
+    result: ToolResult
+
+
+ContentPart = TextPart | ImagePart | ToolUsePart | ToolResultPart
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """A tool as offered to the model: its name, what it does, its JSON Schema."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +97,7 @@ class LLMRequest:
     max_tokens: int = 1024
     temperature: float | None = None
     stop: tuple[str, ...] = ()
+    tools: tuple[ToolDefinition, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import openai
@@ -18,9 +20,13 @@ from salon.llm.base import (
     StreamEvent,
     TextDelta,
     TextPart,
+    ToolCallEvent,
+    ToolResultPart,
+    ToolUsePart,
     UsageEvent,
+    parse_arguments,
 )
-from salon.model import Usage
+from salon.model import ToolCall, Usage
 
 __all__ = ["OpenAIProvider", "to_openai_messages"]
 
@@ -56,12 +62,15 @@ class OpenAIProvider:
             stream = await self._client.chat.completions.create(**kwargs)
         except openai.OpenAIError as exc:
             raise translate_sdk_error(exc, self.name, openai) from exc
+        calls = _ToolCallAssembler()
         try:
             async for chunk in stream:
-                for event in _chunk_events(chunk):
+                for event in _chunk_events(chunk, calls):
                     yield event
         except _STREAM_ERRORS as exc:
             raise translate_sdk_error(exc, self.name, openai) from exc
+        for call in calls.finish():
+            yield ToolCallEvent(call)
 
     def _kwargs(self, request: LLMRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -75,6 +84,18 @@ class OpenAIProvider:
             kwargs["temperature"] = request.temperature
         if request.stop:
             kwargs["stop"] = list(request.stop)
+        if request.tools:
+            kwargs["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.input_schema,
+                    },
+                }
+                for t in request.tools
+            ]
         extra_body = {**self._config.extra_body, **request.extra}
         if extra_body:
             kwargs["extra_body"] = extra_body
@@ -88,30 +109,92 @@ def to_openai_messages(request: LLMRequest) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": request.system})
-    messages.extend(_message(m) for m in request.messages)
+    for message in request.messages:
+        messages.extend(_messages(message))
     return messages
 
 
-def _message(message: ChatMessage) -> dict[str, Any]:
-    if all(isinstance(p, TextPart) for p in message.parts):
-        return {"role": message.role, "content": message.plain_text}
+def _messages(message: ChatMessage) -> list[dict[str, Any]]:
+    """One Salon turn as OpenAI messages: tool results become ``tool`` messages."""
+    results = [p.result for p in message.parts if isinstance(p, ToolResultPart)]
+    out: list[dict[str, Any]] = [
+        {"role": "tool", "tool_call_id": r.call_id, "content": r.content} for r in results
+    ]
+    calls = [p.call for p in message.parts if isinstance(p, ToolUsePart)]
+    content = _content([p for p in message.parts if isinstance(p, TextPart | ImagePart)])
+    if calls:
+        out.append(
+            {
+                "role": "assistant",
+                "content": content or None,
+                "tool_calls": [_tool_call(c) for c in calls],
+            }
+        )
+    elif content or not results:
+        out.append({"role": message.role, "content": content})
+    return out
+
+
+def _content(parts: list[TextPart | ImagePart]) -> str | list[dict[str, Any]]:
+    if all(isinstance(p, TextPart) for p in parts):
+        return "".join(p.text for p in parts if isinstance(p, TextPart))
     content: list[dict[str, Any]] = []
-    for part in message.parts:
+    for part in parts:
         if isinstance(part, TextPart):
             content.append({"type": "text", "text": part.text})
-        elif isinstance(part, ImagePart):
+        else:
             data = base64.b64encode(part.data).decode("ascii")
             url = f"data:{part.media_type};base64,{data}"
             content.append({"type": "image_url", "image_url": {"url": url}})
-    return {"role": message.role, "content": content}
+    return content
 
 
-def _chunk_events(chunk: Any) -> list[StreamEvent]:
+def _tool_call(call: ToolCall) -> dict[str, Any]:
+    arguments = json.dumps(call.arguments, ensure_ascii=False)
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    }
+
+
+@dataclass
+class _ToolCallAssembler:
+    """Tool calls arrive in fragments keyed by index; join them once the stream ends."""
+
+    parts: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, fragment: Any) -> None:
+        slot = self.parts.setdefault(fragment.index, {"id": "", "name": "", "arguments": ""})
+        if fragment.id:
+            slot["id"] = fragment.id
+        function = fragment.function
+        if function is not None:
+            slot["name"] += function.name or ""
+            slot["arguments"] += function.arguments or ""
+
+    def finish(self) -> list[ToolCall]:
+        calls = []
+        for index in sorted(self.parts):
+            slot = self.parts[index]
+            calls.append(
+                ToolCall(
+                    slot["id"] or f"call_{index}", slot["name"], parse_arguments(slot["arguments"])
+                )
+            )
+        self.parts.clear()
+        return calls
+
+
+def _chunk_events(chunk: Any, calls: _ToolCallAssembler) -> list[StreamEvent]:
     events: list[StreamEvent] = []
     for choice in chunk.choices or ():
-        text = choice.delta.content if choice.delta is not None else None
+        delta = choice.delta
+        text = delta.content if delta is not None else None
         if text:
             events.append(TextDelta(text))
+        for fragment in (delta.tool_calls if delta is not None else None) or ():
+            calls.add(fragment)
         if choice.finish_reason:
             events.append(StopEvent(str(choice.finish_reason)))
     if chunk.usage is not None:

@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from salon.errors import StoreError
-from salon.model import ChannelRef, Message, Participant, Usage
+from salon.model import ChannelRef, ChatLine, Message, Participant, Usage
 
 __all__ = ["SQLStore", "sqlite_url"]
 
@@ -65,13 +65,53 @@ usage_log = sa.Table(
 )
 
 
+approvals = sa.Table(
+    "approvals",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("bot", sa.String, nullable=False),
+    sa.Column("channel", sa.String, nullable=False),
+    sa.Column("tool", sa.String, nullable=False),
+    sa.Column("arguments", sa.Text, nullable=False),
+    sa.Column("requester", sa.String, nullable=False),
+    sa.Column("status", sa.String, nullable=False),  # pending, approved, cancelled, timeout, closed
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("decided_at", sa.Float, nullable=True),
+    sa.Index("ix_approvals_bot_status", "bot", "status"),
+)
+
+
 def _m1_chat_log_and_usage(conn: Connection) -> None:
     chat_log.create(conn)
     usage_log.create(conn)
 
 
+def _m2_chat_log_search(conn: Connection) -> None:
+    """Full-text index over the chat log (SQLite FTS5), kept in step by triggers."""
+    if conn.dialect.name != "sqlite":
+        return
+    statements = [
+        "CREATE VIRTUAL TABLE chat_log_fts USING fts5("
+        "text, content='chat_log', content_rowid='id', tokenize='unicode61')",
+        "CREATE TRIGGER chat_log_ai AFTER INSERT ON chat_log BEGIN "
+        "INSERT INTO chat_log_fts(rowid, text) VALUES (new.id, new.text); END",
+        "CREATE TRIGGER chat_log_ad AFTER DELETE ON chat_log BEGIN "
+        "INSERT INTO chat_log_fts(chat_log_fts, rowid, text) "
+        "VALUES ('delete', old.id, old.text); END",
+        "INSERT INTO chat_log_fts(rowid, text) SELECT id, text FROM chat_log",
+    ]
+    for statement in statements:
+        conn.exec_driver_sql(statement)
+
+
+def _m3_approvals(conn: Connection) -> None:
+    approvals.create(conn)
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (1, _m1_chat_log_and_usage),
+    (2, _m2_chat_log_search),
+    (3, _m3_approvals),
 ]
 
 
@@ -156,6 +196,123 @@ class SQLStore:
             raise StoreError(f"cannot read the chat log: {exc}") from exc
         return [_row_to_message(row, channel) for row in reversed(rows)]
 
+    async def search_chat(
+        self,
+        bot: str,
+        channel_key: str,
+        query: str,
+        *,
+        user: str | None = None,
+        since: datetime | None = None,
+        limit: int = 20,
+    ) -> list[ChatLine]:
+        """Lines matching every word of ``query``, newest first."""
+        terms = [t for t in query.split() if t]
+        if not terms:
+            return []
+        c = chat_log.c
+        statement = self._line_query(bot, channel_key, user, since).limit(limit)
+        if self.engine.dialect.name == "sqlite":
+            fts = sa.table("chat_log_fts", sa.column("rowid"), sa.column("chat_log_fts"))
+            match = " ".join('"' + t.replace('"', '""') + '"' for t in terms)
+            matching = sa.select(fts.c.rowid).where(sa.text("chat_log_fts MATCH :match"))
+            statement = statement.where(c.id.in_(matching)).params(match=match)
+        else:
+            for term in terms:
+                statement = statement.where(c.text.ilike(f"%{_escape_like(term)}%", escape="\\"))
+        return await self._lines(statement)
+
+    async def recent_chat(
+        self, bot: str, channel_key: str, *, limit: int = 50, since: datetime | None = None
+    ) -> list[ChatLine]:
+        """The newest conversation lines, oldest first."""
+        lines = await self._lines(self._line_query(bot, channel_key, None, since).limit(limit))
+        return lines[::-1]
+
+    async def channel_stats(self, bot: str, channel_key: str) -> dict[str, object]:
+        c = chat_log.c
+        where = sa.and_(c.bot == bot, c.channel == channel_key, c.kind == "message")
+        totals = sa.select(
+            sa.func.count(),
+            sa.func.count(sa.distinct(c.author_name)),
+            sa.func.min(c.created_at),
+            sa.func.max(c.created_at),
+        ).where(where)
+        top = (
+            sa.select(c.author_name, sa.func.count().label("n"))
+            .where(where)
+            .group_by(c.author_name)
+            .order_by(sa.desc("n"))
+            .limit(5)
+        )
+        async with self.engine.connect() as conn:
+            count, people, first, last = (await conn.execute(totals)).one()
+            posters = (await conn.execute(top)).all()
+        return {
+            "messages": int(count),
+            "participants": int(people),
+            "first": _iso(first),
+            "last": _iso(last),
+            "top_posters": {row[0]: int(row[1]) for row in posters},
+        }
+
+    def _line_query(
+        self, bot: str, channel_key: str, user: str | None, since: datetime | None
+    ) -> sa.Select[Any]:
+        c = chat_log.c
+        statement = (
+            sa.select(c.created_at, c.author_name, c.text, c.kind)
+            .where(c.bot == bot, c.channel == channel_key, c.kind == "message")
+            .order_by(c.id.desc())
+        )
+        if user:
+            statement = statement.where(sa.func.lower(c.author_name) == user.lower())
+        if since is not None:
+            statement = statement.where(c.created_at >= since.timestamp())
+        return statement
+
+    async def _lines(self, statement: sa.Select[Any]) -> list[ChatLine]:
+        try:
+            async with self.engine.connect() as conn:
+                rows = (await conn.execute(statement)).all()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read the chat log: {exc}") from exc
+        return [ChatLine(datetime.fromtimestamp(r[0], tz=UTC), r[1], r[2], r[3]) for r in rows]
+
+    async def open_approval(
+        self, bot: str, channel_key: str, tool: str, arguments: str, requester: str
+    ) -> int:
+        row = {
+            "bot": bot,
+            "channel": channel_key,
+            "tool": tool,
+            "arguments": arguments,
+            "requester": requester,
+            "status": "pending",
+            "created_at": time.time(),
+        }
+        async with self.engine.begin() as conn:
+            result = await conn.execute(sa.insert(approvals).values(row))
+            key = result.inserted_primary_key
+        return int(key[0]) if key else 0
+
+    async def close_approval(self, approval_id: int, status: str) -> None:
+        statement = (
+            sa.update(approvals)
+            .where(approvals.c.id == approval_id, approvals.c.status == "pending")
+            .values(status=status, decided_at=time.time())
+        )
+        await self._execute(statement)
+
+    async def pending_approvals(self, bot: str) -> list[tuple[int, str, str]]:
+        """(id, channel key, tool) of approvals still open, e.g. left by a crash."""
+        query = sa.select(approvals.c.id, approvals.c.channel, approvals.c.tool).where(
+            approvals.c.bot == bot, approvals.c.status == "pending"
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+
     async def record_usage(
         self, bot: str, channel_key: str, provider: str, model: str, usage: Usage
     ) -> None:
@@ -203,6 +360,14 @@ def _migrate(conn: Connection) -> None:
             continue
         apply(conn)
         conn.execute(sa.insert(schema_migrations).values(version=version, applied_at=time.time()))
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _iso(timestamp: float | None) -> str | None:
+    return None if timestamp is None else datetime.fromtimestamp(timestamp, tz=UTC).isoformat()
 
 
 def _row_to_message(row: Any, channel: ChannelRef) -> Message:

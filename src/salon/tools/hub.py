@@ -1,0 +1,332 @@
+"""ToolHub: every MCP server of a bot behind one registry.
+
+Each server is owned by one task that connects, lists its tools, follows list changes, and
+reconnects with backoff after a failure. A call that finds its server dead or hung returns
+an error result (the model can carry on) and asks the owner task to restart the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+import mcp_types
+from mcp import Client
+from mcp.client.session import IncomingMessage, MessageHandlerFnT
+from mcp.shared.exceptions import MCPError
+
+from salon.errors import ToolError
+from salon.model import UNPARSED_ARGUMENTS, Attachment, ToolCall, ToolResult
+from salon.tools.base import ToolSpec
+
+__all__ = ["MessageHandler", "ServerSpec", "ToolHub"]
+
+MessageHandler = MessageHandlerFnT
+
+logger = logging.getLogger(__name__)
+
+_RESTARTING_CODES = frozenset({mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT})
+_MAX_RESULT_CHARS = 100_000
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """How to reach one MCP server.
+
+    ``connect(on_message)`` makes a fresh, unentered ``Client`` that passes server
+    notifications to ``on_message`` (how pre-2026 servers announce tool-list changes).
+    """
+
+    name: str
+    connect: Callable[[MessageHandler], Client]
+    timeout: float = 360.0
+    start_timeout: float = 30.0
+    hidden_arguments: frozenset[str] = frozenset()  # filled in by Salon, not the model
+
+
+class _Server:
+    """One server's connection, owned by the task running ``run``."""
+
+    def __init__(
+        self, spec: ServerSpec, on_change: Callable[[], None], backoff: tuple[float, float]
+    ):
+        self.spec = spec
+        self.client: Client | None = None
+        self.tools: list[mcp_types.Tool] = []
+        self.ready = asyncio.Event()
+        self.first_attempt = asyncio.Event()
+        self.last_error: str | None = None
+        self._restart = asyncio.Event()
+        self._stale = asyncio.Event()
+        self._on_change = on_change
+        self._backoff = backoff
+
+    async def run(self) -> None:
+        delay = self._backoff[0]
+        while True:
+            self._restart.clear()
+            try:
+                async with self.spec.connect(self._on_message) as client:
+                    await self._load_tools(client)
+                    self.client, self.last_error = client, None
+                    self.ready.set()
+                    self.first_attempt.set()
+                    delay = self._backoff[0]
+                    logger.info("MCP server %s: %d tools", self.spec.name, len(self.tools))
+                    await self._serve(client)
+            except Exception as exc:  # a server's failure must never take the hub down
+                self.last_error = _describe(exc)
+                logger.warning("MCP server %s failed: %s", self.spec.name, self.last_error)
+            finally:
+                self.client = None
+                self.ready.clear()
+                self.first_attempt.set()
+            await asyncio.sleep(delay)
+            delay = min(max(delay * 2, 0.05), self._backoff[1])
+
+    async def _serve(self, client: Client) -> None:
+        helpers = [
+            asyncio.create_task(self._follow_changes(client)),
+            asyncio.create_task(self._reload_when_stale(client)),
+        ]
+        try:
+            await self._restart.wait()
+            logger.warning("MCP server %s: restarting", self.spec.name)
+        finally:
+            for task in helpers:
+                task.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self._stale.set()
+
+    async def _reload_when_stale(self, client: Client) -> None:
+        while True:
+            await self._stale.wait()
+            self._stale.clear()
+            try:
+                await self.reload(client)
+            except (MCPError, OSError) as exc:
+                logger.warning("MCP server %s: could not reload tools: %s", self.spec.name, exc)
+
+    async def _follow_changes(self, client: Client) -> None:
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _ in subscription:
+                    await self.reload(client)
+        except Exception as exc:  # older servers notify through the message handler instead
+            logger.debug("MCP server %s: no change subscription (%s)", self.spec.name, exc)
+
+    async def reload(self, client: Client | None = None) -> None:
+        client = client or self.client
+        if client is not None:
+            await self._load_tools(client)
+            self._on_change()
+
+    async def _load_tools(self, client: Client) -> None:
+        tools: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        for _ in range(100):  # a server that pages forever must not hang us
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        self.tools = tools
+        self._on_change()
+
+    def restart(self) -> None:
+        """Drop the connection now; calls wait for the owner task to bring up a new one."""
+        self.client = None
+        self.ready.clear()
+        self._restart.set()
+
+    async def call(self, remote_name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+        if not self.ready.is_set():
+            try:
+                await asyncio.wait_for(self.ready.wait(), self.spec.start_timeout)
+            except TimeoutError:
+                reason = self.last_error or "not started"
+                raise ToolError(f"MCP server {self.spec.name} is unavailable: {reason}") from None
+        client = self.client
+        if client is None:
+            raise ToolError(f"MCP server {self.spec.name} is unavailable")
+        timeout = self.spec.timeout
+        try:
+            async with asyncio.timeout(timeout + 5):
+                return await client.call_tool(remote_name, arguments, read_timeout_seconds=timeout)
+        except TimeoutError:
+            self.restart()
+            raise ToolError(
+                f"{remote_name} timed out after {timeout:g}s; restarting server"
+            ) from None
+        except MCPError as exc:
+            if exc.code in _RESTARTING_CODES:
+                self.restart()
+                raise ToolError(f"{remote_name} failed: {exc.message}; restarting server") from exc
+            raise ToolError(f"{remote_name} failed: {exc.message}") from exc
+        except (OSError, RuntimeError) as exc:
+            self.restart()
+            raise ToolError(f"{remote_name} failed: {_describe(exc)}; restarting server") from exc
+
+
+class ToolHub:
+    """All tools of all servers in one registry, with schema checks before every call."""
+
+    def __init__(
+        self,
+        servers: Sequence[ServerSpec],
+        *,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+    ) -> None:
+        self._servers = {
+            s.name: _Server(s, self._rebuild, (backoff_initial, backoff_max)) for s in servers
+        }
+        self._tasks: list[asyncio.Task[None]] = []
+        self._registry: dict[str, ToolSpec] = {}
+        self.changed: Callable[[], None] | None = None
+
+    async def start(self) -> None:
+        """Start every server; return once each is up or has failed its first attempt."""
+        for name, server in self._servers.items():
+            self._tasks.append(asyncio.create_task(server.run(), name=f"mcp-{name}"))
+        for name, server in self._servers.items():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(server.first_attempt.wait(), server.spec.start_timeout)
+            if not server.ready.is_set():
+                reason = server.last_error or "did not start in time"
+                logger.error(
+                    "MCP server %s is not available: %s (continuing without it)", name, reason
+                )
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def __aenter__(self) -> ToolHub:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def failed_servers(self) -> dict[str, str]:
+        return {
+            name: server.last_error or "not started"
+            for name, server in self._servers.items()
+            if not server.ready.is_set()
+        }
+
+    def specs(self) -> list[ToolSpec]:
+        return list(self._registry.values())
+
+    def get(self, name: str) -> ToolSpec | None:
+        return self._registry.get(name)
+
+    def _rebuild(self) -> None:
+        counts: dict[str, int] = {}
+        for server in self._servers.values():
+            for tool in server.tools:
+                counts[tool.name] = counts.get(tool.name, 0) + 1
+        registry: dict[str, ToolSpec] = {}
+        for server in self._servers.values():
+            for tool in server.tools:
+                exposed = tool.name if counts[tool.name] == 1 else f"{server.spec.name}_{tool.name}"
+                registry[exposed] = _spec(exposed, server.spec, tool)
+        self._registry = registry
+        if self.changed is not None:
+            self.changed()
+
+    async def call(self, call: ToolCall, *, hidden: Mapping[str, Any] | None = None) -> ToolResult:
+        """Run one call; every failure becomes an error result the model can read."""
+        spec = self._registry.get(call.name)
+        if spec is None:
+            known = ", ".join(sorted(self._registry)) or "none"
+            return ToolResult(call.id, f"unknown tool {call.name!r}; tools: {known}", True)
+        problem = _invalid_arguments(spec, call.arguments)
+        if problem is not None:
+            return ToolResult(call.id, problem, is_error=True)
+        server = self._servers[spec.server]
+        arguments = dict(call.arguments)
+        for key, value in (hidden or {}).items():
+            if key in server.spec.hidden_arguments:
+                arguments[key] = value
+        try:
+            raw = await server.call(spec.remote_name, arguments)
+        except ToolError as exc:
+            return ToolResult(call.id, str(exc), is_error=True)
+        return _result(call.id, raw)
+
+
+def _spec(exposed: str, server: ServerSpec, tool: mcp_types.Tool) -> ToolSpec:
+    schema = dict(tool.input_schema or {"type": "object", "properties": {}})
+    if server.hidden_arguments:
+        properties = {
+            k: v
+            for k, v in (schema.get("properties") or {}).items()
+            if k not in server.hidden_arguments
+        }
+        required = [r for r in schema.get("required", []) if r not in server.hidden_arguments]
+        schema = {**schema, "properties": properties, "required": required}
+    notes = tool.annotations
+    return ToolSpec(
+        name=exposed,
+        server=server.name,
+        remote_name=tool.name,
+        description=tool.description or "",
+        input_schema=schema,
+        read_only=notes.read_only_hint if notes else None,
+        destructive=notes.destructive_hint if notes else None,
+    )
+
+
+def _invalid_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
+    if UNPARSED_ARGUMENTS in arguments:
+        raw = str(arguments[UNPARSED_ARGUMENTS])[:500]
+        return f"invalid arguments for {spec.name}: not a JSON object: {raw}"
+    validator = jsonschema.Draft202012Validator(spec.input_schema)
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+    if not errors:
+        return None
+    lines = [f"{'.'.join(map(str, e.path)) or '(arguments)'}: {e.message}" for e in errors[:5]]
+    return f"invalid arguments for {spec.name}: " + "; ".join(lines)
+
+
+def _result(call_id: str, raw: mcp_types.CallToolResult) -> ToolResult:
+    texts: list[str] = []
+    files: list[Attachment] = []
+    for block in raw.content:
+        if isinstance(block, mcp_types.TextContent):
+            texts.append(block.text)
+        elif isinstance(block, mcp_types.ImageContent):
+            data = base64.b64decode(block.data)
+            ext = block.mime_type.rsplit("/", 1)[-1]
+            files.append(
+                Attachment(f"image-{len(files) + 1}.{ext}", block.mime_type, len(data), data=data)
+            )
+            texts.append(f"[image {block.mime_type}, {len(data)} bytes, shown in the channel]")
+        else:
+            texts.append(json.dumps(block.model_dump(mode="json", exclude_none=True))[:2000])
+    if not texts and raw.structured_content is not None:
+        texts.append(json.dumps(raw.structured_content, ensure_ascii=False))
+    text = "\n".join(texts)
+    if len(text) > _MAX_RESULT_CHARS:
+        text = text[:_MAX_RESULT_CHARS] + " …[truncated]"
+    return ToolResult(call_id, text, is_error=bool(raw.is_error), attachments=tuple(files))
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)

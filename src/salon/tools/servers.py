@@ -1,0 +1,76 @@
+"""ServerSpecs from config: stdio and streamable-HTTP servers, and the built-in one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver import MCPServer
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from salon.config import BotConfig, McpServerConfig, Secrets
+from salon.tools.builtin import CHANNEL_ARGUMENT
+from salon.tools.hub import MessageHandler, ServerSpec
+
+__all__ = ["BUILTIN_SERVER", "builtin_spec", "configured_specs"]
+
+BUILTIN_SERVER = "salon"
+
+
+def _stdio(config: McpServerConfig, secrets: Secrets) -> StdioServerParameters:
+    env = dict(config.env)
+    for key, env_name in config.env_from.items():
+        env[key] = secrets.get(env_name) or ""
+    assert config.command is not None  # the config model guarantees one transport
+    return StdioServerParameters(command=config.command, args=config.args, env=env, cwd=config.cwd)
+
+
+def configured_specs(bot: BotConfig, secrets: Secrets) -> list[ServerSpec]:
+    specs: list[ServerSpec] = []
+    for name, server in bot.mcp_servers.items():
+        if not server.enabled:
+            continue
+        specs.append(
+            ServerSpec(
+                name=name,
+                connect=_make_connect(server, secrets),
+                timeout=server.timeout,
+                start_timeout=server.start_timeout,
+            )
+        )
+    return specs
+
+
+def _make_connect(server: McpServerConfig, secrets: Secrets) -> Callable[[MessageHandler], Client]:
+    if server.command is not None:
+        params = _stdio(server, secrets)
+
+        def connect_stdio(on_message: MessageHandler) -> Client:
+            return Client(params, message_handler=on_message, cache=None)
+
+        return connect_stdio
+    headers = dict(server.headers)
+    for key, env_name in server.headers_env.items():
+        headers[key] = secrets.get(env_name) or ""
+    url = server.url or ""
+
+    def connect_http(on_message: MessageHandler) -> Client:
+        http = create_mcp_http_client(headers=headers)
+        transport = streamable_http_client(url, http_client=http)
+        return Client(transport, message_handler=on_message, cache=None)
+
+    return connect_http
+
+
+def builtin_spec(server: MCPServer) -> ServerSpec:
+    def connect(on_message: MessageHandler) -> Client:
+        return Client(server, message_handler=on_message, cache=None)
+
+    return ServerSpec(
+        name=BUILTIN_SERVER,
+        connect=connect,
+        timeout=60.0,
+        start_timeout=10.0,
+        hidden_arguments=frozenset({CHANNEL_ARGUMENT}),
+    )

@@ -1,0 +1,60 @@
+"""A small MCP server for tests, run over stdio or streamable HTTP.
+
+    python -m tests.fakes.mcp_server            # stdio
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
+
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+
+
+def build() -> MCPServer:
+    server = MCPServer("testkit")
+
+    @server.tool(annotations=READ_ONLY)
+    def echo(text: str, times: int = 1) -> str:
+        """Repeat the text."""
+        return text * times
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        """Sleep, then answer."""
+        await asyncio.sleep(seconds)
+        return f"slept {seconds}"
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    def crash() -> str:
+        """End the server process at once."""
+        os._exit(3)
+
+    @server.tool()
+    def pid() -> str:
+        """The server's process id."""
+        return str(os.getpid())
+
+    @server.tool()
+    async def grow(name: str, ctx: Context) -> str:
+        """Add a tool called `name` and announce the change."""
+
+        def extra() -> str:
+            return f"I am {name}"
+
+        server.add_tool(extra, name=name, description=f"added at run time: {name}")
+        await ctx.notify_tools_changed()
+        return f"added {name}"
+
+    return server
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "http":
+        build().run("streamable-http", port=int(sys.argv[2]))
+    else:
+        build().run("stdio")
