@@ -11,12 +11,18 @@ from pathlib import Path
 from types import TracebackType
 
 from salon.agent import Agent
+from salon.agent.tools import ToolRunner
 from salon.config import BotConfig, ConfigSet, Secrets, resolve_secrets
 from salon.llm.base import Provider
 from salon.llm.factory import build_provider
+from salon.model import ChannelRef
 from salon.platforms.base import Platform
 from salon.platforms.terminal import TerminalPlatform
 from salon.store.sqlite import SQLStore, sqlite_url
+from salon.tools.builtin import build_builtin_server
+from salon.tools.hub import ServerSpec, ToolHub
+from salon.tools.log import ToolLog
+from salon.tools.servers import builtin_spec, configured_specs
 
 __all__ = ["BotApp", "data_dir", "database_url", "load_bot"]
 
@@ -39,13 +45,16 @@ def database_url(root: Path, config: BotConfig) -> str:
 
 
 def load_bot(
-    configs: ConfigSet, name: str | None, environ: Mapping[str, str] | None = None
+    configs: ConfigSet,
+    name: str | None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    tools_only: bool = False,
 ) -> tuple[str, BotConfig, Secrets]:
     """Pick a bot and resolve its secrets; raises ConfigError before anything connects."""
     key, config = configs.bot(name)
-    secrets = resolve_secrets(
-        config, os.environ if environ is None else environ, configs.locator(key)
-    )
+    env = os.environ if environ is None else environ
+    secrets = resolve_secrets(config, env, configs.locator(key), tools_only=tools_only)
     return key, config, secrets
 
 
@@ -60,6 +69,7 @@ class BotApp:
         root: Path,
         secrets: Secrets,
         provider: Provider | None = None,
+        extra_servers: Sequence[ServerSpec] = (),
     ) -> None:
         self.key = key
         self.config = config
@@ -68,6 +78,8 @@ class BotApp:
         self.store = SQLStore(database_url(root, config))
         self.provider = provider or build_provider(config, secrets)
         self.platforms: dict[str, Platform] = {}
+        self.hub = ToolHub(self._server_specs(extra_servers))
+        self.tool_log = ToolLog(data_dir(root, config) / "tools", key)
         self._stack = AsyncExitStack()
         self._agent: Agent | None = None
 
@@ -88,16 +100,36 @@ class BotApp:
         self.platforms[terminal.name] = terminal
         return terminal
 
+    def _server_specs(self, extra: Sequence[ServerSpec]) -> list[ServerSpec]:
+        specs = [*configured_specs(self.config, self.secrets), *extra]
+        if self.config.builtin_tools:
+            builtin = build_builtin_server(self.key, self.store, self._users_of)
+            specs.append(builtin_spec(builtin))
+        return specs
+
+    async def _users_of(self, channel_key: str) -> Sequence[str]:
+        channel = ChannelRef.from_key(channel_key)
+        platform = self.platforms.get(channel.platform)
+        return [] if platform is None else await platform.current_users(channel)
+
     async def __aenter__(self) -> BotApp:
         await self.store.open()
         self._stack.push_async_callback(self.store.close)
         self._stack.push_async_callback(self.provider.aclose)
+        seeded = self.tool_log.seed(self.config.tool_log_seed_hours)
+        logger.info("bot %s: %d recent tool calls loaded", self.key, seeded)
+        await self.hub.start()
+        self._stack.push_async_callback(self.hub.stop)
+        runner = ToolRunner(
+            bot=self.key, config=self.config, tools=self.hub, store=self.store, log=self.tool_log
+        )
         self._agent = Agent(
             bot=self.key,
             config=self.config,
             provider=self.provider,
             platforms=self.platforms,
             store=self.store,
+            tools=runner,
             redactor=self.secrets.redactor(),
         )
         return self
@@ -121,6 +153,7 @@ class BotApp:
             for platform in self.platforms.values():
                 await platform.start(agent.submit)
                 logger.info("bot %s is on %s", self.key, platform.name)
+            await self._close_stale_approvals()
             await until.wait()
             await self._drain()
         finally:
@@ -128,6 +161,23 @@ class BotApp:
                 await platform.stop()
             runner.cancel()
             await asyncio.gather(runner, return_exceptions=True)
+
+    async def _close_stale_approvals(self) -> None:
+        """Approvals left open by a crash or restart are closed, and the channel is told."""
+        for approval_id, channel_key, tool in await self.store.pending_approvals(self.key):
+            await self.store.close_approval(approval_id, "closed")
+            channel = ChannelRef.from_key(channel_key)
+            platform = self.platforms.get(channel.platform)
+            if platform is None:
+                continue
+            text = (
+                f"(the approval asked for {tool} was still open when {self.config.name} "
+                "restarted; it is closed and the tool was not run: ask again if needed)"
+            )
+            try:
+                await platform.send(channel, text)
+            except Exception:
+                logger.exception("could not tell %s about the closed approval", channel_key)
 
     async def _drain(self) -> None:
         try:

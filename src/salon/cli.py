@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from salon import __version__
-from salon.app import BotApp, data_dir, load_bot
+from salon.app import BotApp, data_dir, database_url, load_bot
 from salon.config import ConfigSet, Redactor, load_config_dir
 from salon.config.example import write_example
 from salon.errors import ConfigError, SalonError
 from salon.logsetup import configure_logging
+from salon.store.sqlite import SQLStore
 from salon.supervisor import BotProcessSpec, Supervisor
+from salon.tools_cli import call_tool, list_tools, serve_builtin
 
 __all__ = ["main"]
 
@@ -48,6 +50,21 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run every bot, one process each, restarting crashes")
     run.add_argument("dir", nargs="?", default=".", type=Path)
     run.add_argument("--bot", help="run only this bot, in this process")
+
+    tools = sub.add_parser("tools", help="list, call or serve a bot's tools")
+    tools_sub = tools.add_subparsers(dest="tools_command", required=True)
+    for name, text in (
+        ("list", "start the bot's MCP servers and list every tool with its policy"),
+        ("call", "call one tool: salon tools call [DIR] NAME '{\"arg\": 1}'"),
+        ("serve", "offer Salon's built-in tools over stdio to any MCP client"),
+    ):
+        command = tools_sub.add_parser(name, help=text)
+        command.add_argument("dir", nargs="?", default=".", type=Path)
+        command.add_argument("--bot", help="which bot (needed when there are several)")
+        if name == "call":
+            command.add_argument("tool")
+            command.add_argument("arguments", nargs="?", default="{}")
+            command.add_argument("--channel", default="terminal:local", help="for chat-log tools")
     return parser
 
 
@@ -60,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(args.dir)
         if args.command == "chat":
             return _chat(args.dir, args.bot)
+        if args.command == "tools":
+            return _tools(args)
         return _run(args.dir, args.bot)
     except ConfigError as exc:
         for problem in exc.problems:
@@ -114,6 +133,29 @@ async def _chat_async(app: BotApp) -> int:
         terminal = app.terminal()
         await app.serve(terminal.closed, [terminal])
     return 0
+
+
+def _tools(args: argparse.Namespace) -> int:
+    configs = load_config_dir(args.dir)
+    key, config, secrets = load_bot(configs, args.bot, tools_only=True)
+    # stdout belongs to the MCP protocol (serve) or the answer (list, call): log to stderr.
+    configure_logging(secrets.redactor(), level="WARNING")
+    if args.tools_command == "serve":
+        store = SQLStore(database_url(configs.root, config))
+        return asyncio.run(serve_builtin(key, store))
+    if args.tools_command == "list":
+        return asyncio.run(list_tools(key, config, configs.root, secrets))
+    return asyncio.run(
+        call_tool(
+            key,
+            config,
+            configs.root,
+            secrets,
+            name=args.tool,
+            arguments=args.arguments,
+            channel=args.channel,
+        )
+    )
 
 
 def _run(root: Path, bot: str | None) -> int:

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 __all__ = [
     "UNPARSED_ARGUMENTS",
+    "ApprovalAnswer",
+    "ApprovalRequest",
     "Attachment",
     "ChannelRef",
     "ChatLine",
@@ -48,6 +50,12 @@ class ChannelRef:
     @property
     def key(self) -> str:
         return f"{self.platform}:{self.id}"
+
+    @classmethod
+    def from_key(cls, key: str) -> ChannelRef:
+        """A bare reference from a stored key (platform and id only)."""
+        platform, _, channel_id = key.partition(":")
+        return cls(platform, channel_id, name=channel_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +110,21 @@ class MessageEvent:
 
 
 Event = MessageEvent
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """A question to a person: may this tool run? Only ``requester`` or a member of one of
+    ``authorized_roles`` may answer; no answer within ``timeout`` seconds counts as cancel."""
+
+    tool: str
+    description: str
+    requester: Participant
+    authorized_roles: tuple[str, ...] = ()
+    timeout: float = 300.0
+
+
+ApprovalAnswer = Literal["approved", "cancelled", "timeout"]
 
 
 UNPARSED_ARGUMENTS = "__unparsed_arguments__"

@@ -6,7 +6,15 @@ import pytest
 
 from salon.config import Secrets
 from salon.errors import ProviderError, RateLimited
-from salon.llm import ChatMessage, LLMRequest, Provider, StreamEvent, TextDelta, TextPart, UsageEvent
+from salon.llm import (
+    ChatMessage,
+    LLMRequest,
+    Provider,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    UsageEvent,
+)
 from salon.llm.factory import build_provider
 from salon.model import Usage
 from tests.conftest import bot_config
@@ -170,12 +178,22 @@ async def test_native_tool_calls_round_trip(llm_server: LLMServer, vendor: str) 
     if vendor == "openai":
         assert sent["tools"][0]["function"]["name"] == "clock"
         assistant, tool = sent["messages"][1], sent["messages"][2]
-        assert assistant["tool_calls"][0]["function"] == {"name": "clock", "arguments": '{"tz": "UTC"}'}
+        assert assistant["tool_calls"][0]["function"] == {
+            "name": "clock",
+            "arguments": '{"tz": "UTC"}',
+        }
         assert tool == {"role": "tool", "tool_call_id": "call_1", "content": "12:00"}
     else:
         assert sent["tools"][0]["input_schema"] == schema
         assert sent["messages"][1]["content"][1] == {
-            "type": "tool_use", "id": "call_1", "name": "clock", "input": {"tz": "UTC"}
+            "type": "tool_use",
+            "id": "call_1",
+            "name": "clock",
+            "input": {"tz": "UTC"},
         }
         result = sent["messages"][2]["content"][0]
-        assert (result["type"], result["tool_use_id"], result["content"]) == ("tool_result", "call_1", "12:00")
+        assert (result["type"], result["tool_use_id"], result["content"]) == (
+            "tool_result",
+            "call_1",
+            "12:00",
+        )

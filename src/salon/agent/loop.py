@@ -17,13 +17,16 @@ from dataclasses import dataclass, field
 
 from salon.agent.activation import should_activate
 from salon.agent.output import ParagraphStream
+from salon.agent.tools import ToolRunner, Turn
 from salon.config import BotConfig, Redactor
 from salon.context import render_chat, select_context
 from salon.errors import SalonError
-from salon.llm.base import LLMRequest, Provider, TextDelta, UsageEvent
-from salon.model import ChannelRef, Event, Usage
+from salon.llm.base import LLMRequest, Provider, TextDelta, ToolCallEvent, UsageEvent
+from salon.model import ChannelRef, Event, Message, Participant, Usage
 from salon.platforms.base import Platform
 from salon.store.base import Store
+from salon.tools.log import ToolRecord
+from salon.tools.textproto import CallTextFilter, parse_calls
 
 __all__ = ["Agent"]
 
@@ -36,6 +39,34 @@ _ERROR_TEXT_LIMIT = 300
 class _Activation:
     channel: ChannelRef
     triggers: list[Event]
+
+
+@dataclass
+class _Reply:
+    """An answer on its way to a channel: paragraphs go out as soon as they are complete."""
+
+    platform: Platform
+    channel: ChannelRef
+    paragraphs: ParagraphStream
+    usage: Usage = field(default_factory=Usage)
+    sent: int = 0
+
+    async def write(self, text: str) -> None:
+        for piece in self.paragraphs.feed(text):
+            await self.say(piece)
+
+    async def flush(self) -> None:
+        for piece in self.paragraphs.finish():
+            await self.say(piece)
+
+    async def say(self, text: str) -> None:
+        await self.platform.send(self.channel, text)
+        self.sent += 1
+
+    async def finish(self) -> None:
+        await self.flush()
+        if self.sent == 0:
+            logger.warning("the model returned no text in %s", self.channel.key)
 
 
 @dataclass
@@ -53,6 +84,7 @@ class Agent:
         provider: Provider,
         platforms: Mapping[str, Platform],
         store: Store,
+        tools: ToolRunner | None = None,
         redactor: Redactor | None = None,
         rng: random.Random | None = None,
     ) -> None:
@@ -61,6 +93,7 @@ class Agent:
         self.provider = provider
         self.platforms = dict(platforms)
         self.store = store
+        self.tools = tools
         self._redact = redactor or Redactor()
         self._rng = rng or random.Random()
         self._queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=config.event_queue_size)
@@ -146,46 +179,78 @@ class Agent:
     async def _activate_guarded(self, activation: _Activation) -> None:
         """The activation boundary: a failure is logged and told, never propagated."""
         try:
-            await self.activate(activation.channel)
+            await self.activate(activation.channel, activation.triggers[-1].message.author)
         except Exception as exc:
             logger.exception("activation in %s failed", activation.channel.key)
             await self._report_failure(activation.channel, exc)
 
-    async def activate(self, channel: ChannelRef) -> None:
+    async def activate(self, channel: ChannelRef, requester: Participant) -> None:
         platform = self.platforms[channel.platform]
-        request = await self._build_request(platform, channel)
-        usage = await self._stream_reply(platform, channel, request)
-        await self.store.record_usage(
-            self.bot, channel.key, self.provider.name, request.model, usage
-        )
-
-    async def _build_request(self, platform: Platform, channel: ChannelRef) -> LLMRequest:
         history = await platform.history(channel, limit=self.config.recency_window_messages)
         messages = select_context(history, self.config)
-        return render_chat(
-            messages, platform.self_participant, self.config, self.config.model_name()
+        records = self._records(channel, messages)
+        me = platform.self_participant
+        request = render_chat(messages, me, self.config, self.config.model_name(), records)
+        if self.tools is not None:
+            request = self.tools.prepare(request)
+        after = messages[-1].id if messages else None
+        reply = _Reply(platform, channel, ParagraphStream(platform.max_message_chars))
+        await self._converse(reply, request, requester, after)
+        await reply.finish()
+        await self.store.record_usage(
+            self.bot, channel.key, self.provider.name, request.model, reply.usage
         )
 
-    async def _stream_reply(
-        self, platform: Platform, channel: ChannelRef, request: LLMRequest
-    ) -> Usage:
-        paragraphs = ParagraphStream(platform.max_message_chars)
-        usage = Usage()
-        sent = 0
-        async with platform.typing(channel):
+    def _records(self, channel: ChannelRef, messages: list[Message]) -> list[ToolRecord]:
+        if self.tools is None or self.tools.log is None:
+            return []
+        oldest = messages[0].created_at if messages else None
+        return self.tools.log.for_channel(channel.key, oldest)
+
+    async def _converse(
+        self, reply: _Reply, request: LLMRequest, requester: Participant, after: str | None
+    ) -> None:
+        """The tool loop: complete, run the calls, feed the results back, until done."""
+        calls_made = 0
+        while True:
+            turn = await self._complete(reply, request)
+            if not turn.calls or self.tools is None:
+                return
+            await reply.flush()  # what the bot said before the call appears before its log
+            if calls_made + len(turn.calls) > self.config.max_tool_depth:
+                limit = self.config.max_tool_depth
+                await reply.say(f"(stopped: this answer reached the limit of {limit} tool calls)")
+                return
+            calls_made += len(turn.calls)
+            outcome = await self.tools.run(
+                reply.platform, reply.channel, requester, turn.calls, after
+            )
+            if outcome.cancelled is not None:
+                await reply.say(f"(cancelled: {outcome.cancelled} was not run)")
+                return
+            request = self.tools.follow_up(request, turn, outcome.results)
+
+    async def _complete(self, reply: _Reply, request: LLMRequest) -> Turn:
+        text_mode = self.tools is not None and self.tools.text_mode
+        hold_back = CallTextFilter() if text_mode else None
+        turn = Turn()
+        async with reply.platform.typing(reply.channel):  # while the model writes, not longer
             async for event in self.provider.stream(request):
                 if isinstance(event, TextDelta):
-                    for text in paragraphs.feed(event.text):
-                        await platform.send(channel, text)
-                        sent += 1
+                    visible = hold_back.feed(event.text) if hold_back else event.text
+                    turn.text += visible
+                    await reply.write(visible)
+                elif isinstance(event, ToolCallEvent):
+                    turn.calls.append(event.call)
                 elif isinstance(event, UsageEvent):
-                    usage += event.usage
-        for text in paragraphs.finish():
-            await platform.send(channel, text)
-            sent += 1
-        if sent == 0:
-            logger.warning("the model returned no text in %s", channel.key)
-        return usage
+                    reply.usage += event.usage
+        if hold_back is not None and self.tools is not None:
+            rest = hold_back.flush()
+            turn.text += rest
+            await reply.write(rest)
+            parsed = parse_calls(hold_back.full, self.tools.schemas(), id_prefix=f"t{id(turn)}-")
+            turn.raw, turn.calls = hold_back.full, parsed.calls
+        return turn
 
     async def _report_failure(self, channel: ChannelRef, exc: Exception) -> None:
         if not self.config.error_replies:

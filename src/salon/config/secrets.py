@@ -77,7 +77,9 @@ def required_secrets(bot: BotConfig) -> list[tuple[str, str]]:
     return needed
 
 
-def resolve_secrets(bot: BotConfig, environ: Mapping[str, str], locate: Locate) -> Secrets:
+def resolve_secrets(
+    bot: BotConfig, environ: Mapping[str, str], locate: Locate, *, tools_only: bool = False
+) -> Secrets:
     """Look up every secret the bot needs; raise one ConfigError naming all missing ones.
 
     ``locate(key_path, reason)`` builds the problem, blaming the file that set the key.
@@ -86,6 +88,8 @@ def resolve_secrets(bot: BotConfig, environ: Mapping[str, str], locate: Locate) 
     values: dict[str, str] = {}
     problems: list[ConfigProblem] = []
     for key_path, env_name in required_secrets(bot):
+        if tools_only and not key_path.startswith("mcp_servers."):
+            continue
         value = environ.get(env_name)
         if value:
             values[env_name] = value

@@ -14,8 +14,17 @@ from typing import Literal
 from salon.config import BotConfig
 from salon.llm.base import ChatMessage, LLMRequest, TextPart
 from salon.model import Message, Participant
+from salon.tools.log import ToolRecord
+from salon.tools.textproto import format_calls, format_results
 
-__all__ = ["TRUNCATION_MARK", "is_visible", "render_chat", "select_context"]
+__all__ = [
+    "TRUNCATION_MARK",
+    "is_visible",
+    "record_text",
+    "render_chat",
+    "select_context",
+    "weave",
+]
 
 TRUNCATION_MARK = " …[truncated]"
 
@@ -56,17 +65,60 @@ def _truncated(message: Message, max_chars: int) -> Message:
     return replace(message, text=message.text[:keep] + TRUNCATION_MARK)
 
 
+def weave(messages: Sequence[Message], records: Sequence[ToolRecord]) -> list[Message | ToolRecord]:
+    """Put each past tool call right after the message it followed.
+
+    A call whose message is gone goes after the last message older than the call; calls
+    older than every message in context were dropped by the tool log already.
+    """
+    if not records:
+        return list(messages)
+    by_message: dict[str, list[ToolRecord]] = {}
+    positions = {m.id for m in messages}
+    loose: list[ToolRecord] = []
+    for record in records:
+        if record.after_message_id in positions:
+            by_message.setdefault(record.after_message_id or "", []).append(record)
+        else:
+            loose.append(record)
+    woven: list[Message | ToolRecord] = []
+    pending = sorted(loose, key=lambda r: r.time)
+    for message in messages:
+        while pending and pending[0].time < message.created_at:
+            woven.append(pending.pop(0))
+        woven.append(message)
+        woven.extend(by_message.get(message.id, ()))
+    woven.extend(pending)
+    return woven
+
+
+def record_text(record: ToolRecord) -> str:
+    """A past tool call as the model would have written it, with its result."""
+    calls = [record.call]
+    return f"{format_calls(calls)}\n{format_results(calls, [record.result])}"
+
+
 def render_chat(
-    messages: Sequence[Message], me: Participant, config: BotConfig, model: str
+    messages: Sequence[Message],
+    me: Participant,
+    config: BotConfig,
+    model: str,
+    records: Sequence[ToolRecord] = (),
 ) -> LLMRequest:
     """Chat mode: the bot's messages are assistant turns, everyone else's user turns.
 
-    User lines carry their author's name; consecutive turns of one role are merged.
+    User lines carry their author's name; consecutive turns of one role are merged. Past
+    tool calls are part of the bot's turns, in the text protocol's form.
     """
     turns: list[tuple[Literal["user", "assistant"], list[str]]] = []
-    for message in messages:
-        role: Literal["user", "assistant"] = "assistant" if message.author.id == me.id else "user"
-        line = message.text if role == "assistant" else f"{message.author.name}: {message.text}"
+    for item in weave(messages, records):
+        role: Literal["user", "assistant"]
+        if isinstance(item, ToolRecord):
+            role, line = "assistant", record_text(item)
+        elif item.author.id == me.id:
+            role, line = "assistant", item.text
+        else:
+            role, line = "user", f"{item.author.name}: {item.text}"
         if turns and turns[-1][0] == role:
             turns[-1][1].append(line)
         else:

@@ -7,8 +7,15 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
 from salon.errors import ProviderError
-from salon.llm.base import LLMRequest, StopEvent, StreamEvent, TextDelta, UsageEvent
-from salon.model import Usage
+from salon.llm.base import (
+    LLMRequest,
+    StopEvent,
+    StreamEvent,
+    TextDelta,
+    ToolCallEvent,
+    UsageEvent,
+)
+from salon.model import ToolCall, Usage
 
 __all__ = ["FakeProvider", "FakeReply"]
 
@@ -18,6 +25,7 @@ class FakeReply:
     """One scripted answer: text chunks to stream, or an error to raise before streaming."""
 
     chunks: tuple[str, ...] = ()
+    calls: tuple[ToolCall, ...] = ()
     error: ProviderError | None = None
     usage: Usage = field(default_factory=lambda: Usage(input_tokens=10, output_tokens=5))
 
@@ -49,6 +57,8 @@ class FakeProvider:
             raise reply.error
         for chunk in reply.chunks:
             yield TextDelta(chunk)
+        for call in reply.calls:
+            yield ToolCallEvent(call)
         yield UsageEvent(reply.usage)
         yield StopEvent("end_turn")
 

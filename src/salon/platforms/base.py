@@ -6,7 +6,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from salon.model import ChannelRef, Event, Message, Participant
+from salon.model import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    Attachment,
+    ChannelRef,
+    Event,
+    Message,
+    Participant,
+)
 
 __all__ = ["ChatLog", "EventSink", "Platform"]
 
@@ -29,8 +37,22 @@ class Platform(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def send(self, channel: ChannelRef, text: str) -> Message:
+    async def send(
+        self, channel: ChannelRef, text: str, *, files: Sequence[Attachment] = ()
+    ) -> Message:
         """Post one message (already within ``max_message_chars``) and return it."""
+
+    async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
+        """Post a dot message showing tool use (a webhook named after the bot, where
+        the platform has them)."""
+
+    async def request_approval(
+        self, channel: ChannelRef, request: ApprovalRequest
+    ) -> ApprovalAnswer:
+        """Ask whether a tool may run (buttons, or a yes/no question in text)."""
+
+    async def current_users(self, channel: ChannelRef) -> Sequence[str]:
+        """Names of who is in the channel now, as far as the platform knows."""
 
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         """The newest ``limit`` messages of the channel as it is now, oldest first."""

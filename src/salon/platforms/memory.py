@@ -6,13 +6,33 @@ import asyncio
 import itertools
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from salon.errors import PlatformError
-from salon.model import ChannelRef, Message, MessageEvent, Participant
+from salon.model import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    Attachment,
+    ChannelRef,
+    Message,
+    MessageEvent,
+    Participant,
+)
 from salon.platforms.base import EventSink
 
-__all__ = ["MemoryPlatform"]
+__all__ = ["MemoryPlatform", "PendingApproval"]
+
+
+@dataclass
+class PendingApproval:
+    """An approval prompt the bot posted; a test answers it with ``MemoryPlatform.click``."""
+
+    channel: ChannelRef
+    request: ApprovalRequest
+    answer: asyncio.Future[ApprovalAnswer] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
 
 
 class MemoryPlatform:
@@ -32,6 +52,11 @@ class MemoryPlatform:
         self.typing_log: list[tuple[str, str]] = []
         self.fail_sends: list[PlatformError] = []
         self.history_requests = 0
+        self.tool_logs: list[str] = []
+        self.files: list[Attachment] = []
+        self.roles: dict[str, set[str]] = {}
+        self.approvals: list[PendingApproval] = []
+        self._approvals_changed = asyncio.Condition()
 
     @property
     def self_participant(self) -> Participant:
@@ -84,16 +109,56 @@ class MemoryPlatform:
             await self._sink(MessageEvent(message))
         return message
 
-    async def send(self, channel: ChannelRef, text: str) -> Message:
+    async def send(
+        self, channel: ChannelRef, text: str, *, files: Sequence[Attachment] = ()
+    ) -> Message:
         if self.fail_sends:
             raise self.fail_sends.pop(0)
         if len(text) > self.max_message_chars:
             raise PlatformError(f"message of {len(text)} chars over {self.max_message_chars}")
         message = self.add(channel, self._me, text)
+        self.files.extend(files)
         async with self._sent_changed:
             self.sent.append(message)
             self._sent_changed.notify_all()
         return message
+
+    async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
+        self.add(channel, self._me, text)
+        self.tool_logs.append(text)
+
+    async def current_users(self, channel: ChannelRef) -> Sequence[str]:
+        names = {m.author.name: None for m in self._channels.get(channel.key, [])}
+        return list(names)
+
+    async def request_approval(
+        self, channel: ChannelRef, request: ApprovalRequest
+    ) -> ApprovalAnswer:
+        pending = PendingApproval(channel, request)
+        async with self._approvals_changed:
+            self.approvals.append(pending)
+            self._approvals_changed.notify_all()
+        try:
+            return await asyncio.wait_for(asyncio.shield(pending.answer), request.timeout)
+        except TimeoutError:
+            return "timeout"
+
+    def click(self, index: int, who: Participant, *, approve: bool) -> bool:
+        """Someone presses Approve or Cancel; returns False when they may not answer."""
+        pending = self.approvals[index]
+        request = pending.request
+        allowed = who.id == request.requester.id or bool(
+            self.roles.get(who.id, set()) & set(request.authorized_roles)
+        )
+        if not allowed or pending.answer.done():
+            return False
+        pending.answer.set_result("approved" if approve else "cancelled")
+        return True
+
+    async def wait_approvals(self, count: int, within: float = 5.0) -> list[PendingApproval]:
+        async with asyncio.timeout(within), self._approvals_changed:
+            await self._approvals_changed.wait_for(lambda: len(self.approvals) >= count)
+        return list(self.approvals)
 
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         self.history_requests += 1

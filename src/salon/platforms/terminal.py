@@ -15,7 +15,15 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import TextIO
 
-from salon.model import ChannelRef, Message, MessageEvent, Participant
+from salon.model import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    Attachment,
+    ChannelRef,
+    Message,
+    MessageEvent,
+    Participant,
+)
 from salon.platforms.base import ChatLog, EventSink
 
 __all__ = ["TerminalPlatform", "stdin_lines"]
@@ -24,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 CHANNEL = ChannelRef("terminal", "local", name="terminal", is_direct=True)
 QUIT_WORDS = frozenset({"/quit", "/exit"})
+YES_WORDS = frozenset({"y", "yes", "ok", "approve"})
 _MAX_LINE = 1 << 20  # one pasted megabyte is plenty; beyond it the reader errors cleanly
 
 
@@ -63,6 +72,8 @@ class TerminalPlatform:
         self._lines = lines
         self._out = out or sys.stdout
         self._reader: asyncio.Task[None] | None = None
+        self._question: asyncio.Future[bool] | None = None
+        self._wrote = asyncio.Event()
         self.closed = asyncio.Event()
 
     @property
@@ -86,7 +97,9 @@ class TerminalPlatform:
                 text = raw.strip()
                 if text in QUIT_WORDS:
                     break
-                if text:
+                if self._question is not None and not self._question.done():
+                    self._question.set_result(text.lower() in YES_WORDS)
+                elif text:
                     message = self._message(self._user, text)
                     await self._log.log_message(self._bot, message)
                     await sink(MessageEvent(message))
@@ -98,12 +111,45 @@ class TerminalPlatform:
     def _message(self, author: Participant, text: str) -> Message:
         return Message(uuid.uuid4().hex, CHANNEL, author, text, datetime.now(UTC))
 
-    async def send(self, channel: ChannelRef, text: str) -> Message:
+    async def send(
+        self, channel: ChannelRef, text: str, *, files: Sequence[Attachment] = ()
+    ) -> Message:
         message = self._message(self._me, text)
         await self._log.log_message(self._bot, message)
-        self._out.write(f"{self._me.name}: {text}\n\n")
-        self._out.flush()
+        notes = "".join(f"\n[file {f.filename}, {f.content_type}, {f.size} bytes]" for f in files)
+        self._write(f"{self._me.name}: {text}{notes}\n\n")
         return message
+
+    async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
+        self._write(f"{text}\n\n")  # shown, never logged: no bot reads dot messages
+
+    async def current_users(self, channel: ChannelRef) -> Sequence[str]:
+        return [self._user.name, self._me.name]
+
+    async def request_approval(
+        self, channel: ChannelRef, request: ApprovalRequest
+    ) -> ApprovalAnswer:
+        loop = asyncio.get_running_loop()
+        self._question = loop.create_future()
+        self._write(f"{self._me.name} wants to run {request.description}. Allow? [yes/no]\n")
+        try:
+            approved = await asyncio.wait_for(asyncio.shield(self._question), request.timeout)
+        except TimeoutError:
+            self._write("(no answer: cancelled)\n\n")
+            return "timeout"
+        finally:
+            self._question = None
+        return "approved" if approved else "cancelled"
+
+    def _write(self, text: str) -> None:
+        self._out.write(text)
+        self._out.flush()
+        self._wrote.set()
+
+    async def wait_output(self) -> None:
+        """Wait until something more is written (for embedders and tests)."""
+        self._wrote.clear()
+        await self._wrote.wait()
 
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         return await self._log.chat_history(self._bot, channel, limit=limit)

@@ -27,3 +27,13 @@ class Store(Protocol):
     async def record_usage(
         self, bot: str, channel_key: str, provider: str, model: str, usage: Usage
     ) -> None: ...
+
+    async def open_approval(
+        self, bot: str, channel_key: str, tool: str, arguments: str, requester: str
+    ) -> int:
+        """Persist a pending approval so a restart can close it; returns its id."""
+
+    async def close_approval(self, approval_id: int, status: str) -> None: ...
+
+    async def pending_approvals(self, bot: str) -> list[tuple[int, str, str]]:
+        """(id, channel key, tool) of approvals still pending."""

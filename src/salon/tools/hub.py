@@ -63,6 +63,7 @@ class _Server:
         self.ready = asyncio.Event()
         self.first_attempt = asyncio.Event()
         self.last_error: str | None = None
+        self.failures = 0
         self._restart = asyncio.Event()
         self._stale = asyncio.Event()
         self._on_change = on_change
@@ -75,15 +76,22 @@ class _Server:
             try:
                 async with self.spec.connect(self._on_message) as client:
                     await self._load_tools(client)
-                    self.client, self.last_error = client, None
+                    self.client, self.last_error, self.failures = client, None, 0
                     self.ready.set()
                     self.first_attempt.set()
                     delay = self._backoff[0]
                     logger.info("MCP server %s: %d tools", self.spec.name, len(self.tools))
                     await self._serve(client)
             except Exception as exc:  # a server's failure must never take the hub down
+                self.failures += 1
                 self.last_error = _describe(exc)
-                logger.warning("MCP server %s failed: %s", self.spec.name, self.last_error)
+                if self.failures == 1 or self.failures % 10 == 0:  # a dead server, not a flood
+                    logger.warning(
+                        "MCP server %s failed (%d in a row): %s",
+                        self.spec.name,
+                        self.failures,
+                        self.last_error,
+                    )
             finally:
                 self.client = None
                 self.ready.clear()

@@ -1,0 +1,207 @@
+"""The agent's side of tool use: offering tools, gating calls, running them, feeding back.
+
+``ToolRunner.prepare`` puts the tools into a request (native definitions, or the text
+protocol's ephemeral list); ``run`` applies the approval policy, runs the approved calls
+concurrently, logs and shows them; ``follow_up`` builds the next request of the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Protocol
+
+from salon.config import BotConfig
+from salon.llm.base import (
+    ChatMessage,
+    LLMRequest,
+    TextPart,
+    ToolDefinition,
+    ToolResultPart,
+    ToolUsePart,
+)
+from salon.model import ApprovalRequest, ChannelRef, Participant, ToolCall, ToolResult
+from salon.platforms.base import Platform
+from salon.store.base import Store
+from salon.tools.base import ToolSpec
+from salon.tools.display import flatten, tool_log_text
+from salon.tools.log import ToolLog, ToolRecord
+from salon.tools.policy import decide, statically_denied
+from salon.tools.textproto import CALLS_CLOSE, format_results, render_tool_list
+
+__all__ = ["Outcome", "ToolRunner", "Tools"]
+
+logger = logging.getLogger(__name__)
+
+
+class Tools(Protocol):
+    """What the runner needs of a ToolHub."""
+
+    def specs(self) -> list[ToolSpec]: ...
+
+    def get(self, name: str) -> ToolSpec | None: ...
+
+    async def call(
+        self, call: ToolCall, *, hidden: dict[str, object] | None = None
+    ) -> ToolResult: ...
+
+
+@dataclass
+class Outcome:
+    results: list[ToolResult] = field(default_factory=list)
+    cancelled: str | None = None  # the tool whose approval was refused or timed out
+
+
+@dataclass
+class Turn:
+    """One completion of the loop: what it said, the calls it made, the raw text (text mode)."""
+
+    text: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+    raw: str = ""
+
+
+class ToolRunner:
+    def __init__(
+        self,
+        *,
+        bot: str,
+        config: BotConfig,
+        tools: Tools,
+        store: Store,
+        log: ToolLog | None,
+    ) -> None:
+        self.bot = bot
+        self.config = config
+        self.tools = tools
+        self.store = store
+        self.log = log
+
+    @property
+    def text_mode(self) -> bool:
+        return self.config.tool_mode == "text"
+
+    def offered(self) -> list[ToolSpec]:
+        return [s for s in self.tools.specs() if not statically_denied(s, self.config)]
+
+    def prepare(self, request: LLMRequest) -> LLMRequest:
+        specs = self.offered()
+        if not specs:
+            return request
+        if not self.text_mode:
+            definitions = tuple(
+                ToolDefinition(s.name, s.description, s.input_schema) for s in specs
+            )
+            return replace(request, tools=definitions)
+        listing = TextPart(render_tool_list(specs) + "\n\n")
+        messages = list(request.messages)
+        if messages and messages[0].role == "user":
+            messages[0] = ChatMessage("user", (listing, *messages[0].parts))
+        else:
+            messages.insert(0, ChatMessage("user", (listing,)))
+        return replace(request, messages=tuple(messages), stop=(*request.stop, CALLS_CLOSE))
+
+    def schemas(self) -> dict[str, dict[str, object]]:
+        return {s.name: s.input_schema for s in self.tools.specs()}
+
+    def follow_up(
+        self, request: LLMRequest, turn: Turn, results: Sequence[ToolResult]
+    ) -> LLMRequest:
+        if not self.text_mode:
+            said = (TextPart(turn.text),) if turn.text.strip() else ()
+            asked = ChatMessage("assistant", (*said, *(ToolUsePart(c) for c in turn.calls)))
+            answered = ChatMessage("user", tuple(ToolResultPart(r) for r in results))
+            return replace(request, messages=(*request.messages, asked, answered))
+        # Text protocol: the results join the bot's own partial turn, which it continues.
+        written = f"{turn.raw}{CALLS_CLOSE}\n{format_results(turn.calls, results)}\n"
+        messages = list(request.messages)
+        if messages and messages[-1].role == "assistant":
+            last = messages[-1]
+            messages[-1] = ChatMessage("assistant", (*last.parts, TextPart(written)))
+        else:
+            messages.append(ChatMessage("assistant", (TextPart(written),)))
+        return replace(request, messages=tuple(messages))
+
+    async def run(
+        self,
+        platform: Platform,
+        channel: ChannelRef,
+        requester: Participant,
+        calls: Sequence[ToolCall],
+        after_message_id: str | None,
+    ) -> Outcome:
+        ready: list[ToolCall] = []
+        refused: dict[str, ToolResult] = {}
+        for call in calls:
+            verdict = await self._gate(platform, channel, requester, call)
+            if verdict == "cancel":
+                return Outcome(cancelled=call.name)
+            if verdict == "deny":
+                reason = f"{call.name} is not allowed here (denied by policy)"
+                refused[call.id] = ToolResult(call.id, reason, is_error=True)
+            else:
+                ready.append(call)
+        hidden: dict[str, object] = {"channel": channel.key}
+        ran = await asyncio.gather(*(self.tools.call(c, hidden=hidden) for c in ready))
+        by_id = {r.call_id: r for r in ran} | refused
+        results = [by_id[c.id] for c in calls]
+        for call, result in zip(calls, results, strict=True):
+            self._record(channel, after_message_id, call, result)
+            await self._show(platform, channel, call, result)
+        return Outcome(results)
+
+    async def _gate(
+        self, platform: Platform, channel: ChannelRef, requester: Participant, call: ToolCall
+    ) -> str:
+        spec = self.tools.get(call.name)
+        if spec is None:
+            return "run"  # the hub answers unknown tools with an error result
+        policy = decide(spec, call.arguments, self.config)
+        if policy != "ask":
+            return "run" if policy == "allow" else "deny"
+        arguments = json.dumps(call.arguments, ensure_ascii=False)
+        approval = await self.store.open_approval(
+            self.bot, channel.key, call.name, arguments, requester.id
+        )
+        request = ApprovalRequest(
+            tool=call.name,
+            description=f"{call.name} ({flatten(call.arguments) or 'no arguments'})",
+            requester=requester,
+            authorized_roles=tuple(self.config.authorized_roles),
+            timeout=self.config.approval_timeout,
+        )
+        try:
+            answer = await platform.request_approval(channel, request)
+        except Exception:
+            await self.store.close_approval(approval, "failed")
+            raise
+        # Cancelled (shutdown) leaves it pending on purpose: the next start closes it aloud.
+        await self.store.close_approval(approval, answer)
+        return "run" if answer == "approved" else "cancel"
+
+    def _record(
+        self, channel: ChannelRef, after: str | None, call: ToolCall, result: ToolResult
+    ) -> None:
+        if self.log is None:
+            return
+        record = ToolRecord(datetime.now(UTC), channel.key, after, call, result)
+        try:
+            self.log.append(record)
+        except OSError:
+            logger.exception("could not write the tool log for %s", channel.key)
+
+    async def _show(
+        self, platform: Platform, channel: ChannelRef, call: ToolCall, result: ToolResult
+    ) -> None:
+        try:
+            if self.config.tool_output_visible:
+                text = tool_log_text(self.config.name, call, result, platform.max_message_chars)
+                await platform.send_tool_log(channel, text)
+            if result.attachments:
+                await platform.send(channel, f"({call.name})", files=result.attachments)
+        except Exception:  # showing is a courtesy; the answer must go on
+            logger.exception("could not show the use of %s in %s", call.name, channel.key)

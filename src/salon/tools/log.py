@@ -1,0 +1,137 @@
+"""The tool-use log: every call and result, one JSONL file per bot, channel and UTC hour.
+
+Files are written before a result reaches the model (flushed and fsynced), never rewritten,
+and kept. At start the recent files seed an in-memory cache; from then on the cache alone
+answers which calls belong in a channel's context, and drops calls older than the oldest
+message the context still holds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from salon.model import ToolCall, ToolResult
+
+__all__ = ["ToolLog", "ToolRecord"]
+
+logger = logging.getLogger(__name__)
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_CACHE_PER_CHANNEL = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRecord:
+    """One call with its result, and the message it came after (where it goes in context)."""
+
+    time: datetime
+    channel: str
+    after_message_id: str | None
+    call: ToolCall
+    result: ToolResult
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "time": self.time.isoformat(),
+                "channel": self.channel,
+                "after_message_id": self.after_message_id,
+                "call": {
+                    "id": self.call.id,
+                    "name": self.call.name,
+                    "arguments": self.call.arguments,
+                },
+                "result": {"content": self.result.content, "is_error": self.result.is_error},
+            },
+            ensure_ascii=False,
+        )
+
+    @classmethod
+    def from_json(cls, line: str) -> ToolRecord:
+        data: dict[str, Any] = json.loads(line)
+        call = data["call"]
+        result = data["result"]
+        return cls(
+            time=datetime.fromisoformat(data["time"]),
+            channel=str(data["channel"]),
+            after_message_id=data.get("after_message_id"),
+            call=ToolCall(str(call["id"]), str(call["name"]), dict(call["arguments"])),
+            result=ToolResult(str(call["id"]), str(result["content"]), bool(result["is_error"])),
+        )
+
+
+def _safe(name: str) -> str:
+    return _UNSAFE.sub("_", name).strip("._") or "_"
+
+
+class ToolLog:
+    def __init__(self, root: Path, bot: str) -> None:
+        self.root = root / _safe(bot)
+        self._cache: dict[str, deque[ToolRecord]] = {}
+
+    def path_for(self, channel: str, when: datetime) -> Path:
+        return self.root / _safe(channel) / f"{when.astimezone(UTC):%Y-%m-%dT%H}.jsonl"
+
+    def append(self, record: ToolRecord) -> None:
+        """Write durably, then remember. Raises OSError if the disk refuses."""
+        path = self.path_for(record.channel, record.time)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(record.to_json() + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._remember(record)
+
+    def _remember(self, record: ToolRecord) -> None:
+        queue = self._cache.setdefault(record.channel, deque(maxlen=_CACHE_PER_CHANNEL))
+        queue.append(record)
+
+    def seed(self, hours: float, now: datetime | None = None) -> int:
+        """Load the files of the last ``hours`` into the cache; returns how many records."""
+        if not self.root.is_dir() or hours <= 0:
+            return 0
+        cutoff = (now or datetime.now(UTC)) - timedelta(hours=hours)
+        first_name = f"{cutoff:%Y-%m-%dT%H}.jsonl"
+        loaded = 0
+        for path in sorted(self.root.glob("*/*.jsonl")):
+            if path.name < first_name:
+                continue
+            loaded += self._load(path, cutoff)
+        return loaded
+
+    def _load(self, path: Path, cutoff: datetime) -> int:
+        count = 0
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                record = ToolRecord.from_json(line)
+            except (ValueError, KeyError, TypeError) as exc:
+                logger.warning("skipping bad tool-log line %s:%d: %s", path, number, exc)
+                continue
+            if record.time >= cutoff:
+                self._remember(record)
+                count += 1
+        return count
+
+    def for_channel(self, channel: str, oldest: datetime | None) -> list[ToolRecord]:
+        """Cached calls of a channel, dropping those older than ``oldest`` for good."""
+        queue = self._cache.get(channel)
+        if not queue:
+            return []
+        if oldest is not None:
+            while queue and queue[0].time < oldest:
+                queue.popleft()
+        return list(queue)
+
+    def channels(self) -> Sequence[str]:
+        return list(self._cache)

@@ -1,0 +1,84 @@
+"""``salon tools``: list, call and serve a bot's tools, for debugging and for other clients."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from salon.app import BotApp
+from salon.config import BotConfig, Secrets
+from salon.model import ToolCall
+from salon.store.sqlite import SQLStore
+from salon.tools.builtin import build_builtin_server
+from salon.tools.policy import decide
+
+__all__ = ["call_tool", "list_tools", "serve_builtin"]
+
+
+class _NoProvider:
+    """Tool commands never ask a model."""
+
+    name = "none"
+
+    def stream(self, request: object) -> object:
+        raise RuntimeError("salon tools does not call a model")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _app(key: str, config: BotConfig, root: Path, secrets: Secrets) -> BotApp:
+    return BotApp(key=key, config=config, root=root, secrets=secrets, provider=_NoProvider())  # type: ignore[arg-type]
+
+
+async def list_tools(key: str, config: BotConfig, root: Path, secrets: Secrets) -> int:
+    async with _app(key, config, root, secrets) as app:
+        for name, reason in app.hub.failed_servers().items():
+            print(f"server {name}: UNAVAILABLE: {reason}")
+        for spec in sorted(app.hub.specs(), key=lambda s: (s.server, s.name)):
+            policy = decide(spec, {}, config)
+            summary = (spec.description.strip().splitlines() or [""])[0]
+            print(f"{spec.name}  [{spec.server}, {policy}]  {summary}")
+            print(f"    arguments: {json.dumps(spec.input_schema.get('properties', {}))}")
+    return 0
+
+
+async def call_tool(
+    key: str,
+    config: BotConfig,
+    root: Path,
+    secrets: Secrets,
+    *,
+    name: str,
+    arguments: str,
+    channel: str,
+) -> int:
+    try:
+        parsed = json.loads(arguments or "{}")
+    except json.JSONDecodeError as exc:
+        print(f"error: arguments are not JSON: {exc}", file=sys.stderr)
+        return 2
+    if not isinstance(parsed, dict):
+        print("error: arguments must be a JSON object", file=sys.stderr)
+        return 2
+    async with _app(key, config, root, secrets) as app:
+        result = await app.hub.call(ToolCall("cli", name, parsed), hidden={"channel": channel})
+    print(result.content)
+    for attachment in result.attachments:
+        print(f"[file {attachment.filename}, {attachment.content_type}, {attachment.size} bytes]")
+    return 1 if result.is_error else 0
+
+
+async def serve_builtin(key: str, store: SQLStore) -> int:
+    """Salon's built-in tools over stdio; chat-log tools take an explicit ``channel``."""
+    await store.open()
+    try:
+
+        async def nobody(_channel: str) -> list[str]:
+            return []
+
+        await build_builtin_server(key, store, nobody).run_stdio_async()
+    finally:
+        await store.close()
+    return 0

@@ -1,0 +1,247 @@
+"""The tool loop end to end: FakeProvider asks, a real in-process MCP server answers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+from salon.agent import Agent
+from salon.agent.tools import ToolRunner
+from salon.llm import FakeProvider, FakeReply, ToolResultPart, ToolUsePart
+from salon.model import Participant, ToolCall
+from salon.platforms.memory import MemoryPlatform
+from salon.store.sqlite import SQLStore
+from salon.tools.hub import ToolHub
+from salon.tools.log import ToolLog
+from tests.conftest import bot_config
+from tests.tools.conftest import in_process
+
+ALICE = Participant("alice", "Alice")
+MALLORY = Participant("mallory", "Mallory")
+
+
+def kit() -> tuple[MCPServer, list[str]]:
+    server = MCPServer("kit")
+    ran: list[str] = []
+    barrier = asyncio.Barrier(2)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def lookup(word: str) -> str:
+        """Look a word up."""
+        ran.append(f"lookup {word}")
+        return f"{word} means something"
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    def delete(path: str) -> str:
+        """Delete a file."""
+        ran.append(f"delete {path}")
+        return f"deleted {path}"
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def meet(who: str) -> str:
+        """Waits until a second call meets it: only concurrent calls finish."""
+        async with asyncio.timeout(5):
+            await barrier.wait()
+        return f"{who} met"
+
+    return server, ran
+
+
+Setup = Callable[..., Any]
+
+
+@pytest.fixture
+async def setup(store: SQLStore, tmp_path: Path) -> AsyncIterator[Setup]:
+    stack: list[Any] = []
+
+    async def make(replies: list[FakeReply | str], **config: Any) -> tuple[Any, ...]:
+        server, ran = kit()
+        hub = ToolHub([in_process(server)])
+        await hub.start()
+        stack.append(hub)
+        cfg = bot_config(**config)
+        log = ToolLog(tmp_path / "tools", "salon")
+        runner = ToolRunner(bot="salon", config=cfg, tools=hub, store=store, log=log)
+        provider = FakeProvider(replies, default="done")
+        platform = MemoryPlatform(bot_name="Salon")
+        agent = Agent(
+            bot="salon",
+            config=cfg,
+            provider=provider,
+            platforms={"memory": platform},
+            store=store,
+            tools=runner,
+        )
+        await platform.start(agent.submit)
+        stack.append(asyncio.create_task(agent.run()))
+        return agent, platform, provider, ran, log
+
+    yield make
+    for item in reversed(stack):
+        if isinstance(item, asyncio.Task):
+            item.cancel()
+            await asyncio.gather(item, return_exceptions=True)
+        else:
+            await item.stop()
+
+
+def asks(*calls: ToolCall, text: str = "") -> FakeReply:
+    return FakeReply((text,) if text else (), calls=calls)
+
+
+async def test_call_result_then_answer(setup: Setup) -> None:
+    replies = [
+        asks(ToolCall("c1", "lookup", {"word": "salon"}), text="Checking.\n\n"),
+        "It means a room.",
+    ]
+    agent, platform, provider, ran, _ = await setup(replies)
+    dm = platform.channel("dm", is_direct=True)
+    await platform.post(dm, ALICE, "what is a salon?")
+    await agent.wait_idle()
+    assert ran == ["lookup salon"]
+    assert [m.text for m in platform.sent] == ["Checking.", "It means a room."]
+    assert platform.tool_logs == [
+        ".Salon>[lookup]: word: salon\n.Salon<[lookup]: salon means something"
+    ]
+    first, second = provider.requests
+    assert {t.name for t in first.tools} == {"lookup", "delete", "meet"}
+    asked, answered = second.messages[-2:]
+    assert isinstance(asked.parts[-1], ToolUsePart)
+    result = answered.parts[0]
+    assert isinstance(result, ToolResultPart)
+    assert result.result.content == "salon means something"
+
+
+async def test_calls_of_one_turn_run_concurrently(setup: Setup) -> None:
+    both = asks(ToolCall("a", "meet", {"who": "ann"}), ToolCall("b", "meet", {"who": "bob"}))
+    agent, platform, provider, _, _ = await setup([both, "both met"])
+    await platform.post(platform.channel("dm", is_direct=True), ALICE, "meet")
+    await agent.wait_idle()
+    results = [
+        p.result for p in provider.requests[1].messages[-1].parts if isinstance(p, ToolResultPart)
+    ]
+    assert [(r.content, r.is_error) for r in results] == [("ann met", False), ("bob met", False)]
+
+
+async def test_invalid_arguments_go_back_to_the_model(setup: Setup) -> None:
+    replies = [
+        asks(ToolCall("c1", "lookup", {"word": 7})),
+        asks(ToolCall("c2", "lookup", {"word": "7"})),
+        "ok",
+    ]
+    agent, platform, provider, ran, _ = await setup(replies)
+    await platform.post(platform.channel("dm", is_direct=True), ALICE, "look up 7")
+    await agent.wait_idle()
+    bad = provider.requests[1].messages[-1].parts[0]
+    assert isinstance(bad, ToolResultPart)
+    assert bad.result.is_error
+    assert "7 is not of type 'string'" in bad.result.content
+    assert ran == ["lookup 7"]
+
+
+async def test_depth_limit_ends_with_a_visible_note(setup: Setup) -> None:
+    forever = [asks(ToolCall(f"c{i}", "lookup", {"word": "again"})) for i in range(10)]
+    agent, platform, _provider, ran, _ = await setup(forever, max_tool_depth=3)
+    await platform.post(platform.channel("dm", is_direct=True), ALICE, "loop")
+    await agent.wait_idle()
+    assert len(ran) == 3
+    assert platform.sent[-1].text == "(stopped: this answer reached the limit of 3 tool calls)"
+
+
+async def test_approval_approve_runs_the_tool(setup: Setup, store: SQLStore) -> None:
+    replies = [asks(ToolCall("c1", "delete", {"path": "/tmp/x"})), "Deleted."]
+    agent, platform, _, ran, _ = await setup(replies)
+    await platform.post(platform.channel("dm", is_direct=True), ALICE, "delete /tmp/x")
+    (pending,) = await platform.wait_approvals(1)
+    assert pending.request.requester == ALICE
+    assert "path: /tmp/x" in pending.request.description
+    assert await store.pending_approvals("salon") != []
+    assert not platform.click(0, MALLORY, approve=True)  # not hers to answer
+    assert platform.click(0, ALICE, approve=True)
+    await agent.wait_idle()
+    assert ran == ["delete /tmp/x"]
+    assert platform.sent[-1].text == "Deleted."
+    assert await store.pending_approvals("salon") == []
+
+
+async def test_approval_by_an_authorized_role(setup: Setup) -> None:
+    replies = [asks(ToolCall("c1", "delete", {"path": "/a"})), "Deleted."]
+    agent, platform, _, ran, _ = await setup(replies, authorized_roles=["admins"])
+    platform.roles["mallory"] = {"admins"}
+    await platform.post(platform.channel("dm", is_direct=True), ALICE, "delete /a")
+    await platform.wait_approvals(1)
+    assert platform.click(0, MALLORY, approve=True)
+    await agent.wait_idle()
+    assert ran == ["delete /a"]
+
+
+async def test_cancel_aborts_the_rest_of_the_activation(setup: Setup) -> None:
+    replies = [asks(ToolCall("c1", "delete", {"path": "/etc"}), text="On it.\n\n"), "never said"]
+    agent, platform, provider, ran, _ = await setup(replies)
+    await platform.post(platform.channel("dm", is_direct=True), ALICE, "delete /etc")
+    await platform.wait_approvals(1)
+    platform.click(0, ALICE, approve=False)
+    await agent.wait_idle()
+    assert ran == []
+    assert [m.text for m in platform.sent] == ["On it.", "(cancelled: delete was not run)"]
+    assert len(provider.requests) == 1
+
+
+async def test_no_answer_in_time_counts_as_cancel(setup: Setup) -> None:
+    replies = [asks(ToolCall("c1", "delete", {"path": "/x"}))]
+    agent, platform, _, ran, _ = await setup(replies, approval_timeout=0.05)
+    await platform.post(platform.channel("dm", is_direct=True), ALICE, "delete /x")
+    await agent.wait_idle()
+    assert ran == []
+    assert platform.sent[-1].text == "(cancelled: delete was not run)"
+
+
+async def test_deny_policy_hides_the_tool(setup: Setup) -> None:
+    agent, platform, provider, _, _ = await setup(
+        ["hi"], tool_policies={"delete": {"policy": "deny"}}
+    )
+    await platform.post(platform.channel("dm", is_direct=True), ALICE, "hello")
+    await agent.wait_idle()
+    assert "delete" not in {t.name for t in provider.requests[0].tools}
+
+
+async def test_tool_log_goes_back_into_later_contexts(setup: Setup) -> None:
+    replies = [asks(ToolCall("c1", "lookup", {"word": "tea"})), "Tea is a drink.", "Yes."]
+    agent, platform, provider, _, log = await setup(replies)
+    dm = platform.channel("dm", is_direct=True)
+    await platform.post(dm, ALICE, "what is tea?")
+    await agent.wait_idle()
+    (record,) = log.for_channel(dm.key, None)
+    saved = json.loads(log.path_for(dm.key, record.time).read_text().splitlines()[0])
+    assert saved["result"]["content"] == "tea means something"
+    await platform.post(dm, ALICE, "sure?")
+    await agent.wait_idle()
+    later = [m.plain_text for m in provider.requests[-1].messages]
+    assert later[0] == "Alice: what is tea?"
+    assert '<invoke name="lookup">' in later[1]
+    assert "tea means something" in later[1]
+    assert later[1].endswith("Tea is a drink.")
+    assert all(".Salon>" not in text for text in later)  # the dot message stays invisible
+
+
+async def test_text_protocol_parses_calls_and_continues_the_turn(setup: Setup) -> None:
+    written = 'Let me look.\n<function_calls>\n<invoke name="lookup">\n<parameter name="word">jazz</parameter>\n</invoke>\n'
+    agent, platform, provider, ran, _ = await setup([written, "Jazz is music."], tool_mode="text")
+    await platform.post(platform.channel("dm", is_direct=True), ALICE, "jazz?")
+    await agent.wait_idle()
+    assert ran == ["lookup jazz"]
+    assert [m.text for m in platform.sent] == ["Let me look.", "Jazz is music."]
+    first, second = provider.requests
+    assert first.tools == ()
+    assert "</function_calls>" in first.stop
+    assert "<tools>" in first.messages[0].parts[0].text  # type: ignore[union-attr]
+    continued = second.messages[-1]
+    assert continued.role == "assistant"
+    assert "<stdout>jazz means something</stdout>" in continued.plain_text

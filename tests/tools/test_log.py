@@ -1,0 +1,48 @@
+"""The JSONL tool-use log: hourly files, durable writes, reseeding after a restart."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from salon.model import ToolCall, ToolResult
+from salon.tools.log import ToolLog, ToolRecord
+
+T0 = datetime(2026, 11, 22, 9, 59, 30, tzinfo=UTC)
+
+
+def record(when: datetime, n: int, channel: str = "irc:#salon") -> ToolRecord:
+    call = ToolCall(f"c{n}", "echo", {"text": str(n)})
+    return ToolRecord(when, channel, f"m{n}", call, ToolResult(f"c{n}", str(n)))
+
+
+def test_one_file_per_bot_channel_and_hour(tmp_path: Path) -> None:
+    log = ToolLog(tmp_path, "ann")
+    log.append(record(T0, 1))
+    log.append(record(T0 + timedelta(minutes=1), 2))
+    old = tmp_path / "ann" / "irc_salon" / "2026-11-22T09.jsonl"
+    new = tmp_path / "ann" / "irc_salon" / "2026-11-22T10.jsonl"
+    assert [json.loads(x)["call"]["id"] for x in old.read_text().splitlines()] == ["c1"]
+    assert [json.loads(x)["call"]["id"] for x in new.read_text().splitlines()] == ["c2"]
+
+
+def test_restart_reseeds_recent_calls_and_skips_bad_lines(tmp_path: Path) -> None:
+    log = ToolLog(tmp_path, "ann")
+    log.append(record(T0 - timedelta(hours=5), 0))
+    log.append(record(T0, 1))
+    log.append(record(T0, 2, channel="terminal:local"))
+    with (tmp_path / "ann" / "irc_salon" / "2026-11-22T09.jsonl").open("a") as handle:
+        handle.write("{not json\n")
+    reborn = ToolLog(tmp_path, "ann")
+    assert reborn.seed(hours=2, now=T0) == 2
+    assert [r.call.id for r in reborn.for_channel("irc:#salon", None)] == ["c1"]
+    assert reborn.for_channel("terminal:local", None)[0].result == ToolResult("c2", "2")
+
+
+def test_calls_older_than_the_context_are_dropped(tmp_path: Path) -> None:
+    log = ToolLog(tmp_path, "ann")
+    for n in range(3):
+        log.append(record(T0 + timedelta(minutes=n), n))
+    assert len(log.for_channel("irc:#salon", T0 + timedelta(seconds=90))) == 1
+    assert len(log.for_channel("irc:#salon", None)) == 1  # dropped for good
