@@ -201,6 +201,7 @@ class ToolHub:
         }
         self._tasks: list[asyncio.Task[None]] = []
         self._registry: dict[str, ToolSpec] = {}
+        self._validators: dict[str, jsonschema.protocols.Validator] = {}
         self.changed: Callable[[], None] | None = None
 
     async def start(self) -> None:
@@ -242,6 +243,16 @@ class ToolHub:
     def get(self, name: str) -> ToolSpec | None:
         return self._registry.get(name)
 
+    def _validator(self, spec: ToolSpec) -> jsonschema.protocols.Validator:
+        validator = self._validators.get(spec.name)
+        if validator is None or validator.schema is not spec.input_schema:
+            cls = jsonschema.validators.validator_for(
+                spec.input_schema, jsonschema.Draft202012Validator
+            )
+            validator = cls(spec.input_schema)
+            self._validators[spec.name] = validator
+        return validator
+
     def _rebuild(self) -> None:
         counts: dict[str, int] = {}
         for server in self._servers.values():
@@ -262,7 +273,7 @@ class ToolHub:
         if spec is None:
             known = ", ".join(sorted(self._registry)) or "none"
             return ToolResult(call.id, f"unknown tool {call.name!r}; tools: {known}", True)
-        problem = _invalid_arguments(spec, call.arguments)
+        problem = _invalid_arguments(spec, call.arguments, self._validator(spec))
         if problem is not None:
             return ToolResult(call.id, problem, is_error=True)
         server = self._servers[spec.server]
@@ -299,12 +310,16 @@ def _spec(exposed: str, server: ServerSpec, tool: mcp_types.Tool) -> ToolSpec:
     )
 
 
-def _invalid_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
+def _invalid_arguments(
+    spec: ToolSpec, arguments: dict[str, Any], validator: jsonschema.protocols.Validator
+) -> str | None:
     if UNPARSED_ARGUMENTS in arguments:
         raw = str(arguments[UNPARSED_ARGUMENTS])[:500]
         return f"invalid arguments for {spec.name}: not a JSON object: {raw}"
-    validator = jsonschema.Draft202012Validator(spec.input_schema)
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+    try:
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+    except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType):
+        return None  # the server's schema is broken: let the server judge the arguments
     if not errors:
         return None
     lines = [f"{'.'.join(map(str, e.path)) or '(arguments)'}: {e.message}" for e in errors[:5]]
