@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _params() -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=["-m", "bench.mcp_echo"], cwd=str(ROOT))
+    args = ["-m", "bench.mcp_echo"]
+    return StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
 
 
 async def run() -> list[Figure]:
