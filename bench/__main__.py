@@ -8,12 +8,13 @@ import platform
 import sys
 from collections.abc import Awaitable, Callable
 
-from bench import activation, tools
+from bench import activation, chatlog, tools
 from bench.figures import Figure
 
 BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "activation_overhead": activation.run,
     "tool_call": tools.run,
+    "chatlog": chatlog.run,
 }
 
 

@@ -17,6 +17,7 @@ from salon.llm.base import Provider
 from salon.llm.factory import build_provider
 from salon.model import ChannelRef
 from salon.platforms.base import Platform
+from salon.platforms.irc import IrcPlatform
 from salon.platforms.terminal import TerminalPlatform
 from salon.store.sqlite import SQLStore, sqlite_url
 from salon.tools.builtin import build_builtin_server
@@ -111,6 +112,22 @@ class BotApp:
         channel = ChannelRef.from_key(channel_key)
         platform = self.platforms.get(channel.platform)
         return [] if platform is None else await platform.current_users(channel)
+
+    def unattended_platforms(self) -> list[Platform]:
+        """The platforms of the config that run without a terminal (``salon run``)."""
+        platforms: list[Platform] = []
+        irc = self.config.platforms.irc
+        if irc is not None:
+            platforms.append(
+                IrcPlatform(
+                    bot=self.key,
+                    bot_name=self.config.name,
+                    config=irc,
+                    secrets=self.secrets,
+                    chat_log=self.store,
+                )
+            )
+        return platforms
 
     async def __aenter__(self) -> BotApp:
         await self.store.open()

@@ -180,12 +180,13 @@ async def _run_one(app: BotApp) -> None:
         loop.add_signal_handler(sig, stop.set)
     async with app:
         logger.info("bot %s running (pid %d)", app.key, os.getpid())
-        if not app.platforms:
+        platforms = app.unattended_platforms()
+        if not platforms:
             logger.warning(
                 "bot %s has no platform that runs unattended; use `salon chat` to talk to it",
                 app.key,
             )
-        await app.serve(stop)
+        await app.serve(stop, platforms)
     logger.info("bot %s stopped", app.key)
 
 

@@ -67,3 +67,33 @@ async def test_usage_totals(tmp_path: Path) -> None:
     await store.record_usage("b", "k", "p", "m", Usage(1, 1, 0, 0))
     assert await store.usage_totals("b") == Usage(11, 3, 100, 5)
     await store.close()
+
+
+async def test_full_text_search_filters_and_order(tmp_path: Path) -> None:
+    store = SQLStore(sqlite_url(tmp_path / "s.db"))
+    await store.open()
+    bob = Participant("b", "Bob")
+    lines = [
+        (ALICE, "the staging database is down"),
+        (bob, "database backups ran fine"),
+        (ALICE, 'she said "quotes" and OR NOT near'),
+        (bob, "staging again: database slow"),
+    ]
+    for i, (who, text) in enumerate(lines):
+        message = Message(f"m{i}", ROOM, who, text, datetime(2026, 1, 1, 0, 0, i, tzinfo=UTC))
+        await store.log_message("bot1", message)
+    both = await store.search_chat("bot1", ROOM.key, "staging database")
+    assert [ln.text for ln in both] == [
+        "staging again: database slow",
+        "the staging database is down",
+    ]
+    by_bob = await store.search_chat("bot1", ROOM.key, "database", user="BOB")
+    assert [ln.user for ln in by_bob] == ["Bob", "Bob"]
+    recent = await store.search_chat(
+        "bot1", ROOM.key, "database", since=datetime(2026, 1, 1, 0, 0, 2, tzinfo=UTC)
+    )
+    assert len(recent) == 1
+    tricky = await store.search_chat("bot1", ROOM.key, '"quotes" OR NOT')
+    assert [ln.text for ln in tricky] == ['she said "quotes" and OR NOT near']
+    assert await store.search_chat("bot1", "irc:#elsewhere", "database") == []
+    await store.close()

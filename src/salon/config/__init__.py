@@ -3,6 +3,7 @@
 from salon.config.loader import ConfigSet, load_config_dir, merge_layers
 from salon.config.models import (
     BotConfig,
+    IrcConfig,
     McpServerConfig,
     PlatformsConfig,
     ProviderConfig,
@@ -15,6 +16,7 @@ from salon.config.secrets import Redactor, Secrets, resolve_secrets
 __all__ = [
     "BotConfig",
     "ConfigSet",
+    "IrcConfig",
     "McpServerConfig",
     "PlatformsConfig",
     "ProviderConfig",

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "BotConfig",
+    "IrcConfig",
     "McpServerConfig",
     "PlatformsConfig",
     "ProviderConfig",
@@ -87,8 +88,33 @@ class TerminalConfig(_Strict):
     user_name: str = "you"
 
 
+class IrcConfig(_Strict):
+    """One IRC network. The bot answers when addressed (``Nick: ...``, ``Nick, ...`` or its
+    nick anywhere), to a command (``.terrarium question``) and in private messages."""
+
+    server: str
+    port: int = Field(default=6697, gt=0, lt=65536)
+    tls: bool = True
+    tls_verify: bool = True
+    nick: str = Field(min_length=1, max_length=30)
+    fallback_nicks: list[str] = Field(default_factory=list)
+    username: str = "salon"
+    realname: str = "Salon bot"
+    password_env: str | None = Field(default=None, description="server password (PASS)")
+    sasl_username: str | None = None
+    sasl_password_env: str | None = None
+    channels: list[str] = Field(default_factory=list)
+    commands: list[str] = Field(default_factory=lambda: ["!ask"])
+    max_line_bytes: int = Field(default=400, ge=50, le=480)
+    flood_burst: int = Field(default=4, ge=1)
+    flood_rate: float = Field(default=1.0, gt=0, description="lines per second past the burst")
+    reconnect_backoff_initial: float = Field(default=1.0, ge=0)
+    reconnect_backoff_max: float = Field(default=60.0, ge=0)
+
+
 class PlatformsConfig(_Strict):
     terminal: TerminalConfig = Field(default_factory=TerminalConfig)
+    irc: IrcConfig | None = None
 
 
 class BotConfig(_Strict):

@@ -67,6 +67,12 @@ def required_secrets(bot: BotConfig) -> list[tuple[str, str]]:
     provider = bot.provider_config()
     if provider.api_key_env:
         needed.append((f"providers.{bot.provider}.api_key_env", provider.api_key_env))
+    irc = bot.platforms.irc
+    if irc is not None:
+        for key in ("password_env", "sasl_password_env"):
+            env_name = getattr(irc, key)
+            if env_name:
+                needed.append((f"platforms.irc.{key}", env_name))
     for name, server in bot.mcp_servers.items():
         if not server.enabled:
             continue

@@ -20,10 +20,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from salon.errors import StoreError
 from salon.model import ChannelRef, ChatLine, Message, Participant, Usage
+from salon.store._batch import BatchWriter
 
 __all__ = ["SQLStore", "sqlite_url"]
 
 metadata = sa.MetaData()
+
+CONVERSATION_KINDS = ("message", "action")
+"""Chat-log kinds that are conversation; joins, parts, notices and the like are not."""
 
 schema_migrations = sa.Table(
     "schema_migrations",
@@ -131,6 +135,7 @@ class SQLStore:
     def __init__(self, url: str) -> None:
         self.url = url
         self._engine: AsyncEngine | None = None
+        self._writer: BatchWriter
 
     @property
     def engine(self) -> AsyncEngine:
@@ -151,13 +156,21 @@ class SQLStore:
                 raise
             raise StoreError(f"cannot open the store: {exc}") from exc
         self._engine = engine
+        self._writer = BatchWriter(engine, chat_log)
+        self._writer.start()
 
     async def close(self) -> None:
         if self._engine is not None:
+            await self._writer.close()
             await self._engine.dispose()
             self._engine = None
 
+    async def flush(self) -> None:
+        """Wait until every chat-log line logged so far is committed."""
+        await self._writer.flush()
+
     async def log_message(self, bot: str, message: Message, kind: str = "message") -> None:
+        """Queue one line; it is committed within milliseconds, before any read sees it."""
         row = {
             "bot": bot,
             "channel": message.channel.key,
@@ -169,7 +182,7 @@ class SQLStore:
             "text": message.text,
             "created_at": message.created_at.timestamp(),
         }
-        await self._execute(sa.insert(chat_log).values(row))
+        await self._writer.add(row)
 
     async def chat_history(
         self, bot: str, channel: ChannelRef, *, limit: int, before_id: str | None = None
@@ -177,7 +190,7 @@ class SQLStore:
         query = (
             sa.select(chat_log)
             .where(chat_log.c.bot == bot, chat_log.c.channel == channel.key)
-            .where(chat_log.c.kind == "message")
+            .where(chat_log.c.kind.in_(CONVERSATION_KINDS))
             .order_by(chat_log.c.id.desc())
             .limit(limit)
         )
@@ -189,6 +202,7 @@ class SQLStore:
                 .scalar_subquery()
             )
             query = query.where(chat_log.c.id < anchor)
+        await self._writer.flush()
         try:
             async with self.engine.connect() as conn:
                 rows = (await conn.execute(query)).all()
@@ -210,17 +224,46 @@ class SQLStore:
         terms = [t for t in query.split() if t]
         if not terms:
             return []
+        await self._writer.flush()
+        if self.engine.dialect.name == "sqlite":
+            return await self._search_fts(bot, channel_key, terms, user, since, limit)
         c = chat_log.c
         statement = self._line_query(bot, channel_key, user, since).limit(limit)
-        if self.engine.dialect.name == "sqlite":
-            fts = sa.table("chat_log_fts", sa.column("rowid"), sa.column("chat_log_fts"))
-            match = " ".join('"' + t.replace('"', '""') + '"' for t in terms)
-            matching = sa.select(fts.c.rowid).where(sa.text("chat_log_fts MATCH :match"))
-            statement = statement.where(c.id.in_(matching)).params(match=match)
-        else:
-            for term in terms:
-                statement = statement.where(c.text.ilike(f"%{_escape_like(term)}%", escape="\\"))
+        for term in terms:
+            statement = statement.where(c.text.ilike(f"%{_escape_like(term)}%", escape="\\"))
         return await self._lines(statement)
+
+    async def _search_fts(
+        self,
+        bot: str,
+        channel_key: str,
+        terms: list[str],
+        user: str | None,
+        since: datetime | None,
+        limit: int,
+    ) -> list[ChatLine]:
+        # Walk the full-text matches newest first (CROSS JOIN keeps that order in SQLite)
+        # and stop at `limit`: cheap for common words and rare ones alike.
+        filters = ["c.bot = :bot", "c.channel = :channel", "c.kind IN ('message', 'action')"]
+        params: dict[str, object] = {
+            "match": " ".join('"' + t.replace('"', '""') + '"' for t in terms),
+            "bot": bot,
+            "channel": channel_key,
+            "limit": limit,
+        }
+        if user:
+            filters.append("lower(c.author_name) = :user")
+            params["user"] = user.lower()
+        if since is not None:
+            filters.append("c.created_at >= :since")
+            params["since"] = since.timestamp()
+        sql = (
+            "SELECT c.created_at, c.author_name, c.text, c.kind FROM chat_log_fts "
+            "CROSS JOIN chat_log AS c ON c.id = chat_log_fts.rowid "
+            f"WHERE chat_log_fts MATCH :match AND {' AND '.join(filters)} "
+            "ORDER BY chat_log_fts.rowid DESC LIMIT :limit"
+        )
+        return await self._lines(sa.text(sql).bindparams(**params))
 
     async def recent_chat(
         self, bot: str, channel_key: str, *, limit: int = 50, since: datetime | None = None
@@ -231,7 +274,7 @@ class SQLStore:
 
     async def channel_stats(self, bot: str, channel_key: str) -> dict[str, object]:
         c = chat_log.c
-        where = sa.and_(c.bot == bot, c.channel == channel_key, c.kind == "message")
+        where = sa.and_(c.bot == bot, c.channel == channel_key, c.kind.in_(CONVERSATION_KINDS))
         totals = sa.select(
             sa.func.count(),
             sa.func.count(sa.distinct(c.author_name)),
@@ -245,6 +288,7 @@ class SQLStore:
             .order_by(sa.desc("n"))
             .limit(5)
         )
+        await self._writer.flush()
         async with self.engine.connect() as conn:
             count, people, first, last = (await conn.execute(totals)).one()
             posters = (await conn.execute(top)).all()
@@ -262,7 +306,7 @@ class SQLStore:
         c = chat_log.c
         statement = (
             sa.select(c.created_at, c.author_name, c.text, c.kind)
-            .where(c.bot == bot, c.channel == channel_key, c.kind == "message")
+            .where(c.bot == bot, c.channel == channel_key, c.kind.in_(CONVERSATION_KINDS))
             .order_by(c.id.desc())
         )
         if user:
@@ -271,7 +315,8 @@ class SQLStore:
             statement = statement.where(c.created_at >= since.timestamp())
         return statement
 
-    async def _lines(self, statement: sa.Select[Any]) -> list[ChatLine]:
+    async def _lines(self, statement: sa.Executable) -> list[ChatLine]:
+        await self._writer.flush()
         try:
             async with self.engine.connect() as conn:
                 rows = (await conn.execute(statement)).all()
@@ -373,4 +418,5 @@ def _iso(timestamp: float | None) -> str | None:
 def _row_to_message(row: Any, channel: ChannelRef) -> Message:
     author = Participant(row.author_id, row.author_name, is_bot=row.author_is_bot)
     created = datetime.fromtimestamp(row.created_at, tz=UTC)
-    return Message(row.message_id, channel, author, row.text, created)
+    text = f"/me {row.text}" if row.kind == "action" else row.text
+    return Message(row.message_id, channel, author, text, created)

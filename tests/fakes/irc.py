@@ -1,0 +1,122 @@
+"""miniircd on 127.0.0.1, and a raw IRC client that plays the human."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import socket
+import sys
+from pathlib import Path
+
+MINIIRCD = Path(sys.executable).parent / "miniircd"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class IrcServer:
+    """A real miniircd process; ``restart`` stops it and starts it on the same port."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        args = [sys.executable, "-u", str(MINIIRCD), "--listen", "127.0.0.1"]
+        args += ["--ports", str(self.port), "--verbose"]
+        if os.geteuid() == 0:
+            args += ["--setuid", "nobody"]
+        self.proc = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE)
+        assert self.proc.stdout is not None
+        async with asyncio.timeout(10):
+            while b"Listening on port" not in await self.proc.stdout.readline():
+                pass
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        self.proc = None
+
+    async def restart(self) -> None:
+        await self.stop()
+        await self.start()
+
+
+class Human:
+    """A person on IRC: a plain socket speaking the protocol, lines kept for assertions."""
+
+    def __init__(self, nick: str, port: int) -> None:
+        self.nick = nick
+        self.port = port
+        self.lines: list[str] = []
+        self._new = asyncio.Condition()
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def connect(self) -> None:
+        self._reader, self._writer = await asyncio.open_connection("127.0.0.1", self.port)
+        self._task = asyncio.create_task(self._read())
+        await self.send(f"NICK {self.nick}")
+        await self.send(f"USER {self.nick} 0 * :{self.nick}")
+        await self.expect(r" 001 ")
+
+    async def _read(self) -> None:
+        assert self._reader is not None
+        while raw := await self._reader.readline():
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if line.startswith("PING"):
+                await self.send("PONG" + line[4:])
+            async with self._new:
+                self.lines.append(line)
+                self._new.notify_all()
+
+    async def send(self, line: str) -> None:
+        assert self._writer is not None
+        self._writer.write(line.encode() + b"\r\n")
+        await self._writer.drain()
+
+    async def say(self, target: str, text: str) -> None:
+        await self.send(f"PRIVMSG {target} :{text}")
+
+    async def join(self, channel: str) -> None:
+        await self.send(f"JOIN {channel}")
+        await self.expect(rf" 366 {re.escape(self.nick)} {re.escape(channel)} ")
+
+    async def expect(self, pattern: str, *, after: int = 0, within: float = 15.0) -> str:
+        """Wait for a line matching ``pattern`` (searching from line index ``after``)."""
+        regex = re.compile(pattern)
+
+        def found() -> str | None:
+            return next((ln for ln in self.lines[after:] if regex.search(ln)), None)
+
+        async with asyncio.timeout(within), self._new:
+            await self._new.wait_for(lambda: found() is not None)
+        line = found()
+        assert line is not None
+        return line
+
+    async def privmsgs_from(self, nick: str, count: int, *, after: int = 0) -> list[str]:
+        pattern = re.compile(rf"^:{re.escape(nick)}!\S+ PRIVMSG \S+ :(.*)$")
+
+        def texts() -> list[str]:
+            return [m[1] for ln in self.lines[after:] if (m := pattern.match(ln))]
+
+        async with asyncio.timeout(15), self._new:
+            await self._new.wait_for(lambda: len(texts()) >= count)
+        return texts()
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                await self.send("QUIT :bye")
+                self._writer.close()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
