@@ -165,7 +165,7 @@ async def test_log_search_and_users_after_restart(ircd: IrcServer, start_bot: St
     bob = await human(ircd, "bob")
     await asyncio.wait_for(platform.wait_seen("join", "bob"), 10)
     await alice.say("#salon", "the deploy broke the staging database")
-    await alice.say("#salon", f"/me sighs")
+    await alice.say("#salon", "\x01ACTION sighs\x01")
     await alice.say("#salon", f"{BOT}: remember that")
     await alice.privmsgs_from(BOT, 1)
     users = await app.hub.call(
@@ -191,8 +191,12 @@ async def test_log_search_and_users_after_restart(ircd: IrcServer, start_bot: St
         stats = await reborn.hub.call(
             ToolCall("t", "get_channel_stats", {}), hidden={"channel": "irc:#salon"}
         )
+        recent = await reborn.hub.call(
+            ToolCall("r", "get_recent_messages", {"limit": 10}), hidden={"channel": "irc:#salon"}
+        )
     assert "<alice> the deploy broke the staging database" in found.content
     assert '"participants": 2' in stats.content
+    assert "* alice sighs" in recent.content
 
 
 async def test_approval_is_asked_in_the_channel(ircd: IrcServer, start_bot: Start) -> None:

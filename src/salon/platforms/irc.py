@@ -378,11 +378,8 @@ class IrcPlatform:
         nick = self._client.nickname if self._client is not None else self.config.nick
         # "Nick: hi", "Nick, hi" and "hi Nick" alike: the nick as a word of its own. Nicks
         # may hold []\`^{}|- besides word characters, so those do not end one.
-        if re.search(
-            rf"(?<![\w\[\]\\`^{{}}|-]){re.escape(nick)}(?![\w\[\]\\`^{{}}|-])", text, re.IGNORECASE
-        ):
-            return True
-        return False
+        pattern = rf"(?<![\w\[\]\\`^{{}}|-]){re.escape(nick)}(?![\w\[\]\\`^{{}}|-])"
+        return re.search(pattern, text, re.IGNORECASE) is not None
 
     def _command_question(self, text: str) -> str | None:
         """The question after one of the bot's command words, or None."""

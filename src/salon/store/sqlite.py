@@ -226,7 +226,9 @@ class SQLStore:
             return []
         await self._writer.flush()
         if self.engine.dialect.name == "sqlite":
-            return await self._search_fts(bot, channel_key, terms, user, since, limit)
+            return await self._search_fts(
+                bot, channel_key=channel_key, terms=terms, user=user, since=since, limit=limit
+            )
         c = chat_log.c
         statement = self._line_query(bot, channel_key, user, since).limit(limit)
         for term in terms:
@@ -236,6 +238,7 @@ class SQLStore:
     async def _search_fts(
         self,
         bot: str,
+        *,
         channel_key: str,
         terms: list[str],
         user: str | None,

@@ -56,7 +56,12 @@ def _since(hours: float | None) -> datetime | None:
 def _format(lines: Sequence[ChatLine]) -> str:
     if not lines:
         return "no messages found"
-    return "\n".join(f"[{ln.time:%Y-%m-%d %H:%M:%S}] <{ln.user}> {ln.text}" for ln in lines)
+    return "\n".join(_line(ln) for ln in lines)
+
+
+def _line(line: ChatLine) -> str:
+    said = f"* {line.user} {line.text}" if line.kind == "action" else f"<{line.user}> {line.text}"
+    return f"[{line.time:%Y-%m-%d %H:%M:%S}] {said}"
 
 
 def _need_channel(channel: str) -> None:
