@@ -7,6 +7,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 
@@ -15,12 +16,13 @@ from salon.agent.tools import ToolRunner
 from salon.config import BotConfig, ConfigSet, Secrets, resolve_secrets
 from salon.llm.base import Provider
 from salon.llm.factory import build_provider
-from salon.model import ChannelRef
+from salon.model import ChannelRef, Event
 from salon.platforms.base import Platform
 from salon.platforms.irc import IrcPlatform
 from salon.platforms.terminal import TerminalPlatform
+from salon.scheduler import Clock, Scheduler
 from salon.store.sqlite import SQLStore, sqlite_url
-from salon.tools.builtin import build_builtin_server
+from salon.tools.builtin import ScheduleBook, build_builtin_server
 from salon.tools.hub import ServerSpec, ToolHub
 from salon.tools.log import ToolLog
 from salon.tools.servers import builtin_spec, configured_specs
@@ -71,6 +73,7 @@ class BotApp:
         secrets: Secrets,
         provider: Provider | None = None,
         extra_servers: Sequence[ServerSpec] = (),
+        clock: Clock | None = None,
     ) -> None:
         self.key = key
         self.config = config
@@ -79,6 +82,13 @@ class BotApp:
         self.store = SQLStore(database_url(root, config))
         self.provider = provider or build_provider(config, secrets)
         self.platforms: dict[str, Platform] = {}
+        self.scheduler = Scheduler(
+            bot=key,
+            store=self.store,
+            sink=self._submit,
+            clock=clock,
+            misfire_grace=timedelta(seconds=config.misfire_grace),
+        )
         self.hub = ToolHub(self._server_specs(extra_servers))
         self.tool_log = ToolLog(data_dir(root, config) / "tools", key)
         self._stack = AsyncExitStack()
@@ -96,6 +106,7 @@ class BotApp:
             bot_name=self.config.name,
             user_name=self.config.platforms.terminal.user_name,
             chat_log=self.store,
+            commands={"/schedules": self.schedules_command},
             **kwargs,  # type: ignore[arg-type]
         )
         self.platforms[terminal.name] = terminal
@@ -104,9 +115,32 @@ class BotApp:
     def _server_specs(self, extra: Sequence[ServerSpec]) -> list[ServerSpec]:
         specs = [*configured_specs(self.config, self.secrets), *extra]
         if self.config.builtin_tools:
-            builtin = build_builtin_server(self.key, self.store, self._users_of)
+            book = ScheduleBook(
+                self.store,
+                timezone=self.config.timezone,
+                now=self.scheduler.clock.now,
+                changed=self.scheduler.changed,
+            )
+            builtin = build_builtin_server(self.key, self.store, self._users_of, book)
             specs.append(builtin_spec(builtin))
         return specs
+
+    async def _submit(self, event: Event) -> None:
+        await self.agent.submit(event)
+
+    async def schedules_command(self, channel: ChannelRef, words: str) -> str:
+        """``/schedules`` lists the channel's schedules; ``/schedules cancel N`` cancels one."""
+        parts = words.split()
+        if len(parts) == 2 and parts[0] == "cancel" and parts[1].lstrip("#").isdigit():
+            number = int(parts[1].lstrip("#"))
+            if await self.store.cancel_schedule(self.key, number):
+                self.scheduler.changed()
+                return f"cancelled schedule #{number}"
+            return f"no active schedule #{number}"
+        if parts:
+            return "usage: /schedules, or /schedules cancel NUMBER"
+        found = await self.store.schedules(self.key, channel_key=channel.key)
+        return "\n".join(s.describe() for s in found) or "no schedules here"
 
     async def _users_of(self, channel_key: str) -> Sequence[str]:
         channel = ChannelRef.from_key(channel_key)
@@ -166,6 +200,7 @@ class BotApp:
         agent = self.agent
         agent.platforms.update(self.platforms)
         runner = asyncio.create_task(agent.run(), name=f"agent-{self.key}")
+        ticker = asyncio.create_task(self.scheduler.run(), name=f"scheduler-{self.key}")
         try:
             for platform in self.platforms.values():
                 await platform.start(agent.submit)
@@ -176,8 +211,9 @@ class BotApp:
         finally:
             for platform in self.platforms.values():
                 await platform.stop()
-            runner.cancel()
-            await asyncio.gather(runner, return_exceptions=True)
+            for task in (ticker, runner):
+                task.cancel()
+            await asyncio.gather(ticker, runner, return_exceptions=True)
 
     async def _close_stale_approvals(self) -> None:
         """Approvals left open by a crash or restart are closed, and the channel is told."""

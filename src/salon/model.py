@@ -21,6 +21,8 @@ __all__ = [
     "Message",
     "MessageEvent",
     "Participant",
+    "Schedule",
+    "ScheduledEvent",
     "ToolCall",
     "ToolResult",
     "Usage",
@@ -109,7 +111,41 @@ class MessageEvent:
         return self.message.channel
 
 
-Event = MessageEvent
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A reminder or recurring task: a cron expression or one moment (``at``)."""
+
+    id: int
+    bot: str
+    channel: ChannelRef
+    prompt: str
+    timezone: str
+    cron: str | None = None
+    at: datetime | None = None
+    created_by: Participant = field(default_factory=lambda: Participant("", "someone"))
+    next_due: datetime | None = None
+    active: bool = True
+
+    def describe(self) -> str:
+        when = f"cron '{self.cron}'" if self.cron else f"once at {self.at:%Y-%m-%d %H:%M %Z}"
+        due = f", next {self.next_due:%Y-%m-%d %H:%M UTC}" if self.next_due else ""
+        return f"#{self.id} {when} ({self.timezone}{due}): {self.prompt}"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledEvent:
+    """A schedule came due: the bot acts on ``schedule.prompt`` in its channel."""
+
+    schedule: Schedule
+    due: datetime
+    kind: Literal["scheduled"] = "scheduled"
+
+    @property
+    def channel(self) -> ChannelRef:
+        return self.schedule.channel
+
+
+Event = MessageEvent | ScheduledEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,3 +60,30 @@ def test_chat_roles_names_and_merging() -> None:
         ("user", "Alice: fine"),
     ]
     assert (request.system, request.max_tokens, request.model) == ("sys", 99, "m")
+
+
+def test_monitored_channels_see_less_and_only_recent() -> None:
+    from datetime import timedelta
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    history = [
+        Message(str(i), ROOM, ALICE, f"m{i}", start + timedelta(minutes=10 * i)) for i in range(12)
+    ]
+    now = start + timedelta(minutes=110)
+    config = bot_config(monitor_context_messages=4, monitor_context_age=1800)
+    assert [m.text for m in select_context(history, config, monitored_at=now)] == [
+        "m8",
+        "m9",
+        "m10",
+        "m11",
+    ]
+    config = bot_config(monitor_context_messages=100, monitor_context_age=1800)
+    assert [m.text for m in select_context(history, config, monitored_at=now)] == [
+        "m8",
+        "m9",
+        "m10",
+        "m11",
+    ]
+    assert len(select_context(history, config)) == 12
+    lonely = [Message("x", ROOM, ALICE, "old but newest", start)]
+    assert len(select_context(lonely, config, monitored_at=now)) == 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from salon.agent.activation import should_activate
@@ -22,7 +22,15 @@ from salon.config import BotConfig, Redactor
 from salon.context import render_chat, select_context
 from salon.errors import SalonError
 from salon.llm.base import LLMRequest, Provider, TextDelta, ToolCallEvent, UsageEvent
-from salon.model import ChannelRef, Event, Message, Participant, Usage
+from salon.model import (
+    ChannelRef,
+    Event,
+    Message,
+    MessageEvent,
+    Participant,
+    ScheduledEvent,
+    Usage,
+)
 from salon.platforms.base import Platform
 from salon.store.base import Store
 from salon.tools.log import ToolRecord
@@ -143,7 +151,9 @@ class Agent:
                 logger.warning("event from unknown platform %s dropped", event.channel.platform)
                 continue
             me = platform.self_participant
-            if not should_activate(event.message, me, self.config, rng=self._rng):
+            if isinstance(event, MessageEvent) and not should_activate(
+                event.message, me, self.config, rng=self._rng
+            ):
                 continue
             key = event.channel.key
             if key in by_channel:
@@ -178,16 +188,22 @@ class Agent:
 
     async def _activate_guarded(self, activation: _Activation) -> None:
         """The activation boundary: a failure is logged and told, never propagated."""
+        triggers = activation.triggers
+        scheduled = [_scheduler_message(e) for e in triggers if isinstance(e, ScheduledEvent)]
         try:
-            await self.activate(activation.channel, activation.triggers[-1].message.author)
+            await self.activate(activation.channel, _requester(triggers), scheduled)
         except Exception as exc:
             logger.exception("activation in %s failed", activation.channel.key)
             await self._report_failure(activation.channel, exc)
 
-    async def activate(self, channel: ChannelRef, requester: Participant) -> None:
+    async def activate(
+        self, channel: ChannelRef, requester: Participant, extra: Sequence[Message] = ()
+    ) -> None:
+        """Answer in ``channel``; ``extra`` messages (a schedule's prompt) end the context
+        for this activation only."""
         platform = self.platforms[channel.platform]
         history = await platform.history(channel, limit=self.config.recency_window_messages)
-        messages = select_context(history, self.config)
+        messages = [*select_context(history, self.config), *extra]
         records = self._records(channel, messages)
         me = platform.self_participant
         request = render_chat(messages, me, self.config, self.config.model_name(), records)
@@ -262,3 +278,23 @@ class Agent:
             await self.platforms[channel.platform].send(channel, text)
         except Exception:
             logger.exception("could not report the failure in %s", channel.key)
+
+
+SCHEDULER = Participant("scheduler", "Scheduler")
+
+
+def _scheduler_message(event: ScheduledEvent) -> Message:
+    schedule = event.schedule
+    text = f"(scheduled task #{schedule.id}, set by {schedule.created_by.name}) {schedule.prompt}"
+    stamp = int(event.due.timestamp())
+    return Message(f"schedule-{schedule.id}-{stamp}", schedule.channel, SCHEDULER, text, event.due)
+
+
+def _requester(triggers: Sequence[Event]) -> Participant:
+    """Who answers approvals: the last person who asked, or whoever set the schedule."""
+    for event in reversed(triggers):
+        if isinstance(event, MessageEvent):
+            return event.message.author
+    last = triggers[-1]
+    assert isinstance(last, ScheduledEvent)
+    return last.schedule.created_by

@@ -145,7 +145,11 @@ class ToolRunner:
                 refused[call.id] = ToolResult(call.id, reason, is_error=True)
             else:
                 ready.append(call)
-        hidden: dict[str, object] = {"channel": channel.key}
+        hidden: dict[str, object] = {
+            "channel": channel.key,
+            "requester_id": requester.id,
+            "requester_name": requester.name,
+        }
         ran = await asyncio.gather(*(self.tools.call(c, hidden=hidden) for c in ready))
         by_id = {r.call_id: r for r in ran} | refused
         results = [by_id[c.id] for c in calls]

@@ -136,6 +136,13 @@ class BotConfig(_Strict):
     reply_on_random: int = Field(default=0, ge=0, description="answer 1 in N messages; 0 = off")
     allow_bot_interactions: bool = False
 
+    timezone: str = Field(default="UTC", description="for schedules given without one")
+    misfire_grace: float = Field(
+        default=3600.0, ge=0, description="seconds a missed schedule may still fire late"
+    )
+    monitor_context_messages: int = Field(default=100, gt=0)
+    monitor_context_age: float = Field(default=3600.0, gt=0, description="seconds")
+
     max_concurrent_activations: int = Field(default=4, ge=1)
     event_queue_size: int = Field(default=1000, ge=1)
     event_batch_max: int = Field(default=100, ge=1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Literal
 
 from salon.config import BotConfig
@@ -34,19 +35,29 @@ def is_visible(message: Message, config: BotConfig) -> bool:
     return not (config.ignore_dot_messages and message.text.startswith("."))
 
 
-def select_context(history: Sequence[Message], config: BotConfig) -> list[Message]:
+def select_context(
+    history: Sequence[Message], config: BotConfig, *, monitored_at: datetime | None = None
+) -> list[Message]:
     """Newest visible messages within both budgets, oldest first.
 
     Whichever budget is reached first stops the walk. The newest message is always kept,
-    cut to the character budget if it alone exceeds it.
+    cut to the character budget if it alone exceeds it. In a monitored channel (the bot
+    reads every message) ``monitored_at`` is now, and the tighter monitor rule applies too:
+    at most ``monitor_context_messages`` messages, none older than ``monitor_context_age``.
     """
     max_messages = config.recency_window_messages
     max_chars = config.recency_window_characters
+    oldest: datetime | None = None
+    if monitored_at is not None:
+        max_messages = min(max_messages, config.monitor_context_messages)
+        oldest = monitored_at - timedelta(seconds=config.monitor_context_age)
     picked: list[Message] = []
     used = 0
     for message in reversed(history):
         if not is_visible(message, config):
             continue
+        if oldest is not None and message.created_at < oldest and picked:
+            break
         size = len(message.text)
         if used + size > max_chars:
             if not picked:

@@ -47,6 +47,7 @@ class MemoryPlatform:
         self._channels: dict[str, list[Message]] = {}
         self._ids = itertools.count(1)
         self._sink: EventSink | None = None
+        self.started = asyncio.Event()
         self._sent_changed = asyncio.Condition()
         self.sent: list[Message] = []
         self.typing_log: list[tuple[str, str]] = []
@@ -67,6 +68,7 @@ class MemoryPlatform:
 
     async def start(self, sink: EventSink) -> None:
         self._sink = sink
+        self.started.set()
 
     async def stop(self) -> None:
         self._sink = None

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import sys
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import TextIO
@@ -26,7 +26,10 @@ from salon.model import (
 )
 from salon.platforms.base import ChatLog, EventSink
 
-__all__ = ["TerminalPlatform", "stdin_lines"]
+__all__ = ["Command", "TerminalPlatform", "stdin_lines"]
+
+Command = Callable[[ChannelRef, str], Awaitable[str]]
+"""A slash command of the terminal: gets the channel and the words after it, returns text."""
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +67,7 @@ class TerminalPlatform:
         chat_log: ChatLog,
         lines: AsyncIterator[str] | None = None,
         out: TextIO | None = None,
+        commands: Mapping[str, Command] | None = None,
     ) -> None:
         self._bot = bot
         self._me = Participant(f"bot:{bot}", bot_name, is_bot=True)
@@ -71,6 +75,7 @@ class TerminalPlatform:
         self._log = chat_log
         self._lines = lines
         self._out = out or sys.stdout
+        self._commands = dict(commands or {})
         self._reader: asyncio.Task[None] | None = None
         self._question: asyncio.Future[bool] | None = None
         self._wrote = asyncio.Event()
@@ -97,8 +102,11 @@ class TerminalPlatform:
                 text = raw.strip()
                 if text in QUIT_WORDS:
                     break
+                word, _, rest = text.partition(" ")
                 if self._question is not None and not self._question.done():
                     self._question.set_result(text.lower() in YES_WORDS)
+                elif word in self._commands:
+                    self._write(f"{await self._commands[word](CHANNEL, rest)}\n\n")
                 elif text:
                     message = self._message(self._user, text)
                     await self._log.log_message(self._bot, message)

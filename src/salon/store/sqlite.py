@@ -7,116 +7,34 @@ Migrations are append-only functions, each applied once and recorded in
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from salon.errors import StoreError
-from salon.model import ChannelRef, ChatLine, Message, Participant, Usage
+from salon.model import ChannelRef, ChatLine, Message, Participant, Schedule, Usage
 from salon.store._batch import BatchWriter
-
-__all__ = ["SQLStore", "sqlite_url"]
-
-metadata = sa.MetaData()
-
-CONVERSATION_KINDS = ("message", "action")
-"""Chat-log kinds that are conversation; joins, parts, notices and the like are not."""
-
-schema_migrations = sa.Table(
-    "schema_migrations",
-    metadata,
-    sa.Column("version", sa.Integer, primary_key=True),
-    sa.Column("applied_at", sa.Float, nullable=False),
+from salon.store._tables import (
+    CONVERSATION_KINDS,
+    MIGRATIONS,
+    approvals,
+    chat_log,
+    migrate,
+    schedule_fires,
+    schedules,
+    schema_migrations,
+    usage_log,
 )
 
-chat_log = sa.Table(
-    "chat_log",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("bot", sa.String, nullable=False),
-    sa.Column("channel", sa.String, nullable=False),
-    sa.Column("message_id", sa.String, nullable=False),
-    sa.Column("author_id", sa.String, nullable=False),
-    sa.Column("author_name", sa.String, nullable=False),
-    sa.Column("author_is_bot", sa.Boolean, nullable=False),
-    sa.Column("kind", sa.String, nullable=False),
-    sa.Column("text", sa.Text, nullable=False),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Index("ix_chat_log_bot_channel_id", "bot", "channel", "id"),
-    sa.Index("ix_chat_log_channel_time", "channel", "created_at"),
-)
-
-usage_log = sa.Table(
-    "usage_log",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("bot", sa.String, nullable=False),
-    sa.Column("channel", sa.String, nullable=False),
-    sa.Column("provider", sa.String, nullable=False),
-    sa.Column("model", sa.String, nullable=False),
-    sa.Column("input_tokens", sa.Integer, nullable=False),
-    sa.Column("output_tokens", sa.Integer, nullable=False),
-    sa.Column("cache_read_tokens", sa.Integer, nullable=False),
-    sa.Column("cache_write_tokens", sa.Integer, nullable=False),
-    sa.Column("created_at", sa.Float, nullable=False),
-)
-
-
-approvals = sa.Table(
-    "approvals",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("bot", sa.String, nullable=False),
-    sa.Column("channel", sa.String, nullable=False),
-    sa.Column("tool", sa.String, nullable=False),
-    sa.Column("arguments", sa.Text, nullable=False),
-    sa.Column("requester", sa.String, nullable=False),
-    sa.Column("status", sa.String, nullable=False),  # pending, approved, cancelled, timeout, closed
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Column("decided_at", sa.Float, nullable=True),
-    sa.Index("ix_approvals_bot_status", "bot", "status"),
-)
-
-
-def _m1_chat_log_and_usage(conn: Connection) -> None:
-    chat_log.create(conn)
-    usage_log.create(conn)
-
-
-def _m2_chat_log_search(conn: Connection) -> None:
-    """Full-text index over the chat log (SQLite FTS5), kept in step by triggers."""
-    if conn.dialect.name != "sqlite":
-        return
-    statements = [
-        "CREATE VIRTUAL TABLE chat_log_fts USING fts5("
-        "text, content='chat_log', content_rowid='id', tokenize='unicode61')",
-        "CREATE TRIGGER chat_log_ai AFTER INSERT ON chat_log BEGIN "
-        "INSERT INTO chat_log_fts(rowid, text) VALUES (new.id, new.text); END",
-        "CREATE TRIGGER chat_log_ad AFTER DELETE ON chat_log BEGIN "
-        "INSERT INTO chat_log_fts(chat_log_fts, rowid, text) "
-        "VALUES ('delete', old.id, old.text); END",
-        "INSERT INTO chat_log_fts(rowid, text) SELECT id, text FROM chat_log",
-    ]
-    for statement in statements:
-        conn.exec_driver_sql(statement)
-
-
-def _m3_approvals(conn: Connection) -> None:
-    approvals.create(conn)
-
-
-MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
-    (1, _m1_chat_log_and_usage),
-    (2, _m2_chat_log_search),
-    (3, _m3_approvals),
-]
+__all__ = ["MIGRATIONS", "SQLStore", "schema_migrations", "sqlite_url"]
 
 
 def sqlite_url(path: Path) -> str:
@@ -149,7 +67,7 @@ class SQLStore:
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         try:
             async with engine.begin() as conn:
-                await conn.run_sync(_migrate)
+                await conn.run_sync(migrate)
         except (SQLAlchemyError, StoreError) as exc:
             await engine.dispose()
             if isinstance(exc, StoreError):
@@ -361,6 +279,72 @@ class SQLStore:
             rows = (await conn.execute(query)).all()
         return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
+    async def create_schedule(self, schedule: Schedule) -> Schedule:
+        row = {
+            "bot": schedule.bot,
+            "channel": schedule.channel.key,
+            "cron": schedule.cron,
+            "at": schedule.at.timestamp() if schedule.at else None,
+            "timezone": schedule.timezone,
+            "prompt": schedule.prompt,
+            "created_by_id": schedule.created_by.id,
+            "created_by_name": schedule.created_by.name,
+            "created_at": time.time(),
+            "next_due": schedule.next_due.timestamp() if schedule.next_due else None,
+            "active": True,
+        }
+        async with self.engine.begin() as conn:
+            result = await conn.execute(sa.insert(schedules).values(row))
+            key = result.inserted_primary_key
+        return replace(schedule, id=int(key[0]) if key else 0)
+
+    async def schedules(
+        self, bot: str, *, channel_key: str | None = None, active_only: bool = True
+    ) -> list[Schedule]:
+        query = sa.select(schedules).where(schedules.c.bot == bot).order_by(schedules.c.id)
+        if channel_key is not None:
+            query = query.where(schedules.c.channel == channel_key)
+        if active_only:
+            query = query.where(schedules.c.active.is_(True))
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [_row_to_schedule(row) for row in rows]
+
+    async def cancel_schedule(self, bot: str, schedule_id: int) -> bool:
+        statement = (
+            sa.update(schedules)
+            .where(schedules.c.bot == bot, schedules.c.id == schedule_id)
+            .where(schedules.c.active.is_(True))
+            .values(active=False, next_due=None)
+        )
+        async with self.engine.begin() as conn:
+            result = await conn.execute(statement)
+        return bool(result.rowcount)
+
+    async def set_next_due(self, schedule_id: int, next_due: datetime | None) -> None:
+        """Move a schedule on; ``None`` ends it (a one-shot that fired)."""
+        values: dict[str, object] = {"next_due": next_due.timestamp() if next_due else None}
+        if next_due is None:
+            values["active"] = False
+        await self._execute(
+            sa.update(schedules).where(schedules.c.id == schedule_id).values(values)
+        )
+
+    async def claim_fire(self, schedule_id: int, due: datetime, owner: str) -> bool:
+        """Claim one occurrence; exactly one caller, in any process, ever gets True."""
+        row = {
+            "schedule_id": schedule_id,
+            "due": int(due.timestamp()),
+            "fired_at": time.time(),
+            "owner": owner,
+        }
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(sa.insert(schedule_fires).values(row))
+        except IntegrityError:
+            return False
+        return True
+
     async def record_usage(
         self, bot: str, channel_key: str, provider: str, model: str, usage: Usage
     ) -> None:
@@ -397,25 +381,28 @@ class SQLStore:
             raise StoreError(f"store write failed: {exc}") from exc
 
 
-def _migrate(conn: Connection) -> None:
-    schema_migrations.create(conn, checkfirst=True)
-    done = set(conn.execute(sa.select(schema_migrations.c.version)).scalars())
-    newest = max(v for v, _ in MIGRATIONS)
-    if done and max(done) > newest:
-        raise StoreError(f"database schema v{max(done)} is newer than this Salon (v{newest})")
-    for version, apply in MIGRATIONS:
-        if version in done:
-            continue
-        apply(conn)
-        conn.execute(sa.insert(schema_migrations).values(version=version, applied_at=time.time()))
-
-
 def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _iso(timestamp: float | None) -> str | None:
     return None if timestamp is None else datetime.fromtimestamp(timestamp, tz=UTC).isoformat()
+
+
+def _row_to_schedule(row: Any) -> Schedule:
+    zone = ZoneInfo(row.timezone)
+    return Schedule(
+        id=int(row.id),
+        bot=row.bot,
+        channel=ChannelRef.from_key(row.channel),
+        prompt=row.prompt,
+        timezone=row.timezone,
+        cron=row.cron,
+        at=datetime.fromtimestamp(row.at, tz=zone) if row.at is not None else None,
+        created_by=Participant(row.created_by_id, row.created_by_name),
+        next_due=datetime.fromtimestamp(row.next_due, tz=UTC) if row.next_due else None,
+        active=bool(row.active),
+    )
 
 
 def _row_to_message(row: Any, channel: ChannelRef) -> Message:

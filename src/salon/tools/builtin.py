@@ -10,17 +10,27 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import Protocol, TypeVar
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from salon.model import ChatLine
+from salon.model import ChannelRef, ChatLine, Participant, Schedule
+from salon.tools.timing import next_occurrence, parse_when, zone
 
-__all__ = ["CHANNEL_ARGUMENT", "ChatLogQueries", "build_builtin_server"]
+__all__ = [
+    "CHANNEL_ARGUMENT",
+    "HIDDEN_ARGUMENTS",
+    "ChatLogQueries",
+    "ScheduleBook",
+    "build_builtin_server",
+]
+
+_T = TypeVar("_T")
 
 CHANNEL_ARGUMENT = "channel"
+HIDDEN_ARGUMENTS = frozenset({CHANNEL_ARGUMENT, "requester_id", "requester_name"})
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False)
 _MAX_LIMIT = 200
 
@@ -49,6 +59,33 @@ class ChatLogQueries(Protocol):
 UsersOf = Callable[[str], Awaitable[Sequence[str]]]
 
 
+class ScheduleStore(Protocol):
+    async def create_schedule(self, schedule: Schedule) -> Schedule: ...
+
+    async def schedules(
+        self, bot: str, *, channel_key: str | None = None, active_only: bool = True
+    ) -> list[Schedule]: ...
+
+    async def cancel_schedule(self, bot: str, schedule_id: int) -> bool: ...
+
+
+class ScheduleBook:
+    """What the schedule tools need: the store, the clock, and who to tell of a change."""
+
+    def __init__(
+        self,
+        store: ScheduleStore,
+        *,
+        timezone: str,
+        now: Callable[[], datetime],
+        changed: Callable[[], None],
+    ) -> None:
+        self.store = store
+        self.timezone = timezone
+        self.now = now
+        self.changed = changed
+
+
 def _since(hours: float | None) -> datetime | None:
     return None if hours is None or hours <= 0 else datetime.now(UTC) - timedelta(hours=hours)
 
@@ -66,20 +103,32 @@ def _line(line: ChatLine) -> str:
 
 def _need_channel(channel: str) -> None:
     if not channel:
-        raise ValueError("channel is required (e.g. terminal:local or irc:#salon)")
+        raise ToolError("channel is required (e.g. terminal:local or irc:#salon)")
 
 
-def build_builtin_server(bot: str, log: ChatLogQueries, users_of: UsersOf) -> MCPServer:
-    server = MCPServer("salon", instructions="Salon's built-in tools: time and the chat log.")
+def _checked(check: Callable[[], _T]) -> _T:
+    """Run a check whose ValueError is a mistake the model should read and fix."""
+    try:
+        return check()
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
 
+
+def build_builtin_server(
+    bot: str, log: ChatLogQueries, users_of: UsersOf, book: ScheduleBook | None = None
+) -> MCPServer:
+    server = MCPServer("salon", instructions="Salon's built-in tools: time, chat log, schedules.")
+    _add_chat_tools(server, bot, log, users_of)
+    if book is not None:
+        _add_schedule_tools(server, bot, book)
+    return server
+
+
+def _add_chat_tools(server: MCPServer, bot: str, log: ChatLogQueries, users_of: UsersOf) -> None:
     @server.tool(annotations=_READ_ONLY)
     def get_current_time(timezone: str = "UTC") -> str:
         """The current date and time in an IANA timezone such as Europe/Paris."""
-        try:
-            zone = ZoneInfo(timezone)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown timezone {timezone!r}; use an IANA name") from None
-        now = datetime.now(zone)
+        now = datetime.now(_checked(lambda: zone(timezone)))
         return f"{now:%A %Y-%m-%d %H:%M:%S} {timezone} (UTC{now:%z})"
 
     @server.tool(annotations=_READ_ONLY)
@@ -120,4 +169,52 @@ def build_builtin_server(bot: str, log: ChatLogQueries, users_of: UsersOf) -> MC
         users = await users_of(channel)
         return ", ".join(users) if users else "nobody is known to be here"
 
-    return server
+
+def _add_schedule_tools(server: MCPServer, bot: str, book: ScheduleBook) -> None:
+    @server.tool()
+    async def schedule_create(  # noqa: PLR0917 - the model passes these by name
+        when: str,
+        prompt: str,
+        timezone: str | None = None,
+        target_channel: str | None = None,
+        channel: str = "",
+        requester_id: str = "",
+        requester_name: str = "",
+    ) -> str:
+        """Schedule a reminder or a recurring task. `when` is a cron expression ("0 9 * * 1-5")
+        or an ISO date-time ("2026-12-24T09:00"); `prompt` is what you will be asked to do
+        then, in this channel unless `target_channel` names another."""
+        tz = timezone or book.timezone
+        now = book.now()
+        parsed = _checked(lambda: parse_when(when, tz, now))
+        where = target_channel or channel
+        _need_channel(where)
+        due = next_occurrence(parsed.cron, tz, now) if parsed.cron else parsed.at
+        schedule = Schedule(
+            id=0,
+            bot=bot,
+            channel=ChannelRef.from_key(where),
+            prompt=prompt,
+            timezone=tz,
+            cron=parsed.cron,
+            at=parsed.at,
+            created_by=Participant(requester_id or "unknown", requester_name or "someone"),
+            next_due=due.astimezone(UTC) if due else None,
+        )
+        created = await book.store.create_schedule(schedule)
+        book.changed()
+        return f"scheduled {created.describe()}"
+
+    @server.tool(annotations=_READ_ONLY)
+    async def schedule_list(channel: str = "") -> str:
+        """The active schedules of this channel."""
+        found = await book.store.schedules(bot, channel_key=channel or None)
+        return "\n".join(s.describe() for s in found) or "no schedules"
+
+    @server.tool()
+    async def schedule_cancel(schedule_id: int) -> str:
+        """Cancel a schedule by its number."""
+        if not await book.store.cancel_schedule(bot, schedule_id):
+            raise ToolError(f"no active schedule #{schedule_id}")
+        book.changed()
+        return f"cancelled schedule #{schedule_id}"

@@ -10,7 +10,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from salon.config import BotConfig, McpServerConfig, Secrets
-from salon.tools.builtin import CHANNEL_ARGUMENT
+from salon.tools.builtin import HIDDEN_ARGUMENTS
 from salon.tools.hub import MessageHandler, ServerSpec
 
 __all__ = ["BUILTIN_SERVER", "builtin_spec", "configured_specs"]
@@ -72,5 +72,5 @@ def builtin_spec(server: MCPServer) -> ServerSpec:
         connect=connect,
         timeout=60.0,
         start_timeout=10.0,
-        hidden_arguments=frozenset({CHANNEL_ARGUMENT}),
+        hidden_arguments=HIDDEN_ARGUMENTS,
     )

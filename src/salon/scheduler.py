@@ -1,0 +1,136 @@
+"""Schedules that fire exactly once.
+
+The scheduler sleeps until the next due time (or until a schedule is added or cancelled),
+turns each due occurrence into a ``ScheduledEvent`` for the agent, and moves the schedule
+on. Every occurrence is claimed in the store first (a unique row per schedule and time), so
+it fires once even across a restart inside the due window or with two processes on one
+database. Occurrences missed while the bot was down fire once, at start, when the latest of
+them is within ``misfire_grace``; older ones are skipped with a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from salon.model import Event, Schedule, ScheduledEvent
+from salon.tools.timing import latest_occurrence, next_occurrence
+
+__all__ = ["Clock", "Scheduler", "SystemClock"]
+
+logger = logging.getLogger(__name__)
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+    async def sleep_until(self, when: datetime, wake: asyncio.Event) -> None:
+        """Return at ``when`` or as soon as ``wake`` is set, whichever comes first."""
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def sleep_until(self, when: datetime, wake: asyncio.Event) -> None:
+        delay = (when - self.now()).total_seconds()
+        if delay <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), delay)
+
+
+class ScheduleStore(Protocol):
+    async def schedules(
+        self, bot: str, *, channel_key: str | None = None, active_only: bool = True
+    ) -> list[Schedule]: ...
+
+    async def set_next_due(self, schedule_id: int, next_due: datetime | None) -> None: ...
+
+    async def claim_fire(self, schedule_id: int, due: datetime, owner: str) -> bool: ...
+
+
+class Sink(Protocol):
+    async def __call__(self, event: Event) -> None: ...
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        bot: str,
+        store: ScheduleStore,
+        sink: Sink,
+        clock: Clock | None = None,
+        misfire_grace: timedelta = timedelta(hours=1),
+    ) -> None:
+        self.bot = bot
+        self.store = store
+        self.sink = sink
+        self.clock = clock or SystemClock()
+        self.misfire_grace = misfire_grace
+        self.owner = uuid.uuid4().hex[:12]  # which process claimed an occurrence, for the log
+        self._wake = asyncio.Event()
+        self._resting = asyncio.Condition()
+        self.rests = 0
+
+    def changed(self) -> None:
+        """A schedule was added or cancelled: look again before sleeping on."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            self._wake.clear()
+            now = self.clock.now()
+            active = await self.store.schedules(self.bot)
+            due = [s for s in active if s.next_due is not None and s.next_due <= now]
+            for schedule in due:
+                await self._fire(schedule, now)
+            if due:
+                continue
+            upcoming = [s.next_due for s in active if s.next_due is not None]
+            await self._rested()
+            if upcoming:
+                await self.clock.sleep_until(min(upcoming), self._wake)
+            else:
+                await self._wake.wait()
+
+    async def _rested(self) -> None:
+        async with self._resting:
+            self.rests += 1
+            self._resting.notify_all()
+
+    async def wait_rests(self, count: int) -> None:
+        """Wait until the loop has gone to sleep ``count`` times (for tests and embedders:
+        after it, everything due before the sleep has been handled)."""
+        async with self._resting:
+            await self._resting.wait_for(lambda: self.rests >= count)
+
+    async def _fire(self, schedule: Schedule, now: datetime) -> None:
+        if schedule.cron:
+            occurrence = latest_occurrence(schedule.cron, schedule.timezone, now)
+            following: datetime | None = next_occurrence(schedule.cron, schedule.timezone, now)
+        else:
+            assert schedule.at is not None  # a schedule is either cron or one-shot
+            occurrence, following = schedule.at.astimezone(UTC), None
+        if schedule.next_due is not None and schedule.next_due < occurrence:
+            logger.info(
+                "schedule #%d: occurrences from %s to before %s were missed; firing the latest",
+                schedule.id,
+                schedule.next_due.isoformat(),
+                occurrence.isoformat(),
+            )
+        if now - occurrence > self.misfire_grace:
+            logger.warning(
+                "schedule #%d: the occurrence at %s is older than the misfire grace; skipped",
+                schedule.id,
+                occurrence.isoformat(),
+            )
+        elif await self.store.claim_fire(schedule.id, occurrence, self.owner):
+            logger.info("schedule #%d fires (due %s)", schedule.id, occurrence.isoformat())
+            await self.sink(ScheduledEvent(schedule, occurrence))
+        await self.store.set_next_due(schedule.id, following)

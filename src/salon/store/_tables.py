@@ -1,0 +1,152 @@
+"""Tables and append-only migrations of the SQL store."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from salon.errors import StoreError
+
+metadata = sa.MetaData()
+
+CONVERSATION_KINDS = ("message", "action")
+"""Chat-log kinds that are conversation; joins, parts, notices and the like are not."""
+
+schema_migrations = sa.Table(
+    "schema_migrations",
+    metadata,
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("applied_at", sa.Float, nullable=False),
+)
+
+chat_log = sa.Table(
+    "chat_log",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("bot", sa.String, nullable=False),
+    sa.Column("channel", sa.String, nullable=False),
+    sa.Column("message_id", sa.String, nullable=False),
+    sa.Column("author_id", sa.String, nullable=False),
+    sa.Column("author_name", sa.String, nullable=False),
+    sa.Column("author_is_bot", sa.Boolean, nullable=False),
+    sa.Column("kind", sa.String, nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Index("ix_chat_log_bot_channel_id", "bot", "channel", "id"),
+    sa.Index("ix_chat_log_channel_time", "channel", "created_at"),
+)
+
+usage_log = sa.Table(
+    "usage_log",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("bot", sa.String, nullable=False),
+    sa.Column("channel", sa.String, nullable=False),
+    sa.Column("provider", sa.String, nullable=False),
+    sa.Column("model", sa.String, nullable=False),
+    sa.Column("input_tokens", sa.Integer, nullable=False),
+    sa.Column("output_tokens", sa.Integer, nullable=False),
+    sa.Column("cache_read_tokens", sa.Integer, nullable=False),
+    sa.Column("cache_write_tokens", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+
+approvals = sa.Table(
+    "approvals",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("bot", sa.String, nullable=False),
+    sa.Column("channel", sa.String, nullable=False),
+    sa.Column("tool", sa.String, nullable=False),
+    sa.Column("arguments", sa.Text, nullable=False),
+    sa.Column("requester", sa.String, nullable=False),
+    sa.Column("status", sa.String, nullable=False),  # pending, approved, cancelled, timeout, closed
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("decided_at", sa.Float, nullable=True),
+    sa.Index("ix_approvals_bot_status", "bot", "status"),
+)
+
+
+def _m1_chat_log_and_usage(conn: Connection) -> None:
+    chat_log.create(conn)
+    usage_log.create(conn)
+
+
+def _m2_chat_log_search(conn: Connection) -> None:
+    """Full-text index over the chat log (SQLite FTS5), kept in step by triggers."""
+    if conn.dialect.name != "sqlite":
+        return
+    statements = [
+        "CREATE VIRTUAL TABLE chat_log_fts USING fts5("
+        "text, content='chat_log', content_rowid='id', tokenize='unicode61')",
+        "CREATE TRIGGER chat_log_ai AFTER INSERT ON chat_log BEGIN "
+        "INSERT INTO chat_log_fts(rowid, text) VALUES (new.id, new.text); END",
+        "CREATE TRIGGER chat_log_ad AFTER DELETE ON chat_log BEGIN "
+        "INSERT INTO chat_log_fts(chat_log_fts, rowid, text) "
+        "VALUES ('delete', old.id, old.text); END",
+        "INSERT INTO chat_log_fts(rowid, text) SELECT id, text FROM chat_log",
+    ]
+    for statement in statements:
+        conn.exec_driver_sql(statement)
+
+
+def _m3_approvals(conn: Connection) -> None:
+    approvals.create(conn)
+
+
+schedules = sa.Table(
+    "schedules",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("bot", sa.String, nullable=False),
+    sa.Column("channel", sa.String, nullable=False),
+    sa.Column("cron", sa.String, nullable=True),
+    sa.Column("at", sa.Float, nullable=True),  # one-shot: UTC timestamp
+    sa.Column("timezone", sa.String, nullable=False),
+    sa.Column("prompt", sa.Text, nullable=False),
+    sa.Column("created_by_id", sa.String, nullable=False),
+    sa.Column("created_by_name", sa.String, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("next_due", sa.Float, nullable=True),  # None once it will never fire again
+    sa.Column("active", sa.Boolean, nullable=False),
+    sa.Index("ix_schedules_bot_active", "bot", "active"),
+)
+
+schedule_fires = sa.Table(
+    "schedule_fires",
+    metadata,
+    sa.Column("schedule_id", sa.Integer, primary_key=True),
+    sa.Column("due", sa.Integer, primary_key=True),  # the occurrence, UTC epoch seconds
+    sa.Column("fired_at", sa.Float, nullable=False),
+    sa.Column("owner", sa.String, nullable=False),
+)
+
+
+def _m4_schedules(conn: Connection) -> None:
+    schedules.create(conn)
+    schedule_fires.create(conn)
+
+
+MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
+    (1, _m1_chat_log_and_usage),
+    (2, _m2_chat_log_search),
+    (3, _m3_approvals),
+    (4, _m4_schedules),
+]
+
+
+def migrate(conn: Connection) -> None:
+    schema_migrations.create(conn, checkfirst=True)
+    done = set(conn.execute(sa.select(schema_migrations.c.version)).scalars())
+    newest = max(v for v, _ in MIGRATIONS)
+    if done and max(done) > newest:
+        raise StoreError(f"database schema v{max(done)} is newer than this Salon (v{newest})")
+    for version, apply in MIGRATIONS:
+        if version in done:
+            continue
+        apply(conn)
+        conn.execute(sa.insert(schema_migrations).values(version=version, applied_at=time.time()))

@@ -1,0 +1,69 @@
+"""When schedules fire: parsing what the model asks for, and the next and last occurrence.
+
+Cron expressions are read in the schedule's own timezone, so "0 9 * * *" stays at nine in
+the morning local time across daylight-saving changes (on a spring-forward day a time that
+does not exist fires at the first moment after the gap).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+
+__all__ = ["ParsedWhen", "latest_occurrence", "next_occurrence", "parse_when", "zone"]
+
+
+@dataclass(frozen=True)
+class ParsedWhen:
+    cron: str | None
+    at: datetime | None  # aware, in the schedule's timezone
+
+
+def zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown timezone {name!r}: use an IANA name like Europe/Paris") from None
+
+
+def parse_when(when: str, timezone: str, now: datetime) -> ParsedWhen:
+    """A cron expression or an ISO date-time; raises ValueError saying what is wrong."""
+    text = when.strip()
+    tz = zone(timezone)
+    if len(text.split()) in (5, 6) and not text[:4].isdigit():
+        if not croniter.is_valid(text):
+            raise ValueError(
+                f"invalid cron expression {text!r} (five fields: min hour day month weekday)"
+            )
+        return ParsedWhen(cron=text, at=None)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is neither a cron expression nor an ISO date-time like 2026-12-24T09:00"
+        ) from None
+    moment = moment.replace(tzinfo=tz) if moment.tzinfo is None else moment.astimezone(tz)
+    if moment <= now:
+        local_now = now.astimezone(tz)
+        raise ValueError(
+            f"{moment:%Y-%m-%d %H:%M %Z} is in the past (now {local_now:%Y-%m-%d %H:%M %Z})"
+        )
+    return ParsedWhen(cron=None, at=moment)
+
+
+def next_occurrence(cron: str, timezone: str, after: datetime) -> datetime:
+    """The first occurrence strictly after ``after``, in UTC."""
+    start = after.astimezone(zone(timezone))
+    found: datetime = croniter(cron, start).get_next(datetime)
+    return found.astimezone(UTC)
+
+
+def latest_occurrence(cron: str, timezone: str, at_or_before: datetime) -> datetime:
+    """The last occurrence at or before ``at_or_before``, in UTC."""
+    following = next_occurrence(cron, timezone, at_or_before)
+    start = following.astimezone(zone(timezone))
+    found: datetime = croniter(cron, start).get_prev(datetime)
+    return found.astimezone(UTC)
