@@ -223,3 +223,41 @@ async def test_approval_is_asked_in_the_channel(ircd: IrcServer, start_bot: Star
     assert ran == ["logs"]
     await alice.close()
     await bob.close()
+
+
+async def test_one_bot_on_two_platforms_keeps_separate_contexts(
+    ircd: IrcServer, tmp_path: Path
+) -> None:
+    from salon.model import Participant
+    from salon.platforms.memory import MemoryPlatform
+
+    provider = FakeProvider(["hello irc", "hello memory"])
+    irc = {
+        "server": "127.0.0.1",
+        "port": ircd.port,
+        "tls": False,
+        "nick": BOT,
+        "channels": ["#salon"],
+    }
+    config = bot_config(data_dir=str(tmp_path / "data"), platforms={"irc": irc})
+    memory = MemoryPlatform(name="memory", bot_name="Salon")
+    stop = asyncio.Event()
+    async with BotApp(
+        key="salon", config=config, root=tmp_path, secrets=Secrets({}), provider=provider
+    ) as app:
+        (irc_platform,) = app.unattended_platforms()
+        serving = asyncio.create_task(app.serve(stop, [irc_platform, memory]))
+        await asyncio.wait_for(memory.started.wait(), 15)
+        alice = await human(ircd)
+        await alice.say("#salon", f"{BOT}: secret irc words")
+        assert await alice.privmsgs_from(BOT, 1) == ["hello irc"]
+        dm = memory.channel("dm", is_direct=True)
+        await memory.post(dm, Participant("m", "Mia"), "hi from memory")
+        sent = await memory.wait_sent(1)
+        await alice.close()
+        stop.set()
+        await asyncio.wait_for(serving, 15)
+    assert sent[0].text == "hello memory"
+    irc_view, memory_view = (r.messages[-1].plain_text for r in provider.requests)
+    assert "secret irc words" in irc_view
+    assert memory_view == "Mia: hi from memory"
