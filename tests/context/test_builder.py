@@ -56,7 +56,7 @@ def test_chat_roles_names_and_merging() -> None:
     request = render_chat(history, ME, bot_config(system_prompt="sys", max_tokens=99), "m")
     assert [(m.role, m.plain_text) for m in request.messages] == [
         ("user", "Alice: hi\nBob: hey"),
-        ("assistant", "hello both\nhow are you?"),
+        ("assistant", "hello both how are you?"),  # one bot's run of messages is one
         ("user", "Alice: fine"),
     ]
     assert (request.system, request.max_tokens, request.model) == ("sys", 99, "m")

@@ -9,38 +9,33 @@ from datetime import datetime, timedelta
 class FakeClock:
     def __init__(self, now: datetime) -> None:
         self._now = now
-        self._moved = asyncio.Condition()
-        self.sleeping_until: datetime | None = None
+        self._sleepers: list[tuple[datetime, asyncio.Future[None]]] = []
 
     def now(self) -> datetime:
         return self._now
 
+    @property
+    def sleeping_until(self) -> datetime | None:
+        """The earliest time someone sleeps until, if anyone sleeps."""
+        waiting = [when for when, future in self._sleepers if not future.done()]
+        return min(waiting) if waiting else None
+
     async def sleep_until(self, when: datetime, wake: asyncio.Event) -> None:
-        waker = asyncio.create_task(wake.wait())
+        if self._now >= when:
+            return
+        alarm: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (when, alarm)
+        self._sleepers.append(entry)
+        woken = asyncio.create_task(wake.wait())
         try:
-            async with self._moved:
-                self.sleeping_until = when
-                self._moved.notify_all()
-                while self._now < when and not wake.is_set():
-                    mover = asyncio.create_task(self._moved.wait())
-                    await asyncio.wait({mover, waker}, return_when=asyncio.FIRST_COMPLETED)
-                    if not mover.done():
-                        mover.cancel()
-                        # Condition.wait re-acquires the lock even when cancelled.
-                        await asyncio.gather(mover, return_exceptions=True)
+            await asyncio.wait({alarm, woken}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            self.sleeping_until = None
-            waker.cancel()
-            await asyncio.gather(waker, return_exceptions=True)
+            self._sleepers.remove(entry)
+            woken.cancel()
+            await asyncio.gather(woken, return_exceptions=True)
 
     async def advance(self, delta: timedelta) -> None:
-        async with self._moved:
-            self._now += delta
-            self._moved.notify_all()
-
-    async def wait_asleep(self, within: float = 5.0) -> datetime:
-        """Wait until the scheduler sleeps on this clock; return until when."""
-        async with asyncio.timeout(within), self._moved:
-            await self._moved.wait_for(lambda: self.sleeping_until is not None)
-        assert self.sleeping_until is not None
-        return self.sleeping_until
+        self._now += delta
+        for when, alarm in list(self._sleepers):
+            if when <= self._now and not alarm.done():
+                alarm.set_result(None)

@@ -3,6 +3,7 @@
 from salon.config.loader import ConfigSet, load_config_dir, merge_layers
 from salon.config.models import (
     BotConfig,
+    DiscordConfig,
     IrcConfig,
     McpServerConfig,
     PlatformsConfig,
@@ -16,6 +17,7 @@ from salon.config.secrets import Redactor, Secrets, resolve_secrets
 __all__ = [
     "BotConfig",
     "ConfigSet",
+    "DiscordConfig",
     "IrcConfig",
     "McpServerConfig",
     "PlatformsConfig",

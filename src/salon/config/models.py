@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "BotConfig",
+    "DiscordConfig",
     "IrcConfig",
     "McpServerConfig",
     "PlatformsConfig",
@@ -112,9 +113,27 @@ class IrcConfig(_Strict):
     reconnect_backoff_max: float = Field(default=60.0, ge=0)
 
 
+class DiscordConfig(_Strict):
+    """A Discord bot account. The token is read from ``token_env``."""
+
+    token_env: str = "DISCORD_TOKEN"
+    monitored_channels: list[str] = Field(
+        default_factory=list, description="channel ids answered without a mention"
+    )
+    include_images: bool = True
+    max_images: int = Field(default=5, ge=0)
+    max_image_bytes: int = Field(default=5_000_000, gt=0)
+    max_text_attachment_kb: int = Field(default=100, ge=0)
+    reply_chain_max_depth: int = Field(default=30, ge=0)
+    history_cache_channels: int = Field(default=200, ge=1)
+    discord_backoff_max: float = Field(default=30.0, ge=0)
+    send_retries: int = Field(default=3, ge=0)
+
+
 class PlatformsConfig(_Strict):
     terminal: TerminalConfig = Field(default_factory=TerminalConfig)
     irc: IrcConfig | None = None
+    discord: DiscordConfig | None = None
 
 
 class BotConfig(_Strict):
@@ -131,6 +150,10 @@ class BotConfig(_Strict):
     recency_window_messages: int = Field(default=400, gt=0)
     recency_window_characters: int = Field(default=100_000, gt=0)
     ignore_dot_messages: bool = True
+    hiding_reactions: list[str] = Field(
+        default_factory=lambda: ["\U0001fae5"],  # dotted-line face
+        description="a message carrying one of these reactions is invisible to the bot",
+    )
 
     reply_on_name: bool = False
     reply_on_random: int = Field(default=0, ge=0, description="answer 1 in N messages; 0 = off")

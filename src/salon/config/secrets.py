@@ -67,6 +67,9 @@ def required_secrets(bot: BotConfig) -> list[tuple[str, str]]:
     provider = bot.provider_config()
     if provider.api_key_env:
         needed.append((f"providers.{bot.provider}.api_key_env", provider.api_key_env))
+    discord = bot.platforms.discord
+    if discord is not None:
+        needed.append(("platforms.discord.token_env", discord.token_env))
     irc = bot.platforms.irc
     if irc is not None:
         for key in ("password_env", "sasl_password_env"):

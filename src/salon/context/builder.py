@@ -31,8 +31,11 @@ TRUNCATION_MARK = " …[truncated]"
 
 
 def is_visible(message: Message, config: BotConfig) -> bool:
-    """Dot messages are commands and tool logs: no bot reads them as conversation."""
-    return not (config.ignore_dot_messages and message.text.startswith("."))
+    """Dot messages are commands and tool logs: no bot reads them as conversation; a
+    message someone marked with a hiding reaction (🫥) is treated the same."""
+    if config.ignore_dot_messages and message.text.startswith("."):
+        return False
+    return not (message.reactions and set(message.reactions) & set(config.hiding_reactions))
 
 
 def select_context(
@@ -109,6 +112,15 @@ def record_text(record: ToolRecord) -> str:
     return f"{format_calls(calls)}\n{format_results(calls, [record.result])}"
 
 
+def _same_bot(previous: Message | ToolRecord | None, item: Message | ToolRecord) -> bool:
+    return (
+        isinstance(previous, Message)
+        and isinstance(item, Message)
+        and item.author.is_bot
+        and previous.author.id == item.author.id
+    )
+
+
 def render_chat(
     messages: Sequence[Message],
     me: Participant,
@@ -122,6 +134,7 @@ def render_chat(
     tool calls are part of the bot's turns, in the text protocol's form.
     """
     turns: list[tuple[Literal["user", "assistant"], list[str]]] = []
+    previous: Message | ToolRecord | None = None
     for item in weave(messages, records):
         role: Literal["user", "assistant"]
         if isinstance(item, ToolRecord):
@@ -131,9 +144,13 @@ def render_chat(
         else:
             role, line = "user", f"{item.author.name}: {item.text}"
         if turns and turns[-1][0] == role:
-            turns[-1][1].append(line)
+            if _same_bot(previous, item):
+                turns[-1][1][-1] += " " + line  # one bot's run of messages is one message
+            else:
+                turns[-1][1].append(line)
         else:
             turns.append((role, [line]))
+        previous = item
     chat = tuple(ChatMessage(role, (TextPart("\n".join(lines)),)) for role, lines in turns)
     return LLMRequest(
         model=model,

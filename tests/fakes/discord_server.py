@@ -1,0 +1,494 @@
+"""A loopback fake of Discord's REST API and gateway, enough to drive the real discord.py.
+
+One guild with text channels, a few people and the bot. Tests act as people with
+``post`` (the message goes to the store and out over the gateway as MESSAGE_CREATE),
+``edit``, ``delete`` and ``react``; they read what the bot did in ``channels`` and count
+REST calls in ``calls``. ``fail_next`` scripts errors for a route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+__all__ = ["DiscordServer", "FakeUser"]
+
+GUILD_ID = "1"
+APP_FLAGS_MESSAGE_CONTENT = 1 << 18
+
+
+@dataclass(frozen=True)
+class FakeUser:
+    id: str
+    name: str
+    bot: bool = False
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "username": self.name.lower(),
+            "global_name": self.name,
+            "discriminator": "0",
+            "avatar": None,
+            "bot": self.bot,
+        }
+
+
+@dataclass
+class _Failure:
+    method: str
+    fragment: str
+    status: int
+    times: int = 1
+
+
+@dataclass
+class DiscordServer:
+    bot: FakeUser = field(default_factory=lambda: FakeUser("100", "Salon", bot=True))
+    people: list[FakeUser] = field(
+        default_factory=lambda: [
+            FakeUser("200", "Alice"),
+            FakeUser("201", "Bob"),
+            FakeUser("300", "Robo", bot=True),
+        ]
+    )
+    message_content_intent: bool = True
+    port: int = 0
+
+    def __post_init__(self) -> None:
+        self._ids = itertools.count(1000)
+        self.channels: dict[str, list[dict[str, Any]]] = {"10": [], "11": []}
+        self.channel_names = {"10": "general", "11": "random"}
+        self.dm_channels: dict[str, str] = {}  # user id -> dm channel id
+        self.calls: Counter[str] = Counter()
+        self.commands: list[dict[str, Any]] = []
+        self.interaction_responses: list[dict[str, Any]] = []
+        self.roles: dict[str, list[str]] = {}
+        self._failures: list[_Failure] = []
+        self._sockets: list[web.WebSocketResponse] = []
+        self._seq = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self.identified = asyncio.Event()
+        self.identifies = 0
+        self.sent = asyncio.Condition()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    @property
+    def api(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/v10"
+
+    @property
+    def gateway(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/gateway"
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/api/v10/{tail:.*}", self._rest)
+        app.router.add_get("/gateway", self._gateway)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+
+    async def stop(self) -> None:
+        for socket in list(self._sockets):
+            with contextlib.suppress(Exception):
+                await socket.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- acting as people ------------------------------------------------------------
+
+    def user(self, name: str) -> FakeUser:
+        return next(u for u in [self.bot, *self.people] if u.name == name)
+
+    def dm_channel(self, user: FakeUser) -> str:
+        if user.id not in self.dm_channels:
+            channel_id = str(next(self._ids))
+            self.dm_channels[user.id] = channel_id
+            self.channels[channel_id] = []
+        return self.dm_channels[user.id]
+
+    async def post(
+        self,
+        channel_id: str,
+        author: FakeUser,
+        content: str,
+        *,
+        mentions: list[FakeUser] = (),  # type: ignore[assignment]
+        reply_to: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        message = self._message(channel_id, author, content, list(mentions), reply_to)
+        self.channels[channel_id].append(message)
+        await self.dispatch("MESSAGE_CREATE", message)
+        return message
+
+    async def edit(self, message: dict[str, Any], content: str) -> None:
+        message["content"] = content
+        message["edited_timestamp"] = datetime.now(UTC).isoformat()
+        await self.dispatch("MESSAGE_UPDATE", message)
+
+    async def delete(self, message: dict[str, Any]) -> None:
+        self.channels[message["channel_id"]].remove(message)
+        payload = {"id": message["id"], "channel_id": message["channel_id"]}
+        if message.get("guild_id"):
+            payload["guild_id"] = message["guild_id"]
+        await self.dispatch("MESSAGE_DELETE", payload)
+
+    async def react(self, message: dict[str, Any], user: FakeUser, emoji: str) -> None:
+        message.setdefault("reactions", []).append(
+            {"emoji": {"id": None, "name": emoji}, "count": 1, "me": user.id == self.bot.id}
+        )
+        payload = {
+            "user_id": user.id,
+            "channel_id": message["channel_id"],
+            "message_id": message["id"],
+            "emoji": {"id": None, "name": emoji},
+        }
+        if message.get("guild_id"):
+            payload["guild_id"] = GUILD_ID
+        await self.dispatch("MESSAGE_REACTION_ADD", payload)
+
+    async def click(self, message: dict[str, Any], user: FakeUser, custom_id: str) -> str:
+        """Press a button of a bot message: an INTERACTION_CREATE like Discord sends."""
+        interaction_id = str(next(self._ids))
+        payload = {
+            "id": interaction_id,
+            "application_id": self.bot.id,
+            "type": 3,
+            "token": f"token-{interaction_id}",
+            "version": 1,
+            "channel_id": message["channel_id"],
+            "message": message,
+            "data": {"custom_id": custom_id, "component_type": 2},
+        }
+        if message.get("guild_id"):
+            payload["guild_id"] = GUILD_ID
+            payload["member"] = self._member(user)
+        else:
+            payload["user"] = user.payload()
+        await self.dispatch("INTERACTION_CREATE", payload)
+        return interaction_id
+
+    def fail_next(self, method: str, fragment: str, status: int = 500, times: int = 1) -> None:
+        self._failures.append(_Failure(method, fragment, status, times))
+
+    async def wait_bot_messages(
+        self, channel_id: str, count: int, within: float = 10
+    ) -> list[dict[str, Any]]:
+        def mine() -> list[dict[str, Any]]:
+            return [m for m in self.channels[channel_id] if m["author"]["id"] == self.bot.id]
+
+        async with asyncio.timeout(within), self.sent:
+            await self.sent.wait_for(lambda: len(mine()) >= count)
+        return mine()
+
+    async def drop_connections(self) -> None:
+        """Close every gateway socket, as a network blip would."""
+        for socket in list(self._sockets):
+            await socket.close(code=4000)
+
+    # -- payloads --------------------------------------------------------------------
+
+    def _member(self, user: FakeUser) -> dict[str, Any]:
+        return {
+            "user": user.payload(),
+            "roles": self.roles.get(user.id, []),
+            "joined_at": "2026-01-01T00:00:00+00:00",
+            "deaf": False,
+            "mute": False,
+            "flags": 0,
+        }
+
+    def _message(
+        self,
+        channel_id: str,
+        author: FakeUser,
+        content: str,
+        mentions: list[FakeUser],
+        reply_to: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "id": str(next(self._ids)),
+            "channel_id": channel_id,
+            "author": author.payload(),
+            "content": content if self.message_content_intent or author.id == self.bot.id else "",
+            "timestamp": datetime.now(UTC).isoformat(),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [u.payload() for u in mentions],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "type": 19 if reply_to else 0,
+            "flags": 0,
+            "components": [],
+        }
+        if channel_id in self.channel_names:
+            message["guild_id"] = GUILD_ID
+            message["member"] = {k: v for k, v in self._member(author).items() if k != "user"}
+        if reply_to is not None:
+            message["message_reference"] = {
+                "message_id": reply_to["id"],
+                "channel_id": channel_id,
+                "guild_id": message.get("guild_id"),
+            }
+            message["referenced_message"] = reply_to
+        return message
+
+    def _guild(self) -> dict[str, Any]:
+        everyone = {
+            "id": GUILD_ID,
+            "name": "@everyone",
+            "permissions": str((1 << 41) - 1),
+            "position": 0,
+            "color": 0,
+            "hoist": False,
+            "managed": False,
+            "mentionable": False,
+            "flags": 0,
+        }
+        channels = [
+            {
+                "id": cid,
+                "type": 0,
+                "guild_id": GUILD_ID,
+                "name": name,
+                "position": i,
+                "permission_overwrites": [],
+                "nsfw": False,
+                "parent_id": None,
+            }
+            for i, (cid, name) in enumerate(self.channel_names.items())
+        ]
+        members = [self._member(u) for u in [self.bot, *self.people]]
+        return {
+            "id": GUILD_ID,
+            "name": "Salon test",
+            "icon": None,
+            "owner_id": self.people[0].id,
+            "roles": [everyone],
+            "channels": channels,
+            "threads": [],
+            "members": members,
+            "member_count": len(members),
+            "large": False,
+            "unavailable": False,
+            "features": [],
+            "emojis": [],
+            "stickers": [],
+            "voice_states": [],
+            "presences": [],
+            "joined_at": "2026-01-01T00:00:00+00:00",
+            "verification_level": 0,
+            "default_message_notifications": 0,
+            "explicit_content_filter": 0,
+            "mfa_level": 0,
+            "premium_tier": 0,
+            "system_channel_flags": 0,
+            "preferred_locale": "en-US",
+            "nsfw_level": 0,
+        }
+
+    # -- gateway ---------------------------------------------------------------------
+
+    async def dispatch(self, event: str, data: dict[str, Any]) -> None:
+        frame = json.dumps({"op": 0, "t": event, "s": next(self._seq), "d": data})
+        for socket in list(self._sockets):
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await socket.send_str(frame)
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        await socket.send_json({"op": 10, "d": {"heartbeat_interval": 45000}})
+        try:
+            async for frame in socket:
+                if frame.type != WSMsgType.TEXT:
+                    break
+                await self._gateway_frame(socket, json.loads(frame.data))
+        finally:
+            if socket in self._sockets:
+                self._sockets.remove(socket)
+        return socket
+
+    async def _gateway_frame(self, socket: web.WebSocketResponse, frame: dict[str, Any]) -> None:
+        op = frame.get("op")
+        if op == 1:
+            await socket.send_json({"op": 11})
+        elif op == 2:
+            self.identifies += 1
+            await self._ready(socket)
+        elif op == 6:  # RESUME: refuse, so the client identifies afresh (a resume failure)
+            await socket.send_json({"op": 9, "d": False})
+
+    async def _ready(self, socket: web.WebSocketResponse) -> None:
+        flags = APP_FLAGS_MESSAGE_CONTENT if self.message_content_intent else 0
+        ready = {
+            "v": 10,
+            "user": self.bot.payload(),
+            "guilds": [{"id": GUILD_ID, "unavailable": True}],
+            "session_id": f"session-{self.identifies}",
+            "resume_gateway_url": self.gateway,
+            "application": {"id": self.bot.id, "flags": flags},
+            "shard": [0, 1],
+            "private_channels": [],
+            "relationships": [],
+        }
+        self._sockets.append(socket)
+        await socket.send_json({"op": 0, "t": "READY", "s": next(self._seq), "d": ready})
+        await socket.send_json(
+            {"op": 0, "t": "GUILD_CREATE", "s": next(self._seq), "d": self._guild()}
+        )
+        self.identified.set()
+
+    # -- REST ------------------------------------------------------------------------
+
+    async def _rest(self, request: web.Request) -> web.Response:
+        path = "/" + request.match_info["tail"]
+        key = f"{request.method} {path}"
+        self.calls[key] += 1
+        for failure in self._failures:
+            if failure.times > 0 and failure.method == request.method and failure.fragment in path:
+                failure.times -= 1
+                return _json({"message": "scripted failure", "code": 0}, failure.status)
+        try:
+            return await self._route(request, path)
+        except KeyError:
+            return _json({"message": "Unknown", "code": 10003}, 404)
+
+    async def _route(self, request: web.Request, path: str) -> web.Response:
+        method = request.method
+        parts = path.strip("/").split("/")
+        if path == "/users/@me":
+            return _json(self.bot.payload())
+        if path == "/oauth2/applications/@me":
+            flags = APP_FLAGS_MESSAGE_CONTENT if self.message_content_intent else 0
+            return _json(
+                {
+                    "id": self.bot.id,
+                    "name": self.bot.name,
+                    "icon": None,
+                    "description": "",
+                    "bot_public": True,
+                    "bot_require_code_grant": False,
+                    "owner": self.people[0].payload(),
+                    "verify_key": "x",
+                    "flags": flags,
+                    "team": None,
+                }
+            )
+        if path == "/gateway/bot" or path == "/gateway":
+            limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
+            return _json({"url": self.gateway, "shards": 1, "session_start_limit": limit})
+        if parts[0] == "users" and parts[-1] == "channels" and method == "POST":
+            body = await request.json()
+            user = next(u for u in self.people if u.id == body["recipient_id"])
+            channel_id = self.dm_channel(user)
+            return _json({"id": channel_id, "type": 1, "recipients": [user.payload()]})
+        if parts[0] == "applications" and "commands" in parts:
+            if method == "PUT":
+                self.commands = await request.json()
+            return _json(
+                [
+                    {**c, "id": str(i + 1), "application_id": self.bot.id, "version": "1"}
+                    for i, c in enumerate(self.commands)
+                ]
+            )
+        if parts[0] == "interactions":
+            self.interaction_responses.append(await request.json())
+            return web.Response(status=204)
+        if parts[0] == "channels":
+            return await self._channel_route(request, parts[1], parts[2:])
+        return _json({"message": f"no fake for {method} {path}", "code": 0}, 404)
+
+    async def _channel_route(
+        self, request: web.Request, channel_id: str, rest: list[str]
+    ) -> web.Response:
+        method = request.method
+        messages = self.channels[channel_id]
+        if rest == ["typing"]:
+            return web.Response(status=204)
+        if rest == ["pins"]:
+            return _json([m for m in reversed(messages) if m["pinned"]])
+        if rest == ["messages"] and method == "GET":
+            return _json(self._history(messages, request.query))
+        if rest == ["messages"] and method == "POST":
+            return await self._create(request, channel_id)
+        if len(rest) == 2 and rest[0] == "messages":
+            message = next(m for m in messages if m["id"] == rest[1])
+            if method == "DELETE":
+                await self.delete(message)
+                return web.Response(status=204)
+            if method == "PATCH":
+                body = await request.json()
+                message.update({k: v for k, v in body.items() if k in ("content", "components")})
+                await self.dispatch("MESSAGE_UPDATE", message)
+            return _json(message)
+        if len(rest) >= 4 and rest[0] == "messages" and rest[2] == "reactions" and method == "PUT":
+            message = next(m for m in messages if m["id"] == rest[1])
+            await self.react(message, self.bot, request.match_info["tail"].split("/")[5])
+            return web.Response(status=204)
+        raise KeyError(rest)
+
+    def _history(self, messages: list[dict[str, Any]], query: Any) -> list[dict[str, Any]]:
+        limit = int(query.get("limit", 50))
+        ordered = list(reversed(messages))  # newest first, as Discord answers
+        if "before" in query:
+            ordered = [m for m in ordered if int(m["id"]) < int(query["before"])]
+        if "after" in query:
+            ordered = [m for m in ordered if int(m["id"]) > int(query["after"])][::-1][:limit][::-1]
+        return ordered[:limit]
+
+    async def _create(self, request: web.Request, channel_id: str) -> web.Response:
+        if request.content_type.startswith("multipart/"):
+            body: dict[str, Any] = {}
+            files = []
+            async for part in await request.multipart():
+                if part.name == "payload_json":
+                    body = json.loads(await part.text())
+                elif part.filename:
+                    files.append({"filename": part.filename, "size": len(await part.read())})
+        else:
+            body, files = await request.json(), []
+        message = self._message(channel_id, self.bot, body.get("content") or "", [], None)
+        message["components"] = body.get("components") or []
+        message["attachments"] = [
+            {
+                "id": str(next(self._ids)),
+                "filename": f["filename"],
+                "size": f["size"],
+                "url": "",
+                "proxy_url": "",
+            }
+            for f in files
+        ]
+        if body.get("message_reference"):
+            ref_id = body["message_reference"]["message_id"]
+            message["message_reference"] = {"message_id": ref_id, "channel_id": channel_id}
+            message["type"] = 19
+        self.channels[channel_id].append(message)
+        await self.dispatch("MESSAGE_CREATE", message)
+        async with self.sent:
+            self.sent.notify_all()
+        return _json(message)
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    # discord.py checks for this exact content type before parsing a body as JSON.
+    body = json.dumps(data).encode()
+    return web.Response(body=body, status=status, headers={"Content-Type": "application/json"})
