@@ -18,6 +18,7 @@ from salon.llm.base import Provider
 from salon.llm.factory import build_provider
 from salon.model import ChannelRef, Event
 from salon.platforms.base import Platform
+from salon.platforms.discord import DiscordPlatform
 from salon.platforms.irc import IrcPlatform
 from salon.platforms.terminal import TerminalPlatform
 from salon.scheduler import Clock, Scheduler
@@ -31,7 +32,7 @@ __all__ = ["BotApp", "data_dir", "database_url", "load_bot"]
 
 logger = logging.getLogger(__name__)
 
-SHUTDOWN_GRACE = 5.0  # seconds an answer in progress may take to finish at shutdown
+SHUTDOWN_GRACE = 4.0  # seconds answers in progress get to finish at shutdown; then they stop
 
 
 def data_dir(root: Path, config: BotConfig) -> Path:
@@ -150,6 +151,19 @@ class BotApp:
     def unattended_platforms(self) -> list[Platform]:
         """The platforms of the config that run without a terminal (``salon run``)."""
         platforms: list[Platform] = []
+        discord_config = self.config.platforms.discord
+        if discord_config is not None:
+            platforms.append(
+                DiscordPlatform(
+                    bot=self.key,
+                    bot_name=self.config.name,
+                    config=discord_config,
+                    secrets=self.secrets,
+                    monitors=self.store,
+                    schedules=self.schedules_command,
+                    authorized_roles=self.config.authorized_roles,
+                )
+            )
         irc = self.config.platforms.irc
         if irc is not None:
             platforms.append(
@@ -234,7 +248,7 @@ class BotApp:
 
     async def _drain(self) -> None:
         try:
-            async with asyncio.timeout(SHUTDOWN_GRACE + self.config.provider_config().timeout):
+            async with asyncio.timeout(SHUTDOWN_GRACE):
                 await self.agent.wait_idle()
         except TimeoutError:
             logger.warning("bot %s: gave up waiting for answers in progress", self.key)

@@ -11,6 +11,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 __all__ = [
+    "TAG_ASKED",
+    "TAG_MONITORED",
     "UNPARSED_ARGUMENTS",
     "ApprovalAnswer",
     "ApprovalRequest",
@@ -162,6 +164,11 @@ class ApprovalRequest:
 
 ApprovalAnswer = Literal["approved", "cancelled", "timeout"]
 
+
+TAG_MONITORED = "monitored"
+"""Message tag: the channel is monitored (the bot reads every message there)."""
+TAG_ASKED = "asked"
+"""Message tag: a question asked outside the channel's history (a slash command)."""
 
 UNPARSED_ARGUMENTS = "__unparsed_arguments__"
 """Key of a tool call's arguments when the model's JSON could not be parsed."""

@@ -48,6 +48,7 @@ class _Failure:
     fragment: str
     status: int
     times: int = 1
+    after_effect: bool = False  # do the work, then answer with the error (a lost response)
 
 
 @dataclass
@@ -71,8 +72,11 @@ class DiscordServer:
         self.calls: Counter[str] = Counter()
         self.commands: list[dict[str, Any]] = []
         self.interaction_responses: list[dict[str, Any]] = []
+        self.webhooks: list[dict[str, Any]] = []
+        self.webhook_posts: list[dict[str, Any]] = []
         self.roles: dict[str, list[str]] = {}
         self._failures: list[_Failure] = []
+        self._nonces: dict[str, dict[str, Any]] = {}
         self._sockets: list[web.WebSocketResponse] = []
         self._seq = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -156,9 +160,12 @@ class DiscordServer:
             "channel_id": message["channel_id"],
             "message_id": message["id"],
             "emoji": {"id": None, "name": emoji},
+            "type": 0,
+            "burst": False,
         }
         if message.get("guild_id"):
             payload["guild_id"] = GUILD_ID
+            payload["member"] = self._member(user)
         await self.dispatch("MESSAGE_REACTION_ADD", payload)
 
     async def click(self, message: dict[str, Any], user: FakeUser, custom_id: str) -> str:
@@ -173,6 +180,12 @@ class DiscordServer:
             "channel_id": message["channel_id"],
             "message": message,
             "data": {"custom_id": custom_id, "component_type": 2},
+            "attachment_size_limit": 26214400,
+            "app_permissions": str((1 << 41) - 1),
+            "locale": "en-US",
+            "entitlements": [],
+            "authorizing_integration_owners": {},
+            "context": 0,
         }
         if message.get("guild_id"):
             payload["guild_id"] = GUILD_ID
@@ -182,8 +195,16 @@ class DiscordServer:
         await self.dispatch("INTERACTION_CREATE", payload)
         return interaction_id
 
-    def fail_next(self, method: str, fragment: str, status: int = 500, times: int = 1) -> None:
-        self._failures.append(_Failure(method, fragment, status, times))
+    def fail_next(
+        self,
+        method: str,
+        fragment: str,
+        status: int = 500,
+        times: int = 1,
+        *,
+        after_effect: bool = False,
+    ) -> None:
+        self._failures.append(_Failure(method, fragment, status, times, after_effect))
 
     async def wait_bot_messages(
         self, channel_id: str, count: int, within: float = 10
@@ -194,6 +215,13 @@ class DiscordServer:
         async with asyncio.timeout(within), self.sent:
             await self.sent.wait_for(lambda: len(mine()) >= count)
         return mine()
+
+    async def wait_interaction_responses(
+        self, count: int, within: float = 10
+    ) -> list[dict[str, Any]]:
+        async with asyncio.timeout(within), self.sent:
+            await self.sent.wait_for(lambda: len(self.interaction_responses) >= count)
+        return list(self.interaction_responses)
 
     async def drop_connections(self) -> None:
         """Close every gateway socket, as a network blip would."""
@@ -249,6 +277,22 @@ class DiscordServer:
             }
             message["referenced_message"] = reply_to
         return message
+
+    def _channel_payload(self, channel_id: str) -> dict[str, Any]:
+        if channel_id in self.channel_names:
+            return {
+                "id": channel_id,
+                "type": 0,
+                "guild_id": GUILD_ID,
+                "name": self.channel_names[channel_id],
+                "position": 0,
+                "permission_overwrites": [],
+                "nsfw": False,
+                "parent_id": None,
+            }
+        user_id = next(u for u, c in self.dm_channels.items() if c == channel_id)
+        user = next(u for u in self.people if u.id == user_id)
+        return {"id": channel_id, "type": 1, "recipients": [user.payload()]}
 
     def _guild(self) -> dict[str, Any]:
         everyone = {
@@ -359,16 +403,25 @@ class DiscordServer:
     # -- REST ------------------------------------------------------------------------
 
     async def _rest(self, request: web.Request) -> web.Response:
+        try:
+            return await self._answer(request)
+        finally:
+            async with self.sent:  # whoever waits on REST traffic looks again
+                self.sent.notify_all()
+
+    async def _answer(self, request: web.Request) -> web.Response:
         path = "/" + request.match_info["tail"]
         key = f"{request.method} {path}"
         self.calls[key] += 1
         for failure in self._failures:
             if failure.times > 0 and failure.method == request.method and failure.fragment in path:
                 failure.times -= 1
+                if failure.after_effect:
+                    await self._route(request, path)
                 return _json({"message": "scripted failure", "code": 0}, failure.status)
         try:
             return await self._route(request, path)
-        except KeyError:
+        except (KeyError, StopIteration):
             return _json({"message": "Unknown", "code": 10003}, 404)
 
     async def _route(self, request: web.Request, path: str) -> web.Response:
@@ -392,7 +445,7 @@ class DiscordServer:
                     "team": None,
                 }
             )
-        if path == "/gateway/bot" or path == "/gateway":
+        if path in {"/gateway/bot", "/gateway"}:
             limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
             return _json({"url": self.gateway, "shards": 1, "session_start_limit": limit})
         if parts[0] == "users" and parts[-1] == "channels" and method == "POST":
@@ -409,9 +462,23 @@ class DiscordServer:
                     for i, c in enumerate(self.commands)
                 ]
             )
+        if parts[0] == "webhooks" and method == "POST":
+            hook = next(h for h in self.webhooks if h["id"] == parts[1])
+            body = await request.json()
+            self.webhook_posts.append(body)
+            author = FakeUser(hook["id"], body.get("username") or hook["name"], bot=True)
+            message = self._message(hook["channel_id"], author, body.get("content", ""), [], None)
+            message["webhook_id"] = hook["id"]
+            self.channels[hook["channel_id"]].append(message)
+            await self.dispatch("MESSAGE_CREATE", message)
+            return _json(message)
         if parts[0] == "interactions":
-            self.interaction_responses.append(await request.json())
-            return web.Response(status=204)
+            body = await request.json()
+            self.interaction_responses.append(body)
+            async with self.sent:
+                self.sent.notify_all()
+            answer: dict[str, Any] = {"interaction": {"id": parts[1], "type": 3}}
+            return _json(answer)
         if parts[0] == "channels":
             return await self._channel_route(request, parts[1], parts[2:])
         return _json({"message": f"no fake for {method} {path}", "code": 0}, 404)
@@ -421,8 +488,26 @@ class DiscordServer:
     ) -> web.Response:
         method = request.method
         messages = self.channels[channel_id]
+        if not rest and method == "GET":
+            return _json(self._channel_payload(channel_id))
         if rest == ["typing"]:
             return web.Response(status=204)
+        if rest == ["webhooks"]:
+            if method == "POST":
+                body = await request.json()
+                hook = {
+                    "id": str(next(self._ids)),
+                    "type": 1,
+                    "name": body["name"],
+                    "channel_id": channel_id,
+                    "guild_id": GUILD_ID,
+                    "token": "hook-token",
+                    "application_id": None,
+                    "avatar": None,
+                }
+                self.webhooks.append(hook)
+                return _json(hook)
+            return _json([h for h in self.webhooks if h["channel_id"] == channel_id])
         if rest == ["pins"]:
             return _json([m for m in reversed(messages) if m["pinned"]])
         if rest == ["messages"] and method == "GET":
@@ -465,7 +550,12 @@ class DiscordServer:
                     files.append({"filename": part.filename, "size": len(await part.read())})
         else:
             body, files = await request.json(), []
+        nonce = body.get("nonce")
+        if nonce and body.get("enforce_nonce") and nonce in self._nonces:
+            return _json(self._nonces[nonce])  # Discord's answer to a retried send
         message = self._message(channel_id, self.bot, body.get("content") or "", [], None)
+        if nonce:
+            self._nonces[nonce] = message
         message["components"] = body.get("components") or []
         message["attachments"] = [
             {

@@ -14,6 +14,7 @@ import logging
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from salon.agent.activation import should_activate
 from salon.agent.output import ParagraphStream
@@ -23,6 +24,8 @@ from salon.context import render_chat, select_context
 from salon.errors import SalonError
 from salon.llm.base import LLMRequest, Provider, TextDelta, ToolCallEvent, UsageEvent
 from salon.model import (
+    TAG_ASKED,
+    TAG_MONITORED,
     ChannelRef,
     Event,
     Message,
@@ -152,7 +155,11 @@ class Agent:
                 continue
             me = platform.self_participant
             if isinstance(event, MessageEvent) and not should_activate(
-                event.message, me, self.config, rng=self._rng
+                event.message,
+                me,
+                self.config,
+                monitored=TAG_MONITORED in event.message.tags,
+                rng=self._rng,
             ):
                 continue
             key = event.channel.key
@@ -189,21 +196,30 @@ class Agent:
     async def _activate_guarded(self, activation: _Activation) -> None:
         """The activation boundary: a failure is logged and told, never propagated."""
         triggers = activation.triggers
-        scheduled = [_scheduler_message(e) for e in triggers if isinstance(e, ScheduledEvent)]
+        extra = [_extra_message(e) for e in triggers if _is_extra(e)]
+        last = triggers[-1]
+        monitored = isinstance(last, MessageEvent) and TAG_MONITORED in last.message.tags
+        monitored_at = datetime.now(UTC) if monitored else None
         try:
-            await self.activate(activation.channel, _requester(triggers), scheduled)
+            await self.activate(activation.channel, _requester(triggers), extra, monitored_at)
         except Exception as exc:
             logger.exception("activation in %s failed", activation.channel.key)
             await self._report_failure(activation.channel, exc)
 
     async def activate(
-        self, channel: ChannelRef, requester: Participant, extra: Sequence[Message] = ()
+        self,
+        channel: ChannelRef,
+        requester: Participant,
+        extra: Sequence[Message] = (),
+        monitored_at: datetime | None = None,
     ) -> None:
-        """Answer in ``channel``; ``extra`` messages (a schedule's prompt) end the context
-        for this activation only."""
+        """Answer in ``channel``. ``extra`` messages (a schedule's prompt, a /ask question)
+        end the context for this activation only; ``monitored_at`` applies the monitored
+        channels' tighter context rule."""
         platform = self.platforms[channel.platform]
         history = await platform.history(channel, limit=self.config.recency_window_messages)
-        messages = [*select_context(history, self.config), *extra]
+        chosen = select_context(history, self.config, monitored_at=monitored_at)
+        messages = [*chosen, *extra]
         records = self._records(channel, messages)
         me = platform.self_participant
         request = render_chat(messages, me, self.config, self.config.model_name(), records)
@@ -281,6 +297,14 @@ class Agent:
 
 
 SCHEDULER = Participant("scheduler", "Scheduler")
+
+
+def _is_extra(event: Event) -> bool:
+    return isinstance(event, ScheduledEvent) or TAG_ASKED in event.message.tags
+
+
+def _extra_message(event: Event) -> Message:
+    return _scheduler_message(event) if isinstance(event, ScheduledEvent) else event.message
 
 
 def _scheduler_message(event: ScheduledEvent) -> Message:

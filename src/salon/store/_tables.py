@@ -131,11 +131,26 @@ def _m4_schedules(conn: Connection) -> None:
     schedule_fires.create(conn)
 
 
+monitored_channels = sa.Table(
+    "monitored_channels",
+    metadata,
+    sa.Column("bot", sa.String, primary_key=True),
+    sa.Column("channel", sa.String, primary_key=True),  # channel key
+    sa.Column("added_by", sa.String, nullable=False),
+    sa.Column("added_at", sa.Float, nullable=False),
+)
+
+
+def _m5_monitored_channels(conn: Connection) -> None:
+    monitored_channels.create(conn)
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
     (3, _m3_approvals),
     (4, _m4_schedules),
+    (5, _m5_monitored_channels),
 ]
 
 

@@ -28,6 +28,7 @@ from salon.store._tables import (
     approvals,
     chat_log,
     migrate,
+    monitored_channels,
     schedule_fires,
     schedules,
     schema_migrations,
@@ -343,6 +344,30 @@ class SQLStore:
                 await conn.execute(sa.insert(schedule_fires).values(row))
         except IntegrityError:
             return False
+        return True
+
+    async def monitored(self, bot: str) -> set[str]:
+        """Keys of the channels where the bot reads (and may answer) every message."""
+        query = sa.select(monitored_channels.c.channel).where(monitored_channels.c.bot == bot)
+        async with self.engine.connect() as conn:
+            return set((await conn.execute(query)).scalars())
+
+    async def set_monitored(self, bot: str, channel_key: str, on: bool, by: str = "") -> bool:
+        """Add or remove a monitored channel; returns whether anything changed."""
+        table = monitored_channels
+        async with self.engine.begin() as conn:
+            if not on:
+                result = await conn.execute(
+                    sa.delete(table).where(table.c.bot == bot, table.c.channel == channel_key)
+                )
+                return bool(result.rowcount)
+            exists = sa.select(table.c.channel).where(
+                table.c.bot == bot, table.c.channel == channel_key
+            )
+            if (await conn.execute(exists)).first() is not None:
+                return False
+            row = {"bot": bot, "channel": channel_key, "added_by": by, "added_at": time.time()}
+            await conn.execute(sa.insert(table).values(row))
         return True
 
     async def record_usage(

@@ -1,0 +1,87 @@
+"""discord.py objects to Salon's model, and Salon's text back to Discord's."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+
+import discord
+
+from salon.model import Attachment, ChannelRef, Message, Participant
+
+__all__ = ["channel_ref", "participant", "readable", "to_discord_mentions", "to_message"]
+
+_USER_MENTION = re.compile(r"<@!?(\d+)>")
+_ROLE_MENTION = re.compile(r"<@&(\d+)>")
+_CHANNEL_MENTION = re.compile(r"<#(\d+)>")
+
+Messageable = discord.abc.Messageable
+
+
+def participant(user: discord.abc.User) -> Participant:
+    name = getattr(user, "display_name", None) or user.name
+    return Participant(str(user.id), name, is_bot=user.bot)
+
+
+def channel_ref(channel: object) -> ChannelRef:
+    direct = isinstance(channel, discord.DMChannel | discord.GroupChannel)
+    guild = getattr(channel, "guild", None)
+    parent = getattr(channel, "parent_id", None) if isinstance(channel, discord.Thread) else None
+    return ChannelRef(
+        "discord",
+        str(getattr(channel, "id", "")),
+        name=str(getattr(channel, "name", None) or "direct"),
+        is_direct=direct,
+        guild_id=str(guild.id) if guild is not None else None,
+        parent_id=str(parent) if parent else None,
+    )
+
+
+def readable(text: str, message: discord.Message) -> str:
+    """Raw ``<@123>`` mentions become ``@name``, as people see them."""
+    names = {str(u.id): participant(u).name for u in message.mentions}
+    roles = {str(r.id): r.name for r in message.role_mentions}
+    channels = {str(c.id): getattr(c, "name", "channel") for c in message.channel_mentions}
+    text = _USER_MENTION.sub(lambda m: f"@{names.get(m[1], m[1])}", text)
+    text = _ROLE_MENTION.sub(lambda m: f"@{roles.get(m[1], m[1])}", text)
+    return _CHANNEL_MENTION.sub(lambda m: f"#{channels.get(m[1], m[1])}", text)
+
+
+def to_discord_mentions(text: str, known: Mapping[str, str]) -> str:
+    """``@name`` written by the model becomes a real mention of that person.
+
+    ``known`` maps lower-cased names to user ids (people seen in the channel).
+    """
+    if not known:
+        return text
+
+    def swap(match: re.Match[str]) -> str:
+        user_id = known.get(match[1].lower())
+        return f"<@{user_id}>" if user_id else match[0]
+
+    return re.sub(r"(?<![\w<])@([\w.\-]{2,32})", swap, text)
+
+
+def to_message(
+    message: discord.Message, *, text_of: Callable[[discord.Message], str] | None = None
+) -> Message:
+    text = text_of(message) if text_of else readable(message.content, message)
+    reference = message.reference
+    replied = reference.resolved if reference is not None else None
+    reply_author = str(replied.author.id) if isinstance(replied, discord.Message) else None
+    reactions = tuple(str(r.emoji) for r in message.reactions)
+    files = tuple(
+        Attachment(a.filename, a.content_type or "", a.size, url=a.url) for a in message.attachments
+    )
+    return Message(
+        id=str(message.id),
+        channel=channel_ref(message.channel),
+        author=participant(message.author),
+        text=text,
+        created_at=message.created_at,
+        mentions=tuple(participant(u) for u in message.mentions),
+        reply_to_id=str(reference.message_id) if reference and reference.message_id else None,
+        reply_to_author_id=reply_author,
+        attachments=files,
+        reactions=reactions,
+    )

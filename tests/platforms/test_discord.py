@@ -1,0 +1,280 @@
+"""The Discord adapter driving the real discord.py against a loopback fake of Discord."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import discord
+import pytest
+import yarl
+
+from salon.app import BotApp
+from salon.config import Secrets
+from salon.llm import FakeProvider, FakeReply
+from salon.model import ToolCall
+from salon.platforms.discord import DiscordPlatform
+from tests.conftest import bot_config
+from tests.fakes.discord_server import DiscordServer
+
+GENERAL, RANDOM = "10", "11"
+HISTORY = "GET /channels/10/messages"
+
+
+@pytest.fixture
+async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[DiscordServer]:
+    server = DiscordServer()
+    await server.start()
+    monkeypatch.setattr(discord.http.Route, "BASE", server.api)
+    monkeypatch.setattr(
+        discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(server.gateway)
+    )
+    yield server
+    await server.stop()
+
+
+Start = Callable[..., Any]
+
+
+@pytest.fixture
+async def start_bot(fake_discord: DiscordServer, tmp_path: Path) -> AsyncIterator[Start]:
+    running: list[tuple[BotApp, asyncio.Event, asyncio.Task[None]]] = []
+
+    async def start(
+        provider: FakeProvider, extra_servers: Any = (), **config: Any
+    ) -> tuple[BotApp, DiscordPlatform]:
+        discord_settings = config.pop("discord", {})
+        cfg = bot_config(
+            data_dir=str(tmp_path / "data"),
+            platforms={"discord": {"token_env": "DISCORD_TOKEN", **discord_settings}},
+            **config,
+        )
+        app = BotApp(
+            key="salon",
+            config=cfg,
+            root=tmp_path,
+            secrets=Secrets({"DISCORD_TOKEN": "token-123"}),
+            provider=provider,
+            extra_servers=extra_servers,
+        )
+        await app.__aenter__()
+        (platform,) = app.unattended_platforms()
+        assert isinstance(platform, DiscordPlatform)
+        stop = asyncio.Event()
+        task = asyncio.create_task(app.serve(stop, [platform]))
+        running.append((app, stop, task))
+        await asyncio.wait_for(platform.ready.wait(), 15)
+        return app, platform
+
+    yield start
+    for app, stop, task in running:
+        stop.set()
+        await asyncio.wait_for(task, 15)
+        await app.__aexit__(None, None, None)
+
+
+async def test_mention_gets_a_reply_with_readable_names(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    provider = FakeProvider(["Hello @Alice!"])
+    await start_bot(provider)
+    alice = fake_discord.user("Alice")
+    await fake_discord.post(GENERAL, alice, "just talking")
+    await fake_discord.post(
+        GENERAL, alice, f"<@{fake_discord.bot.id}> hi there", mentions=[fake_discord.bot]
+    )
+    (reply,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    assert reply["content"] == f"Hello <@{alice.id}>!"  # @name back to a real mention
+    assert (
+        provider.requests[0].messages[-1].plain_text
+        == "Alice: just talking\nAlice: @Salon hi there"
+    )
+    assert len(provider.requests) == 1
+
+
+async def test_reply_to_the_bot_and_direct_messages(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    provider = FakeProvider(["first", "second", "third"])
+    await start_bot(provider)
+    alice = fake_discord.user("Alice")
+    await fake_discord.post(
+        GENERAL, alice, f"<@{fake_discord.bot.id}> one", mentions=[fake_discord.bot]
+    )
+    (mine,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    await fake_discord.post(GENERAL, alice, "about that", reply_to=mine)
+    await fake_discord.wait_bot_messages(GENERAL, 2)
+    dm = fake_discord.dm_channel(alice)
+    await fake_discord.post(dm, alice, "in private")
+    (private,) = await fake_discord.wait_bot_messages(dm, 1)
+    assert private["content"] == "third"
+
+
+async def test_monitored_channel_and_other_bots(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    provider = FakeProvider(["seen"])
+    await start_bot(provider, discord={"monitored_channels": [RANDOM]})
+    await fake_discord.post(RANDOM, fake_discord.user("Robo"), "beep from another bot")
+    await fake_discord.post(RANDOM, fake_discord.user("Bob"), "anyone here?")
+    (reply,) = await fake_discord.wait_bot_messages(RANDOM, 1)
+    assert reply["content"] == "seen"
+    assert len(provider.requests) == 1
+
+
+async def test_dot_messages_and_hiding_reaction_are_invisible(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    provider = FakeProvider(["ok"])
+    await start_bot(provider)
+    alice = fake_discord.user("Alice")
+    await fake_discord.post(GENERAL, alice, ".note to humans only")
+    hidden = await fake_discord.post(GENERAL, alice, "please forget this")
+    await fake_discord.react(hidden, alice, "\U0001fae5")
+    await fake_discord.post(
+        GENERAL, alice, f"<@{fake_discord.bot.id}> what do you see?", mentions=[fake_discord.bot]
+    )
+    await fake_discord.wait_bot_messages(GENERAL, 1)
+    seen = provider.requests[0].messages[-1].plain_text
+    assert seen == "Alice: @Salon what do you see?"
+
+
+async def test_long_reply_is_split_and_code_fences_survive(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    code = "\n".join(f"print({i})  # a line of code" for i in range(120))
+    prose = " ".join(["word"] * 500)
+    provider = FakeProvider([f"{prose}\n\n```python\n{code}\n```"])
+    await start_bot(provider)
+    await fake_discord.post(
+        GENERAL,
+        fake_discord.user("Alice"),
+        f"<@{fake_discord.bot.id}> go",
+        mentions=[fake_discord.bot],
+    )
+    await asyncio.wait_for(_until_quiet(fake_discord, GENERAL, 4), 20)
+    sent = [
+        m["content"]
+        for m in fake_discord.channels[GENERAL]
+        if m["author"]["id"] == fake_discord.bot.id
+    ]
+    assert all(len(text) <= 1800 for text in sent)
+    assert all(text.count("```") % 2 == 0 for text in sent)
+    assert sum(text.count("# a line of code") for text in sent) == 120
+
+
+async def _until_quiet(server: DiscordServer, channel: str, count: int) -> None:
+    await server.wait_bot_messages(channel, count)
+
+
+async def test_edits_and_deletions_reach_the_next_context_without_a_fetch(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    provider = FakeProvider(["one", "two"])
+    await start_bot(provider)
+    alice = fake_discord.user("Alice")
+    typo = await fake_discord.post(GENERAL, alice, "the meeting is on Mnoday")
+    doomed = await fake_discord.post(GENERAL, alice, "ignore me")
+    await fake_discord.post(
+        GENERAL, alice, f"<@{fake_discord.bot.id}> noted?", mentions=[fake_discord.bot]
+    )
+    await fake_discord.wait_bot_messages(GENERAL, 1)
+    fetches = fake_discord.calls[HISTORY]
+    assert fetches >= 1
+    await fake_discord.edit(typo, "the meeting is on Monday")
+    await fake_discord.delete(doomed)
+    await fake_discord.post(
+        GENERAL, alice, f"<@{fake_discord.bot.id}> and now?", mentions=[fake_discord.bot]
+    )
+    await fake_discord.wait_bot_messages(GENERAL, 2)
+    assert fake_discord.calls[HISTORY] == fetches  # the cache answered
+    seen = provider.requests[1].messages
+    text = "\n".join(m.plain_text for m in seen)
+    assert "Monday" in text
+    assert "Mnoday" not in text
+    assert "ignore me" not in text
+
+
+async def test_a_reconnect_forces_a_fresh_fetch(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    provider = FakeProvider(["before", "after"])
+    await start_bot(provider)
+    alice = fake_discord.user("Alice")
+    await fake_discord.post(
+        GENERAL, alice, f"<@{fake_discord.bot.id}> hi", mentions=[fake_discord.bot]
+    )
+    await fake_discord.wait_bot_messages(GENERAL, 1)
+    fetches = fake_discord.calls[HISTORY]
+    identifies = fake_discord.identifies
+    fake_discord.identified.clear()
+    await fake_discord.drop_connections()
+    await asyncio.wait_for(fake_discord.identified.wait(), 30)
+    assert fake_discord.identifies == identifies + 1
+    await fake_discord.post(
+        GENERAL, alice, f"<@{fake_discord.bot.id}> still there?", mentions=[fake_discord.bot]
+    )
+    await fake_discord.wait_bot_messages(GENERAL, 2)
+    assert fake_discord.calls[HISTORY] == fetches + 1
+
+
+async def test_approval_buttons_refuse_the_wrong_user(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    from tests.platforms.test_approvals import danger_server
+    from tests.tools.conftest import in_process
+
+    ran: list[str] = []
+    provider = FakeProvider(
+        [FakeReply(calls=(ToolCall("c1", "wipe", {"target": "cache"}),)), "Wiped."]
+    )
+    _, platform = await start_bot(
+        provider,
+        extra_servers=[in_process(danger_server(ran), "danger")],
+        tool_output_visible=False,
+    )
+    alice, bob = fake_discord.user("Alice"), fake_discord.user("Bob")
+    await fake_discord.post(
+        GENERAL, alice, f"<@{fake_discord.bot.id}> wipe the cache", mentions=[fake_discord.bot]
+    )
+    (prompt,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    assert "wants to run wipe (target: cache)" in prompt["content"]
+    buttons = {
+        c["label"]: c["custom_id"] for row in prompt["components"] for c in row["components"]
+    }
+    await asyncio.wait_for(platform.wait_prompts(1), 10)
+    await fake_discord.click(prompt, bob, buttons["Approve"])
+    (refusal,) = await fake_discord.wait_interaction_responses(1)
+    assert refusal["data"]["content"] == "Only Alice can answer this."
+    assert refusal["data"]["flags"] == 64  # ephemeral
+    assert ran == []
+    await fake_discord.click(prompt, alice, buttons["Approve"])
+    await fake_discord.wait_bot_messages(GENERAL, 2)
+    assert ran == ["cache"]
+
+
+async def test_a_500_on_send_is_retried_and_posted_once(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    provider = FakeProvider(["exactly once"])
+    await start_bot(provider)
+    fake_discord.fail_next("POST", "/channels/10/messages", 500, after_effect=True)
+    await fake_discord.post(
+        GENERAL,
+        fake_discord.user("Alice"),
+        f"<@{fake_discord.bot.id}> hi",
+        mentions=[fake_discord.bot],
+    )
+    (reply,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    await asyncio.wait_for(_posts(fake_discord, 2), 15)
+    assert reply["content"] == "exactly once"
+    assert [m["content"] for m in fake_discord.channels[GENERAL] if m["author"]["bot"]] == [
+        "exactly once"
+    ]
+
+
+async def _posts(server: DiscordServer, count: int) -> None:
+    async with server.sent:
+        await server.sent.wait_for(lambda: server.calls["POST /channels/10/messages"] >= count)
