@@ -8,13 +8,14 @@ import platform
 import sys
 from collections.abc import Awaitable, Callable
 
-from bench import activation, chatlog, tools
+from bench import activation, chatlog, discord_history, tools
 from bench.figures import Figure
 
 BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "activation_overhead": activation.run,
     "tool_call": tools.run,
     "chatlog": chatlog.run,
+    "history_requests": discord_history.run,
 }
 
 

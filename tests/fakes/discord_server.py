@@ -195,6 +195,40 @@ class DiscordServer:
         await self.dispatch("INTERACTION_CREATE", payload)
         return interaction_id
 
+    async def command(self, channel_id: str, user: FakeUser, name: str, **options: object) -> None:
+        """Someone runs a slash command: an INTERACTION_CREATE of type 2."""
+        interaction_id = str(next(self._ids))
+        kinds = {str: 3, int: 4, bool: 5}
+        payload: dict[str, Any] = {
+            "id": interaction_id,
+            "application_id": self.bot.id,
+            "type": 2,
+            "token": f"token-{interaction_id}",
+            "version": 1,
+            "channel_id": channel_id,
+            "channel": self._channel_payload(channel_id),
+            "data": {
+                "id": str(next(self._ids)),
+                "name": name,
+                "type": 1,
+                "options": [
+                    {"name": k, "type": kinds[type(v)], "value": v} for k, v in options.items()
+                ],
+            },
+            "attachment_size_limit": 26214400,
+            "app_permissions": str((1 << 41) - 1),
+            "locale": "en-US",
+            "entitlements": [],
+            "authorizing_integration_owners": {},
+            "context": 0,
+        }
+        if channel_id in self.channel_names:
+            payload["guild_id"] = GUILD_ID
+            payload["member"] = self._member(user)
+        else:
+            payload["user"] = user.payload()
+        await self.dispatch("INTERACTION_CREATE", payload)
+
     def fail_next(
         self,
         method: str,

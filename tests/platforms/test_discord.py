@@ -278,3 +278,123 @@ async def test_a_500_on_send_is_retried_and_posted_once(
 async def _posts(server: DiscordServer, count: int) -> None:
     async with server.sent:
         await server.sent.wait_for(lambda: server.calls["POST /channels/10/messages"] >= count)
+
+
+async def test_monitor_and_unmonitor_commands_persist(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    provider = FakeProvider(["now I listen", "still listening"])
+    app, _ = await start_bot(provider)
+    alice = fake_discord.user("Alice")
+    await fake_discord.command(RANDOM, alice, "monitor")
+    (answer,) = await fake_discord.wait_interaction_responses(1)
+    assert answer["data"]["content"] == "Salon now reads every message here."
+    assert answer["data"]["flags"] == 64
+    assert await app.store.monitored("salon") == {f"discord:{RANDOM}"}
+    await fake_discord.post(RANDOM, alice, "no mention needed")
+    (reply,) = await fake_discord.wait_bot_messages(RANDOM, 1)
+    assert reply["content"] == "now I listen"
+    await fake_discord.command(RANDOM, alice, "unmonitor")
+    await fake_discord.wait_interaction_responses(2)
+    assert await app.store.monitored("salon") == set()
+
+
+async def test_schedules_command_lists_and_cancels(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    from datetime import UTC, datetime
+
+    from salon.model import ChannelRef, Participant, Schedule
+
+    app, _ = await start_bot(FakeProvider())
+    due = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
+    channel = ChannelRef("discord", GENERAL)
+    await app.store.create_schedule(
+        Schedule(
+            0,
+            "salon",
+            channel,
+            "new year",
+            "UTC",
+            at=due,
+            created_by=Participant("200", "Alice"),
+            next_due=due,
+        )
+    )
+    alice = fake_discord.user("Alice")
+    await fake_discord.command(GENERAL, alice, "schedules")
+    (listing,) = await fake_discord.wait_interaction_responses(1)
+    assert "#1 once at 2030-01-01 09:00 UTC" in listing["data"]["content"]
+    await fake_discord.command(GENERAL, alice, "schedules", cancel=1)
+    responses = await fake_discord.wait_interaction_responses(2)
+    assert responses[1]["data"]["content"] == "cancelled schedule #1"
+    assert await app.store.schedules("salon") == []
+
+
+async def test_tool_use_is_shown_through_a_webhook(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    provider = FakeProvider(
+        [FakeReply(calls=(ToolCall("c1", "get_current_time", {"timezone": "UTC"}),)), "It is late."]
+    )
+    await start_bot(provider, default_tool_policy="allow")
+    await fake_discord.post(
+        GENERAL,
+        fake_discord.user("Alice"),
+        f"<@{fake_discord.bot.id}> time?",
+        mentions=[fake_discord.bot],
+    )
+    await fake_discord.wait_bot_messages(GENERAL, 1)
+    (log,) = fake_discord.webhook_posts
+    assert log["username"] == "Salon"
+    assert log["content"].startswith(
+        ".Salon>[get_current_time]: timezone: UTC\n.Salon<[get_current_time]:"
+    )
+    assert fake_discord.webhooks[0]["name"] == "Salon"
+
+
+async def test_invite_url_and_missing_message_content_intent_are_reported(
+    fake_discord: DiscordServer, start_bot: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from salon.platforms.discord import PERMISSIONS
+
+    fake_discord.message_content_intent = False
+    caplog.set_level(logging.INFO, logger="salon.platforms.discord.platform")
+    await start_bot(FakeProvider())
+    text = caplog.text
+    assert f"client_id=100&scope=bot+applications.commands&permissions={PERMISSIONS.value}" in text
+    assert "Message Content intent is not enabled" in text
+    for needed in (
+        "send_messages",
+        "read_message_history",
+        "attach_files",
+        "embed_links",
+        "use_application_commands",
+        "manage_messages",
+        "manage_webhooks",
+        "add_reactions",
+    ):
+        assert getattr(PERMISSIONS, needed)
+
+
+def test_history_cache_tops_up_instead_of_refetching() -> None:
+    from datetime import UTC, datetime
+
+    from salon.model import ChannelRef, Message, Participant
+    from salon.platforms.discord.cache import HistoryCache
+
+    room = ChannelRef("discord", "10")
+    alice = Participant("200", "Alice")
+    messages = [Message(str(i), room, alice, f"m{i}", datetime.now(UTC)) for i in range(10)]
+    cache = HistoryCache(max_channels=2)
+    cache.fill("10", messages[4:], depth=6)
+    assert [m.text for m in cache.get("10", 5) or []] == ["m5", "m6", "m7", "m8", "m9"]
+    cache.deleted("10", ["7", "8"])
+    assert cache.get("10", 5) is None  # two fewer than vouched for
+    assert cache.short("10") == ("4", 4)
+    cache.extend_older("10", messages[2:4], depth=6)
+    assert [m.text for m in cache.get("10", 5) or []] == ["m3", "m4", "m5", "m6", "m9"]
+    cache.forget()
+    assert cache.get("10", 1) is None

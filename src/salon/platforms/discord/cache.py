@@ -44,6 +44,24 @@ class HistoryCache:
         while len(self._channels) > self._max_channels:
             self._channels.popitem(last=False)
 
+    def short(self, channel_id: str) -> tuple[str, int] | None:
+        """For a tracked channel, (oldest cached id, messages known) so it can be topped
+        up from below instead of fetched whole; None when the channel is not tracked."""
+        entry = self._channels.get(channel_id)
+        if entry is None or not entry.messages:
+            return None
+        return next(iter(entry.messages)), entry.depth
+
+    def extend_older(self, channel_id: str, older: Sequence[Message], depth: int) -> None:
+        """Put ``older`` (oldest first) below what is cached; the entry now vouches ``depth``."""
+        entry = self._channels.get(channel_id)
+        if entry is None:
+            return
+        merged = OrderedDict((m.id, m) for m in older if m.id not in entry.messages)
+        merged.update(entry.messages)
+        entry.messages = merged
+        entry.depth = depth
+
     def added(self, message: Message) -> None:
         entry = self._channels.get(message.channel.id)
         if entry is None:

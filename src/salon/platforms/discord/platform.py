@@ -313,8 +313,17 @@ class DiscordPlatform:
         if cached is not None:
             return cached
         target = await self._channel(channel)
-        self.history_fetches += 1
         depth = limit + _FETCH_MARGIN
+        short = self.cache.short(channel.id)
+        if short is not None:  # deletions used up the margin: fetch only what is missing
+            oldest, known = short
+            self.history_fetches += 1
+            before = discord.Object(id=int(oldest))
+            missing = depth - known
+            older = [self._convert(m) async for m in target.history(limit=missing, before=before)]
+            self.cache.extend_older(channel.id, older[::-1], depth)
+            return self.cache.get(channel.id, limit) or []
+        self.history_fetches += 1
         fetched = [self._convert(m) async for m in target.history(limit=depth)]
         fetched.reverse()
         self.cache.fill(channel.id, fetched, depth)
