@@ -13,6 +13,7 @@ from typing import Any, Literal
 __all__ = [
     "TAG_ASKED",
     "TAG_MONITORED",
+    "TAG_REPLY_CHAIN",
     "UNPARSED_ARGUMENTS",
     "ApprovalAnswer",
     "ApprovalRequest",
@@ -169,6 +170,9 @@ TAG_MONITORED = "monitored"
 """Message tag: the channel is monitored (the bot reads every message there)."""
 TAG_ASKED = "asked"
 """Message tag: a question asked outside the channel's history (a slash command)."""
+
+TAG_REPLY_CHAIN = "reply_chain"
+"""Message tag: brought into the context by a reply chain, from beyond the window."""
 
 UNPARSED_ARGUMENTS = "__unparsed_arguments__"
 """Key of a tool call's arguments when the model's JSON could not be parsed."""

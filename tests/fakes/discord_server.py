@@ -73,6 +73,7 @@ class DiscordServer:
         self.commands: list[dict[str, Any]] = []
         self.interaction_responses: list[dict[str, Any]] = []
         self.webhooks: list[dict[str, Any]] = []
+        self.files: dict[str, bytes] = {}
         self.webhook_posts: list[dict[str, Any]] = []
         self.roles: dict[str, list[str]] = {}
         self._failures: list[_Failure] = []
@@ -98,6 +99,7 @@ class DiscordServer:
         app = web.Application()
         app.router.add_route("*", "/api/v10/{tail:.*}", self._rest)
         app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/attachments/{file_id}/{name}", self._file)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
@@ -133,8 +135,22 @@ class DiscordServer:
         *,
         mentions: list[FakeUser] = (),  # type: ignore[assignment]
         reply_to: dict[str, Any] | None = None,
+        files: list[tuple[str, str, bytes]] = (),  # type: ignore[assignment]
     ) -> dict[str, Any]:
         message = self._message(channel_id, author, content, list(mentions), reply_to)
+        for filename, content_type, data in files:
+            file_id = str(next(self._ids))
+            self.files[file_id] = data
+            message["attachments"].append(
+                {
+                    "id": file_id,
+                    "filename": filename,
+                    "content_type": content_type,
+                    "size": len(data),
+                    "url": f"http://127.0.0.1:{self.port}/attachments/{file_id}/{filename}",
+                    "proxy_url": f"http://127.0.0.1:{self.port}/attachments/{file_id}/{filename}",
+                }
+            )
         self.channels[channel_id].append(message)
         await self.dispatch("MESSAGE_CREATE", message)
         return message
@@ -381,6 +397,13 @@ class DiscordServer:
             "preferred_locale": "en-US",
             "nsfw_level": 0,
         }
+
+    async def _file(self, request: web.Request) -> web.Response:
+        self.calls["GET /attachments"] += 1
+        data = self.files.get(request.match_info["file_id"])
+        if data is None:
+            return web.Response(status=404)
+        return web.Response(body=data, headers={"Content-Type": "application/octet-stream"})
 
     # -- gateway ---------------------------------------------------------------------
 

@@ -398,3 +398,78 @@ def test_history_cache_tops_up_instead_of_refetching() -> None:
     assert [m.text for m in cache.get("10", 5) or []] == ["m3", "m4", "m5", "m6", "m9"]
     cache.forget()
     assert cache.get("10", 1) is None
+
+
+async def test_images_and_text_files_reach_the_model(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    from salon.llm import ImagePart
+
+    provider = FakeProvider(["nice cat", "still nice"])
+    await start_bot(provider, discord={"max_images": 1})
+    alice = fake_discord.user("Alice")
+    await fake_discord.post(
+        GENERAL, alice, "old picture", files=[("old.png", "image/png", b"\x89PNG old")]
+    )
+    await fake_discord.post(
+        GENERAL,
+        alice,
+        "my cat and notes",
+        files=[("cat.png", "image/png", b"\x89PNG cat"), ("notes.txt", "text/plain", b"feed at 6")],
+    )
+    await fake_discord.post(
+        GENERAL, alice, f"<@{fake_discord.bot.id}> look", mentions=[fake_discord.bot]
+    )
+    await fake_discord.wait_bot_messages(GENERAL, 1)
+    parts = provider.requests[0].messages[-1].parts
+    images = [p for p in parts if isinstance(p, ImagePart)]
+    assert [(i.media_type, i.data) for i in images] == [
+        ("image/png", b"\x89PNG cat")
+    ]  # newest only
+    text = provider.requests[0].messages[-1].plain_text
+    assert "[file notes.txt]\nfeed at 6" in text
+    downloads = fake_discord.calls["GET /attachments"]
+    await fake_discord.post(
+        GENERAL, alice, f"<@{fake_discord.bot.id}> again", mentions=[fake_discord.bot]
+    )
+    await fake_discord.wait_bot_messages(GENERAL, 2)
+    assert fake_discord.calls["GET /attachments"] == downloads  # kept from the first load
+
+
+async def test_reply_chain_beyond_the_window_is_included_and_marked(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    provider = FakeProvider(["I remember"])
+    await start_bot(provider, recency_window_messages=3)
+    alice, bob = fake_discord.user("Alice"), fake_discord.user("Bob")
+    root = await fake_discord.post(GENERAL, alice, "the plan is to ship friday")
+    middle = await fake_discord.post(GENERAL, bob, "agreed", reply_to=root)
+    for i in range(5):
+        await fake_discord.post(GENERAL, bob, f"noise {i}")
+    await fake_discord.post(
+        GENERAL,
+        alice,
+        f"<@{fake_discord.bot.id}> is that still the plan?",
+        mentions=[fake_discord.bot],
+        reply_to=middle,
+    )
+    await fake_discord.wait_bot_messages(GENERAL, 1)
+    text = "\n".join(m.plain_text for m in provider.requests[0].messages)
+    assert "(earlier message, replied to) Alice: the plan is to ship friday" in text
+    assert "(earlier message, replied to) Bob: agreed" in text
+    assert "noise 1" not in text  # outside the window of three
+
+
+async def test_ask_command_answers_in_the_channel(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    provider = FakeProvider(["Forty-two."])
+    await start_bot(provider)
+    await fake_discord.command(
+        GENERAL, fake_discord.user("Alice"), "ask", question="what is the answer?"
+    )
+    (reply,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    assert reply["content"] == "Forty-two."
+    (ack,) = fake_discord.interaction_responses
+    assert ack["data"]["content"] == "Asking: what is the answer?"
+    assert provider.requests[0].messages[-1].plain_text == "Alice: what is the answer?"

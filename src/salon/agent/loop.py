@@ -13,19 +13,20 @@ import asyncio
 import logging
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from salon.agent.activation import should_activate
 from salon.agent.output import ParagraphStream
 from salon.agent.tools import ToolRunner, Turn
 from salon.config import BotConfig, Redactor
-from salon.context import render_chat, select_context
+from salon.context import is_visible, render_chat, select_context
 from salon.errors import SalonError
 from salon.llm.base import LLMRequest, Provider, TextDelta, ToolCallEvent, UsageEvent
 from salon.model import (
     TAG_ASKED,
     TAG_MONITORED,
+    TAG_REPLY_CHAIN,
     ChannelRef,
     Event,
     Message,
@@ -201,7 +202,10 @@ class Agent:
         monitored = isinstance(last, MessageEvent) and TAG_MONITORED in last.message.tags
         monitored_at = datetime.now(UTC) if monitored else None
         try:
-            await self.activate(activation.channel, _requester(triggers), extra, monitored_at)
+            trigger = last.message if isinstance(last, MessageEvent) else None
+            await self.activate(
+                activation.channel, _requester(triggers), extra, monitored_at, trigger
+            )
         except Exception as exc:
             logger.exception("activation in %s failed", activation.channel.key)
             await self._report_failure(activation.channel, exc)
@@ -212,6 +216,7 @@ class Agent:
         requester: Participant,
         extra: Sequence[Message] = (),
         monitored_at: datetime | None = None,
+        trigger: Message | None = None,
     ) -> None:
         """Answer in ``channel``. ``extra`` messages (a schedule's prompt, a /ask question)
         end the context for this activation only; ``monitored_at`` applies the monitored
@@ -219,7 +224,8 @@ class Agent:
         platform = self.platforms[channel.platform]
         history = await platform.history(channel, limit=self.config.recency_window_messages)
         chosen = select_context(history, self.config, monitored_at=monitored_at)
-        messages = [*chosen, *extra]
+        chain = await self._reply_chain(platform, chosen, trigger)
+        messages = [*chain, *chosen, *extra]
         records = self._records(channel, messages)
         me = platform.self_participant
         request = render_chat(messages, me, self.config, self.config.model_name(), records)
@@ -232,6 +238,22 @@ class Agent:
         await self.store.record_usage(
             self.bot, channel.key, self.provider.name, request.model, reply.usage
         )
+
+    async def _reply_chain(
+        self, platform: Platform, chosen: list[Message], trigger: Message | None
+    ) -> list[Message]:
+        """Messages the trigger replies to that fell out of the window, marked as such."""
+        if trigger is None or trigger.reply_to_id is None:
+            return []
+        ids = {m.id for m in chosen}
+        if trigger.reply_to_id in ids:
+            return []
+        chain = await platform.reply_chain(trigger)
+        return [
+            replace(m, tags=m.tags | {TAG_REPLY_CHAIN})
+            for m in chain
+            if m.id not in ids and is_visible(m, self.config)
+        ]
 
     def _records(self, channel: ChannelRef, messages: list[Message]) -> list[ToolRecord]:
         if self.tools is None or self.tools.log is None:

@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from salon.config import BotConfig
-from salon.llm.base import ChatMessage, LLMRequest, TextPart
-from salon.model import Message, Participant
+from salon.llm.base import ChatMessage, ImagePart, LLMRequest, TextPart
+from salon.model import TAG_REPLY_CHAIN, Message, Participant
 from salon.tools.log import ToolRecord
 from salon.tools.textproto import format_calls, format_results
 
@@ -112,6 +112,58 @@ def record_text(record: ToolRecord) -> str:
     return f"{format_calls(calls)}\n{format_results(calls, [record.result])}"
 
 
+REPLIED_TO_MARK = "(earlier message, replied to) "
+"""Marks a message the reply chain brought in from beyond the recency window."""
+
+
+def _role_and_line(
+    item: Message | ToolRecord, me: Participant
+) -> tuple[Literal["user", "assistant"], str]:
+    if isinstance(item, ToolRecord):
+        return "assistant", record_text(item)
+    mark = REPLIED_TO_MARK if TAG_REPLY_CHAIN in item.tags else ""
+    text = item.text + _file_texts(item)
+    if item.author.id == me.id:
+        return "assistant", f"{mark}{text}"
+    return "user", f"{mark}{item.author.name}: {text}"
+
+
+def _file_texts(message: Message) -> str:
+    """Text files a platform loaded, appended to the message they came with."""
+    return "".join(
+        f"\n[file {a.filename}]\n{a.data.decode('utf-8', errors='replace')}"
+        for a in message.attachments
+        if a.data is not None and not a.content_type.startswith("image/")
+    )
+
+
+def _images(item: Message | ToolRecord) -> list[ImagePart]:
+    if isinstance(item, ToolRecord):
+        return []
+    return [
+        ImagePart(a.content_type, a.data)
+        for a in item.attachments
+        if a.data is not None and a.content_type.startswith("image/")
+    ]
+
+
+def _parts(pieces: list[str | ImagePart]) -> tuple[TextPart | ImagePart, ...]:
+    """Runs of text lines become one text part; images stay where they were."""
+    parts: list[TextPart | ImagePart] = []
+    lines: list[str] = []
+    for piece in pieces:
+        if isinstance(piece, str):
+            lines.append(piece)
+            continue
+        if lines:
+            parts.append(TextPart("\n".join(lines)))
+            lines = []
+        parts.append(piece)
+    if lines:
+        parts.append(TextPart("\n".join(lines)))
+    return tuple(parts)
+
+
 def _same_bot(previous: Message | ToolRecord | None, item: Message | ToolRecord) -> bool:
     return (
         isinstance(previous, Message)
@@ -130,28 +182,26 @@ def render_chat(
 ) -> LLMRequest:
     """Chat mode: the bot's messages are assistant turns, everyone else's user turns.
 
-    User lines carry their author's name; consecutive turns of one role are merged. Past
-    tool calls are part of the bot's turns, in the text protocol's form.
+    User lines carry their author's name; consecutive turns of one role are merged, and a
+    bot's run of messages becomes one message. Past tool calls are part of the bot's turns,
+    in the text protocol's form. Images a platform loaded follow the line they came with.
     """
-    turns: list[tuple[Literal["user", "assistant"], list[str]]] = []
+    turns: list[tuple[Literal["user", "assistant"], list[str | ImagePart]]] = []
     previous: Message | ToolRecord | None = None
     for item in weave(messages, records):
-        role: Literal["user", "assistant"]
-        if isinstance(item, ToolRecord):
-            role, line = "assistant", record_text(item)
-        elif item.author.id == me.id:
-            role, line = "assistant", item.text
-        else:
-            role, line = "user", f"{item.author.name}: {item.text}"
+        role, line = _role_and_line(item, me)
+        images = _images(item)
         if turns and turns[-1][0] == role:
-            if _same_bot(previous, item):
-                turns[-1][1][-1] += " " + line  # one bot's run of messages is one message
+            pieces = turns[-1][1]
+            if _same_bot(previous, item) and isinstance(pieces[-1], str):
+                pieces[-1] += " " + line  # one bot's run of messages is one message
             else:
-                turns[-1][1].append(line)
+                pieces.append(line)
+            pieces.extend(images)
         else:
-            turns.append((role, [line]))
+            turns.append((role, [line, *images]))
         previous = item
-    chat = tuple(ChatMessage(role, (TextPart("\n".join(lines)),)) for role, lines in turns)
+    chat = tuple(ChatMessage(role, _parts(pieces)) for role, pieces in turns)
     return LLMRequest(
         model=model,
         messages=chat,

@@ -54,6 +54,9 @@ class Platform(Protocol):
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
         """Names of who is in the channel now, as far as the platform knows."""
 
+    async def reply_chain(self, message: Message) -> Sequence[Message]:
+        """The messages ``message`` replies to, transitively, oldest first (bounded)."""
+
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         """The newest ``limit`` messages of the channel as it is now, oldest first."""
 

@@ -430,6 +430,9 @@ class IrcPlatform:
             return []
         return sorted(client.channels[channel.name]["users"], key=str.lower)
 
+    async def reply_chain(self, message: Message) -> Sequence[Message]:
+        return []  # IRC has no replies
+
     @asynccontextmanager
     async def typing(self, channel: ChannelRef) -> AsyncIterator[None]:
         yield  # IRC has no typing indicator

@@ -166,6 +166,20 @@ class MemoryPlatform:
         self.history_requests += 1
         return self._channels.get(channel.key, [])[-limit:]
 
+    async def reply_chain(self, message: Message) -> Sequence[Message]:
+        by_id = {m.id: m for m in self._channels.get(message.channel.key, [])}
+        chain: list[Message] = []
+        seen = {message.id}
+        current = message
+        while current.reply_to_id and current.reply_to_id not in seen and len(chain) < 30:
+            found = by_id.get(current.reply_to_id)
+            if found is None:
+                break
+            seen.add(found.id)
+            chain.append(found)
+            current = found
+        return chain[::-1]
+
     @asynccontextmanager
     async def typing(self, channel: ChannelRef) -> AsyncIterator[None]:
         self.typing_log.append(("start", channel.key))

@@ -162,6 +162,9 @@ class TerminalPlatform:
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         return await self._log.chat_history(self._bot, channel, limit=limit)
 
+    async def reply_chain(self, message: Message) -> Sequence[Message]:
+        return []  # a terminal has no replies
+
     @asynccontextmanager
     async def typing(self, channel: ChannelRef) -> AsyncIterator[None]:
         yield  # a terminal shows the answer as it streams; no indicator needed

@@ -74,7 +74,13 @@ class HistoryCache:
         entry = self._channels.get(message.channel.id)
         if entry is not None and message.id in entry.messages:
             old = entry.messages[message.id]
-            entry.messages[message.id] = replace(message, reactions=old.reactions)
+            # An edit event carries no reactions, and attachments' loaded bytes stay ours.
+            files = (
+                message.attachments if any(a.data for a in message.attachments) else old.attachments
+            )
+            entry.messages[message.id] = replace(
+                message, reactions=old.reactions, attachments=files
+            )
 
     def deleted(self, channel_id: str, message_ids: Iterable[str]) -> None:
         entry = self._channels.get(channel_id)

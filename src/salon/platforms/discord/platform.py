@@ -309,6 +309,49 @@ class DiscordPlatform:
         return self._webhooks[channel.id]
 
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
+        return await self._with_files(await self._history(channel, limit))
+
+    async def _with_files(self, messages: Sequence[Message]) -> list[Message]:
+        """Load what the model may see of attachments: the newest ``max_images`` images
+        under the size cap, and text files under ``max_text_attachment_kb``."""
+        out = list(messages)
+        images_left = self.config.max_images if self.config.include_images else 0
+        for index in range(len(out) - 1, -1, -1):
+            if out[index].attachments:
+                loaded, images_left = await self._load_files(out[index], images_left)
+                if loaded != out[index]:
+                    out[index] = loaded
+                    self.cache.edited(loaded)
+        return out
+
+    async def _load_files(self, message: Message, images_left: int) -> tuple[Message, int]:
+        files = []
+        for attachment in message.attachments:
+            wanted = self._wanted(attachment, images_left)
+            if attachment.content_type.startswith("image/") and wanted:
+                images_left -= 1
+            data = attachment.data
+            if wanted and data is None:
+                data = await self._download(attachment)
+            files.append(replace(attachment, data=data if wanted else None))
+        return replace(message, attachments=tuple(files)), images_left
+
+    def _wanted(self, attachment: Attachment, images_left: int) -> bool:
+        if attachment.content_type.startswith("image/"):
+            return images_left > 0 and attachment.size <= self.config.max_image_bytes
+        textual = attachment.content_type.startswith("text/") or attachment.filename.endswith(
+            (".txt", ".md", ".py", ".json", ".csv", ".log", ".yaml", ".yml", ".toml")
+        )
+        return textual and attachment.size <= self.config.max_text_attachment_kb * 1024
+
+    async def _download(self, attachment: Attachment) -> bytes | None:
+        try:
+            return await self.client.http.get_from_cdn(attachment.url)
+        except (discord.HTTPException, OSError) as exc:
+            logger.warning("Discord: could not load %s: %s", attachment.filename, exc)
+            return None
+
+    async def _history(self, channel: ChannelRef, limit: int) -> Sequence[Message]:
         cached = self.cache.get(channel.id, limit)
         if cached is not None:
             return cached
@@ -328,6 +371,28 @@ class DiscordPlatform:
         fetched.reverse()
         self.cache.fill(channel.id, fetched, depth)
         return fetched[-limit:]
+
+    async def reply_chain(self, message: Message) -> Sequence[Message]:
+        """Walk replies back, at most ``reply_chain_max_depth``; the cache first, then REST."""
+        target = await self._channel(message.channel)
+        known = {m.id: m for m in self.cache.get(message.channel.id, 1, everything=True) or ()}
+        chain: list[Message] = []
+        seen = {message.id}
+        current = message
+        while current.reply_to_id and len(chain) < self.config.reply_chain_max_depth:
+            if current.reply_to_id in seen:
+                break  # a cycle: stop
+            found = known.get(current.reply_to_id)
+            if found is None:
+                try:
+                    fetched = await target.fetch_message(int(current.reply_to_id))
+                except discord.HTTPException:
+                    break  # deleted or out of reach: the chain ends here
+                found = self._convert(fetched)
+            seen.add(found.id)
+            chain.append(found)
+            current = found
+        return chain[::-1]
 
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
         target = await self._channel(channel)
