@@ -74,6 +74,7 @@ class DiscordServer:
         self.interaction_responses: list[dict[str, Any]] = []
         self.webhooks: list[dict[str, Any]] = []
         self.files: dict[str, bytes] = {}
+        self.threads: dict[str, str] = {}  # thread id -> parent channel id
         self.webhook_posts: list[dict[str, Any]] = []
         self.roles: dict[str, list[str]] = {}
         self._failures: list[_Failure] = []
@@ -245,6 +246,17 @@ class DiscordServer:
             payload["user"] = user.payload()
         await self.dispatch("INTERACTION_CREATE", payload)
 
+    async def start_thread(self, starter: dict[str, Any], name: str) -> str:
+        """Open a public thread on a message; the thread's id is the message's, as on Discord."""
+        thread_id = starter["id"]
+        parent = starter["channel_id"]
+        self.channels[thread_id] = []
+        self.threads[thread_id] = parent
+        await self.dispatch(
+            "THREAD_CREATE", self._channel_payload(thread_id) | {"newly_created": True}
+        )
+        return thread_id
+
     def fail_next(
         self,
         method: str,
@@ -316,7 +328,7 @@ class DiscordServer:
             "flags": 0,
             "components": [],
         }
-        if channel_id in self.channel_names:
+        if channel_id in self.channel_names or channel_id in self.threads:
             message["guild_id"] = GUILD_ID
             message["member"] = {k: v for k, v in self._member(author).items() if k != "user"}
         if reply_to is not None:
@@ -329,6 +341,25 @@ class DiscordServer:
         return message
 
     def _channel_payload(self, channel_id: str) -> dict[str, Any]:
+        if channel_id in self.threads:
+            return {
+                "id": channel_id,
+                "type": 11,
+                "guild_id": GUILD_ID,
+                "parent_id": self.threads[channel_id],
+                "name": f"thread {channel_id}",
+                "owner_id": self.people[0].id,
+                "message_count": len(self.channels[channel_id]),
+                "member_count": 1,
+                "rate_limit_per_user": 0,
+                "flags": 0,
+                "thread_metadata": {
+                    "archived": False,
+                    "auto_archive_duration": 1440,
+                    "archive_timestamp": "2026-01-01T00:00:00+00:00",
+                    "locked": False,
+                },
+            }
         if channel_id in self.channel_names:
             return {
                 "id": channel_id,

@@ -473,3 +473,24 @@ async def test_ask_command_answers_in_the_channel(
     (ack,) = fake_discord.interaction_responses
     assert ack["data"]["content"] == "Asking: what is the answer?"
     assert provider.requests[0].messages[-1].plain_text == "Alice: what is the answer?"
+
+
+async def test_a_thread_sees_its_parent_up_to_where_it_branched(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    provider = FakeProvider(["in the thread"])
+    await start_bot(provider)
+    alice, bob = fake_discord.user("Alice"), fake_discord.user("Bob")
+    await fake_discord.post(GENERAL, bob, "before the thread")
+    starter = await fake_discord.post(GENERAL, alice, "let us discuss the launch")
+    await fake_discord.post(GENERAL, bob, "unrelated, after the branch")
+    thread = await fake_discord.start_thread(starter, "launch")
+    await fake_discord.post(
+        thread, alice, f"<@{fake_discord.bot.id}> ideas?", mentions=[fake_discord.bot]
+    )
+    (reply,) = await fake_discord.wait_bot_messages(thread, 1)
+    assert reply["content"] == "in the thread"
+    text = "\n".join(m.plain_text for m in provider.requests[0].messages)
+    assert "Bob: before the thread" in text
+    assert "Alice: let us discuss the launch" in text
+    assert "unrelated, after the branch" not in text

@@ -369,8 +369,20 @@ class DiscordPlatform:
         self.history_fetches += 1
         fetched = [self._convert(m) async for m in target.history(limit=depth)]
         fetched.reverse()
+        if isinstance(target, discord.Thread) and len(fetched) < depth:
+            fetched = [*await self._before_thread(target, depth - len(fetched)), *fetched]
         self.cache.fill(channel.id, fetched, depth)
         return fetched[-limit:]
+
+    async def _before_thread(self, thread: discord.Thread, limit: int) -> list[Message]:
+        """The parent channel up to and including the message the thread branched from."""
+        parent = thread.parent
+        if not isinstance(parent, discord.TextChannel):
+            return []  # a forum post has no messages before it
+        self.history_fetches += 1
+        until = discord.Object(id=thread.id + 1)  # a thread's id is its starter message's
+        earlier = [self._convert(m) async for m in parent.history(limit=limit, before=until)]
+        return earlier[::-1]
 
     async def reply_chain(self, message: Message) -> Sequence[Message]:
         """Walk replies back, at most ``reply_chain_max_depth``; the cache first, then REST."""
