@@ -494,3 +494,59 @@ async def test_a_thread_sees_its_parent_up_to_where_it_branched(
     assert "Bob: before the thread" in text
     assert "Alice: let us discuss the launch" in text
     assert "unrelated, after the branch" not in text
+
+
+async def test_cancel_button_and_timeout_end_the_answer(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    from tests.platforms.test_approvals import danger_server
+    from tests.tools.conftest import in_process
+
+    ran: list[str] = []
+    wipe = FakeReply(calls=(ToolCall("c1", "wipe", {"target": "disk"}),))
+    provider = FakeProvider([wipe, wipe])
+    _, platform = await start_bot(
+        provider,
+        extra_servers=[in_process(danger_server(ran), "danger")],
+        tool_output_visible=False,
+        approval_timeout=0.5,
+    )
+    alice = fake_discord.user("Alice")
+    await fake_discord.post(
+        GENERAL, alice, f"<@{fake_discord.bot.id}> wipe it", mentions=[fake_discord.bot]
+    )
+    (prompt,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    await asyncio.wait_for(platform.wait_prompts(1), 10)
+    await fake_discord.click(prompt, alice, "salon:cancel")
+    cancelled = await fake_discord.wait_bot_messages(GENERAL, 2)
+    assert cancelled[-1]["content"] == "(cancelled: wipe was not run)"
+    (closing,) = await fake_discord.wait_interaction_responses(1)
+    assert closing["type"] == 7  # the prompt is edited: buttons gone, answer shown
+    assert closing["data"]["content"].endswith("Cancelled by Alice.")
+    await fake_discord.post(
+        GENERAL, alice, f"<@{fake_discord.bot.id}> wipe it now", mentions=[fake_discord.bot]
+    )
+    timed_out = await fake_discord.wait_bot_messages(GENERAL, 4)  # a prompt, then the note
+    assert timed_out[-1]["content"] == "(cancelled: wipe was not run)"
+    assert ran == []
+
+
+async def test_missing_permission_is_logged_once(
+    fake_discord: DiscordServer, start_bot: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    provider = FakeProvider(["a", "b"])
+    app, _ = await start_bot(provider, error_replies=False)
+    caplog.set_level(logging.ERROR, logger="salon.platforms.discord.platform")
+    fake_discord.fail_next("POST", "/channels/10/messages", 403, times=2)
+    alice = fake_discord.user("Alice")
+    for count, text in enumerate(("first", "second"), 1):
+        await fake_discord.post(
+            GENERAL, alice, f"<@{fake_discord.bot.id}> {text}", mentions=[fake_discord.bot]
+        )
+        await asyncio.wait_for(_posts(fake_discord, count), 10)
+    await app.agent.wait_idle()
+    told = [r for r in caplog.records if "missing permission" in r.getMessage()]
+    assert len(told) == 1
+    assert "send_messages" in told[0].getMessage()
