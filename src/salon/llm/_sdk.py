@@ -7,11 +7,13 @@ covers connection failures and timeouts.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable
+from typing import Any, Protocol
 
 from salon.errors import ProviderError, RateLimited
+from salon.llm.base import StreamEvent
 
-__all__ = ["MALFORMED_STREAM_ERRORS", "translate_sdk_error"]
+__all__ = ["MALFORMED_STREAM_ERRORS", "Decoder", "stream_sdk", "translate_sdk_error"]
 
 # What a garbled stream surfaces as while the SDK decodes it.
 MALFORMED_STREAM_ERRORS: tuple[type[Exception], ...] = (
@@ -65,3 +67,33 @@ def translate_sdk_error(exc: Exception, provider: str, sdk: Any) -> ProviderErro
             f"{provider}: malformed response stream: {exc}", provider=provider, retryable=False
         )
     return ProviderError(f"{provider}: {type(exc).__name__}: {exc}", provider=provider)
+
+
+class Decoder(Protocol):
+    """Turns one vendor stream chunk into Salon events; ``finish`` flushes what is left."""
+
+    def decode(self, chunk: Any) -> list[StreamEvent]: ...
+
+    def finish(self) -> list[StreamEvent]: ...
+
+
+async def stream_sdk(
+    provider: str,
+    sdk: Any,
+    opening: Awaitable[AsyncIterable[Any]],
+    decoder: Decoder,
+) -> AsyncIterator[StreamEvent]:
+    """Open a vendor stream and decode it; every SDK failure leaves as a ProviderError."""
+    root: type[Exception] = getattr(sdk, "OpenAIError", None) or sdk.AnthropicError
+    try:
+        stream = await opening
+    except root as exc:
+        raise translate_sdk_error(exc, provider, sdk) from exc
+    try:
+        async for chunk in stream:
+            for event in decoder.decode(chunk):
+                yield event
+    except (root, *MALFORMED_STREAM_ERRORS) as exc:
+        raise translate_sdk_error(exc, provider, sdk) from exc
+    for event in decoder.finish():
+        yield event

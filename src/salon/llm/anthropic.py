@@ -9,7 +9,7 @@ from typing import Any
 import anthropic
 
 from salon.config import ProviderConfig
-from salon.llm._sdk import MALFORMED_STREAM_ERRORS, translate_sdk_error
+from salon.llm._sdk import stream_sdk
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -28,9 +28,6 @@ from salon.model import ToolCall, Usage
 __all__ = ["AnthropicProvider", "to_anthropic_messages"]
 
 _OPENING_TURN = "(the conversation so far)"
-
-
-_STREAM_ERRORS: tuple[type[Exception], ...] = (anthropic.AnthropicError, *MALFORMED_STREAM_ERRORS)
 
 
 class AnthropicProvider:
@@ -55,18 +52,9 @@ class AnthropicProvider:
         )
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
-        kwargs = self._kwargs(request)
-        try:
-            stream = await self._client.messages.create(**kwargs)
-        except anthropic.AnthropicError as exc:
-            raise translate_sdk_error(exc, self.name, anthropic) from exc
-        decoder = _EventDecoder()
-        try:
-            async for event in stream:
-                for out in decoder.decode(event):
-                    yield out
-        except _STREAM_ERRORS as exc:
-            raise translate_sdk_error(exc, self.name, anthropic) from exc
+        opening = self._client.messages.create(**self._kwargs(request))
+        async for event in stream_sdk(self.name, anthropic, opening, _EventDecoder()):
+            yield event
 
     def _kwargs(self, request: LLMRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -123,6 +111,9 @@ class _EventDecoder:
             if event.delta.stop_reason:
                 out.append(StopEvent(str(event.delta.stop_reason)))
             return out
+        return []
+
+    def finish(self) -> list[StreamEvent]:
         return []
 
     def _delta(self, delta: Any) -> list[StreamEvent]:

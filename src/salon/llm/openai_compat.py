@@ -11,7 +11,7 @@ from typing import Any
 import openai
 
 from salon.config import ProviderConfig
-from salon.llm._sdk import MALFORMED_STREAM_ERRORS, translate_sdk_error
+from salon.llm._sdk import stream_sdk
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -29,9 +29,6 @@ from salon.llm.base import (
 from salon.model import ToolCall, Usage
 
 __all__ = ["OpenAIProvider", "to_openai_messages"]
-
-
-_STREAM_ERRORS: tuple[type[Exception], ...] = (openai.OpenAIError, *MALFORMED_STREAM_ERRORS)
 
 
 class OpenAIProvider:
@@ -57,20 +54,9 @@ class OpenAIProvider:
         )
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
-        kwargs = self._kwargs(request)
-        try:
-            stream = await self._client.chat.completions.create(**kwargs)
-        except openai.OpenAIError as exc:
-            raise translate_sdk_error(exc, self.name, openai) from exc
-        calls = _ToolCallAssembler()
-        try:
-            async for chunk in stream:
-                for event in _chunk_events(chunk, calls):
-                    yield event
-        except _STREAM_ERRORS as exc:
-            raise translate_sdk_error(exc, self.name, openai) from exc
-        for call in calls.finish():
-            yield ToolCallEvent(call)
+        opening = self._client.chat.completions.create(**self._kwargs(request))
+        async for event in stream_sdk(self.name, openai, opening, _ChunkDecoder()):
+            yield event
 
     def _kwargs(self, request: LLMRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -186,20 +172,27 @@ class _ToolCallAssembler:
         return calls
 
 
-def _chunk_events(chunk: Any, calls: _ToolCallAssembler) -> list[StreamEvent]:
-    events: list[StreamEvent] = []
-    for choice in chunk.choices or ():
-        delta = choice.delta
-        text = delta.content if delta is not None else None
-        if text:
-            events.append(TextDelta(text))
-        for fragment in (delta.tool_calls if delta is not None else None) or ():
-            calls.add(fragment)
-        if choice.finish_reason:
-            events.append(StopEvent(str(choice.finish_reason)))
-    if chunk.usage is not None:
-        events.append(UsageEvent(_usage(chunk.usage)))
-    return events
+class _ChunkDecoder:
+    def __init__(self) -> None:
+        self.calls = _ToolCallAssembler()
+
+    def decode(self, chunk: Any) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        for choice in chunk.choices or ():
+            delta = choice.delta
+            text = delta.content if delta is not None else None
+            if text:
+                events.append(TextDelta(text))
+            for fragment in (delta.tool_calls if delta is not None else None) or ():
+                self.calls.add(fragment)
+            if choice.finish_reason:
+                events.append(StopEvent(str(choice.finish_reason)))
+        if chunk.usage is not None:
+            events.append(UsageEvent(_usage(chunk.usage)))
+        return events
+
+    def finish(self) -> list[StreamEvent]:
+        return [ToolCallEvent(call) for call in self.calls.finish()]
 
 
 def _usage(usage: Any) -> Usage:
