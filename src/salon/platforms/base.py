@@ -16,7 +16,11 @@ from salon.model import (
     Participant,
 )
 
-__all__ = ["ChatLog", "EventSink", "Platform"]
+__all__ = ["NO_ANSWERS", "YES_ANSWERS", "ChatLog", "EventSink", "Platform"]
+
+YES_ANSWERS = frozenset({"y", "yes", "ok", "approve"})
+NO_ANSWERS = frozenset({"n", "no", "cancel", "deny"})
+"""How people answer an approval asked in text (terminal, IRC)."""
 
 EventSink = Callable[[Event], Awaitable[None]]
 """Where an adapter hands events; awaiting it applies the agent queue's back-pressure."""

@@ -34,15 +34,13 @@ from salon.model import (
     MessageEvent,
     Participant,
 )
-from salon.platforms.base import ChatLog, EventSink
+from salon.platforms.base import NO_ANSWERS, YES_ANSWERS, ChatLog, EventSink
 
 __all__ = ["IrcPlatform", "TokenBucket", "irc_lines"]
 
 logger = logging.getLogger(__name__)
 
 _IN_ORDER = frozenset({"PRIVMSG", "NOTICE", "JOIN", "PART", "QUIT", "KICK", "NICK"})
-YES = frozenset({"y", "yes", "ok", "approve"})
-NO = frozenset({"n", "no", "cancel", "deny"})
 
 
 class TokenBucket:
@@ -459,10 +457,10 @@ class IrcPlatform:
             return False  # IRC has no roles: only the person who asked may answer
         word = text.strip().lower().rstrip(".!")
         word = word.split(":", 1)[-1].strip() if ":" in word else word
-        if word in YES:
+        if word in YES_ANSWERS:
             question.answer.set_result("approved")
             return True
-        if word in NO:
+        if word in NO_ANSWERS:
             question.answer.set_result("cancelled")
             return True
         return False

@@ -24,7 +24,7 @@ from salon.model import (
     MessageEvent,
     Participant,
 )
-from salon.platforms.base import ChatLog, EventSink
+from salon.platforms.base import YES_ANSWERS, ChatLog, EventSink
 
 __all__ = ["Command", "TerminalPlatform", "stdin_lines"]
 
@@ -35,7 +35,6 @@ logger = logging.getLogger(__name__)
 
 CHANNEL = ChannelRef("terminal", "local", name="terminal", is_direct=True)
 QUIT_WORDS = frozenset({"/quit", "/exit"})
-YES_WORDS = frozenset({"y", "yes", "ok", "approve"})
 _MAX_LINE = 1 << 20  # one pasted megabyte is plenty; beyond it the reader errors cleanly
 
 
@@ -104,7 +103,7 @@ class TerminalPlatform:
                     break
                 word, _, rest = text.partition(" ")
                 if self._question is not None and not self._question.done():
-                    self._question.set_result(text.lower() in YES_WORDS)
+                    self._question.set_result(text.lower() in YES_ANSWERS)
                 elif word in self._commands:
                     self._write(f"{await self._commands[word](CHANNEL, rest)}\n\n")
                 elif text:
