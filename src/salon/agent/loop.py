@@ -13,14 +13,21 @@ import asyncio
 import logging
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 
 from salon.agent.activation import should_activate
 from salon.agent.output import ParagraphStream
 from salon.agent.tools import ToolRunner, Turn
 from salon.config import BotConfig, Redactor
-from salon.context import is_visible, render_chat, select_context
+from salon.context import (
+    RollState,
+    is_visible,
+    render_chat,
+    render_prefill,
+    roll,
+    select_context,
+)
 from salon.errors import SalonError
 from salon.llm.base import LLMRequest, Provider, TextDelta, ToolCallEvent, UsageEvent
 from salon.model import (
@@ -222,13 +229,25 @@ class Agent:
         end the context for this activation only; ``monitored_at`` applies the monitored
         channels' tighter context rule."""
         platform = self.platforms[channel.platform]
-        history = await platform.history(channel, limit=self.config.recency_window_messages)
+        rolling = self._rolls and monitored_at is None
+        depth = self.config.recency_window_messages
+        depth += self.config.rolling_threshold if rolling else 0
+        history = await platform.history(channel, limit=depth)
         chosen = select_context(history, self.config, monitored_at=monitored_at)
+        me = platform.self_participant
+        breakpoint_id = None
+        if rolling:
+            chosen, breakpoint_id = await self._roll(channel, history, chosen, me)
         chain = await self._reply_chain(platform, chosen, trigger)
         messages = [*chain, *chosen, *extra]
         records = self._records(channel, messages)
-        me = platform.self_participant
-        request = render_chat(messages, me, self.config, self.config.model_name(), records)
+        model = self.config.model_name()
+        if self.config.mode == "prefill":
+            request = render_prefill(
+                messages, me, self.config, model, records, breakpoint_id=breakpoint_id
+            )
+        else:
+            request = render_chat(messages, me, self.config, model, records)
         if self.tools is not None:
             request = self.tools.prepare(request)
         after = messages[-1].id if messages else None
@@ -238,6 +257,26 @@ class Agent:
         await self.store.record_usage(
             self.bot, channel.key, self.provider.name, request.model, reply.usage
         )
+
+    @property
+    def _rolls(self) -> bool:
+        """Rolling pays off where the provider caches prompt prefixes (Anthropic)."""
+        return self.config.prompt_caching and self.config.provider_config().type == "anthropic"
+
+    async def _roll(
+        self,
+        channel: ChannelRef,
+        history: Sequence[Message],
+        window: list[Message],
+        me: Participant,
+    ) -> tuple[list[Message], str | None]:
+        visible = [m for m in history if is_visible(m, self.config)]
+        saved = await self.store.rolling_state(self.bot, channel.key)
+        state = RollState(**saved) if saved else None
+        rolled = roll(visible, state, self.config, window, me.id)
+        if rolled.state != state:
+            await self.store.save_rolling_state(self.bot, channel.key, asdict(rolled.state))
+        return rolled.messages, rolled.breakpoint_id
 
     async def _reply_chain(
         self, platform: Platform, chosen: list[Message], trigger: Message | None

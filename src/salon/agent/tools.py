@@ -83,7 +83,8 @@ class ToolRunner:
 
     @property
     def text_mode(self) -> bool:
-        return self.config.tool_mode == "text"
+        """Prefill mode always speaks the text protocol: the transcript has no tool turns."""
+        return self.config.tool_mode == "text" or self.config.mode == "prefill"
 
     def offered(self) -> list[ToolSpec]:
         return [s for s in self.tools.specs() if not statically_denied(s, self.config)]

@@ -147,6 +147,19 @@ class BotConfig(_Strict):
     temperature: float | None = Field(default=None, ge=0, le=2)
     stop_sequences: list[str] = Field(default_factory=list)
 
+    mode: Literal["chat", "prefill"] = Field(
+        default="chat", description="chat turns, or the room as a transcript the model continues"
+    )
+    prefill_system: str = "The system is in CLI simulation mode."
+    prefill_user: str = "<cmd>cat untitled.txt</cmd>"
+    context_prefix: str = Field(default="", description="prefill: text before the transcript")
+    recent_participant_count: int = Field(default=10, ge=0)
+
+    prompt_caching: bool = Field(default=True, description="Anthropic cache breakpoints")
+    rolling_threshold: int = Field(default=50, ge=1)
+    hard_max_characters: int = Field(default=500_000, gt=0)
+    cache_breakpoint_offset: int = Field(default=5, ge=0)
+
     recency_window_messages: int = Field(default=400, gt=0)
     recency_window_characters: int = Field(default=100_000, gt=0)
     ignore_dot_messages: bool = True

@@ -8,12 +8,19 @@ from salon.context.builder import (
     select_context,
     weave,
 )
+from salon.context.prefill import render_prefill, stop_sequences
+from salon.context.rolling import Rolled, RollState, roll
 
 __all__ = [
     "TRUNCATION_MARK",
+    "RollState",
+    "Rolled",
     "is_visible",
     "record_text",
     "render_chat",
+    "render_prefill",
+    "roll",
     "select_context",
+    "stop_sequences",
     "weave",
 ]

@@ -209,4 +209,5 @@ def render_chat(
         max_tokens=config.max_tokens,
         temperature=config.temperature,
         stop=tuple(config.stop_sequences),
+        cache_system=config.prompt_caching,
     )

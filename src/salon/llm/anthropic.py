@@ -64,7 +64,7 @@ class AnthropicProvider:
             "stream": True,
         }
         if request.system:
-            kwargs["system"] = request.system
+            kwargs["system"] = _system(request)
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
         if request.stop:
@@ -122,6 +122,12 @@ class _EventDecoder:
         if delta.type == "input_json_delta" and self.tool is not None:
             self.tool["json"] += delta.partial_json
         return []
+
+
+def _system(request: LLMRequest) -> str | list[dict[str, Any]]:
+    if not request.cache_system:
+        return request.system
+    return [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
 
 
 def to_anthropic_messages(request: LLMRequest) -> list[dict[str, Any]]:

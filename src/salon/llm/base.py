@@ -12,6 +12,7 @@ from salon.model import UNPARSED_ARGUMENTS, ToolCall, ToolResult, Usage
 __all__ = [
     "UNPARSED_ARGUMENTS",
     "ChatMessage",
+    "ContentPart",
     "ImagePart",
     "LLMRequest",
     "Provider",
@@ -98,6 +99,7 @@ class LLMRequest:
     temperature: float | None = None
     stop: tuple[str, ...] = ()
     tools: tuple[ToolDefinition, ...] = ()
+    cache_system: bool = False  # mark the system prompt for the provider's prompt cache
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -145,12 +145,29 @@ def _m5_monitored_channels(conn: Connection) -> None:
     monitored_channels.create(conn)
 
 
+rolling_state = sa.Table(
+    "rolling_state",
+    metadata,
+    sa.Column("bot", sa.String, primary_key=True),
+    sa.Column("channel", sa.String, primary_key=True),
+    sa.Column("anchor_id", sa.String, nullable=False),
+    sa.Column("breakpoint_id", sa.String, nullable=True),
+    sa.Column("head_id", sa.String, nullable=False),
+    sa.Column("breakpoint_time", sa.Float, nullable=True),
+)
+
+
+def _m6_rolling_state(conn: Connection) -> None:
+    rolling_state.create(conn)
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
     (3, _m3_approvals),
     (4, _m4_schedules),
     (5, _m5_monitored_channels),
+    (6, _m6_rolling_state),
 ]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from salon.model import ChannelRef, Message, Usage
 
@@ -26,6 +26,13 @@ class Store(Protocol):
 
     async def record_usage(
         self, bot: str, channel_key: str, provider: str, model: str, usage: Usage
+    ) -> None: ...
+
+    async def rolling_state(self, bot: str, channel_key: str) -> dict[str, Any] | None:
+        """The rolling-context state of a channel (anchor, breakpoint, head), if any."""
+
+    async def save_rolling_state(
+        self, bot: str, channel_key: str, state: dict[str, Any]
     ) -> None: ...
 
     async def open_approval(

@@ -29,6 +29,7 @@ from salon.store._tables import (
     chat_log,
     migrate,
     monitored_channels,
+    rolling_state,
     schedule_fires,
     schedules,
     schema_migrations,
@@ -369,6 +370,36 @@ class SQLStore:
             row = {"bot": bot, "channel": channel_key, "added_by": by, "added_at": time.time()}
             await conn.execute(sa.insert(table).values(row))
         return True
+
+    async def rolling_state(self, bot: str, channel_key: str) -> dict[str, Any] | None:
+        table = rolling_state
+        query = sa.select(table).where(table.c.bot == bot, table.c.channel == channel_key)
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        if row is None:
+            return None
+        when = row.breakpoint_time
+        return {
+            "anchor_id": row.anchor_id,
+            "breakpoint_id": row.breakpoint_id,
+            "head_id": row.head_id,
+            "breakpoint_time": datetime.fromtimestamp(when, tz=UTC) if when else None,
+        }
+
+    async def save_rolling_state(self, bot: str, channel_key: str, state: dict[str, Any]) -> None:
+        table = rolling_state
+        when = state.get("breakpoint_time")
+        values = {
+            "anchor_id": state["anchor_id"],
+            "breakpoint_id": state["breakpoint_id"],
+            "head_id": state["head_id"],
+            "breakpoint_time": when.timestamp() if when else None,
+        }
+        where = (table.c.bot == bot, table.c.channel == channel_key)
+        async with self.engine.begin() as conn:
+            updated = await conn.execute(sa.update(table).where(*where).values(values))
+            if not updated.rowcount:
+                await conn.execute(sa.insert(table).values(bot=bot, channel=channel_key, **values))
 
     async def record_usage(
         self, bot: str, channel_key: str, provider: str, model: str, usage: Usage

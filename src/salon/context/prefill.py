@@ -1,0 +1,139 @@
+"""Prefill mode: the room as a transcript the model continues as the bot.
+
+    system     The system is in CLI simulation mode.
+    user       <cmd>cat untitled.txt</cmd>
+    assistant  Alice: Hello
+
+               Salon: Hi, how are you?
+
+               Alice: Very good.
+
+               Salon:
+
+The transcript ends with the bot's name, so the model writes the bot's next message; when
+the newest message is the bot's own, nothing is added and the model continues it. An
+assistant turn is split where an image must go (images travel in user turns) and where the
+cache breakpoint sits (a block of its own, marked for the provider's prompt cache).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from salon.config import BotConfig
+from salon.context.builder import REPLIED_TO_MARK, record_text, weave
+from salon.llm.base import ChatMessage, ContentPart, ImagePart, LLMRequest, TextPart
+from salon.model import TAG_REPLY_CHAIN, Message, Participant
+from salon.tools.log import ToolRecord
+
+__all__ = ["render_prefill", "stop_sequences"]
+
+_SEPARATOR = "\n\n"
+
+
+def stop_sequences(
+    messages: Sequence[Message], me: Participant, config: BotConfig
+) -> tuple[str, ...]:
+    """``\\nName:`` for the most recent participants (authors and people mentioned)."""
+    names: list[str] = []
+    for message in reversed(messages):
+        for person in (message.author, *message.mentions):
+            if person.id != me.id and person.name not in names:
+                names.append(person.name)
+        if len(names) >= config.recent_participant_count:
+            break
+    chosen = [f"\n{name}:" for name in names[: config.recent_participant_count]]
+    return tuple(dict.fromkeys([*chosen, *config.stop_sequences]))
+
+
+def _block(item: Message | ToolRecord, me: Participant, name: str) -> str:
+    if isinstance(item, ToolRecord):
+        return f"{name}: {record_text(item)}"
+    mark = REPLIED_TO_MARK if TAG_REPLY_CHAIN in item.tags else ""
+    author = name if item.author.id == me.id else item.author.name
+    return f"{mark}{author}: {item.text}"
+
+
+class _Transcript:
+    """Accumulates assistant text, closing turns where images or the breakpoint go."""
+
+    def __init__(self) -> None:
+        self.turns: list[ChatMessage] = []
+        self.parts: list[ContentPart] = []
+        self.text = ""
+
+    def write(self, text: str) -> None:
+        self.text += text
+
+    def breakpoint(self) -> None:
+        if self.text:
+            self.parts.append(TextPart(self.text, cache_breakpoint=True))
+            self.text = ""
+
+    def image(self, image: ImagePart) -> None:
+        self._close_assistant()
+        self.turns.append(ChatMessage("user", (image,)))
+
+    def _close_assistant(self) -> None:
+        if self.text:
+            self.parts.append(TextPart(self.text))
+            self.text = ""
+        if self.parts:
+            self.turns.append(ChatMessage("assistant", tuple(self.parts)))
+            self.parts = []
+
+    def finish(self) -> list[ChatMessage]:
+        self._close_assistant()
+        return self.turns
+
+
+def render_prefill(
+    messages: Sequence[Message],
+    me: Participant,
+    config: BotConfig,
+    model: str,
+    records: Sequence[ToolRecord] = (),
+    *,
+    breakpoint_id: str | None = None,
+) -> LLMRequest:
+    name = config.name
+    transcript = _Transcript()
+    if config.context_prefix:
+        transcript.write(config.context_prefix + _SEPARATOR)
+    items = weave(messages, records)
+    for position, item in enumerate(items):
+        if position:
+            transcript.write(_SEPARATOR)
+        transcript.write(_block(item, me, name))
+        if isinstance(item, Message):
+            for attachment in item.attachments:
+                if attachment.data is not None and attachment.content_type.startswith("image/"):
+                    transcript.image(ImagePart(attachment.content_type, attachment.data))
+            if item.id == breakpoint_id:
+                transcript.breakpoint()
+    last = items[-1] if items else None
+    continuing = isinstance(last, Message) and last.author.id == me.id
+    if not continuing:
+        transcript.write(f"{_SEPARATOR if items else ''}{name}:")
+    turns = transcript.finish()
+    opening = ChatMessage.text("user", config.prefill_user)
+    return LLMRequest(
+        model=model,
+        messages=(opening, *_strip_end(turns)),
+        system=config.prefill_system,
+        max_tokens=config.max_tokens,
+        temperature=config.temperature,
+        stop=stop_sequences(messages, me, config),
+        cache_system=config.prompt_caching,
+    )
+
+
+def _strip_end(turns: list[ChatMessage]) -> list[ChatMessage]:
+    """A final assistant turn may not end in white space (the model continues from it)."""
+    if not turns or turns[-1].role != "assistant":
+        return turns
+    *rest, last = turns
+    *parts, tail = last.parts
+    if isinstance(tail, TextPart):
+        tail = TextPart(tail.text.rstrip(), tail.cache_breakpoint)
+    return [*rest, ChatMessage("assistant", (*parts, tail))]

@@ -1,0 +1,85 @@
+"""Rolling context: the window moves in steps so the prompt's prefix stays cacheable.
+
+Between rolls every message is kept and the cache breakpoint stays on one message id, so
+the request up to the breakpoint is byte-identical from one activation to the next (and a
+provider's prompt cache can answer it). When ``rolling_threshold`` messages have arrived
+since the last roll, or the kept messages exceed ``hard_max_characters``, or the message the
+window starts at is gone, the window is cut back to the recency budgets and the breakpoint
+moves to ``cache_breakpoint_offset`` messages below the newest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from salon.config import BotConfig
+from salon.model import Message
+
+__all__ = ["RollState", "Rolled", "roll"]
+
+
+@dataclass(frozen=True)
+class RollState:
+    """What must survive between activations (and restarts) for one bot and channel."""
+
+    anchor_id: str  # the oldest message kept since the last roll
+    breakpoint_id: str | None  # the message the cache breakpoint sits on
+    head_id: str  # the newest message at the last roll
+    breakpoint_time: datetime | None = None  # where to look if that message vanishes
+
+
+@dataclass(frozen=True)
+class Rolled:
+    messages: list[Message]
+    breakpoint_id: str | None
+    state: RollState
+    rolled: bool
+
+
+def roll(
+    visible: Sequence[Message],
+    state: RollState | None,
+    config: BotConfig,
+    window: list[Message],
+    me_id: str,
+) -> Rolled:
+    """Choose the context from ``visible`` (all visible messages fetched, oldest first).
+
+    ``window`` is what the recency budgets alone would keep; it is what a roll cuts to.
+    """
+    if not visible:
+        return Rolled([], None, state or RollState("", None, ""), rolled=False)
+    index = {m.id: i for i, m in enumerate(visible)}
+    if state is not None and state.anchor_id in index and state.head_id in index:
+        kept = list(visible[index[state.anchor_id] :])
+        arrived = len(visible) - 1 - index[state.head_id]
+        size = sum(len(m.text) for m in kept)
+        if arrived < config.rolling_threshold and size <= config.hard_max_characters:
+            state = _stable_breakpoint(kept, state, me_id)
+            return Rolled(kept, state.breakpoint_id, state, rolled=False)
+    return _cut(window or list(visible[-1:]), config)
+
+
+def _cut(window: list[Message], config: BotConfig) -> Rolled:
+    offset = min(config.cache_breakpoint_offset, len(window) - 1)
+    mark = window[-1 - offset]
+    state = RollState(window[0].id, mark.id, window[-1].id, mark.created_at)
+    return Rolled(window, mark.id, state, rolled=True)
+
+
+def _stable_breakpoint(kept: list[Message], state: RollState, me_id: str) -> RollState:
+    """The remembered breakpoint; if its message vanished, the newest message by a person
+    (not a bot: bots' runs get merged and edited) from no later than it."""
+    if state.breakpoint_id is None or any(m.id == state.breakpoint_id for m in kept):
+        return state
+    when = state.breakpoint_time
+    stable = [
+        m
+        for m in kept
+        if not m.author.is_bot and m.author.id != me_id and (when is None or m.created_at <= when)
+    ]
+    if not stable:
+        return replace(state, breakpoint_id=None, breakpoint_time=None)
+    return replace(state, breakpoint_id=stable[-1].id, breakpoint_time=stable[-1].created_at)
