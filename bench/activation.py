@@ -60,12 +60,14 @@ class _TimedPlatform(MemoryPlatform):
         return message
 
 
-def _config() -> BotConfig:
+def _config(mode: str = "chat") -> BotConfig:
     return BotConfig.model_validate(
         {
             "name": "Salon",
+            "mode": mode,
             "provider": "timed",
             "providers": {"timed": {"type": "openai", "model": "m"}},
+            "builtin_tools": False,
         }
     )
 
@@ -111,7 +113,10 @@ async def measure(config: BotConfig, runs: int = RUNS) -> list[float]:
 
 async def run() -> list[Figure]:
     samples = await measure(_config())
+    prefill = await measure(_config("prefill"))
     return [
         Figure("activation_overhead_p50_us", percentile(samples, 50), "us", target=1000),
         Figure("activation_overhead_p99_us", percentile(samples, 99), "us"),
+        Figure("prefill_overhead_p50_us", percentile(prefill, 50), "us", target=1000),
+        Figure("prefill_overhead_p99_us", percentile(prefill, 99), "us"),
     ]

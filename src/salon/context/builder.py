@@ -121,8 +121,8 @@ def _role_and_line(
 ) -> tuple[Literal["user", "assistant"], str]:
     if isinstance(item, ToolRecord):
         return "assistant", record_text(item)
-    mark = REPLIED_TO_MARK if TAG_REPLY_CHAIN in item.tags else ""
-    text = item.text + _file_texts(item)
+    mark = REPLIED_TO_MARK if item.tags and TAG_REPLY_CHAIN in item.tags else ""
+    text = item.text + _file_texts(item) if item.attachments else item.text
     if item.author.id == me.id:
         return "assistant", f"{mark}{text}"
     return "user", f"{mark}{item.author.name}: {text}"
@@ -138,7 +138,7 @@ def _file_texts(message: Message) -> str:
 
 
 def _images(item: Message | ToolRecord) -> list[ImagePart]:
-    if isinstance(item, ToolRecord):
+    if isinstance(item, ToolRecord) or not item.attachments:
         return []
     return [
         ImagePart(a.content_type, a.data)
@@ -187,6 +187,7 @@ def render_chat(
     in the text protocol's form. Images a platform loaded follow the line they came with.
     """
     turns: list[tuple[Literal["user", "assistant"], list[str | ImagePart]]] = []
+    pictured: set[int] = set()  # turns holding images; the rest are plain text
     previous: Message | ToolRecord | None = None
     for item in weave(messages, records):
         role, line = _role_and_line(item, me)
@@ -197,11 +198,18 @@ def render_chat(
                 pieces[-1] += " " + line  # one bot's run of messages is one message
             else:
                 pieces.append(line)
-            pieces.extend(images)
+            if images:
+                pieces.extend(images)
+                pictured.add(len(turns) - 1)
         else:
+            if images:
+                pictured.add(len(turns))
             turns.append((role, [line, *images]))
         previous = item
-    chat = tuple(ChatMessage(role, _parts(pieces)) for role, pieces in turns)
+    chat = tuple(
+        ChatMessage(role, _parts(pieces) if i in pictured else (TextPart("\n".join(pieces)),))  # type: ignore[arg-type]
+        for i, (role, pieces) in enumerate(turns)
+    )
     return LLMRequest(
         model=model,
         messages=chat,
