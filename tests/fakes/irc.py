@@ -113,10 +113,14 @@ class Human:
         return texts()
 
     async def close(self) -> None:
-        if self._writer is not None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
             with contextlib.suppress(Exception):
-                await self.send("QUIT :bye")
-                self._writer.close()
+                writer.write(b"QUIT :bye\r\n")
+                await writer.drain()
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

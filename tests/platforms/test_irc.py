@@ -75,8 +75,20 @@ async def start_bot(ircd: IrcServer, tmp_path: Path) -> AsyncIterator[Start]:
         await app.__aexit__(None, None, None)
 
 
+_PEOPLE: list[Human] = []
+
+
+@pytest.fixture(autouse=True)
+async def _close_people() -> AsyncIterator[None]:
+    """Every human's connection is closed after the test, passed or failed."""
+    yield
+    while _PEOPLE:
+        await _PEOPLE.pop().close()
+
+
 async def human(ircd: IrcServer, nick: str = "alice", channel: str | None = "#salon") -> Human:
     person = Human(nick, ircd.port)
+    _PEOPLE.append(person)
     await person.connect()
     if channel:
         await person.join(channel)

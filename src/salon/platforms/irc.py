@@ -158,6 +158,8 @@ class _Client(pydle.Client):  # type: ignore[misc]
 
     async def on_join(self, channel: str, user: str) -> None:
         await self.platform._log_event("join", channel, user, "")
+        if self.is_same_nick(user, self.nickname):
+            self.platform._joined_channel(self, channel)
 
     async def on_part(self, channel: str, user: str, message: str | None = None) -> None:
         await self.platform._log_event("part", channel, user, message or "")
@@ -210,6 +212,7 @@ class IrcPlatform:
         self._send_lock = asyncio.Lock()
         self._questions: dict[str, _Question] = {}
         self._seen: deque[tuple[str, str]] = deque(maxlen=200)
+        self._joining: set[str] = set()
         self._seen_changed = asyncio.Condition()
         self.connections = 0
 
@@ -294,11 +297,22 @@ class IrcPlatform:
 
     async def _on_connect(self, client: _Client) -> None:
         self.connections += 1
+        self._joining = {c.lower() for c in self.config.channels}
         for channel in self.config.channels:
             await client.join(channel)
-        logger.info(
-            "IRC: connected as %s, joined %s", client.nickname, ", ".join(self.config.channels)
-        )
+        if not self._joining:
+            self._ready(client)
+
+    def _joined_channel(self, client: _Client, channel: str) -> None:
+        """The server confirmed one of our JOINs; ready once every channel is joined."""
+        if client is self._client and channel.lower() in self._joining:
+            self._joining.discard(channel.lower())
+            if not self._joining:
+                self._ready(client)
+
+    def _ready(self, client: _Client) -> None:
+        joined = ", ".join(self.config.channels) or "no channels"
+        logger.info("IRC: connected as %s, joined %s", client.nickname, joined)
         self._connected.set()
         self._joined.set()
 
