@@ -90,3 +90,29 @@ async def test_malformed_stream_is_reported(
     assert "malformed response stream" in sent[0].text
     await platform.post(dm, ALICE, "hello?")
     assert (await platform.wait_sent(2))[1].text == "fine now"
+
+
+async def test_a_server_refusing_tools_gets_asked_without_them(
+    llm_server: LLMServer, start_agent: StartAgent
+) -> None:
+    from salon.agent.tools import ToolRunner
+    from salon.tools.hub import ToolHub
+    from tests.fakes import mcp_server
+    from tests.tools.conftest import in_process
+
+    llm_server.queue(
+        Scripted(status=400, error_message="model does not support tools"), "plain answer", "again"
+    )
+    async with ToolHub([in_process(mcp_server.build())]) as hub:
+        agent, platform = await start_agent(real_provider(llm_server, "openai", retries=0))
+        config = agent.config
+        agent.tools = ToolRunner(bot="salon", config=config, tools=hub, store=agent.store, log=None)
+        dm = platform.channel("dm", is_direct=True)
+        await platform.post(dm, ALICE, "hello")
+        assert (await platform.wait_sent(1))[0].text == "plain answer"
+        await platform.post(dm, ALICE, "and now?")
+        await platform.wait_sent(2)
+    first, second, third = (r.body for r in llm_server.requests)
+    assert "tools" in first
+    assert "tools" not in second
+    assert "tools" not in third  # remembered: no more refused requests

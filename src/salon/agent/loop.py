@@ -28,7 +28,7 @@ from salon.context import (
     roll,
     select_context,
 )
-from salon.errors import SalonError
+from salon.errors import ProviderError, SalonError
 from salon.llm.base import LLMRequest, Provider, TextDelta, ToolCallEvent, UsageEvent
 from salon.model import (
     TAG_ASKED,
@@ -306,7 +306,7 @@ class Agent:
         """The tool loop: complete, run the calls, feed the results back, until done."""
         calls_made = 0
         while True:
-            turn = await self._complete(reply, request)
+            turn, request = await self._complete_or_without_tools(reply, request)
             if not turn.calls or self.tools is None:
                 return
             await reply.flush()  # what the bot said before the call appears before its log
@@ -322,6 +322,25 @@ class Agent:
                 await reply.say(f"(cancelled: {outcome.cancelled} was not run)")
                 return
             request = self.tools.follow_up(request, turn, outcome.results)
+
+    async def _complete_or_without_tools(
+        self, reply: _Reply, request: LLMRequest
+    ) -> tuple[Turn, LLMRequest]:
+        """Some OpenAI-compatible servers refuse any request that offers tools (a model
+        without tool support): then this bot stops offering them, says so once in the
+        log, and asks again."""
+        try:
+            return await self._complete(reply, request), request
+        except ProviderError as exc:
+            if not (request.tools and exc.status == 400 and reply.sent == 0):
+                raise
+            if self.tools is not None:
+                self.tools.refused_by_provider = True
+            logger.warning(
+                "the provider refused a request with tools (%s); continuing without tools", exc
+            )
+            plain = replace(request, tools=())
+            return await self._complete(reply, plain), plain
 
     async def _complete(self, reply: _Reply, request: LLMRequest) -> Turn:
         text_mode = self.tools is not None and self.tools.text_mode

@@ -80,6 +80,7 @@ class ToolRunner:
         self.tools = tools
         self.store = store
         self.log = log
+        self.refused_by_provider = False  # the model said no to native tools once
 
     @property
     def text_mode(self) -> bool:
@@ -91,7 +92,7 @@ class ToolRunner:
 
     def prepare(self, request: LLMRequest) -> LLMRequest:
         specs = self.offered()
-        if not specs:
+        if not specs or (self.refused_by_provider and not self.text_mode):
             return request
         if not self.text_mode:
             definitions = tuple(
