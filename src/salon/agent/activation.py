@@ -6,7 +6,7 @@ import random
 import re
 
 from salon.config import BotConfig
-from salon.context import is_visible
+from salon.context import is_visible, m_command
 from salon.model import Message, Participant
 
 __all__ = ["should_activate"]
@@ -29,6 +29,10 @@ def should_activate(
         return False
     if message.author.is_bot and not config.allow_bot_interactions:
         return False
+    command = m_command(message.text)
+    if command is not None:  # "m continue" goes on without a mention; other m words: nothing
+        addressed = message.mentions_id(me.id) or message.reply_to_author_id == me.id
+        return command == "continue" and (message.channel.is_direct or monitored or addressed)
     if not is_visible(message, config):
         return False
     if message.channel.is_direct or monitored:

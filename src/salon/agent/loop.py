@@ -23,12 +23,13 @@ from salon.config import BotConfig, Redactor
 from salon.context import (
     RollState,
     is_visible,
+    m_command,
     render_chat,
     render_prefill,
     roll,
     select_context,
 )
-from salon.errors import ProviderError, SalonError
+from salon.errors import PlatformError, ProviderError, SalonError
 from salon.llm.base import LLMRequest, Provider, TextDelta, ToolCallEvent, UsageEvent
 from salon.model import (
     TAG_ASKED,
@@ -50,6 +51,8 @@ from salon.tools.textproto import CallTextFilter, parse_calls
 __all__ = ["Agent"]
 
 logger = logging.getLogger(__name__)
+
+LOOP_EMOJI = "\U0001f501"  # 🔁: "we bots have talked enough"
 
 _ERROR_TEXT_LIMIT = 300
 
@@ -121,6 +124,7 @@ class Agent:
         self._active = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        self._undeletable: set[str] = set()  # channels where m commands cannot be deleted
 
     async def submit(self, event: Event) -> None:
         """The platforms' event sink; waits when the queue is full (back-pressure)."""
@@ -229,12 +233,17 @@ class Agent:
         end the context for this activation only; ``monitored_at`` applies the monitored
         channels' tighter context rule."""
         platform = self.platforms[channel.platform]
+        if trigger is not None and m_command(trigger.text) == "continue":
+            await self._remove_command(platform, trigger)
         rolling = self._rolls and monitored_at is None
         depth = self.config.recency_window_messages
         depth += self.config.rolling_threshold if rolling else 0
         history = await platform.history(channel, limit=depth)
         chosen = select_context(history, self.config, monitored_at=monitored_at)
         me = platform.self_participant
+        if trigger is not None and self._bot_chain_too_long(history, trigger):
+            await platform.react(channel, trigger.id, LOOP_EMOJI)
+            return
         breakpoint_id = None
         if rolling:
             chosen, breakpoint_id = await self._roll(channel, history, chosen, me)
@@ -257,6 +266,28 @@ class Agent:
         await self.store.record_usage(
             self.bot, channel.key, self.provider.name, request.model, reply.usage
         )
+
+    async def _remove_command(self, platform: Platform, command: Message) -> None:
+        """The bot takes its ``m`` command out of the room; a refusal is logged once."""
+        try:
+            await platform.delete_message(command.channel, command.id)
+        except PlatformError as exc:
+            if command.channel.key not in self._undeletable:
+                self._undeletable.add(command.channel.key)
+                logger.warning("cannot delete m commands in %s: %s", command.channel.key, exc)
+
+    def _bot_chain_too_long(self, history: Sequence[Message], trigger: Message) -> bool:
+        """Bots answering bots: cut the chain once it is ``max_bot_reply_chain_depth`` long."""
+        if not trigger.author.is_bot:
+            return False
+        chain = 0
+        for message in reversed(history):
+            if not is_visible(message, self.config):
+                continue
+            if not message.author.is_bot:
+                break
+            chain += 1
+        return chain >= self.config.max_bot_reply_chain_depth
 
     @property
     def _rolls(self) -> bool:

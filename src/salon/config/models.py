@@ -171,6 +171,9 @@ class BotConfig(_Strict):
     reply_on_name: bool = False
     reply_on_random: int = Field(default=0, ge=0, description="answer 1 in N messages; 0 = off")
     allow_bot_interactions: bool = False
+    max_bot_reply_chain_depth: int = Field(
+        default=3, ge=1, description="consecutive bot messages after which bots stop answering"
+    )
 
     timezone: str = Field(default="UTC", description="for schedules given without one")
     misfire_grace: float = Field(

@@ -3,6 +3,7 @@
 from salon.context.builder import (
     TRUNCATION_MARK,
     is_visible,
+    m_command,
     record_text,
     render_chat,
     select_context,
@@ -16,6 +17,7 @@ __all__ = [
     "RollState",
     "Rolled",
     "is_visible",
+    "m_command",
     "record_text",
     "render_chat",
     "render_prefill",

@@ -7,6 +7,7 @@ activation, so each walks the history once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -21,6 +22,7 @@ from salon.tools.textproto import format_calls, format_results
 __all__ = [
     "TRUNCATION_MARK",
     "is_visible",
+    "m_command",
     "record_text",
     "render_chat",
     "select_context",
@@ -30,10 +32,22 @@ __all__ = [
 TRUNCATION_MARK = " …[truncated]"
 
 
+_M_COMMAND = re.compile(r"^\s*(?:@\S+\s+)?m\s+(\w+)\s*$", re.IGNORECASE)
+
+
+def m_command(text: str) -> str | None:
+    """The word of an ``m`` command (``m continue``, optionally after a mention)."""
+    found = _M_COMMAND.match(text)
+    return found[1].lower() if found else None
+
+
 def is_visible(message: Message, config: BotConfig) -> bool:
     """Dot messages are commands and tool logs: no bot reads them as conversation; a
-    message someone marked with a hiding reaction (🫥) is treated the same."""
+    message someone marked with a hiding reaction (🫥) is treated the same, and so is an
+    ``m`` command."""
     if config.ignore_dot_messages and message.text.startswith("."):
+        return False
+    if message.text[:1] in "mM@ " and m_command(message.text):
         return False
     return not (message.reactions and set(message.reactions) & set(config.hiding_reactions))
 

@@ -58,6 +58,12 @@ class Platform(Protocol):
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
         """Names of who is in the channel now, as far as the platform knows."""
 
+    async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
+        """Remove a message (an ``m`` command the bot acted on); PlatformError if refused."""
+
+    async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
+        """Put a reaction on a message, where the platform has reactions."""
+
     async def reply_chain(self, message: Message) -> Sequence[Message]:
         """The messages ``message`` replies to, transitively, oldest first (bounded)."""
 

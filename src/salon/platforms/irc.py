@@ -442,6 +442,12 @@ class IrcPlatform:
             return []
         return sorted(client.channels[channel.name]["users"], key=str.lower)
 
+    async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
+        return None  # lines cannot be taken back here
+
+    async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
+        return None  # no reactions here
+
     async def reply_chain(self, message: Message) -> Sequence[Message]:
         return []  # IRC has no replies
 

@@ -6,7 +6,7 @@ import asyncio
 import itertools
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from salon.errors import PlatformError
@@ -56,6 +56,9 @@ class MemoryPlatform:
         self.tool_logs: list[str] = []
         self.files: list[Attachment] = []
         self.roles: dict[str, set[str]] = {}
+        self.deleted: list[str] = []
+        self.fail_deletes: list[PlatformError] = []
+        self.reactions: list[tuple[str, str]] = []
         self.approvals: list[PendingApproval] = []
         self._approvals_changed = asyncio.Condition()
 
@@ -165,6 +168,20 @@ class MemoryPlatform:
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         self.history_requests += 1
         return self._channels.get(channel.key, [])[-limit:]
+
+    async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
+        if self.fail_deletes:
+            raise self.fail_deletes.pop(0)
+        messages = self._channels.get(channel.key, [])
+        self._channels[channel.key] = [m for m in messages if m.id != message_id]
+        self.deleted.append(message_id)
+
+    async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
+        messages = self._channels.get(channel.key, [])
+        for index, message in enumerate(messages):
+            if message.id == message_id:
+                messages[index] = replace(message, reactions=(*message.reactions, emoji))
+        self.reactions.append((message_id, emoji))
 
     async def reply_chain(self, message: Message) -> Sequence[Message]:
         by_id = {m.id: m for m in self._channels.get(message.channel.key, [])}

@@ -161,6 +161,12 @@ class TerminalPlatform:
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         return await self._log.chat_history(self._bot, channel, limit=limit)
 
+    async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
+        return None  # lines cannot be taken back here
+
+    async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
+        return None  # no reactions here
+
     async def reply_chain(self, message: Message) -> Sequence[Message]:
         return []  # a terminal has no replies
 

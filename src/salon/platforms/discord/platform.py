@@ -384,6 +384,20 @@ class DiscordPlatform:
         earlier = [self._convert(m) async for m in parent.history(limit=limit, before=until)]
         return earlier[::-1]
 
+    async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
+        target = await self._channel(channel)
+        try:
+            await target.get_partial_message(int(message_id)).delete()  # type: ignore[attr-defined]
+        except discord.HTTPException as exc:
+            raise PlatformError(f"cannot delete message {message_id}: {exc}") from exc
+
+    async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
+        target = await self._channel(channel)
+        try:
+            await target.get_partial_message(int(message_id)).add_reaction(emoji)  # type: ignore[attr-defined]
+        except discord.HTTPException as exc:
+            raise PlatformError(f"cannot react to message {message_id}: {exc}") from exc
+
     async def reply_chain(self, message: Message) -> Sequence[Message]:
         """Walk replies back, at most ``reply_chain_max_depth``; the cache first, then REST."""
         target = await self._channel(message.channel)
