@@ -192,6 +192,8 @@ async def test_log_search_and_users_after_restart(ircd: IrcServer, start_bot: St
     assert users.content == f"alice, {BOT}"
     await alice.close()
     await bob.close()
+    await app.agent.wait_idle()  # the answer is sent and logged...
+    await app.store.flush()  # ...and committed before the second run reads
 
     async with BotApp(
         key="salon", config=app.config, root=app.root, secrets=Secrets({}), provider=FakeProvider()
