@@ -1,13 +1,16 @@
 from __future__ import annotations
 
+import asyncio
 import textwrap
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from salon.app import BotApp
 from salon.config import BotConfig
+from salon.platforms.base import Platform
 from tests.fakes.llm_server import LLMServer
 
 
@@ -45,3 +48,23 @@ def write_config(tmp_path: Path) -> WriteConfig:
         return root
 
     return write
+
+
+ServeApp = Callable[[BotApp, Sequence[Platform]], Awaitable[None]]
+
+
+@pytest.fixture
+async def serve_app() -> AsyncIterator[ServeApp]:
+    """Open a BotApp and serve platforms in the background; stopped and closed after."""
+    running: list[tuple[BotApp, asyncio.Event, asyncio.Task[None]]] = []
+
+    async def serve(app: BotApp, platforms: Sequence[Platform]) -> None:
+        await app.__aenter__()
+        stop = asyncio.Event()
+        running.append((app, stop, asyncio.create_task(app.serve(stop, platforms))))
+
+    yield serve
+    for app, stop, task in running:
+        stop.set()
+        await asyncio.wait_for(task, 15)
+        await app.__aexit__(None, None, None)

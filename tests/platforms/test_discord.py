@@ -16,7 +16,7 @@ from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
 from salon.model import ToolCall
 from salon.platforms.discord import DiscordPlatform
-from tests.conftest import bot_config
+from tests.conftest import ServeApp, bot_config
 from tests.fakes.discord_server import DiscordServer
 
 GENERAL, RANDOM = "10", "11"
@@ -39,9 +39,7 @@ Start = Callable[..., Any]
 
 
 @pytest.fixture
-async def start_bot(fake_discord: DiscordServer, tmp_path: Path) -> AsyncIterator[Start]:
-    running: list[tuple[BotApp, asyncio.Event, asyncio.Task[None]]] = []
-
+def start_bot(fake_discord: DiscordServer, tmp_path: Path, serve_app: ServeApp) -> Start:
     async def start(
         provider: FakeProvider, extra_servers: Any = (), **config: Any
     ) -> tuple[BotApp, DiscordPlatform]:
@@ -59,20 +57,13 @@ async def start_bot(fake_discord: DiscordServer, tmp_path: Path) -> AsyncIterato
             provider=provider,
             extra_servers=extra_servers,
         )
-        await app.__aenter__()
         (platform,) = app.unattended_platforms()
         assert isinstance(platform, DiscordPlatform)
-        stop = asyncio.Event()
-        task = asyncio.create_task(app.serve(stop, [platform]))
-        running.append((app, stop, task))
+        await serve_app(app, [platform])
         await asyncio.wait_for(platform.ready.wait(), 15)
         return app, platform
 
-    yield start
-    for app, stop, task in running:
-        stop.set()
-        await asyncio.wait_for(task, 15)
-        await app.__aexit__(None, None, None)
+    return start
 
 
 async def test_mention_gets_a_reply_with_readable_names(

@@ -14,7 +14,7 @@ from salon.config import Secrets
 from salon.llm import FakeProvider
 from salon.model import ToolCall
 from salon.platforms.irc import IrcPlatform, TokenBucket, irc_lines
-from tests.conftest import bot_config
+from tests.conftest import ServeApp, bot_config
 from tests.fakes.irc import Human, IrcServer
 
 BOT = "salonbot"
@@ -32,9 +32,7 @@ Start = Callable[..., Any]
 
 
 @pytest.fixture
-async def start_bot(ircd: IrcServer, tmp_path: Path) -> AsyncIterator[Start]:
-    running: list[tuple[BotApp, asyncio.Event, asyncio.Task[None]]] = []
-
+def start_bot(ircd: IrcServer, tmp_path: Path, serve_app: ServeApp) -> Start:
     async def start(
         provider: FakeProvider, extra_servers: Any = (), **irc: Any
     ) -> tuple[BotApp, IrcPlatform]:
@@ -59,20 +57,13 @@ async def start_bot(ircd: IrcServer, tmp_path: Path) -> AsyncIterator[Start]:
             provider=provider,
             extra_servers=extra_servers,
         )
-        await app.__aenter__()
         (platform,) = app.unattended_platforms()
-        stop = asyncio.Event()
-        task = asyncio.create_task(app.serve(stop, [platform]))
-        running.append((app, stop, task))
         assert isinstance(platform, IrcPlatform)
+        await serve_app(app, [platform])
         await asyncio.wait_for(platform.wait_connected(), 15)
         return app, platform
 
-    yield start
-    for app, stop, task in running:
-        stop.set()
-        await asyncio.wait_for(task, 15)
-        await app.__aexit__(None, None, None)
+    return start
 
 
 _PEOPLE: list[Human] = []
