@@ -13,7 +13,7 @@ from types import TracebackType
 
 from salon.agent import Agent
 from salon.agent.tools import ToolRunner
-from salon.config import BotConfig, ConfigSet, Secrets, resolve_secrets
+from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets, resolve_secrets
 from salon.llm.base import Provider
 from salon.llm.factory import build_provider
 from salon.model import ChannelRef, Event
@@ -75,13 +75,16 @@ class BotApp:
         provider: Provider | None = None,
         extra_servers: Sequence[ServerSpec] = (),
         clock: Clock | None = None,
+        channel_configs: ChannelConfigs | None = None,
     ) -> None:
         self.key = key
         self.config = config
+        self.channel_configs = channel_configs or ChannelConfigs(config)
         self.root = root
         self.secrets = secrets
         self.store = SQLStore(database_url(root, config))
         self.provider = provider or build_provider(config, secrets)
+        self._providers: dict[str, Provider] = {config.provider: self.provider}
         self.platforms: dict[str, Platform] = {}
         self.scheduler = Scheduler(
             bot=key,
@@ -125,6 +128,14 @@ class BotApp:
             builtin = build_builtin_server(self.key, self.store, self._users_of, book)
             specs.append(builtin_spec(builtin))
         return specs
+
+    def provider_for(self, config: BotConfig) -> Provider:
+        """The provider a guild or channel config names (built once, closed at the end)."""
+        if config.provider not in self._providers:
+            provider = build_provider(config, self.secrets)
+            self._providers[config.provider] = provider
+            self._stack.push_async_callback(provider.aclose)
+        return self._providers[config.provider]
 
     async def _submit(self, event: Event) -> None:
         await self.agent.submit(event)
@@ -196,6 +207,8 @@ class BotApp:
             store=self.store,
             tools=runner,
             redactor=self.secrets.redactor(),
+            configs=self.channel_configs,
+            providers=self.provider_for,
         )
         return self
 

@@ -125,7 +125,17 @@ def _chat(root: Path, bot: str | None) -> int:
     logging.getLogger().handlers[0].setLevel(logging.WARNING)
     if sys.stdin.isatty():
         print(f"Talking to {config.name}. /quit or Ctrl-D to leave.\n")
-    return asyncio.run(_chat_async(BotApp(key=key, config=config, root=root, secrets=secrets)))
+    return asyncio.run(
+        _chat_async(
+            BotApp(
+                key=key,
+                config=config,
+                root=root,
+                secrets=secrets,
+                channel_configs=configs.channel_configs(key),
+            )
+        )
+    )
 
 
 async def _chat_async(app: BotApp) -> int:
@@ -164,7 +174,13 @@ def _run(root: Path, bot: str | None) -> int:
         return _supervise(configs)
     key, config, secrets = load_bot(configs, bot)
     _setup_logging(configs, key, secrets.redactor(), stem=key)
-    app = BotApp(key=key, config=config, root=root, secrets=secrets)
+    app = BotApp(
+        key=key,
+        config=config,
+        root=root,
+        secrets=secrets,
+        channel_configs=configs.channel_configs(key),
+    )
     try:
         asyncio.run(_run_one(app))
     except SalonError:

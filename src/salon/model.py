@@ -39,6 +39,7 @@ class Participant:
     id: str
     name: str
     is_bot: bool = False
+    roles: tuple[str, ...] = field(default=(), compare=False)  # names and ids, where known
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,6 +63,7 @@ class DiscordServer:
     )
     message_content_intent: bool = True
     port: int = 0
+    tokens: dict[str, FakeUser] = field(default_factory=dict)  # more bots: token -> bot user
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1000)
@@ -76,7 +77,8 @@ class DiscordServer:
         self.files: dict[str, bytes] = {}
         self.threads: dict[str, str] = {}  # thread id -> parent channel id
         self.webhook_posts: list[dict[str, Any]] = []
-        self.roles: dict[str, list[str]] = {}
+        self.roles: dict[str, list[str]] = {}  # user id -> role ids
+        self.role_names: dict[str, str] = {"500": "mods"}  # the guild's roles
         self._failures: list[_Failure] = []
         self._nonces: dict[str, dict[str, Any]] = {}
         self._sockets: list[web.WebSocketResponse] = []
@@ -85,6 +87,9 @@ class DiscordServer:
         self.identified = asyncio.Event()
         self.identifies = 0
         self.sent = asyncio.Condition()
+        for extra in self.tokens.values():
+            if extra not in self.people:
+                self.people.append(extra)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -167,6 +172,20 @@ class DiscordServer:
         if message.get("guild_id"):
             payload["guild_id"] = message["guild_id"]
         await self.dispatch("MESSAGE_DELETE", payload)
+
+    async def pin(self, message: dict[str, Any]) -> None:
+        """Pin a message, as a moderator would: MESSAGE_UPDATE and CHANNEL_PINS_UPDATE."""
+        message["pinned"] = True
+        message["pinned_at"] = datetime.now(UTC).isoformat()
+        await self.dispatch("MESSAGE_UPDATE", message)
+        payload = {"channel_id": message["channel_id"], "last_pin_timestamp": message["pinned_at"]}
+        if message.get("guild_id"):
+            payload["guild_id"] = GUILD_ID
+        await self.dispatch("CHANNEL_PINS_UPDATE", payload)
+
+    def link(self, message: dict[str, Any]) -> str:
+        guild = GUILD_ID if message.get("guild_id") else "@me"
+        return f"https://discord.com/channels/{guild}/{message['channel_id']}/{message['id']}"
 
     async def react(self, message: dict[str, Any], user: FakeUser, emoji: str) -> None:
         message.setdefault("reactions", []).append(
@@ -269,10 +288,12 @@ class DiscordServer:
         self._failures.append(_Failure(method, fragment, status, times, after_effect))
 
     async def wait_bot_messages(
-        self, channel_id: str, count: int, within: float = 10
+        self, channel_id: str, count: int, within: float = 10, *, bot: FakeUser | None = None
     ) -> list[dict[str, Any]]:
+        author_id = (bot or self.bot).id
+
         def mine() -> list[dict[str, Any]]:
-            return [m for m in self.channels[channel_id] if m["author"]["id"] == self.bot.id]
+            return [m for m in self.channels[channel_id] if m["author"]["id"] == author_id]
 
         async with asyncio.timeout(within), self.sent:
             await self.sent.wait_for(lambda: len(mine()) >= count)
@@ -387,6 +408,10 @@ class DiscordServer:
             "mentionable": False,
             "flags": 0,
         }
+        roles = [
+            {**everyone, "id": role_id, "name": name, "permissions": "0", "position": 1}
+            for role_id, name in self.role_names.items()
+        ]
         channels = [
             {
                 "id": cid,
@@ -406,7 +431,7 @@ class DiscordServer:
             "name": "Salon test",
             "icon": None,
             "owner_id": self.people[0].id,
-            "roles": [everyone],
+            "roles": [everyone, *roles],
             "channels": channels,
             "threads": [],
             "members": members,
@@ -464,19 +489,23 @@ class DiscordServer:
             await socket.send_json({"op": 11})
         elif op == 2:
             self.identifies += 1
-            await self._ready(socket)
+            await self._ready(socket, self._acting(frame["d"].get("token", "")))
         elif op == 6:  # RESUME: refuse, so the client identifies afresh (a resume failure)
             await socket.send_json({"op": 9, "d": False})
 
-    async def _ready(self, socket: web.WebSocketResponse) -> None:
+    def _acting(self, token: str) -> FakeUser:
+        """Which bot a token (gateway) or ``Authorization: Bot <token>`` (REST) belongs to."""
+        return self.tokens.get(token.removeprefix("Bot ").strip(), self.bot)
+
+    async def _ready(self, socket: web.WebSocketResponse, bot: FakeUser) -> None:
         flags = APP_FLAGS_MESSAGE_CONTENT if self.message_content_intent else 0
         ready = {
             "v": 10,
-            "user": self.bot.payload(),
+            "user": bot.payload(),
             "guilds": [{"id": GUILD_ID, "unavailable": True}],
             "session_id": f"session-{self.identifies}",
             "resume_gateway_url": self.gateway,
-            "application": {"id": self.bot.id, "flags": flags},
+            "application": {"id": bot.id, "flags": flags},
             "shard": [0, 1],
             "private_channels": [],
             "relationships": [],
@@ -515,14 +544,15 @@ class DiscordServer:
     async def _route(self, request: web.Request, path: str) -> web.Response:
         method = request.method
         parts = path.strip("/").split("/")
+        acting = self._acting(request.headers.get("Authorization", ""))
         if path == "/users/@me":
-            return _json(self.bot.payload())
+            return _json(acting.payload())
         if path == "/oauth2/applications/@me":
             flags = APP_FLAGS_MESSAGE_CONTENT if self.message_content_intent else 0
             return _json(
                 {
-                    "id": self.bot.id,
-                    "name": self.bot.name,
+                    "id": acting.id,
+                    "name": acting.name,
                     "icon": None,
                     "description": "",
                     "bot_public": True,
@@ -568,11 +598,11 @@ class DiscordServer:
             answer: dict[str, Any] = {"interaction": {"id": parts[1], "type": 3}}
             return _json(answer)
         if parts[0] == "channels":
-            return await self._channel_route(request, parts[1], parts[2:])
+            return await self._channel_route(request, parts[1], parts[2:], acting)
         return _json({"message": f"no fake for {method} {path}", "code": 0}, 404)
 
     async def _channel_route(
-        self, request: web.Request, channel_id: str, rest: list[str]
+        self, request: web.Request, channel_id: str, rest: list[str], acting: FakeUser
     ) -> web.Response:
         method = request.method
         messages = self.channels[channel_id]
@@ -596,12 +626,14 @@ class DiscordServer:
                 self.webhooks.append(hook)
                 return _json(hook)
             return _json([h for h in self.webhooks if h["channel_id"] == channel_id])
-        if rest == ["pins"]:
-            return _json([m for m in reversed(messages) if m["pinned"]])
+        if rest == ["messages", "pins"]:
+            pinned = [m for m in reversed(messages) if m["pinned"]]
+            items = [{"pinned_at": m["pinned_at"], "message": m} for m in pinned]
+            return _json({"items": items, "has_more": False})
         if rest == ["messages"] and method == "GET":
             return _json(self._history(messages, request.query))
         if rest == ["messages"] and method == "POST":
-            return await self._create(request, channel_id)
+            return await self._create(request, channel_id, acting)
         if len(rest) == 2 and rest[0] == "messages":
             message = next(m for m in messages if m["id"] == rest[1])
             if method == "DELETE":
@@ -614,7 +646,7 @@ class DiscordServer:
             return _json(message)
         if len(rest) >= 4 and rest[0] == "messages" and rest[2] == "reactions" and method == "PUT":
             message = next(m for m in messages if m["id"] == rest[1])
-            await self.react(message, self.bot, request.match_info["tail"].split("/")[5])
+            await self.react(message, acting, request.match_info["tail"].split("/")[5])
             return web.Response(status=204)
         raise KeyError(rest)
 
@@ -627,7 +659,9 @@ class DiscordServer:
             ordered = [m for m in ordered if int(m["id"]) > int(query["after"])][::-1][:limit][::-1]
         return ordered[:limit]
 
-    async def _create(self, request: web.Request, channel_id: str) -> web.Response:
+    async def _create(
+        self, request: web.Request, channel_id: str, acting: FakeUser
+    ) -> web.Response:
         if request.content_type.startswith("multipart/"):
             body: dict[str, Any] = {}
             files = []
@@ -641,7 +675,10 @@ class DiscordServer:
         nonce = body.get("nonce")
         if nonce and body.get("enforce_nonce") and nonce in self._nonces:
             return _json(self._nonces[nonce])  # Discord's answer to a retried send
-        message = self._message(channel_id, self.bot, body.get("content") or "", [], None)
+        message = self._message(channel_id, acting, body.get("content") or "", [], None)
+        message["mentions"] = [
+            u.payload() for u in [self.bot, *self.people] if f"<@{u.id}>" in message["content"]
+        ]
         if nonce:
             self._nonces[nonce] = message
         message["components"] = body.get("components") or []

@@ -3,67 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
-from typing import Any
 
-import discord
 import pytest
-import yarl
 
-from salon.app import BotApp
-from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
 from salon.model import ToolCall
-from salon.platforms.discord import DiscordPlatform
-from tests.conftest import ServeApp, bot_config
 from tests.fakes.discord_server import DiscordServer
+from tests.platforms.conftest import Start
 
 GENERAL, RANDOM = "10", "11"
 HISTORY = "GET /channels/10/messages"
-
-
-@pytest.fixture
-async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[DiscordServer]:
-    server = DiscordServer()
-    await server.start()
-    monkeypatch.setattr(discord.http.Route, "BASE", server.api)
-    monkeypatch.setattr(
-        discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(server.gateway)
-    )
-    yield server
-    await server.stop()
-
-
-Start = Callable[..., Any]
-
-
-@pytest.fixture
-def start_bot(fake_discord: DiscordServer, tmp_path: Path, serve_app: ServeApp) -> Start:
-    async def start(
-        provider: FakeProvider, extra_servers: Any = (), **config: Any
-    ) -> tuple[BotApp, DiscordPlatform]:
-        discord_settings = config.pop("discord", {})
-        cfg = bot_config(
-            data_dir=str(tmp_path / "data"),
-            platforms={"discord": {"token_env": "DISCORD_TOKEN", **discord_settings}},
-            **config,
-        )
-        app = BotApp(
-            key="salon",
-            config=cfg,
-            root=tmp_path,
-            secrets=Secrets({"DISCORD_TOKEN": "token-123"}),
-            provider=provider,
-            extra_servers=extra_servers,
-        )
-        (platform,) = app.unattended_platforms()
-        assert isinstance(platform, DiscordPlatform)
-        await serve_app(app, [platform])
-        await asyncio.wait_for(platform.ready.wait(), 15)
-        return app, platform
-
-    return start
 
 
 async def test_mention_gets_a_reply_with_readable_names(

@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 
 from salon.agent.activation import should_activate
 from salon.agent.output import ParagraphStream
 from salon.agent.tools import ToolRunner, Turn
-from salon.config import BotConfig, Redactor
+from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Redactor
 from salon.context import (
     RollState,
     is_visible,
@@ -29,6 +29,7 @@ from salon.context import (
     roll,
     select_context,
 )
+from salon.context.history import expand_history
 from salon.errors import PlatformError, ProviderError, SalonError
 from salon.llm.base import LLMRequest, Provider, TextDelta, ToolCallEvent, UsageEvent
 from salon.model import (
@@ -53,6 +54,7 @@ __all__ = ["Agent"]
 logger = logging.getLogger(__name__)
 
 LOOP_EMOJI = "\U0001f501"  # 🔁: "we bots have talked enough"
+WARNING_EMOJI = "\u26a0\ufe0f"  # ⚠️ on a pinned config that was skipped
 
 _ERROR_TEXT_LIMIT = 300
 
@@ -109,10 +111,14 @@ class Agent:
         tools: ToolRunner | None = None,
         redactor: Redactor | None = None,
         rng: random.Random | None = None,
+        configs: ChannelConfigs | None = None,
+        providers: Callable[[BotConfig], Provider] | None = None,
     ) -> None:
         self.bot = bot
         self.config = config
+        self.configs = configs or ChannelConfigs(config)
         self.provider = provider
+        self._providers = providers
         self.platforms = dict(platforms)
         self.store = store
         self.tools = tools
@@ -125,6 +131,7 @@ class Agent:
         self._idle = asyncio.Event()
         self._idle.set()
         self._undeletable: set[str] = set()  # channels where m commands cannot be deleted
+        self._flagged: set[tuple[str, str]] = set()  # (message id, text) of skipped configs
 
     async def submit(self, event: Event) -> None:
         """The platforms' event sink; waits when the queue is full (back-pressure)."""
@@ -135,7 +142,7 @@ class Agent:
         async with asyncio.TaskGroup() as tasks:
             while True:
                 batch = await self._next_batch()
-                for activation in self._plan(batch):
+                for activation in await self._plan(batch):
                     self._schedule(tasks, activation)
                 for _ in batch:
                     self._queue.task_done()
@@ -157,7 +164,7 @@ class Agent:
                 break
         return batch
 
-    def _plan(self, batch: list[Event]) -> list[_Activation]:
+    async def _plan(self, batch: list[Event]) -> list[_Activation]:
         """One activation per channel that any event of the batch activates, in order."""
         by_channel: dict[str, _Activation] = {}
         for event in batch:
@@ -169,7 +176,7 @@ class Agent:
             if isinstance(event, MessageEvent) and not should_activate(
                 event.message,
                 me,
-                self.config,
+                await self._config_in(platform, event.channel),
                 monitored=TAG_MONITORED in event.message.tags,
                 rng=self._rng,
             ):
@@ -233,38 +240,88 @@ class Agent:
         end the context for this activation only; ``monitored_at`` applies the monitored
         channels' tighter context rule."""
         platform = self.platforms[channel.platform]
+        config = await self._config_in(platform, channel)
         if trigger is not None and m_command(trigger.text) == "continue":
             await self._remove_command(platform, trigger)
-        rolling = self._rolls and monitored_at is None
-        depth = self.config.recency_window_messages
-        depth += self.config.rolling_threshold if rolling else 0
-        history = await platform.history(channel, limit=depth)
-        chosen = select_context(history, self.config, monitored_at=monitored_at)
+        rolling = _rolls(config) and monitored_at is None
+        depth = config.recency_window_messages
+        depth += config.rolling_threshold if rolling else 0
+        history = await self._history(platform, channel, config, depth)
+        chosen = select_context(history, config, monitored_at=monitored_at)
         me = platform.self_participant
-        if trigger is not None and self._bot_chain_too_long(history, trigger):
+        if trigger is not None and _bot_chain_too_long(history, trigger, config):
             await platform.react(channel, trigger.id, LOOP_EMOJI)
             return
         breakpoint_id = None
         if rolling:
-            chosen, breakpoint_id = await self._roll(channel, history, chosen, me)
-        chain = await self._reply_chain(platform, chosen, trigger)
+            chosen, breakpoint_id = await self._roll(channel, history, chosen, me, config)
+        chain = await self._reply_chain(platform, chosen, trigger, config)
         messages = [*chain, *chosen, *extra]
         records = self._records(channel, messages)
-        model = self.config.model_name()
-        if self.config.mode == "prefill":
+        model = config.model_name()
+        if config.mode == "prefill":
             request = render_prefill(
-                messages, me, self.config, model, records, breakpoint_id=breakpoint_id
+                messages, me, config, model, records, breakpoint_id=breakpoint_id
             )
         else:
-            request = render_chat(messages, me, self.config, model, records)
+            request = render_chat(messages, me, config, model, records)
         if self.tools is not None:
             request = self.tools.prepare(request)
         after = messages[-1].id if messages else None
         reply = _Reply(platform, channel, ParagraphStream(platform.max_message_chars))
-        await self._converse(reply, request, requester, after)
+        provider = self._provider_for(config)
+        await self._converse(reply, provider, request, requester, after)
         await reply.finish()
         await self.store.record_usage(
-            self.bot, channel.key, self.provider.name, request.model, reply.usage
+            self.bot, channel.key, provider.name, request.model, reply.usage
+        )
+
+    def _provider_for(self, config: BotConfig) -> Provider:
+        if self._providers is None or config.provider == self.config.provider:
+            return self.provider
+        return self._providers(config)
+
+    async def _config_in(self, platform: Platform, channel: ChannelRef) -> BotConfig:
+        """The bot's config in ``channel``: its guild's layers and the pinned configs."""
+        pins = [m for m in await platform.pinned(channel) if m.text.startswith(".config")]
+        pinned = [PinnedConfig(m.id, m.text) for m in pins]
+        resolved = self.configs.resolve(channel.guild_id, pinned)
+        for message_id, reason in resolved.rejected:
+            message = next(m for m in pins if m.id == message_id)
+            if (message_id, message.text) in self._flagged:
+                continue
+            self._flagged.add((message_id, message.text))
+            logger.warning(
+                "pinned .config %s in %s skipped: %s", message_id, message.channel.key, reason
+            )
+            try:
+                await platform.react(message.channel, message_id, WARNING_EMOJI)
+            except PlatformError as exc:
+                logger.warning("could not flag the pinned config %s: %s", message_id, exc)
+        return resolved.config
+
+    async def _history(
+        self, platform: Platform, channel: ChannelRef, config: BotConfig, depth: int
+    ) -> list[Message]:
+        """The channel's recent messages with ``.history`` messages applied."""
+        history = list(await platform.history(channel, limit=depth))
+        if not any(m.text.startswith(".history") for m in history):
+            return history
+        roles = set(config.authorized_roles)
+
+        def authorized(author: Participant) -> bool:
+            return not roles or bool(roles & set(author.roles))
+
+        async def fetch_until(link: str, limit: int) -> Sequence[Message] | None:
+            return await platform.history_until(link, limit=limit)
+
+        return await expand_history(
+            history,
+            me_name=config.name,
+            fetch_until=fetch_until,
+            authorized=authorized,
+            depth=depth,
+            max_nesting=config.history_max_nesting,
         )
 
     async def _remove_command(self, platform: Platform, command: Message) -> None:
@@ -276,41 +333,28 @@ class Agent:
                 self._undeletable.add(command.channel.key)
                 logger.warning("cannot delete m commands in %s: %s", command.channel.key, exc)
 
-    def _bot_chain_too_long(self, history: Sequence[Message], trigger: Message) -> bool:
-        """Bots answering bots: cut the chain once it is ``max_bot_reply_chain_depth`` long."""
-        if not trigger.author.is_bot:
-            return False
-        chain = 0
-        for message in reversed(history):
-            if not is_visible(message, self.config):
-                continue
-            if not message.author.is_bot:
-                break
-            chain += 1
-        return chain >= self.config.max_bot_reply_chain_depth
-
-    @property
-    def _rolls(self) -> bool:
-        """Rolling pays off where the provider caches prompt prefixes (Anthropic)."""
-        return self.config.prompt_caching and self.config.provider_config().type == "anthropic"
-
     async def _roll(
         self,
         channel: ChannelRef,
         history: Sequence[Message],
         window: list[Message],
         me: Participant,
+        config: BotConfig,
     ) -> tuple[list[Message], str | None]:
-        visible = [m for m in history if is_visible(m, self.config)]
+        visible = [m for m in history if is_visible(m, config)]
         saved = await self.store.rolling_state(self.bot, channel.key)
         state = RollState(**saved) if saved else None
-        rolled = roll(visible, state, self.config, window, me.id)
+        rolled = roll(visible, state, config, window, me.id)
         if rolled.state != state:
             await self.store.save_rolling_state(self.bot, channel.key, asdict(rolled.state))
         return rolled.messages, rolled.breakpoint_id
 
     async def _reply_chain(
-        self, platform: Platform, chosen: list[Message], trigger: Message | None
+        self,
+        platform: Platform,
+        chosen: list[Message],
+        trigger: Message | None,
+        config: BotConfig,
     ) -> list[Message]:
         """Messages the trigger replies to that fell out of the window, marked as such."""
         if trigger is None or trigger.reply_to_id is None:
@@ -322,7 +366,7 @@ class Agent:
         return [
             replace(m, tags=m.tags | {TAG_REPLY_CHAIN})
             for m in chain
-            if m.id not in ids and is_visible(m, self.config)
+            if m.id not in ids and is_visible(m, config)
         ]
 
     def _records(self, channel: ChannelRef, messages: list[Message]) -> list[ToolRecord]:
@@ -332,12 +376,17 @@ class Agent:
         return self.tools.log.for_channel(channel.key, oldest)
 
     async def _converse(
-        self, reply: _Reply, request: LLMRequest, requester: Participant, after: str | None
+        self,
+        reply: _Reply,
+        provider: Provider,
+        request: LLMRequest,
+        requester: Participant,
+        after: str | None,
     ) -> None:
         """The tool loop: complete, run the calls, feed the results back, until done."""
         calls_made = 0
         while True:
-            turn, request = await self._complete_or_without_tools(reply, request)
+            turn, request = await self._complete_or_without_tools(reply, provider, request)
             if not turn.calls or self.tools is None:
                 return
             await reply.flush()  # what the bot said before the call appears before its log
@@ -355,13 +404,13 @@ class Agent:
             request = self.tools.follow_up(request, turn, outcome.results)
 
     async def _complete_or_without_tools(
-        self, reply: _Reply, request: LLMRequest
+        self, reply: _Reply, provider: Provider, request: LLMRequest
     ) -> tuple[Turn, LLMRequest]:
         """Some OpenAI-compatible servers refuse any request that offers tools (a model
         without tool support): then this bot stops offering them, says so once in the
         log, and asks again."""
         try:
-            return await self._complete(reply, request), request
+            return await self._complete(reply, provider, request), request
         except ProviderError as exc:
             if not (request.tools and exc.status == 400 and reply.sent == 0):
                 raise
@@ -371,14 +420,14 @@ class Agent:
                 "the provider refused a request with tools (%s); continuing without tools", exc
             )
             plain = replace(request, tools=())
-            return await self._complete(reply, plain), plain
+            return await self._complete(reply, provider, plain), plain
 
-    async def _complete(self, reply: _Reply, request: LLMRequest) -> Turn:
+    async def _complete(self, reply: _Reply, provider: Provider, request: LLMRequest) -> Turn:
         text_mode = self.tools is not None and self.tools.text_mode
         hold_back = CallTextFilter() if text_mode else None
         turn = Turn()
         async with reply.platform.typing(reply.channel):  # while the model writes, not longer
-            async for event in self.provider.stream(request):
+            async for event in provider.stream(request):
                 if isinstance(event, TextDelta):
                     visible = hold_back.feed(event.text) if hold_back else event.text
                     turn.text += visible
@@ -408,6 +457,25 @@ class Agent:
 
 
 SCHEDULER = Participant("scheduler", "Scheduler")
+
+
+def _rolls(config: BotConfig) -> bool:
+    """Rolling pays off where the provider caches prompt prefixes (Anthropic)."""
+    return config.prompt_caching and config.provider_config().type == "anthropic"
+
+
+def _bot_chain_too_long(history: Sequence[Message], trigger: Message, config: BotConfig) -> bool:
+    """Bots answering bots: cut the chain once it is ``max_bot_reply_chain_depth`` long."""
+    if not trigger.author.is_bot:
+        return False
+    chain = 0
+    for message in reversed(history):
+        if not is_visible(message, config):
+            continue
+        if not message.author.is_bot:
+            break
+        chain += 1
+    return chain >= config.max_bot_reply_chain_depth
 
 
 def _is_extra(event: Event) -> bool:

@@ -1,4 +1,9 @@
-"""Load a config directory: ``shared.yaml`` then ``bots/<name>.yaml``, merged in that order.
+"""Load a config directory.
+
+A bot's layers, later winning: ``shared.yaml``, ``guilds/<guild>.yaml``, ``bots/<bot>.yaml``,
+``bots/<bot>-<guild>.yaml`` (the guild layers apply only in that guild; a guild is a Discord
+server id). A file ``bots/<bot>-<guild>.yaml`` is a guild overlay when ``bots/<bot>.yaml``
+exists and ``<guild>`` is all digits or has a ``guilds/<guild>.yaml``; otherwise it is a bot.
 
 Every problem found is reported with the file, the line where we know it, the key path and
 the reason; all problems of a directory are collected before raising, so one ``salon check``
@@ -8,17 +13,20 @@ shows everything that needs fixing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
+from salon.config.channels import PROCESS_KEYS, ChannelConfigs
+from salon.config.merge import merge_layers
 from salon.config.models import BotConfig
 from salon.errors import ConfigError, ConfigProblem
 
 __all__ = ["ConfigSet", "load_config_dir", "merge_layers"]
+
 
 KeyPath = tuple[str, ...]
 
@@ -39,6 +47,20 @@ class ConfigSet:
     root: Path
     bots: dict[str, BotConfig]
     layers: dict[str, list[Layer]]
+    guilds: dict[str, Layer] = field(default_factory=dict)
+    bot_guilds: dict[str, dict[str, Layer]] = field(default_factory=dict)
+
+    def channel_configs(self, name: str) -> ChannelConfigs:
+        """The per-guild and per-channel resolver of one bot."""
+        shared, bot = _split_base(self.layers[name])
+        return ChannelConfigs(
+            self.bots[name],
+            shared=shared,
+            bot=bot,
+            guilds={g: layer.data for g, layer in self.guilds.items()},
+            bot_guilds={g: layer.data for g, layer in self.bot_guilds.get(name, {}).items()},
+            default_name=name,
+        )
 
     def bot(self, name: str | None) -> tuple[str, BotConfig]:
         if name is None:
@@ -66,41 +88,74 @@ def load_config_dir(root: Path | str) -> ConfigSet:
     problems: list[ConfigProblem] = []
     shared_path = root / "shared.yaml"
     shared = _read_layer(shared_path, problems) if shared_path.exists() else None
-    bot_files = sorted((root / "bots").glob("*.yaml"))
-    if not bot_files:
+    guilds: dict[str, Layer] = {}
+    for path in sorted((root / "guilds").glob("*.yaml")):
+        layer = _read_layer(path, problems)
+        if layer is not None:
+            _forbid_process_keys(layer, problems)
+            guilds[path.stem] = layer
+    bot_paths, overlay_paths = _bot_files(root / "bots", set(guilds))
+    if not bot_paths:
         problems.append(ConfigProblem(str(root / "bots"), "", "no bot files (bots/<name>.yaml)"))
     bots: dict[str, BotConfig] = {}
     bot_layers: dict[str, list[Layer]] = {}
-    for path in bot_files:
+    bot_guilds: dict[str, dict[str, Layer]] = {}
+    for path in bot_paths:
         layer = _read_layer(path, problems)
         if layer is None:
             continue
         layers = [x for x in (shared, layer) if x is not None]
         bot = _validate_bot(path.stem, layers, problems)
-        if bot is not None:
-            bots[path.stem] = bot
-            bot_layers[path.stem] = layers
+        if bot is None:
+            continue
+        bots[path.stem] = bot
+        bot_layers[path.stem] = layers
+        overlays: dict[str, Layer] = {}
+        for guild_id, overlay_path in overlay_paths.get(path.stem, {}).items():
+            overlay = _read_layer(overlay_path, problems)
+            if overlay is not None:
+                _forbid_process_keys(overlay, problems)
+                overlays[guild_id] = overlay
+        bot_guilds[path.stem] = overlays
+        for guild_id in sorted(set(guilds) | set(overlays)):
+            guild_layers = [
+                x for x in (shared, guilds.get(guild_id), layer, overlays.get(guild_id)) if x
+            ]
+            _validate_bot(path.stem, guild_layers, problems)
     if problems:
         raise ConfigError(problems)
-    return ConfigSet(root, bots, bot_layers)
+    return ConfigSet(root, bots, bot_layers, guilds, bot_guilds)
 
 
-def merge_layers(layers: list[dict[str, Any]]) -> dict[str, Any]:
-    """Deep-merge mappings, later layers winning; lists and scalars are replaced whole."""
-    merged: dict[str, Any] = {}
-    for layer in layers:
-        merged = _merge(merged, layer)
-    return merged
-
-
-def _merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in top.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = _merge(out[key], value)
+def _bot_files(
+    directory: Path, guild_ids: set[str]
+) -> tuple[list[Path], dict[str, dict[str, Path]]]:
+    """Split ``bots/*.yaml`` into bot files and ``<bot>-<guild>`` overlays."""
+    paths = sorted(directory.glob("*.yaml"))
+    stems = {p.stem for p in paths}
+    bots: list[Path] = []
+    overlays: dict[str, dict[str, Path]] = {}
+    for path in paths:
+        bot, dash, guild = path.stem.rpartition("-")
+        if dash and bot in stems and (guild.isdigit() or guild in guild_ids):
+            overlays.setdefault(bot, {})[guild] = path
         else:
-            out[key] = value
-    return out
+            bots.append(path)
+    return bots, overlays
+
+
+def _forbid_process_keys(layer: Layer, problems: list[ConfigProblem]) -> None:
+    """Guild layers may not set what belongs to the whole process (one per bot)."""
+    for key in sorted(set(layer.data) & PROCESS_KEYS):
+        del layer.data[key]
+        reason = "applies to the whole bot: set it in shared.yaml or bots/<bot>.yaml"
+        problems.append(ConfigProblem(layer.file, key, reason, layer.lines.get((key,))))
+
+
+def _split_base(layers: list[Layer]) -> tuple[dict[str, Any], dict[str, Any]]:
+    if len(layers) == 1:
+        return {}, layers[0].data
+    return layers[0].data, layers[1].data
 
 
 def _read_layer(path: Path, problems: list[ConfigProblem]) -> Layer | None:

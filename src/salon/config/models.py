@@ -174,6 +174,9 @@ class BotConfig(_Strict):
     max_bot_reply_chain_depth: int = Field(
         default=3, ge=1, description="consecutive bot messages after which bots stop answering"
     )
+    history_max_nesting: int = Field(
+        default=5, ge=0, description="how deep .history messages inside spliced history go"
+    )
 
     timezone: str = Field(default="UTC", description="for schedules given without one")
     misfire_grace: float = Field(

@@ -106,8 +106,12 @@ def resolve_secrets(
             reason = f"environment variable {env_name} is not set (required secret)"
             problems.append(locate(key_path, reason))
     plain: dict[str, str] = {}
-    if provider.base_url_env and environ.get(provider.base_url_env):
-        plain[provider.base_url_env] = environ[provider.base_url_env]
+    # Other providers may be chosen per guild or channel: take their settings when present.
+    for other in (provider, *bot.providers.values()):
+        if other.api_key_env and environ.get(other.api_key_env) and not tools_only:
+            values.setdefault(other.api_key_env, environ[other.api_key_env])
+        if other.base_url_env and environ.get(other.base_url_env):
+            plain[other.base_url_env] = environ[other.base_url_env]
     if problems:
         raise ConfigError(problems)
     return Secrets(values, plain)

@@ -70,6 +70,13 @@ class Platform(Protocol):
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         """The newest ``limit`` messages of the channel as it is now, oldest first."""
 
+    async def history_until(self, link: str, *, limit: int) -> Sequence[Message] | None:
+        """The linked message and up to ``limit - 1`` before it in its channel, oldest
+        first; None when ``link`` is not a message link of this platform."""
+
+    async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
+        """Pinned messages, oldest first; a thread's start with its parent's."""
+
     def typing(self, channel: ChannelRef) -> AbstractAsyncContextManager[None]:
         """Show that the bot is writing while the context is open."""
 

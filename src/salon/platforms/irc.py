@@ -445,6 +445,12 @@ class IrcPlatform:
     async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
         return None  # lines cannot be taken back here
 
+    async def history_until(self, link: str, *, limit: int) -> Sequence[Message] | None:
+        return None  # lines have no links here
+
+    async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
+        return []  # nothing is pinned here
+
     async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
         return None  # no reactions here
 

@@ -60,6 +60,8 @@ class MemoryPlatform:
         self.fail_deletes: list[PlatformError] = []
         self.reactions: list[tuple[str, str]] = []
         self.approvals: list[PendingApproval] = []
+        self.pins: dict[str, list[str]] = {}  # channel key -> pinned message ids
+        self.pin_requests = 0
         self._approvals_changed = asyncio.Condition()
 
     @property
@@ -168,6 +170,29 @@ class MemoryPlatform:
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         self.history_requests += 1
         return self._channels.get(channel.key, [])[-limit:]
+
+    def link(self, message: Message) -> str:
+        """A link to ``message`` that ``history_until`` follows (for ``.history``)."""
+        return f"memory://{message.channel.id}/{message.id}"
+
+    async def history_until(self, link: str, *, limit: int) -> Sequence[Message] | None:
+        prefix = "memory://"
+        if not link.startswith(prefix):
+            return None
+        channel_id, _, message_id = link[len(prefix) :].partition("/")
+        messages = self._channels.get(f"{self.name}:{channel_id}", [])
+        for index, message in enumerate(messages):
+            if message.id == message_id:
+                return messages[max(0, index + 1 - limit) : index + 1]
+        raise PlatformError(f"no message {message_id} in {channel_id}")
+
+    def pin(self, message: Message) -> None:
+        self.pins.setdefault(message.channel.key, []).append(message.id)
+
+    async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
+        self.pin_requests += 1
+        ids = set(self.pins.get(channel.key, []))
+        return [m for m in self._channels.get(channel.key, []) if m.id in ids]
 
     async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
         if self.fail_deletes:

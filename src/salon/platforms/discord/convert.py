@@ -9,18 +9,32 @@ import discord
 
 from salon.model import Attachment, ChannelRef, Message, Participant
 
-__all__ = ["channel_ref", "participant", "readable", "to_discord_mentions", "to_message"]
+__all__ = [
+    "channel_ref",
+    "message_link",
+    "parse_message_link",
+    "participant",
+    "readable",
+    "to_discord_mentions",
+    "to_message",
+]
 
 _USER_MENTION = re.compile(r"<@!?(\d+)>")
 _ROLE_MENTION = re.compile(r"<@&(\d+)>")
 _CHANNEL_MENTION = re.compile(r"<#(\d+)>")
+_MESSAGE_LINK = re.compile(
+    r"https?://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/channels/(\d+|@me)/(\d+)/(\d+)/?"
+)
 
 Messageable = discord.abc.Messageable
 
 
 def participant(user: discord.abc.User) -> Participant:
     name = getattr(user, "display_name", None) or user.name
-    return Participant(str(user.id), name, is_bot=user.bot)
+    roles: tuple[str, ...] = ()
+    if isinstance(user, discord.Member):  # names and ids, so a config may use either
+        roles = tuple(x for r in user.roles if not r.is_default() for x in (r.name, str(r.id)))
+    return Participant(str(user.id), name, is_bot=user.bot, roles=roles)
 
 
 def channel_ref(channel: object) -> ChannelRef:
@@ -85,3 +99,14 @@ def to_message(
         attachments=files,
         reactions=reactions,
     )
+
+
+def message_link(message: Message) -> str:
+    guild = message.channel.guild_id or "@me"
+    return f"https://discord.com/channels/{guild}/{message.channel.id}/{message.id}"
+
+
+def parse_message_link(link: str) -> tuple[str, str] | None:
+    """``(channel id, message id)`` of a Discord message link, or None."""
+    match = _MESSAGE_LINK.fullmatch(link.strip())
+    return (match[2], match[3]) if match else None

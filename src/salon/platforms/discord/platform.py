@@ -38,6 +38,7 @@ from salon.platforms.base import EventSink
 from salon.platforms.discord.cache import HistoryCache
 from salon.platforms.discord.convert import (
     channel_ref,
+    parse_message_link,
     participant,
     to_discord_mentions,
     to_message,
@@ -60,6 +61,7 @@ PERMISSIONS = discord.Permissions(
     view_channel=True,
 )
 _FETCH_MARGIN = 50  # extra messages fetched so deletions do not force a refetch
+_RANGE_CACHE = 32  # .history stretches kept (dropped on any edit or deletion in the channel)
 
 
 class MonitorStore(Protocol):
@@ -101,12 +103,21 @@ class _Client(discord.Client):
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
         self.platform.cache.edited(self.platform._convert(payload.message))
+        self.platform._channel_changed(str(payload.channel_id))
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
         self.platform.cache.deleted(str(payload.channel_id), [str(payload.message_id)])
+        self.platform._channel_changed(str(payload.channel_id))
 
     async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
         self.platform.cache.deleted(str(payload.channel_id), [str(i) for i in payload.message_ids])
+        self.platform._channel_changed(str(payload.channel_id))
+
+    async def on_guild_channel_pins_update(self, channel: Any, last_pin: Any) -> None:
+        self.platform._pins.pop(str(channel.id), None)
+
+    async def on_private_channel_pins_update(self, channel: Any, last_pin: Any) -> None:
+        self.platform._pins.pop(str(channel.id), None)
 
     async def on_raw_reaction_add(self, payload: discord.RawReactionActionEvent) -> None:
         self.platform.cache.reacted(
@@ -120,6 +131,8 @@ class _Client(discord.Client):
 
     async def on_disconnect(self) -> None:
         self.platform.cache.forget()  # events may be missed until we are back
+        self.platform._pins.clear()
+        self.platform._ranges.clear()
 
     async def on_error(self, event_method: str, /, *args: Any, **kwargs: Any) -> None:
         logger.exception("Discord: the %s handler failed", event_method)
@@ -156,6 +169,8 @@ class DiscordPlatform:
         self._webhooks: dict[int, discord.Webhook] = {}
         self._seen_channels: OrderedDict[int, Any] = OrderedDict()
         self._told: set[str] = set()  # permission problems already logged once
+        self._pins: dict[str, list[Message]] = {}  # channel id -> pinned, oldest first
+        self._ranges: OrderedDict[tuple[str, str, int], list[Message]] = OrderedDict()
         self.ready = asyncio.Event()
         self.open_prompts = 0
         self._prompts_changed = asyncio.Condition()
@@ -369,7 +384,8 @@ class DiscordPlatform:
         self.history_fetches += 1
         fetched = [self._convert(m) async for m in target.history(limit=depth)]
         fetched.reverse()
-        if isinstance(target, discord.Thread) and len(fetched) < depth:
+        opens_with_history = bool(fetched) and fetched[0].text.startswith(".history")
+        if isinstance(target, discord.Thread) and len(fetched) < depth and not opens_with_history:
             fetched = [*await self._before_thread(target, depth - len(fetched)), *fetched]
         self.cache.fill(channel.id, fetched, depth)
         return fetched[-limit:]
@@ -383,6 +399,57 @@ class DiscordPlatform:
         until = discord.Object(id=thread.id + 1)  # a thread's id is its starter message's
         earlier = [self._convert(m) async for m in parent.history(limit=limit, before=until)]
         return earlier[::-1]
+
+    def _channel_changed(self, channel_id: str) -> None:
+        """An edit or deletion: pins and ``.history`` stretches of the channel are stale."""
+        self._pins.pop(channel_id, None)
+        for key in [k for k in self._ranges if k[0] == channel_id]:
+            del self._ranges[key]
+
+    async def history_until(self, link: str, *, limit: int) -> Sequence[Message] | None:
+        parsed = parse_message_link(link)
+        if parsed is None:
+            return None
+        channel_id, message_id = parsed
+        cached = self.cache.get(channel_id, 1, everything=True) or []
+        for index, message in enumerate(cached):
+            if message.id == message_id and index + 1 >= limit:
+                return await self._with_files(cached[index + 1 - limit : index + 1])
+        key = (channel_id, message_id, limit)
+        if key not in self._ranges:
+            self._ranges[key] = await self._fetch_until(channel_id, message_id, limit)
+            while len(self._ranges) > _RANGE_CACHE:
+                self._ranges.popitem(last=False)
+        self._ranges.move_to_end(key)
+        return await self._with_files(self._ranges[key])
+
+    async def _fetch_until(self, channel_id: str, message_id: str, limit: int) -> list[Message]:
+        target = await self._channel(ChannelRef("discord", channel_id))
+        try:
+            last = await target.fetch_message(int(message_id))
+            before = discord.Object(id=int(message_id))
+            older = [m async for m in target.history(limit=limit - 1, before=before)]
+        except discord.HTTPException as exc:
+            raise PlatformError(f"cannot read message {message_id}: {exc}") from exc
+        self.history_fetches += 1
+        return [self._convert(m) for m in reversed(older)] + [self._convert(last)]
+
+    async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
+        own = await self._pins_of(channel.id)
+        if channel.parent_id is None:
+            return own
+        return [*await self._pins_of(channel.parent_id), *own]
+
+    async def _pins_of(self, channel_id: str) -> list[Message]:
+        if channel_id not in self._pins:
+            target = await self._channel(ChannelRef("discord", channel_id))
+            try:
+                found = [self._convert(m) async for m in target.pins(limit=None)]
+            except discord.HTTPException as exc:
+                self._tell_once(ChannelRef("discord", channel_id), f"cannot read pins: {exc}")
+                found = []
+            self._pins[channel_id] = sorted(found, key=lambda m: int(m.id))
+        return self._pins[channel_id]
 
     async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
         target = await self._channel(channel)
