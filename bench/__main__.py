@@ -8,7 +8,7 @@ import platform
 import sys
 from collections.abc import Awaitable, Callable
 
-from bench import activation, chatlog, discord_history, tools
+from bench import activation, caching, chatlog, discord_history, tools
 from bench.figures import Figure
 
 BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
@@ -16,6 +16,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "tool_call": tools.run,
     "chatlog": chatlog.run,
     "history_requests": discord_history.run,
+    "cache_billing": caching.run,
 }
 
 

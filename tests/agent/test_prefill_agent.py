@@ -51,9 +51,20 @@ async def test_prefill_requests_keep_their_breakpoint(
     assert "\nAlice:" in first["stop_sequences"]
     assert breakpoint_text(first) == breakpoint_text(second)
     assert breakpoint_text(first).endswith("Alice: line 4")
-    assert second["messages"][-1]["content"][-1]["text"].endswith(
-        "Salon: Hello Alice.\n\nAlice: again\n\nSalon:"
-    )
+    last_turn = "".join(b["text"] for b in second["messages"][-1]["content"])
+    assert last_turn.endswith("Salon: Hello Alice.\n\nAlice: again\n\nSalon:")
+    # The roll's breakpoint, the end of the previous request (read from the cache now) and
+    # the newest message (written for the next activation).
+    marked = [b["text"] for m in second["messages"] for b in m["content"] if "cache_control" in b]
+    assert [t.rsplit("\n\n", 1)[-1] for t in marked] == [
+        "Alice: line 4",
+        "Alice: hi Salon",
+        "Alice: again",
+    ]
+    first_marked = [
+        b["text"] for m in first["messages"] for b in m["content"] if "cache_control" in b
+    ]
+    assert "".join(first_marked) == "".join(marked[:2])  # what the first request wrote
     state = await agent.store.rolling_state("salon", dm.key)
     assert state is not None
     assert state["breakpoint_id"] == "5"

@@ -87,3 +87,33 @@ def test_monitored_channels_see_less_and_only_recent() -> None:
     assert len(select_context(history, config)) == 12
     lonely = [Message("x", ROOM, ALICE, "old but newest", start)]
     assert len(select_context(lonely, config, monitored_at=now)) == 1
+
+
+def test_chat_breakpoint_ends_a_marked_part_and_the_prefix_stays_put() -> None:
+    from salon.llm.anthropic import to_anthropic_messages
+    from salon.llm.base import TextPart
+
+    config = bot_config()
+    room = [
+        msg(1, ALICE, "one"),
+        msg(2, BOB, "two"),
+        msg(3, ME, "three"),
+        msg(4, ALICE, "four"),
+    ]
+    request = render_chat(room, ME, config, "m", breakpoint_id="2")
+    first = request.messages[0]
+    assert first.parts == (
+        TextPart("Alice: one\nBob: two", cache_breakpoint=True),
+    )  # the turn ends at the breakpoint here, so nothing follows in it
+    converted = to_anthropic_messages(request)
+    assert converted[0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+    assert all("cache_control" not in b for m in converted[1:] for b in m["content"])
+
+    later = render_chat([*room, msg(5, BOB, "five")], ME, config, "m", breakpoint_id="2")
+    assert later.messages[:2] == request.messages[:2]  # up to the breakpoint: identical
+
+    mid = render_chat(room, ME, config, "m", breakpoint_id="1")
+    assert mid.messages[0].parts == (
+        TextPart("Alice: one", cache_breakpoint=True),
+        TextPart("\nBob: two"),
+    )

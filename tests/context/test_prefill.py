@@ -133,6 +133,23 @@ def test_roll_keeps_everything_until_the_threshold() -> None:
     assert third.rolled
     assert [m.text for m in third.messages] == ["m9", "m10", "m11", "m12"]
     assert third.breakpoint_id == "11"
+    # The roll's mark, the previous activation's newest message and this one's newest.
+    assert first.breakpoints == ("8", "9")
+    assert second.breakpoints == ("8", "9", "11")
+    assert third.breakpoints == ("11", "12")
+
+
+def test_the_bots_own_answers_do_not_bring_a_roll_closer() -> None:
+    config = prefill_config(
+        recency_window_messages=4, rolling_threshold=2, cache_breakpoint_offset=0
+    )
+    history = [msg(i, ALICE, f"m{i}") for i in range(4)]
+    state = roll(history, None, config, select_context(history, config), ME.id).state
+    answered = [*history, msg(4, ME, "answer"), msg(5, ME, "more"), msg(6, BOB, "q")]
+    again = roll(answered, state, config, select_context(answered, config), ME.id)
+    assert not again.rolled  # one arrival (Bob's), not three
+    asked = [*answered, msg(7, ALICE, "q2")]
+    assert roll(asked, again.state, config, select_context(asked, config), ME.id).rolled
 
 
 def test_vanished_breakpoint_falls_back_to_a_stable_message() -> None:

@@ -9,11 +9,16 @@ before the rest of the answer exists.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
+import struct
+import zlib
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from tests.fakes.billing import CacheBilling
 
 __all__ = ["LLMServer", "Recorded", "Scripted"]
 
@@ -47,7 +52,8 @@ class Recorded:
 
 
 class LLMServer:
-    def __init__(self) -> None:
+    def __init__(self, *, billing: CacheBilling | None = None) -> None:
+        self.billing = billing  # Anthropic requests are billed for the prompt cache
         self.script: deque[Scripted] = deque()
         self.default = Scripted(text="default reply")
         self.requests: list[Recorded] = []
@@ -99,14 +105,29 @@ class LLMServer:
     async def _respond(
         self, request: Recorded, reply: Scripted, writer: asyncio.StreamWriter
     ) -> None:
-        anthropic = request.path.endswith("/messages")
+        bedrock = request.path.startswith("/model/")
+        anthropic = bedrock or request.path.endswith("/messages")
+        if anthropic and self.billing is not None and reply.status == 200:
+            bill = self.billing.bill(request.body)
+            reply = replace(
+                reply,
+                input_tokens=bill.input_tokens,
+                cache_read_tokens=bill.cache_read_tokens,
+                cache_write_tokens=bill.cache_write_tokens,
+            )
         if reply.status != 200:
             body = _error_body(anthropic, reply)
             _write_head(writer, reply.status, "application/json", reply.headers, len(body))
             writer.write(body)
             await writer.drain()
             return
-        if not request.body.get("stream"):
+        if bedrock and request.path.endswith("/invoke-with-response-stream"):
+            _write_head(writer, 200, "application/vnd.amazon.eventstream", reply.headers, None)
+            for _, payload in _anthropic_events(request, reply):
+                writer.write(_eventstream_chunk(payload.encode()))
+                await writer.drain()
+            return
+        if not request.body.get("stream") and not bedrock:
             body = json.dumps(_complete_body(anthropic, request, reply)).encode()
             _write_head(writer, 200, "application/json", reply.headers, len(body))
             writer.write(body)
@@ -137,6 +158,25 @@ async def _read_request(reader: asyncio.StreamReader) -> Recorded | None:
     length = int(headers.get("content-length", "0"))
     raw = await reader.readexactly(length) if length else b"{}"
     return Recorded(method, path, headers, json.loads(raw or b"{}"))
+
+
+def _eventstream_chunk(event: bytes) -> bytes:
+    """One AWS event-stream message carrying an Anthropic event, as Bedrock streams them:
+    prelude (lengths and their CRC), string headers, a JSON payload, then a CRC of it all."""
+    payload = json.dumps({"bytes": base64.b64encode(event).decode()}).encode()
+    headers = b""
+    for name, value in (
+        (":event-type", "chunk"),
+        (":content-type", "application/json"),
+        (":message-type", "event"),
+    ):
+        raw = value.encode()
+        headers += bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(raw)) + raw
+    total = 12 + len(headers) + len(payload) + 4
+    prelude = struct.pack(">II", total, len(headers))
+    prelude += struct.pack(">I", zlib.crc32(prelude))
+    message = prelude + headers + payload
+    return message + struct.pack(">I", zlib.crc32(message))
 
 
 def _write_head(

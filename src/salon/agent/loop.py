@@ -252,19 +252,17 @@ class Agent:
         if trigger is not None and _bot_chain_too_long(history, trigger, config):
             await platform.react(channel, trigger.id, LOOP_EMOJI)
             return
-        breakpoint_id = None
+        marks: tuple[str, ...] = ()
         if rolling:
-            chosen, breakpoint_id = await self._roll(channel, history, chosen, me, config)
+            chosen, marks = await self._roll(channel, history, chosen, me, config)
         chain = await self._reply_chain(platform, chosen, trigger, config)
         messages = [*chain, *chosen, *extra]
         records = self._records(channel, messages)
         model = config.model_name()
         if config.mode == "prefill":
-            request = render_prefill(
-                messages, me, config, model, records, breakpoint_id=breakpoint_id
-            )
+            request = render_prefill(messages, me, config, model, records, breakpoints=marks)
         else:
-            request = render_chat(messages, me, config, model, records)
+            request = render_chat(messages, me, config, model, records, breakpoints=marks)
         if self.tools is not None:
             request = self.tools.prepare(request)
         after = messages[-1].id if messages else None
@@ -340,14 +338,14 @@ class Agent:
         window: list[Message],
         me: Participant,
         config: BotConfig,
-    ) -> tuple[list[Message], str | None]:
+    ) -> tuple[list[Message], tuple[str, ...]]:
         visible = [m for m in history if is_visible(m, config)]
         saved = await self.store.rolling_state(self.bot, channel.key)
         state = RollState(**saved) if saved else None
         rolled = roll(visible, state, config, window, me.id)
         if rolled.state != state:
             await self.store.save_rolling_state(self.bot, channel.key, asdict(rolled.state))
-        return rolled.messages, rolled.breakpoint_id
+        return rolled.messages, rolled.breakpoints
 
     async def _reply_chain(
         self,
@@ -461,7 +459,7 @@ SCHEDULER = Participant("scheduler", "Scheduler")
 
 def _rolls(config: BotConfig) -> bool:
     """Rolling pays off where the provider caches prompt prefixes (Anthropic)."""
-    return config.prompt_caching and config.provider_config().type == "anthropic"
+    return config.prompt_caching and config.provider_config().type in {"anthropic", "bedrock"}
 
 
 def _bot_chain_too_long(history: Sequence[Message], trigger: Message, config: BotConfig) -> bool:

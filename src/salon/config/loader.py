@@ -226,7 +226,29 @@ def _check_references(
     elif bot.provider_config().type == "anthropic" and not bot.provider_config().api_key_env:
         reason = "anthropic needs an API key: set api_key_env (e.g. ANTHROPIC_API_KEY)"
         problems.append(_locate(("providers", bot.provider, "api_key_env"), reason, layers))
+    elif bot.provider_config().type == "bedrock":
+        problems.extend(_bedrock_problems(bot, layers))
     return bot if len(problems) == before else None
+
+
+def _bedrock_problems(bot: BotConfig, layers: list[Layer]) -> list[ConfigProblem]:
+    config = bot.provider_config()
+    where = ("providers", bot.provider)
+    found = []
+    if not config.aws_region:
+        reason = "bedrock needs a region: set aws_region (e.g. us-east-1)"
+        found.append(_locate((*where, "aws_region"), reason, layers))
+    keys = (config.aws_access_key_env, config.aws_secret_key_env)
+    if any(keys) and not all(keys):
+        reason = "set both aws_access_key_env and aws_secret_key_env"
+        found.append(_locate((*where, "aws_secret_key_env"), reason, layers))
+    if not (all(keys) or config.aws_profile or config.api_key_env):
+        reason = (
+            "bedrock needs credentials: aws_access_key_env and aws_secret_key_env, "
+            "aws_profile, or api_key_env (a Bedrock API key)"
+        )
+        found.append(_locate((*where, "type"), reason, layers))
+    return found
 
 
 def _reason(error: Mapping[str, Any]) -> str:

@@ -30,15 +30,21 @@ class _Strict(BaseModel):
 
 
 class ProviderConfig(_Strict):
-    """One LLM endpoint. ``openai`` covers any OpenAI-compatible server."""
+    """One LLM endpoint. ``openai`` covers any OpenAI-compatible server; ``bedrock`` is
+    Anthropic's models on AWS Bedrock, through the anthropic SDK's Bedrock client."""
 
-    type: Literal["openai", "anthropic"]
+    type: Literal["openai", "anthropic", "bedrock"]
     model: str | None = Field(default=None, description="default model for bots using this")
     base_url: str | None = None
     base_url_env: str | None = Field(
         default=None, description="environment variable that overrides base_url when set"
     )
     api_key_env: str | None = None
+    aws_region: str | None = Field(default=None, description="bedrock: e.g. us-east-1")
+    aws_access_key_env: str | None = None
+    aws_secret_key_env: str | None = None
+    aws_session_token_env: str | None = None
+    aws_profile: str | None = Field(default=None, description="bedrock: a profile of ~/.aws")
     headers: dict[str, str] = Field(default_factory=dict)
     extra_body: dict[str, Any] = Field(default_factory=dict)
     retries: int = Field(default=2, ge=0, le=20)

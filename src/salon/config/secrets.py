@@ -65,8 +65,15 @@ def required_secrets(bot: BotConfig) -> list[tuple[str, str]]:
     """(key path, environment variable) of every secret the bot cannot start without."""
     needed: list[tuple[str, str]] = []
     provider = bot.provider_config()
-    if provider.api_key_env:
-        needed.append((f"providers.{bot.provider}.api_key_env", provider.api_key_env))
+    for key in (
+        "api_key_env",
+        "aws_access_key_env",
+        "aws_secret_key_env",
+        "aws_session_token_env",
+    ):
+        env_name = getattr(provider, key)
+        if env_name:
+            needed.append((f"providers.{bot.provider}.{key}", env_name))
     discord = bot.platforms.discord
     if discord is not None:
         needed.append(("platforms.discord.token_env", discord.token_env))
@@ -108,8 +115,14 @@ def resolve_secrets(
     plain: dict[str, str] = {}
     # Other providers may be chosen per guild or channel: take their settings when present.
     for other in (provider, *bot.providers.values()):
-        if other.api_key_env and environ.get(other.api_key_env) and not tools_only:
-            values.setdefault(other.api_key_env, environ[other.api_key_env])
+        for name in (
+            other.api_key_env,
+            other.aws_access_key_env,
+            other.aws_secret_key_env,
+            other.aws_session_token_env,
+        ):
+            if name and environ.get(name) and not tools_only:
+                values.setdefault(name, environ[name])
         if other.base_url_env and environ.get(other.base_url_env):
             plain[other.base_url_env] = environ[other.base_url_env]
     if problems:

@@ -8,7 +8,7 @@ activation, so each walks the history once.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Literal
@@ -161,20 +161,37 @@ def _images(item: Message | ToolRecord) -> list[ImagePart]:
     ]
 
 
-def _parts(pieces: list[str | ImagePart]) -> tuple[TextPart | ImagePart, ...]:
-    """Runs of text lines become one text part; images stay where they were."""
+class _Breakpoint:
+    """Where the cache breakpoint goes: the text before it ends a marked part."""
+
+
+_BREAK = _Breakpoint()
+Piece = str | ImagePart | _Breakpoint
+
+
+def _parts(pieces: list[Piece]) -> tuple[TextPart | ImagePart, ...]:
+    """Runs of text lines become one text part; images stay where they were; the text up
+    to the cache breakpoint ends a part marked as the breakpoint."""
     parts: list[TextPart | ImagePart] = []
     lines: list[str] = []
+    glue = ""  # text right after the breakpoint starts on a new line
+
+    def flush(*, cache_breakpoint: bool = False) -> None:
+        nonlocal lines, glue
+        if lines or cache_breakpoint:
+            parts.append(TextPart(glue + "\n".join(lines), cache_breakpoint=cache_breakpoint))
+            glue = "\n" if cache_breakpoint else ""
+        lines = []
+
     for piece in pieces:
         if isinstance(piece, str):
             lines.append(piece)
-            continue
-        if lines:
-            parts.append(TextPart("\n".join(lines)))
-            lines = []
-        parts.append(piece)
-    if lines:
-        parts.append(TextPart("\n".join(lines)))
+        elif isinstance(piece, _Breakpoint):
+            flush(cache_breakpoint=True)
+        else:
+            flush()
+            parts.append(piece)
+    flush()
     return tuple(parts)
 
 
@@ -193,35 +210,43 @@ def render_chat(
     config: BotConfig,
     model: str,
     records: Sequence[ToolRecord] = (),
+    *,
+    breakpoint_id: str | None = None,
+    breakpoints: Collection[str] = (),
 ) -> LLMRequest:
     """Chat mode: the bot's messages are assistant turns, everyone else's user turns.
 
     User lines carry their author's name; consecutive turns of one role are merged, and a
     bot's run of messages becomes one message. Past tool calls are part of the bot's turns,
     in the text protocol's form. Images a platform loaded follow the line they came with.
+    The messages ``breakpoint_id`` and ``breakpoints`` end text parts marked as
+    prompt-cache breakpoints.
     """
-    turns: list[tuple[Literal["user", "assistant"], list[str | ImagePart]]] = []
+    marked = {*breakpoints, *([breakpoint_id] if breakpoint_id else [])}
+    turns: list[tuple[Literal["user", "assistant"], list[Piece]]] = []
     pictured: set[int] = set()  # turns holding images; the rest are plain text
     previous: Message | ToolRecord | None = None
     for item in weave(messages, records):
         role, line = _role_and_line(item, me)
-        images = _images(item)
-        if turns and turns[-1][0] == role:
-            pieces = turns[-1][1]
-            if _same_bot(previous, item) and isinstance(pieces[-1], str):
-                pieces[-1] += " " + line  # one bot's run of messages is one message
-            else:
-                pieces.append(line)
-            if images:
-                pieces.extend(images)
-                pictured.add(len(turns) - 1)
+        extra: list[Piece] = list(_images(item))
+        if marked and isinstance(item, Message) and item.id in marked:
+            extra.insert(0, _BREAK)  # right after the line, before any image
+        if not (turns and turns[-1][0] == role):
+            turns.append((role, []))
+        pieces = turns[-1][1]
+        if pieces and _same_bot(previous, item) and isinstance(pieces[-1], str):
+            pieces[-1] += " " + line  # one bot's run of messages is one message
         else:
-            if images:
-                pictured.add(len(turns))
-            turns.append((role, [line, *images]))
+            pieces.append(line)
+        if extra:
+            pieces.extend(extra)
+            pictured.add(len(turns) - 1)
         previous = item
     chat = tuple(
-        ChatMessage(role, _parts(pieces) if i in pictured else (TextPart("\n".join(pieces)),))  # type: ignore[arg-type]
+        ChatMessage(
+            role,
+            _parts(pieces) if i in pictured else (TextPart("\n".join(pieces)),),  # type: ignore[arg-type]
+        )
         for i, (role, pieces) in enumerate(turns)
     )
     return LLMRequest(

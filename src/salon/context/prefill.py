@@ -18,7 +18,7 @@ cache breakpoint sits (a block of its own, marked for the provider's prompt cach
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from salon.config import BotConfig
 from salon.context.builder import REPLIED_TO_MARK, record_text, weave
@@ -47,11 +47,13 @@ def stop_sequences(
 
 
 def _block(item: Message | ToolRecord, me: Participant, name: str) -> str:
+    """One message of the transcript. Trailing white space is dropped, so a block reads the
+    same whether or not it ends the request (where the API forbids trailing white space)."""
     if isinstance(item, ToolRecord):
-        return f"{name}: {record_text(item)}"
+        return f"{name}: {record_text(item)}".rstrip()
     mark = REPLIED_TO_MARK if TAG_REPLY_CHAIN in item.tags else ""
     author = name if item.author.id == me.id else item.author.name
-    return f"{mark}{author}: {item.text}"
+    return f"{mark}{author}: {item.text}".rstrip()
 
 
 class _Transcript:
@@ -95,7 +97,11 @@ def render_prefill(
     records: Sequence[ToolRecord] = (),
     *,
     breakpoint_id: str | None = None,
+    breakpoints: Collection[str] = (),
 ) -> LLMRequest:
+    """The request for ``messages``; the messages ``breakpoint_id`` and ``breakpoints``
+    end blocks marked for the prompt cache."""
+    marked = {*breakpoints, *([breakpoint_id] if breakpoint_id else [])}
     name = config.name
     transcript = _Transcript()
     if config.context_prefix:
@@ -109,7 +115,7 @@ def render_prefill(
             for attachment in item.attachments:
                 if attachment.data is not None and attachment.content_type.startswith("image/"):
                     transcript.image(ImagePart(attachment.content_type, attachment.data))
-            if item.id == breakpoint_id:
+            if item.id in marked:
                 transcript.breakpoint()
     last = items[-1] if items else None
     continuing = isinstance(last, Message) and last.author.id == me.id

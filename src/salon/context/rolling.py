@@ -6,6 +6,11 @@ provider's prompt cache can answer it). When ``rolling_threshold`` messages have
 since the last roll, or the kept messages exceed ``hard_max_characters``, or the message the
 window starts at is gone, the window is cut back to the recency budgets and the breakpoint
 moves to ``cache_breakpoint_offset`` messages below the newest.
+
+Two more breakpoints ride along: one on the newest message, so the next activation can
+read everything up to it from the cache, and one on the newest message of the previous
+activation, which is where this activation's cache read ends. Anthropic allows four; the
+system prompt takes the fourth.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class RollState:
     breakpoint_id: str | None  # the message the cache breakpoint sits on
     head_id: str  # the newest message at the last roll
     breakpoint_time: datetime | None = None  # where to look if that message vanishes
+    tail_id: str | None = None  # the newest message of the previous activation
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,7 @@ class Rolled:
     breakpoint_id: str | None
     state: RollState
     rolled: bool
+    breakpoints: tuple[str, ...] = ()  # every message to mark, oldest first
 
 
 def roll(
@@ -54,19 +61,30 @@ def roll(
     index = {m.id: i for i, m in enumerate(visible)}
     if state is not None and state.anchor_id in index and state.head_id in index:
         kept = list(visible[index[state.anchor_id] :])
-        arrived = len(visible) - 1 - index[state.head_id]
+        # Arrivals are other people's messages: the bot's own answers do not count.
+        arrived = sum(1 for m in visible[index[state.head_id] + 1 :] if m.author.id != me_id)
         size = sum(len(m.text) for m in kept)
         if arrived < config.rolling_threshold and size <= config.hard_max_characters:
-            state = _stable_breakpoint(kept, state, me_id)
-            return Rolled(kept, state.breakpoint_id, state, rolled=False)
+            previous_tail = state.tail_id
+            state = replace(_stable_breakpoint(kept, state, me_id), tail_id=kept[-1].id)
+            marks = (state.breakpoint_id, previous_tail, kept[-1].id)
+            return Rolled(kept, state.breakpoint_id, state, False, _marks(marks, kept))
     return _cut(window or list(visible[-1:]), config)
 
 
 def _cut(window: list[Message], config: BotConfig) -> Rolled:
     offset = min(config.cache_breakpoint_offset, len(window) - 1)
     mark = window[-1 - offset]
-    state = RollState(window[0].id, mark.id, window[-1].id, mark.created_at)
-    return Rolled(window, mark.id, state, rolled=True)
+    newest = window[-1].id
+    state = RollState(window[0].id, mark.id, newest, mark.created_at, tail_id=newest)
+    return Rolled(window, mark.id, state, True, _marks((mark.id, newest), window))
+
+
+def _marks(ids: tuple[str | None, ...], kept: list[Message]) -> tuple[str, ...]:
+    """The distinct breakpoint ids present in ``kept``, oldest first."""
+    present = {m.id: i for i, m in enumerate(kept)}
+    found = {i for i in ids if i is not None and i in present}
+    return tuple(sorted(found, key=present.__getitem__))
 
 
 def _stable_breakpoint(kept: list[Message], state: RollState, me_id: str) -> RollState:

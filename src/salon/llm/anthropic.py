@@ -39,17 +39,32 @@ class AnthropicProvider:
         api_key: str | None,
         base_url: str | None,
         http_client: Any = None,
+        aws: dict[str, str | None] | None = None,
     ) -> None:
+        """``aws`` (region, keys, profile) selects the Bedrock client: the same Messages API
+        and streaming events, reached through AWS with SigV4 signing or a Bedrock API key."""
         self.name = name
         self._config = config
-        self._client = anthropic.AsyncAnthropic(
-            api_key=api_key,
-            base_url=base_url,
-            max_retries=0,  # RetryingProvider owns retries
-            timeout=config.timeout,
-            default_headers=config.headers or None,
-            http_client=http_client,
-        )
+        common: dict[str, Any] = {
+            "base_url": base_url,
+            "max_retries": 0,  # RetryingProvider owns retries
+            "timeout": config.timeout,
+            "default_headers": config.headers or None,
+            "http_client": http_client,
+        }
+        self._client: anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock
+        if aws is None:
+            self._client = anthropic.AsyncAnthropic(api_key=api_key, **common)
+        else:
+            self._client = anthropic.AsyncAnthropicBedrock(
+                api_key=api_key,
+                aws_region=aws.get("region"),
+                aws_access_key=aws.get("access_key"),
+                aws_secret_key=aws.get("secret_key"),
+                aws_session_token=aws.get("session_token"),
+                aws_profile=aws.get("profile"),
+                **common,
+            )
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
         opening = self._client.messages.create(**self._kwargs(request))

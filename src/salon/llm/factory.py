@@ -17,11 +17,25 @@ def build_provider(bot: BotConfig, secrets: Secrets, *, http_client: Any = None)
     base_url = secrets.get(config.base_url_env) or config.base_url
     inner: Provider
     # Each vendor SDK takes a good fraction of a second to import: load only the one in use.
-    if config.type == "anthropic":
+    if config.type in {"anthropic", "bedrock"}:
         from salon.llm.anthropic import AnthropicProvider
 
+        aws = None
+        if config.type == "bedrock":
+            aws = {
+                "region": config.aws_region,
+                "access_key": secrets.get(config.aws_access_key_env),
+                "secret_key": secrets.get(config.aws_secret_key_env),
+                "session_token": secrets.get(config.aws_session_token_env),
+                "profile": config.aws_profile,
+            }
         inner = AnthropicProvider(
-            bot.provider, config, api_key=api_key, base_url=base_url, http_client=http_client
+            bot.provider,
+            config,
+            api_key=api_key,
+            base_url=base_url,
+            http_client=http_client,
+            aws=aws,
         )
     else:
         from salon.llm.openai_compat import OpenAIProvider

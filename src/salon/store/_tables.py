@@ -154,11 +154,26 @@ rolling_state = sa.Table(
     sa.Column("breakpoint_id", sa.String, nullable=True),
     sa.Column("head_id", sa.String, nullable=False),
     sa.Column("breakpoint_time", sa.Float, nullable=True),
+    sa.Column("tail_id", sa.String, nullable=True),
 )
 
 
 def _m6_rolling_state(conn: Connection) -> None:
-    rolling_state.create(conn)
+    # As it was at version 6; version 7 adds tail_id.
+    sa.Table(
+        "rolling_state",
+        sa.MetaData(),
+        sa.Column("bot", sa.String, primary_key=True),
+        sa.Column("channel", sa.String, primary_key=True),
+        sa.Column("anchor_id", sa.String, nullable=False),
+        sa.Column("breakpoint_id", sa.String, nullable=True),
+        sa.Column("head_id", sa.String, nullable=False),
+        sa.Column("breakpoint_time", sa.Float, nullable=True),
+    ).create(conn)
+
+
+def _m7_rolling_tail(conn: Connection) -> None:
+    conn.execute(sa.text("ALTER TABLE rolling_state ADD COLUMN tail_id VARCHAR"))
 
 
 MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
@@ -168,6 +183,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (4, _m4_schedules),
     (5, _m5_monitored_channels),
     (6, _m6_rolling_state),
+    (7, _m7_rolling_tail),
 ]
 
 

@@ -378,6 +378,7 @@ class SQLStore:
             "breakpoint_id": row.breakpoint_id,
             "head_id": row.head_id,
             "breakpoint_time": datetime.fromtimestamp(when, tz=UTC) if when else None,
+            "tail_id": row.tail_id,
         }
 
     async def save_rolling_state(self, bot: str, channel_key: str, state: dict[str, Any]) -> None:
@@ -388,6 +389,7 @@ class SQLStore:
             "breakpoint_id": state["breakpoint_id"],
             "head_id": state["head_id"],
             "breakpoint_time": when.timestamp() if when else None,
+            "tail_id": state.get("tail_id"),
         }
         where = (table.c.bot == bot, table.c.channel == channel_key)
         async with self.engine.begin() as conn:

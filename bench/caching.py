@@ -1,0 +1,129 @@
+"""cache_read_share and billed_cost_ratio: what rolling context saves on Anthropic.
+
+A 1 000-message conversation among four people; every fifth message mentions the bot, so
+200 activations. The real anthropic SDK talks to the loopback fake server, which bills like
+the API's prompt cache (``tests/fakes/billing.py``: a prefix seen before at 0.1x, a newly
+written prefix at 1.25x, the rest at 1x). The same conversation runs twice with the same
+recency window (400 messages): once rolling with cache breakpoints (``prompt_caching: true``,
+the defaults: roll every 50 messages, breakpoint 5 below the newest), once as a plain
+sliding window without breakpoints. The ratio is the first bill over the second.
+
+The targeted figures use ``rolling_threshold: 100``. With the default 50 a roll comes every
+10th activation here, and a roll rewrites the whole prompt (its front moved), so at most
+about 9 in 10 prompts can be read from the cache: the ``*_default`` figures show that run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import tempfile
+from pathlib import Path
+
+from tests.fakes.billing import Bill, CacheBilling
+from tests.fakes.llm_server import LLMServer, Scripted
+
+from bench.figures import Figure
+from salon.agent import Agent
+from salon.config import BotConfig, Secrets
+from salon.llm.factory import build_provider
+from salon.model import Participant, Usage
+from salon.platforms.memory import MemoryPlatform
+from salon.store.sqlite import SQLStore, sqlite_url
+
+MESSAGES = 1000
+EVERY = 5
+WORDS = ("the", "a", "launch", "plan", "coffee", "rain", "tomorrow", "code", "review")
+WORDS += ("ship", "it", "why", "not", "maybe")
+SYSTEM = "You are Salon, a friendly regular of this channel. Keep answers short and kind."
+
+
+def _config(base_url: str, *, caching: bool, threshold: int) -> BotConfig:
+    return BotConfig.model_validate(
+        {
+            "name": "Salon",
+            "system_prompt": SYSTEM,
+            "provider": "claude",
+            "providers": {
+                "claude": {
+                    "type": "anthropic",
+                    "model": "claude-test",
+                    "base_url": base_url,
+                    "api_key_env": "KEY",
+                }
+            },
+            "prompt_caching": caching,
+            "rolling_threshold": threshold,
+            "builtin_tools": False,
+        }
+    )
+
+
+def _lines(seed: int = 7) -> list[tuple[int, str]]:
+    rng = random.Random(seed)
+    words = WORDS
+    return [
+        (rng.randrange(4), " ".join(rng.choice(words) for _ in range(rng.randint(6, 60))))
+        for _ in range(MESSAGES)
+    ]
+
+
+async def conversation(*, caching: bool, threshold: int = 50) -> tuple[Bill, Usage]:
+    """Bill of the whole conversation, and the cache tokens the store recorded."""
+    billing = CacheBilling()
+    async with LLMServer(billing=billing) as server:
+        server.default = Scripted(text="Sounds good to me, let us do that.")
+        config = _config(server.base_url, caching=caching, threshold=threshold)
+        provider = build_provider(config, Secrets({"KEY": "k"}))
+        with tempfile.TemporaryDirectory() as tmp:
+            store = SQLStore(sqlite_url(Path(tmp) / "bench.db"))
+            await store.open()
+            platform = MemoryPlatform(bot_name="Salon")
+            agent = Agent(
+                bot="bench",
+                config=config,
+                provider=provider,
+                platforms={"memory": platform},
+                store=store,
+            )
+            await platform.start(agent.submit)
+            runner = asyncio.create_task(agent.run())
+            room = platform.channel("room")
+            me = platform.self_participant
+            people = [Participant(f"p{i}", n) for i, n in enumerate(["Ada", "Bo", "Cy", "Di"])]
+            try:
+                for index, (who, text) in enumerate(_lines(), start=1):
+                    if index % EVERY:
+                        platform.add(room, people[who], text)
+                        continue
+                    await platform.post(room, people[who], f"@Salon {text}", mentions=[me])
+                    await agent.wait_idle()
+                recorded = await store.usage_totals("bench")
+            finally:
+                runner.cancel()
+                await asyncio.gather(runner, return_exceptions=True)
+                await store.close()
+                await provider.aclose()
+    return billing.total, recorded
+
+
+async def run() -> list[Figure]:
+    sliding, _ = await conversation(caching=False)
+    rolling, recorded = await conversation(caching=True, threshold=100)
+    default, _ = await conversation(caching=True, threshold=50)
+    billed = (rolling.input_tokens, rolling.cache_read_tokens, rolling.cache_write_tokens)
+    stored = (recorded.input_tokens, recorded.cache_read_tokens, recorded.cache_write_tokens)
+    if stored != billed:  # the usage recorded per activation must add up to the bill
+        raise AssertionError(f"the store recorded {stored}, the server billed {billed}")
+    return [
+        Figure("cache_read_share", _share(rolling), "fraction", target=0.9, direction="min"),
+        Figure("billed_cost_ratio", rolling.cost / sliding.cost, "ratio", target=0.25),
+        Figure("cache_read_share_default", _share(default), "fraction"),
+        Figure("billed_cost_ratio_default", default.cost / sliding.cost, "ratio"),
+        Figure("rolling_input_tokens", rolling.total_tokens, "tokens"),
+        Figure("sliding_input_tokens", sliding.total_tokens, "tokens"),
+    ]
+
+
+def _share(bill: Bill) -> float:
+    return bill.cache_read_tokens / bill.total_tokens
