@@ -38,6 +38,8 @@ class Scripted:
     output_tokens: int = 7
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    finish_reason: str | None = None  # gemini: e.g. "SAFETY" (with no text: a blocked answer)
+    block_reason: str | None = None  # gemini: the prompt was blocked, e.g. "SAFETY"
 
     def deltas(self) -> list[str]:
         return self.chunks if self.chunks is not None else [self.text]
@@ -107,6 +109,12 @@ class LLMServer:
     ) -> None:
         bedrock = request.path.startswith("/model/")
         anthropic = bedrock or request.path.endswith("/messages")
+        if "models/" in request.path and ":" in request.path.rsplit("/", 1)[-1]:
+            await _respond_gemini(request, reply, writer)
+            return
+        if request.path.endswith("/completions") and not request.path.endswith("/chat/completions"):
+            await _respond_completions(request, reply, writer)
+            return
         if anthropic and self.billing is not None and reply.status == 200:
             bill = self.billing.bill(request.body)
             reply = replace(
@@ -158,6 +166,79 @@ async def _read_request(reader: asyncio.StreamReader) -> Recorded | None:
     length = int(headers.get("content-length", "0"))
     raw = await reader.readexactly(length) if length else b"{}"
     return Recorded(method, path, headers, json.loads(raw or b"{}"))
+
+
+async def _respond_completions(
+    request: Recorded, reply: Scripted, writer: asyncio.StreamWriter
+) -> None:
+    """``/v1/completions`` (base models): the prompt is raw text, the answer ``text``."""
+    if reply.status != 200:
+        body = _error_body(False, reply)
+        _write_head(writer, reply.status, "application/json", reply.headers, len(body))
+        writer.write(body)
+        return
+    model = request.body.get("model", "scripted")
+    head = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": model}
+    if not request.body.get("stream"):
+        choice = {"index": 0, "text": "".join(reply.deltas()), "finish_reason": "stop"}
+        body = json.dumps({**head, "choices": [choice], "usage": _openai_usage(reply)}).encode()
+        _write_head(writer, 200, "application/json", reply.headers, len(body))
+        writer.write(body)
+        return
+    _write_head(writer, 200, "text/event-stream", reply.headers, None)
+    chunks = reply.deltas()
+    for index, text in enumerate(chunks):
+        finish = "stop" if index == len(chunks) - 1 else None
+        choice = {"index": 0, "text": text, "finish_reason": finish}
+        writer.write(f"data: {json.dumps({**head, 'choices': [choice]})}\n\n".encode())
+    usage = {**head, "choices": [], "usage": _openai_usage(reply)}
+    writer.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+    await writer.drain()
+
+
+async def _respond_gemini(request: Recorded, reply: Scripted, writer: asyncio.StreamWriter) -> None:
+    """The Gemini API's ``models/{model}:generateContent`` and ``:streamGenerateContent``."""
+    if reply.status != 200:
+        status = {400: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED"}.get(reply.status, "INTERNAL")
+        error = {"code": reply.status, "message": reply.error_message, "status": status}
+        body = json.dumps({"error": error}).encode()
+        _write_head(writer, reply.status, "application/json", reply.headers, len(body))
+        writer.write(body)
+        return
+    usage = {
+        "promptTokenCount": reply.input_tokens + reply.cache_read_tokens,
+        "candidatesTokenCount": reply.output_tokens,
+        "cachedContentTokenCount": reply.cache_read_tokens,
+        "totalTokenCount": reply.input_tokens + reply.cache_read_tokens + reply.output_tokens,
+    }
+    chunks: list[dict[str, Any]] = []
+    if reply.block_reason:
+        chunks.append(
+            {"promptFeedback": {"blockReason": reply.block_reason}, "usageMetadata": usage}
+        )
+    else:
+        parts: list[dict[str, Any]] = [{"text": t} for t in reply.deltas() if t]
+        parts += [{"functionCall": {"name": n, "args": a}} for _, n, a in reply.tool_calls]
+        for index, part in enumerate(parts or [None]):
+            last = index == max(len(parts), 1) - 1
+            candidate: dict[str, Any] = {"index": 0}
+            if part is not None:
+                candidate["content"] = {"role": "model", "parts": [part]}
+            if last:
+                candidate["finishReason"] = reply.finish_reason or "STOP"
+            chunk: dict[str, Any] = {"candidates": [candidate], "modelVersion": "fake"}
+            if last:
+                chunk["usageMetadata"] = usage
+            chunks.append(chunk)
+    if request.path.split("?")[0].endswith(":streamGenerateContent"):
+        _write_head(writer, 200, "text/event-stream", reply.headers, None)
+        for chunk in chunks:
+            writer.write(f"data: {json.dumps(chunk)}\r\n\r\n".encode())
+            await writer.drain()
+        return
+    body = json.dumps(chunks[-1]).encode()
+    _write_head(writer, 200, "application/json", reply.headers, len(body))
+    writer.write(body)
 
 
 def _eventstream_chunk(event: bytes) -> bytes:

@@ -31,9 +31,10 @@ class _Strict(BaseModel):
 
 class ProviderConfig(_Strict):
     """One LLM endpoint. ``openai`` covers any OpenAI-compatible server; ``bedrock`` is
-    Anthropic's models on AWS Bedrock, through the anthropic SDK's Bedrock client."""
+    Anthropic's models on AWS Bedrock, through the anthropic SDK's Bedrock client; ``google``
+    is the Gemini API through the google-genai SDK."""
 
-    type: Literal["openai", "anthropic", "bedrock"]
+    type: Literal["openai", "anthropic", "bedrock", "google"]
     model: str | None = Field(default=None, description="default model for bots using this")
     base_url: str | None = None
     base_url_env: str | None = Field(

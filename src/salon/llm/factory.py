@@ -37,6 +37,10 @@ def build_provider(bot: BotConfig, secrets: Secrets, *, http_client: Any = None)
             http_client=http_client,
             aws=aws,
         )
+    elif config.type == "google":
+        from salon.llm.google import GoogleProvider
+
+        inner = GoogleProvider(bot.provider, config, api_key=api_key, base_url=base_url)
     else:
         from salon.llm.openai_compat import OpenAIProvider
 
