@@ -15,6 +15,7 @@ __all__ = [
     "DiscordConfig",
     "IrcConfig",
     "McpServerConfig",
+    "ModelSettings",
     "PlatformsConfig",
     "ProviderConfig",
     "TerminalConfig",
@@ -27,6 +28,13 @@ ToolPolicy = Literal["allow", "ask", "deny"]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSettings(_Strict):
+    """Request fields for one model of a provider, on top of the provider's own."""
+
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    extra_headers: dict[str, str] = Field(default_factory=dict)
 
 
 class ProviderConfig(_Strict):
@@ -47,7 +55,25 @@ class ProviderConfig(_Strict):
     aws_session_token_env: str | None = None
     aws_profile: str | None = Field(default=None, description="bedrock: a profile of ~/.aws")
     headers: dict[str, str] = Field(default_factory=dict)
+    extra_headers: dict[str, str] = Field(
+        default_factory=dict, description="HTTP headers sent with every request (as headers)"
+    )
     extra_body: dict[str, Any] = Field(default_factory=dict)
+    models: dict[str, ModelSettings] = Field(
+        default_factory=dict, description="per model name: extra_body and extra_headers"
+    )
+    prefill_style: Literal["assistant_continue", "completions"] = Field(
+        default="assistant_continue",
+        description="openai, prefill mode: continue a final assistant message, or send the "
+        "transcript as raw text to /v1/completions (base models)",
+    )
+    continue_fields: dict[str, Any] = Field(
+        default_factory=lambda: {"continue_final_message": True, "add_generation_prompt": False},
+        description="assistant_continue: what the server needs to continue the last message",
+    )
+    end_of_turn: str | None = Field(
+        default=None, description="completions: the token a model ends its message with"
+    )
     retries: int = Field(default=2, ge=0, le=20)
     backoff_initial: float = Field(default=1.0, ge=0)
     backoff_max: float = Field(default=30.0, ge=0)
@@ -147,7 +173,10 @@ class BotConfig(_Strict):
     """The effective config of one bot: ``shared.yaml`` with ``bots/<name>.yaml`` on top."""
 
     name: str = Field(min_length=1, description="inner name: how the bot appears to the model")
-    provider: str = Field(min_length=1, description="a key of `providers`")
+    provider: str = Field(
+        min_length=1,
+        description="a key of `providers`; may be left out when `model` is `<provider>/<model>`",
+    )
     model: str | None = None
     system_prompt: str = ""
     max_tokens: int = Field(default=1024, gt=0)
@@ -220,6 +249,28 @@ class BotConfig(_Strict):
 
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _route_model(cls, data: Any) -> Any:
+        """``model: <provider>/<model>`` without ``provider`` picks that provider."""
+        if not isinstance(data, dict) or data.get("provider"):
+            return data
+        model = data.get("model")
+        providers = data.get("providers")
+        if isinstance(model, str) and "/" in model and isinstance(providers, dict):
+            prefix, _, rest = model.partition("/")
+            if prefix in providers and rest:
+                return {**data, "provider": prefix, "model": rest}
+            known = ", ".join(sorted(providers)) or "none configured"
+            raise ValueError(
+                f"no provider for model {model!r}: set `provider`, or start the model with "
+                f"a configured provider's name and a slash (known: {known})"
+            )
+        return data
+
+    def settings_for(self, model: str) -> ModelSettings:
+        return self.provider_config().models.get(model) or ModelSettings()
 
     def provider_config(self) -> ProviderConfig:
         return self.providers[self.provider]

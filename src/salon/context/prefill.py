@@ -131,6 +131,7 @@ def render_prefill(
         temperature=config.temperature,
         stop=stop_sequences(messages, me, config),
         cache_system=config.prompt_caching,
+        prefill=True,
     )
 
 

@@ -10,10 +10,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable
 from typing import Any, Protocol
 
+from salon.config import ProviderConfig
 from salon.errors import ProviderError, RateLimited
-from salon.llm.base import StreamEvent
+from salon.llm.base import LLMRequest, StreamEvent
 
-__all__ = ["MALFORMED_STREAM_ERRORS", "Decoder", "stream_sdk", "translate_sdk_error"]
+__all__ = [
+    "MALFORMED_STREAM_ERRORS",
+    "Decoder",
+    "request_extras",
+    "stream_sdk",
+    "translate_sdk_error",
+]
 
 # What a garbled stream surfaces as while the SDK decodes it.
 MALFORMED_STREAM_ERRORS: tuple[type[Exception], ...] = (
@@ -22,6 +29,21 @@ MALFORMED_STREAM_ERRORS: tuple[type[Exception], ...] = (
     TypeError,
     AttributeError,
 )
+
+
+def request_extras(
+    config: ProviderConfig, request: LLMRequest
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Extra JSON fields and HTTP headers of one request: the provider's, then the model's
+    (``models.<name>``), then the request's own, later ones winning."""
+    model = config.models.get(request.model)
+    body = {**config.extra_body, **(model.extra_body if model else {}), **request.extra}
+    headers = {
+        **config.extra_headers,
+        **(model.extra_headers if model else {}),
+        **request.headers,
+    }
+    return body, headers
 
 
 def _retry_after(exc: Any) -> float | None:

@@ -100,7 +100,9 @@ class LLMRequest:
     stop: tuple[str, ...] = ()
     tools: tuple[ToolDefinition, ...] = ()
     cache_system: bool = False  # mark the system prompt for the provider's prompt cache
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # extra JSON fields of the request
+    headers: dict[str, str] = field(default_factory=dict)  # extra HTTP headers
+    prefill: bool = False  # the last assistant turn is a transcript for the model to continue
 
 
 @dataclass(frozen=True, slots=True)

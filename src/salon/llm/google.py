@@ -17,7 +17,7 @@ from google.genai import errors, types
 
 from salon.config import ProviderConfig
 from salon.errors import ProviderError, RateLimited
-from salon.llm._sdk import MALFORMED_STREAM_ERRORS
+from salon.llm._sdk import MALFORMED_STREAM_ERRORS, request_extras
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -100,9 +100,11 @@ class GoogleProvider:
                 for t in request.tools
             ]
             settings["tools"] = [types.Tool(function_declarations=declarations)]
-        extra = {**self._config.extra_body, **request.extra}
-        if extra:
-            settings["http_options"] = types.HttpOptions(extra_body=extra)
+        extra, headers = request_extras(self._config, request)
+        if extra or headers:
+            settings["http_options"] = types.HttpOptions(
+                extra_body=extra or None, headers=headers or None
+            )
         return types.GenerateContentConfig(**settings)
 
     def _translate(self, exc: errors.APIError) -> ProviderError:

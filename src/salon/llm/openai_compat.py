@@ -1,4 +1,11 @@
-"""Any OpenAI-compatible chat-completions server through the official ``openai`` SDK."""
+"""Any OpenAI-compatible server through the official ``openai`` SDK.
+
+Chat completions for chat mode. In prefill mode, ``prefill_style`` decides:
+``assistant_continue`` sends the transcript as a final assistant message with the fields a
+server needs to continue it rather than answer it (vLLM's ``continue_final_message`` and
+``add_generation_prompt: false`` by default), ``completions`` sends the transcript as raw
+text to ``/v1/completions``, for base models.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ from typing import Any
 import openai
 
 from salon.config import ProviderConfig
-from salon.llm._sdk import stream_sdk
+from salon.llm._sdk import request_extras, stream_sdk
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -54,9 +61,36 @@ class OpenAIProvider:
         )
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
-        opening = self._client.chat.completions.create(**self._kwargs(request))
-        async for event in stream_sdk(self.name, openai, opening, _ChunkDecoder()):
+        if request.prefill and self._config.prefill_style == "completions":
+            opening = self._client.completions.create(**self._completion_kwargs(request))
+            decoder: _ChunkDecoder | _CompletionDecoder = _CompletionDecoder()
+        else:
+            opening = self._client.chat.completions.create(**self._kwargs(request))
+            decoder = _ChunkDecoder()
+        async for event in stream_sdk(self.name, openai, opening, decoder):
             yield event
+
+    def _completion_kwargs(self, request: LLMRequest) -> dict[str, Any]:
+        stop = list(request.stop)
+        if self._config.end_of_turn:
+            stop.append(self._config.end_of_turn)
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "prompt": transcript_text(request),
+            "max_tokens": request.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if stop:
+            kwargs["stop"] = stop
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        extra_body, headers = request_extras(self._config, request)
+        if extra_body:
+            kwargs["extra_body"] = extra_body
+        if headers:
+            kwargs["extra_headers"] = headers
+        return kwargs
 
     def _kwargs(self, request: LLMRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -82,13 +116,34 @@ class OpenAIProvider:
                 }
                 for t in request.tools
             ]
-        extra_body = {**self._config.extra_body, **request.extra}
+        extra_body, headers = request_extras(self._config, request)
+        if request.prefill and _continues(request):
+            extra_body = {**self._config.continue_fields, **extra_body}
         if extra_body:
             kwargs["extra_body"] = extra_body
+        if headers:
+            kwargs["extra_headers"] = headers
         return kwargs
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _continues(request: LLMRequest) -> bool:
+    return bool(request.messages) and request.messages[-1].role == "assistant"
+
+
+def transcript_text(request: LLMRequest) -> str:
+    """A prefill request as one raw text: the transcript (its assistant turns, in order).
+    The chat framing around it (system prompt, the opening user turn) means nothing to a
+    base model, and images cannot travel as text."""
+    return "".join(
+        part.text
+        for message in request.messages
+        if message.role == "assistant"
+        for part in message.parts
+        if isinstance(part, TextPart)
+    )
 
 
 def to_openai_messages(request: LLMRequest) -> list[dict[str, Any]]:
@@ -193,6 +248,24 @@ class _ChunkDecoder:
 
     def finish(self) -> list[StreamEvent]:
         return [ToolCallEvent(call) for call in self.calls.finish()]
+
+
+class _CompletionDecoder:
+    """``/v1/completions`` chunks: text in ``choices[].text``."""
+
+    def decode(self, chunk: Any) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        for choice in chunk.choices or ():
+            if choice.text:
+                events.append(TextDelta(choice.text))
+            if choice.finish_reason:
+                events.append(StopEvent(str(choice.finish_reason)))
+        if chunk.usage is not None:
+            events.append(UsageEvent(_usage(chunk.usage)))
+        return events
+
+    def finish(self) -> list[StreamEvent]:
+        return []
 
 
 def _usage(usage: Any) -> Usage:
