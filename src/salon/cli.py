@@ -13,9 +13,10 @@ from pathlib import Path
 
 from salon import __version__
 from salon.app import BotApp, data_dir, database_url, load_bot
-from salon.config import ConfigSet, Redactor, load_config_dir
+from salon.config import BotConfig, ConfigSet, Redactor, Secrets, load_config_dir
 from salon.config.example import write_example
 from salon.errors import ConfigError, SalonError
+from salon.llm.probe import probe
 from salon.logsetup import configure_logging
 from salon.store.sqlite import SQLStore
 from salon.supervisor import BotProcessSpec, Supervisor
@@ -42,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="validate a config directory and its secrets")
     check.add_argument("dir", nargs="?", default=".", type=Path)
+    check.add_argument(
+        "--live",
+        action="store_true",
+        help="also send one tiny request through each configured provider",
+    )
 
     chat = sub.add_parser("chat", help="talk to a bot in this terminal")
     chat.add_argument("dir", nargs="?", default=".", type=Path)
@@ -74,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "init":
             return _init(args.dir, args.bot, args.model)
         if args.command == "check":
-            return _check(args.dir)
+            return _check(args.dir, live=args.live)
         if args.command == "chat":
             return _chat(args.dir, args.bot)
         if args.command == "tools":
@@ -95,20 +101,42 @@ def _init(root: Path, bot: str, model: str) -> int:
     return 0
 
 
-def _check(root: Path) -> int:
+def _check(root: Path, *, live: bool = False) -> int:
     configs = load_config_dir(root)
     problems = []
+    ready: list[tuple[BotConfig, Secrets]] = []
     for key in sorted(configs.bots):
         try:
-            load_bot(configs, key)
+            _, config, secrets = load_bot(configs, key)
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
-        config = configs.bots[key]
+        ready.append((config, secrets))
         print(f"ok: bot {key} ({config.name}) via {config.provider}, model {config.model_name()}")
     if problems:
         raise ConfigError(problems)
+    if live:
+        return asyncio.run(_check_live(ready))
     return 0
+
+
+async def _check_live(bots: list[tuple[BotConfig, Secrets]]) -> int:
+    """Each configured provider once (with the model its first bot would use)."""
+    failed = False
+    seen: set[str] = set()
+    for config, secrets in bots:
+        names = [config.provider, *sorted(set(config.providers) - {config.provider})]
+        for name in names:
+            if name in seen:
+                continue
+            seen.add(name)
+            result = await probe(config, name, secrets)
+            if result is None:
+                print(f"live: provider {name}: skipped (no model: set providers.{name}.model)")
+                continue
+            print(result.describe())
+            failed = failed or not result.ok
+    return 1 if failed else 0
 
 
 def _setup_logging(configs: ConfigSet, key: str, redactor: Redactor, stem: str) -> None:

@@ -147,3 +147,40 @@ async def test_run_supervises_restarts_and_stops_cleanly(tmp_path: Path) -> None
     assert not alive(new_ann)
     assert not alive(pids["ben"])
     assert SECRET not in "".join(seen) + rest.decode()
+
+
+async def test_check_live_asks_each_provider_once(llm_server: LLMServer, tmp_path: Path) -> None:
+    root = tmp_path / "live"
+    (root / "bots").mkdir(parents=True)
+    base = llm_server.base_url
+    (root / "shared.yaml").write_text(
+        "providers:\n"
+        f"  good: {{type: openai, base_url: '{base}/v1', model: tiny, api_key_env: GOOD_KEY}}\n"
+        f"  claude: {{type: anthropic, base_url: '{base}', model: big, api_key_env: BAD_KEY}}\n"
+        f"  gem: {{type: google, base_url: '{base}', model: gemini-x, api_key_env: BAD_KEY}}\n"
+        "  spare: {type: openai, base_url: 'http://127.0.0.1:9/v1'}\n"
+    )
+    (root / "bots" / "a.yaml").write_text("provider: good\n")
+    (root / "bots" / "b.yaml").write_text("provider: good\nmodel: tiny\n")
+    llm_server.queue(
+        "ok",
+        Scripted(status=401, error_message=f"invalid x-api-key {SECRET}"),
+        Scripted(status=400, error_message="API key not valid."),
+    )
+    env = {"GOOD_KEY": "k-good", "BAD_KEY": SECRET}
+    code, out, err = await salon("check", str(root), "--live", env=env)
+    assert code == 1, err
+    lines = [line for line in out.splitlines() if line.startswith("live:")]
+    assert re.fullmatch(r"live: provider good \(model tiny\): \d+ ms: 'ok'", lines[0])
+    assert lines[1].startswith("live: provider claude (model big): FAILED: claude: HTTP 401:")
+    assert "invalid x-api-key ***" in lines[1]
+    assert lines[2] == (
+        "live: provider gem (model gemini-x): FAILED: gem: HTTP 400: API key not valid."
+    )
+    assert lines[3] == "live: provider spare: skipped (no model: set providers.spare.model)"
+    assert len(lines) == 4  # each provider once, although two bots use `good`
+    assert SECRET not in out + err
+    paths = [r.path for r in llm_server.requests]
+    assert paths[:2] == ["/v1/chat/completions", "/v1/messages"]
+    assert paths[2].endswith("/models/gemini-x:streamGenerateContent?alt=sse")
+    assert len(paths) == 3  # no retries

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from salon.agent.activation import should_activate
 from salon.agent.output import ParagraphStream
+from salon.agent.planner import answer_request, parse_plan, planning_request
 from salon.agent.tools import ToolRunner, Turn
 from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Redactor
 from salon.context import (
@@ -42,6 +43,7 @@ from salon.model import (
     MessageEvent,
     Participant,
     ScheduledEvent,
+    ToolCall,
     Usage,
 )
 from salon.platforms.base import Platform
@@ -132,6 +134,7 @@ class Agent:
         self._idle.set()
         self._undeletable: set[str] = set()  # channels where m commands cannot be deleted
         self._flagged: set[tuple[str, str]] = set()  # (message id, text) of skipped configs
+        self._plans = 0
 
     async def submit(self, event: Event) -> None:
         """The platforms' event sink; waits when the queue is full (back-pressure)."""
@@ -382,6 +385,9 @@ class Agent:
         after: str | None,
     ) -> None:
         """The tool loop: complete, run the calls, feed the results back, until done."""
+        if self.tools is not None and self.tools.planner and self.tools.offered():
+            await self._plan_then_answer(reply, provider, request, requester, after)
+            return
         calls_made = 0
         while True:
             turn, request = await self._complete_or_without_tools(reply, provider, request)
@@ -400,6 +406,38 @@ class Agent:
                 await reply.say(f"(cancelled: {outcome.cancelled} was not run)")
                 return
             request = self.tools.follow_up(request, turn, outcome.results)
+
+    async def _plan_then_answer(
+        self,
+        reply: _Reply,
+        provider: Provider,
+        request: LLMRequest,
+        requester: Participant,
+        after: str | None,
+    ) -> None:
+        """Planner mode: ask for a JSON plan (not shown), run its tool, then answer."""
+        assert self.tools is not None
+        specs = self.tools.offered()
+        planning = planning_request(request, specs)
+        text = ""
+        async with reply.platform.typing(reply.channel):
+            async for event in provider.stream(planning):
+                if isinstance(event, TextDelta):
+                    text += event.text
+                elif isinstance(event, UsageEvent):
+                    reply.usage += event.usage
+        plan = parse_plan(text, {s.name for s in specs})
+        if plan is None:
+            logger.info("planner: no usable plan in %r; answering directly", text[:200])
+        elif plan.use_tool:
+            self._plans += 1
+            call = ToolCall(f"plan-{self._plans}", plan.tool, plan.args or {})
+            outcome = await self.tools.run(reply.platform, reply.channel, requester, [call], after)
+            if outcome.cancelled is not None:
+                await reply.say(f"(cancelled: {outcome.cancelled} was not run)")
+                return
+            request = answer_request(request, call, outcome.results[0])
+        await self._complete(reply, provider, request)
 
     async def _complete_or_without_tools(
         self, reply: _Reply, provider: Provider, request: LLMRequest

@@ -83,8 +83,16 @@ class ToolRunner:
         self.refused_by_provider = False  # the model said no to native tools once
 
     @property
+    def planner(self) -> bool:
+        """A JSON plan first, then the answer (``tool_mode: planner``)."""
+        return self.config.tool_mode == "planner"
+
+    @property
     def text_mode(self) -> bool:
-        """Prefill mode always speaks the text protocol: the transcript has no tool turns."""
+        """Prefill mode speaks the text protocol (the transcript has no tool turns) unless
+        the planner is asked for."""
+        if self.planner:
+            return False
         return self.config.tool_mode == "text" or self.config.mode == "prefill"
 
     def offered(self) -> list[ToolSpec]:
@@ -92,7 +100,7 @@ class ToolRunner:
 
     def prepare(self, request: LLMRequest) -> LLMRequest:
         specs = self.offered()
-        if not specs or (self.refused_by_provider and not self.text_mode):
+        if not specs or self.planner or (self.refused_by_provider and not self.text_mode):
             return request
         if not self.text_mode:
             definitions = tuple(

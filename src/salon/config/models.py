@@ -234,8 +234,9 @@ class BotConfig(_Strict):
 
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     builtin_tools: bool = Field(default=True, description="offer Salon's own tools")
-    tool_mode: Literal["native", "text"] = Field(
-        default="native", description="native tool calling, or the XML text protocol"
+    tool_mode: Literal["native", "text", "planner"] = Field(
+        default="native",
+        description="native tool calling, the XML text protocol, or a JSON plan first",
     )
     default_tool_policy: ToolPolicy = "ask"
     tool_policies: dict[str, ToolRule | list[ToolRule]] = Field(

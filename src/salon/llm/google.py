@@ -34,6 +34,7 @@ from salon.model import ToolCall, Usage
 
 __all__ = ["GoogleProvider", "to_google_contents"]
 
+_OPENING_TURN = "(the conversation so far)"
 _BLOCKING_FINISH = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII"}
 
 
@@ -211,4 +212,6 @@ def to_google_contents(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]
         if parts:
             role = "model" if message.role == "assistant" else "user"
             contents.append({"role": role, "parts": parts})
+    if contents and contents[0]["role"] == "model":  # a room may open with the bot talking
+        contents.insert(0, {"role": "user", "parts": [{"text": _OPENING_TURN}]})
     return contents
