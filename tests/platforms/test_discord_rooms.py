@@ -128,3 +128,32 @@ async def test_two_bots_stop_pinging_each_other(
     assert [r["emoji"]["name"] for r in last["reactions"]] == [LOOP]
     assert (len(salon_model.requests), len(echo_model.requests)) == (2, 1)
     assert "<@400>" in fake_discord.channels[GENERAL][2]["content"]  # a real mention
+
+
+async def test_a_thread_opening_with_history_does_not_continue_into_its_parent(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    provider = FakeProvider()
+    await start_bot(provider)
+    alice, bot = fake_discord.user("Alice"), fake_discord.bot
+    await fake_discord.post(GENERAL, alice, "parent chatter")
+    starter = await fake_discord.post(GENERAL, alice, "branch here")
+    source = await fake_discord.post(RANDOM, alice, "the chosen past")
+    thread = await fake_discord.start_thread(starter, "fresh")
+    await fake_discord.post(thread, alice, f".history\n---\nlast: {fake_discord.link(source)}")
+    await fake_discord.post(thread, alice, f"<@{bot.id}> go", mentions=[bot])
+    await fake_discord.wait_bot_messages(thread, 1)
+    text = shown(provider)
+    assert text.startswith("Alice: the chosen past")
+    assert "parent chatter" not in text
+    assert "branch here" not in text
+
+    # Opened by a .history for another bot: still no parent, and no splice for this one.
+    other = await fake_discord.post(GENERAL, alice, "second branch")
+    thread2 = await fake_discord.start_thread(other, "for echo")
+    await fake_discord.post(
+        thread2, alice, f".history Echo\n---\nlast: {fake_discord.link(source)}"
+    )
+    await fake_discord.post(thread2, alice, f"<@{bot.id}> again", mentions=[bot])
+    await fake_discord.wait_bot_messages(thread2, 1)
+    assert shown(provider) == "Alice: @Salon again"
