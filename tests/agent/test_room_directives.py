@@ -54,6 +54,22 @@ async def test_pinned_config_changes_the_channel_and_a_bad_one_is_flagged_once(
     assert all(".config" not in t for t in texts(provider, 0))  # dot messages stay hidden
 
 
+async def test_unreadable_pins_leave_the_base_config(start_agent: StartAgent) -> None:
+    from salon.errors import PlatformError
+
+    provider = FakeProvider()
+    agent, platform = await start_agent(provider, system_prompt="base")
+    room = platform.channel("room")
+    platform.pin(platform.add(room, ALICE, ".config\n---\nsystem_prompt: pinned"))
+    platform.fail_pins = [PlatformError("missing access"), PlatformError("missing access")]
+    await platform.post(room, BOB, "@Salon hi", mentions=[platform.self_participant])
+    await agent.wait_idle()
+    assert [r.system for r in provider.requests] == ["base"]  # answered all the same
+    await platform.post(room, BOB, "@Salon again", mentions=[platform.self_participant])
+    await agent.wait_idle()
+    assert provider.requests[-1].system == "pinned"  # and the pins count once readable
+
+
 async def test_pinned_config_for_another_bot_is_ignored(start_agent: StartAgent) -> None:
     provider = FakeProvider()
     agent, platform = await start_agent(provider, system_prompt="base")

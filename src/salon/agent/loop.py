@@ -175,14 +175,7 @@ class Agent:
             if platform is None:
                 logger.warning("event from unknown platform %s dropped", event.channel.platform)
                 continue
-            me = platform.self_participant
-            if isinstance(event, MessageEvent) and not should_activate(
-                event.message,
-                me,
-                await self._config_in(platform, event.channel),
-                monitored=TAG_MONITORED in event.message.tags,
-                rng=self._rng,
-            ):
+            if isinstance(event, MessageEvent) and not await self._activates(platform, event):
                 continue
             key = event.channel.key
             if key in by_channel:
@@ -190,6 +183,22 @@ class Agent:
             else:
                 by_channel[key] = _Activation(event.channel, [event])
         return list(by_channel.values())
+
+    async def _activates(self, platform: Platform, event: MessageEvent) -> bool:
+        """Whether this message calls for an answer; a failure to tell drops the event
+        (logged), never the loop."""
+        try:
+            config = await self._config_in(platform, event.channel)
+            return should_activate(
+                event.message,
+                platform.self_participant,
+                config,
+                monitored=TAG_MONITORED in event.message.tags,
+                rng=self._rng,
+            )
+        except Exception:
+            logger.exception("could not judge a message in %s; ignored", event.channel.key)
+            return False
 
     def _schedule(self, tasks: asyncio.TaskGroup, activation: _Activation) -> None:
         key = activation.channel.key
@@ -284,7 +293,12 @@ class Agent:
 
     async def _config_in(self, platform: Platform, channel: ChannelRef) -> BotConfig:
         """The bot's config in ``channel``: its guild's layers and the pinned configs."""
-        pins = [m for m in await platform.pinned(channel) if m.text.startswith(".config")]
+        try:
+            pinned_messages = await platform.pinned(channel)
+        except PlatformError as exc:  # unreadable pins: the guild's config still applies
+            logger.warning("cannot read the pins of %s: %s", channel.key, exc)
+            pinned_messages = []
+        pins = [m for m in pinned_messages if m.text.startswith(".config")]
         pinned = [PinnedConfig(m.id, m.text) for m in pins]
         resolved = self.configs.resolve(channel.guild_id, pinned)
         for message_id, reason in resolved.rejected:

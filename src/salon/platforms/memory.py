@@ -62,6 +62,7 @@ class MemoryPlatform:
         self.approvals: list[PendingApproval] = []
         self.pins: dict[str, list[str]] = {}  # channel key -> pinned message ids
         self.pin_requests = 0
+        self.fail_pins: list[PlatformError] = []
         self._approvals_changed = asyncio.Condition()
 
     @property
@@ -191,6 +192,8 @@ class MemoryPlatform:
 
     async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
         self.pin_requests += 1
+        if self.fail_pins:
+            raise self.fail_pins.pop(0)
         ids = set(self.pins.get(channel.key, []))
         return [m for m in self._channels.get(channel.key, []) if m.id in ids]
 
