@@ -11,6 +11,7 @@ sliding window without breakpoints. The ratio is the first bill over the second.
 The targeted figures use ``rolling_threshold: 100``. With the default 50 a roll comes every
 10th activation here, and a roll rewrites the whole prompt (its front moved), so at most
 about 9 in 10 prompts can be read from the cache: the ``*_default`` figures show that run.
+The ``*_prefill`` figures repeat the targeted run in prefill mode.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ WORDS += ("ship", "it", "why", "not", "maybe")
 SYSTEM = "You are Salon, a friendly regular of this channel. Keep answers short and kind."
 
 
-def _config(base_url: str, *, caching: bool, threshold: int) -> BotConfig:
+def _config(base_url: str, *, caching: bool, threshold: int, mode: str) -> BotConfig:
     return BotConfig.model_validate(
         {
             "name": "Salon",
@@ -52,6 +53,7 @@ def _config(base_url: str, *, caching: bool, threshold: int) -> BotConfig:
                     "api_key_env": "KEY",
                 }
             },
+            "mode": mode,
             "prompt_caching": caching,
             "rolling_threshold": threshold,
             "builtin_tools": False,
@@ -68,12 +70,14 @@ def _lines(seed: int = 7) -> list[tuple[int, str]]:
     ]
 
 
-async def conversation(*, caching: bool, threshold: int = 50) -> tuple[Bill, Usage]:
+async def conversation(
+    *, caching: bool, threshold: int = 50, mode: str = "chat"
+) -> tuple[Bill, Usage]:
     """Bill of the whole conversation, and the cache tokens the store recorded."""
     billing = CacheBilling()
     async with LLMServer(billing=billing) as server:
         server.default = Scripted(text="Sounds good to me, let us do that.")
-        config = _config(server.base_url, caching=caching, threshold=threshold)
+        config = _config(server.base_url, caching=caching, threshold=threshold, mode=mode)
         provider = build_provider(config, Secrets({"KEY": "k"}))
         with tempfile.TemporaryDirectory() as tmp:
             store = SQLStore(sqlite_url(Path(tmp) / "bench.db"))
@@ -111,6 +115,8 @@ async def run() -> list[Figure]:
     sliding, _ = await conversation(caching=False)
     rolling, recorded = await conversation(caching=True, threshold=100)
     default, _ = await conversation(caching=True, threshold=50)
+    prefill, _ = await conversation(caching=True, threshold=100, mode="prefill")
+    prefill_sliding, _ = await conversation(caching=False, mode="prefill")
     billed = (rolling.input_tokens, rolling.cache_read_tokens, rolling.cache_write_tokens)
     stored = (recorded.input_tokens, recorded.cache_read_tokens, recorded.cache_write_tokens)
     if stored != billed:  # the usage recorded per activation must add up to the bill
@@ -120,6 +126,8 @@ async def run() -> list[Figure]:
         Figure("billed_cost_ratio", rolling.cost / sliding.cost, "ratio", target=0.25),
         Figure("cache_read_share_default", _share(default), "fraction"),
         Figure("billed_cost_ratio_default", default.cost / sliding.cost, "ratio"),
+        Figure("cache_read_share_prefill", _share(prefill), "fraction"),
+        Figure("billed_cost_ratio_prefill", prefill.cost / prefill_sliding.cost, "ratio"),
         Figure("rolling_input_tokens", rolling.total_tokens, "tokens"),
         Figure("sliding_input_tokens", sliding.total_tokens, "tokens"),
     ]
