@@ -101,3 +101,10 @@ def test_pinned_configs_apply_oldest_first_and_bad_ones_are_skipped(
     assert "mapping" in reasons["7"]
     assert reasons["8"].startswith("max_tokens:")
     assert resolver.resolve(None, pinned) is resolved  # cached
+
+
+def test_google_needs_an_api_key(write_config: WriteConfig) -> None:
+    root = write_config("providers:\n  g: {type: google, model: gemini}\nprovider: g\n", muse="")
+    with pytest.raises(ConfigError) as caught:
+        load_config_dir(root)
+    assert "google needs an API key" in str(caught.value)

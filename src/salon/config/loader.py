@@ -226,6 +226,9 @@ def _check_references(
     elif bot.provider_config().type == "anthropic" and not bot.provider_config().api_key_env:
         reason = "anthropic needs an API key: set api_key_env (e.g. ANTHROPIC_API_KEY)"
         problems.append(_locate(("providers", bot.provider, "api_key_env"), reason, layers))
+    elif bot.provider_config().type == "google" and not bot.provider_config().api_key_env:
+        reason = "google needs an API key: set api_key_env (e.g. GEMINI_API_KEY)"
+        problems.append(_locate(("providers", bot.provider, "api_key_env"), reason, layers))
     elif bot.provider_config().type == "bedrock":
         problems.extend(_bedrock_problems(bot, layers))
     return bot if len(problems) == before else None
