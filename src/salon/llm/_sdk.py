@@ -17,6 +17,7 @@ from salon.llm.base import LLMRequest, StreamEvent
 __all__ = [
     "MALFORMED_STREAM_ERRORS",
     "Decoder",
+    "add_extras",
     "request_extras",
     "stream_sdk",
     "translate_sdk_error",
@@ -44,6 +45,22 @@ def request_extras(
         **request.headers,
     }
     return body, headers
+
+
+def add_extras(
+    kwargs: dict[str, Any],
+    config: ProviderConfig,
+    request: LLMRequest,
+    *,
+    defaults: dict[str, Any] | None = None,
+) -> None:
+    """Put a request's extra fields (over ``defaults``) and headers into SDK ``kwargs``."""
+    body, headers = request_extras(config, request)
+    body = {**(defaults or {}), **body}
+    if body:
+        kwargs["extra_body"] = body
+    if headers:
+        kwargs["extra_headers"] = headers
 
 
 def _retry_after(exc: Any) -> float | None:

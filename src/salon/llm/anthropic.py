@@ -9,7 +9,7 @@ from typing import Any
 import anthropic
 
 from salon.config import ProviderConfig
-from salon.llm._sdk import request_extras, stream_sdk
+from salon.llm._sdk import add_extras, stream_sdk
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -89,11 +89,7 @@ class AnthropicProvider:
                 {"name": t.name, "description": t.description, "input_schema": t.input_schema}
                 for t in request.tools
             ]
-        extra_body, headers = request_extras(self._config, request)
-        if extra_body:
-            kwargs["extra_body"] = extra_body
-        if headers:
-            kwargs["extra_headers"] = headers
+        add_extras(kwargs, self._config, request)
         return kwargs
 
     async def aclose(self) -> None:

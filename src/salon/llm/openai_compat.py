@@ -18,7 +18,7 @@ from typing import Any
 import openai
 
 from salon.config import ProviderConfig
-from salon.llm._sdk import request_extras, stream_sdk
+from salon.llm._sdk import add_extras, stream_sdk
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -85,11 +85,7 @@ class OpenAIProvider:
             kwargs["stop"] = stop
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
-        extra_body, headers = request_extras(self._config, request)
-        if extra_body:
-            kwargs["extra_body"] = extra_body
-        if headers:
-            kwargs["extra_headers"] = headers
+        add_extras(kwargs, self._config, request)
         return kwargs
 
     def _kwargs(self, request: LLMRequest) -> dict[str, Any]:
@@ -116,13 +112,9 @@ class OpenAIProvider:
                 }
                 for t in request.tools
             ]
-        extra_body, headers = request_extras(self._config, request)
-        if request.prefill and _continues(request):
-            extra_body = {**self._config.continue_fields, **extra_body}
-        if extra_body:
-            kwargs["extra_body"] = extra_body
-        if headers:
-            kwargs["extra_headers"] = headers
+        continuing = request.prefill and _continues(request)
+        defaults = self._config.continue_fields if continuing else None
+        add_extras(kwargs, self._config, request, defaults=defaults)
         return kwargs
 
     async def aclose(self) -> None:
