@@ -245,3 +245,19 @@ async def test_text_protocol_parses_calls_and_continues_the_turn(setup: Setup) -
     continued = second.messages[-1]
     assert continued.role == "assistant"
     assert "<stdout>jazz means something</stdout>" in continued.plain_text
+
+
+async def test_a_pinned_mode_change_changes_how_tools_are_offered(setup: Setup) -> None:
+    agent, platform, provider, _, _ = await setup(["plain"], default_tool_policy="allow")
+    room = platform.channel("room")
+    me = platform.self_participant
+    await platform.post(room, ALICE, "@Salon hi", mentions=[me])
+    await agent.wait_idle()
+    assert {t.name for t in provider.requests[0].tools} >= {"lookup"}  # native in chat mode
+    platform.pin(platform.add(room, ALICE, ".config\n---\nmode: prefill"))
+    await platform.post(room, ALICE, "@Salon again", mentions=[me])
+    await agent.wait_idle()
+    prefill = provider.requests[1]
+    assert prefill.tools == ()  # prefill speaks the text protocol instead
+    assert "lookup" in prefill.messages[0].plain_text
+    assert "</function_calls>" in prefill.stop

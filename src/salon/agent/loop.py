@@ -74,6 +74,7 @@ class _Reply:
     platform: Platform
     channel: ChannelRef
     paragraphs: ParagraphStream
+    tools: ToolRunner | None = None  # as the channel's config has them
     usage: Usage = field(default_factory=Usage)
     sent: int = 0
 
@@ -275,10 +276,11 @@ class Agent:
             request = render_prefill(messages, me, config, model, records, breakpoints=marks)
         else:
             request = render_chat(messages, me, config, model, records, breakpoints=marks)
-        if self.tools is not None:
-            request = self.tools.prepare(request)
+        tools = self.tools.with_config(config) if self.tools is not None else None
+        if tools is not None:
+            request = tools.prepare(request)
         after = messages[-1].id if messages else None
-        reply = _Reply(platform, channel, ParagraphStream(platform.max_message_chars))
+        reply = _Reply(platform, channel, ParagraphStream(platform.max_message_chars), tools)
         provider = self._provider_for(config)
         await self._converse(reply, provider, request, requester, after)
         await reply.finish()
@@ -399,13 +401,13 @@ class Agent:
         after: str | None,
     ) -> None:
         """The tool loop: complete, run the calls, feed the results back, until done."""
-        if self.tools is not None and self.tools.planner and self.tools.offered():
+        if reply.tools is not None and reply.tools.planner and reply.tools.offered():
             await self._plan_then_answer(reply, provider, request, requester, after)
             return
         calls_made = 0
         while True:
             turn, request = await self._complete_or_without_tools(reply, provider, request)
-            if not turn.calls or self.tools is None:
+            if not turn.calls or reply.tools is None:
                 return
             await reply.flush()  # what the bot said before the call appears before its log
             if calls_made + len(turn.calls) > self.config.max_tool_depth:
@@ -413,13 +415,13 @@ class Agent:
                 await reply.say(f"(stopped: this answer reached the limit of {limit} tool calls)")
                 return
             calls_made += len(turn.calls)
-            outcome = await self.tools.run(
+            outcome = await reply.tools.run(
                 reply.platform, reply.channel, requester, turn.calls, after
             )
             if outcome.cancelled is not None:
                 await reply.say(f"(cancelled: {outcome.cancelled} was not run)")
                 return
-            request = self.tools.follow_up(request, turn, outcome.results)
+            request = reply.tools.follow_up(request, turn, outcome.results)
 
     async def _plan_then_answer(
         self,
@@ -430,8 +432,9 @@ class Agent:
         after: str | None,
     ) -> None:
         """Planner mode: ask for a JSON plan (not shown), run its tool, then answer."""
-        assert self.tools is not None
-        specs = self.tools.offered()
+        tools = reply.tools
+        assert tools is not None
+        specs = tools.offered()
         planning = planning_request(request, specs)
         text = ""
         async with reply.platform.typing(reply.channel):
@@ -446,7 +449,7 @@ class Agent:
         elif plan.use_tool:
             self._plans += 1
             call = ToolCall(f"plan-{self._plans}", plan.tool, plan.args or {})
-            outcome = await self.tools.run(reply.platform, reply.channel, requester, [call], after)
+            outcome = await tools.run(reply.platform, reply.channel, requester, [call], after)
             if outcome.cancelled is not None:
                 await reply.say(f"(cancelled: {outcome.cancelled} was not run)")
                 return
@@ -464,8 +467,9 @@ class Agent:
         except ProviderError as exc:
             if not (request.tools and exc.status == 400 and reply.sent == 0):
                 raise
-            if self.tools is not None:
-                self.tools.refused_by_provider = True
+            for runner in (self.tools, reply.tools):
+                if runner is not None:
+                    runner.refused_by_provider = True
             logger.warning(
                 "the provider refused a request with tools (%s); continuing without tools", exc
             )
@@ -473,7 +477,7 @@ class Agent:
             return await self._complete(reply, provider, plain), plain
 
     async def _complete(self, reply: _Reply, provider: Provider, request: LLMRequest) -> Turn:
-        text_mode = self.tools is not None and self.tools.text_mode
+        text_mode = reply.tools is not None and reply.tools.text_mode
         hold_back = CallTextFilter() if text_mode else None
         turn = Turn()
         async with reply.platform.typing(reply.channel):  # while the model writes, not longer
@@ -486,11 +490,11 @@ class Agent:
                     turn.calls.append(event.call)
                 elif isinstance(event, UsageEvent):
                     reply.usage += event.usage
-        if hold_back is not None and self.tools is not None:
+        if hold_back is not None and reply.tools is not None:
             rest = hold_back.flush()
             turn.text += rest
             await reply.write(rest)
-            parsed = parse_calls(hold_back.full, self.tools.schemas(), id_prefix=f"t{id(turn)}-")
+            parsed = parse_calls(hold_back.full, reply.tools.schemas(), id_prefix=f"t{id(turn)}-")
             turn.raw, turn.calls = hold_back.full, parsed.calls
         return turn
 

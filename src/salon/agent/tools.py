@@ -8,6 +8,7 @@ concurrently, logs and shows them; ``follow_up`` builds the next request of the 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 from collections.abc import Sequence
@@ -81,6 +82,14 @@ class ToolRunner:
         self.store = store
         self.log = log
         self.refused_by_provider = False  # the model said no to native tools once
+
+    def with_config(self, config: BotConfig) -> ToolRunner:
+        """This runner as a channel's config (mode, tool mode) would have it."""
+        if config is self.config:
+            return self
+        clone = copy.copy(self)
+        clone.config = config
+        return clone
 
     @property
     def planner(self) -> bool:
