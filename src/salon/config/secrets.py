@@ -61,16 +61,19 @@ class Secrets:
 Locate = Callable[[str, str], ConfigProblem]
 
 
+_PROVIDER_SECRETS = (
+    "api_key_env",
+    "aws_access_key_env",
+    "aws_secret_key_env",
+    "aws_session_token_env",
+)
+
+
 def required_secrets(bot: BotConfig) -> list[tuple[str, str]]:
     """(key path, environment variable) of every secret the bot cannot start without."""
     needed: list[tuple[str, str]] = []
     provider = bot.provider_config()
-    for key in (
-        "api_key_env",
-        "aws_access_key_env",
-        "aws_secret_key_env",
-        "aws_session_token_env",
-    ):
+    for key in _PROVIDER_SECRETS:
         env_name = getattr(provider, key)
         if env_name:
             needed.append((f"providers.{bot.provider}.{key}", env_name))
@@ -100,7 +103,6 @@ def resolve_secrets(
 
     ``locate(key_path, reason)`` builds the problem, blaming the file that set the key.
     """
-    provider = bot.provider_config()
     values: dict[str, str] = {}
     problems: list[ConfigProblem] = []
     for key_path, env_name in required_secrets(bot):
@@ -114,14 +116,10 @@ def resolve_secrets(
             problems.append(locate(key_path, reason))
     plain: dict[str, str] = {}
     # Other providers may be chosen per guild or channel: take their settings when present.
-    for other in (provider, *bot.providers.values()):
-        for name in (
-            other.api_key_env,
-            other.aws_access_key_env,
-            other.aws_secret_key_env,
-            other.aws_session_token_env,
-        ):
-            if name and environ.get(name) and not tools_only:
+    keys = () if tools_only else _PROVIDER_SECRETS
+    for other in bot.providers.values():
+        for name in (getattr(other, key) for key in keys):
+            if name and environ.get(name):
                 values.setdefault(name, environ[name])
         if other.base_url_env and environ.get(other.base_url_env):
             plain[other.base_url_env] = environ[other.base_url_env]
