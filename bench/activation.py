@@ -17,7 +17,7 @@ from pathlib import Path
 from bench.figures import Figure, percentile
 from salon.agent import Agent
 from salon.config import BotConfig
-from salon.llm import LLMRequest, StopEvent, StreamEvent, TextDelta, UsageEvent
+from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDelta, UsageEvent
 from salon.model import ChannelRef, Message, Participant, Usage
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sqlite import SQLStore, sqlite_url
@@ -30,6 +30,7 @@ REPLY = "A short answer of one paragraph, as most chat replies are."
 
 class _TimedProvider:
     name = "timed"
+    traits = ProviderTraits()
 
     def __init__(self) -> None:
         self.handed: int = 0

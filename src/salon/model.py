@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 __all__ = [
     "TAG_ASKED",
     "TAG_MONITORED",
+    "TAG_NOTE",
     "TAG_REPLY_CHAIN",
     "UNPARSED_ARGUMENTS",
-    "ApprovalAnswer",
+    "Approval",
+    "ApprovalDecision",
     "ApprovalRequest",
     "Attachment",
     "ChannelRef",
@@ -24,12 +27,28 @@ __all__ = [
     "Message",
     "MessageEvent",
     "Participant",
+    "Policy",
     "Schedule",
     "ScheduledEvent",
     "ToolCall",
     "ToolResult",
     "Usage",
+    "Verdict",
+    "clean_text",
 ]
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD. JSON from a platform may carry
+    one, and no encoder accepts it: left in, it would make every later request that shows
+    the message fail. The model types below clean their texts, so no adapter can forget."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +59,12 @@ class Participant:
     name: str
     is_bot: bool = False
     roles: tuple[str, ...] = field(default=(), compare=False)  # names and ids, where known
+    # The strongest identity the platform vouches for (an IRC services account, else
+    # nick!user@host); approvals compare it, as a name can be taken by someone else.
+    identity: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", clean_text(self.name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +97,9 @@ class Attachment:
     url: str = ""
     data: bytes | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "filename", clean_text(self.filename))
+
 
 @dataclass(frozen=True, slots=True)
 class Message:
@@ -88,6 +116,9 @@ class Message:
     attachments: tuple[Attachment, ...] = ()
     reactions: tuple[str, ...] = ()
     tags: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", clean_text(self.text))
 
     def mentions_id(self, participant_id: str) -> bool:
         return any(p.id == participant_id for p in self.mentions)
@@ -164,7 +195,43 @@ class ApprovalRequest:
     timeout: float = 300.0
 
 
-ApprovalAnswer = Literal["approved", "cancelled", "timeout"]
+class Approval(StrEnum):
+    """Where an approval question stands. A platform answers with one of the last three;
+    the store also records ``failed`` (the question could not be asked) and ``closed``
+    (left open by a stop, closed at the next start)."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecision:
+    """A platform's answer to an ``ApprovalRequest``: the answer, and who gave it (empty
+    on a timeout)."""
+
+    answer: Approval
+    by: str = ""
+
+
+class Policy(StrEnum):
+    """Who decides whether a tool may run: it runs, a person is asked first, or never."""
+
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+class Verdict(StrEnum):
+    """What happens to one tool call: it runs, it is refused (the model is told), or the
+    whole answer stops (a person said no, or nobody answered)."""
+
+    RUN = "run"
+    DENY = "deny"
+    CANCEL = "cancel"
 
 
 TAG_MONITORED = "monitored"
@@ -174,6 +241,10 @@ TAG_ASKED = "asked"
 
 TAG_REPLY_CHAIN = "reply_chain"
 """Message tag: brought into the context by a reply chain, from beyond the window."""
+
+TAG_NOTE = "note"
+"""Message tag: Salon's own words in a channel (a failure, an approval question, a cancelled
+tool), not the bot's conversation; no bot reads them back as something said."""
 
 UNPARSED_ARGUMENTS = "__unparsed_arguments__"
 """Key of a tool call's arguments when the model's JSON could not be parsed."""
@@ -194,6 +265,9 @@ class ToolResult:
     content: str
     is_error: bool = False
     attachments: tuple[Attachment, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content", clean_text(self.content))
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from salon.app import BotApp
 from salon.config import BotConfig, Secrets
+from salon.llm.base import ProviderTraits
 from salon.model import ToolCall
 from salon.store.sqlite import SQLStore
 from salon.tools.builtin import build_builtin_server
@@ -20,6 +21,7 @@ class _NoProvider:
     """Tool commands never ask a model."""
 
     name = "none"
+    traits = ProviderTraits()
 
     def stream(self, request: object) -> object:
         raise RuntimeError("salon tools does not call a model")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from salon.llm import LLMRequest, StreamEvent, TextDelta
+from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDelta
 
 
 class GatedProvider:
@@ -13,6 +13,7 @@ class GatedProvider:
 
     def __init__(self) -> None:
         self.name = "gated"
+        self.traits = ProviderTraits()
         self.requests: list[LLMRequest] = []
         self.gates: list[asyncio.Event] = []
         self.running = 0
@@ -30,6 +31,7 @@ class GatedProvider:
         try:
             await gate.wait()
             yield TextDelta(f"answer {len(self.requests)}")
+            yield StopEvent("end_turn")
         finally:
             self.running -= 1
 

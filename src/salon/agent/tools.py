@@ -198,13 +198,13 @@ class ToolRunner:
             timeout=self.config.approval_timeout,
         )
         try:
-            answer = await platform.request_approval(channel, request)
+            decision = await platform.request_approval(channel, request)
         except Exception:
             await self.store.close_approval(approval, "failed")
             raise
         # Cancelled (shutdown) leaves it pending on purpose: the next start closes it aloud.
-        await self.store.close_approval(approval, answer)
-        return "run" if answer == "approved" else "cancel"
+        await self.store.close_approval(approval, decision.answer)
+        return "run" if decision.answer == "approved" else "cancel"
 
     def _record(
         self, channel: ChannelRef, after: str | None, call: ToolCall, result: ToolResult

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from salon.model import Policy
+
 __all__ = [
     "BotConfig",
     "DiscordConfig",
@@ -23,7 +25,7 @@ __all__ = [
     "ToolRule",
 ]
 
-ToolPolicy = Literal["allow", "ask", "deny"]
+ToolPolicy = Policy
 
 
 class _Strict(BaseModel):
@@ -238,7 +240,7 @@ class BotConfig(_Strict):
         default="native",
         description="native tool calling, the XML text protocol, or a JSON plan first",
     )
-    default_tool_policy: ToolPolicy = "ask"
+    default_tool_policy: ToolPolicy = Policy.ASK
     tool_policies: dict[str, ToolRule | list[ToolRule]] = Field(
         default_factory=dict, description="per exposed tool name; wins over server rules"
     )

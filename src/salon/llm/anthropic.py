@@ -14,6 +14,7 @@ from salon.llm.base import (
     ChatMessage,
     ImagePart,
     LLMRequest,
+    ProviderTraits,
     StopEvent,
     StreamEvent,
     TextDelta,
@@ -44,6 +45,7 @@ class AnthropicProvider:
         """``aws`` (region, keys, profile) selects the Bedrock client: the same Messages API
         and streaming events, reached through AWS with SigV4 signing or a Bedrock API key."""
         self.name = name
+        self.traits = ProviderTraits(cache_markers=True)
         self._config = config
         common: dict[str, Any] = {
             "base_url": base_url,

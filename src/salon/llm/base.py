@@ -16,6 +16,7 @@ __all__ = [
     "ImagePart",
     "LLMRequest",
     "Provider",
+    "ProviderTraits",
     "StopEvent",
     "StreamEvent",
     "TextDelta",
@@ -132,10 +133,24 @@ class StopEvent:
 StreamEvent = TextDelta | ToolCallEvent | UsageEvent | StopEvent
 
 
+@dataclass(frozen=True, slots=True)
+class ProviderTraits:
+    """What a provider's server does with a request, as far as Salon's choices go.
+
+    ``prefix_cache``: the server reuses a stable prompt prefix (Anthropic, OpenAI, xAI,
+    DeepSeek, Gemini, vLLM and llama.cpp all do), so rolling the context in steps pays off.
+    ``cache_markers``: it also needs the prefix marked (Anthropic's ``cache_control``).
+    """
+
+    prefix_cache: bool = True
+    cache_markers: bool = False
+
+
 class Provider(Protocol):
     """An LLM endpoint. ``stream`` raises only ``ProviderError`` (or ``RateLimited``)."""
 
     name: str
+    traits: ProviderTraits
 
     def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]: ...
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from salon.errors import ProviderError
 from salon.llm.base import (
     LLMRequest,
+    ProviderTraits,
     StopEvent,
     StreamEvent,
     TextDelta,
@@ -41,6 +42,7 @@ class FakeProvider:
 
     def __init__(self, replies: Iterable[FakeReply | str] = (), *, default: str = "ok") -> None:
         self.name = "fake"
+        self.traits = ProviderTraits()
         self.requests: list[LLMRequest] = []
         self._replies: deque[FakeReply] = deque(
             FakeReply.text(r) if isinstance(r, str) else r for r in replies

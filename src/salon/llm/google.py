@@ -22,6 +22,7 @@ from salon.llm.base import (
     ChatMessage,
     ImagePart,
     LLMRequest,
+    ProviderTraits,
     StopEvent,
     StreamEvent,
     TextDelta,
@@ -48,6 +49,7 @@ class GoogleProvider:
         base_url: str | None,
     ) -> None:
         self.name = name
+        self.traits = ProviderTraits()
         self._config = config
         options = types.HttpOptions(
             base_url=base_url,

@@ -23,6 +23,7 @@ from salon.llm.base import (
     ChatMessage,
     ImagePart,
     LLMRequest,
+    ProviderTraits,
     StopEvent,
     StreamEvent,
     TextDelta,
@@ -49,6 +50,7 @@ class OpenAIProvider:
         http_client: Any = None,
     ) -> None:
         self.name = name
+        self.traits = ProviderTraits()
         self._config = config
         # Local servers (Ollama, vLLM) need no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(

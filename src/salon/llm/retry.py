@@ -40,6 +40,7 @@ class RetryingProvider:
     ) -> None:
         self.inner = inner
         self.name = inner.name
+        self.traits = inner.traits
         self._retries = retries
         self._initial = backoff_initial
         self._cap = backoff_max

@@ -1,13 +1,22 @@
-"""The Platform protocol every chat adapter implements."""
+"""What every chat adapter offers the agent: the ``Platform`` protocol, and ``PlatformBase``,
+which gives an adapter what a platform without some ability does.
+
+Abilities differ: Discord deletes messages, pins, reacts and shows buttons; IRC and the
+terminal do none of that. An adapter says what it can in ``capabilities``; the agent asks
+``platform.can(...)`` before an optional step, and an operation the platform cannot do
+raises ``Unsupported`` (a ``PlatformError``), as any other refusal would.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
-from typing import Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from enum import StrEnum
+from typing import ClassVar, Protocol
 
+from salon.errors import PlatformError
 from salon.model import (
-    ApprovalAnswer,
+    ApprovalDecision,
     ApprovalRequest,
     Attachment,
     ChannelRef,
@@ -16,7 +25,16 @@ from salon.model import (
     Participant,
 )
 
-__all__ = ["NO_ANSWERS", "YES_ANSWERS", "ChatLog", "EventSink", "Platform"]
+__all__ = [
+    "NO_ANSWERS",
+    "YES_ANSWERS",
+    "Capability",
+    "ChatLog",
+    "EventSink",
+    "Platform",
+    "PlatformBase",
+    "Unsupported",
+]
 
 YES_ANSWERS = frozenset({"y", "yes", "ok", "approve"})
 NO_ANSWERS = frozenset({"n", "no", "cancel", "deny"})
@@ -26,11 +44,28 @@ EventSink = Callable[[Event], Awaitable[None]]
 """Where an adapter hands events; awaiting it applies the agent queue's back-pressure."""
 
 
+class Capability(StrEnum):
+    DELETE = "delete"  # take a message out of the channel
+    PINS = "pins"  # pinned messages (and so pinned .config)
+    REACTIONS = "reactions"
+    BUTTONS = "buttons"  # approvals as buttons rather than a question in text
+    TYPING = "typing"  # a "bot is writing" indicator
+    REPLIES = "replies"  # messages that answer a message (reply chains)
+    LINKS = "links"  # message links (.history)
+
+
+class Unsupported(PlatformError):
+    """The platform has no such operation (see ``Platform.capabilities``)."""
+
+
 class Platform(Protocol):
     """A place the bot talks. Adapters parse raw payloads and emit ``salon.model`` types."""
 
     name: str
     max_message_chars: int
+    capabilities: ClassVar[frozenset[Capability]]
+
+    def can(self, capability: Capability) -> bool: ...
 
     @property
     def self_participant(self) -> Participant:
@@ -42,9 +77,16 @@ class Platform(Protocol):
     async def stop(self) -> None: ...
 
     async def send(
-        self, channel: ChannelRef, text: str, *, files: Sequence[Attachment] = ()
+        self,
+        channel: ChannelRef,
+        text: str,
+        *,
+        files: Sequence[Attachment] = (),
+        note: bool = False,
     ) -> Message:
-        """Post one message (already within ``max_message_chars``) and return it."""
+        """Post one message (already within ``max_message_chars``) and return it. A ``note``
+        is Salon's own word (a failure, a cancelled tool): the platform marks it so that it
+        comes back from ``history`` tagged ``TAG_NOTE``, or not at all."""
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         """Post a dot message showing tool use (a webhook named after the bot, where
@@ -52,7 +94,7 @@ class Platform(Protocol):
 
     async def request_approval(
         self, channel: ChannelRef, request: ApprovalRequest
-    ) -> ApprovalAnswer:
+    ) -> ApprovalDecision:
         """Ask whether a tool may run (buttons, or a yes/no question in text)."""
 
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
@@ -62,7 +104,7 @@ class Platform(Protocol):
         """Remove a message (an ``m`` command the bot acted on); PlatformError if refused."""
 
     async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
-        """Put a reaction on a message, where the platform has reactions."""
+        """Put a reaction on a message; PlatformError if refused."""
 
     async def reply_chain(self, message: Message) -> Sequence[Message]:
         """The messages ``message`` replies to, transitively, oldest first (bounded)."""
@@ -81,10 +123,56 @@ class Platform(Protocol):
         """Show that the bot is writing while the context is open."""
 
 
-class ChatLog(Protocol):
-    """Persistence for platforms that keep no history (terminal, IRC); a Store fits."""
+class PlatformBase:
+    """What a platform without an ability does: nothing pinned, no replies or links, no
+    typing indicator, and ``Unsupported`` for deleting and reacting. Adapters inherit this
+    and override what their platform has, listing it in ``capabilities``."""
 
-    async def log_message(self, bot: str, message: Message, kind: str = "message") -> None: ...
+    name: str
+    max_message_chars: int
+    capabilities: ClassVar[frozenset[Capability]] = frozenset()
+
+    def can(self, capability: Capability) -> bool:
+        return capability in self.capabilities
+
+    async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
+        raise Unsupported(f"messages cannot be deleted on {self.name}")
+
+    async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
+        raise Unsupported(f"{self.name} has no reactions")
+
+    async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
+        return ()
+
+    async def reply_chain(self, message: Message) -> Sequence[Message]:
+        return ()
+
+    async def history_until(self, link: str, *, limit: int) -> Sequence[Message] | None:
+        return None
+
+    async def current_users(self, channel: ChannelRef) -> Sequence[str]:
+        return ()
+
+    @asynccontextmanager
+    async def typing(self, channel: ChannelRef) -> AsyncIterator[None]:
+        yield
+
+
+class ChatLog(Protocol):
+    """Persistence for platforms that keep no history (terminal, IRC); a Store fits.
+
+    A line people have already seen must survive a crash: adapters log the bot's own lines
+    with ``durable=True`` (committed before the call returns) and before showing them; lines
+    of people may be written behind (committed within milliseconds). ``kind`` ``note`` marks
+    Salon's own words, which ``chat_history`` leaves out.
+    """
+
+    async def log_message(
+        self, bot: str, message: Message, kind: str = "message", *, durable: bool = False
+    ) -> None: ...
+
+    async def forget_message(self, bot: str, message_id: str) -> None:
+        """Take back a line logged before showing it, when showing it failed."""
 
     async def chat_history(
         self, bot: str, channel: ChannelRef, *, limit: int, before_id: str | None = None

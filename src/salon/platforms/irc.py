@@ -14,8 +14,7 @@ import re
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +25,8 @@ from pydle.features.whox import WHOXSupport  # type: ignore[import-untyped]
 from salon.config import IrcConfig, Secrets
 from salon.errors import PlatformError
 from salon.model import (
-    ApprovalAnswer,
+    Approval,
+    ApprovalDecision,
     ApprovalRequest,
     Attachment,
     ChannelRef,
@@ -34,7 +34,7 @@ from salon.model import (
     MessageEvent,
     Participant,
 )
-from salon.platforms.base import NO_ANSWERS, YES_ANSWERS, ChatLog, EventSink
+from salon.platforms.base import NO_ANSWERS, YES_ANSWERS, ChatLog, EventSink, PlatformBase
 
 __all__ = ["IrcPlatform", "TokenBucket", "irc_lines"]
 
@@ -93,7 +93,7 @@ def _byte_cut(line: str, max_bytes: int) -> int:
 class _Question:
     channel: str
     request: ApprovalRequest
-    answer: asyncio.Future[ApprovalAnswer]
+    answer: asyncio.Future[ApprovalDecision]
 
 
 class _Client(pydle.Client):  # type: ignore[misc]
@@ -186,7 +186,7 @@ class _Client(pydle.Client):  # type: ignore[misc]
             await self.platform._log_event("nick", channel, old, new)
 
 
-class IrcPlatform:
+class IrcPlatform(PlatformBase):
     name = "irc"
     max_message_chars = 2000
 
@@ -401,7 +401,12 @@ class IrcPlatform:
         return None
 
     async def send(
-        self, channel: ChannelRef, text: str, *, files: Sequence[Attachment] = ()
+        self,
+        channel: ChannelRef,
+        text: str,
+        *,
+        files: Sequence[Attachment] = (),
+        note: bool = False,
     ) -> Message:
         client = self._require_client()
         notes = [f"[file {f.filename}, {f.content_type}, {f.size} bytes]" for f in files]
@@ -412,7 +417,7 @@ class IrcPlatform:
             for line in irc_lines(body, self.config.max_line_bytes):
                 await self._paced(client.message(channel.name, line))
         message = Message(uuid.uuid4().hex, channel, self.self_participant, body, datetime.now(UTC))
-        await self._record(message, "message")
+        await self._record(message, "note" if note else "message")
         return message
 
     async def _paced(self, sending: Any) -> None:
@@ -442,36 +447,18 @@ class IrcPlatform:
             return []
         return sorted(client.channels[channel.name]["users"], key=str.lower)
 
-    async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
-        return None  # lines cannot be taken back here
-
-    async def history_until(self, link: str, *, limit: int) -> Sequence[Message] | None:
-        return None  # lines have no links here
-
-    async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
-        return []  # nothing is pinned here
-
-    async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
-        return None  # no reactions here
-
-    async def reply_chain(self, message: Message) -> Sequence[Message]:
-        return []  # IRC has no replies
-
-    @asynccontextmanager
-    async def typing(self, channel: ChannelRef) -> AsyncIterator[None]:
-        yield  # IRC has no typing indicator
-
     async def request_approval(
         self, channel: ChannelRef, request: ApprovalRequest
-    ) -> ApprovalAnswer:
-        future: asyncio.Future[ApprovalAnswer] = asyncio.get_running_loop().create_future()
+    ) -> ApprovalDecision:
+        future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
         self._questions[channel.key] = _Question(channel.key, request, future)
         who = request.requester.name
-        await self.send(channel, f"{who}: may I run {request.description}? Answer yes or no.")
+        question = f"{who}: may I run {request.description}? Answer yes or no."
+        await self.send(channel, question, note=True)
         try:
             return await asyncio.wait_for(asyncio.shield(future), request.timeout)
         except TimeoutError:
-            return "timeout"
+            return ApprovalDecision(Approval.TIMEOUT)
         finally:
             self._questions.pop(channel.key, None)
 
@@ -484,9 +471,9 @@ class IrcPlatform:
         word = text.strip().lower().rstrip(".!")
         word = word.split(":", 1)[-1].strip() if ":" in word else word
         if word in YES_ANSWERS:
-            question.answer.set_result("approved")
+            question.answer.set_result(ApprovalDecision(Approval.APPROVED, by=nick))
             return True
         if word in NO_ANSWERS:
-            question.answer.set_result("cancelled")
+            question.answer.set_result(ApprovalDecision(Approval.CANCELLED, by=nick))
             return True
         return False

@@ -11,7 +11,9 @@ from datetime import UTC, datetime
 
 from salon.errors import PlatformError
 from salon.model import (
-    ApprovalAnswer,
+    TAG_NOTE,
+    Approval,
+    ApprovalDecision,
     ApprovalRequest,
     Attachment,
     ChannelRef,
@@ -19,7 +21,7 @@ from salon.model import (
     MessageEvent,
     Participant,
 )
-from salon.platforms.base import EventSink
+from salon.platforms.base import Capability, EventSink, PlatformBase
 
 __all__ = ["MemoryPlatform", "PendingApproval"]
 
@@ -30,13 +32,15 @@ class PendingApproval:
 
     channel: ChannelRef
     request: ApprovalRequest
-    answer: asyncio.Future[ApprovalAnswer] = field(
+    answer: asyncio.Future[ApprovalDecision] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
 
 
-class MemoryPlatform:
+class MemoryPlatform(PlatformBase):
     """Channels are lists; people ``post``, the bot ``send``s; everything is observable."""
+
+    capabilities = frozenset(Capability)
 
     def __init__(
         self, *, name: str = "memory", bot_name: str = "Bot", max_message_chars: int = 2000
@@ -87,6 +91,7 @@ class MemoryPlatform:
         *,
         mentions: Sequence[Participant] = (),
         reply_to: Message | None = None,
+        tags: frozenset[str] | None = None,
     ) -> Message:
         """Put a message in the channel without telling the bot (history setup)."""
         message = Message(
@@ -98,6 +103,7 @@ class MemoryPlatform:
             mentions=tuple(mentions),
             reply_to_id=reply_to.id if reply_to else None,
             reply_to_author_id=reply_to.author.id if reply_to else None,
+            tags=tags or frozenset(),
         )
         self._channels.setdefault(channel.key, []).append(message)
         return message
@@ -118,13 +124,18 @@ class MemoryPlatform:
         return message
 
     async def send(
-        self, channel: ChannelRef, text: str, *, files: Sequence[Attachment] = ()
+        self,
+        channel: ChannelRef,
+        text: str,
+        *,
+        files: Sequence[Attachment] = (),
+        note: bool = False,
     ) -> Message:
         if self.fail_sends:
             raise self.fail_sends.pop(0)
         if len(text) > self.max_message_chars:
             raise PlatformError(f"message of {len(text)} chars over {self.max_message_chars}")
-        message = self.add(channel, self._me, text)
+        message = self.add(channel, self._me, text, tags=frozenset({TAG_NOTE}) if note else None)
         self.files.extend(files)
         async with self._sent_changed:
             self.sent.append(message)
@@ -141,7 +152,7 @@ class MemoryPlatform:
 
     async def request_approval(
         self, channel: ChannelRef, request: ApprovalRequest
-    ) -> ApprovalAnswer:
+    ) -> ApprovalDecision:
         pending = PendingApproval(channel, request)
         async with self._approvals_changed:
             self.approvals.append(pending)
@@ -149,7 +160,7 @@ class MemoryPlatform:
         try:
             return await asyncio.wait_for(asyncio.shield(pending.answer), request.timeout)
         except TimeoutError:
-            return "timeout"
+            return ApprovalDecision(Approval.TIMEOUT)
 
     def click(self, index: int, who: Participant, *, approve: bool) -> bool:
         """Someone presses Approve or Cancel; returns False when they may not answer."""
@@ -160,7 +171,8 @@ class MemoryPlatform:
         )
         if not allowed or pending.answer.done():
             return False
-        pending.answer.set_result("approved" if approve else "cancelled")
+        answer = Approval.APPROVED if approve else Approval.CANCELLED
+        pending.answer.set_result(ApprovalDecision(answer, by=who.name))
         return True
 
     async def wait_approvals(self, count: int, within: float = 5.0) -> list[PendingApproval]:

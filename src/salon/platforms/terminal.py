@@ -7,8 +7,10 @@ to the chat log in the store; after a restart the bot remembers the conversation
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -16,7 +18,8 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from salon.model import (
-    ApprovalAnswer,
+    Approval,
+    ApprovalDecision,
     ApprovalRequest,
     Attachment,
     ChannelRef,
@@ -24,7 +27,7 @@ from salon.model import (
     MessageEvent,
     Participant,
 )
-from salon.platforms.base import YES_ANSWERS, ChatLog, EventSink
+from salon.platforms.base import YES_ANSWERS, ChatLog, EventSink, PlatformBase
 
 __all__ = ["Command", "TerminalPlatform", "stdin_lines"]
 
@@ -35,25 +38,58 @@ logger = logging.getLogger(__name__)
 
 CHANNEL = ChannelRef("terminal", "local", name="terminal", is_direct=True)
 QUIT_WORDS = frozenset({"/quit", "/exit"})
-_MAX_LINE = 1 << 20  # one pasted megabyte is plenty; beyond it the reader errors cleanly
+MAX_LINE = 1 << 20  # characters of one typed (or pasted) line passed on; the rest is dropped
+_CHUNK = 1 << 16
+WAITING_NOTICE = 15.0  # seconds of silence from the model before the terminal says so
 
 
 async def stdin_lines(stream: TextIO | None = None) -> AsyncIterator[str]:
-    """Lines from stdin without blocking the loop (pipe or tty; a file via a thread)."""
+    """Lines from stdin without blocking the loop (pipe or tty; a file via a thread). A
+    line longer than ``MAX_LINE`` is cut there, so no input can end the session."""
     stream = stream or sys.stdin
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=_MAX_LINE)
+    reader = asyncio.StreamReader(limit=MAX_LINE)
     try:
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
     except (ValueError, OSError):  # a regular file cannot be watched by the loop
-        while line := await asyncio.to_thread(stream.readline):
+        while line := await asyncio.to_thread(_read_capped, stream):
             yield line
         return
-    while raw := await reader.readline():
-        yield raw.decode("utf-8", errors="replace")
+    async for line in _split_lines(reader):
+        yield line
 
 
-class TerminalPlatform:
+def _read_capped(stream: TextIO) -> str:
+    """One line of a file, cut to ``MAX_LINE`` characters (the rest of it is skipped)."""
+    line = stream.readline(MAX_LINE)
+    if len(line) == MAX_LINE and not line.endswith("\n"):
+        while (rest := stream.readline(_CHUNK)) and not rest.endswith("\n"):
+            pass
+        line += "\n"
+    return line
+
+
+async def _split_lines(reader: asyncio.StreamReader) -> AsyncIterator[str]:
+    """Decoded lines of ``reader``, each cut to ``MAX_LINE`` characters; the newline kept."""
+    pending = b""
+    skipping = False  # the rest of an over-long line, already passed on cut
+    while chunk := await reader.read(_CHUNK):
+        pending += chunk
+        while (end := pending.find(b"\n")) >= 0:
+            line, pending = pending[: end + 1], pending[end + 1 :]
+            if not skipping:
+                yield line.decode("utf-8", errors="replace")
+            skipping = False
+        if len(pending) > MAX_LINE * 4 and not skipping:  # UTF-8: at most 4 bytes a char
+            yield pending.decode("utf-8", errors="replace")[:MAX_LINE] + "\n"
+            pending, skipping = b"", True
+        elif skipping:
+            pending = b""
+    if pending and not skipping:
+        yield pending.decode("utf-8", errors="replace")
+
+
+class TerminalPlatform(PlatformBase):
     name = "terminal"
     max_message_chars = 100_000
 
@@ -67,6 +103,7 @@ class TerminalPlatform:
         lines: AsyncIterator[str] | None = None,
         out: TextIO | None = None,
         commands: Mapping[str, Command] | None = None,
+        waiting_notice: float = WAITING_NOTICE,
     ) -> None:
         self._bot = bot
         self._me = Participant(f"bot:{bot}", bot_name, is_bot=True)
@@ -75,10 +112,13 @@ class TerminalPlatform:
         self._lines = lines
         self._out = out or sys.stdout
         self._commands = dict(commands or {})
+        self._waiting_notice = waiting_notice
         self._reader: asyncio.Task[None] | None = None
         self._question: asyncio.Future[bool] | None = None
         self._wrote = asyncio.Event()
+        self._written = 0
         self.closed = asyncio.Event()
+        self.ended = False  # the input ended (end of file), rather than /quit
 
     @property
     def self_participant(self) -> Participant:
@@ -101,30 +141,46 @@ class TerminalPlatform:
                 text = raw.strip()
                 if text in QUIT_WORDS:
                     break
-                word, _, rest = text.partition(" ")
-                if self._question is not None and not self._question.done():
-                    self._question.set_result(text.lower() in YES_ANSWERS)
-                elif word in self._commands:
-                    self._write(f"{await self._commands[word](CHANNEL, rest)}\n\n")
-                elif text:
-                    message = self._message(self._user, text)
-                    await self._log.log_message(self._bot, message)
-                    await sink(MessageEvent(message))
-        except ValueError:
+                await self._line(text, sink)
+            else:
+                self.ended = True
+        except (ValueError, OSError):
             logger.exception("stopped reading the terminal")
         finally:
+            if self._question is not None and not self._question.done():
+                self._question.set_result(False)  # nobody is left to answer
             self.closed.set()
+
+    async def _line(self, text: str, sink: EventSink) -> None:
+        if len(text) > MAX_LINE:
+            text = text[:MAX_LINE]
+            self._write(f"(that line was cut to its first {MAX_LINE:,} characters)\n")
+        word, _, rest = text.partition(" ")
+        if self._question is not None and not self._question.done():
+            self._question.set_result(text.lower() in YES_ANSWERS)
+        elif word in self._commands:
+            self._write(f"{await self._commands[word](CHANNEL, rest)}\n\n")
+        elif text:
+            message = self._message(self._user, text)
+            await self._log.log_message(self._bot, message)
+            await sink(MessageEvent(message))
 
     def _message(self, author: Participant, text: str) -> Message:
         return Message(uuid.uuid4().hex, CHANNEL, author, text, datetime.now(UTC))
 
     async def send(
-        self, channel: ChannelRef, text: str, *, files: Sequence[Attachment] = ()
+        self,
+        channel: ChannelRef,
+        text: str,
+        *,
+        files: Sequence[Attachment] = (),
+        note: bool = False,
     ) -> Message:
         message = self._message(self._me, text)
-        await self._log.log_message(self._bot, message)
+        # In the store before it is on screen: a line shown must survive a crash.
+        await self._log.log_message(self._bot, message, "note" if note else "message", durable=True)
         notes = "".join(f"\n[file {f.filename}, {f.content_type}, {f.size} bytes]" for f in files)
-        self._write(f"{self._me.name}: {text}{notes}\n\n")
+        self._write(f"{text}{notes}\n\n" if note else f"{self._me.name}: {text}{notes}\n\n")
         return message
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
@@ -135,7 +191,9 @@ class TerminalPlatform:
 
     async def request_approval(
         self, channel: ChannelRef, request: ApprovalRequest
-    ) -> ApprovalAnswer:
+    ) -> ApprovalDecision:
+        if self.closed.is_set():
+            return ApprovalDecision(Approval.CANCELLED, by="(input ended)")
         loop = asyncio.get_running_loop()
         self._question = loop.create_future()
         self._write(f"{self._me.name} wants to run {request.description}. Allow? [yes/no]\n")
@@ -143,14 +201,16 @@ class TerminalPlatform:
             approved = await asyncio.wait_for(asyncio.shield(self._question), request.timeout)
         except TimeoutError:
             self._write("(no answer: cancelled)\n\n")
-            return "timeout"
+            return ApprovalDecision(Approval.TIMEOUT)
         finally:
             self._question = None
-        return "approved" if approved else "cancelled"
+        answer = Approval.APPROVED if approved else Approval.CANCELLED
+        return ApprovalDecision(answer, by=self._user.name)
 
     def _write(self, text: str) -> None:
         self._out.write(text)
         self._out.flush()
+        self._written += 1
         self._wrote.set()
 
     async def wait_output(self) -> None:
@@ -161,21 +221,24 @@ class TerminalPlatform:
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         return await self._log.chat_history(self._bot, channel, limit=limit)
 
-    async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
-        return None  # lines cannot be taken back here
-
-    async def history_until(self, link: str, *, limit: int) -> Sequence[Message] | None:
-        return None  # lines have no links here
-
-    async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
-        return []  # nothing is pinned here
-
-    async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
-        return None  # no reactions here
-
-    async def reply_chain(self, message: Message) -> Sequence[Message]:
-        return []  # a terminal has no replies
-
     @asynccontextmanager
     async def typing(self, channel: ChannelRef) -> AsyncIterator[None]:
-        yield  # a terminal shows the answer as it streams; no indicator needed
+        """While the model has said nothing, tell the person every ``WAITING_NOTICE``
+        seconds that the bot is still waiting, so a slow or hung server is not silence."""
+        watcher = asyncio.create_task(self._watch_silence())
+        try:
+            yield
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    async def _watch_silence(self) -> None:
+        started, seen = time.monotonic(), self._written
+        while True:
+            await asyncio.sleep(self._waiting_notice)
+            if self._written != seen:
+                return  # the answer (or a question) has started
+            waited = time.monotonic() - started
+            self._write(f"({self._me.name} is still waiting for the model: {waited:.0f} s)\n")
+            seen = self._written

@@ -110,6 +110,7 @@ schedules = sa.Table(
     sa.Column("prompt", sa.Text, nullable=False),
     sa.Column("created_by_id", sa.String, nullable=False),
     sa.Column("created_by_name", sa.String, nullable=False),
+    sa.Column("created_by_identity", sa.String, nullable=False, server_default=""),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("next_due", sa.Float, nullable=True),  # None once it will never fire again
     sa.Column("active", sa.Boolean, nullable=False),
@@ -123,12 +124,40 @@ schedule_fires = sa.Table(
     sa.Column("due", sa.Integer, primary_key=True),  # the occurrence, UTC epoch seconds
     sa.Column("fired_at", sa.Float, nullable=False),
     sa.Column("owner", sa.String, nullable=False),
+    # claimed until its activation ends: then done (answered or told), or dropped
+    sa.Column("status", sa.String, nullable=False, server_default="done"),
+    sa.Column("completed_at", sa.Float, nullable=True),
 )
 
 
 def _m4_schedules(conn: Connection) -> None:
-    schedules.create(conn)
-    schedule_fires.create(conn)
+    # As they were at version 4; version 8 adds the claim's status and the creator's identity.
+    meta = sa.MetaData()
+    sa.Table(
+        "schedules",
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("bot", sa.String, nullable=False),
+        sa.Column("channel", sa.String, nullable=False),
+        sa.Column("cron", sa.String, nullable=True),
+        sa.Column("at", sa.Float, nullable=True),
+        sa.Column("timezone", sa.String, nullable=False),
+        sa.Column("prompt", sa.Text, nullable=False),
+        sa.Column("created_by_id", sa.String, nullable=False),
+        sa.Column("created_by_name", sa.String, nullable=False),
+        sa.Column("created_at", sa.Float, nullable=False),
+        sa.Column("next_due", sa.Float, nullable=True),
+        sa.Column("active", sa.Boolean, nullable=False),
+        sa.Index("ix_schedules_bot_active", "bot", "active"),
+    ).create(conn)
+    sa.Table(
+        "schedule_fires",
+        meta,
+        sa.Column("schedule_id", sa.Integer, primary_key=True),
+        sa.Column("due", sa.Integer, primary_key=True),
+        sa.Column("fired_at", sa.Float, nullable=False),
+        sa.Column("owner", sa.String, nullable=False),
+    ).create(conn)
 
 
 monitored_channels = sa.Table(
@@ -176,6 +205,16 @@ def _m7_rolling_tail(conn: Connection) -> None:
     conn.execute(sa.text("ALTER TABLE rolling_state ADD COLUMN tail_id VARCHAR"))
 
 
+def _m8_schedule_claims(conn: Connection) -> None:
+    """Occurrences are claimed, then completed; existing ones were answered already."""
+    for statement in (
+        "ALTER TABLE schedule_fires ADD COLUMN status VARCHAR NOT NULL DEFAULT 'done'",
+        "ALTER TABLE schedule_fires ADD COLUMN completed_at FLOAT",
+        "ALTER TABLE schedules ADD COLUMN created_by_identity VARCHAR NOT NULL DEFAULT ''",
+    ):
+        conn.execute(sa.text(statement))
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -184,6 +223,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (5, _m5_monitored_channels),
     (6, _m6_rolling_state),
     (7, _m7_rolling_tail),
+    (8, _m8_schedule_claims),
 ]
 
 

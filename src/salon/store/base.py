@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
 from salon.model import ChannelRef, Message, Usage
@@ -16,8 +17,12 @@ class Store(Protocol):
 
     async def close(self) -> None: ...
 
-    async def log_message(self, bot: str, message: Message, kind: str = "message") -> None:
+    async def log_message(
+        self, bot: str, message: Message, kind: str = "message", *, durable: bool = False
+    ) -> None:
         """Append one line to the chat log of a platform that keeps no history."""
+
+    async def forget_message(self, bot: str, message_id: str) -> None: ...
 
     async def chat_history(
         self, bot: str, channel: ChannelRef, *, limit: int, before_id: str | None = None
@@ -44,3 +49,6 @@ class Store(Protocol):
 
     async def pending_approvals(self, bot: str) -> list[tuple[int, str, str]]:
         """(id, channel key, tool) of approvals still pending."""
+
+    async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:
+        """A schedule occurrence's activation ended (see ``salon.scheduler``)."""

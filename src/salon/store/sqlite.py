@@ -89,8 +89,11 @@ class SQLStore:
         """Wait until every chat-log line logged so far is committed."""
         await self._writer.flush()
 
-    async def log_message(self, bot: str, message: Message, kind: str = "message") -> None:
-        """Queue one line; it is committed within milliseconds, before any read sees it."""
+    async def log_message(
+        self, bot: str, message: Message, kind: str = "message", *, durable: bool = False
+    ) -> None:
+        """Queue one line; it is committed within milliseconds, before any read sees it.
+        ``durable``: committed (after every line queued before it) when this returns."""
         row = {
             "bot": bot,
             "channel": message.channel.key,
@@ -103,6 +106,16 @@ class SQLStore:
             "created_at": message.created_at.timestamp(),
         }
         await self._writer.add(row)
+        if durable:
+            await self._writer.flush()
+
+    async def forget_message(self, bot: str, message_id: str) -> None:
+        """Remove a logged line (one that could not be shown after all)."""
+        await self._writer.flush()
+        table = chat_log
+        await self._execute(
+            sa.delete(table).where(table.c.bot == bot, table.c.message_id == message_id)
+        )
 
     async def chat_history(
         self, bot: str, channel: ChannelRef, *, limit: int, before_id: str | None = None
@@ -285,6 +298,7 @@ class SQLStore:
             "prompt": schedule.prompt,
             "created_by_id": schedule.created_by.id,
             "created_by_name": schedule.created_by.name,
+            "created_by_identity": schedule.created_by.identity,
             "created_at": time.time(),
             "next_due": schedule.next_due.timestamp() if schedule.next_due else None,
             "active": True,
@@ -327,12 +341,14 @@ class SQLStore:
         )
 
     async def claim_fire(self, schedule_id: int, due: datetime, owner: str) -> bool:
-        """Claim one occurrence; exactly one caller, in any process, ever gets True."""
+        """Claim one occurrence; exactly one caller, in any process, ever gets True. The
+        claim stays open until ``complete_fire``."""
         row = {
             "schedule_id": schedule_id,
             "due": int(due.timestamp()),
             "fired_at": time.time(),
             "owner": owner,
+            "status": "claimed",
         }
         try:
             async with self.engine.begin() as conn:
@@ -340,6 +356,51 @@ class SQLStore:
         except IntegrityError:
             return False
         return True
+
+    async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:
+        """The occurrence's activation has ended (``done``: answered or its failure told;
+        ``dropped``: it could not be delivered)."""
+        table = schedule_fires
+        await self._execute(
+            sa.update(table)
+            .where(table.c.schedule_id == schedule_id, table.c.due == int(due.timestamp()))
+            .values(status=status, completed_at=time.time())
+        )
+
+    async def take_over_fires(self, bot: str, owner: str) -> list[tuple[Schedule, datetime]]:
+        """Claims of ``bot`` left unfinished by another (stopped) owner, now ``owner``'s:
+        each occurrence is answered again, so none is lost to a crash or a stop."""
+        fires, plans = schedule_fires, schedules
+        query = (
+            sa.select(plans, fires.c.due, fires.c.owner)
+            .join(fires, fires.c.schedule_id == plans.c.id)
+            .where(plans.c.bot == bot, fires.c.status == "claimed", fires.c.owner != owner)
+            .order_by(fires.c.due)
+        )
+        taken: list[tuple[Schedule, datetime]] = []
+        async with self.engine.begin() as conn:
+            for row in (await conn.execute(query)).all():
+                moved = await conn.execute(
+                    sa.update(fires)
+                    .where(fires.c.schedule_id == row.id, fires.c.due == row.due)
+                    .where(fires.c.owner == row.owner, fires.c.status == "claimed")
+                    .values(owner=owner)
+                )
+                if moved.rowcount:
+                    taken.append((_row_to_schedule(row), datetime.fromtimestamp(row.due, UTC)))
+        return taken
+
+    async def schedules_signature(self, bot: str) -> tuple[int, int]:
+        """(newest id, active count) of a bot's schedules: it changes when any process
+        creates or cancels one, so a running scheduler can poll it cheaply."""
+        c = schedules.c
+        query = sa.select(
+            sa.func.coalesce(sa.func.max(c.id), 0),
+            sa.func.count().filter(c.active.is_(True)),
+        ).where(c.bot == bot)
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(query)).one()
+        return int(row[0]), int(row[1])
 
     async def monitored(self, bot: str) -> set[str]:
         """Keys of the channels where the bot reads (and may answer) every message."""
@@ -451,7 +512,9 @@ def _row_to_schedule(row: Any) -> Schedule:
         timezone=row.timezone,
         cron=row.cron,
         at=datetime.fromtimestamp(row.at, tz=zone) if row.at is not None else None,
-        created_by=Participant(row.created_by_id, row.created_by_name),
+        created_by=Participant(
+            row.created_by_id, row.created_by_name, identity=row.created_by_identity
+        ),
         next_due=datetime.fromtimestamp(row.next_due, tz=UTC) if row.next_due else None,
         active=bool(row.active),
     )

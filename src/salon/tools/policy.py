@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from salon.config import BotConfig, ToolPolicy, ToolRule
+from salon.model import Policy
 from salon.tools.base import ToolSpec
 
 __all__ = ["decide", "statically_denied"]
@@ -46,9 +47,9 @@ def decide(tool: ToolSpec, arguments: Mapping[str, Any], config: BotConfig) -> T
     if found is not None:
         return found
     if tool.read_only:
-        return "allow"
+        return Policy.ALLOW
     if tool.destructive:
-        return "ask"
+        return Policy.ASK
     return config.default_tool_policy
 
 

@@ -26,7 +26,7 @@ from salon.errors import PlatformError
 from salon.model import (
     TAG_ASKED,
     TAG_MONITORED,
-    ApprovalAnswer,
+    ApprovalDecision,
     ApprovalRequest,
     Attachment,
     ChannelRef,
@@ -34,7 +34,7 @@ from salon.model import (
     MessageEvent,
     Participant,
 )
-from salon.platforms.base import EventSink
+from salon.platforms.base import Capability, EventSink, PlatformBase
 from salon.platforms.discord.cache import HistoryCache
 from salon.platforms.discord.convert import (
     channel_ref,
@@ -138,9 +138,10 @@ class _Client(discord.Client):
         logger.exception("Discord: the %s handler failed", event_method)
 
 
-class DiscordPlatform:
+class DiscordPlatform(PlatformBase):
     name = "discord"
     max_message_chars = 1800
+    capabilities = frozenset(Capability)
 
     def __init__(
         self,
@@ -267,7 +268,12 @@ class DiscordPlatform:
         return found
 
     async def send(
-        self, channel: ChannelRef, text: str, *, files: Sequence[Attachment] = ()
+        self,
+        channel: ChannelRef,
+        text: str,
+        *,
+        files: Sequence[Attachment] = (),
+        note: bool = False,
     ) -> Message:
         target = await self._channel(channel)
         content = to_discord_mentions(text, self._known_people(channel, target))
@@ -276,7 +282,7 @@ class DiscordPlatform:
         for attempt in range(self.config.send_retries + 1):
             try:
                 uploads = [discord.File(io.BytesIO(f.data or b""), f.filename) for f in files]
-                sent = await target.send(content, files=uploads, nonce=nonce)
+                sent = await target.send(content, files=uploads, nonce=nonce, silent=note)
             except discord.Forbidden as exc:
                 self._tell_once(channel, f"missing permission to send in {channel.key}: {exc.text}")
                 raise PlatformError(f"no permission to post in this channel: {exc.text}") from exc
@@ -505,7 +511,7 @@ class DiscordPlatform:
 
     async def request_approval(
         self, channel: ChannelRef, request: ApprovalRequest
-    ) -> ApprovalAnswer:
+    ) -> ApprovalDecision:
         target = await self._channel(channel)
         roles = set(request.authorized_roles) | self._authorized_roles
 

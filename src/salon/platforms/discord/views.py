@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import discord
 
-from salon.model import ApprovalAnswer
+from salon.model import Approval, ApprovalDecision
 
 __all__ = ["ButtonPrompt"]
 
@@ -29,7 +29,7 @@ class ButtonPrompt(discord.ui.View):
         cancel_label: str = "Cancel",
     ) -> None:
         super().__init__(timeout=timeout)
-        self.answer: asyncio.Future[ApprovalAnswer] = asyncio.get_running_loop().create_future()
+        self.answer: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
         self._may_answer = may_answer
         self._refusal = refusal
         approve = discord.ui.Button[ButtonPrompt](
@@ -50,16 +50,14 @@ class ButtonPrompt(discord.ui.View):
         return False
 
     async def _approved(self, interaction: discord.Interaction) -> None:
-        await self._close(interaction, "approved", "Approved")
+        await self._close(interaction, Approval.APPROVED, "Approved")
 
     async def _cancelled(self, interaction: discord.Interaction) -> None:
-        await self._close(interaction, "cancelled", "Cancelled")
+        await self._close(interaction, Approval.CANCELLED, "Cancelled")
 
-    async def _close(
-        self, interaction: discord.Interaction, answer: ApprovalAnswer, word: str
-    ) -> None:
+    async def _close(self, interaction: discord.Interaction, answer: Approval, word: str) -> None:
         if not self.answer.done():
-            self.answer.set_result(answer)
+            self.answer.set_result(ApprovalDecision(answer, by=interaction.user.display_name))
         asked = interaction.message.content if interaction.message else ""
         content = f"{asked}\n{word} by {interaction.user.display_name}.".strip()
         await interaction.response.edit_message(content=content, view=None)
@@ -67,4 +65,4 @@ class ButtonPrompt(discord.ui.View):
 
     async def on_timeout(self) -> None:
         if not self.answer.done():
-            self.answer.set_result("timeout")
+            self.answer.set_result(ApprovalDecision(Approval.TIMEOUT))
