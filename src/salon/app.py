@@ -197,7 +197,12 @@ class BotApp:
         await self.hub.start()
         self._stack.push_async_callback(self.hub.stop)
         runner = ToolRunner(
-            bot=self.key, config=self.config, tools=self.hub, store=self.store, log=self.tool_log
+            bot=self.key,
+            config=self.config,
+            tools=self.hub,
+            store=self.store,
+            log=self.tool_log,
+            redactor=self.secrets.redactor(),
         )
         self._agent = Agent(
             bot=self.key,

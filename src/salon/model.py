@@ -6,6 +6,7 @@ adapter (agent, context builder, renderers, tools) sees only these types.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -31,7 +32,9 @@ __all__ = [
     "Schedule",
     "ScheduledEvent",
     "ToolCall",
+    "ToolRecord",
     "ToolResult",
+    "ToolSpec",
     "Usage",
     "Verdict",
     "clean_text",
@@ -285,4 +288,61 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One tool as the registry knows it.
+
+    ``name`` is what the model sees (prefixed with the server's name only where two servers
+    offer the same name); ``remote_name`` is what the server calls it.
+    """
+
+    name: str
+    server: str
+    remote_name: str
+    description: str
+    input_schema: dict[str, Any]
+    read_only: bool | None = None
+    destructive: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRecord:
+    """One call with its result, and the message it came after (where it goes in context)."""
+
+    time: datetime
+    channel: str
+    after_message_id: str | None
+    call: ToolCall
+    result: ToolResult
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "time": self.time.isoformat(),
+                "channel": self.channel,
+                "after_message_id": self.after_message_id,
+                "call": {
+                    "id": self.call.id,
+                    "name": self.call.name,
+                    "arguments": self.call.arguments,
+                },
+                "result": {"content": self.result.content, "is_error": self.result.is_error},
+            },
+            ensure_ascii=False,
+        )
+
+    @classmethod
+    def from_json(cls, line: str) -> ToolRecord:
+        data: dict[str, Any] = json.loads(line)
+        call = data["call"]
+        result = data["result"]
+        return cls(
+            time=datetime.fromisoformat(data["time"]),
+            channel=str(data["channel"]),
+            after_message_id=data.get("after_message_id"),
+            call=ToolCall(str(call["id"]), str(call["name"]), dict(call["arguments"])),
+            result=ToolResult(str(call["id"]), str(result["content"]), bool(result["is_error"])),
         )

@@ -223,12 +223,20 @@ async def test_tool_log_goes_back_into_later_contexts(setup: Setup) -> None:
     assert saved["result"]["content"] == "tea means something"
     await platform.post(dm, ALICE, "sure?")
     await agent.wait_idle()
-    later = [m.plain_text for m in provider.requests[-1].messages]
-    assert later[0] == "Alice: what is tea?"
-    assert '<invoke name="lookup">' in later[1]
-    assert "tea means something" in later[1]
-    assert later[1].endswith("Tea is a drink.")
-    assert all(".Salon>" not in text for text in later)  # the dot message stays invisible
+    later = provider.requests[-1].messages
+    assert [m.role for m in later] == ["user", "assistant", "user", "assistant", "user"]
+    assert later[0].plain_text == "Alice: what is tea?"
+    # Native tool mode: the past call comes back as a native tool turn, never as
+    # <function_calls> text in the bot's words (which a small model would imitate).
+    (used,) = later[1].parts
+    assert isinstance(used, ToolUsePart)
+    assert used.call.name == "lookup"
+    result = later[2].parts[0]
+    assert isinstance(result, ToolResultPart)
+    assert result.result.content == "tea means something"
+    assert later[3].plain_text == "Tea is a drink."
+    assert all("<function_calls>" not in m.plain_text for m in later)
+    assert all(".Salon>" not in m.plain_text for m in later)  # the dot message stays invisible
 
 
 async def test_text_protocol_parses_calls_and_continues_the_turn(setup: Setup) -> None:

@@ -14,6 +14,9 @@ ALICE = Participant("a", "Alice")
 BOB = Participant("b", "Bob")
 
 
+T = datetime(2026, 1, 1, tzinfo=UTC)
+
+
 def msg(i: int, author: Participant, text: str) -> Message:
     return Message(str(i), ROOM, author, text, datetime(2026, 1, 1, tzinfo=UTC))
 
@@ -56,7 +59,7 @@ def test_chat_roles_names_and_merging() -> None:
     request = render_chat(history, ME, bot_config(system_prompt="sys", max_tokens=99), "m")
     assert [(m.role, m.plain_text) for m in request.messages] == [
         ("user", "Alice: hi\nBob: hey"),
-        ("assistant", "hello both how are you?"),  # one bot's run of messages is one
+        ("assistant", "hello both\n\nhow are you?"),  # one bot's run is one message
         ("user", "Alice: fine"),
     ]
     assert (request.system, request.max_tokens, request.model) == ("sys", 99, "m")
@@ -117,3 +120,53 @@ def test_chat_breakpoint_ends_a_marked_part_and_the_prefix_stays_put() -> None:
         TextPart("Alice: one", cache_breakpoint=True),
         TextPart("\nBob: two"),
     )
+
+
+ROBO = Participant("r", "Robo", is_bot=True)
+
+
+def test_another_bots_run_reads_as_one_message_under_one_label() -> None:
+    history = [msg(1, ALICE, "hi"), msg(2, ROBO, "First."), msg(3, ROBO, "Second.")]
+    request = render_chat(history, ME, bot_config(), "m")
+    assert request.messages[0].plain_text == "Alice: hi\nRobo: First.\n\nSecond."
+
+
+def test_paragraphs_of_an_answer_keep_their_breaks_and_size_cuts_join_with_a_space() -> None:
+    cut = "x" * 1790  # a piece cut at Discord's size limit ends mid-paragraph
+    history = [msg(1, ALICE, "talk"), msg(2, ME, "One."), msg(3, ME, cut), msg(4, ME, "tail")]
+    request = render_chat(history, ME, bot_config(), "m", message_limit=1800)
+    assert request.messages[1].plain_text == f"One.\n\n{cut} tail"
+
+
+def test_notes_and_the_hiding_emoji_in_text_hide_a_message() -> None:
+    from salon.context import is_visible
+    from salon.model import TAG_NOTE
+
+    config = bot_config()
+    note = Message("1", ROOM, ME, "⚠️ Salon could not answer", T, tags=frozenset({TAG_NOTE}))
+    assert not is_visible(note, config)
+    assert not is_visible(msg(2, ALICE, "do not read this \U0001fae5"), config)
+    assert is_visible(msg(3, ALICE, "read this"), config)
+
+
+def test_past_tool_calls_are_native_turns_when_tools_are_native() -> None:
+    from salon.llm.base import TextPart, ToolResultPart, ToolUsePart
+    from salon.model import ToolCall, ToolRecord, ToolResult
+
+    call = ToolCall("call_1", "lookup", {"word": "jazz"})
+    record = ToolRecord(T, ROOM.key, "2", call, ToolResult("call_1", "a music"))
+    history = [msg(1, ALICE, "what is jazz?"), msg(2, ME, "Let me look."), msg(3, ALICE, "ok")]
+    native = render_chat(history, ME, bot_config(), "m", [record], native_tools=True)
+    roles = [m.role for m in native.messages]
+    assert roles == ["user", "assistant", "user"]
+    said, used = native.messages[1].parts
+    assert said == TextPart("Let me look.")
+    assert isinstance(used, ToolUsePart)
+    assert used.call.name == "lookup"
+    answered = native.messages[2].parts[0]
+    assert isinstance(answered, ToolResultPart)
+    assert answered.result.content == "a music"
+    assert answered.result.call_id == used.call.id
+    assert "<function_calls>" not in "".join(m.plain_text for m in native.messages)
+    text = render_chat(history, ME, bot_config(), "m", [record])
+    assert "<function_calls>" in text.messages[1].plain_text

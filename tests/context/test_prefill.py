@@ -63,7 +63,7 @@ def test_transcript_request_is_exact() -> None:
             ],
         },
     ]
-    assert request.stop == ("\nAlice:", "\nBob:")
+    assert request.stop == ("\nAlice:", "\nBob:", "\nalice:", "\nbob:")
 
 
 def test_continuation_adds_no_name() -> None:
@@ -111,7 +111,33 @@ def test_stop_sequences_are_the_recent_participants_plus_configured() -> None:
     people = [Participant(str(i), f"P{i}") for i in range(15)]
     history = [msg(i, p, "hi") for i, p in enumerate(people)]
     config = prefill_config(recent_participant_count=3, stop_sequences=["END"])
-    assert stop_sequences(history, ME, config) == ("\nP14:", "\nP13:", "\nP12:", "END")
+    assert stop_sequences(history, ME, config) == (
+        "\nP14:",
+        "\nP13:",
+        "\nP12:",
+        "\np14:",
+        "\np13:",
+        "\np12:",
+        "END",
+    )
+
+
+def test_stops_cover_case_variants_and_the_speakers_of_the_context_prefix() -> None:
+    you = Participant("u", "you")
+    config = prefill_config(context_prefix="Narrator: a quiet evening.\nGuide: welcome.")
+    stops = stop_sequences([msg(1, you, "hello")], ME, config)
+    assert "\nyou:" in stops
+    assert "\nYou:" in stops
+    assert "\nNarrator:" in stops
+    assert "\nGuide:" in stops
+    assert not any("Claude" in stop for stop in stops)  # never the bot's own name
+
+
+def test_a_bots_run_is_one_block_in_the_transcript() -> None:
+    robo = Participant("r", "Robo", is_bot=True)
+    history = [msg(1, ALICE, "hi"), msg(2, robo, "One."), msg(3, robo, "Two."), msg(4, ME, "Hey")]
+    text = to_anthropic_messages(render_prefill(history, ME, prefill_config(), "m"))[-1]
+    assert text["content"][-1]["text"] == "Alice: hi\n\nRobo: One.\n\nTwo.\n\nClaude: Hey"
 
 
 def test_roll_keeps_everything_until_the_threshold() -> None:

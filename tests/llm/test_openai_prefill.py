@@ -73,7 +73,7 @@ async def test_completions_style_sends_the_raw_transcript(llm_server: LLMServer)
     sent = llm_server.requests[0]
     assert sent.path == "/v1/completions"
     assert sent.body["prompt"] == "Alice: hi there\n\nAlice: anyone?\n\nSalon:"
-    assert sent.body["stop"] == ["\nAlice:", "###", "<|eot|>"]
+    assert sent.body["stop"] == ["\nAlice:", "\nalice:", "###", "<|eot|>"]
     assert "messages" not in sent.body
     await provider.aclose()
 

@@ -1,7 +1,8 @@
-"""The agent: queue, activation rules, per-channel serialization, output streaming."""
+"""The agent: dispatch (queue, lanes, the activation boundary), the room (what the model
+sees) and the conversation (rendering, streaming, tools, output)."""
 
 from salon.agent.activation import should_activate
-from salon.agent.loop import Agent
+from salon.agent.dispatch import Agent
 from salon.agent.output import ParagraphStream, split_message
 
 __all__ = ["Agent", "ParagraphStream", "should_activate", "split_message"]

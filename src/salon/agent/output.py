@@ -4,11 +4,15 @@
 find (paragraph, then line, then word) and closes a code fence it cuts through, reopening
 it in the next piece. ``ParagraphStream`` releases each paragraph as soon as it is complete,
 so a long answer arrives in the room piece by piece while the model is still writing.
+``LeadingLabel`` drops a label the model writes before its own answer (``Salon: hi``).
 """
 
 from __future__ import annotations
 
-__all__ = ["ParagraphStream", "split_message"]
+import re
+from collections.abc import Iterable
+
+__all__ = ["LeadingLabel", "ParagraphStream", "split_message"]
 
 _FENCE = "```"
 _CLOSE = "\n```"
@@ -63,7 +67,7 @@ class ParagraphStream:
     """Collects text deltas; ``feed`` returns the messages that are complete so far."""
 
     def __init__(self, limit: int) -> None:
-        self._limit = limit
+        self.limit = limit
         self._buf = ""
         self._scan_from = 0
 
@@ -78,11 +82,11 @@ class ParagraphStream:
             if _open_fence(paragraph) is not None:
                 self._scan_from = at + 2  # a blank line inside a code block ends nothing
                 continue
-            out.extend(split_message(paragraph, self._limit))
+            out.extend(split_message(paragraph, self.limit))
             self._buf = self._buf[at + 2 :].lstrip("\n")
             self._scan_from = 0
-        if len(self._buf) > self._limit:
-            *done, self._buf = split_message(self._buf, self._limit) or [""]
+        if len(self._buf) > self.limit:
+            *done, self._buf = split_message(self._buf, self.limit) or [""]
             out.extend(done)
             self._scan_from = 0
         self._scan_from = max(self._scan_from, len(self._buf) - 1)
@@ -90,4 +94,36 @@ class ParagraphStream:
 
     def finish(self) -> list[str]:
         text, self._buf, self._scan_from = self._buf, "", 0
-        return split_message(text, self._limit)
+        return split_message(text, self.limit)
+
+
+class LeadingLabel:
+    """Holds back the start of an answer until it is clear whether the model began it with
+    its own label (``Salon: hi``, ``Assistant: hi``, imitating the transcript), and drops
+    that label. Only the very start of an answer is looked at."""
+
+    def __init__(self, labels: Iterable[str]) -> None:
+        names = sorted({label for label in labels if label}, key=len, reverse=True)
+        alternatives = "|".join(re.escape(name) for name in names)
+        self._pattern = re.compile(rf"\s*(?:{alternatives})\s*:[ \t]*", re.IGNORECASE)
+        self._decide_at = max((len(n) for n in names), default=0) + 3
+        self._held = ""
+        self._decided = not names
+
+    def feed(self, text: str) -> str:
+        if self._decided:
+            return text
+        self._held += text
+        start = self._held.lstrip()
+        if len(start) < self._decide_at and ":" not in start and "\n" not in start:
+            return ""  # could still be a label
+        return self.flush()
+
+    def flush(self) -> str:
+        held, self._held = self._held, ""
+        if not self._decided:
+            self._decided = True
+            found = self._pattern.match(held)
+            if found:
+                held = held[found.end() :]
+        return held

@@ -19,8 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from salon.llm.base import ChatMessage, LLMRequest, TextPart
-from salon.model import ToolCall, ToolResult
-from salon.tools.base import ToolSpec
+from salon.model import ToolCall, ToolResult, ToolSpec
 
 __all__ = ["Plan", "answer_request", "parse_plan", "planning_request"]
 

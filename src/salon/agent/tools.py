@@ -14,9 +14,10 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
-from salon.config import BotConfig
+from salon.config import BotConfig, Redactor
+from salon.context.textproto import CALLS_CLOSE, format_results, render_tool_list
 from salon.llm.base import (
     ChatMessage,
     LLMRequest,
@@ -25,14 +26,22 @@ from salon.llm.base import (
     ToolResultPart,
     ToolUsePart,
 )
-from salon.model import ApprovalRequest, ChannelRef, Participant, ToolCall, ToolResult
+from salon.model import (
+    Approval,
+    ApprovalRequest,
+    ChannelRef,
+    Participant,
+    Policy,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Verdict,
+)
 from salon.platforms.base import Platform
 from salon.store.base import Store
-from salon.tools.base import ToolSpec
 from salon.tools.display import flatten, tool_log_text
 from salon.tools.log import ToolLog, ToolRecord
 from salon.tools.policy import decide, statically_denied
-from salon.tools.textproto import CALLS_CLOSE, format_results, render_tool_list
 
 __all__ = ["Outcome", "ToolRunner", "Tools"]
 
@@ -64,6 +73,7 @@ class Turn:
     text: str = ""
     calls: list[ToolCall] = field(default_factory=list)
     raw: str = ""
+    cut_off: bool = False  # the stream broke after part of the answer was shown
 
 
 class ToolRunner:
@@ -75,12 +85,14 @@ class ToolRunner:
         tools: Tools,
         store: Store,
         log: ToolLog | None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.bot = bot
         self.config = config
         self.tools = tools
         self.store = store
         self.log = log
+        self.redact = redactor or Redactor()
         self.refused_by_provider = False  # the model said no to native tools once
 
     def with_config(self, config: BotConfig) -> ToolRunner:
@@ -106,6 +118,13 @@ class ToolRunner:
 
     def offered(self) -> list[ToolSpec]:
         return [s for s in self.tools.specs() if not statically_denied(s, self.config)]
+
+    def native_offered(self) -> bool:
+        """Whether the next request offers tools natively (so past calls can be native
+        tool turns, which a vendor accepts only alongside tool definitions)."""
+        if self.text_mode or self.planner or self.refused_by_provider:
+            return False
+        return bool(self.offered())
 
     def prepare(self, request: LLMRequest) -> LLMRequest:
         specs = self.offered()
@@ -157,9 +176,9 @@ class ToolRunner:
         refused: dict[str, ToolResult] = {}
         for call in calls:
             verdict = await self._gate(platform, channel, requester, call)
-            if verdict == "cancel":
+            if verdict is Verdict.CANCEL:
                 return Outcome(cancelled=call.name)
-            if verdict == "deny":
+            if verdict is Verdict.DENY:
                 reason = f"{call.name} is not allowed here (denied by policy)"
                 refused[call.id] = ToolResult(call.id, reason, is_error=True)
             else:
@@ -168,24 +187,29 @@ class ToolRunner:
             "channel": channel.key,
             "requester_id": requester.id,
             "requester_name": requester.name,
+            "requester_roles": ",".join(requester.roles),
         }
         ran = await asyncio.gather(*(self.tools.call(c, hidden=hidden) for c in ready))
         by_id = {r.call_id: r for r in ran} | refused
-        results = [by_id[c.id] for c in calls]
+        # No configured secret travels on: not to the model, the tool log or the channel.
+        results = [replace(by_id[c.id], content=self.redact(by_id[c.id].content)) for c in calls]
         for call, result in zip(calls, results, strict=True):
-            self._record(channel, after_message_id, call, result)
-            await self._show(platform, channel, call, result)
+            shown = replace(call, arguments=_redacted(call.arguments, self.redact))
+            self._record(channel, after_message_id, shown, result)
+            await self._show(platform, channel, shown, result)
         return Outcome(results)
 
     async def _gate(
         self, platform: Platform, channel: ChannelRef, requester: Participant, call: ToolCall
-    ) -> str:
+    ) -> Verdict:
         spec = self.tools.get(call.name)
         if spec is None:
-            return "run"  # the hub answers unknown tools with an error result
+            return Verdict.RUN  # the hub answers unknown tools with an error result
         policy = decide(spec, call.arguments, self.config)
-        if policy != "ask":
-            return "run" if policy == "allow" else "deny"
+        if policy == Policy.ALLOW:
+            return Verdict.RUN
+        if policy == Policy.DENY:
+            return Verdict.DENY
         arguments = json.dumps(call.arguments, ensure_ascii=False)
         approval = await self.store.open_approval(
             self.bot, channel.key, call.name, arguments, requester.id
@@ -200,11 +224,11 @@ class ToolRunner:
         try:
             decision = await platform.request_approval(channel, request)
         except Exception:
-            await self.store.close_approval(approval, "failed")
+            await self.store.close_approval(approval, Approval.FAILED)
             raise
         # Cancelled (shutdown) leaves it pending on purpose: the next start closes it aloud.
         await self.store.close_approval(approval, decision.answer)
-        return "run" if decision.answer == "approved" else "cancel"
+        return Verdict.RUN if decision.answer == Approval.APPROVED else Verdict.CANCEL
 
     def _record(
         self, channel: ChannelRef, after: str | None, call: ToolCall, result: ToolResult
@@ -225,6 +249,17 @@ class ToolRunner:
                 text = tool_log_text(self.config.name, call, result, platform.max_message_chars)
                 await platform.send_tool_log(channel, text)
             if result.attachments:
-                await platform.send(channel, f"({call.name})", files=result.attachments)
+                await platform.send(channel, f"({call.name})", files=result.attachments, note=True)
         except Exception:  # showing is a courtesy; the answer must go on
             logger.exception("could not show the use of %s in %s", call.name, channel.key)
+
+
+def _redacted(value: Any, redact: Redactor) -> Any:
+    """``value`` (JSON-like) with every string passed through ``redact``."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v, redact) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v, redact) for v in value]
+    return value

@@ -7,6 +7,7 @@ activation, so each walks the history once.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import replace
@@ -14,17 +15,30 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from salon.config import BotConfig
-from salon.llm.base import ChatMessage, ImagePart, LLMRequest, TextPart
-from salon.model import TAG_REPLY_CHAIN, Message, Participant
-from salon.tools.log import ToolRecord
-from salon.tools.textproto import format_calls, format_results
+from salon.context.textproto import format_calls, format_results
+from salon.llm.base import (
+    ChatMessage,
+    ContentPart,
+    ImagePart,
+    LLMRequest,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+)
+from salon.model import TAG_NOTE, TAG_REPLY_CHAIN, Message, Participant, ToolRecord
 
 __all__ = [
+    "REPLIED_TO_MARK",
     "TRUNCATION_MARK",
+    "continues_run",
+    "images_of",
     "is_visible",
     "m_command",
+    "message_text",
     "record_text",
     "render_chat",
+    "reply_mark",
+    "run_joiner",
     "select_context",
     "weave",
 ]
@@ -42,14 +56,20 @@ def m_command(text: str) -> str | None:
 
 
 def is_visible(message: Message, config: BotConfig) -> bool:
-    """Dot messages are commands and tool logs: no bot reads them as conversation; a
-    message someone marked with a hiding reaction (🫥) is treated the same, and so is an
-    ``m`` command."""
-    if config.ignore_dot_messages and message.text.startswith("."):
+    """Dot messages are commands and tool logs: no bot reads them as conversation. The same
+    goes for a message marked with a hiding emoji (🫥), as a reaction or in its text, an
+    ``m`` command, and Salon's own notes (a failure, an approval question)."""
+    text = message.text
+    if config.ignore_dot_messages and text.startswith("."):
         return False
-    if message.text[:1] in "mM@ " and m_command(message.text):
+    if text[:1] in "mM@ " and m_command(text):
         return False
-    return not (message.reactions and set(message.reactions) & set(config.hiding_reactions))
+    if message.tags and TAG_NOTE in message.tags:
+        return False
+    hiding = config.hiding_reactions
+    if message.reactions and not set(message.reactions).isdisjoint(hiding):
+        return False
+    return not any(emoji in text for emoji in hiding)
 
 
 def select_context(
@@ -129,17 +149,37 @@ def record_text(record: ToolRecord) -> str:
 REPLIED_TO_MARK = "(earlier message, replied to) "
 """Marks a message the reply chain brought in from beyond the recency window."""
 
+_SIZE_CUT = 0.9
+"""A piece this close to the platform's size limit was cut for size, inside a paragraph."""
 
-def _role_and_line(
-    item: Message | ToolRecord, me: Participant
-) -> tuple[Literal["user", "assistant"], str]:
-    if isinstance(item, ToolRecord):
-        return "assistant", record_text(item)
-    mark = REPLIED_TO_MARK if item.tags and TAG_REPLY_CHAIN in item.tags else ""
-    text = item.text + _file_texts(item) if item.attachments else item.text
-    if item.author.id == me.id:
-        return "assistant", f"{mark}{text}"
-    return "user", f"{mark}{item.author.name}: {text}"
+
+def continues_run(previous: Message | ToolRecord | None, item: Message | ToolRecord) -> bool:
+    """Whether ``item`` continues a bot's run of messages: a bot's answer arrives in pieces
+    (a paragraph each, or cut at the size limit), and a run reads as one message."""
+    return (
+        isinstance(previous, Message)
+        and isinstance(item, Message)
+        and item.author.is_bot
+        and previous.author.id == item.author.id
+    )
+
+
+def run_joiner(previous: Message, message_limit: int | None) -> str:
+    """What goes between two pieces of a run: a paragraph break, as answers are sent a
+    paragraph at a time; a space after a piece cut for size (it ends mid-paragraph)."""
+    if message_limit and len(previous.text) >= message_limit * _SIZE_CUT:
+        return " "
+    return "\n\n"
+
+
+def message_text(message: Message) -> str:
+    """A message's text with the text files a platform loaded for it."""
+    return message.text + _file_texts(message) if message.attachments else message.text
+
+
+def reply_mark(message: Message) -> str:
+    """What goes before a message's label when the reply chain brought it in."""
+    return REPLIED_TO_MARK if message.tags and TAG_REPLY_CHAIN in message.tags else ""
 
 
 def _file_texts(message: Message) -> str:
@@ -151,14 +191,20 @@ def _file_texts(message: Message) -> str:
     )
 
 
-def _images(item: Message | ToolRecord) -> list[ImagePart]:
-    if isinstance(item, ToolRecord) or not item.attachments:
+def images_of(message: Message) -> list[ImagePart]:
+    if not message.attachments:
         return []
     return [
         ImagePart(a.content_type, a.data)
-        for a in item.attachments
+        for a in message.attachments
         if a.data is not None and a.content_type.startswith("image/")
     ]
+
+
+def record_id(record: ToolRecord) -> str:
+    """A stable id for a past call: vendors' own ids may repeat across restarts."""
+    digest = hashlib.sha1(f"{record.time.isoformat()}|{record.call.id}".encode()).hexdigest()
+    return f"past_{digest[:16]}"
 
 
 class _Breakpoint:
@@ -166,13 +212,19 @@ class _Breakpoint:
 
 
 _BREAK = _Breakpoint()
-Piece = str | ImagePart | _Breakpoint
 
 
-def _parts(pieces: list[Piece]) -> tuple[TextPart | ImagePart, ...]:
-    """Runs of text lines become one text part; images stay where they were; the text up
-    to the cache breakpoint ends a part marked as the breakpoint."""
-    parts: list[TextPart | ImagePart] = []
+class _Cont(str):
+    """The rest of a line whose start was flushed (by a breakpoint or an image)."""
+
+
+Piece = str | ImagePart | ToolUsePart | ToolResultPart | _Breakpoint
+
+
+def _parts(pieces: list[Piece]) -> tuple[ContentPart, ...]:
+    """Runs of text lines become one text part; images and tool parts stay where they
+    were; the text up to the cache breakpoint ends a part marked as the breakpoint."""
+    parts: list[ContentPart] = []
     lines: list[str] = []
     glue = ""  # text right after the breakpoint starts on a new line
 
@@ -184,7 +236,13 @@ def _parts(pieces: list[Piece]) -> tuple[TextPart | ImagePart, ...]:
         lines = []
 
     for piece in pieces:
-        if isinstance(piece, str):
+        if isinstance(piece, _Cont):
+            if lines:
+                lines[-1] += piece
+            else:
+                lines.append(piece)
+                glue = ""  # the rest of a line goes on where it stopped
+        elif isinstance(piece, str):
             lines.append(piece)
         elif isinstance(piece, _Breakpoint):
             flush(cache_breakpoint=True)
@@ -195,13 +253,41 @@ def _parts(pieces: list[Piece]) -> tuple[TextPart | ImagePart, ...]:
     return tuple(parts)
 
 
-def _same_bot(previous: Message | ToolRecord | None, item: Message | ToolRecord) -> bool:
-    return (
-        isinstance(previous, Message)
-        and isinstance(item, Message)
-        and item.author.is_bot
-        and previous.author.id == item.author.id
-    )
+class _Turns:
+    """Chat turns being built: consecutive pieces of one role share a turn."""
+
+    def __init__(self) -> None:
+        self.turns: list[tuple[Literal["user", "assistant"], list[Piece]]] = []
+        self.structured: set[int] = set()  # turns holding more than plain lines
+
+    def pieces(self, role: Literal["user", "assistant"]) -> list[Piece]:
+        if not (self.turns and self.turns[-1][0] == role):
+            self.turns.append((role, []))
+        return self.turns[-1][1]
+
+    def add(self, role: Literal["user", "assistant"], *pieces: Piece) -> None:
+        into = self.pieces(role)
+        into.extend(pieces)
+        if any(not isinstance(p, str) for p in pieces):
+            self.structured.add(len(self.turns) - 1)
+
+    def continue_line(self, role: Literal["user", "assistant"], text: str) -> None:
+        into = self.pieces(role)
+        if into and type(into[-1]) is str:
+            into[-1] += text
+        else:
+            self.add(role, _Cont(text))
+
+    def messages(self) -> tuple[ChatMessage, ...]:
+        return tuple(
+            ChatMessage(
+                role,
+                _parts(pieces)
+                if i in self.structured
+                else (TextPart("\n".join(p for p in pieces if isinstance(p, str))),),
+            )
+            for i, (role, pieces) in enumerate(self.turns)
+        )
 
 
 def render_chat(
@@ -213,48 +299,66 @@ def render_chat(
     *,
     breakpoint_id: str | None = None,
     breakpoints: Collection[str] = (),
+    native_tools: bool = False,
+    message_limit: int | None = None,
 ) -> LLMRequest:
     """Chat mode: the bot's messages are assistant turns, everyone else's user turns.
 
     User lines carry their author's name; consecutive turns of one role are merged, and a
-    bot's run of messages becomes one message. Past tool calls are part of the bot's turns,
-    in the text protocol's form. Images a platform loaded follow the line they came with.
-    The messages ``breakpoint_id`` and ``breakpoints`` end text parts marked as
-    prompt-cache breakpoints.
+    bot's run of messages reads as one message under one label (``run_joiner``). Past tool
+    calls are native tool turns when ``native_tools`` (the request offers tools natively),
+    else part of the bot's turns in the text protocol's form. Images a platform loaded
+    follow the line they came with. The messages ``breakpoint_id`` and ``breakpoints`` end
+    text parts marked as prompt-cache breakpoints.
     """
     marked = {*breakpoints, *([breakpoint_id] if breakpoint_id else [])}
-    turns: list[tuple[Literal["user", "assistant"], list[Piece]]] = []
-    pictured: set[int] = set()  # turns holding images; the rest are plain text
+    turns = _Turns()
     previous: Message | ToolRecord | None = None
     for item in weave(messages, records):
-        role, line = _role_and_line(item, me)
-        extra: list[Piece] = list(_images(item))
-        if marked and isinstance(item, Message) and item.id in marked:
-            extra.insert(0, _BREAK)  # right after the line, before any image
-        if not (turns and turns[-1][0] == role):
-            turns.append((role, []))
-        pieces = turns[-1][1]
-        if pieces and _same_bot(previous, item) and isinstance(pieces[-1], str):
-            pieces[-1] += " " + line  # one bot's run of messages is one message
+        if isinstance(item, ToolRecord):
+            _add_record(turns, item, native=native_tools)
         else:
-            pieces.append(line)
-        if extra:
-            pieces.extend(extra)
-            pictured.add(len(turns) - 1)
+            _add_message(turns, item, previous, me, message_limit)
+            extra: list[Piece] = list(images_of(item))
+            if marked and item.id in marked:
+                extra.insert(0, _BREAK)  # right after the line, before any image
+            if extra:
+                turns.add("assistant" if item.author.id == me.id else "user", *extra)
         previous = item
-    chat = tuple(
-        ChatMessage(
-            role,
-            _parts(pieces) if i in pictured else (TextPart("\n".join(pieces)),),  # type: ignore[arg-type]
-        )
-        for i, (role, pieces) in enumerate(turns)
-    )
     return LLMRequest(
         model=model,
-        messages=chat,
+        messages=turns.messages(),
         system=config.system_prompt,
         max_tokens=config.max_tokens,
         temperature=config.temperature,
         stop=tuple(config.stop_sequences),
         cache_system=config.prompt_caching,
     )
+
+
+def _add_message(
+    turns: _Turns,
+    message: Message,
+    previous: Message | ToolRecord | None,
+    me: Participant,
+    message_limit: int | None,
+) -> None:
+    mine = message.author.id == me.id
+    role: Literal["user", "assistant"] = "assistant" if mine else "user"
+    text = message_text(message)
+    if continues_run(previous, message):
+        assert isinstance(previous, Message)
+        turns.continue_line(role, run_joiner(previous, message_limit) + text)
+    else:
+        mark = reply_mark(message)
+        turns.add(role, f"{mark}{text}" if mine else f"{mark}{message.author.name}: {text}")
+
+
+def _add_record(turns: _Turns, record: ToolRecord, *, native: bool) -> None:
+    if not native:
+        turns.add("assistant", record_text(record))
+        return
+    call_id = record_id(record)
+    call = replace(record.call, id=call_id)
+    turns.add("assistant", ToolUsePart(call))
+    turns.add("user", ToolResultPart(replace(record.result, call_id=call_id)))

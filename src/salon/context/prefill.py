@@ -18,23 +18,36 @@ cache breakpoint sits (a block of its own, marked for the provider's prompt cach
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 
 from salon.config import BotConfig
-from salon.context.builder import REPLIED_TO_MARK, record_text, weave
+from salon.context.builder import (
+    continues_run,
+    images_of,
+    message_text,
+    record_text,
+    reply_mark,
+    run_joiner,
+    weave,
+)
 from salon.llm.base import ChatMessage, ContentPart, ImagePart, LLMRequest, TextPart
-from salon.model import TAG_REPLY_CHAIN, Message, Participant
-from salon.tools.log import ToolRecord
+from salon.model import Message, Participant, ToolRecord
 
 __all__ = ["render_prefill", "stop_sequences"]
 
 _SEPARATOR = "\n\n"
 
 
+_PREFIX_LABEL = re.compile(r"^([^\n:]{1,40}):", re.MULTILINE)
+
+
 def stop_sequences(
     messages: Sequence[Message], me: Participant, config: BotConfig
 ) -> tuple[str, ...]:
-    """``\\nName:`` for the most recent participants (authors and people mentioned)."""
+    """``\\nName:`` for the most recent participants (authors and people mentioned) and the
+    speakers of ``context_prefix``, then their case variants (a model writes ``You:`` for
+    ``you``): whoever the model might start to speak for, it stops there."""
     names: list[str] = []
     for message in reversed(messages):
         for person in (message.author, *message.mentions):
@@ -42,7 +55,13 @@ def stop_sequences(
                 names.append(person.name)
         if len(names) >= config.recent_participant_count:
             break
-    chosen = [f"\n{name}:" for name in names[: config.recent_participant_count]]
+    names = names[: config.recent_participant_count]
+    own = {config.name.lower(), me.name.lower()}
+    for label in _PREFIX_LABEL.findall(config.context_prefix):
+        if label.strip() and label.strip().lower() not in own and label.strip() not in names:
+            names.append(label.strip())
+    variants = [v for name in names for v in (name.capitalize(), name.lower(), name.title())]
+    chosen = [f"\n{name}:" for name in [*names, *variants]]
     return tuple(dict.fromkeys([*chosen, *config.stop_sequences]))
 
 
@@ -51,9 +70,8 @@ def _block(item: Message | ToolRecord, me: Participant, name: str) -> str:
     same whether or not it ends the request (where the API forbids trailing white space)."""
     if isinstance(item, ToolRecord):
         return f"{name}: {record_text(item)}".rstrip()
-    mark = REPLIED_TO_MARK if TAG_REPLY_CHAIN in item.tags else ""
     author = name if item.author.id == me.id else item.author.name
-    return f"{mark}{author}: {item.text}".rstrip()
+    return f"{reply_mark(item)}{author}: {message_text(item)}".rstrip()
 
 
 class _Transcript:
@@ -98,25 +116,30 @@ def render_prefill(
     *,
     breakpoint_id: str | None = None,
     breakpoints: Collection[str] = (),
+    message_limit: int | None = None,
 ) -> LLMRequest:
     """The request for ``messages``; the messages ``breakpoint_id`` and ``breakpoints``
-    end blocks marked for the prompt cache."""
+    end blocks marked for the prompt cache. A bot's run of messages is one block."""
     marked = {*breakpoints, *([breakpoint_id] if breakpoint_id else [])}
     name = config.name
     transcript = _Transcript()
     if config.context_prefix:
         transcript.write(config.context_prefix + _SEPARATOR)
     items = weave(messages, records)
+    previous: Message | ToolRecord | None = None
     for position, item in enumerate(items):
-        if position:
-            transcript.write(_SEPARATOR)
-        transcript.write(_block(item, me, name))
+        if isinstance(item, Message) and continues_run(previous, item):
+            assert isinstance(previous, Message)
+            joined = run_joiner(previous, message_limit) + message_text(item)
+            transcript.write(joined.rstrip())
+        else:
+            transcript.write((_SEPARATOR if position else "") + _block(item, me, name))
         if isinstance(item, Message):
-            for attachment in item.attachments:
-                if attachment.data is not None and attachment.content_type.startswith("image/"):
-                    transcript.image(ImagePart(attachment.content_type, attachment.data))
+            for image in images_of(item):
+                transcript.image(image)
             if item.id in marked:
                 transcript.breakpoint()
+        previous = item
     last = items[-1] if items else None
     continuing = isinstance(last, Message) and last.author.id == me.id
     if not continuing:

@@ -8,18 +8,15 @@ message the context still holds.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
-from salon.model import ToolCall, ToolResult
+from salon.model import ToolRecord
 
 __all__ = ["ToolLog", "ToolRecord"]
 
@@ -27,46 +24,6 @@ logger = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _CACHE_PER_CHANNEL = 2000
-
-
-@dataclass(frozen=True, slots=True)
-class ToolRecord:
-    """One call with its result, and the message it came after (where it goes in context)."""
-
-    time: datetime
-    channel: str
-    after_message_id: str | None
-    call: ToolCall
-    result: ToolResult
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "time": self.time.isoformat(),
-                "channel": self.channel,
-                "after_message_id": self.after_message_id,
-                "call": {
-                    "id": self.call.id,
-                    "name": self.call.name,
-                    "arguments": self.call.arguments,
-                },
-                "result": {"content": self.result.content, "is_error": self.result.is_error},
-            },
-            ensure_ascii=False,
-        )
-
-    @classmethod
-    def from_json(cls, line: str) -> ToolRecord:
-        data: dict[str, Any] = json.loads(line)
-        call = data["call"]
-        result = data["result"]
-        return cls(
-            time=datetime.fromisoformat(data["time"]),
-            channel=str(data["channel"]),
-            after_message_id=data.get("after_message_id"),
-            call=ToolCall(str(call["id"]), str(call["name"]), dict(call["arguments"])),
-            result=ToolResult(str(call["id"]), str(result["content"]), bool(result["is_error"])),
-        )
 
 
 def _safe(name: str) -> str:

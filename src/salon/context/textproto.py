@@ -22,8 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from salon.model import UNPARSED_ARGUMENTS, ToolCall, ToolResult
-from salon.tools.base import ToolSpec
+from salon.model import UNPARSED_ARGUMENTS, ToolCall, ToolResult, ToolSpec
 
 __all__ = [
     "CALLS_CLOSE",

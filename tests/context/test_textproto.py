@@ -5,9 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from salon.model import UNPARSED_ARGUMENTS, ToolCall, ToolResult
-from salon.tools.base import ToolSpec
-from salon.tools.textproto import (
+from salon.context.textproto import (
     MALFORMED,
     CallTextFilter,
     format_calls,
@@ -15,6 +13,7 @@ from salon.tools.textproto import (
     parse_calls,
     render_tool_list,
 )
+from salon.model import UNPARSED_ARGUMENTS, ToolCall, ToolResult, ToolSpec
 
 SCHEMAS = {
     "echo": {

@@ -1,0 +1,324 @@
+"""The conversation: from a scene to the bot's answer in the channel.
+
+Render the scene (chat turns or a transcript), stream the model's answer into the channel
+a paragraph at a time, run the tools it asks for (native calls, the text protocol, or a
+JSON plan first) and feed their results back until it is done.
+
+A stream can break. Before anything reached the channel, the completion is asked for
+again (the model's text so far is dropped); after, what was shown stays and a note says
+the answer was cut off. A stream that ends without the model's finish reason is a broken
+stream, not an answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field, replace
+
+from salon.agent.output import LeadingLabel, ParagraphStream
+from salon.agent.planner import answer_request, parse_plan, planning_request
+from salon.agent.room import Scene
+from salon.agent.tools import ToolRunner, Turn
+from salon.config import BotConfig, Redactor
+from salon.context import render_chat, render_prefill
+from salon.context.textproto import CallTextFilter, parse_calls
+from salon.errors import ProviderError
+from salon.llm.base import (
+    LLMRequest,
+    Provider,
+    StopEvent,
+    TextDelta,
+    ToolCallEvent,
+    UsageEvent,
+)
+from salon.llm.retry import backoff_delay
+from salon.model import ChannelRef, ToolCall, Usage
+from salon.platforms.base import Platform
+from salon.store.base import Store
+
+__all__ = ["Conversation", "Reply"]
+
+logger = logging.getLogger(__name__)
+
+
+class IncompleteStream(ProviderError):
+    """The stream broke after it had begun, or ended without the model's finish reason.
+    (Failures before the first event are the provider wrapper's to retry.)"""
+
+
+@dataclass
+class Reply:
+    """An answer on its way to a channel: paragraphs go out as soon as they are complete.
+    Everything posted passes the redactor: no configured secret reaches a channel."""
+
+    platform: Platform
+    channel: ChannelRef
+    redact: Redactor
+    paragraphs: ParagraphStream
+    usage: Usage = field(default_factory=Usage)
+    sent: int = 0
+
+    async def write(self, text: str) -> None:
+        for piece in self.paragraphs.feed(text):
+            await self.say(piece)
+
+    async def flush(self) -> None:
+        for piece in self.paragraphs.finish():
+            await self.say(piece)
+
+    def drop_unsent(self) -> None:
+        """Forget text held back for the next paragraph (a broken stream, asked again)."""
+        self.paragraphs = ParagraphStream(self.paragraphs.limit)
+
+    async def say(self, text: str) -> None:
+        await self.platform.send(self.channel, self.redact(text))
+        self.sent += 1
+
+    async def note(self, text: str) -> None:
+        """Salon's own word in the channel; never read back as the bot's conversation."""
+        await self.platform.send(self.channel, self.redact(text), note=True)
+        self.sent += 1
+
+
+class Conversation:
+    def __init__(
+        self,
+        *,
+        bot: str,
+        store: Store,
+        tools: ToolRunner | None,
+        redactor: Redactor,
+        max_tool_depth: int,
+    ) -> None:
+        self.bot = bot
+        self.store = store
+        self.tools = tools
+        self._redact = redactor
+        self._max_tool_depth = max_tool_depth
+        self._plans = 0
+
+    async def answer(self, scene: Scene, provider: Provider) -> None:
+        """Answer in the scene's channel; usage is recorded even when the answer fails."""
+        tools = self.tools.with_config(scene.config) if self.tools is not None else None
+        request = self._render(scene, tools)
+        paragraphs = ParagraphStream(scene.platform.max_message_chars)
+        reply = Reply(scene.platform, scene.channel, self._redact, paragraphs)
+        try:
+            await self._converse(reply, provider, request, scene, tools)
+            await reply.flush()
+            if reply.sent == 0:
+                await reply.note(f"({scene.config.name} had nothing to say: the answer was empty)")
+        finally:
+            await self._record_usage(scene, provider, request, reply.usage)
+
+    def _render(self, scene: Scene, tools: ToolRunner | None) -> LLMRequest:
+        config, me = scene.config, scene.platform.self_participant
+        model, limit = config.model_name(), scene.platform.max_message_chars
+        if config.mode == "prefill":
+            request = render_prefill(
+                scene.messages,
+                me,
+                config,
+                model,
+                scene.records,
+                breakpoints=scene.breakpoints,
+                message_limit=limit,
+            )
+        else:
+            request = render_chat(
+                scene.messages,
+                me,
+                config,
+                model,
+                scene.records,
+                breakpoints=scene.breakpoints,
+                message_limit=limit,
+                native_tools=tools is not None and tools.native_offered(),
+            )
+        return tools.prepare(request) if tools is not None else request
+
+    async def _record_usage(
+        self, scene: Scene, provider: Provider, request: LLMRequest, usage: Usage
+    ) -> None:
+        if usage == Usage():
+            return
+        try:
+            await self.store.record_usage(
+                self.bot, scene.channel.key, provider.name, request.model, usage
+            )
+        except Exception:  # the answer is out; losing one usage row must not undo it
+            logger.exception("could not record usage in %s", scene.channel.key)
+
+    async def _converse(
+        self,
+        reply: Reply,
+        provider: Provider,
+        request: LLMRequest,
+        scene: Scene,
+        tools: ToolRunner | None,
+    ) -> None:
+        """The tool loop: complete, run the calls, feed the results back, until done."""
+        if tools is not None and tools.planner and tools.offered():
+            await self._plan_then_answer(reply, provider, request, scene, tools)
+            return
+        calls_made = 0
+        while True:
+            turn, request = await self._complete_or_without_tools(
+                reply, provider, request, scene.config, tools
+            )
+            if turn.cut_off or not turn.calls or tools is None:
+                return
+            await reply.flush()  # what the bot said before the call appears before its log
+            if calls_made + len(turn.calls) > self._max_tool_depth:
+                limit = self._max_tool_depth
+                await reply.note(f"(stopped: this answer reached the limit of {limit} tool calls)")
+                return
+            calls_made += len(turn.calls)
+            outcome = await tools.run(
+                reply.platform, reply.channel, scene.requester, turn.calls, scene.after
+            )
+            if outcome.cancelled is not None:
+                await reply.note(f"(cancelled: {outcome.cancelled} was not run)")
+                return
+            request = tools.follow_up(request, turn, outcome.results)
+
+    async def _plan_then_answer(
+        self,
+        reply: Reply,
+        provider: Provider,
+        request: LLMRequest,
+        scene: Scene,
+        tools: ToolRunner,
+    ) -> None:
+        """Planner mode: ask for a JSON plan (not shown), run its tool, then answer."""
+        specs = tools.offered()
+        text = ""
+        async with reply.platform.typing(reply.channel):
+            async for event in provider.stream(planning_request(request, specs)):
+                if isinstance(event, TextDelta):
+                    text += event.text
+                elif isinstance(event, UsageEvent):
+                    reply.usage += event.usage
+        plan = parse_plan(text, {s.name for s in specs})
+        if plan is None:
+            logger.info("planner: no usable plan in %r; answering directly", text[:200])
+        elif plan.use_tool:
+            self._plans += 1
+            call = ToolCall(f"plan-{self._plans}", plan.tool, plan.args or {})
+            outcome = await tools.run(
+                reply.platform, reply.channel, scene.requester, [call], scene.after
+            )
+            if outcome.cancelled is not None:
+                await reply.note(f"(cancelled: {outcome.cancelled} was not run)")
+                return
+            request = answer_request(request, call, outcome.results[0])
+        await self._complete(reply, provider, request, scene.config, None)
+
+    async def _complete_or_without_tools(
+        self,
+        reply: Reply,
+        provider: Provider,
+        request: LLMRequest,
+        config: BotConfig,
+        tools: ToolRunner | None,
+    ) -> tuple[Turn, LLMRequest]:
+        """Some OpenAI-compatible servers refuse any request that offers tools (a model
+        without tool support): then this bot stops offering them, says so once in the
+        log, and asks again."""
+        try:
+            return await self._complete(reply, provider, request, config, tools), request
+        except ProviderError as exc:
+            if not (request.tools and exc.status == 400 and reply.sent == 0):
+                raise
+            for runner in (self.tools, tools):
+                if runner is not None:
+                    runner.refused_by_provider = True
+            logger.warning(
+                "the provider refused a request with tools (%s); continuing without tools", exc
+            )
+            plain = replace(request, tools=())
+            return await self._complete(reply, provider, plain, config, tools), plain
+
+    async def _complete(
+        self,
+        reply: Reply,
+        provider: Provider,
+        request: LLMRequest,
+        config: BotConfig,
+        tools: ToolRunner | None,
+    ) -> Turn:
+        """One completion into the channel. A broken stream is asked for again while
+        nothing of it was shown; after that, it ends as a cut-off answer."""
+        settings = config.provider_config()
+        attempt = 0
+        while True:
+            shown = reply.sent
+            try:
+                return await self._stream(reply, provider, request, config, tools)
+            except IncompleteStream as exc:
+                if reply.sent != shown:
+                    await reply.flush()
+                    await reply.note(f"(the answer was cut off: {exc})")
+                    return Turn(cut_off=True)
+                if not exc.retryable or attempt >= settings.retries:
+                    raise
+                delay = backoff_delay(attempt, settings.backoff_initial, settings.backoff_max, exc)
+                logger.warning(
+                    "the answer in %s broke off before anything was shown (%s); asking again",
+                    reply.channel.key,
+                    exc,
+                )
+                attempt += 1
+                reply.drop_unsent()
+                await asyncio.sleep(delay)
+
+    async def _stream(
+        self,
+        reply: Reply,
+        provider: Provider,
+        request: LLMRequest,
+        config: BotConfig,
+        tools: ToolRunner | None,
+    ) -> Turn:
+        text_mode = tools is not None and tools.text_mode
+        hold_back = CallTextFilter() if text_mode else None
+        label = LeadingLabel((config.name, reply.platform.self_participant.name, "assistant"))
+        turn = Turn()
+        began = finished = False
+        async with reply.platform.typing(reply.channel):  # while the model writes, not longer
+            try:
+                async for event in provider.stream(request):
+                    began = True
+                    if isinstance(event, TextDelta):
+                        visible = label.feed(
+                            hold_back.feed(event.text) if hold_back else event.text
+                        )
+                        turn.text += visible
+                        await reply.write(visible)
+                    elif isinstance(event, ToolCallEvent):
+                        turn.calls.append(event.call)
+                    elif isinstance(event, UsageEvent):
+                        reply.usage += event.usage
+                    elif isinstance(event, StopEvent):
+                        finished = True
+            except ProviderError as exc:
+                if not began or isinstance(exc, IncompleteStream):
+                    raise
+                raise IncompleteStream(
+                    str(exc), provider=exc.provider, status=exc.status, retryable=exc.retryable
+                ) from exc
+        if not finished:
+            raise IncompleteStream(
+                f"{provider.name}: the answer stream ended before the model finished",
+                provider=provider.name,
+                retryable=True,
+            )
+        rest = label.feed(hold_back.flush()) if hold_back is not None else ""
+        rest += label.flush()
+        turn.text += rest
+        await reply.write(rest)
+        if hold_back is not None and tools is not None:
+            parsed = parse_calls(hold_back.full, tools.schemas(), id_prefix=f"t{id(turn)}-")
+            turn.raw, turn.calls = hold_back.full, parsed.calls
+        return turn

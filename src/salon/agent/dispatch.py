@@ -1,0 +1,248 @@
+"""The agent's dispatch: events in, activations out.
+
+Events wait in a bounded queue. Each iteration drains a batch, decides which channels the
+batch activates, and schedules one activation per channel. A channel's activations run one
+at a time in order; while one runs, further triggers for that channel join the single
+activation waiting behind it (it will read the room afresh anyway, so one answer covers
+them). Different channels run concurrently, at most ``max_concurrent_activations`` at once.
+
+The activation boundary is here: whatever goes wrong inside an activation is logged and
+told in the channel as a note, never propagated; a schedule's occurrence is completed in
+the store once its activation has ended (not when it is cancelled by a stop, so the next
+start answers it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from salon.agent.activation import should_activate
+from salon.agent.conversation import Conversation
+from salon.agent.room import Activation, Room
+from salon.agent.tools import ToolRunner
+from salon.config import BotConfig, ChannelConfigs, Redactor
+from salon.errors import SalonError
+from salon.llm.base import Provider
+from salon.model import TAG_MONITORED, ChannelRef, Event, MessageEvent, ScheduledEvent
+from salon.platforms.base import Platform
+from salon.store.base import Store
+
+__all__ = ["TOLD_IN_CHANNEL", "Agent"]
+
+logger = logging.getLogger(__name__)
+
+_ERROR_TEXT_LIMIT = 300
+
+TOLD_IN_CHANNEL = "told_in_channel"
+"""Log-record attribute: the people in the channel were told of this failure already."""
+
+
+@dataclass
+class _Lane:
+    """A channel's activations: one running (holding the lock), at most one waiting."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    pending: Activation | None = None
+
+
+class Agent:
+    def __init__(
+        self,
+        *,
+        bot: str,
+        config: BotConfig,
+        provider: Provider,
+        platforms: Mapping[str, Platform],
+        store: Store,
+        tools: ToolRunner | None = None,
+        redactor: Redactor | None = None,
+        rng: random.Random | None = None,
+        configs: ChannelConfigs | None = None,
+        providers: Callable[[BotConfig], Provider] | None = None,
+    ) -> None:
+        self.bot = bot
+        self.config = config
+        self.configs = configs or ChannelConfigs(config)
+        self.provider = provider
+        self._providers = providers
+        self.platforms = dict(platforms)
+        self.store = store
+        self._redact = redactor or Redactor()
+        self._rng = rng or random.Random()
+        self.room = Room(
+            bot=bot,
+            configs=self.configs,
+            store=store,
+            tool_log=tools.log if tools is not None else None,
+        )
+        self.conversation = Conversation(
+            bot=bot,
+            store=store,
+            tools=tools,
+            redactor=self._redact,
+            max_tool_depth=config.max_tool_depth,
+        )
+        self._queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=config.event_queue_size)
+        self._lanes: dict[str, _Lane] = {}
+        self._slots = asyncio.Semaphore(config.max_concurrent_activations)
+        self._active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def tools(self) -> ToolRunner | None:
+        return self.conversation.tools
+
+    @tools.setter
+    def tools(self, runner: ToolRunner | None) -> None:
+        self.conversation.tools = runner
+        self.room.tool_log = runner.log if runner is not None else None
+
+    @property
+    def queue_depth(self) -> int:
+        return self._queue.qsize()
+
+    async def submit(self, event: Event) -> None:
+        """The platforms' event sink; waits when the queue is full (back-pressure)."""
+        await self._queue.put(event)
+
+    async def run(self) -> None:
+        """Process events until cancelled; activations in flight are cancelled with it."""
+        async with asyncio.TaskGroup() as tasks:
+            while True:
+                batch = await self._next_batch()
+                try:
+                    for activation in await self._plan(batch):
+                        self._schedule(tasks, activation)
+                finally:
+                    for _ in batch:
+                        self._queue.task_done()
+
+    async def wait_idle(self) -> None:
+        """Return once every submitted event has been handled and nothing is running."""
+        while True:
+            await self._queue.join()
+            await self._idle.wait()
+            if self._queue.empty() and self._active == 0:
+                return
+
+    async def _next_batch(self) -> list[Event]:
+        batch = [await self._queue.get()]
+        while len(batch) < self.config.event_batch_max:
+            try:
+                batch.append(self._queue.get_nowait())
+            except asyncio.QueueEmpty:
+                break
+        return batch
+
+    async def _plan(self, batch: list[Event]) -> list[Activation]:
+        """One activation per channel that any event of the batch activates, in order."""
+        by_channel: dict[str, Activation] = {}
+        for event in batch:
+            platform = self.platforms.get(event.channel.platform)
+            if platform is None:
+                logger.warning("event from unknown platform %s dropped", event.channel.platform)
+                await self._complete_schedules([event], "dropped")
+                continue
+            if isinstance(event, MessageEvent) and not await self._activates(platform, event):
+                continue
+            key = event.channel.key
+            if key in by_channel:
+                by_channel[key].triggers.append(event)
+            else:
+                by_channel[key] = Activation(event.channel, [event])
+        return list(by_channel.values())
+
+    async def _activates(self, platform: Platform, event: MessageEvent) -> bool:
+        """Whether this message calls for an answer; a failure to tell drops the event
+        (logged), never the loop."""
+        try:
+            config = await self.room.config_in(platform, event.channel)
+            return should_activate(
+                event.message,
+                platform.self_participant,
+                config,
+                monitored=TAG_MONITORED in event.message.tags,
+                rng=self._rng,
+            )
+        except Exception:
+            logger.exception("could not judge a message in %s; ignored", event.channel.key)
+            return False
+
+    def _schedule(self, tasks: asyncio.TaskGroup, activation: Activation) -> None:
+        key = activation.channel.key
+        lane = self._lanes.setdefault(key, _Lane())
+        if lane.pending is not None:
+            lane.pending.triggers.extend(activation.triggers)
+            return
+        lane.pending = activation
+        self._active += 1
+        self._idle.clear()
+        tasks.create_task(self._run_in_turn(key, lane, activation))
+
+    async def _run_in_turn(self, key: str, lane: _Lane, activation: Activation) -> None:
+        try:
+            async with lane.lock:
+                lane.pending = None
+                async with self._slots:
+                    await self._activate_guarded(activation)
+                # Not reached when a stop cancels it: the claim stays open for the next start.
+                await self._complete_schedules(activation.triggers, "done")
+        finally:
+            if lane.pending is None and not lane.lock.locked():
+                self._lanes.pop(key, None)
+            self._active -= 1
+            if self._active == 0:
+                self._idle.set()
+
+    async def _activate_guarded(self, activation: Activation) -> None:
+        """The activation boundary: a failure is logged and told, never propagated."""
+        try:
+            await self.activate(activation)
+        except Exception as exc:
+            told = await self._report_failure(activation.channel, exc)
+            logger.exception(
+                "activation in %s failed", activation.channel.key, extra={TOLD_IN_CHANNEL: told}
+            )
+
+    async def activate(self, activation: Activation) -> None:
+        """Answer in the activation's channel."""
+        platform = self.platforms[activation.channel.platform]
+        config = await self.room.config_in(platform, activation.channel)
+        provider = self._provider_for(config)
+        rolling = config.prompt_caching and provider.traits.prefix_cache
+        scene = await self.room.scene(platform, activation, config, rolling=rolling)
+        if scene is not None:
+            await self.conversation.answer(scene, provider)
+
+    def _provider_for(self, config: BotConfig) -> Provider:
+        if self._providers is None or config.provider == self.config.provider:
+            return self.provider
+        return self._providers(config)
+
+    async def _complete_schedules(self, events: list[Event], status: str) -> None:
+        for event in events:
+            if not isinstance(event, ScheduledEvent):
+                continue
+            try:
+                await self.store.complete_fire(event.schedule.id, event.due, status)
+            except Exception:  # the occurrence will be answered again after a restart
+                logger.exception("could not complete schedule #%d", event.schedule.id)
+
+    async def _report_failure(self, channel: ChannelRef, exc: Exception) -> bool:
+        """Tell the channel, in one line, as a note; returns whether it was told."""
+        if not self.config.error_replies:
+            return False
+        reason = str(exc) if isinstance(exc, SalonError) else type(exc).__name__
+        reason = self._redact(reason)[:_ERROR_TEXT_LIMIT]
+        text = f"⚠️ {self.config.name} could not answer: {reason}"
+        try:
+            await self.platforms[channel.platform].send(channel, text, note=True)
+        except Exception:
+            logger.exception("could not report the failure in %s", channel.key)
+            return False
+        return True

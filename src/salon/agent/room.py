@@ -1,0 +1,282 @@
+"""The room: from an activation to what the model will see.
+
+A ``Scene`` is everything one answer needs: the channel's effective config (file layers
+and pinned ``.config`` messages), the messages chosen from its history (``.history``
+applied, rolled for the prompt cache, the reply chain brought in, a schedule's prompt or a
+``/ask`` question at the end), the past tool calls that belong among them, and who asked.
+Reading the room also means acting on what is there: an ``m continue`` is taken out of the
+channel, a pinned config that had to be skipped is flagged once, and bots that keep
+answering each other are stopped (the loop guard).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+
+from salon.config import BotConfig, ChannelConfigs, PinnedConfig
+from salon.context import RollState, is_visible, m_command, roll, select_context
+from salon.context.history import expand_history
+from salon.errors import PlatformError
+from salon.model import (
+    TAG_ASKED,
+    TAG_MONITORED,
+    TAG_REPLY_CHAIN,
+    ChannelRef,
+    Event,
+    Message,
+    MessageEvent,
+    Participant,
+    ScheduledEvent,
+    ToolRecord,
+)
+from salon.platforms.base import Capability, Platform
+from salon.store.base import Store
+from salon.tools.log import ToolLog
+
+__all__ = ["LOOP_EMOJI", "SCHEDULER", "WARNING_EMOJI", "Activation", "Room", "Scene"]
+
+logger = logging.getLogger(__name__)
+
+LOOP_EMOJI = "\U0001f501"  # 🔁: "we bots have talked enough"
+WARNING_EMOJI = "\u26a0\ufe0f"  # ⚠️ on a pinned config that was skipped
+SCHEDULER = Participant("scheduler", "Scheduler")
+_FLAGGED_LIMIT = 4096  # skipped pinned configs remembered, so each is flagged once
+
+
+@dataclass
+class Activation:
+    """One answer owed in a channel; triggers arriving while it waits join it."""
+
+    channel: ChannelRef
+    triggers: list[Event]
+
+    @property
+    def trigger(self) -> Message | None:
+        """The newest message that asked, when a message (not a schedule) did."""
+        last = self.triggers[-1]
+        return last.message if isinstance(last, MessageEvent) else None
+
+    @property
+    def requester(self) -> Participant:
+        """Who answers approvals: the last person who asked, or whoever set the schedule."""
+        for event in reversed(self.triggers):
+            if isinstance(event, MessageEvent):
+                return event.message.author
+        last = self.triggers[-1]
+        assert isinstance(last, ScheduledEvent)
+        return last.schedule.created_by
+
+    @property
+    def monitored(self) -> bool:
+        last = self.triggers[-1]
+        return isinstance(last, MessageEvent) and TAG_MONITORED in last.message.tags
+
+    def extra(self) -> list[Message]:
+        """Messages outside the channel's history that end this context: schedules'
+        prompts and ``/ask`` questions."""
+        return [_extra_message(e) for e in self.triggers if _is_extra(e)]
+
+
+@dataclass(frozen=True)
+class Scene:
+    platform: Platform
+    channel: ChannelRef
+    config: BotConfig
+    messages: tuple[Message, ...]  # what the model sees, oldest first
+    requester: Participant
+    breakpoints: tuple[str, ...] = ()  # ids of messages that end a prompt-cache block
+    records: tuple[ToolRecord, ...] = ()  # past tool calls among those messages
+
+    @property
+    def after(self) -> str | None:
+        """The newest message: this answer's tool calls go after it."""
+        return self.messages[-1].id if self.messages else None
+
+
+class Room:
+    def __init__(
+        self,
+        *,
+        bot: str,
+        configs: ChannelConfigs,
+        store: Store,
+        tool_log: ToolLog | None = None,
+    ) -> None:
+        self.bot = bot
+        self.configs = configs
+        self.store = store
+        self.tool_log = tool_log
+        self._undeletable: set[str] = set()  # channels where m commands cannot be deleted
+        self._flagged: dict[tuple[str, str], None] = {}  # (message id, text) already flagged
+
+    async def config_in(self, platform: Platform, channel: ChannelRef) -> BotConfig:
+        """The bot's config in ``channel``: its guild's layers and the pinned configs."""
+        try:
+            pinned_messages = await platform.pinned(channel)
+        except PlatformError as exc:  # unreadable pins: the guild's config still applies
+            logger.warning("cannot read the pins of %s: %s", channel.key, exc)
+            pinned_messages = ()
+        pins = [m for m in pinned_messages if m.text.startswith(".config")]
+        resolved = self.configs.resolve(
+            channel.guild_id, [PinnedConfig(m.id, m.text) for m in pins]
+        )
+        for message_id, reason in resolved.rejected:
+            message = next(m for m in pins if m.id == message_id)
+            await self._flag(platform, message, reason)
+        return resolved.config
+
+    async def _flag(self, platform: Platform, message: Message, reason: str) -> None:
+        """Mark a skipped pinned config once (⚠️ where the platform has reactions)."""
+        key = (message.id, message.text)
+        if key in self._flagged:
+            return
+        self._flagged[key] = None
+        if len(self._flagged) > _FLAGGED_LIMIT:
+            del self._flagged[next(iter(self._flagged))]
+        logger.warning(
+            "pinned .config %s in %s skipped: %s", message.id, message.channel.key, reason
+        )
+        if not platform.can(Capability.REACTIONS):
+            return
+        try:
+            await platform.react(message.channel, message.id, WARNING_EMOJI)
+        except PlatformError as exc:
+            logger.warning("could not flag the pinned config %s: %s", message.id, exc)
+
+    async def scene(
+        self, platform: Platform, activation: Activation, config: BotConfig, *, rolling: bool
+    ) -> Scene | None:
+        """What the model sees for ``activation``; None when the loop guard stops it."""
+        channel, trigger = activation.channel, activation.trigger
+        if trigger is not None and m_command(trigger.text) == "continue":
+            await self._remove_command(platform, trigger)
+        monitored_at = datetime.now(UTC) if activation.monitored else None
+        rolling = rolling and monitored_at is None
+        depth = config.recency_window_messages + (config.rolling_threshold if rolling else 0)
+        history = await self._history(platform, channel, config, depth)
+        if trigger is not None and _bot_chain_too_long(history, trigger, config):
+            if platform.can(Capability.REACTIONS):
+                await platform.react(channel, trigger.id, LOOP_EMOJI)
+            return None
+        chosen = select_context(history, config, monitored_at=monitored_at)
+        marks: tuple[str, ...] = ()
+        if rolling:
+            chosen, marks = await self._roll(channel, history, chosen, platform, config)
+        chain = await self._reply_chain(platform, chosen, trigger, config)
+        messages = (*chain, *chosen, *activation.extra())
+        return Scene(
+            platform=platform,
+            channel=channel,
+            config=config,
+            messages=messages,
+            requester=activation.requester,
+            breakpoints=marks,
+            records=self._records(channel, messages),
+        )
+
+    async def _history(
+        self, platform: Platform, channel: ChannelRef, config: BotConfig, depth: int
+    ) -> list[Message]:
+        """The channel's recent messages with ``.history`` messages applied."""
+        history = list(await platform.history(channel, limit=depth))
+        if not any(m.text.startswith(".history") for m in history):
+            return history
+        roles = set(config.authorized_roles)
+
+        def authorized(author: Participant) -> bool:
+            return not roles or not roles.isdisjoint(author.roles)
+
+        async def fetch_until(link: str, limit: int) -> Sequence[Message] | None:
+            return await platform.history_until(link, limit=limit)
+
+        return await expand_history(
+            history,
+            me_name=config.name,
+            fetch_until=fetch_until,
+            authorized=authorized,
+            depth=depth,
+            max_nesting=config.history_max_nesting,
+        )
+
+    async def _remove_command(self, platform: Platform, command: Message) -> None:
+        """The bot takes its ``m`` command out of the room; a refusal is logged once."""
+        if not platform.can(Capability.DELETE):
+            return
+        try:
+            await platform.delete_message(command.channel, command.id)
+        except PlatformError as exc:
+            if command.channel.key not in self._undeletable:
+                self._undeletable.add(command.channel.key)
+                logger.warning("cannot delete m commands in %s: %s", command.channel.key, exc)
+
+    async def _roll(
+        self,
+        channel: ChannelRef,
+        history: Sequence[Message],
+        window: list[Message],
+        platform: Platform,
+        config: BotConfig,
+    ) -> tuple[list[Message], tuple[str, ...]]:
+        visible = [m for m in history if is_visible(m, config)]
+        saved = await self.store.rolling_state(self.bot, channel.key)
+        state = RollState(**saved) if saved else None
+        rolled = roll(visible, state, config, window, platform.self_participant.id)
+        if rolled.state != state:
+            await self.store.save_rolling_state(self.bot, channel.key, asdict(rolled.state))
+        return rolled.messages, rolled.breakpoints
+
+    async def _reply_chain(
+        self,
+        platform: Platform,
+        chosen: list[Message],
+        trigger: Message | None,
+        config: BotConfig,
+    ) -> list[Message]:
+        """Messages the trigger replies to that fell out of the window, marked as such."""
+        if trigger is None or trigger.reply_to_id is None:
+            return []
+        ids = {m.id for m in chosen}
+        if trigger.reply_to_id in ids or not platform.can(Capability.REPLIES):
+            return []
+        chain = await platform.reply_chain(trigger)
+        return [
+            replace(m, tags=m.tags | {TAG_REPLY_CHAIN})
+            for m in chain
+            if m.id not in ids and is_visible(m, config)
+        ]
+
+    def _records(self, channel: ChannelRef, messages: Sequence[Message]) -> tuple[ToolRecord, ...]:
+        if self.tool_log is None:
+            return ()
+        oldest = messages[0].created_at if messages else None
+        return tuple(self.tool_log.for_channel(channel.key, oldest))
+
+
+def _bot_chain_too_long(history: Sequence[Message], trigger: Message, config: BotConfig) -> bool:
+    """Bots answering bots: cut the chain once it is ``max_bot_reply_chain_depth`` long."""
+    if not trigger.author.is_bot:
+        return False
+    chain = 0
+    for message in reversed(history):
+        if not is_visible(message, config):
+            continue
+        if not message.author.is_bot:
+            break
+        chain += 1
+    return chain >= config.max_bot_reply_chain_depth
+
+
+def _is_extra(event: Event) -> bool:
+    return isinstance(event, ScheduledEvent) or TAG_ASKED in event.message.tags
+
+
+def _extra_message(event: Event) -> Message:
+    if isinstance(event, MessageEvent):
+        return event.message
+    schedule = event.schedule
+    text = f"(scheduled task #{schedule.id}, set by {schedule.created_by.name}) {schedule.prompt}"
+    stamp = int(event.due.timestamp())
+    return Message(f"schedule-{schedule.id}-{stamp}", schedule.channel, SCHEDULER, text, event.due)
