@@ -29,12 +29,18 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLStore]:
 
 
 class Collector:
-    def __init__(self) -> None:
+    """The agent's part: takes events and, given a store, completes each occurrence as
+    the agent does once it has answered."""
+
+    def __init__(self, store: SQLStore | None = None) -> None:
         self.events: list[ScheduledEvent] = []
+        self.store = store
 
     async def __call__(self, event: Event) -> None:
         assert isinstance(event, ScheduledEvent)
         self.events.append(event)
+        if self.store is not None:
+            await self.store.complete_fire(event.schedule.id, event.due)
 
 
 async def add(
@@ -128,11 +134,17 @@ class ForgetfulStore:
     async def set_next_due(self, schedule_id: int, next_due: datetime | None) -> None:
         raise RuntimeError("process killed")
 
+    async def take_over_fires(self, bot: str, owner: str) -> list[tuple[Schedule, datetime]]:
+        return await self.store.take_over_fires(bot, owner)
+
+    async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:
+        await self.store.complete_fire(schedule_id, due, status)
+
 
 async def test_restart_inside_the_due_window_fires_once(store: SQLStore) -> None:
     due = T0 + timedelta(minutes=5)
     await add(store, at=due)
-    first, second = Collector(), Collector()
+    first, second = Collector(store), Collector()  # answered, then the process died
     dying = Scheduler(bot="bot", store=ForgetfulStore(store), sink=first, clock=FakeClock(due))
     with pytest.raises(RuntimeError, match="process killed"):
         await dying.run()
@@ -187,3 +199,17 @@ async def test_cancel_wakes_the_scheduler_and_nothing_fires(store: SQLStore) -> 
     assert running.clock.sleeping_until is None  # nothing left to sleep for
     await running.stop()
     assert sink.events == []
+
+
+async def test_an_occurrence_claimed_but_never_answered_fires_again_after_a_restart(
+    store: SQLStore,
+) -> None:
+    due = T0 + timedelta(minutes=5)
+    await add(store, at=due)
+    first, second = Collector(), Collector()  # the first never answers: killed mid-answer
+    dying = Scheduler(bot="bot", store=ForgetfulStore(store), sink=first, clock=FakeClock(due))
+    with pytest.raises(RuntimeError, match="process killed"):
+        await dying.run()
+    running = await start(store, FakeClock(due + timedelta(seconds=30)), second)
+    await running.stop()
+    assert [e.due for e in second.events] == [due]

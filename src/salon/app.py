@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
@@ -16,14 +16,15 @@ from salon.agent.tools import ToolRunner
 from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets, resolve_secrets
 from salon.llm.base import Provider
 from salon.llm.factory import build_provider
-from salon.model import ChannelRef, Event
+from salon.model import ChannelRef, Event, Participant
 from salon.platforms.base import Platform
 from salon.platforms.discord import DiscordPlatform
 from salon.platforms.irc import IrcPlatform
 from salon.platforms.terminal import TerminalPlatform
 from salon.scheduler import Clock, Scheduler
 from salon.store.sqlite import SQLStore, sqlite_url
-from salon.tools.builtin import ScheduleBook, build_builtin_server
+from salon.tasks import TaskState, supervise
+from salon.tools.builtin import OPERATOR, ScheduleBook, build_builtin_server
 from salon.tools.hub import ServerSpec, ToolHub
 from salon.tools.log import ToolLog
 from salon.tools.servers import builtin_spec, configured_specs
@@ -82,7 +83,7 @@ class BotApp:
         self.channel_configs = channel_configs or ChannelConfigs(config)
         self.root = root
         self.secrets = secrets
-        self.store = SQLStore(database_url(root, config))
+        self.store = SQLStore(database_url(root, config), redact=secrets.redactor())
         self.provider = provider or build_provider(config, secrets)
         self._providers: dict[str, Provider] = {config.provider: self.provider}
         self.platforms: dict[str, Platform] = {}
@@ -97,6 +98,7 @@ class BotApp:
         self.tool_log = ToolLog(data_dir(root, config) / "tools", key)
         self._stack = AsyncExitStack()
         self._agent: Agent | None = None
+        self.tasks: dict[str, TaskState] = {}  # supervised tasks, for health
 
     @property
     def agent(self) -> Agent:
@@ -124,6 +126,7 @@ class BotApp:
                 timezone=self.config.timezone,
                 now=self.scheduler.clock.now,
                 changed=self.scheduler.changed,
+                check_target=self.check_schedule_target,
             )
             builtin = build_builtin_server(self.key, self.store, self._users_of, book)
             specs.append(builtin_spec(builtin))
@@ -136,6 +139,42 @@ class BotApp:
             self._providers[config.provider] = provider
             self._stack.push_async_callback(provider.aclose)
         return self._providers[config.provider]
+
+    def platform_names(self) -> list[str]:
+        """The platforms this bot's config puts it on (whether started here or not)."""
+        names = ["terminal", *self.platforms]
+        platforms = self.config.platforms
+        names += ["discord"] if platforms.discord is not None else []
+        names += ["irc"] if platforms.irc is not None else []
+        return sorted(set(names))
+
+    def check_schedule_target(self, source: str, target: str, requester: Participant) -> str | None:
+        """Where a schedule may post: a channel of a platform this bot is on; another
+        channel than the one it is set in only for the operator (the terminal,
+        ``salon tools call``) and people holding one of ``authorized_roles``."""
+        platform, colon, channel_id = target.partition(":")
+        if not colon or not channel_id:
+            example = source or "irc:#salon"
+            return f"{target!r} is not a channel: write platform:channel, e.g. {example}"
+        known = self.platform_names()
+        if platform not in known:
+            return f"this bot is not on {platform!r} (it is on: {', '.join(known)})"
+        irc = self.config.platforms.irc
+        if platform == "irc" and irc is not None and channel_id.startswith(("#", "&")):
+            joined = {c.lower() for c in irc.channels}
+            if channel_id.lower() not in joined:
+                return f"this bot is not in {channel_id} (it joins: {', '.join(irc.channels)})"
+        if platform == "discord" and not channel_id.isdigit():
+            return f"{target!r} is not a Discord channel: use the channel's id, discord:123…"
+        if target == source or requester.id == OPERATOR or source.startswith("terminal:"):
+            return None
+        roles = set(self.config.authorized_roles)
+        if roles and not roles.isdisjoint(requester.roles):
+            return None
+        return (
+            "a schedule can only post in the channel it is set in; posting elsewhere needs "
+            "one of the authorized roles"
+        )
 
     async def _submit(self, event: Event) -> None:
         await self.agent.submit(event)
@@ -225,27 +264,49 @@ class BotApp:
     ) -> None:
         await self._stack.aclose()
 
-    async def serve(self, until: asyncio.Event, platforms: Sequence[Platform] = ()) -> None:
-        """Run the agent and the platforms until ``until`` is set, then shut down."""
+    async def serve(
+        self,
+        until: asyncio.Event,
+        platforms: Sequence[Platform] = (),
+        *,
+        grace: float | None = SHUTDOWN_GRACE,
+    ) -> None:
+        """Run the agent and the platforms until ``until`` is set, then shut down, giving
+        answers in progress ``grace`` seconds (None: as long as they take)."""
         for platform in platforms:
             self.platforms[platform.name] = platform
         agent = self.agent
         agent.platforms.update(self.platforms)
-        runner = asyncio.create_task(agent.run(), name=f"agent-{self.key}")
-        ticker = asyncio.create_task(self.scheduler.run(), name=f"scheduler-{self.key}")
+        running = [
+            self._supervised("agent", agent.run),
+            self._supervised("scheduler", self.scheduler.run),
+            self._supervised("schedule-watch", self.scheduler.watch),
+        ]
         try:
             for platform in self.platforms.values():
                 await platform.start(agent.submit)
                 logger.info("bot %s is on %s", self.key, platform.name)
             await self._close_stale_approvals()
             await until.wait()
-            await self._drain()
+            await self._drain(grace)
         finally:
             for platform in self.platforms.values():
                 await platform.stop()
-            for task in (ticker, runner):
+            for task in running:
                 task.cancel()
-            await asyncio.gather(ticker, runner, return_exceptions=True)
+            await asyncio.gather(*running, return_exceptions=True)
+
+    def _supervised(self, name: str, run: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
+        state = self.tasks[name] = TaskState(name)
+        backoff = (self.config.restart_backoff_initial, self.config.restart_backoff_max)
+        work = supervise(
+            f"{self.key}: {name}",
+            run,
+            state=state,
+            backoff_initial=min(backoff[0], 1.0),
+            backoff_max=min(backoff[1], 30.0),
+        )
+        return asyncio.create_task(work, name=f"{name}-{self.key}")
 
     async def _close_stale_approvals(self) -> None:
         """Approvals left open by a crash or restart are closed, and the channel is told."""
@@ -264,9 +325,9 @@ class BotApp:
             except Exception:
                 logger.exception("could not tell %s about the closed approval", channel_key)
 
-    async def _drain(self) -> None:
+    async def _drain(self, grace: float | None) -> None:
         try:
-            async with asyncio.timeout(SHUTDOWN_GRACE):
+            async with asyncio.timeout(grace):
                 await self.agent.wait_idle()
         except TimeoutError:
             logger.warning("bot %s: gave up waiting for answers in progress", self.key)

@@ -169,7 +169,8 @@ def _chat(root: Path, bot: str | None) -> int:
 async def _chat_async(app: BotApp) -> int:
     async with app:
         terminal = app.terminal()
-        await app.serve(terminal.closed, [terminal])
+        # Input ended (a pipe) or /quit: answers in progress still come (Ctrl-C stops them).
+        await app.serve(terminal.closed, [terminal], grace=None)
     return 0
 
 

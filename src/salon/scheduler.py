@@ -4,8 +4,12 @@ The scheduler sleeps until the next due time (or until a schedule is added or ca
 turns each due occurrence into a ``ScheduledEvent`` for the agent, and moves the schedule
 on. Every occurrence is claimed in the store first (a unique row per schedule and time), so
 it fires once even across a restart inside the due window or with two processes on one
-database. Occurrences missed while the bot was down fire once, at start, when the latest of
-them is within ``misfire_grace``; older ones are skipped with a log line.
+database. The claim stays open until the agent has answered (or told its failure): a claim
+a stopped or killed process left open is taken over at the next start and answered then.
+Occurrences missed while the bot was down fire once, at start, when the latest of them is
+within ``misfire_grace``; older ones are skipped with a log line. ``watch`` polls the
+store every second, so a schedule another process creates (``salon tools call``) is seen
+at once, not at the next restart.
 """
 
 from __future__ import annotations
@@ -53,6 +57,14 @@ class ScheduleStore(Protocol):
 
     async def claim_fire(self, schedule_id: int, due: datetime, owner: str) -> bool: ...
 
+    async def complete_fire(
+        self, schedule_id: int, due: datetime, status: str = "done"
+    ) -> None: ...
+
+    async def take_over_fires(self, bot: str, owner: str) -> list[tuple[Schedule, datetime]]: ...
+
+    async def schedules_signature(self, bot: str) -> tuple[int, int]: ...
+
 
 class Sink(Protocol):
     async def __call__(self, event: Event) -> None: ...
@@ -67,12 +79,14 @@ class Scheduler:
         sink: Sink,
         clock: Clock | None = None,
         misfire_grace: timedelta = timedelta(hours=1),
+        poll_interval: float = 1.0,
     ) -> None:
         self.bot = bot
         self.store = store
         self.sink = sink
         self.clock = clock or SystemClock()
         self.misfire_grace = misfire_grace
+        self.poll_interval = poll_interval
         self.owner = uuid.uuid4().hex[:12]  # which process claimed an occurrence, for the log
         self._wake = asyncio.Event()
         self._resting = asyncio.Condition()
@@ -83,6 +97,8 @@ class Scheduler:
         self._wake.set()
 
     async def run(self) -> None:
+        """Fire schedules as they come due; first answer what a stopped process left."""
+        await self._take_over()
         while True:
             self._wake.clear()
             now = self.clock.now()
@@ -98,6 +114,34 @@ class Scheduler:
                 await self.clock.sleep_until(min(upcoming), self._wake)
             else:
                 await self._wake.wait()
+
+    async def watch(self) -> None:
+        """Wake ``run`` when another process has created or cancelled a schedule."""
+        last: tuple[int, int] | None = None
+        while True:
+            signature = await self.store.schedules_signature(self.bot)
+            if last is not None and signature != last:
+                self._wake.set()
+            last = signature
+            await asyncio.sleep(self.poll_interval)
+
+    async def _take_over(self) -> None:
+        for schedule, due in await self.store.take_over_fires(self.bot, self.owner):
+            if self.clock.now() - due > self.misfire_grace:
+                logger.warning(
+                    "schedule #%d: the unanswered occurrence at %s is older than the misfire "
+                    "grace; skipped",
+                    schedule.id,
+                    due.isoformat(),
+                )
+                await self.store.complete_fire(schedule.id, due, "skipped")
+                continue
+            logger.info(
+                "schedule #%d: the occurrence at %s was left unanswered; answering it now",
+                schedule.id,
+                due.isoformat(),
+            )
+            await self.sink(ScheduledEvent(schedule, due))
 
     async def _rested(self) -> None:
         async with self._resting:

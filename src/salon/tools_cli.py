@@ -11,7 +11,7 @@ from salon.config import BotConfig, Secrets
 from salon.llm.base import ProviderTraits
 from salon.model import ToolCall
 from salon.store.sqlite import SQLStore
-from salon.tools.builtin import build_builtin_server
+from salon.tools.builtin import OPERATOR, build_builtin_server
 from salon.tools.policy import decide
 
 __all__ = ["call_tool", "list_tools", "serve_builtin"]
@@ -65,7 +65,8 @@ async def call_tool(
         print("error: arguments must be a JSON object", file=sys.stderr)
         return 2
     async with _app(key, config, root, secrets) as app:
-        result = await app.hub.call(ToolCall("cli", name, parsed), hidden={"channel": channel})
+        hidden = {"channel": channel, "requester_id": OPERATOR, "requester_name": "operator"}
+        result = await app.hub.call(ToolCall("cli", name, parsed), hidden=hidden)
     print(result.content)
     for attachment in result.attachments:
         print(f"[file {attachment.filename}, {attachment.content_type}, {attachment.size} bytes]")

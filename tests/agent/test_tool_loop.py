@@ -14,6 +14,7 @@ from mcp.types import ToolAnnotations
 
 from salon.agent import Agent
 from salon.agent.tools import ToolRunner
+from salon.config import Redactor
 from salon.llm import FakeProvider, FakeReply, ToolResultPart, ToolUsePart
 from salon.model import Participant, ToolCall
 from salon.platforms.memory import MemoryPlatform
@@ -25,6 +26,7 @@ from tests.tools.conftest import in_process
 
 ALICE = Participant("alice", "Alice")
 MALLORY = Participant("mallory", "Mallory")
+SECRET = "tok-9f8e7d6c5b"
 
 
 def kit() -> tuple[MCPServer, list[str]]:
@@ -45,6 +47,11 @@ def kit() -> tuple[MCPServer, list[str]]:
         return f"deleted {path}"
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def leak() -> str:
+        """Returns a value Salon passed to the server as a secret."""
+        return f"the token is {SECRET}"
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def meet(who: str) -> str:
         """Waits until a second call meets it: only concurrent calls finish."""
         async with asyncio.timeout(5):
@@ -61,14 +68,18 @@ Setup = Callable[..., Any]
 async def setup(store: SQLStore, tmp_path: Path) -> AsyncIterator[Setup]:
     stack: list[Any] = []
 
-    async def make(replies: list[FakeReply | str], **config: Any) -> tuple[Any, ...]:
+    async def make(
+        replies: list[FakeReply | str], redactor: Redactor | None = None, **config: Any
+    ) -> tuple[Any, ...]:
         server, ran = kit()
         hub = ToolHub([in_process(server)])
         await hub.start()
         stack.append(hub)
         cfg = bot_config(**config)
         log = ToolLog(tmp_path / "tools", "salon")
-        runner = ToolRunner(bot="salon", config=cfg, tools=hub, store=store, log=log)
+        runner = ToolRunner(
+            bot="salon", config=cfg, tools=hub, store=store, log=log, redactor=redactor
+        )
         provider = FakeProvider(replies, default="done")
         platform = MemoryPlatform(bot_name="Salon")
         agent = Agent(
@@ -111,7 +122,7 @@ async def test_call_result_then_answer(setup: Setup) -> None:
         ".Salon>[lookup]: word: salon\n.Salon<[lookup]: salon means something"
     ]
     first, second = provider.requests
-    assert {t.name for t in first.tools} == {"lookup", "delete", "meet"}
+    assert {t.name for t in first.tools} == {"lookup", "delete", "leak", "meet"}
     asked, answered = second.messages[-2:]
     assert isinstance(asked.parts[-1], ToolUsePart)
     result = answered.parts[0]
@@ -269,3 +280,21 @@ async def test_a_pinned_mode_change_changes_how_tools_are_offered(setup: Setup) 
     assert prefill.tools == ()  # prefill speaks the text protocol instead
     assert "lookup" in prefill.messages[0].plain_text
     assert "</function_calls>" in prefill.stop
+
+
+async def test_a_secret_a_tool_returns_is_redacted_in_the_log_the_model_and_the_channel(
+    setup: Setup,
+) -> None:
+    replies = [asks(ToolCall("c1", "leak", {})), "done"]
+    agent, platform, provider, _, log = await setup(replies, redactor=Redactor(frozenset({SECRET})))
+    dm = platform.channel("dm", is_direct=True)
+    await platform.post(dm, ALICE, "what is the token?")
+    await agent.wait_idle()
+    (record,) = log.for_channel(dm.key, None)
+    written = log.path_for(dm.key, record.time).read_text()
+    assert SECRET not in written
+    assert "the token is ***" in written
+    (result,) = provider.requests[1].messages[-1].parts
+    assert isinstance(result, ToolResultPart)
+    assert result.result.content == "the token is ***"
+    assert all(SECRET not in text for text in platform.tool_logs)

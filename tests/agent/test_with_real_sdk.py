@@ -116,3 +116,18 @@ async def test_a_server_refusing_tools_gets_asked_without_them(
     assert "tools" in first
     assert "tools" not in second
     assert "tools" not in third  # remembered: no more refused requests
+
+
+async def test_a_lone_surrogate_in_a_message_does_not_break_later_answers(
+    llm_server: LLMServer, start_agent: StartAgent
+) -> None:
+    llm_server.queue("first", "second")
+    agent, platform = await start_agent(real_provider(llm_server, "openai"))
+    dm = platform.channel("dm", is_direct=True)
+    await platform.post(dm, ALICE, "broken \ud83d text")  # half of an emoji, from raw JSON
+    await agent.wait_idle()
+    await platform.post(dm, ALICE, "still there?")
+    await agent.wait_idle()
+    assert [m.text for m in platform.sent] == ["first", "second"]
+    said = [m["content"] for m in llm_server.requests[-1].body["messages"]]
+    assert "Alice: broken \ufffd text" in said

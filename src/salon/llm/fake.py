@@ -23,12 +23,16 @@ __all__ = ["FakeProvider", "FakeReply"]
 
 @dataclass(frozen=True)
 class FakeReply:
-    """One scripted answer: text chunks to stream, or an error to raise before streaming."""
+    """One scripted answer: text chunks to stream, or an error to raise before streaming
+    (or after ``error_after`` chunks); ``finish=False`` ends the stream without a finish
+    reason, as a dropped connection does."""
 
     chunks: tuple[str, ...] = ()
     calls: tuple[ToolCall, ...] = ()
     error: ProviderError | None = None
     usage: Usage = field(default_factory=lambda: Usage(input_tokens=10, output_tokens=5))
+    error_after: int | None = None
+    finish: bool = True
 
     @classmethod
     def text(cls, text: str, *, chunk_size: int = 0) -> FakeReply:
@@ -55,14 +59,17 @@ class FakeProvider:
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
         self.requests.append(request)
         reply = self._replies.popleft() if self._replies else self._default
-        if reply.error is not None:
+        if reply.error is not None and reply.error_after is None:
             raise reply.error
-        for chunk in reply.chunks:
+        for index, chunk in enumerate(reply.chunks):
+            if reply.error is not None and index == reply.error_after:
+                raise reply.error
             yield TextDelta(chunk)
         for call in reply.calls:
             yield ToolCallEvent(call)
         yield UsageEvent(reply.usage)
-        yield StopEvent("end_turn")
+        if reply.finish:
+            yield StopEvent("end_turn")
 
     async def aclose(self) -> None:
         return None

@@ -7,7 +7,7 @@ Migrations are append-only functions, each applied once and recorded in
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,8 +52,11 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 
 
 class SQLStore:
-    def __init__(self, url: str) -> None:
+    """``redact`` is applied to every chat-log line: no configured secret is stored."""
+
+    def __init__(self, url: str, *, redact: Callable[[str], str] | None = None) -> None:
         self.url = url
+        self._redact = redact
         self._engine: AsyncEngine | None = None
         self._writer: BatchWriter
 
@@ -102,7 +105,7 @@ class SQLStore:
             "author_name": message.author.name,
             "author_is_bot": message.author.is_bot,
             "kind": kind,
-            "text": message.text,
+            "text": self._redact(message.text) if self._redact else message.text,
             "created_at": message.created_at.timestamp(),
         }
         await self._writer.add(row)

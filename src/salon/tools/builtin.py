@@ -22,15 +22,21 @@ from salon.tools.timing import next_occurrence, parse_when, zone
 __all__ = [
     "CHANNEL_ARGUMENT",
     "HIDDEN_ARGUMENTS",
+    "OPERATOR",
     "ChatLogQueries",
     "ScheduleBook",
+    "TargetCheck",
     "build_builtin_server",
 ]
 
 _T = TypeVar("_T")
 
 CHANNEL_ARGUMENT = "channel"
-HIDDEN_ARGUMENTS = frozenset({CHANNEL_ARGUMENT, "requester_id", "requester_name"})
+HIDDEN_ARGUMENTS = frozenset(
+    {CHANNEL_ARGUMENT, "requester_id", "requester_name", "requester_roles"}
+)
+OPERATOR = "operator"
+"""Requester id of whoever runs ``salon tools call``: the bot's operator."""
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False)
 _MAX_LIMIT = 200
 
@@ -69,8 +75,14 @@ class ScheduleStore(Protocol):
     async def cancel_schedule(self, bot: str, schedule_id: int) -> bool: ...
 
 
+TargetCheck = Callable[[str, str, Participant], str | None]
+"""(channel the request came from, target channel key, requester) -> why the schedule
+may not go there, or None when it may."""
+
+
 class ScheduleBook:
-    """What the schedule tools need: the store, the clock, and who to tell of a change."""
+    """What the schedule tools need: the store, the clock, who to tell of a change, and
+    the rule for where a schedule may post."""
 
     def __init__(
         self,
@@ -79,11 +91,13 @@ class ScheduleBook:
         timezone: str,
         now: Callable[[], datetime],
         changed: Callable[[], None],
+        check_target: TargetCheck | None = None,
     ) -> None:
         self.store = store
         self.timezone = timezone
         self.now = now
         self.changed = changed
+        self.check_target = check_target
 
 
 def _since(hours: float | None) -> datetime | None:
@@ -180,6 +194,7 @@ def _add_schedule_tools(server: MCPServer, bot: str, book: ScheduleBook) -> None
         channel: str = "",
         requester_id: str = "",
         requester_name: str = "",
+        requester_roles: str = "",
     ) -> str:
         """Schedule a reminder or a recurring task. `when` is a cron expression ("0 9 * * 1-5")
         or an ISO date-time ("2026-12-24T09:00"); `prompt` is what you will be asked to do
@@ -189,6 +204,11 @@ def _add_schedule_tools(server: MCPServer, bot: str, book: ScheduleBook) -> None
         parsed = _checked(lambda: parse_when(when, tz, now))
         where = target_channel or channel
         _need_channel(where)
+        roles = tuple(r for r in requester_roles.split(",") if r)
+        requester = Participant(requester_id or "unknown", requester_name or "someone", roles=roles)
+        problem = book.check_target(channel, where, requester) if book.check_target else None
+        if problem is not None:
+            raise ToolError(problem)
         due = next_occurrence(parsed.cron, tz, now) if parsed.cron else parsed.at
         schedule = Schedule(
             id=0,
@@ -198,7 +218,7 @@ def _add_schedule_tools(server: MCPServer, bot: str, book: ScheduleBook) -> None
             timezone=tz,
             cron=parsed.cron,
             at=parsed.at,
-            created_by=Participant(requester_id or "unknown", requester_name or "someone"),
+            created_by=requester,
             next_due=due.astimezone(UTC) if due else None,
         )
         created = await book.store.create_schedule(schedule)
