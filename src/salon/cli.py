@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from salon import __version__
+from salon.agent.dispatch import TOLD_IN_CHANNEL
 from salon.app import BotApp, data_dir, database_url, load_bot
 from salon.config import BotConfig, ConfigSet, Redactor, Secrets, load_config_dir
 from salon.config.example import write_example
@@ -139,18 +140,24 @@ async def _check_live(bots: list[tuple[BotConfig, Secrets]]) -> int:
     return 1 if failed else 0
 
 
-def _setup_logging(configs: ConfigSet, key: str, redactor: Redactor, stem: str) -> None:
+def _setup_logging(
+    configs: ConfigSet, key: str, redactor: Redactor, stem: str, *, short: bool = False
+) -> logging.Handler:
     config = configs.bots[key]
     log_dir = data_dir(configs.root, config) / "logs"
-    configure_logging(redactor, level=config.log_level, log_dir=log_dir, stem=stem)
+    return configure_logging(
+        redactor, level=config.log_level, log_dir=log_dir, stem=stem, short=short
+    )
 
 
 def _chat(root: Path, bot: str | None) -> int:
     configs = load_config_dir(root)
     key, config, secrets = load_bot(configs, bot)
-    _setup_logging(configs, key, secrets.redactor(), stem=f"chat-{key}")
-    # The terminal is the conversation: keep routine log lines off it.
-    logging.getLogger().handlers[0].setLevel(logging.WARNING)
+    console = _setup_logging(configs, key, secrets.redactor(), stem=f"chat-{key}", short=True)
+    # The terminal is the conversation: routine lines stay off it, and a failure the chat
+    # already shows (its ⚠️ note) is not repeated.
+    console.setLevel(logging.WARNING)
+    console.addFilter(lambda record: not getattr(record, TOLD_IN_CHANNEL, False))
     if sys.stdin.isatty():
         print(f"Talking to {config.name}. /quit or Ctrl-D to leave.\n")
     return asyncio.run(

@@ -12,9 +12,10 @@ from pathlib import Path
 
 from salon.config import Redactor
 
-__all__ = ["DailyFileHandler", "RedactingFormatter", "configure_logging"]
+__all__ = ["ConsoleFormatter", "DailyFileHandler", "RedactingFormatter", "configure_logging"]
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+SHORT_FORMAT = "%(levelname)s: %(message)s"
 
 
 class RedactingFormatter(logging.Formatter):
@@ -26,6 +27,28 @@ class RedactingFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return self.redactor(super().format(record))
+
+
+class ConsoleFormatter(RedactingFormatter):
+    """One line per record: a failure shows its reason, never its traceback (that goes to
+    the log file, when there is one)."""
+
+    def __init__(self, redactor: Redactor, fmt: str, *, log_dir: Path | None) -> None:
+        super().__init__(redactor, fmt)
+        self.where = f"; details in {log_dir}" if log_dir is not None else ""
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.exc_info, record.exc_text, record.stack_info
+        record.exc_info = record.exc_text = record.stack_info = None
+        try:
+            text = super().format(record)
+        finally:
+            record.exc_info, record.exc_text, record.stack_info = saved
+        error = saved[0][1] if saved[0] else None
+        if error is not None:
+            reason = str(error) or type(error).__name__
+            text += self.redactor(f" ({reason.splitlines()[0]}{self.where})")
+        return text
 
 
 class DailyFileHandler(logging.FileHandler):
@@ -59,20 +82,30 @@ class DailyFileHandler(logging.FileHandler):
 
 
 def configure_logging(
-    redactor: Redactor, *, level: str = "INFO", log_dir: Path | None = None, stem: str = "salon"
-) -> None:
+    redactor: Redactor,
+    *,
+    level: str = "INFO",
+    log_dir: Path | None = None,
+    stem: str = "salon",
+    short: bool = False,
+) -> logging.Handler:
+    """Console (one line per record) and, with ``log_dir``, a daily file with tracebacks.
+    ``short`` drops the time and logger name from console lines (for ``salon chat``).
+    Returns the console handler."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
         handler.close()
-    formatter = RedactingFormatter(redactor)
     console = logging.StreamHandler(sys.stderr)
-    console.setFormatter(formatter)
+    console.setFormatter(
+        ConsoleFormatter(redactor, SHORT_FORMAT if short else FORMAT, log_dir=log_dir)
+    )
     root.addHandler(console)
     if log_dir is not None:
         daily = DailyFileHandler(log_dir, stem)
-        daily.setFormatter(formatter)
+        daily.setFormatter(RedactingFormatter(redactor))
         root.addHandler(daily)
     root.setLevel(level)
     for noisy in ("httpx2", "httpx", "httpcore", "openai", "anthropic", "aiosqlite"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    return console

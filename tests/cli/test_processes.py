@@ -184,3 +184,72 @@ async def test_check_live_asks_each_provider_once(llm_server: LLMServer, tmp_pat
     assert paths[:2] == ["/v1/chat/completions", "/v1/messages"]
     assert paths[2].endswith("/models/gemini-x:streamGenerateContent?alt=sse")
     assert len(paths) == 3  # no retries
+
+
+def quick_retries(root: Path, retries: int) -> None:
+    shared = root / "shared.yaml"
+    text = shared.read_text().replace("retries: 2", f"retries: {retries}")
+    shared.write_text(text.replace("backoff_initial: 1.0", "backoff_initial: 0.0"))
+
+
+async def test_a_provider_failure_in_chat_is_one_readable_line(
+    llm_server: LLMServer, tmp_path: Path
+) -> None:
+    root = tmp_path / "mine"
+    main(["init", str(root)])
+    quick_retries(root, 1)
+    llm_server.queue(*[Scripted(status=500, error_message="model melted")] * 2)
+    code, out, err = await salon("chat", str(root), stdin="hi\n", env=chat_env(llm_server))
+    assert code == 0
+    assert out == "⚠️ Assistant could not answer: openai: HTTP 500: model melted\n\n"
+    assert "Traceback" not in err
+    (retrying,) = err.splitlines()  # the one retry, said in one line
+    assert "retry 1/1" in retrying
+    logs = "".join(p.read_text() for p in (root / "data" / "logs").glob("*.log"))
+    assert "Traceback" in logs  # the details are in the log file
+
+
+async def test_piped_chat_waits_for_the_answer_after_the_input_ends(
+    llm_server: LLMServer, tmp_path: Path
+) -> None:
+    root = tmp_path / "mine"
+    main(["init", str(root)])
+    resume = asyncio.Event()
+    llm_server.queue(Scripted(chunks=["Slow ", "answer."], pause_before_chunk=1, resume=resume))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "salon",
+        "chat",
+        str(root),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **chat_env(llm_server)},
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(b"question\n")
+    proc.stdin.close()  # end of input, as `echo question | salon chat`
+    await asyncio.wait_for(llm_server.received.wait(), 30)
+    finished = asyncio.ensure_future(proc.wait())
+    done, _ = await asyncio.wait({finished}, timeout=6)  # longer than the old 4 s grace
+    assert not done  # still waiting for the answer, not cut off
+    resume.set()
+    out, _err = await asyncio.wait_for(proc.communicate(), 30)
+    assert out.decode() == "Assistant: Slow answer.\n\n"
+
+
+async def test_a_line_over_a_mebibyte_is_cut_and_the_chat_goes_on(
+    llm_server: LLMServer, tmp_path: Path
+) -> None:
+    root = tmp_path / "mine"
+    main(["init", str(root)])
+    llm_server.queue("Got both.")
+    huge = "x" * (2 << 20)
+    code, out, err = await salon("chat", str(root), stdin=f"{huge}\nhi\n", env=chat_env(llm_server))
+    assert code == 0, err
+    assert "(that line was cut to its first 1,048,576 characters)" in out
+    assert out.endswith("Assistant: Got both.\n\n")
+    # The line after the long one still arrived; the long one itself is past the
+    # 100 000-character window, so the model sees the newest line only.
+    assert llm_server.requests[-1].body["messages"][-1]["content"] == "you: hi"

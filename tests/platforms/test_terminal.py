@@ -57,3 +57,26 @@ async def test_quit_word_ends_the_session_without_activation(tmp_path: Path) -> 
     output = await chat_once(tmp_path, provider, ["/quit", "never read"])
     assert output == ""
     assert provider.requests == []
+
+
+async def test_a_silent_model_is_said_to_be_still_waited_for(tmp_path: Path) -> None:
+    from tests.fakes.providers import GatedProvider
+
+    provider = GatedProvider()
+    out = io.StringIO()
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+    config = bot_config(data_dir=str(tmp_path / "data"))
+    app = BotApp(key="salon", config=config, root=tmp_path, secrets=Secrets({}), provider=provider)
+    async with app:
+        terminal = app.terminal(lines=lines_from(queue), out=out, waiting_notice=0.05)
+        serving = asyncio.create_task(app.serve(terminal.closed, [terminal]))
+        queue.put_nowait("hello?\n")
+        async with asyncio.timeout(10):
+            while "still waiting for the model" not in out.getvalue():
+                await terminal.wait_output()
+        provider.gates[0].set()
+        queue.put_nowait(None)
+        await asyncio.wait_for(serving, 10)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("(Salon is still waiting for the model: ")
+    assert "Salon: answer 1" in lines
