@@ -31,7 +31,7 @@ from salon.model import TAG_MONITORED, ChannelRef, Event, MessageEvent, Schedule
 from salon.platforms.base import Platform
 from salon.store.base import Store
 
-__all__ = ["TOLD_IN_CHANNEL", "Agent"]
+__all__ = ["TOLD_IN_CHANNEL", "Agent", "AgentStats"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +39,17 @@ _ERROR_TEXT_LIMIT = 300
 
 TOLD_IN_CHANNEL = "told_in_channel"
 """Log-record attribute: the people in the channel were told of this failure already."""
+
+
+@dataclass
+class AgentStats:
+    """Counts since start: events taken from the queue, activations ended (answered, or
+    their failure told), the events those activations answered, and failures."""
+
+    events: int = 0
+    activations: int = 0
+    triggers: int = 0
+    failures: int = 0
 
 
 @dataclass
@@ -92,6 +103,7 @@ class Agent:
         self._active = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        self.stats = AgentStats()
 
     @property
     def tools(self) -> ToolRunner | None:
@@ -137,6 +149,7 @@ class Agent:
                 batch.append(self._queue.get_nowait())
             except asyncio.QueueEmpty:
                 break
+        self.stats.events += len(batch)
         return batch
 
     async def _plan(self, batch: list[Event]) -> list[Activation]:
@@ -190,6 +203,8 @@ class Agent:
                 lane.pending = None
                 async with self._slots:
                     await self._activate_guarded(activation)
+                self.stats.activations += 1
+                self.stats.triggers += len(activation.triggers)
                 # Not reached when a stop cancels it: the claim stays open for the next start.
                 await self._complete_schedules(activation.triggers, "done")
         finally:
@@ -204,6 +219,7 @@ class Agent:
         try:
             await self.activate(activation)
         except Exception as exc:
+            self.stats.failures += 1
             told = await self._report_failure(activation.channel, exc)
             logger.exception(
                 "activation in %s failed", activation.channel.key, extra={TOLD_IN_CHANNEL: told}
@@ -216,8 +232,12 @@ class Agent:
         provider = self._provider_for(config)
         rolling = config.prompt_caching and provider.traits.prefix_cache
         scene = await self.room.scene(platform, activation, config, rolling=rolling)
-        if scene is not None:
+        if scene is None:
+            return
+        try:
             await self.conversation.answer(scene, provider)
+        finally:
+            await self.room.remember(scene)
 
     def _provider_for(self, config: BotConfig) -> Provider:
         if self._providers is None or config.provider == self.config.provider:

@@ -12,6 +12,7 @@ answering each other are stopped (the loop guard).
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
@@ -44,6 +45,7 @@ LOOP_EMOJI = "\U0001f501"  # 🔁: "we bots have talked enough"
 WARNING_EMOJI = "\u26a0\ufe0f"  # ⚠️ on a pinned config that was skipped
 SCHEDULER = Participant("scheduler", "Scheduler")
 _FLAGGED_LIMIT = 4096  # skipped pinned configs remembered, so each is flagged once
+_STATE_CACHE = 4096  # channels whose rolling state is kept in memory
 
 
 @dataclass
@@ -89,6 +91,7 @@ class Scene:
     requester: Participant
     breakpoints: tuple[str, ...] = ()  # ids of messages that end a prompt-cache block
     records: tuple[ToolRecord, ...] = ()  # past tool calls among those messages
+    rolled: RollState | None = None  # a new rolling state, to store once answered
 
     @property
     def after(self) -> str | None:
@@ -111,6 +114,8 @@ class Room:
         self.tool_log = tool_log
         self._undeletable: set[str] = set()  # channels where m commands cannot be deleted
         self._flagged: dict[tuple[str, str], None] = {}  # (message id, text) already flagged
+        # Rolling states by channel, read from the store once, written after each answer.
+        self._states: OrderedDict[str, RollState | None] = OrderedDict()
 
     async def config_in(self, platform: Platform, channel: ChannelRef) -> BotConfig:
         """The bot's config in ``channel``: its guild's layers and the pinned configs."""
@@ -161,10 +166,12 @@ class Room:
             if platform.can(Capability.REACTIONS):
                 await platform.react(channel, trigger.id, LOOP_EMOJI)
             return None
-        chosen = select_context(history, config, monitored_at=monitored_at)
+        visible = [m for m in history if is_visible(m, config)]
+        chosen = select_context(visible, config, monitored_at=monitored_at, visible=True)
         marks: tuple[str, ...] = ()
+        rolled: RollState | None = None
         if rolling:
-            chosen, marks = await self._roll(channel, history, chosen, platform, config)
+            chosen, marks, rolled = await self._roll(channel, visible, chosen, platform, config)
         chain = await self._reply_chain(platform, chosen, trigger, config)
         messages = (*chain, *chosen, *activation.extra())
         return Scene(
@@ -175,7 +182,19 @@ class Room:
             requester=activation.requester,
             breakpoints=marks,
             records=self._records(channel, messages),
+            rolled=rolled,
         )
+
+    async def remember(self, scene: Scene) -> None:
+        """Store the scene's new rolling state (after the answer, off its path)."""
+        if scene.rolled is None:
+            return
+        key = scene.channel.key
+        self._states[key] = scene.rolled
+        self._states.move_to_end(key)
+        while len(self._states) > _STATE_CACHE:
+            self._states.popitem(last=False)
+        await self.store.save_rolling_state(self.bot, key, asdict(scene.rolled))
 
     async def _history(
         self, platform: Platform, channel: ChannelRef, config: BotConfig, depth: int
@@ -215,18 +234,24 @@ class Room:
     async def _roll(
         self,
         channel: ChannelRef,
-        history: Sequence[Message],
+        visible: list[Message],
         window: list[Message],
         platform: Platform,
         config: BotConfig,
-    ) -> tuple[list[Message], tuple[str, ...]]:
-        visible = [m for m in history if is_visible(m, config)]
-        saved = await self.store.rolling_state(self.bot, channel.key)
-        state = RollState(**saved) if saved else None
+    ) -> tuple[list[Message], tuple[str, ...], RollState | None]:
+        """The rolled context, its breakpoints, and its new state when that changed."""
+        state = await self._state(channel.key)
         rolled = roll(visible, state, config, window, platform.self_participant.id)
-        if rolled.state != state:
-            await self.store.save_rolling_state(self.bot, channel.key, asdict(rolled.state))
-        return rolled.messages, rolled.breakpoints
+        changed = rolled.state if rolled.state != state else None
+        return rolled.messages, rolled.breakpoints, changed
+
+    async def _state(self, key: str) -> RollState | None:
+        if key in self._states:
+            self._states.move_to_end(key)
+            return self._states[key]
+        saved = await self.store.rolling_state(self.bot, key)
+        state = self._states[key] = RollState(**saved) if saved else None
+        return state
 
     async def _reply_chain(
         self,

@@ -60,20 +60,28 @@ def is_visible(message: Message, config: BotConfig) -> bool:
     goes for a message marked with a hiding emoji (🫥), as a reaction or in its text, an
     ``m`` command, and Salon's own notes (a failure, an approval question)."""
     text = message.text
-    if config.ignore_dot_messages and text.startswith("."):
+    first = text[:1]
+    if first == "." and config.ignore_dot_messages:
         return False
-    if text[:1] in "mM@ " and m_command(text):
+    if first in "mM@ " and m_command(text):
         return False
     if message.tags and TAG_NOTE in message.tags:
         return False
     hiding = config.hiding_reactions
     if message.reactions and not set(message.reactions).isdisjoint(hiding):
         return False
-    return not any(emoji in text for emoji in hiding)
+    for emoji in hiding:  # noqa: SIM110 - a plain loop: it runs for every message, every time
+        if emoji in text:
+            return False
+    return True
 
 
 def select_context(
-    history: Sequence[Message], config: BotConfig, *, monitored_at: datetime | None = None
+    history: Sequence[Message],
+    config: BotConfig,
+    *,
+    monitored_at: datetime | None = None,
+    visible: bool = False,
 ) -> list[Message]:
     """Newest visible messages within both budgets, oldest first.
 
@@ -81,6 +89,7 @@ def select_context(
     cut to the character budget if it alone exceeds it. In a monitored channel (the bot
     reads every message) ``monitored_at`` is now, and the tighter monitor rule applies too:
     at most ``monitor_context_messages`` messages, none older than ``monitor_context_age``.
+    ``visible``: ``history`` holds only visible messages already.
     """
     max_messages = config.recency_window_messages
     max_chars = config.recency_window_characters
@@ -91,7 +100,7 @@ def select_context(
     picked: list[Message] = []
     used = 0
     for message in reversed(history):
-        if not is_visible(message, config):
+        if not visible and not is_visible(message, config):
             continue
         if oldest is not None and message.created_at < oldest and picked:
             break
@@ -265,10 +274,13 @@ class _Turns:
             self.turns.append((role, []))
         return self.turns[-1][1]
 
+    def line(self, role: Literal["user", "assistant"], text: str) -> None:
+        self.pieces(role).append(text)
+
     def add(self, role: Literal["user", "assistant"], *pieces: Piece) -> None:
         into = self.pieces(role)
         into.extend(pieces)
-        if any(not isinstance(p, str) for p in pieces):
+        if any(type(p) is not str for p in pieces):
             self.structured.add(len(self.turns) - 1)
 
     def continue_line(self, role: Literal["user", "assistant"], text: str) -> None:
@@ -282,9 +294,7 @@ class _Turns:
         return tuple(
             ChatMessage(
                 role,
-                _parts(pieces)
-                if i in self.structured
-                else (TextPart("\n".join(p for p in pieces if isinstance(p, str))),),
+                _parts(pieces) if i in self.structured else (TextPart("\n".join(pieces)),),  # type: ignore[arg-type]  # all str here
             )
             for i, (role, pieces) in enumerate(self.turns)
         )
@@ -351,7 +361,7 @@ def _add_message(
         turns.continue_line(role, run_joiner(previous, message_limit) + text)
     else:
         mark = reply_mark(message)
-        turns.add(role, f"{mark}{text}" if mine else f"{mark}{message.author.name}: {text}")
+        turns.line(role, f"{mark}{text}" if mine else f"{mark}{message.author.name}: {text}")
 
 
 def _add_record(turns: _Turns, record: ToolRecord, *, native: bool) -> None:

@@ -2,8 +2,10 @@
 
 ``add`` returns at once; a writer task commits everything queued in one transaction, so a
 busy channel costs one commit per batch instead of one per line. Readers call ``flush``
-first, so a read always sees every line logged before it. At most the lines of one batch
-(milliseconds' worth) are lost if the process dies.
+first, so a read always sees every line logged before it. If the process dies, at most
+the lines of one batch (milliseconds' worth) are lost; that is why a line the bot is about
+to show is logged ``durable`` (``flush`` before it is shown). The writer is supervised: a
+failure is logged and it starts again, the lines it had not written still queued.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from salon.tasks import TaskState, supervise
 
 __all__ = ["BatchWriter"]
 
@@ -33,9 +37,11 @@ class BatchWriter:
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        self.state = TaskState("chat-log writer")
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="chat-log-writer")
+        work = supervise("chat-log writer", self._run, state=self.state)
+        self._task = asyncio.create_task(work, name="chat-log-writer")
 
     async def add(self, row: dict[str, Any]) -> None:
         if len(self._rows) >= _MAX_QUEUED:
@@ -67,10 +73,11 @@ class BatchWriter:
 
     async def _write_all(self) -> None:
         while self._rows:
-            batch, self._rows = self._rows[:_MAX_BATCH], self._rows[_MAX_BATCH:]
+            batch = self._rows[:_MAX_BATCH]
             try:
                 async with self._engine.begin() as conn:
                     await conn.execute(sa.insert(self._table), batch)
             except SQLAlchemyError:
                 logger.exception("could not write %d chat-log lines", len(batch))
+            del self._rows[: len(batch)]  # only now: a crash in between keeps them queued
         self._idle.set()
