@@ -49,7 +49,8 @@ async def _round(root: Path, server: LLMServer, rng: random.Random) -> int:
         stderr=asyncio.subprocess.DEVNULL,
         env=env,
     )
-    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdin is not None
+    assert proc.stdout is not None
     shown = 0
     deadline = asyncio.get_running_loop().time() + rng.uniform(1.5, 4.0)
 
