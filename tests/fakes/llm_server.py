@@ -57,7 +57,7 @@ from typing import Any, Literal
 
 from tests.fakes.billing import CacheBilling
 
-__all__ = ["FAULTS", "LLMServer", "Recorded", "Scripted"]
+__all__ = ["FAULTS", "Flavour", "LLMServer", "Recorded", "Scripted"]
 
 Flavour = Literal["openai", "vllm", "llamacpp", "llama_cpp_python"]
 FAULTS = (

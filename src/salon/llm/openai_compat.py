@@ -133,13 +133,33 @@ def _continues(request: LLMRequest) -> bool:
 def transcript_text(request: LLMRequest) -> str:
     """A prefill request as one raw text: the transcript (its assistant turns, in order).
     The chat framing around it (system prompt, the opening user turn) means nothing to a
-    base model, and images cannot travel as text."""
-    return "".join(
+    base model, and images cannot travel as text. With the text tool protocol on, its tool
+    list (which opens the first user turn) goes on top: the model must see the tools."""
+    transcript = "".join(
         part.text
         for message in request.messages
         if message.role == "assistant"
         for part in message.parts
         if isinstance(part, TextPart)
+    )
+    return _tool_listing(request) + transcript
+
+
+# The text tool protocol's tags (salon.tools.textproto; llm may not import tools): its
+# closing tag is a stop sequence whenever tools are offered, and its tool list teaches the
+# opening one.
+_CALLS_OPEN = "<function_calls>"
+_CALLS_CLOSE = "</function_calls>"
+
+
+def _tool_listing(request: LLMRequest) -> str:
+    if _CALLS_CLOSE not in request.stop or not request.messages:
+        return ""
+    opening = request.messages[0]
+    if opening.role != "user":
+        return ""
+    return "".join(
+        p.text for p in opening.parts if isinstance(p, TextPart) and _CALLS_OPEN in p.text
     )
 
 
