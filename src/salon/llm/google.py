@@ -16,8 +16,9 @@ from google import genai
 from google.genai import errors, types
 
 from salon.config import ProviderConfig
-from salon.errors import ProviderError, RateLimited
-from salon.llm._sdk import MALFORMED_STREAM_ERRORS, request_extras
+from salon.errors import ProviderError
+from salon.llm._errors import MALFORMED_STREAM_ERRORS, connection_failure, status_error
+from salon.llm._sdk import request_extras
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -71,13 +72,19 @@ class GoogleProvider:
             )
         except errors.APIError as exc:
             raise self._translate(exc) from exc
+        except httpx2.TransportError as exc:
+            raise connection_failure(exc, self.name, answering=False) from exc
         decoder = _Decoder(self.name, self._ids)
+        answering = False  # the SDK sends the request only when the stream is first read
         try:
             async for chunk in stream:
+                answering = True
                 for event in decoder.decode(chunk):
                     yield event
         except errors.APIError as exc:
             raise self._translate(exc) from exc
+        except httpx2.TransportError as exc:
+            raise connection_failure(exc, self.name, answering=answering) from exc
         except MALFORMED_STREAM_ERRORS as exc:
             message = f"{self.name}: malformed response stream: {exc}"
             raise ProviderError(message, provider=self.name, retryable=False) from exc
@@ -111,11 +118,10 @@ class GoogleProvider:
         return types.GenerateContentConfig(**settings)
 
     def _translate(self, exc: errors.APIError) -> ProviderError:
-        status = int(exc.code) if exc.code else None
-        message = f"{self.name}: HTTP {status}: {exc.message or exc.status or exc}"
-        if status == 429:
-            return RateLimited(message, provider=self.name, status=status)
-        return ProviderError(message, provider=self.name, status=status)
+        message = str(exc.message or exc.status or exc)
+        if not exc.code:
+            return ProviderError(f"{self.name}: {message}", provider=self.name)
+        return status_error(self.name, int(exc.code), message)
 
     async def aclose(self) -> None:
         await self._client.aio.aclose()
