@@ -12,7 +12,24 @@ from salon.config import ProviderConfig
 from salon.llm._errors import MALFORMED_STREAM_ERRORS, translate_sdk_error
 from salon.llm.base import LLMRequest, StreamEvent
 
-__all__ = ["Decoder", "add_extras", "request_extras", "stream_sdk"]
+__all__ = [
+    "BACKSTOP",
+    "Decoder",
+    "add_extras",
+    "close_stream",
+    "request_extras",
+    "sdk_timeout",
+    "stream_sdk",
+]
+
+# DeadlineProvider ends a slow answer; the SDK's own read timeout, a little longer, only
+# bounds a read that would somehow outlive it.
+BACKSTOP = 5.0
+
+
+def sdk_timeout(config: ProviderConfig) -> httpx2.Timeout:
+    """The SDK client's timeouts: ``connect_timeout`` to connect, the backstop for the rest."""
+    return httpx2.Timeout(config.timeout + BACKSTOP, connect=config.connect_timeout)
 
 
 def request_extras(
@@ -74,12 +91,13 @@ async def stream_sdk(
     except failures + MALFORMED_STREAM_ERRORS as exc:
         raise translate_sdk_error(exc, provider, sdk, answering=True) from exc
     finally:
-        await _close(stream)  # also when the caller stops early or a deadline cancels
+        await close_stream(stream)  # also when the caller stops early or a deadline cancels
     for event in decoder.finish():
         yield event
 
 
-async def _close(stream: Any) -> None:
-    close = getattr(stream, "close", None)
+async def close_stream(stream: object) -> None:
+    """Close an SDK stream or async generator, releasing its connection."""
+    close = getattr(stream, "aclose", None) or getattr(stream, "close", None)
     if close is not None:
         await close()

@@ -9,7 +9,7 @@ from typing import Any
 import anthropic
 
 from salon.config import ProviderConfig
-from salon.llm._sdk import add_extras, stream_sdk
+from salon.llm._sdk import add_extras, sdk_timeout, stream_sdk
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -50,7 +50,7 @@ class AnthropicProvider:
         common: dict[str, Any] = {
             "base_url": base_url,
             "max_retries": 0,  # RetryingProvider owns retries
-            "timeout": config.timeout,
+            "timeout": sdk_timeout(config),
             "default_headers": config.headers or None,
             "http_client": http_client,
         }

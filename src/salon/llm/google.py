@@ -18,7 +18,7 @@ from google.genai import errors, types
 from salon.config import ProviderConfig
 from salon.errors import ProviderError
 from salon.llm._errors import MALFORMED_STREAM_ERRORS, connection_failure, status_error
-from salon.llm._sdk import request_extras
+from salon.llm._sdk import BACKSTOP, close_stream, request_extras
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -54,11 +54,11 @@ class GoogleProvider:
         self._config = config
         options = types.HttpOptions(
             base_url=base_url,
-            timeout=int(config.timeout * 1000),  # milliseconds
+            timeout=int((config.timeout + BACKSTOP) * 1000),  # milliseconds, for every phase
             headers=dict(config.headers) or None,
             # A transport of its own makes the SDK use httpx2, as the other SDKs do, rather
             # than aiohttp (whose session it subclasses, which aiohttp deprecates).
-            async_client_args={"transport": httpx2.AsyncHTTPTransport()},
+            async_client_args={"transport": _ConnectTimeout(config.connect_timeout)},
         )
         self._client = genai.Client(api_key=api_key or "unset", http_options=options)
         self._ids = itertools.count(1)
@@ -88,6 +88,8 @@ class GoogleProvider:
         except MALFORMED_STREAM_ERRORS as exc:
             message = f"{self.name}: malformed response stream: {exc}"
             raise ProviderError(message, provider=self.name, retryable=False) from exc
+        finally:
+            await close_stream(stream)  # also when the caller stops early or a deadline cancels
         for event in decoder.finish():
             yield event
 
@@ -125,6 +127,20 @@ class GoogleProvider:
 
     async def aclose(self) -> None:
         await self._client.aio.aclose()
+
+
+class _ConnectTimeout(httpx2.AsyncHTTPTransport):
+    """google-genai gives httpx one timeout for every phase: this puts ``connect_timeout``
+    on the connect."""
+
+    def __init__(self, connect_timeout: float) -> None:
+        super().__init__()
+        self._connect = connect_timeout
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        timeouts = dict(request.extensions.get("timeout") or {})
+        request.extensions["timeout"] = {**timeouts, "connect": self._connect}
+        return await super().handle_async_request(request)
 
 
 class _Decoder:

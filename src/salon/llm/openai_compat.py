@@ -19,7 +19,7 @@ from typing import Any
 import openai
 
 from salon.config import ProviderConfig
-from salon.llm._sdk import add_extras, stream_sdk
+from salon.llm._sdk import add_extras, sdk_timeout, stream_sdk
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -60,7 +60,7 @@ class OpenAIProvider:
             api_key=api_key or "unused",
             base_url=base_url,
             max_retries=0,  # RetryingProvider owns retries so the policy is ours
-            timeout=config.timeout,
+            timeout=sdk_timeout(config),
             default_headers=config.headers or None,
             http_client=http_client,
         )
