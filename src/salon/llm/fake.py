@@ -23,12 +23,14 @@ __all__ = ["FakeProvider", "FakeReply"]
 
 @dataclass(frozen=True)
 class FakeReply:
-    """One scripted answer: text chunks to stream, or an error to raise before streaming."""
+    """One scripted answer: text chunks to stream, or an error to raise before streaming.
+    ``stop`` is the finish reason; ``None`` makes a stream cut short (no StopEvent)."""
 
     chunks: tuple[str, ...] = ()
     calls: tuple[ToolCall, ...] = ()
     error: ProviderError | None = None
     usage: Usage = field(default_factory=lambda: Usage(input_tokens=10, output_tokens=5))
+    stop: str | None = "end_turn"
 
     @classmethod
     def text(cls, text: str, *, chunk_size: int = 0) -> FakeReply:
@@ -62,7 +64,8 @@ class FakeProvider:
         for call in reply.calls:
             yield ToolCallEvent(call)
         yield UsageEvent(reply.usage)
-        yield StopEvent("end_turn")
+        if reply.stop is not None:
+            yield StopEvent(reply.stop)
 
     async def aclose(self) -> None:
         return None

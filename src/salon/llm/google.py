@@ -193,7 +193,11 @@ class _Decoder:
             else:
                 message = f"{self.provider}: the model returned no candidates"
             raise ProviderError(message, provider=self.provider, retryable=False)
-        return [UsageEvent(self.usage), StopEvent(reason.lower() or "stop")]
+        # A StopEvent only when Gemini sent a finish reason: without one the stream was cut.
+        events: list[StreamEvent] = [UsageEvent(self.usage)]
+        if reason:
+            events.append(StopEvent(reason.lower()))
+        return events
 
 
 def _name(value: Any) -> str:
