@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from salon.llm import ChatMessage, LLMRequest, ToolCallEvent, ToolDefinition
+from salon.llm import ChatMessage, LLMRequest, ToolCallEvent, ToolDefinition, UsageEvent
 from tests.fakes.llm_server import LLMServer, Scripted
 from tests.llm._vendors import VENDORS, collect, provider_for, request, stops, text_of
 
@@ -33,6 +33,9 @@ async def test_a_truncated_stream_has_no_stop_event(llm_server: LLMServer, vendo
     assert text_of(events).startswith("Hel")  # what came is reported as it came
     assert stops(events) == []
     assert len(llm_server.requests) == 1
+    if vendor in ("anthropic", "bedrock"):  # message_start told the prompt's size
+        usage = [e.usage for e in events if isinstance(e, UsageEvent)]
+        assert [u.input_tokens for u in usage] == [12]
 
 
 async def test_a_truncated_completions_stream_has_no_stop_event(llm_server: LLMServer) -> None:

@@ -103,6 +103,7 @@ class _EventDecoder:
 
     def __init__(self) -> None:
         self.input_usage = Usage()
+        self.usage_reported = False
         self.tool: dict[str, str] | None = None  # the tool_use block being streamed
 
     def decode(self, event: Any) -> list[StreamEvent]:
@@ -120,6 +121,7 @@ class _EventDecoder:
                 ToolCallEvent(ToolCall(tool["id"], tool["name"], parse_arguments(tool["json"])))
             ]
         elif kind == "message_delta":
+            self.usage_reported = True
             out: list[StreamEvent] = [
                 UsageEvent(self.input_usage + Usage(output_tokens=event.usage.output_tokens or 0))
             ]
@@ -129,7 +131,10 @@ class _EventDecoder:
         return []
 
     def finish(self) -> list[StreamEvent]:
-        return []
+        if self.usage_reported:
+            return []
+        # Cut before message_delta: the prompt was still read (and billed).
+        return [UsageEvent(self.input_usage)]
 
     def _delta(self, delta: Any) -> list[StreamEvent]:
         if delta.type == "text_delta":
