@@ -16,7 +16,7 @@ RESET = ProviderError("test: the connection broke during the answer", retryable=
 async def test_a_stream_without_a_finish_reason_is_asked_again_when_nothing_was_shown(
     start_agent: StartAgent,
 ) -> None:
-    truncated = FakeReply(("The first half of a par",), finish=False)
+    truncated = FakeReply(("The first half of a par",), stop=None)
     provider = FakeProvider([truncated, "The whole answer."])
     agent, platform = await start_agent(provider)
     await platform.post(platform.channel("dm", is_direct=True), ALICE, "hello")
@@ -44,7 +44,7 @@ async def test_a_stream_broken_after_a_shown_paragraph_is_marked_as_cut_off(
 async def test_a_stream_that_never_finishes_ends_in_a_clear_error_not_silence(
     start_agent: StartAgent,
 ) -> None:
-    truncated = FakeReply((), finish=False)
+    truncated = FakeReply((), stop=None)
     provider = FakeProvider([truncated, truncated, truncated])
     agent, platform = await start_agent(provider)
     await platform.post(platform.channel("dm", is_direct=True), ALICE, "hello")

@@ -1,65 +1,104 @@
-"""A scripted loopback LLM server speaking the OpenAI and Anthropic wire formats.
+"""A scripted loopback LLM server speaking the OpenAI, Anthropic, Bedrock and Gemini formats.
 
 The real SDKs talk to it over HTTP on 127.0.0.1. Each request takes the next ``Scripted``
 reply from the queue (or the default); every request is recorded for assertions. Streams
-can be paused between chunks on an ``asyncio.Event`` so a test can observe what arrived
+can be paused before a frame on an ``asyncio.Event`` so a test can observe what arrived
 before the rest of the answer exists.
+
+Flavours (``LLMServer(flavour=...)``) give ``/v1/chat/completions`` the habits of one
+OpenAI-compatible server. Each request's prompt, as that server's chat template would
+render it (ChatML here), is recorded in ``Recorded.prompt``, so a test can see whether a
+final assistant message was continued or answered:
+
+- ``openai`` (default): a final assistant message is closed and answered in a new turn.
+- ``vllm``: honours ``continue_final_message`` (default false) and
+  ``add_generation_prompt`` (default true); both true is a 400, as vLLM's request
+  validation has it.
+- ``llamacpp`` (llama-server): continues a final assistant message by itself (its
+  ``prefill_assistant``, on by default since mid-2025) and ignores the unknown
+  ``continue_final_message``; two assistant messages at the end are a 500. Two habits of
+  older builds are kept because Salon must survive them: streamed tool calls repeat the
+  whole name in every delta (builds between ggml-org/llama.cpp#12379 and #13800), and a
+  message whose ``content`` is null or missing is a 500 "Invalid 'content' type" (builds
+  before Feb 2025). Errors have llama.cpp's shape ``{"error": {"code", "message", "type"}}``.
+- ``llama_cpp_python``: its request model drops unknown fields, so ``continue_final_message``
+  and ``add_generation_prompt`` are ignored and the prompt always ends with a new assistant
+  turn: a final assistant message is answered, never continued.
+
+Faults, for fault suites: ``Scripted(fault=...)`` for one reply, or
+``LLMServer(fault_rate=0.2, seed=1, faults=(...))`` for a seeded random share of requests
+(``faults_applied`` lists what each request got, ``None`` for none). In every wire format:
+
+- ``http_500``: a 500 with the vendor's error body.
+- ``http_429``: a 429 with ``Retry-After: <LLMServer.retry_after>`` (default ``1``).
+- ``hang_before_head``: accepts the request and never answers (until the server stops).
+- ``hang_mid_stream``: sends the head and the first content frame, then nothing more.
+- ``truncate``: the stream stops before the frame that carries the finish reason (OpenAI
+  ``finish_reason``, Anthropic ``message_delta``, Gemini ``finishReason``); clean close.
+- ``malformed``: a frame of broken JSON after the first content frame.
+- ``reset``: the first content frame, then the connection is reset (TCP RST).
+
+Stream faults apply to streaming requests; a non-streaming request gets a normal body.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
+import random
+import socket
 import struct
-import zlib
 from collections import deque
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
+from typing import Any, Literal
 
 from tests.fakes.billing import CacheBilling
+from tests.fakes.llm_wire import Recorded, Scripted, Wire, complete_body, error_body
+from tests.fakes.llm_wire import wire as wire_for
 
-__all__ = ["LLMServer", "Recorded", "Scripted"]
+__all__ = ["FAULTS", "Flavour", "LLMServer", "Recorded", "Scripted"]
 
-
-@dataclass
-class Scripted:
-    text: str = ""
-    chunks: list[str] | None = None
-    status: int = 200
-    error_message: str = "scripted failure"
-    headers: dict[str, str] = field(default_factory=dict)
-    raw_events: list[str] | None = None  # literal SSE data payloads, for malformed streams
-    tool_calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
-    pause_before_chunk: int | None = None
-    resume: asyncio.Event | None = None
-    input_tokens: int = 12
-    output_tokens: int = 7
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    finish_reason: str | None = None  # gemini: e.g. "SAFETY" (with no text: a blocked answer)
-    block_reason: str | None = None  # gemini: the prompt was blocked, e.g. "SAFETY"
-
-    def deltas(self) -> list[str]:
-        return self.chunks if self.chunks is not None else [self.text]
-
-
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
+Flavour = Literal["openai", "vllm", "llamacpp", "llama_cpp_python"]
+FAULTS = (
+    "http_500",
+    "http_429",
+    "hang_before_head",
+    "hang_mid_stream",
+    "truncate",
+    "malformed",
+    "reset",
+)
+_VLLM_BOTH = "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
+_LLAMACPP_CONTENT = (
+    "Invalid 'content' type (ref: https://github.com/ggml-org/llama.cpp/issues/8367)"
+)
 
 
 class LLMServer:
-    def __init__(self, *, billing: CacheBilling | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        billing: CacheBilling | None = None,
+        flavour: Flavour = "openai",
+        fault_rate: float = 0.0,
+        faults: tuple[str, ...] = FAULTS,
+        seed: int = 0,
+    ) -> None:
+        unknown = set(faults) - set(FAULTS)
+        assert not unknown, f"unknown faults: {unknown}"
         self.billing = billing  # Anthropic requests are billed for the prompt cache
+        self.flavour = flavour
+        self.fault_rate = fault_rate
+        self.faults = faults
+        self.retry_after = "1"
         self.script: deque[Scripted] = deque()
         self.default = Scripted(text="default reply")
         self.requests: list[Recorded] = []
+        self.faults_applied: list[str | None] = []
         self.received = asyncio.Event()
+        self._random = random.Random(seed)
+        self._stopping = asyncio.Event()
         self._server: asyncio.Server | None = None
         self.port = 0
 
@@ -76,6 +115,7 @@ class LLMServer:
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
+        self._stopping.set()  # releases hung handlers
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(Exception):
@@ -88,6 +128,22 @@ class LLMServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
+    def _next_reply(self) -> Scripted:
+        reply = self.script.popleft() if self.script else self.default
+        fault = reply.fault
+        # One draw per request whatever the script says, so a seed gives one sequence.
+        draw = self._random.random()
+        pick = self._random.choice(self.faults) if self.faults else None
+        if fault is None and draw < self.fault_rate:
+            fault = pick
+        self.faults_applied.append(fault)
+        if fault == "http_500":
+            return replace(reply, status=500, error_message="injected server error")
+        if fault == "http_429":
+            headers = {**reply.headers, "retry-after": self.retry_after}
+            return replace(reply, status=429, error_message="injected rate limit", headers=headers)
+        return replace(reply, fault=fault)
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             request = await _read_request(reader)
@@ -95,7 +151,10 @@ class LLMServer:
                 return
             self.requests.append(request)
             self.received.set()
-            reply = self.script.popleft() if self.script else self.default
+            reply = self._next_reply()
+            if reply.fault == "hang_before_head":
+                await self._stopping.wait()
+                return
             await self._respond(request, reply, writer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
@@ -107,15 +166,12 @@ class LLMServer:
     async def _respond(
         self, request: Recorded, reply: Scripted, writer: asyncio.StreamWriter
     ) -> None:
-        bedrock = request.path.startswith("/model/")
-        anthropic = bedrock or request.path.endswith("/messages")
-        if "models/" in request.path and ":" in request.path.rsplit("/", 1)[-1]:
-            await _respond_gemini(request, reply, writer)
-            return
-        if request.path.endswith("/completions") and not request.path.endswith("/chat/completions"):
-            await _respond_completions(request, reply, writer)
-            return
-        if anthropic and self.billing is not None and reply.status == 200:
+        vendor = _vendor(request.path)
+        if vendor == "openai":
+            refusal = self._render(request)
+            if refusal is not None:
+                reply = replace(reply, status=refusal[0], error_message=refusal[1])
+        if vendor in ("anthropic", "bedrock") and self.billing is not None and reply.status == 200:
             bill = self.billing.bill(request.body)
             reply = replace(
                 reply,
@@ -124,32 +180,58 @@ class LLMServer:
                 cache_write_tokens=bill.cache_write_tokens,
             )
         if reply.status != 200:
-            body = _error_body(anthropic, reply)
+            body = error_body(vendor, self.flavour, reply)
             _write_head(writer, reply.status, "application/json", reply.headers, len(body))
             writer.write(body)
             await writer.drain()
             return
-        if bedrock and request.path.endswith("/invoke-with-response-stream"):
-            _write_head(writer, 200, "application/vnd.amazon.eventstream", reply.headers, None)
-            for _, payload in _anthropic_events(request, reply):
-                writer.write(_eventstream_chunk(payload.encode()))
-                await writer.drain()
-            return
-        if not request.body.get("stream") and not bedrock:
-            body = json.dumps(_complete_body(anthropic, request, reply)).encode()
+        if not _streams(vendor, request):
+            body = json.dumps(complete_body(vendor, request, reply)).encode()
             _write_head(writer, 200, "application/json", reply.headers, len(body))
             writer.write(body)
             await writer.drain()
             return
-        _write_head(writer, 200, "text/event-stream", reply.headers, None)
-        events = _anthropic_events(request, reply) if anthropic else _openai_events(request, reply)
-        for index, (name, payload) in enumerate(events):
+        wire = wire_for(vendor, self.flavour, request, reply)
+        await self._write_stream(writer, wire, reply)
+
+    def _render(self, request: Recorded) -> tuple[int, str] | None:
+        """Record the prompt the flavour's server would build; a refusal if it would refuse."""
+        messages = request.body.get("messages", [])
+        refusal = _flavour_refusal(self.flavour, request.body, messages)
+        if refusal is None:
+            request.prompt = _flavour_prompt(self.flavour, request.body, messages)
+        return refusal
+
+    async def _write_stream(
+        self, writer: asyncio.StreamWriter, wire: Wire, reply: Scripted
+    ) -> None:
+        frames = wire.frames
+        fault = reply.fault
+        if fault == "truncate":
+            frames = frames[: wire.finish_at]
+        elif fault == "malformed":
+            frames = [*frames[: wire.cut], wire.broken, *frames[wire.cut :]]
+        elif fault in ("hang_mid_stream", "reset"):
+            frames = frames[: wire.cut]
+        _write_head(writer, 200, wire.content_type, reply.headers, None)
+        for index, frame in enumerate(frames):
             if reply.pause_before_chunk is not None and index == reply.pause_before_chunk:
                 assert reply.resume is not None
                 await reply.resume.wait()
-            prefix = f"event: {name}\n" if name else ""
-            writer.write(f"{prefix}data: {payload}\n\n".encode())
+            writer.write(frame)
             await writer.drain()
+        if fault == "hang_mid_stream":
+            await self._stopping.wait()
+        elif fault == "reset":
+            _reset(writer)
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Close with an RST rather than a FIN: linger on, with a zero timeout."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
 
 
 async def _read_request(reader: asyncio.StreamReader) -> Recorded | None:
@@ -168,96 +250,72 @@ async def _read_request(reader: asyncio.StreamReader) -> Recorded | None:
     return Recorded(method, path, headers, json.loads(raw or b"{}"))
 
 
-async def _respond_completions(
-    request: Recorded, reply: Scripted, writer: asyncio.StreamWriter
-) -> None:
-    """``/v1/completions`` (base models): the prompt is raw text, the answer ``text``."""
-    if reply.status != 200:
-        body = _error_body(False, reply)
-        _write_head(writer, reply.status, "application/json", reply.headers, len(body))
-        writer.write(body)
-        return
-    model = request.body.get("model", "scripted")
-    head = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": model}
-    if not request.body.get("stream"):
-        choice = {"index": 0, "text": "".join(reply.deltas()), "finish_reason": "stop"}
-        body = json.dumps({**head, "choices": [choice], "usage": _openai_usage(reply)}).encode()
-        _write_head(writer, 200, "application/json", reply.headers, len(body))
-        writer.write(body)
-        return
-    _write_head(writer, 200, "text/event-stream", reply.headers, None)
-    chunks = reply.deltas()
-    for index, text in enumerate(chunks):
-        finish = "stop" if index == len(chunks) - 1 else None
-        choice = {"index": 0, "text": text, "finish_reason": finish}
-        writer.write(f"data: {json.dumps({**head, 'choices': [choice]})}\n\n".encode())
-    usage = {**head, "choices": [], "usage": _openai_usage(reply)}
-    writer.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
-    await writer.drain()
+def _vendor(path: str) -> str:
+    bare = path.split("?", maxsplit=1)[0]
+    if bare.startswith("/model/"):
+        return "bedrock"
+    if "models/" in bare and ":" in bare.rsplit("/", 1)[-1]:
+        return "gemini"
+    if bare.endswith("/messages"):
+        return "anthropic"
+    if bare.endswith("/completions") and not bare.endswith("/chat/completions"):
+        return "completions"
+    return "openai"
 
 
-async def _respond_gemini(request: Recorded, reply: Scripted, writer: asyncio.StreamWriter) -> None:
-    """The Gemini API's ``models/{model}:generateContent`` and ``:streamGenerateContent``."""
-    if reply.status != 200:
-        status = {400: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED"}.get(reply.status, "INTERNAL")
-        error = {"code": reply.status, "message": reply.error_message, "status": status}
-        body = json.dumps({"error": error}).encode()
-        _write_head(writer, reply.status, "application/json", reply.headers, len(body))
-        writer.write(body)
-        return
-    usage = {
-        "promptTokenCount": reply.input_tokens + reply.cache_read_tokens,
-        "candidatesTokenCount": reply.output_tokens,
-        "cachedContentTokenCount": reply.cache_read_tokens,
-        "totalTokenCount": reply.input_tokens + reply.cache_read_tokens + reply.output_tokens,
-    }
-    chunks: list[dict[str, Any]] = []
-    if reply.block_reason:
-        chunks.append(
-            {"promptFeedback": {"blockReason": reply.block_reason}, "usageMetadata": usage}
-        )
-    else:
-        parts: list[dict[str, Any]] = [{"text": t} for t in reply.deltas() if t]
-        parts += [{"functionCall": {"name": n, "args": a}} for _, n, a in reply.tool_calls]
-        for index, part in enumerate(parts or [None]):
-            last = index == max(len(parts), 1) - 1
-            candidate: dict[str, Any] = {"index": 0}
-            if part is not None:
-                candidate["content"] = {"role": "model", "parts": [part]}
-            if last:
-                candidate["finishReason"] = reply.finish_reason or "STOP"
-            chunk: dict[str, Any] = {"candidates": [candidate], "modelVersion": "fake"}
-            if last:
-                chunk["usageMetadata"] = usage
-            chunks.append(chunk)
-    if request.path.split("?")[0].endswith(":streamGenerateContent"):
-        _write_head(writer, 200, "text/event-stream", reply.headers, None)
-        for chunk in chunks:
-            writer.write(f"data: {json.dumps(chunk)}\r\n\r\n".encode())
-            await writer.drain()
-        return
-    body = json.dumps(chunks[-1]).encode()
-    _write_head(writer, 200, "application/json", reply.headers, len(body))
-    writer.write(body)
+def _streams(vendor: str, request: Recorded) -> bool:
+    if vendor == "bedrock":
+        return request.path.endswith("/invoke-with-response-stream")
+    if vendor == "gemini":
+        return request.path.split("?", maxsplit=1)[0].endswith(":streamGenerateContent")
+    return bool(request.body.get("stream"))
 
 
-def _eventstream_chunk(event: bytes) -> bytes:
-    """One AWS event-stream message carrying an Anthropic event, as Bedrock streams them:
-    prelude (lengths and their CRC), string headers, a JSON payload, then a CRC of it all."""
-    payload = json.dumps({"bytes": base64.b64encode(event).decode()}).encode()
-    headers = b""
-    for name, value in (
-        (":event-type", "chunk"),
-        (":content-type", "application/json"),
-        (":message-type", "event"),
-    ):
-        raw = value.encode()
-        headers += bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(raw)) + raw
-    total = 12 + len(headers) + len(payload) + 4
-    prelude = struct.pack(">II", total, len(headers))
-    prelude += struct.pack(">I", zlib.crc32(prelude))
-    message = prelude + headers + payload
-    return message + struct.pack(">I", zlib.crc32(message))
+# --- flavours: how each OpenAI-compatible server reads a chat request -----------------------
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def _chatml(messages: list[dict[str, Any]], *, open_last: bool = False) -> str:
+    turns = [f"<|im_start|>{m.get('role')}\n{_text_of(m.get('content'))}" for m in messages]
+    closed = [f"{t}<|im_end|>\n" for t in turns]
+    if open_last and closed:
+        closed[-1] = turns[-1]  # the final message stays open: the model continues it
+    return "".join(closed)
+
+
+_GENERATION_PROMPT = "<|im_start|>assistant\n"
+
+
+def _flavour_refusal(
+    flavour: str, body: dict[str, Any], messages: list[dict[str, Any]]
+) -> tuple[int, str] | None:
+    both = body.get("continue_final_message") and body.get("add_generation_prompt", True)
+    if flavour == "vllm" and both:
+        return 400, _VLLM_BOTH
+    if flavour == "llamacpp":
+        if any(m.get("content") is None for m in messages):
+            return 500, _LLAMACPP_CONTENT
+        roles = [m.get("role") for m in messages[-2:]]
+        if roles == ["assistant", "assistant"]:
+            return 500, "Cannot have 2 or more assistant messages at the end of the list."
+    return None
+
+
+def _flavour_prompt(flavour: str, body: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    final_assistant = bool(messages) and messages[-1].get("role") == "assistant"
+    if flavour == "vllm":
+        if body.get("continue_final_message"):
+            return _chatml(messages, open_last=True)
+        generation = _GENERATION_PROMPT if body.get("add_generation_prompt", True) else ""
+        return _chatml(messages) + generation
+    if flavour == "llamacpp" and final_assistant:
+        return _chatml(messages[:-1]) + _GENERATION_PROMPT + _text_of(messages[-1].get("content"))
+    return _chatml(messages) + _GENERATION_PROMPT
 
 
 def _write_head(
@@ -272,127 +330,3 @@ def _write_head(
         lines.append(f"Content-Length: {length}")
     lines.extend(f"{k}: {v}" for k, v in extra.items())
     writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
-
-
-def _error_body(anthropic: bool, reply: Scripted) -> bytes:
-    if anthropic:
-        kind = "rate_limit_error" if reply.status == 429 else "api_error"
-        body: dict[str, Any] = {
-            "type": "error",
-            "error": {"type": kind, "message": reply.error_message},
-        }
-    else:
-        body = {"error": {"message": reply.error_message, "type": "scripted", "code": None}}
-    return json.dumps(body).encode()
-
-
-def _complete_body(anthropic: bool, request: Recorded, reply: Scripted) -> dict[str, Any]:
-    text = "".join(reply.deltas())
-    model = request.body.get("model", "scripted")
-    if anthropic:
-        return {
-            "id": "msg_1",
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
-            "stop_sequence": None,
-            "usage": _anthropic_usage(reply),
-        }
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-        ],
-        "usage": _openai_usage(reply),
-    }
-
-
-def _anthropic_usage(reply: Scripted) -> dict[str, int]:
-    return {
-        "input_tokens": reply.input_tokens,
-        "output_tokens": reply.output_tokens,
-        "cache_read_input_tokens": reply.cache_read_tokens,
-        "cache_creation_input_tokens": reply.cache_write_tokens,
-    }
-
-
-def _openai_usage(reply: Scripted) -> dict[str, Any]:
-    prompt = reply.input_tokens + reply.cache_read_tokens
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": reply.output_tokens,
-        "total_tokens": prompt + reply.output_tokens,
-        "prompt_tokens_details": {"cached_tokens": reply.cache_read_tokens},
-    }
-
-
-def _openai_events(request: Recorded, reply: Scripted) -> list[tuple[str, str]]:
-    if reply.raw_events is not None:
-        return [("", raw) for raw in reply.raw_events]
-    model = request.body.get("model", "scripted")
-    head = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": model}
-
-    def chunk(delta: dict[str, Any], finish: str | None) -> str:
-        choice = {"index": 0, "delta": delta, "finish_reason": finish}
-        return json.dumps({**head, "choices": [choice]})
-
-    events = [
-        ("", chunk({"role": "assistant", "content": text}, None)) for text in reply.deltas() if text
-    ]
-    for index, (call_id, name, args) in enumerate(reply.tool_calls):
-        start = {"index": index, "id": call_id, "type": "function"}
-        start["function"] = {"name": name, "arguments": ""}
-        events.append(("", chunk({"tool_calls": [start]}, None)))
-        raw = json.dumps(args)
-        for part in (raw[: len(raw) // 2], raw[len(raw) // 2 :]):
-            fragment = {"index": index, "function": {"arguments": part}}
-            events.append(("", chunk({"tool_calls": [fragment]}, None)))
-    events.append(("", chunk({}, "tool_calls" if reply.tool_calls else "stop")))
-    events.append(("", json.dumps({**head, "choices": [], "usage": _openai_usage(reply)})))
-    events.append(("", "[DONE]"))
-    return events
-
-
-def _anthropic_events(request: Recorded, reply: Scripted) -> list[tuple[str, str]]:
-    if reply.raw_events is not None:
-        return [("content_block_delta", raw) for raw in reply.raw_events]
-    model = request.body.get("model", "scripted")
-    message = {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": {**_anthropic_usage(reply), "output_tokens": 1},
-    }
-    events: list[dict[str, Any]] = [
-        {"type": "message_start", "message": message},
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-    ]
-    for text in reply.deltas():
-        delta = {"type": "text_delta", "text": text}
-        events.append({"type": "content_block_delta", "index": 0, "delta": delta})
-    events.append({"type": "content_block_stop", "index": 0})
-    for index, (call_id, name, args) in enumerate(reply.tool_calls, start=1):
-        block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
-        events.append({"type": "content_block_start", "index": index, "content_block": block})
-        delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
-        events.append({"type": "content_block_delta", "index": index, "delta": delta})
-        events.append({"type": "content_block_stop", "index": index})
-    stop = "tool_use" if reply.tool_calls else "end_turn"
-    events.append(
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": stop, "stop_sequence": None},
-            "usage": {"output_tokens": reply.output_tokens},
-        }
-    )
-    events.append({"type": "message_stop"})
-    return [(event["type"], json.dumps(event)) for event in events]

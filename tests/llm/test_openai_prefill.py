@@ -13,7 +13,7 @@ from salon.llm import ChatMessage, LLMRequest, Provider, TextDelta
 from salon.llm.factory import build_provider
 from salon.model import ChannelRef, Message, Participant
 from tests.conftest import WriteConfig, bot_config
-from tests.fakes.llm_server import LLMServer, Scripted
+from tests.fakes.llm_server import Flavour, LLMServer, Scripted
 
 ROOM = ChannelRef("memory", "room")
 ALICE = Participant("alice", "Alice")
@@ -76,6 +76,76 @@ async def test_completions_style_sends_the_raw_transcript(llm_server: LLMServer)
     assert sent.body["stop"] == ["\nAlice:", "\nalice:", "###", "<|eot|>"]
     assert "messages" not in sent.body
     await provider.aclose()
+
+
+def with_text_tools(request: LLMRequest) -> LLMRequest:
+    """The request as the text tool protocol sends it: the tool list opens the first user
+    turn and ``</function_calls>`` is a stop sequence."""
+    from dataclasses import replace
+
+    from salon.context.textproto import CALLS_CLOSE, render_tool_list
+    from salon.llm import TextPart
+    from salon.model import ToolSpec
+
+    schema = {"type": "object", "properties": {"tz": {"type": "string"}}}
+    spec = ToolSpec("get_time", "clock", "get_time", "tells the time", schema)
+    opening, *rest = request.messages
+    listing = render_tool_list([spec]) + "\n\n"
+    listed = ChatMessage("user", (TextPart(listing), *opening.parts))
+    return replace(
+        request,
+        messages=(listed, *rest),
+        stop=(*request.stop, CALLS_CLOSE),
+        tool_listing=listing,
+    )
+
+
+async def test_completions_style_lists_the_tools_atop_the_raw_prompt(llm_server: LLMServer) -> None:
+    from salon.context.textproto import CALLS_OPEN
+
+    provider = local(llm_server, prefill_style="completions")
+    await text_of(provider, with_text_tools(prefill_request("what time is it?")))
+    prompt = llm_server.requests[0].body["prompt"]
+    assert prompt.startswith("You can use tools.")
+    assert CALLS_OPEN in prompt
+    assert '<tool name="get_time">' in prompt
+    assert prompt.endswith("</tools>\n\nAlice: what time is it?\n\nSalon:")
+    assert "<cmd>" not in prompt  # the chat framing stays out of a raw prompt
+    assert "</function_calls>" in llm_server.requests[0].body["stop"]
+    await provider.aclose()
+
+
+@pytest.mark.parametrize(
+    ("flavour", "settings", "continued"),
+    [
+        ("vllm", {}, True),  # continue_final_message + add_generation_prompt: false
+        ("vllm", {"continue_fields": {}}, False),
+        ("llamacpp", {}, True),  # continues a final assistant message by itself
+        ("llamacpp", {"continue_fields": {}}, True),
+        ("llama_cpp_python", {}, False),  # drops both fields: a new assistant turn
+        ("llama_cpp_python", {"continue_fields": {}}, False),
+    ],
+)
+async def test_assistant_continue_on_each_server(
+    flavour: Flavour, settings: dict[str, object], continued: bool
+) -> None:
+    async with LLMServer(flavour=flavour) as server:
+        provider = local(server, **settings)
+        await text_of(provider, prefill_request("hi there"))
+        await provider.aclose()
+    prompt = server.requests[0].prompt
+    assert ("Alice: hi there\n\nSalon:" in prompt) is True
+    assert prompt.endswith("Salon:") is continued
+
+
+async def test_completions_style_continues_on_every_server() -> None:
+    for flavour in ("vllm", "llamacpp", "llama_cpp_python"):
+        async with LLMServer(flavour=flavour) as server:
+            provider = local(server, prefill_style="completions")
+            await text_of(provider, prefill_request("hi there"))
+            await provider.aclose()
+        (sent,) = server.requests
+        assert (sent.path, sent.body["prompt"]) == ("/v1/completions", "Alice: hi there\n\nSalon:")
 
 
 async def test_per_model_fields_and_headers(llm_server: LLMServer) -> None:

@@ -197,3 +197,18 @@ async def test_native_tool_calls_round_trip(llm_server: LLMServer, vendor: str) 
             "call_1",
             "12:00",
         )
+
+
+@pytest.mark.parametrize(
+    ("vendor", "markers"),
+    [("openai", False), ("anthropic", True), ("bedrock", True), ("google", False)],
+)
+async def test_traits_survive_the_wrappers(
+    llm_server: LLMServer, vendor: str, markers: bool
+) -> None:
+    from salon.llm import ProviderTraits
+    from tests.llm._vendors import provider_for as any_provider
+
+    provider = any_provider(llm_server, vendor)
+    assert provider.traits == ProviderTraits(prefix_cache=True, cache_markers=markers)
+    await provider.aclose()

@@ -135,13 +135,19 @@ class ToolRunner:
                 ToolDefinition(s.name, s.description, s.input_schema) for s in specs
             )
             return replace(request, tools=definitions)
-        listing = TextPart(render_tool_list(specs) + "\n\n")
+        text = render_tool_list(specs) + "\n\n"
+        listing = TextPart(text)
         messages = list(request.messages)
         if messages and messages[0].role == "user":
             messages[0] = ChatMessage("user", (listing, *messages[0].parts))
         else:
             messages.insert(0, ChatMessage("user", (listing,)))
-        return replace(request, messages=tuple(messages), stop=(*request.stop, CALLS_CLOSE))
+        return replace(
+            request,
+            messages=tuple(messages),
+            stop=(*request.stop, CALLS_CLOSE),
+            tool_listing=text,
+        )
 
     def schemas(self) -> dict[str, dict[str, object]]:
         return {s.name: s.input_schema for s in self.tools.specs()}

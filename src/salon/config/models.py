@@ -79,7 +79,17 @@ class ProviderConfig(_Strict):
     retries: int = Field(default=2, ge=0, le=20)
     backoff_initial: float = Field(default=1.0, ge=0)
     backoff_max: float = Field(default=30.0, ge=0)
-    timeout: float = Field(default=120.0, gt=0)
+    connect_timeout: float = Field(
+        default=10.0, gt=0, description="seconds to open a connection to the server"
+    )
+    first_token_timeout: float = Field(
+        default=60.0,
+        gt=0,
+        description="seconds from the request to the first streamed event; retried like a 5xx",
+    )
+    timeout: float = Field(
+        default=300.0, gt=0, description="seconds for the whole answer, from request to end"
+    )
 
 
 class ToolRule(_Strict):

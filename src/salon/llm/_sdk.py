@@ -1,35 +1,35 @@
-"""Shared translation of the openai/anthropic SDK errors into Salon's tree.
-
-Both SDKs are generated from one template, so their error classes share a shape:
-``APIStatusError`` has ``status_code``, ``response`` and ``message``; ``APIConnectionError``
-covers connection failures and timeouts.
-"""
+"""What the openai and anthropic providers share: extra request fields, and one loop that
+opens a vendor stream and decodes it, with every failure leaving as a ProviderError."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable
 from typing import Any, Protocol
 
+import httpx2
+
 from salon.config import ProviderConfig
-from salon.errors import ProviderError, RateLimited
+from salon.llm._errors import MALFORMED_STREAM_ERRORS, translate_sdk_error
 from salon.llm.base import LLMRequest, StreamEvent
 
 __all__ = [
-    "MALFORMED_STREAM_ERRORS",
+    "BACKSTOP",
     "Decoder",
     "add_extras",
+    "close_stream",
     "request_extras",
+    "sdk_timeout",
     "stream_sdk",
-    "translate_sdk_error",
 ]
 
-# What a garbled stream surfaces as while the SDK decodes it.
-MALFORMED_STREAM_ERRORS: tuple[type[Exception], ...] = (
-    ValueError,  # json.JSONDecodeError is one
-    KeyError,
-    TypeError,
-    AttributeError,
-)
+# DeadlineProvider ends a slow answer; the SDK's own read timeout, a little longer, only
+# bounds a read that would somehow outlive it.
+BACKSTOP = 5.0
+
+
+def sdk_timeout(config: ProviderConfig) -> httpx2.Timeout:
+    """The SDK client's timeouts: ``connect_timeout`` to connect, the backstop for the rest."""
+    return httpx2.Timeout(config.timeout + BACKSTOP, connect=config.connect_timeout)
 
 
 def request_extras(
@@ -63,51 +63,6 @@ def add_extras(
         kwargs["extra_headers"] = headers
 
 
-def _retry_after(exc: Any) -> float | None:
-    response = getattr(exc, "response", None)
-    if response is None:
-        return None
-    value = response.headers.get("retry-after")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _vendor_message(exc: Any) -> str:
-    """The vendor's own explanation from the error body, else the SDK's message."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
-        if isinstance(error, str):
-            return error
-    return str(getattr(exc, "message", None) or exc)
-
-
-def translate_sdk_error(exc: Exception, provider: str, sdk: Any) -> ProviderError:
-    """Map one SDK exception (from module ``sdk``) to ProviderError or RateLimited."""
-    if isinstance(exc, sdk.APIStatusError):
-        status = int(exc.status_code)
-        message = f"{provider}: HTTP {status}: {_vendor_message(exc)}"
-        if status in (429, 529):
-            return RateLimited(
-                message, provider=provider, status=status, retry_after=_retry_after(exc)
-            )
-        return ProviderError(message, provider=provider, status=status)
-    if isinstance(exc, sdk.APIConnectionError):
-        return ProviderError(f"{provider}: cannot reach the server: {exc}", provider=provider)
-    if isinstance(exc, sdk.APIError):
-        # An error event inside an otherwise good stream (e.g. overloaded mid-answer).
-        return ProviderError(f"{provider}: {_vendor_message(exc)}", provider=provider)
-    if isinstance(exc, MALFORMED_STREAM_ERRORS):
-        return ProviderError(
-            f"{provider}: malformed response stream: {exc}", provider=provider, retryable=False
-        )
-    return ProviderError(f"{provider}: {type(exc).__name__}: {exc}", provider=provider)
-
-
 class Decoder(Protocol):
     """Turns one vendor stream chunk into Salon events; ``finish`` flushes what is left."""
 
@@ -124,15 +79,25 @@ async def stream_sdk(
 ) -> AsyncIterator[StreamEvent]:
     """Open a vendor stream and decode it; every SDK failure leaves as a ProviderError."""
     root: type[Exception] = getattr(sdk, "OpenAIError", None) or sdk.AnthropicError
+    failures: tuple[type[Exception], ...] = (root, httpx2.TransportError)
     try:
         stream = await opening
-    except root as exc:
+    except failures as exc:
         raise translate_sdk_error(exc, provider, sdk) from exc
     try:
         async for chunk in stream:
             for event in decoder.decode(chunk):
                 yield event
-    except (root, *MALFORMED_STREAM_ERRORS) as exc:
-        raise translate_sdk_error(exc, provider, sdk) from exc
+    except failures + MALFORMED_STREAM_ERRORS as exc:
+        raise translate_sdk_error(exc, provider, sdk, answering=True) from exc
+    finally:
+        await close_stream(stream)  # also when the caller stops early or a deadline cancels
     for event in decoder.finish():
         yield event
+
+
+async def close_stream(stream: object) -> None:
+    """Close an SDK stream or async generator, releasing its connection."""
+    close = getattr(stream, "aclose", None) or getattr(stream, "close", None)
+    if close is not None:
+        await close()

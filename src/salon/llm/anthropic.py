@@ -9,7 +9,7 @@ from typing import Any
 import anthropic
 
 from salon.config import ProviderConfig
-from salon.llm._sdk import add_extras, stream_sdk
+from salon.llm._sdk import add_extras, sdk_timeout, stream_sdk
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -50,7 +50,7 @@ class AnthropicProvider:
         common: dict[str, Any] = {
             "base_url": base_url,
             "max_retries": 0,  # RetryingProvider owns retries
-            "timeout": config.timeout,
+            "timeout": sdk_timeout(config),
             "default_headers": config.headers or None,
             "http_client": http_client,
         }
@@ -103,6 +103,7 @@ class _EventDecoder:
 
     def __init__(self) -> None:
         self.input_usage = Usage()
+        self.usage_reported = False
         self.tool: dict[str, str] | None = None  # the tool_use block being streamed
 
     def decode(self, event: Any) -> list[StreamEvent]:
@@ -120,6 +121,7 @@ class _EventDecoder:
                 ToolCallEvent(ToolCall(tool["id"], tool["name"], parse_arguments(tool["json"])))
             ]
         elif kind == "message_delta":
+            self.usage_reported = True
             out: list[StreamEvent] = [
                 UsageEvent(self.input_usage + Usage(output_tokens=event.usage.output_tokens or 0))
             ]
@@ -129,7 +131,10 @@ class _EventDecoder:
         return []
 
     def finish(self) -> list[StreamEvent]:
-        return []
+        if self.usage_reported:
+            return []
+        # Cut before message_delta: the prompt was still read (and billed).
+        return [UsageEvent(self.input_usage)]
 
     def _delta(self, delta: Any) -> list[StreamEvent]:
         if delta.type == "text_delta":

@@ -104,6 +104,9 @@ class LLMRequest:
     extra: dict[str, Any] = field(default_factory=dict)  # extra JSON fields of the request
     headers: dict[str, str] = field(default_factory=dict)  # extra HTTP headers
     prefill: bool = False  # the last assistant turn is a transcript for the model to continue
+    # The text tool protocol's tool list, when tools are offered that way: it also opens
+    # the first user turn; a provider sending a raw transcript puts it on top instead.
+    tool_listing: str = ""
 
 
 @dataclass(frozen=True, slots=True)

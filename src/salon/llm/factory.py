@@ -6,6 +6,7 @@ from typing import Any
 
 from salon.config import BotConfig, Secrets
 from salon.llm.base import Provider
+from salon.llm.deadline import DeadlineProvider
 from salon.llm.retry import RetryingProvider
 
 __all__ = ["build_provider"]
@@ -47,8 +48,11 @@ def build_provider(bot: BotConfig, secrets: Secrets, *, http_client: Any = None)
         inner = OpenAIProvider(
             bot.provider, config, api_key=api_key, base_url=base_url, http_client=http_client
         )
+    timed = DeadlineProvider(
+        inner, first_token_timeout=config.first_token_timeout, timeout=config.timeout
+    )
     return RetryingProvider(
-        inner,
+        timed,
         retries=config.retries,
         backoff_initial=config.backoff_initial,
         backoff_max=config.backoff_max,

@@ -24,15 +24,15 @@ __all__ = ["FakeProvider", "FakeReply"]
 @dataclass(frozen=True)
 class FakeReply:
     """One scripted answer: text chunks to stream, or an error to raise before streaming
-    (or after ``error_after`` chunks); ``finish=False`` ends the stream without a finish
-    reason, as a dropped connection does."""
+    (or after ``error_after`` chunks). ``stop`` is the finish reason; ``None`` ends the
+    stream without one, as a dropped connection does."""
 
     chunks: tuple[str, ...] = ()
     calls: tuple[ToolCall, ...] = ()
     error: ProviderError | None = None
     usage: Usage = field(default_factory=lambda: Usage(input_tokens=10, output_tokens=5))
     error_after: int | None = None
-    finish: bool = True
+    stop: str | None = "end_turn"
 
     @classmethod
     def text(cls, text: str, *, chunk_size: int = 0) -> FakeReply:
@@ -68,8 +68,8 @@ class FakeProvider:
         for call in reply.calls:
             yield ToolCallEvent(call)
         yield UsageEvent(reply.usage)
-        if reply.finish:
-            yield StopEvent("end_turn")
+        if reply.stop is not None:
+            yield StopEvent(reply.stop)
 
     async def aclose(self) -> None:
         return None

@@ -16,8 +16,9 @@ from google import genai
 from google.genai import errors, types
 
 from salon.config import ProviderConfig
-from salon.errors import ProviderError, RateLimited
-from salon.llm._sdk import MALFORMED_STREAM_ERRORS, request_extras
+from salon.errors import ProviderError
+from salon.llm._errors import MALFORMED_STREAM_ERRORS, connection_failure, status_error
+from salon.llm._sdk import BACKSTOP, close_stream, request_extras
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -53,11 +54,11 @@ class GoogleProvider:
         self._config = config
         options = types.HttpOptions(
             base_url=base_url,
-            timeout=int(config.timeout * 1000),  # milliseconds
+            timeout=int((config.timeout + BACKSTOP) * 1000),  # milliseconds, for every phase
             headers=dict(config.headers) or None,
             # A transport of its own makes the SDK use httpx2, as the other SDKs do, rather
             # than aiohttp (whose session it subclasses, which aiohttp deprecates).
-            async_client_args={"transport": httpx2.AsyncHTTPTransport()},
+            async_client_args={"transport": _ConnectTimeout(config.connect_timeout)},
         )
         self._client = genai.Client(api_key=api_key or "unset", http_options=options)
         self._ids = itertools.count(1)
@@ -71,16 +72,24 @@ class GoogleProvider:
             )
         except errors.APIError as exc:
             raise self._translate(exc) from exc
+        except httpx2.TransportError as exc:
+            raise connection_failure(exc, self.name, answering=False) from exc
         decoder = _Decoder(self.name, self._ids)
+        answering = False  # the SDK sends the request only when the stream is first read
         try:
             async for chunk in stream:
+                answering = True
                 for event in decoder.decode(chunk):
                     yield event
         except errors.APIError as exc:
             raise self._translate(exc) from exc
+        except httpx2.TransportError as exc:
+            raise connection_failure(exc, self.name, answering=answering) from exc
         except MALFORMED_STREAM_ERRORS as exc:
             message = f"{self.name}: malformed response stream: {exc}"
             raise ProviderError(message, provider=self.name, retryable=False) from exc
+        finally:
+            await close_stream(stream)  # also when the caller stops early or a deadline cancels
         for event in decoder.finish():
             yield event
 
@@ -111,14 +120,27 @@ class GoogleProvider:
         return types.GenerateContentConfig(**settings)
 
     def _translate(self, exc: errors.APIError) -> ProviderError:
-        status = int(exc.code) if exc.code else None
-        message = f"{self.name}: HTTP {status}: {exc.message or exc.status or exc}"
-        if status == 429:
-            return RateLimited(message, provider=self.name, status=status)
-        return ProviderError(message, provider=self.name, status=status)
+        message = str(exc.message or exc.status or exc)
+        if not exc.code:
+            return ProviderError(f"{self.name}: {message}", provider=self.name)
+        return status_error(self.name, int(exc.code), message)
 
     async def aclose(self) -> None:
         await self._client.aio.aclose()
+
+
+class _ConnectTimeout(httpx2.AsyncHTTPTransport):
+    """google-genai gives httpx one timeout for every phase: this puts ``connect_timeout``
+    on the connect."""
+
+    def __init__(self, connect_timeout: float) -> None:
+        super().__init__()
+        self._connect = connect_timeout
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        timeouts = dict(request.extensions.get("timeout") or {})
+        request.extensions["timeout"] = {**timeouts, "connect": self._connect}
+        return await super().handle_async_request(request)
 
 
 class _Decoder:
@@ -171,7 +193,11 @@ class _Decoder:
             else:
                 message = f"{self.provider}: the model returned no candidates"
             raise ProviderError(message, provider=self.provider, retryable=False)
-        return [UsageEvent(self.usage), StopEvent(reason.lower() or "stop")]
+        # A StopEvent only when Gemini sent a finish reason: without one the stream was cut.
+        events: list[StreamEvent] = [UsageEvent(self.usage)]
+        if reason:
+            events.append(StopEvent(reason.lower()))
+        return events
 
 
 def _name(value: Any) -> str:

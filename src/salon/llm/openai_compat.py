@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import openai
 
 from salon.config import ProviderConfig
-from salon.llm._sdk import add_extras, stream_sdk
+from salon.llm._sdk import add_extras, sdk_timeout, stream_sdk
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -37,6 +38,8 @@ from salon.llm.base import (
 from salon.model import ToolCall, Usage
 
 __all__ = ["OpenAIProvider", "to_openai_messages"]
+
+logger = logging.getLogger(__name__)
 
 
 class OpenAIProvider:
@@ -57,7 +60,7 @@ class OpenAIProvider:
             api_key=api_key or "unused",
             base_url=base_url,
             max_retries=0,  # RetryingProvider owns retries so the policy is ours
-            timeout=config.timeout,
+            timeout=sdk_timeout(config),
             default_headers=config.headers or None,
             http_client=http_client,
         )
@@ -130,14 +133,16 @@ def _continues(request: LLMRequest) -> bool:
 def transcript_text(request: LLMRequest) -> str:
     """A prefill request as one raw text: the transcript (its assistant turns, in order).
     The chat framing around it (system prompt, the opening user turn) means nothing to a
-    base model, and images cannot travel as text."""
-    return "".join(
+    base model, and images cannot travel as text. With the text tool protocol on, its tool
+    list (which opens the first user turn) goes on top: the model must see the tools."""
+    transcript = "".join(
         part.text
         for message in request.messages
         if message.role == "assistant"
         for part in message.parts
         if isinstance(part, TextPart)
     )
+    return request.tool_listing + transcript
 
 
 def to_openai_messages(request: LLMRequest) -> list[dict[str, Any]]:
@@ -161,7 +166,7 @@ def _messages(message: ChatMessage) -> list[dict[str, Any]]:
         out.append(
             {
                 "role": "assistant",
-                "content": content or None,
+                "content": content or "",  # strict servers (llama.cpp) reject null
                 "tool_calls": [_tool_call(c) for c in calls],
             }
         )
@@ -195,33 +200,42 @@ def _tool_call(call: ToolCall) -> dict[str, Any]:
 
 @dataclass
 class _ToolCallAssembler:
-    """Tool calls arrive in fragments keyed by index; join them once the stream ends."""
+    """Streamed tool calls, accumulated by ``index`` as the OpenAI format defines: the id and
+    name arrive once, the arguments in fragments to concatenate. Some servers resend the
+    name: llama.cpp whole as it grows, some builds in every delta; a resent name replaces
+    what it extends rather than being appended."""
 
-    parts: dict[int, dict[str, Any]] = field(default_factory=dict)
+    parts: dict[int, dict[str, str]] = field(default_factory=dict)
 
     def add(self, fragment: Any) -> None:
         slot = self.parts.setdefault(fragment.index, {"id": "", "name": "", "arguments": ""})
         if fragment.id:
             slot["id"] = fragment.id
         function = fragment.function
-        if function is not None:
-            slot["name"] += function.name or ""
-            slot["arguments"] += function.arguments or ""
+        if function is None:
+            return
+        name = function.name or ""
+        if name.startswith(slot["name"]):
+            slot["name"] = name or slot["name"]
+        else:
+            slot["name"] += name
+        slot["arguments"] += function.arguments or ""
 
     def finish(self) -> list[ToolCall]:
-        calls = []
-        for index in sorted(self.parts):
-            slot = self.parts[index]
-            calls.append(
-                ToolCall(
-                    slot["id"] or f"call_{index}", slot["name"], parse_arguments(slot["arguments"])
-                )
+        calls = [
+            ToolCall(
+                slot["id"] or f"call_{index}", slot["name"], parse_arguments(slot["arguments"])
             )
+            for index, slot in sorted(self.parts.items())
+        ]
         self.parts.clear()
         return calls
 
 
 class _ChunkDecoder:
+    """Chat completion chunks. Tool calls are complete only when the finish reason comes;
+    a stream cut before it reports neither them nor a StopEvent."""
+
     def __init__(self) -> None:
         self.calls = _ToolCallAssembler()
 
@@ -235,13 +249,16 @@ class _ChunkDecoder:
             for fragment in (delta.tool_calls if delta is not None else None) or ():
                 self.calls.add(fragment)
             if choice.finish_reason:
+                events.extend(ToolCallEvent(call) for call in self.calls.finish())
                 events.append(StopEvent(str(choice.finish_reason)))
         if chunk.usage is not None:
             events.append(UsageEvent(_usage(chunk.usage)))
         return events
 
     def finish(self) -> list[StreamEvent]:
-        return [ToolCallEvent(call) for call in self.calls.finish()]
+        if self.calls.parts:
+            logger.warning("stream ended before its finish reason; unfinished tool calls dropped")
+        return []
 
 
 class _CompletionDecoder:

@@ -1,0 +1,67 @@
+"""Deadlines around any Provider: time to the first streamed event, and to the end.
+
+A server that accepts a request and then says nothing (a stuck GPU, a proxy that lost its
+upstream) would otherwise hold an activation for as long as the SDK's read timeout, which
+is per read and so never ends a stream that trickles. Here:
+
+- no event within ``first_token_timeout``: a retryable ProviderError (``RetryingProvider``
+  asks again, as after a 5xx);
+- the answer not finished within ``timeout`` (counted from the request): a ProviderError
+  saying the answer was cut off, or, with nothing received yet, one like the above.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from salon.errors import ProviderError
+from salon.llm._sdk import close_stream
+from salon.llm.base import LLMRequest, Provider, StreamEvent
+
+__all__ = ["DeadlineProvider"]
+
+
+class DeadlineProvider:
+    def __init__(self, inner: Provider, *, first_token_timeout: float, timeout: float) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.traits = inner.traits
+        self._first = first_token_timeout
+        self._total = timeout
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self._total
+        first_by = min(loop.time() + self._first, end)
+        events = aiter(self.inner.stream(request))
+        produced = False
+        try:
+            while True:
+                deadline = asyncio.timeout_at(end if produced else first_by)
+                try:
+                    async with deadline:
+                        event = await anext(events)
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    if not deadline.expired():
+                        raise  # the provider's own, not ours
+                    raise self._late(produced, first_by < end) from None
+                produced = True
+                yield event
+        finally:
+            await close_stream(events)
+
+    def _late(self, produced: bool, first_token: bool) -> ProviderError:
+        if produced:
+            text = f"the answer was cut off: not finished within {self._total:g} s (timeout)"
+            return ProviderError(f"{self.name}: {text}", provider=self.name, retryable=False)
+        if first_token:
+            text = f"no answer within {self._first:g} s (first_token_timeout)"
+        else:
+            text = f"no answer within {self._total:g} s (timeout)"
+        return ProviderError(f"{self.name}: {text}", provider=self.name)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -1,0 +1,312 @@
+"""The wire formats of the loopback LLM server: scripted replies, and how each vendor
+writes them (bodies, error bodies, and streams as frames, with the points faults need)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Recorded", "Scripted", "Wire", "complete_body", "error_body", "wire"]
+
+
+@dataclass
+class Scripted:
+    text: str = ""
+    chunks: list[str] | None = None
+    status: int = 200
+    error_message: str = "scripted failure"
+    headers: dict[str, str] = field(default_factory=dict)
+    raw_events: list[str] | None = None  # literal SSE data payloads, for malformed streams
+    tool_calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    pause_before_chunk: int | None = None  # a frame index of the stream
+    resume: asyncio.Event | None = None
+    input_tokens: int = 12
+    output_tokens: int = 7
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    finish_reason: str | None = None  # gemini: e.g. "SAFETY" (with no text: a blocked answer)
+    block_reason: str | None = None  # gemini: the prompt was blocked, e.g. "SAFETY"
+    fault: str | None = None  # one of llm_server.FAULTS
+
+    def deltas(self) -> list[str]:
+        return self.chunks if self.chunks is not None else [self.text]
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    prompt: str = ""  # chat completions: the prompt as the flavour's template renders it
+
+
+@dataclass
+class Wire:
+    """One streamed answer as frames: ``finish_at`` is the frame with the finish reason,
+    ``cut`` the point after the first content frame where mid-stream faults strike."""
+
+    content_type: str
+    frames: list[bytes]
+    finish_at: int
+    cut: int
+    broken: bytes
+
+
+# --- error and complete bodies ----------------------------------------------------------------
+
+
+def error_body(vendor: str, flavour: str, reply: Scripted) -> bytes:
+    status, message = reply.status, reply.error_message
+    body: dict[str, Any]
+    if vendor in ("anthropic", "bedrock"):
+        kind = "rate_limit_error" if status == 429 else "api_error"
+        body = {"type": "error", "error": {"type": kind, "message": message}}
+    elif vendor == "gemini":
+        name = {400: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED"}.get(status, "INTERNAL")
+        body = {"error": {"code": status, "message": message, "status": name}}
+    elif flavour == "llamacpp":
+        kind = {400: "invalid_request_error", 503: "unavailable_error"}.get(status, "server_error")
+        body = {"error": {"code": status, "message": message, "type": kind}}
+    elif flavour == "vllm":
+        body = {
+            "error": {"message": message, "type": "BadRequestError", "param": None, "code": status}
+        }
+    else:
+        body = {"error": {"message": message, "type": "scripted", "code": None}}
+    return json.dumps(body).encode()
+
+
+def complete_body(vendor: str, request: Recorded, reply: Scripted) -> dict[str, Any]:
+    text = "".join(reply.deltas())
+    model = request.body.get("model", "scripted")
+    if vendor in ("anthropic", "bedrock"):
+        return {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": _anthropic_usage(reply),
+        }
+    if vendor == "gemini":
+        candidate = {"index": 0, "content": {"role": "model", "parts": [{"text": text}]}}
+        return {"candidates": [{**candidate, "finishReason": "STOP"}], "modelVersion": "fake"}
+    if vendor == "completions":
+        choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": "stop"}
+        head = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": model}
+        return {**head, "choices": [choice], "usage": _openai_usage(reply)}
+    message = {"role": "assistant", "content": text}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": _openai_usage(reply),
+    }
+
+
+def _anthropic_usage(reply: Scripted) -> dict[str, int]:
+    return {
+        "input_tokens": reply.input_tokens,
+        "output_tokens": reply.output_tokens,
+        "cache_read_input_tokens": reply.cache_read_tokens,
+        "cache_creation_input_tokens": reply.cache_write_tokens,
+    }
+
+
+def _openai_usage(reply: Scripted) -> dict[str, Any]:
+    prompt = reply.input_tokens + reply.cache_read_tokens
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": reply.output_tokens,
+        "total_tokens": prompt + reply.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": reply.cache_read_tokens},
+    }
+
+
+# --- streams ----------------------------------------------------------------------------------
+
+
+def _sse(data: str, event: str = "", end: str = "\n\n") -> bytes:
+    prefix = f"event: {event}\n" if event else ""
+    return f"{prefix}data: {data}{end}".encode()
+
+
+def wire(vendor: str, flavour: str, request: Recorded, reply: Scripted) -> Wire:
+    if vendor == "gemini":
+        return _gemini_wire(reply)
+    if vendor == "completions":
+        return _completions_wire(request, reply)
+    if vendor in ("anthropic", "bedrock"):
+        return _anthropic_wire(request, reply, bedrock=vendor == "bedrock")
+    return _openai_wire(request, reply, repeat_names=flavour == "llamacpp")
+
+
+def _openai_wire(request: Recorded, reply: Scripted, *, repeat_names: bool) -> Wire:
+    broken = _sse('{"choices": [{"index": 0, "delta": {"content": "x"')
+    if reply.raw_events is not None:
+        frames = [_sse(raw) for raw in reply.raw_events]
+        return Wire("text/event-stream", frames, len(frames), min(1, len(frames)), broken)
+    model = request.body.get("model", "scripted")
+    head = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": model}
+
+    def chunk(delta: dict[str, Any], finish: str | None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return _sse(json.dumps({**head, "choices": [choice]}))
+
+    frames = [chunk({"role": "assistant", "content": t}, None) for t in reply.deltas() if t]
+    for index, (call_id, name, args) in enumerate(reply.tool_calls):
+        raw = json.dumps(args)
+        start = {"index": index, "id": call_id, "type": "function"}
+        frames.append(
+            chunk({"tool_calls": [{**start, "function": {"name": name, "arguments": ""}}]}, None)
+        )
+        for part in (raw[: len(raw) // 2], raw[len(raw) // 2 :]):
+            fragment: dict[str, Any] = {"index": index, "function": {"arguments": part}}
+            if repeat_names:  # the whole name again in every delta, as those builds did
+                fragment = {**fragment, "type": "function"}
+                fragment["function"] = {"name": name, "arguments": part}
+            frames.append(chunk({"tool_calls": [fragment]}, None))
+    finish_at = len(frames)
+    frames.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
+    frames.append(_sse(json.dumps({**head, "choices": [], "usage": _openai_usage(reply)})))
+    frames.append(_sse("[DONE]"))
+    return Wire("text/event-stream", frames, finish_at, min(1, finish_at), broken)
+
+
+def _completions_wire(request: Recorded, reply: Scripted) -> Wire:
+    """``/v1/completions`` (base models): the prompt is raw text, the answer ``text``."""
+    model = request.body.get("model", "scripted")
+    head = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": model}
+
+    def chunk(text: str, finish: str | None) -> bytes:
+        choice = {"index": 0, "text": text, "finish_reason": finish}
+        return _sse(json.dumps({**head, "choices": [choice]}))
+
+    frames = [chunk(text, None) for text in reply.deltas() if text]
+    finish_at = len(frames)
+    frames.append(chunk("", "stop"))
+    frames.append(_sse(json.dumps({**head, "choices": [], "usage": _openai_usage(reply)})))
+    frames.append(_sse("[DONE]"))
+    broken = _sse('{"choices": [{"index": 0, "text": "x"')
+    return Wire("text/event-stream", frames, finish_at, min(1, finish_at), broken)
+
+
+def _anthropic_events(request: Recorded, reply: Scripted) -> list[dict[str, Any]]:
+    model = request.body.get("model", "scripted")
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {**_anthropic_usage(reply), "output_tokens": 1},
+    }
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": message},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    ]
+    for text in reply.deltas():
+        delta = {"type": "text_delta", "text": text}
+        events.append({"type": "content_block_delta", "index": 0, "delta": delta})
+    events.append({"type": "content_block_stop", "index": 0})
+    for index, (call_id, name, args) in enumerate(reply.tool_calls, start=1):
+        block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+        events.append({"type": "content_block_start", "index": index, "content_block": block})
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
+        events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        events.append({"type": "content_block_stop", "index": index})
+    stop = "tool_use" if reply.tool_calls else "end_turn"
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": reply.output_tokens},
+        }
+    )
+    events.append({"type": "message_stop"})
+    return events
+
+
+def _anthropic_wire(request: Recorded, reply: Scripted, *, bedrock: bool) -> Wire:
+    if reply.raw_events is not None:
+        payloads = [("content_block_delta", raw) for raw in reply.raw_events]
+        finish_at = len(payloads)
+    else:
+        events = _anthropic_events(request, reply)
+        payloads = [(e["type"], json.dumps(e)) for e in events]
+        finish_at = next(i for i, e in enumerate(events) if e["type"] == "message_delta")
+    broken_json = '{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta"'
+    if bedrock:
+        frames = [_eventstream_chunk(payload.encode()) for _, payload in payloads]
+        broken = _eventstream_chunk(broken_json.encode())
+        content_type = "application/vnd.amazon.eventstream"
+    else:
+        frames = [_sse(payload, name) for name, payload in payloads]
+        broken = _sse(broken_json, "content_block_delta")
+        content_type = "text/event-stream"
+    # Mid-stream faults strike after the first text delta (message_start, block start, delta).
+    return Wire(content_type, frames, finish_at, min(3, finish_at), broken)
+
+
+def _gemini_wire(reply: Scripted) -> Wire:
+    """The Gemini API's ``:streamGenerateContent?alt=sse``; the last chunk has the finish."""
+    usage = {
+        "promptTokenCount": reply.input_tokens + reply.cache_read_tokens,
+        "candidatesTokenCount": reply.output_tokens,
+        "cachedContentTokenCount": reply.cache_read_tokens,
+        "totalTokenCount": reply.input_tokens + reply.cache_read_tokens + reply.output_tokens,
+    }
+    chunks: list[dict[str, Any]] = []
+    if reply.block_reason:
+        chunks.append(
+            {"promptFeedback": {"blockReason": reply.block_reason}, "usageMetadata": usage}
+        )
+    else:
+        parts: list[dict[str, Any]] = [{"text": t} for t in reply.deltas() if t]
+        parts += [{"functionCall": {"name": n, "args": a}} for _, n, a in reply.tool_calls]
+        for index, part in enumerate(parts or [None]):
+            last = index == max(len(parts), 1) - 1
+            candidate: dict[str, Any] = {"index": 0}
+            if part is not None:
+                candidate["content"] = {"role": "model", "parts": [part]}
+            if last:
+                candidate["finishReason"] = reply.finish_reason or "STOP"
+            chunk: dict[str, Any] = {"candidates": [candidate], "modelVersion": "fake"}
+            if last:
+                chunk["usageMetadata"] = usage
+            chunks.append(chunk)
+    frames = [_sse(json.dumps(chunk), end="\r\n\r\n") for chunk in chunks]
+    finish_at = len(frames) - 1
+    broken = _sse('{"candidates": [{"index": 0, "content"', end="\r\n\r\n")
+    return Wire("text/event-stream", frames, finish_at, min(1, finish_at), broken)
+
+
+def _eventstream_chunk(event: bytes) -> bytes:
+    """One AWS event-stream message carrying an Anthropic event, as Bedrock streams them:
+    prelude (lengths and their CRC), string headers, a JSON payload, then a CRC of it all."""
+    payload = json.dumps({"bytes": base64.b64encode(event).decode()}).encode()
+    headers = b""
+    for name, value in (
+        (":event-type", "chunk"),
+        (":content-type", "application/json"),
+        (":message-type", "event"),
+    ):
+        raw = value.encode()
+        headers += bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(raw)) + raw
+    total = 12 + len(headers) + len(payload) + 4
+    prelude = struct.pack(">II", total, len(headers))
+    prelude += struct.pack(">I", zlib.crc32(prelude))
+    message = prelude + headers + payload
+    return message + struct.pack(">I", zlib.crc32(message))
