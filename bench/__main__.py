@@ -8,7 +8,7 @@ import platform
 import sys
 from collections.abc import Awaitable, Callable
 
-from bench import activation, caching, chatlog, discord_history, kill9, load, tools
+from bench import activation, caching, chatlog, discord_history, faults, kill9, load, tools
 from bench.figures import Figure
 
 BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
@@ -17,6 +17,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "chatlog": chatlog.run,
     "history_requests": discord_history.run,
     "cache_billing": caching.run,
+    "faults": faults.run,
     "kill9": kill9.run,
     "load": load.run,
 }

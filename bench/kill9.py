@@ -1,8 +1,14 @@
-"""kill -9 while Salon writes: a line people saw must be in the store afterwards.
+"""kill -9 while Salon works: nothing shown is lost, no schedule goes unanswered.
 
 ``kill9_lost_shown_lines``: ``salon chat`` as a real process answers a steady stream of
 lines (a loopback model answering at once); it is killed with SIGKILL at a random moment,
 many times over. Every answer it printed must be in the chat log afterwards.
+
+``kill9_lost_schedule_answers``: one-shot schedules come due every fifth of a second while
+``salon chat`` is killed and started again at random moments; the model's answer names the
+schedules it was asked about, so the printed answers tell which were answered. After the
+last (clean) run, every schedule must have been answered; ``kill9_duplicate_schedule_answers``
+counts those answered twice (killed after the answer showed, before it was recorded).
 """
 
 from __future__ import annotations
@@ -10,16 +16,22 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
 import signal
 import sqlite3
 import sys
 import tempfile
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.fakes.llm_server import LLMServer
+from tests.fakes.llm_server import LLMServer, Recorded, Scripted
 
 from bench.figures import Figure
 from salon.config.example import write_example
+from salon.model import ChannelRef, Participant, Schedule
+from salon.store.sqlite import SQLStore, sqlite_url
 
 ROUNDS = 30
 ANSWER = "Noted."
@@ -35,10 +47,9 @@ def bot_lines(db: Path) -> int:
     return int(row[0])
 
 
-async def _round(root: Path, server: LLMServer, rng: random.Random) -> int:
-    """One run killed at a random moment; returns how many answers it showed."""
+async def _chat(root: Path, server: LLMServer) -> asyncio.subprocess.Process:
     env = {**os.environ, "OPENAI_BASE_URL": server.base_url + "/v1", "OPENAI_API_KEY": "k"}
-    proc = await asyncio.create_subprocess_exec(
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "salon",
@@ -49,6 +60,11 @@ async def _round(root: Path, server: LLMServer, rng: random.Random) -> int:
         stderr=asyncio.subprocess.DEVNULL,
         env=env,
     )
+
+
+async def _round(root: Path, server: LLMServer, rng: random.Random) -> int:
+    """One run killed at a random moment; returns how many answers it showed."""
+    proc = await _chat(root, server)
     assert proc.stdin is not None
     assert proc.stdout is not None
     shown = 0
@@ -96,9 +112,97 @@ async def measure(rounds: int = ROUNDS, seed: int = 9) -> dict[str, int]:
     return {"shown": shown_total, "lost": lost}
 
 
+_TASK = re.compile(r"\(scheduled task #(\d+),")
+_DONE = re.compile(r"^Assistant: Done: ([#\d ]+)$")
+
+
+def _done(request: Recorded) -> Scripted:
+    """Name the schedules this request asks about (its last turn)."""
+    last = request.body.get("messages", [{}])[-1].get("content") or ""
+    ids = _TASK.findall(last if isinstance(last, str) else str(last))
+    return Scripted(text="Done: " + " ".join(f"#{i}" for i in ids) if ids else "Nothing due.")
+
+
+async def _schedules(root: Path, count: int, every: float) -> None:
+    store = SQLStore(sqlite_url(root / "data" / "salon.db"))
+    await store.open()
+    start = datetime.now(UTC) + timedelta(seconds=1)
+    try:
+        for n in range(count):
+            due = start + timedelta(seconds=n * every)
+            await store.create_schedule(
+                Schedule(
+                    0,
+                    "assistant",
+                    ChannelRef("terminal", "local"),
+                    f"task {n}",
+                    "UTC",
+                    at=due,
+                    created_by=Participant("user", "you"),
+                    next_due=due,
+                )
+            )
+    finally:
+        await store.close()
+
+
+async def _schedule_round(
+    root: Path, server: LLMServer, shown: Counter[int], seconds: float | None
+) -> None:
+    """One run, killed after ``seconds`` (None: ends cleanly once all is answered)."""
+    proc = await _chat(root, server)
+    assert proc.stdout is not None
+    assert proc.stdin is not None
+
+    async def read() -> None:
+        async for raw in proc.stdout:  # type: ignore[union-attr]
+            found = _DONE.match(raw.decode(errors="replace").rstrip("\n"))
+            if found:
+                shown.update(int(i) for i in found[1].replace("#", " ").split())
+
+    reading = asyncio.ensure_future(read())
+    if seconds is None:
+        await asyncio.sleep(3.0)  # time for what was left open to be answered
+        proc.stdin.close()  # end of input: answers in progress still come, then it exits
+        await asyncio.wait_for(proc.wait(), 60)
+    else:
+        await asyncio.sleep(seconds)
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    await asyncio.wait_for(reading, 10)
+
+
+async def measure_schedules(count: int = 60, every: float = 0.2, seed: int = 4) -> dict[str, int]:
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "bots"
+        write_example(root, model="m")
+        (root / "data").mkdir()
+        async with LLMServer() as server:
+            server.respond = _done
+            await _schedules(root, count, every)
+            shown: Counter[int] = Counter()
+            last_due = time.monotonic() + 1 + count * every
+            kills = 0
+            while time.monotonic() < last_due + 1:
+                await _schedule_round(root, server, shown, rng.uniform(0.8, 2.5))
+                kills += 1
+            await _schedule_round(root, server, shown, None)
+    ids = set(range(1, count + 1))
+    return {
+        "lost": len(ids - set(shown)),
+        "duplicates": sum(c - 1 for c in shown.values() if c > 1),
+        "kills": kills,
+    }
+
+
 async def run() -> list[Figure]:
     result = await measure()
+    schedules = await measure_schedules()
     return [
         Figure("kill9_lost_shown_lines", result["lost"], "lines", target=0),
         Figure("kill9_shown_lines", result["shown"], "lines"),
+        Figure("kill9_lost_schedule_answers", schedules["lost"], "schedules", target=0),
+        Figure("kill9_duplicate_schedule_answers", schedules["duplicates"], "schedules"),
+        Figure("kill9_schedule_kills", schedules["kills"], "kills"),
     ]

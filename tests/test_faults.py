@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from bench import kill9, load
+from bench import faults, kill9, load
+
+
+async def test_llm_faults_end_every_activation_in_an_answer_or_a_clear_error() -> None:
+    result = await faults.measure(rounds=12, channels=6, rate=0.3, seed=7)
+    assert result["faulted_requests"] >= 10  # the faults really happened
+    assert result["silent"] == 0
+    assert result["duplicates"] == 0
+    assert result["answered"] > result["activations"] // 2
 
 
 async def test_no_event_is_dropped_under_load() -> None:
@@ -15,4 +23,11 @@ async def test_no_event_is_dropped_under_load() -> None:
 async def test_kill9_never_loses_a_line_that_was_shown() -> None:
     result = await kill9.measure(rounds=8, seed=3)
     assert result["shown"] > 0
+    assert result["lost"] == 0
+
+
+@pytest.mark.timeout(240)
+async def test_kill9_never_loses_a_schedules_answer() -> None:
+    result = await kill9.measure_schedules(count=25, every=0.2, seed=5)
+    assert result["kills"] >= 3
     assert result["lost"] == 0

@@ -50,6 +50,7 @@ import random
 import socket
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -94,6 +95,8 @@ class LLMServer:
         self.retry_after = "1"
         self.script: deque[Scripted] = deque()
         self.default = Scripted(text="default reply")
+        # With nothing scripted, ``respond`` (when set) makes the reply from the request.
+        self.respond: Callable[[Recorded], Scripted] | None = None
         self.requests: list[Recorded] = []
         self.faults_applied: list[str | None] = []
         self.received = asyncio.Event()
@@ -128,8 +131,11 @@ class LLMServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    def _next_reply(self) -> Scripted:
-        reply = self.script.popleft() if self.script else self.default
+    def _next_reply(self, request: Recorded) -> Scripted:
+        if self.script:
+            reply = self.script.popleft()
+        else:
+            reply = self.respond(request) if self.respond is not None else self.default
         fault = reply.fault
         # One draw per request whatever the script says, so a seed gives one sequence.
         draw = self._random.random()
@@ -151,7 +157,7 @@ class LLMServer:
                 return
             self.requests.append(request)
             self.received.set()
-            reply = self._next_reply()
+            reply = self._next_reply(request)
             if reply.fault == "hang_before_head":
                 await self._stopping.wait()
                 return
