@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+import pytest
 from mcp.server.mcpserver import MCPServer
 
 from salon.config import SearchIntegration
@@ -64,6 +66,20 @@ async def test_a_lazy_overview_is_fetched_with_its_page_token(
     second = serpapi.requests[1]
     assert second.query["engine"] == "google_ai_overview"
     assert second.query["page_token"] == "token-1"
+
+
+async def test_the_key_travels_as_a_parameter_and_is_never_logged(
+    serpapi: SerpApiFake, tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="salon")
+    serpapi.script("/search.json", Reply(status=500, json={"error": "Internal error"}))
+    async with connect(_server(serpapi, tmp_path, clock)) as client:
+        await client.call_tool("web_search", {"query": "pixel art"})
+        await client.call_tool("web_search", {"query": "pixel art"})
+    assert serpapi.requests[0].query["api_key"] == "serp-test-key"
+    ours = [r.getMessage() for r in caplog.records if r.name.startswith("salon")]
+    assert ours  # the failure was logged ...
+    assert not [line for line in ours if "serp-test-key" in line]  # ... without the key
 
 
 async def test_no_results_is_an_answer_not_a_failure(

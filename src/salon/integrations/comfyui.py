@@ -240,25 +240,34 @@ def build_comfyui_server(
     ) -> CallToolResult:
         """Generate an image from a text prompt with ComfyUI (takes a while; progress is
         reported). The image is shown in the channel."""
-
-        async def run() -> CallToolResult:
-            values = {
-                "prompt": prompt,
-                "negative_prompt": negative_prompt,
-                "width": _size(width, config.width, config),
-                "height": _size(height, config.height, config),
-                "seed": seed if seed is not None else random.SystemRandom().randrange(2**32),
-            }
-            files, images = await discipline.run(
-                lambda: comfy.generate(values, ctx.report_progress)
-            )
-            names = ", ".join(str(f.get("filename")) for f in files[: len(images)])
-            text = (
-                f"ComfyUI made {len(images)} image(s) for {prompt!r} "
-                f"({values['width']}x{values['height']}, seed {values['seed']}): {names}"
-            )
-            return content_result(text, images)
-
-        return await guarded(SERVICE, run)
+        wanted = {"prompt": prompt, "negative_prompt": negative_prompt, "seed": seed}
+        sizes = (width, height)
+        return await guarded(
+            SERVICE, lambda: _generate(comfy, discipline, wanted, sizes, ctx.report_progress)
+        )
 
     return server
+
+
+async def _generate(
+    comfy: ComfyUI,
+    discipline: Discipline,
+    wanted: dict[str, Any],
+    sizes: tuple[int | None, int | None],
+    report: Progress,
+) -> CallToolResult:
+    config = comfy.config
+    seed = wanted["seed"]
+    values = {
+        **wanted,
+        "width": _size(sizes[0], config.width, config),
+        "height": _size(sizes[1], config.height, config),
+        "seed": seed if seed is not None else random.SystemRandom().randrange(2**32),
+    }
+    files, images = await discipline.run(lambda: comfy.generate(values, report))
+    names = ", ".join(str(f.get("filename")) for f in files[: len(images)])
+    text = (
+        f"ComfyUI made {len(images)} image(s) for {values['prompt']!r} "
+        f"({values['width']}x{values['height']}, seed {values['seed']}): {names}"
+    )
+    return content_result(text, images)

@@ -9,6 +9,7 @@ refused before any request. ESPN refuses browser-like User-Agents; Salon sends i
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,6 +23,7 @@ from salon.integrations._http import VendorError, VendorHttp
 from salon.integrations._server import (
     READ_ONLY,
     Lookup,
+    error_result,
     expect_shape,
     guarded,
     lifespan_for,
@@ -201,13 +203,21 @@ def build_nfl_server(
         instructions="NFL scores, team schedules and news (ESPN).",
         lifespan=lifespan_for(http),
     )
+    _add_scoreboard(server, espn, discipline)
+    _add_team_tools(server, espn, discipline)
+    return server
 
-    async def cached(tool: str, arguments: dict[str, Any], work: Any) -> CallToolResult:
-        async def run() -> CallToolResult:
-            return text_result(await discipline.cached(tool, arguments, work))
 
-        return await guarded(SERVICE, run)
+async def _answer(
+    discipline: Discipline, tool: str, arguments: dict[str, Any], work: Callable[[], Any]
+) -> CallToolResult:
+    async def run() -> CallToolResult:
+        return text_result(await discipline.cached(tool, arguments, work))
 
+    return await guarded(SERVICE, run)
+
+
+def _add_scoreboard(server: MCPServer, espn: Espn, discipline: Discipline) -> None:
     @server.tool(annotations=READ_ONLY, structured_output=False)
     async def nfl_scoreboard(
         date: Annotated[
@@ -219,27 +229,29 @@ def build_nfl_server(
     ) -> CallToolResult:
         """NFL games with scores and status: today's by default, or one day, or one week."""
         arguments = {"date": date, "week": week, "season_type": season_type, "season": season}
-        return await cached(
-            "nfl_scoreboard", arguments, lambda: espn.scoreboard(date, week, season_type, season)
+        return await _answer(
+            discipline,
+            "nfl_scoreboard",
+            arguments,
+            lambda: espn.scoreboard(date, week, season_type, season),
         )
 
+
+def _add_team_tools(server: MCPServer, espn: Espn, discipline: Discipline) -> None:
     @server.tool(annotations=READ_ONLY, structured_output=False)
     async def nfl_team_schedule(
         team: Annotated[str, Field(min_length=2, max_length=40, description="'KC' or 'Chiefs'")],
         season: Annotated[int | None, Field(ge=1970, le=2100)] = None,
     ) -> CallToolResult:
         """A team's recent results and next games."""
-
-        async def run() -> CallToolResult:
+        try:
             code = find_team(team)
-            text = await discipline.cached(
-                "nfl_team_schedule",
-                {"team": code, "season": season},
-                lambda: espn.schedule(code, season),
-            )
-            return text_result(text)
-
-        return await guarded(SERVICE, run)
+        except VendorError as exc:
+            return error_result(str(exc))
+        arguments = {"team": code, "season": season}
+        return await _answer(
+            discipline, "nfl_team_schedule", arguments, lambda: espn.schedule(code, season)
+        )
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
     async def nfl_headlines(
@@ -247,14 +259,11 @@ def build_nfl_server(
         limit: Annotated[int, Field(ge=1, le=20)] = 5,
     ) -> CallToolResult:
         """The latest NFL news headlines, for the league or one team."""
-
-        async def run() -> CallToolResult:
+        try:
             code = find_team(team) if team else None
-            text = await discipline.cached(
-                "nfl_headlines", {"team": code, "limit": limit}, lambda: espn.headlines(code, limit)
-            )
-            return text_result(text)
-
-        return await guarded(SERVICE, run)
-
-    return server
+        except VendorError as exc:
+            return error_result(str(exc))
+        arguments = {"team": code, "limit": limit}
+        return await _answer(
+            discipline, "nfl_headlines", arguments, lambda: espn.headlines(code, limit)
+        )
