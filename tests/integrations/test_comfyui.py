@@ -44,6 +44,7 @@ async def test_a_generation_reports_progress_and_returns_the_image(
     assert text == "ComfyUI made 1 image(s) for 'a castle' (768x1024, seed 7): salon_00001_.png"
     (image,) = images_of(result)
     assert image.mime_type == "image/png"
+    assert image.meta == {"salon/name": "salon_00001_.png"}
     assert base64.b64decode(image.data) == tiny_png(4, 4, 40)
     assert seen == [
         (0, None, "queued"),

@@ -49,6 +49,10 @@ async def test_a_sprite_in_four_directions_is_polled_to_completion(
     assert [base64.b64decode(i.data) for i in images] == [
         tiny_png(64, 64, 100 + i) for i in range(4)
     ]
+    assert [i.meta for i in images] == [
+        {"salon/name": d, "salon/url": f"{base}/files/char-1-{d}.png"}
+        for d in ("south", "west", "east", "north")
+    ]
     assert steps == ["PixelLab is drawing (processing)", "PixelLab is drawing (processing)"]
     created = pixellab.requests[0]
     assert created.path == "/v2/create-character-with-4-directions"
@@ -128,8 +132,16 @@ async def test_pixflux_then_rotate_and_animate_by_id(
         tiny_png(64, 64, 22),
         tiny_png(64, 64, 23),
     ]
-    assert text_of(moving).startswith("px1 doing 'walk', 4 frames:")
-    assert len(images_of(moving)) == 4
+    assert text_of(moving).splitlines() == [
+        "px1 doing 'walk', 4 frames:",
+        "- frame 1: px4",
+        "- frame 2: px5",
+        "- frame 3: px6",
+        "- frame 4: px7",
+    ]
+    assert [i.meta for i in images_of(moving)] == [
+        {"salon/name": f"frame {n}"} for n in range(1, 5)
+    ]
     animate = pixellab.seen("/v2/animate-with-text")[0]
     assert animate.body["description"] == "a fox"
     assert (

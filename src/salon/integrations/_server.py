@@ -17,6 +17,8 @@ from salon.integrations._http import VendorError, VendorHttp
 
 __all__ = [
     "GENERATES",
+    "IMAGE_NAME",
+    "IMAGE_URL",
     "READ_ONLY",
     "Builder",
     "Lookup",
@@ -56,9 +58,19 @@ def error_result(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
-def image_block(data: bytes, mime_type: str) -> ImageContent:
+IMAGE_NAME = "salon/name"  # what the image is (a direction, a file name), for the channel
+IMAGE_URL = "salon/url"  # where the vendor publishes it, when it does
+
+
+def image_block(
+    data: bytes, mime_type: str, *, name: str | None = None, url: str | None = None
+) -> ImageContent:
+    meta = {k: v for k, v in ((IMAGE_NAME, name), (IMAGE_URL, url)) if v}
     return ImageContent(
-        type="image", data=base64.b64encode(data).decode("ascii"), mime_type=mime_type
+        type="image",
+        data=base64.b64encode(data).decode("ascii"),
+        mime_type=mime_type,
+        _meta=meta or None,
     )
 
 

@@ -177,7 +177,8 @@ class ComfyUI:
             data, kind = await self.http.get_bytes(
                 f"{self.base}/view", params=params, max_bytes=self.config.max_image_bytes
             )
-            images.append(image_block(data, kind if kind.startswith("image/") else "image/png"))
+            kind = kind if kind.startswith("image/") else "image/png"
+            images.append(image_block(data, kind, name=str(file["filename"])))
         return images
 
 

@@ -247,17 +247,21 @@ class PixelLab:
             await asyncio.sleep(self.config.poll_interval)
 
 
-def _listing(title: str, made: list[tuple[StoredImage, str | None]]) -> str:
+Made = list[tuple[str, StoredImage, str | None]]  # (label, image, public url)
+
+
+def _shown(title: str, made: Made) -> CallToolResult:
+    """The listing for the model (label, id, url) and the images, named, for the channel."""
     lines = [title]
-    for image, url in made:
-        where = f" <{url}>" if url else ""
-        lines.append(f"- {image.direction or 'image'}: {image.id}{where}")
-    return "\n".join(lines)
+    images = []
+    for label, image, url in made:
+        lines.append(f"- {label}: {image.id}" + (f" <{url}>" if url else ""))
+        images.append(image_block(image.data, image.mime_type, name=label, url=url))
+    return content_result("\n".join(lines), images)
 
 
-def _shown(title: str, made: list[tuple[StoredImage, str | None]]) -> CallToolResult:
-    images = [image_block(image.data, image.mime_type) for image, _ in made]
-    return content_result(_listing(title, made), images)
+def _directions(made: list[tuple[StoredImage, str | None]]) -> Made:
+    return [(image.direction or "image", image, url) for image, url in made]
 
 
 def build_pixellab_server(
@@ -299,7 +303,7 @@ def _add_generation_tools(server: MCPServer, lab: PixelLab, discipline: Discipli
                 lambda: lab.sprite(description, directions, size, options, ctx.report_progress)
             )
             title = f"Sprite {description!r}, {size}x{size}, {len(made)} directions ({how}):"
-            return _shown(title, made)
+            return _shown(title, _directions(made))
 
         return await guarded(SERVICE, run)
 
@@ -319,7 +323,7 @@ def _add_generation_tools(server: MCPServer, lab: PixelLab, discipline: Discipli
             options = {"no_background": no_background, "isometric": isometric, "seed": seed}
             image = await discipline.run(lambda: lab.pixflux(description, (width, height), options))
             title = f"Pixel art {description!r}, {width}x{height}:"
-            return _shown(title, [(image, None)])
+            return _shown(title, [("image", image, None)])
 
         return await guarded(SERVICE, run)
 
@@ -343,7 +347,8 @@ def _add_editing_tools(server: MCPServer, lab: PixelLab, discipline: Discipline)
                 return [(await lab.rotate(image, d, from_direction), None) for d in wanted]
 
             made = await discipline.run(turn_all)
-            return _shown(f"{image.id} turned ({image.width}x{image.height}):", made)
+            title = f"{image.id} turned ({image.width}x{image.height}):"
+            return _shown(title, _directions(made))
 
         return await guarded(SERVICE, run)
 
@@ -361,7 +366,7 @@ def _add_editing_tools(server: MCPServer, lab: PixelLab, discipline: Discipline)
             if (image.width, image.height) != (_ANIMATION_SIZE, _ANIMATION_SIZE):
                 raise VendorError("PixelLab animates 64x64 sprites only: make one with size 64")
             frames = await discipline.run(lambda: lab.animate(image, action, direction, view))
-            made: list[tuple[StoredImage, str | None]] = [(f, None) for f in frames]
+            made: Made = [(f"frame {i}", f, None) for i, f in enumerate(frames, 1)]
             return _shown(f"{image.id} doing {action!r}, {len(frames)} frames:", made)
 
         return await guarded(SERVICE, run)
