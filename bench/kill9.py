@@ -14,6 +14,7 @@ counts those answered twice (killed after the answer showed, before it was recor
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import re
@@ -68,7 +69,7 @@ async def _round(root: Path, server: LLMServer, rng: random.Random) -> int:
     assert proc.stdin is not None
     assert proc.stdout is not None
     shown = 0
-    deadline = asyncio.get_running_loop().time() + rng.uniform(1.5, 4.0)
+    first = asyncio.Event()  # the random moment counts from the first answer on screen
 
     async def talk() -> None:
         n = 0
@@ -83,9 +84,11 @@ async def _round(root: Path, server: LLMServer, rng: random.Random) -> int:
         async for raw in proc.stdout:  # type: ignore[union-attr]
             if raw.decode(errors="replace").rstrip("\n") == f"Assistant: {ANSWER}":
                 shown += 1
+                first.set()
 
     talking, reading = asyncio.ensure_future(talk()), asyncio.ensure_future(read())
-    await asyncio.sleep(max(0.0, deadline - asyncio.get_running_loop().time()))
+    await asyncio.wait_for(first.wait(), 60)
+    await asyncio.sleep(rng.uniform(0.0, 2.0))
     proc.send_signal(signal.SIGKILL)
     await proc.wait()
     talking.cancel()
@@ -147,22 +150,30 @@ async def _schedules(root: Path, count: int, every: float) -> None:
 
 
 async def _schedule_round(
-    root: Path, server: LLMServer, shown: Counter[int], seconds: float | None
+    root: Path, server: LLMServer, shown: Counter[int], seconds: float | None, count: int
 ) -> None:
-    """One run, killed after ``seconds`` (None: ends cleanly once all is answered)."""
+    """One run, killed after ``seconds`` (None: ends cleanly once all ``count`` schedules
+    were answered, or after a minute)."""
     proc = await _chat(root, server)
     assert proc.stdout is not None
     assert proc.stdin is not None
+
+    all_shown = asyncio.Event()
+    if len(shown) >= count:
+        all_shown.set()
 
     async def read() -> None:
         async for raw in proc.stdout:  # type: ignore[union-attr]
             found = _DONE.match(raw.decode(errors="replace").rstrip("\n"))
             if found:
                 shown.update(int(i) for i in found[1].replace("#", " ").split())
+                if len(shown) >= count:
+                    all_shown.set()
 
     reading = asyncio.ensure_future(read())
     if seconds is None:
-        await asyncio.sleep(3.0)  # time for what was left open to be answered
+        with contextlib.suppress(TimeoutError):  # what is still missing then counts as lost
+            await asyncio.wait_for(all_shown.wait(), 60)
         proc.stdin.close()  # end of input: answers in progress still come, then it exits
         await asyncio.wait_for(proc.wait(), 60)
     else:
@@ -185,9 +196,9 @@ async def measure_schedules(count: int = 60, every: float = 0.2, seed: int = 4) 
             last_due = time.monotonic() + 1 + count * every
             kills = 0
             while time.monotonic() < last_due + 1:
-                await _schedule_round(root, server, shown, rng.uniform(0.8, 2.5))
+                await _schedule_round(root, server, shown, rng.uniform(0.8, 2.5), count)
                 kills += 1
-            await _schedule_round(root, server, shown, None)
+            await _schedule_round(root, server, shown, None, count)
     ids = set(range(1, count + 1))
     return {
         "lost": len(ids - set(shown)),

@@ -14,6 +14,7 @@ from types import TracebackType
 from salon.agent import Agent
 from salon.agent.tools import ToolRunner
 from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets, resolve_secrets
+from salon.integrations import integration_specs
 from salon.llm.base import Provider
 from salon.llm.factory import build_provider
 from salon.model import ChannelRef, Event, Participant
@@ -119,7 +120,11 @@ class BotApp:
         return terminal
 
     def _server_specs(self, extra: Sequence[ServerSpec]) -> list[ServerSpec]:
-        specs = [*configured_specs(self.config, self.secrets), *extra]
+        specs = [
+            *configured_specs(self.config, self.secrets),
+            *integration_specs(self.config, self.secrets, root=self.root),
+            *extra,
+        ]
         if self.config.builtin_tools:
             book = ScheduleBook(
                 self.store,

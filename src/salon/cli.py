@@ -16,12 +16,14 @@ from salon.agent.dispatch import TOLD_IN_CHANNEL
 from salon.app import BotApp, data_dir, database_url, load_bot
 from salon.config import BotConfig, ConfigSet, Redactor, Secrets, load_config_dir
 from salon.config.example import write_example
+from salon.config.integrations import check_integrations
 from salon.errors import ConfigError, SalonError
+from salon.integrations import INTEGRATIONS
 from salon.llm.probe import probe
 from salon.logsetup import configure_logging
 from salon.store.sqlite import SQLStore
 from salon.supervisor import BotProcessSpec, Supervisor
-from salon.tools_cli import call_tool, list_tools, serve_builtin
+from salon.tools_cli import call_tool, list_tools, serve_builtin, serve_integration
 
 __all__ = ["main"]
 
@@ -63,11 +65,18 @@ def _parser() -> argparse.ArgumentParser:
     for name, text in (
         ("list", "start the bot's MCP servers and list every tool with its policy"),
         ("call", "call one tool: salon tools call [DIR] NAME '{\"arg\": 1}'"),
-        ("serve", "offer Salon's built-in tools over stdio to any MCP client"),
+        ("serve", "offer Salon's built-in tools, or one integration, over stdio"),
     ):
         command = tools_sub.add_parser(name, help=text)
         command.add_argument("dir", nargs="?", default=".", type=Path)
         command.add_argument("--bot", help="which bot (needed when there are several)")
+        if name == "serve":
+            command.add_argument(
+                "--only",
+                metavar="NAME",
+                default="salon",
+                help=f"the server to offer: salon (built-ins) or {', '.join(INTEGRATIONS)}",
+            )
         if name == "call":
             command.add_argument("tool")
             command.add_argument("arguments", nargs="?", default="{}")
@@ -114,6 +123,10 @@ def _check(root: Path, *, live: bool = False) -> int:
             continue
         ready.append((config, secrets))
         print(f"ok: bot {key} ({config.name}) via {config.provider}, model {config.model_name()}")
+        found = check_integrations(config, secrets.get, configs.root, configs.locator(key))
+        for warning in found.warnings:
+            print(f"warning: {warning}")
+        problems.extend(found.errors)
     if problems:
         raise ConfigError(problems)
     if live:
@@ -186,6 +199,8 @@ def _tools(args: argparse.Namespace) -> int:
     key, config, secrets = load_bot(configs, args.bot, tools_only=True)
     # stdout belongs to the MCP protocol (serve) or the answer (list, call): log to stderr.
     configure_logging(secrets.redactor(), level="WARNING")
+    if args.tools_command == "serve" and args.only != "salon":
+        return asyncio.run(serve_integration(config, configs.root, secrets, args.only))
     if args.tools_command == "serve":
         store = SQLStore(database_url(configs.root, config))
         return asyncio.run(serve_builtin(key, store))

@@ -8,13 +8,14 @@ from pathlib import Path
 
 from salon.app import BotApp
 from salon.config import BotConfig, Secrets
+from salon.integrations import IntegrationUnavailable, server_for
 from salon.llm.base import ProviderTraits
 from salon.model import ToolCall
 from salon.store.sqlite import SQLStore
 from salon.tools.builtin import OPERATOR, build_builtin_server
 from salon.tools.policy import decide
 
-__all__ = ["call_tool", "list_tools", "serve_builtin"]
+__all__ = ["call_tool", "list_tools", "serve_builtin", "serve_integration"]
 
 
 class _NoProvider:
@@ -84,4 +85,15 @@ async def serve_builtin(key: str, store: SQLStore) -> int:
         await build_builtin_server(key, store, nobody).run_stdio_async()
     finally:
         await store.close()
+    return 0
+
+
+async def serve_integration(config: BotConfig, root: Path, secrets: Secrets, name: str) -> int:
+    """One integration over stdio, with the bot's settings for it (or the defaults)."""
+    try:
+        server = server_for(config, name, secrets, root)
+    except IntegrationUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    await server.run_stdio_async()
     return 0

@@ -41,6 +41,7 @@ PROCESS_KEYS = frozenset(
         "providers",
         "platforms",
         "mcp_servers",
+        "integrations",
         "builtin_tools",
         "data_dir",
         "database_url",

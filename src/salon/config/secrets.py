@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from salon.config.integrations import integration_secrets
 from salon.config.models import BotConfig
 from salon.errors import ConfigError, ConfigProblem
 
@@ -114,6 +115,11 @@ def resolve_secrets(
         else:
             reason = f"environment variable {env_name} is not set (required secret)"
             problems.append(locate(key_path, reason))
+    # Integration keys are optional: a missing one turns its integration off (see
+    # salon.config.integrations), so it is taken when present and never required.
+    for _, env_name in integration_secrets(bot):
+        if environ.get(env_name):
+            values[env_name] = environ[env_name]
     plain: dict[str, str] = {}
     # Other providers may be chosen per guild or channel: take their settings when present.
     keys = () if tools_only else _PROVIDER_SECRETS

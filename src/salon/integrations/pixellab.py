@@ -1,0 +1,372 @@
+"""PixelLab pixel art: sprites facing several directions, images, rotations, animations.
+
+PixelLab's v2 API (``https://api.pixellab.ai/v2``, ``Authorization: Bearer`` key). A sprite is
+a character made by ``create-character-with-4-directions`` (or 8): a background job, polled
+until it is done, then the character's ``rotation_urls`` are downloaded (without the key:
+they are public files). PixelLab's characters start at 32 px, so a 16 px sprite is drawn
+facing south with pixflux and rotated to the other directions. Images are returned as MCP
+image content and kept (a bounded number) under short ids such as ``px3``, which
+``rotate_sprite`` and ``animate_sprite`` take instead of image data: pixels never pass
+through the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import itertools
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from salon.config import PixelLabIntegration
+from salon.integrations._discipline import Clock, Discipline
+from salon.integrations._http import VendorError, VendorHttp
+from salon.integrations._server import (
+    GENERATES,
+    Lookup,
+    content_result,
+    expect_shape,
+    guarded,
+    image_block,
+    lifespan_for,
+)
+
+__all__ = ["ImageStore", "PixelLab", "StoredImage", "build_pixellab_server"]
+
+SERVICE = "PixelLab"
+Direction = Literal[
+    "south", "south-east", "east", "north-east", "north", "north-west", "west", "south-west"
+]
+View = Literal["side", "low top-down", "high top-down"]
+FOUR: tuple[Direction, ...] = ("south", "west", "east", "north")
+EIGHT: tuple[Direction, ...] = (*FOUR, "south-east", "north-east", "north-west", "south-west")
+_DONE = {"completed", "complete", "done", "success", "succeeded", "finished"}
+_FAILED = {"failed", "error", "errored", "cancelled", "canceled"}
+_ANIMATION_SIZE = 64  # animate-with-text draws 64x64 frames only
+_ROTATE_MAX = 200
+
+Report = Callable[[float, float | None, str], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredImage:
+    id: str
+    data: bytes
+    mime_type: str
+    width: int
+    height: int
+    description: str
+    direction: str | None = None
+
+
+class ImageStore:
+    """The latest images by id, so later calls can refer to them; the oldest go first."""
+
+    def __init__(self, keep: int) -> None:
+        self._keep = keep
+        self._images: OrderedDict[str, StoredImage] = OrderedDict()
+        self._ids = itertools.count(1)
+
+    def add(
+        self,
+        data: bytes,
+        mime_type: str,
+        size: tuple[int, int],
+        description: str,
+        direction: str | None = None,
+    ) -> StoredImage:
+        image = StoredImage(f"px{next(self._ids)}", data, mime_type, *size, description, direction)
+        self._images[image.id] = image
+        while len(self._images) > self._keep:
+            self._images.popitem(last=False)
+        return image
+
+    def get(self, image_id: str) -> StoredImage:
+        image = self._images.get(image_id.strip())
+        if image is None:
+            raise VendorError(
+                f"there is no image {image_id!r} (ids look like px3; old ones are forgotten): "
+                "generate one first"
+            )
+        return image
+
+
+def _payload(body: Any) -> Any:
+    """PixelLab's documented envelope ``{success, data, ...}``, or the bare object."""
+    if isinstance(body, dict) and isinstance(body.get("data"), dict) and "success" in body:
+        return body["data"]
+    return body
+
+
+def _decode(image: Any, max_bytes: int) -> tuple[bytes, str]:
+    """A ``{"type": "base64", "base64": ..., "format": "png"}`` image (or a data URI)."""
+    if isinstance(image, dict):
+        text, kind = str(image["base64"]), str(image.get("format") or "png")
+    else:
+        text, kind = str(image), "png"
+    if text.startswith("data:"):
+        header, _, text = text.partition(",")
+        kind = header[5:].split(";")[0].removeprefix("image/") or kind
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("an image that is not base64") from None
+    if len(data) > max_bytes:
+        raise VendorError(f"PixelLab sent an image larger than {max_bytes} bytes; not kept")
+    return data, f"image/{kind}"
+
+
+def _encoded(image: StoredImage) -> dict[str, str]:
+    return {
+        "type": "base64",
+        "base64": base64.b64encode(image.data).decode("ascii"),
+        "format": image.mime_type.removeprefix("image/"),
+    }
+
+
+class PixelLab:
+    def __init__(self, http: VendorHttp, config: PixelLabIntegration, key: str) -> None:
+        self.http = http
+        self.config = config
+        self.base = (config.base_url or "https://api.pixellab.ai").rstrip("/") + "/v2"
+        self.store = ImageStore(config.kept_images)
+        self._auth = {"Authorization": f"Bearer {key}"}  # API calls only, never file downloads
+
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        return _payload(await self.http.post_json(f"{self.base}/{path}", body, headers=self._auth))
+
+    async def _get(self, path: str) -> Any:
+        return _payload(await self.http.get_json(f"{self.base}/{path}", headers=self._auth))
+
+    def _keep(
+        self, image: Any, size: tuple[int, int], description: str, direction: str | None = None
+    ) -> StoredImage:
+        with expect_shape(SERVICE):
+            data, kind = _decode(image, self.config.max_image_bytes)
+        return self.store.add(data, kind, size, description, direction)
+
+    async def pixflux(
+        self, description: str, size: tuple[int, int], options: dict[str, Any]
+    ) -> StoredImage:
+        body = {"description": description, "image_size": {"width": size[0], "height": size[1]}}
+        body |= {k: v for k, v in options.items() if v is not None}
+        answer = await self._post("create-image-pixflux", body)
+        with expect_shape(SERVICE):
+            return self._keep(answer["image"], size, description, options.get("direction"))
+
+    async def rotate(self, image: StoredImage, to: Direction, start: Direction) -> StoredImage:
+        body = {
+            "image_size": {"width": image.width, "height": image.height},
+            "from_image": _encoded(image),
+            "from_direction": start,
+            "to_direction": to,
+        }
+        answer = await self._post("rotate", body)
+        with expect_shape(SERVICE):
+            return self._keep(answer["image"], (image.width, image.height), image.description, to)
+
+    async def animate(
+        self, image: StoredImage, action: str, direction: Direction, view: View
+    ) -> list[StoredImage]:
+        body = {
+            "image_size": {"width": _ANIMATION_SIZE, "height": _ANIMATION_SIZE},
+            "description": image.description,
+            "action": action,
+            "reference_image": _encoded(image),
+            "direction": direction,
+            "view": view,
+            "n_frames": 4,
+        }
+        answer = await self._post("animate-with-text", body)
+        with expect_shape(SERVICE):
+            size = (_ANIMATION_SIZE, _ANIMATION_SIZE)
+            return [self._keep(f, size, image.description, direction) for f in answer["images"]]
+
+    async def sprite(
+        self, description: str, count: int, size: int, options: dict[str, Any], report: Report
+    ) -> tuple[str, list[tuple[StoredImage, str | None]]]:
+        """(how it was made, [(image, public url)]) for each direction."""
+        if size < 32:
+            return "drawn facing south and rotated", await self._small_sprite(
+                description, count, size, options
+            )
+        body = {"description": description, "image_size": {"width": size, "height": size}}
+        body |= {k: v for k, v in options.items() if v is not None}
+        job = await self._post(f"create-character-with-{count}-directions", body)
+        with expect_shape(SERVICE):
+            character_id, job_id = str(job["character_id"]), str(job["background_job_id"])
+        await self._wait(job_id, report)
+        character = await self._get(f"characters/{character_id}")
+        with expect_shape(SERVICE):
+            urls: dict[str, str] = {d: u for d, u in character["rotation_urls"].items() if u}
+        made: list[tuple[StoredImage, str | None]] = []
+        for direction in (d for d in EIGHT if d in urls):
+            data, kind = await self.http.get_bytes(
+                urls[direction], max_bytes=self.config.max_image_bytes
+            )
+            image = self.store.add(data, kind or "image/png", (size, size), description, direction)
+            made.append((image, urls[direction]))
+        if not made:
+            raise VendorError(
+                "PixelLab finished the sprite but sent no direction images; try again"
+            )
+        return f"PixelLab character {character_id}", made
+
+    async def _small_sprite(
+        self, description: str, count: int, size: int, options: dict[str, Any]
+    ) -> list[tuple[StoredImage, str | None]]:
+        south = await self.pixflux(
+            description, (size, size), {**options, "direction": "south", "no_background": True}
+        )
+        made: list[tuple[StoredImage, str | None]] = [(south, None)]
+        for direction in (FOUR if count == 4 else EIGHT)[1:]:
+            made.append((await self.rotate(south, direction, "south"), None))
+        return made
+
+    async def _wait(self, job_id: str, report: Report) -> None:
+        """Poll a background job until it is done; the queue's timeout bounds the wait."""
+        for polls in itertools.count(1):
+            job = await self._get(f"background-jobs/{job_id}")
+            with expect_shape(SERVICE):
+                status = str(job["status"]).lower()
+                if status in _DONE:
+                    return
+                if status in _FAILED:
+                    last = job.get("last_response") or {}
+                    said = last.get("detail") or last.get("error") or "no reason given"
+                    raise VendorError(f"PixelLab could not make the sprite: {said}")
+            await report(polls, None, f"PixelLab is drawing ({status})")
+            await asyncio.sleep(self.config.poll_interval)
+
+
+Made = list[tuple[str, StoredImage, str | None]]  # (label, image, public url)
+
+
+def _shown(title: str, made: Made) -> CallToolResult:
+    """The listing for the model (label, id, url) and the images, named, for the channel."""
+    lines = [title]
+    images = []
+    for label, image, url in made:
+        lines.append(f"- {label}: {image.id}" + (f" <{url}>" if url else ""))
+        images.append(image_block(image.data, image.mime_type, name=label, url=url))
+    return content_result("\n".join(lines), images)
+
+
+def _directions(made: list[tuple[StoredImage, str | None]]) -> Made:
+    return [(image.direction or "image", image, url) for image, url in made]
+
+
+def build_pixellab_server(
+    config: PixelLabIntegration, *, lookup: Lookup, root: Path, clock: Clock
+) -> MCPServer:
+    key = lookup(config.api_key_env)
+    if not key:  # salon.config.integrations keeps such a config from being built
+        raise ValueError(f"pixellab needs its key in {config.api_key_env}")
+    http = VendorHttp(SERVICE, timeout=config.timeout, key_hint=f"the key in {config.api_key_env}")
+    lab = PixelLab(http, config, key)
+    discipline = Discipline(SERVICE, config, clock)
+    server = MCPServer(
+        "pixellab",
+        instructions="Pixel art from PixelLab: sprites, images, rotations, animations. "
+        "Images are shown in the channel; refer to them by their ids (px3).",
+        lifespan=lifespan_for(http),
+    )
+    _add_generation_tools(server, lab, discipline)
+    _add_editing_tools(server, lab, discipline)
+    return server
+
+
+def _add_generation_tools(server: MCPServer, lab: PixelLab, discipline: Discipline) -> None:
+    @server.tool(annotations=GENERATES, structured_output=False)
+    async def generate_sprite(  # noqa: PLR0917 - the model passes these by name
+        ctx: Context,
+        description: Annotated[str, Field(min_length=1, max_length=2000)],
+        directions: Literal[4, 8] = 4,
+        size: Literal[16, 32, 64, 128] = 64,
+        view: View | None = None,
+        seed: Annotated[int | None, Field(ge=0, le=2**31)] = None,
+    ) -> CallToolResult:
+        """A game sprite of a character or object facing 4 or 8 directions (takes up to a few
+        minutes). Each direction's image is shown and gets an id for rotate/animate."""
+
+        async def run() -> CallToolResult:
+            options = {"view": view, "seed": seed}
+            how, made = await discipline.run(
+                lambda: lab.sprite(description, directions, size, options, ctx.report_progress)
+            )
+            title = f"Sprite {description!r}, {size}x{size}, {len(made)} directions ({how}):"
+            return _shown(title, _directions(made))
+
+        return await guarded(SERVICE, run)
+
+    @server.tool(annotations=GENERATES, structured_output=False)
+    async def generate_image_pixflux(  # noqa: PLR0917 - the model passes these by name
+        description: Annotated[str, Field(min_length=1, max_length=2000)],
+        width: Annotated[int, Field(ge=16, le=400)] = 64,
+        height: Annotated[int, Field(ge=16, le=400)] = 64,
+        no_background: bool = False,
+        isometric: bool = False,
+        seed: Annotated[int | None, Field(ge=0, le=2**31)] = None,
+    ) -> CallToolResult:
+        """One pixel art image (up to 400x400), optionally isometric or on a transparent
+        background. The image is shown and gets an id."""
+
+        async def run() -> CallToolResult:
+            options = {"no_background": no_background, "isometric": isometric, "seed": seed}
+            image = await discipline.run(lambda: lab.pixflux(description, (width, height), options))
+            title = f"Pixel art {description!r}, {width}x{height}:"
+            return _shown(title, [("image", image, None)])
+
+        return await guarded(SERVICE, run)
+
+
+def _add_editing_tools(server: MCPServer, lab: PixelLab, discipline: Discipline) -> None:
+    @server.tool(annotations=GENERATES, structured_output=False)
+    async def rotate_sprite(
+        image_id: Annotated[str, Field(min_length=2, max_length=20, description="e.g. px3")],
+        to_directions: Annotated[list[Direction], Field(min_length=1, max_length=8)],
+        from_direction: Direction = "south",
+    ) -> CallToolResult:
+        """The same sprite turned to other directions (up to 8), from an earlier image id."""
+
+        async def run() -> CallToolResult:
+            image = lab.store.get(image_id)
+            if max(image.width, image.height) > _ROTATE_MAX:
+                raise VendorError(f"PixelLab rotates images up to {_ROTATE_MAX}x{_ROTATE_MAX}")
+
+            async def turn_all() -> list[tuple[StoredImage, str | None]]:
+                wanted = list(dict.fromkeys(to_directions))
+                return [(await lab.rotate(image, d, from_direction), None) for d in wanted]
+
+            made = await discipline.run(turn_all)
+            title = f"{image.id} turned ({image.width}x{image.height}):"
+            return _shown(title, _directions(made))
+
+        return await guarded(SERVICE, run)
+
+    @server.tool(annotations=GENERATES, structured_output=False)
+    async def animate_sprite(
+        image_id: Annotated[str, Field(min_length=2, max_length=20, description="a 64x64 image")],
+        action: Annotated[str, Field(min_length=1, max_length=500, description="e.g. walk")],
+        direction: Direction = "east",
+        view: View = "side",
+    ) -> CallToolResult:
+        """Four animation frames of a 64x64 sprite doing an action (walk, jump, attack)."""
+
+        async def run() -> CallToolResult:
+            image = lab.store.get(image_id)
+            if (image.width, image.height) != (_ANIMATION_SIZE, _ANIMATION_SIZE):
+                raise VendorError("PixelLab animates 64x64 sprites only: make one with size 64")
+            frames = await discipline.run(lambda: lab.animate(image, action, direction, view))
+            made: Made = [(f"frame {i}", f, None) for i, f in enumerate(frames, 1)]
+            return _shown(f"{image.id} doing {action!r}, {len(frames)} frames:", made)
+
+        return await guarded(SERVICE, run)

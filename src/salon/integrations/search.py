@@ -1,0 +1,143 @@
+"""Web search through SerpAPI: Google's results, with Google's AI overview when it has one.
+
+SerpAPI takes its key as the ``api_key`` parameter (it is redacted from logs like every
+secret). When Google lazy-loads the AI overview, the search answer carries only an
+``ai_overview.page_token``, fetched at once with the ``google_ai_overview`` engine (the token
+expires within minutes). Results are trimmed to title, link and snippet.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from salon.config import SearchIntegration
+from salon.integrations._discipline import Clock, Discipline
+from salon.integrations._http import VendorError, VendorHttp
+from salon.integrations._server import (
+    READ_ONLY,
+    Lookup,
+    expect_shape,
+    guarded,
+    lifespan_for,
+    text_result,
+)
+
+__all__ = ["SerpApi", "build_search_server"]
+
+SERVICE = "SerpAPI"
+_OVERVIEW_CHARS = 2500
+_SNIPPET_CHARS = 300
+
+
+class SerpApi:
+    def __init__(self, http: VendorHttp, config: SearchIntegration, key: str) -> None:
+        self.http = http
+        self.url = (config.base_url or "https://serpapi.com").rstrip("/") + "/search.json"
+        self.config = config
+        self._key = key
+
+    async def search(self, query: str, count: int) -> str:
+        params = {
+            "engine": "google",
+            "q": query,
+            "hl": self.config.language,
+            "gl": self.config.country,
+            "api_key": self._key,
+        }
+        data = await self.http.get_json(self.url, params=params)
+        with expect_shape(SERVICE):
+            overview = data.get("ai_overview") or {}
+        if overview.get("page_token") and not overview.get("text_blocks"):
+            overview = await self._overview(str(overview["page_token"]))
+        with expect_shape(SERVICE):
+            return _format(query, overview, data.get("organic_results") or [], count)
+
+    async def _overview(self, token: str) -> dict[str, Any]:
+        params = {"engine": "google_ai_overview", "page_token": token, "api_key": self._key}
+        try:
+            data = await self.http.get_json(self.url, params=params)
+        except VendorError:
+            return {}  # the results still stand without the overview
+        overview = data.get("ai_overview") if isinstance(data, dict) else None
+        return overview if isinstance(overview, dict) else {}
+
+
+def _blocks(blocks: list[dict[str, Any]], depth: int = 0) -> list[str]:
+    lines: list[str] = []
+    indent = "  " * depth
+    for block in blocks:
+        kind = block.get("type")
+        if block.get("snippet"):
+            prefix = "- " if depth or kind == "list_item" else ""
+            lines.append(f"{indent}{prefix}{block['snippet']}")
+        elif block.get("title") and kind in ("heading", "list"):
+            lines.append(f"{indent}{block['title']}")
+        for item in block.get("list") or []:
+            lines.extend(_blocks([item], depth + 1))
+        if block.get("text_blocks"):
+            lines.extend(_blocks(block["text_blocks"], depth + 1))
+    return lines
+
+
+def _format(query: str, overview: dict[str, Any], results: list[dict[str, Any]], count: int) -> str:
+    lines = [f"Google results for {query!r} (SerpAPI):"]
+    text = "\n".join(_blocks(overview.get("text_blocks") or []))
+    if text:
+        lines += ["AI overview:", text[:_OVERVIEW_CHARS]]
+        sources = [r for r in overview.get("references") or [] if r.get("link")][:5]
+        lines += [f"  source: {r.get('title', '')} <{r['link']}>" for r in sources]
+    trimmed = [r for r in results if r.get("link")][:count]
+    if trimmed:
+        lines.append("Results:")
+    for i, result in enumerate(trimmed, 1):
+        snippet = str(result.get("snippet") or "")[:_SNIPPET_CHARS]
+        lines.append(f"{i}. {result.get('title', '')} <{result['link']}>")
+        if snippet:
+            lines.append(f"   {snippet}")
+    if not trimmed and not text:
+        lines.append("Google returned no results for this query.")
+    return "\n".join(lines)
+
+
+def build_search_server(
+    config: SearchIntegration, *, lookup: Lookup, root: Path, clock: Clock
+) -> MCPServer:
+    key = lookup(config.api_key_env)
+    if not key:  # salon.config.integrations keeps such a config from being built
+        raise ValueError(f"search needs its key in {config.api_key_env}")
+    http = VendorHttp(SERVICE, timeout=config.timeout, key_hint=f"the key in {config.api_key_env}")
+    serpapi = SerpApi(http, config, key)
+    discipline = Discipline(SERVICE, config, clock)
+    server = MCPServer(
+        "search",
+        instructions="Web search: Google results and Google's AI overview (SerpAPI).",
+        lifespan=lifespan_for(http),
+    )
+
+    @server.tool(annotations=READ_ONLY, structured_output=False)
+    async def web_search(
+        query: Annotated[str, Field(min_length=1, max_length=400, description="what to search")],
+        results: Annotated[
+            int | None, Field(ge=1, le=10, description="how many results (default 5)")
+        ] = None,
+    ) -> CallToolResult:
+        """Search the web with Google: the AI overview when there is one, then the results
+        (title, link, snippet)."""
+        count = results or config.results
+
+        async def run() -> CallToolResult:
+            text = await discipline.cached(
+                "web_search",
+                {"query": query, "results": count},
+                lambda: serpapi.search(query.strip(), count),
+            )
+            return text_result(text)
+
+        return await guarded(SERVICE, run)
+
+    return server

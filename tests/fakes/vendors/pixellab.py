@@ -1,0 +1,178 @@
+"""PixelLab's v2 API on loopback: pixflux images, rotations, animations, characters.
+
+As PixelLab's v2 docs (api.pixellab.ai/v2/llms.txt) and its Python SDK describe it: the key
+in ``Authorization: Bearer`` (401 ``{"detail": ...}`` otherwise); images as
+``{"type": "base64", "base64": ..., "format": "png"}``; validation errors as 422 with a
+FastAPI ``detail`` list; a character creation answers ``{background_job_id, character_id,
+status}``, the job (``/background-jobs/{id}``) is ``processing`` until ``completed``, and the
+character (``/characters/{id}``) lists ``rotation_urls`` per direction (public files).
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakes.vendors.base import VendorFake, json_response
+from tests.fakes.vendors.images import tiny_png
+
+__all__ = ["PixelLabFake"]
+
+FOUR = ["south", "west", "east", "north"]
+EIGHT = [*FOUR, "south-east", "north-east", "north-west", "south-west"]
+
+
+def _image(width: int, height: int, shade: int) -> dict[str, str]:
+    data = base64.b64encode(tiny_png(width, height, shade)).decode()
+    return {"type": "base64", "base64": data, "format": "png"}
+
+
+def _size(body: dict[str, Any], key: str = "image_size") -> tuple[int, int] | None:
+    size = body.get(key)
+    if not isinstance(size, dict):
+        return None
+    return int(size.get("width", 0)), int(size.get("height", 0))
+
+
+def _invalid(field: str, message: str) -> web.Response:
+    return json_response(
+        {"detail": [{"loc": ["body", field], "msg": message, "type": "value_error"}]}, 422
+    )
+
+
+class PixelLabFake(VendorFake):
+    def __init__(self, key: str = "px-test-key") -> None:
+        super().__init__()
+        self.key = key
+        self.polls_before_done = 2
+        self.fail_jobs = False
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.characters: dict[str, dict[str, Any]] = {}
+        self.files: dict[str, bytes] = {}
+        self._ids = itertools.count(1)
+        self.route("POST", "/v2/create-image-pixflux", self._pixflux)
+        self.route("POST", "/v2/rotate", self._rotate)
+        self.route("POST", "/v2/animate-with-text", self._animate)
+        self.route("POST", "/v2/create-character-with-4-directions", self._character)
+        self.route("POST", "/v2/create-character-with-8-directions", self._character)
+        self.route("GET", "/v2/background-jobs/{job_id}", self._job)
+        self.route("GET", "/v2/characters/{character_id}", self._get_character)
+        self.route("GET", "/files/{name}", self._file)
+
+    def _refused(self, request: web.Request) -> web.Response | None:
+        if request.headers.get("Authorization") == f"Bearer {self.key}":
+            return None
+        return json_response({"detail": "Invalid API token"}, 401)
+
+    async def _pixflux(self, request: web.Request) -> web.Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        body = await request.json()
+        size = _size(body)
+        if size is None or not all(16 <= s <= 400 for s in size):
+            return _invalid("image_size", "width and height must be 16 to 400")
+        return json_response({"usage": {"type": "usd", "usd": 0.0079}, "image": _image(*size, 10)})
+
+    async def _rotate(self, request: web.Request) -> web.Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        body = await request.json()
+        size = _size(body)
+        if size is None or not all(16 <= s <= 200 for s in size):
+            return _invalid("image_size", "width and height must be 16 to 200")
+        if not isinstance(body.get("from_image"), dict) or not body["from_image"].get("base64"):
+            return _invalid("from_image", "field required")
+        shade = 20 + EIGHT.index(body.get("to_direction", "south"))
+        return json_response(
+            {"usage": {"type": "usd", "usd": 0.0079}, "image": _image(*size, shade)}
+        )
+
+    async def _animate(self, request: web.Request) -> web.Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        body = await request.json()
+        if _size(body) != (64, 64):
+            return _invalid("image_size", "animate-with-text makes 64x64 frames")
+        if not body.get("action") or not body.get("description"):
+            return _invalid("action", "field required")
+        frames = [_image(64, 64, 60 + i) for i in range(4)]
+        return json_response({"usage": {"type": "usd", "usd": 0.02}, "images": frames})
+
+    async def _character(self, request: web.Request) -> web.Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        body = await request.json()
+        size = _size(body)
+        if size is None or not all(32 <= s <= 400 for s in size):
+            return _invalid("image_size", "width and height must be 32 to 400")
+        number = next(self._ids)
+        character_id, job_id = f"char-{number}", f"job-{number}"
+        directions = EIGHT if request.path.endswith("8-directions") else FOUR
+        urls: dict[str, str | None] = dict.fromkeys(EIGHT)
+        for i, direction in enumerate(directions):
+            name = f"{character_id}-{direction}.png"
+            self.files[name] = tiny_png(*size, 100 + i)
+            urls[direction] = f"{self.base_url}/files/{name}"
+        self.characters[character_id] = {
+            "id": character_id,
+            "name": body.get("description", "")[:50],
+            "prompt": body.get("description", ""),
+            "size": {"width": size[0], "height": size[1]},
+            "directions": len(directions),
+            "created_at": "2026-11-23T10:00:00Z",
+            "animation_count": 0,
+            "template_id": "mannequin",
+            "status": "completed",
+            "rotation_urls": urls,
+        }
+        self.jobs[job_id] = {
+            "id": job_id,
+            "status": "processing",
+            "created_at": "2026-11-23T10:00:00Z",
+            "last_response": None,
+            "polls": 0,
+        }
+        return json_response(
+            {
+                "background_job_id": job_id,
+                "character_id": character_id,
+                "status": "processing",
+                "usage": {"type": "usd", "usd": 0.05},
+            }
+        )
+
+    async def _job(self, request: web.Request) -> web.Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        job = self.jobs.get(request.match_info["job_id"])
+        if job is None:
+            return json_response({"detail": "Job not found"}, 404)
+        job["polls"] += 1
+        if job["polls"] > self.polls_before_done:
+            job["status"] = "failed" if self.fail_jobs else "completed"
+            if self.fail_jobs:
+                job["last_response"] = {"detail": "generation failed: content policy"}
+        return json_response({k: v for k, v in job.items() if k != "polls"})
+
+    async def _get_character(self, request: web.Request) -> web.Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        character = self.characters.get(request.match_info["character_id"])
+        if character is None:
+            return json_response({"detail": "Character not found"}, 404)
+        return json_response(character)
+
+    async def _file(self, request: web.Request) -> web.Response:
+        data = self.files.get(request.match_info["name"])
+        if data is None:
+            return web.Response(status=404)
+        return web.Response(body=data, content_type="image/png")

@@ -1,0 +1,222 @@
+"""PixelLab: sprites polled to completion, pixflux images, rotations and animations by id."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+
+from salon.config import PixelLabIntegration
+from salon.integrations.pixellab import build_pixellab_server
+from tests.fakes.vendors.images import tiny_png
+from tests.fakes.vendors.pixellab import PixelLabFake
+from tests.integrations.conftest import ManualClock, connect, images_of, secrets_of, text_of
+
+
+def _server(
+    fake: PixelLabFake, tmp_path: Path, clock: ManualClock, key: str = "px-test-key"
+) -> MCPServer:
+    config = PixelLabIntegration(base_url=fake.base_url, poll_interval=0.01)
+    return build_pixellab_server(
+        config, lookup=secrets_of({"PIXELLAB_API_KEY": key}), root=tmp_path, clock=clock
+    )
+
+
+async def test_a_sprite_in_four_directions_is_polled_to_completion(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    steps: list[str | None] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        steps.append(message)
+
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        result = await client.call_tool(
+            "generate_sprite", {"description": "a knight", "size": 64}, progress_callback=progress
+        )
+    text = text_of(result)
+    assert not result.is_error, text
+    base = pixellab.base_url
+    assert text.splitlines() == [
+        "Sprite 'a knight', 64x64, 4 directions (PixelLab character char-1):",
+        f"- south: px1 <{base}/files/char-1-south.png>",
+        f"- west: px2 <{base}/files/char-1-west.png>",
+        f"- east: px3 <{base}/files/char-1-east.png>",
+        f"- north: px4 <{base}/files/char-1-north.png>",
+    ]
+    images = images_of(result)
+    assert [base64.b64decode(i.data) for i in images] == [
+        tiny_png(64, 64, 100 + i) for i in range(4)
+    ]
+    assert [i.meta for i in images] == [
+        {"salon/name": d, "salon/url": f"{base}/files/char-1-{d}.png"}
+        for d in ("south", "west", "east", "north")
+    ]
+    assert steps == ["PixelLab is drawing (processing)", "PixelLab is drawing (processing)"]
+    created = pixellab.requests[0]
+    assert created.path == "/v2/create-character-with-4-directions"
+    assert created.body == {"description": "a knight", "image_size": {"width": 64, "height": 64}}
+    assert [r.path for r in pixellab.requests[1:4]] == ["/v2/background-jobs/job-1"] * 3
+    files = pixellab.seen("/files/")
+    assert len(files) == 4
+    assert all("authorization" not in r.headers for r in files)  # the key stays with the API
+    assert all(r.headers["authorization"] == "Bearer px-test-key" for r in pixellab.seen("/v2/"))
+
+
+async def test_eight_directions(pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock) -> None:
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        result = await client.call_tool(
+            "generate_sprite", {"description": "a slime", "directions": 8, "size": 32, "seed": 3}
+        )
+    assert len(images_of(result)) == 8
+    assert pixellab.requests[0].path == "/v2/create-character-with-8-directions"
+    assert pixellab.requests[0].body["seed"] == 3
+    assert "- south-west: px8" in text_of(result)
+
+
+async def test_a_sixteen_pixel_sprite_is_drawn_and_rotated(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        result = await client.call_tool("generate_sprite", {"description": "a bat", "size": 16})
+    assert not result.is_error, text_of(result)
+    assert text_of(result).splitlines() == [
+        "Sprite 'a bat', 16x16, 4 directions (drawn facing south and rotated):",
+        "- south: px1",
+        "- west: px2",
+        "- east: px3",
+        "- north: px4",
+    ]
+    paths = [r.path for r in pixellab.requests]
+    assert paths == ["/v2/create-image-pixflux", "/v2/rotate", "/v2/rotate", "/v2/rotate"]
+    assert pixellab.requests[0].body["direction"] == "south"
+    assert (
+        pixellab.requests[1].body["from_image"]["base64"]
+        == base64.b64encode(tiny_png(16, 16, 10)).decode()
+    )
+
+
+async def test_a_failed_sprite_job(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    pixellab.fail_jobs = True
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        result = await client.call_tool("generate_sprite", {"description": "a knight"})
+    assert result.is_error
+    assert (
+        text_of(result) == "PixelLab could not make the sprite: generation failed: content policy"
+    )
+
+
+async def test_pixflux_then_rotate_and_animate_by_id(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        made = await client.call_tool(
+            "generate_image_pixflux", {"description": "a fox", "no_background": True}
+        )
+        turned = await client.call_tool(
+            "rotate_sprite", {"image_id": "px1", "to_directions": ["east", "north", "east"]}
+        )
+        moving = await client.call_tool("animate_sprite", {"image_id": "px1", "action": "walk"})
+    assert text_of(made) == "Pixel art 'a fox', 64x64:\n- image: px1"
+    assert pixellab.requests[0].body == {
+        "description": "a fox",
+        "image_size": {"width": 64, "height": 64},
+        "no_background": True,
+        "isometric": False,
+    }
+    assert text_of(turned).splitlines() == ["px1 turned (64x64):", "- east: px2", "- north: px3"]
+    assert [base64.b64decode(i.data) for i in images_of(turned)] == [
+        tiny_png(64, 64, 22),
+        tiny_png(64, 64, 23),
+    ]
+    assert text_of(moving).splitlines() == [
+        "px1 doing 'walk', 4 frames:",
+        "- frame 1: px4",
+        "- frame 2: px5",
+        "- frame 3: px6",
+        "- frame 4: px7",
+    ]
+    assert [i.meta for i in images_of(moving)] == [
+        {"salon/name": f"frame {n}"} for n in range(1, 5)
+    ]
+    animate = pixellab.seen("/v2/animate-with-text")[0]
+    assert animate.body["description"] == "a fox"
+    assert (
+        animate.body["reference_image"]["base64"] == base64.b64encode(tiny_png(64, 64, 10)).decode()
+    )
+
+
+async def test_unknown_ids_and_sizes_are_refused_before_a_request(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        missing = await client.call_tool(
+            "rotate_sprite", {"image_id": "px9", "to_directions": ["east"]}
+        )
+        await client.call_tool("generate_image_pixflux", {"description": "a map", "width": 128})
+        wrong = await client.call_tool("animate_sprite", {"image_id": "px1", "action": "walk"})
+    assert text_of(missing).startswith("there is no image 'px9'")
+    assert text_of(wrong) == "PixelLab animates 64x64 sprites only: make one with size 64"
+    assert [r.path for r in pixellab.requests] == ["/v2/create-image-pixflux"]
+
+
+async def test_vendor_refusals(pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock) -> None:
+    async with connect(_server(pixellab, tmp_path, clock, key="bad")) as client:
+        refused = await client.call_tool("generate_image_pixflux", {"description": "a fox"})
+    assert text_of(refused) == (
+        "PixelLab refused the request (HTTP 401): Invalid API token; check the key in PIXELLAB_API_KEY"
+    )
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        await client.call_tool(
+            "generate_image_pixflux", {"description": "a tower", "width": 300, "height": 300}
+        )
+        too_big = await client.call_tool(
+            "rotate_sprite", {"image_id": "px1", "to_directions": ["west"]}
+        )
+    assert text_of(too_big) == "PixelLab rotates images up to 200x200"
+
+
+async def test_the_documented_envelope_is_read_too(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    from tests.fakes.vendors.base import Reply
+
+    image = {
+        "type": "base64",
+        "base64": base64.b64encode(tiny_png(2, 2, 9)).decode(),
+        "format": "png",
+    }
+    envelope = {
+        "success": True,
+        "data": {"image": image},
+        "error": None,
+        "usage": {"credits_used": 1},
+    }
+    pixellab.script("/v2/create-image-pixflux", Reply(json=envelope))
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        result = await client.call_tool("generate_image_pixflux", {"description": "a dot"})
+    assert base64.b64decode(images_of(result)[0].data) == tiny_png(2, 2, 9)
+
+
+async def test_generation_tools_are_not_read_only(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        tools = (await client.list_tools()).tools
+    assert {t.name for t in tools} == {
+        "generate_sprite",
+        "generate_image_pixflux",
+        "rotate_sprite",
+        "animate_sprite",
+    }
+    for tool in tools:
+        assert tool.annotations is not None
+        assert tool.annotations.read_only_hint is False
+        assert tool.annotations.destructive_hint is False
+        assert tool.annotations.open_world_hint is True
+    sprite = next(t for t in tools if t.name == "generate_sprite")
+    assert sprite.input_schema["properties"]["size"]["enum"] == [16, 32, 64, 128]
+    assert "ctx" not in sprite.input_schema["properties"]
