@@ -23,7 +23,6 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any, Protocol
 
-import aiohttp
 import discord
 from discord import app_commands
 
@@ -43,7 +42,9 @@ from salon.model import (
     Participant,
 )
 from salon.platforms.base import Capability, EventSink, PlatformBase
+from salon.platforms.discord.attachments import AttachmentLoader
 from salon.platforms.discord.cache import HistoryCache
+from salon.platforms.discord.client import Client
 from salon.platforms.discord.convert import (
     channel_ref,
     is_conversation,
@@ -75,10 +76,8 @@ _FETCH_MARGIN = 50  # extra messages fetched so deletions do not force a refetch
 _RANGE_CACHE = 32  # .history stretches kept (dropped on any edit or deletion in the channel)
 _MEMBER_CACHE = 5000  # guild members whose names and roles are kept
 _TOLD_CHANNELS = 1024  # channels whose problems were logged once
-_DOWNLOAD_TIMEOUT = 30.0  # seconds for one attachment
 _HISTORY = "Read Message History"
 _SEND = "Send Messages"
-_TEXT_SUFFIXES = (".txt", ".md", ".py", ".json", ".csv", ".log", ".yaml", ".yml", ".toml")
 
 
 class MonitorStore(Protocol):
@@ -111,66 +110,6 @@ class _Once:
         return True
 
 
-class _Client(discord.Client):
-    def __init__(self, platform: DiscordPlatform) -> None:
-        intents = discord.Intents.none()
-        intents.guilds = True
-        intents.guild_messages = True
-        intents.dm_messages = True
-        intents.message_content = True
-        intents.guild_reactions = True
-        intents.dm_reactions = True
-        super().__init__(
-            intents=intents, max_messages=None, guild_ready_timeout=platform.guild_ready_timeout
-        )
-        self.platform = platform
-        self.tree = app_commands.CommandTree(self)
-
-    async def setup_hook(self) -> None:
-        self.platform._register_commands(self.tree)
-
-    async def on_ready(self) -> None:
-        await self.platform._on_ready(self)
-
-    async def on_message(self, message: discord.Message) -> None:
-        await self.platform._on_message(message)
-
-    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
-        self.platform._on_edit(payload.message)
-
-    async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
-        self.platform._on_delete(str(payload.channel_id), [str(payload.message_id)])
-
-    async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
-        self.platform._on_delete(str(payload.channel_id), [str(i) for i in payload.message_ids])
-
-    async def on_guild_channel_pins_update(self, channel: Any, last_pin: Any) -> None:
-        self.platform._pins.pop(str(channel.id), None)
-
-    async def on_private_channel_pins_update(self, channel: Any, last_pin: Any) -> None:
-        self.platform._pins.pop(str(channel.id), None)
-
-    async def on_raw_reaction_add(self, payload: discord.RawReactionActionEvent) -> None:
-        if payload.member is not None:
-            self.platform.members.remember(payload.member)
-        self.platform.cache.reacted(
-            str(payload.channel_id), str(payload.message_id), str(payload.emoji), added=True
-        )
-
-    async def on_raw_reaction_remove(self, payload: discord.RawReactionActionEvent) -> None:
-        self.platform.cache.reacted(
-            str(payload.channel_id), str(payload.message_id), str(payload.emoji), added=False
-        )
-
-    async def on_disconnect(self) -> None:
-        self.platform.cache.forget()  # events may be missed until we are back
-        self.platform._pins.clear()
-        self.platform._ranges.clear()
-
-    async def on_error(self, event_method: str, /, *args: Any, **kwargs: Any) -> None:
-        logger.exception("Discord: the %s handler failed", event_method)
-
-
 class DiscordPlatform(PlatformBase):
     name = "discord"
     max_message_chars = 1800
@@ -199,8 +138,8 @@ class DiscordPlatform(PlatformBase):
         self._monitors = monitors
         self._schedules = schedules
         self._authorized_roles = set(authorized_roles)
-        self._client: _Client | None = None
-        self._cdn: aiohttp.ClientSession | None = None
+        self._client: Client | None = None
+        self.attachments = AttachmentLoader(config)
         self._runner: asyncio.Task[None] | None = None
         self._sink: EventSink | None = None
         self._monitored: set[str] = set()
@@ -215,7 +154,7 @@ class DiscordPlatform(PlatformBase):
         self._prompts_changed = asyncio.Condition()
 
     @property
-    def client(self) -> _Client:
+    def client(self) -> Client:
         if self._client is None:
             raise PlatformError("Discord is not started")
         return self._client
@@ -233,14 +172,14 @@ class DiscordPlatform(PlatformBase):
         self._sink = sink
         self._monitored = await self._monitors.monitored(self._bot)
         self._monitored |= {f"discord:{c}" for c in self.config.monitored_channels}
-        self._cdn = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=_DOWNLOAD_TIMEOUT))
-        self._client = _Client(self)
+        await self.attachments.open()
+        self._client = Client(self)
         self._runner = asyncio.create_task(self._client.start(self._token), name="discord")
         ready = asyncio.create_task(self.ready.wait())
         done, _ = await asyncio.wait({ready, self._runner}, return_when=asyncio.FIRST_COMPLETED)
         if self._runner in done:
             ready.cancel()
-            await self._cdn.close()
+            await self.attachments.close()
             error = self._runner.exception()
             if isinstance(error, discord.LoginFailure):
                 raise PlatformError("Discord refused the token (check the bot token)") from error
@@ -252,10 +191,9 @@ class DiscordPlatform(PlatformBase):
         if self._runner is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._runner, 10)
-        if self._cdn is not None:
-            await self._cdn.close()
+        await self.attachments.close()
 
-    async def _on_ready(self, client: _Client) -> None:
+    async def _on_ready(self, client: Client) -> None:
         self.cache.forget()
         app = await client.application_info()
         logger.info("Discord: logged in as %s; invite: %s", client.user, invite_url(app.id))
@@ -343,6 +281,20 @@ class DiscordPlatform(PlatformBase):
     def _on_delete(self, channel_id: str, message_ids: list[str]) -> None:
         self.cache.deleted(channel_id, message_ids)
         self._channel_changed(channel_id, message_ids)
+
+    def _on_pins_changed(self, channel_id: str) -> None:
+        self._pins.pop(channel_id, None)
+
+    def _on_reaction(self, payload: discord.RawReactionActionEvent, *, added: bool) -> None:
+        if payload.member is not None:
+            self.members.remember(payload.member)
+        channel_id, message_id = str(payload.channel_id), str(payload.message_id)
+        self.cache.reacted(channel_id, message_id, str(payload.emoji), added=added)
+
+    def _on_disconnect(self) -> None:
+        self.cache.forget()  # events may be missed until we are back
+        self._pins.clear()
+        self._ranges.clear()
 
     def _channel_changed(self, channel_id: str, ids: list[str], *, pinned: bool = False) -> None:
         """An edit or deletion: ``.history`` stretches of the channel are stale, and its
@@ -452,55 +404,11 @@ class DiscordPlatform(PlatformBase):
         return await self._with_files(await self._history(channel, limit))
 
     async def _with_files(self, messages: Sequence[Message]) -> list[Message]:
-        """Load what the model may see of attachments: the newest ``max_images`` images
-        under the size cap, and text files (cut to ``max_text_attachment_kb``)."""
-        out = list(messages)
-        images_left = self.config.max_images if self.config.include_images else 0
-        for index in range(len(out) - 1, -1, -1):
-            if out[index].attachments:
-                loaded, images_left = await self._load_files(out[index], images_left)
-                if loaded != out[index]:
-                    out[index] = loaded
-                    self.cache.edited(loaded)
-        return out
-
-    async def _load_files(self, message: Message, images_left: int) -> tuple[Message, int]:
-        files = []
-        for attachment in message.attachments:
-            image = attachment.content_type.startswith("image/")
-            wanted = self._wanted(attachment, images_left)
-            images_left -= 1 if image and wanted else 0
-            data = attachment.data
-            if wanted and data is None:
-                data = await self._download(attachment, image)
-            files.append(replace(attachment, data=data if wanted else None))
-        return replace(message, attachments=tuple(files)), images_left
-
-    def _wanted(self, attachment: Attachment, images_left: int) -> bool:
-        if attachment.content_type.startswith("image/"):
-            return images_left > 0 and attachment.size <= self.config.max_image_bytes
-        textual = attachment.content_type.startswith("text/")
-        return textual or attachment.filename.endswith(_TEXT_SUFFIXES)
-
-    async def _download(self, attachment: Attachment, image: bool) -> bytes | None:
-        """An image whole, or the first ``max_text_attachment_kb`` of a text file (only
-        that much is read), marked when cut."""
-        limit = self.config.max_image_bytes if image else self.config.max_text_attachment_kb * 1024
-        if self._cdn is None or limit <= 0:
-            return None
-        try:
-            async with self._cdn.get(attachment.url) as response:
-                if response.status != 200:
-                    logger.warning("Discord: %s answered %s", attachment.filename, response.status)
-                    return None
-                data = await _read_at_most(response.content, limit)
-        except NETWORK_ERRORS as exc:
-            logger.warning("Discord: could not load %s: %s", attachment.filename, exc)
-            return None
-        if not image and attachment.size > len(data):
-            kept, whole = round(len(data) / 1024), round(attachment.size / 1024)
-            data += f"\n[cut: the first {kept} kB of {whole} kB]".encode()
-        return data
+        loaded = await self.attachments.load(messages)
+        for before, after in zip(messages, loaded, strict=True):
+            if after is not before:
+                self.cache.edited(after)  # downloaded once, kept with the cached message
+        return loaded
 
     async def _history(self, channel: ChannelRef, limit: int) -> Sequence[Message]:
         cached = self.cache.get(channel.id, limit)
@@ -717,7 +625,7 @@ class DiscordPlatform(PlatformBase):
 
     # -- slash commands -----------------------------------------------------------------
 
-    def _register_commands(self, tree: app_commands.CommandTree[_Client]) -> None:
+    def _register_commands(self, tree: app_commands.CommandTree[Client]) -> None:
         @tree.command(name="monitor", description="Read and answer every message here")
         async def monitor(interaction: discord.Interaction) -> None:
             await self._set_monitor(interaction, on=True)
@@ -772,13 +680,3 @@ def _tagged(message: Message, tag: str) -> Message:
 
 def _permission_names() -> list[str]:
     return [name for name, value in PERMISSIONS if value]
-
-
-async def _read_at_most(stream: aiohttp.StreamReader, limit: int) -> bytes:
-    data = bytearray()
-    while len(data) < limit:
-        chunk = await stream.read(limit - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return bytes(data)
