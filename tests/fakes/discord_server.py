@@ -41,116 +41,40 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.discord_rest import RestRoutes
+from tests.fakes.discord_wire import (
+    APP_FLAGS_MESSAGE_CONTENT,
+    BOOST,
+    DEFAULT,
+    DEFAULT_CODE,
+    GUILD_ID,
+    HAS_THREAD,
+    INTENT_GUILD_PRESENCES,
+    PERMISSIONS,
+    PINNED,
+    REPLY,
+    SYSTEM_CHANNEL,
+    THREAD_CREATED,
+    THREAD_STARTER,
+    USER_JOIN,
+    Failure,
+    FakeUser,
+    PendingInteraction,
+    Refusal,
+    error_response,
+    json_response,
+    now,
+)
+
 __all__ = ["DiscordServer", "FakeUser"]
 
-GUILD_ID = "1"
-SYSTEM_CHANNEL = "10"
-APP_FLAGS_MESSAGE_CONTENT = 1 << 18
-INTENT_GUILD_PRESENCES = 1 << 8
-MAX_CONTENT = 2000
-
-# Message types (Discord's "Message Types" table).
-DEFAULT, PINNED, USER_JOIN, BOOST = 0, 6, 7, 8
-THREAD_CREATED, REPLY, COMMAND, THREAD_STARTER = 18, 19, 20, 21
-# Message flags.
-HAS_THREAD, EPHEMERAL, LOADING, SUPPRESS_NOTIFICATIONS = 1 << 5, 1 << 6, 1 << 7, 1 << 12
-SETTABLE_FLAGS = (1 << 2) | SUPPRESS_NOTIFICATIONS | (1 << 13) | (1 << 15)  # on create
-EDITABLE_FLAGS = (1 << 2) | (1 << 15)  # on edit; other bits stay as they were
-INTERACTION_FLAGS = SETTABLE_FLAGS | EPHEMERAL
-
-# Permissions a test can take from the bot in a channel (Discord's bit values).
-PERMISSIONS = {
-    "VIEW_CHANNEL": 1 << 10,
-    "SEND_MESSAGES": 1 << 11,
-    "MANAGE_MESSAGES": 1 << 13,
-    "READ_MESSAGE_HISTORY": 1 << 16,
-    "ADD_REACTIONS": 1 << 6,
-    "MANAGE_WEBHOOKS": 1 << 29,
-}
-
-ERRORS = {  # JSON error codes and their messages, as Discord words them
-    0: "General error",
-    10003: "Unknown Channel",
-    10007: "Unknown Member",
-    10008: "Unknown Message",
-    10013: "Unknown User",
-    10015: "Unknown Webhook",
-    10062: "Unknown interaction",
-    40060: "Interaction has already been acknowledged.",
-    50001: "Missing Access",
-    50003: "Cannot execute action on a DM channel",
-    50005: "Cannot edit a message authored by another user",
-    50013: "Missing Permissions",
-    50035: "Invalid Form Body",
-    160002: "Cannot reply without permission to read message history",
-}
-_DEFAULT_CODE = {400: 50035, 403: 50013, 404: 10008}
-
-
-@dataclass(frozen=True)
-class FakeUser:
-    """A Discord account. ``name`` is a person's global display name (a bot's username);
-    ``nick`` their nickname in the guild."""
-
-    id: str
-    name: str
-    bot: bool = False
-    nick: str | None = None
-
-    @property
-    def username(self) -> str:
-        return self.name if self.bot else self.name.lower()
-
-    def payload(self) -> dict[str, Any]:
-        user: dict[str, Any] = {
-            "id": self.id,
-            "username": self.username,
-            "global_name": None if self.bot else self.name,
-            "discriminator": "0001" if self.bot else "0",
-            "avatar": None,
-            "public_flags": 0,
-        }
-        if self.bot:
-            user["bot"] = True  # optional in Discord's user object: absent for people
-        return user
-
-
-class _Refusal(Exception):
-    def __init__(self, status: int, code: int) -> None:
-        super().__init__(status, code)
-        self.status, self.code = status, code
-
 
 @dataclass
-class _Failure:
-    method: str
-    fragment: str
-    status: int
-    times: int = 1
-    after_effect: bool = False  # do the work, then answer with the error (a lost response)
-    code: int | None = None
-    exact: bool = False  # the whole path, not a part of it
-    retry_after: float = 0.05
-    scope: str = "user"
-
-
-@dataclass
-class _Interaction:
-    token: str
-    kind: int  # 2 application command, 3 message component
-    channel_id: str
-    message_id: str | None  # the message whose component was used
-    responded: bool = False
-    original: str | None = None  # id of the message the response created
-
-
-@dataclass
-class DiscordServer:
+class DiscordServer(RestRoutes):
     bot: FakeUser = field(default_factory=lambda: FakeUser("100", "Salon", bot=True))
     people: list[FakeUser] = field(
         default_factory=lambda: [
@@ -187,9 +111,9 @@ class DiscordServer:
         self.left: set[str] = set()  # people who left the guild
         self.denied: dict[str, int] = {}  # channel id -> permission bits the bot lacks
         self.intents = 0  # what the last IDENTIFY asked for
-        self._failures: list[_Failure] = []
+        self._failures: list[Failure] = []
         self._nonces: dict[str, dict[str, Any]] = {}
-        self._interactions: dict[str, _Interaction] = {}
+        self._interactions: dict[str, PendingInteraction] = {}
         self._buckets: dict[str, str] = {}
         self._windows: dict[tuple[str, str], tuple[float, int]] = {}
         self._sockets: list[web.WebSocketResponse] = []
@@ -267,7 +191,7 @@ class DiscordServer:
 
     async def edit(self, message: dict[str, Any], content: str) -> None:
         message["content"] = content
-        message["edited_timestamp"] = _now()
+        message["edited_timestamp"] = now()
         await self.dispatch("MESSAGE_UPDATE", self._event_message(message))
 
     async def delete(self, message: dict[str, Any]) -> None:
@@ -282,7 +206,7 @@ class DiscordServer:
         "pinned a message" notice (type 6) and sends CHANNEL_PINS_UPDATE."""
         channel_id = message["channel_id"]
         message["pinned"] = True
-        message["pinned_at"] = _now()
+        message["pinned_at"] = now()
         await self.dispatch("MESSAGE_UPDATE", self._event_message(message))
         notice = self._new_message(channel_id, by or self.people[0], "", kind=PINNED)
         notice["message_reference"] = self._reference(channel_id, message["id"])
@@ -338,7 +262,7 @@ class DiscordServer:
         data = {"custom_id": custom_id, "component_type": 2}
         payload = self._interaction(3, message["channel_id"], user, data)
         payload["message"] = message
-        self._interactions[payload["id"]] = _Interaction(
+        self._interactions[payload["id"]] = PendingInteraction(
             payload["token"], 3, message["channel_id"], message["id"]
         )
         await self.dispatch("INTERACTION_CREATE", payload)
@@ -357,7 +281,9 @@ class DiscordServer:
         }
         payload = self._interaction(2, channel_id, user, data)
         payload["channel"] = self._channel_payload(channel_id)
-        self._interactions[payload["id"]] = _Interaction(payload["token"], 2, channel_id, None)
+        self._interactions[payload["id"]] = PendingInteraction(
+            payload["token"], 2, channel_id, None
+        )
         await self.dispatch("INTERACTION_CREATE", payload)
 
     async def start_thread(
@@ -403,7 +329,7 @@ class DiscordServer:
         """The next ``times`` requests whose path contains ``fragment`` (is it, when
         ``exact``) fail with ``status``; a 403 carries ``code``, 50013 Missing Permissions
         unless told."""
-        failure = _Failure(method, fragment, status, times, after_effect, code, exact=exact)
+        failure = Failure(method, fragment, status, times, after_effect, code, exact=exact)
         self._failures.append(failure)
 
     def rate_limit(
@@ -417,7 +343,7 @@ class DiscordServer:
     ) -> None:
         """The next ``times`` matching requests get a 429 as Discord sends it; ``scope``
         ``user``, ``shared`` (a resource limit) or ``global``."""
-        failure = _Failure(method, fragment, 429, times, retry_after=retry_after, scope=scope)
+        failure = Failure(method, fragment, 429, times, retry_after=retry_after, scope=scope)
         self._failures.append(failure)
 
     async def wait_bot_messages(
@@ -493,7 +419,7 @@ class DiscordServer:
             "channel_id": channel_id,
             "author": author.payload(),
             "content": content,
-            "timestamp": _now(),
+            "timestamp": now(),
             "edited_timestamp": None,
             "tts": False,
             "mention_everyone": False,
@@ -782,10 +708,10 @@ class DiscordServer:
     async def _route_or_refuse(self, request: web.Request, path: str) -> web.StreamResponse:
         try:
             return await self._route(request, path)
-        except _Refusal as refusal:
-            return _error(refusal.status, refusal.code)
+        except Refusal as refusal:
+            return error_response(refusal.status, refusal.code)
         except (KeyError, StopIteration):
-            return _json({"message": "404: Not Found", "code": 0}, 404)
+            return json_response({"message": "404: Not Found", "code": 0}, 404)
 
     def _bucket(self, method: str, path: str) -> tuple[str, str]:
         """(bucket hash, top-level resource) of a route, as X-RateLimit-Bucket names it."""
@@ -796,10 +722,10 @@ class DiscordServer:
         return bucket, major
 
     def _limit_headers(self, bucket: tuple[str, str]) -> dict[str, str]:
-        now = time.time()
-        start, used = self._windows.get(bucket, (now, 0))
-        if now - start >= self.bucket_window:
-            start, used = now, 0
+        moment = time.time()
+        start, used = self._windows.get(bucket, (moment, 0))
+        if moment - start >= self.bucket_window:
+            start, used = moment, 0
         used += 1
         self._windows[bucket] = (start, used)
         reset = start + self.bucket_window
@@ -807,14 +733,14 @@ class DiscordServer:
             "X-RateLimit-Limit": str(self.bucket_limit),
             "X-RateLimit-Remaining": str(max(self.bucket_limit - used, 0)),
             "X-RateLimit-Reset": f"{reset:.3f}",
-            "X-RateLimit-Reset-After": f"{max(reset - now, 0):.3f}",
+            "X-RateLimit-Reset-After": f"{max(reset - moment, 0):.3f}",
             "X-RateLimit-Bucket": bucket[0],
         }
 
-    def _failure_answer(self, failure: _Failure, bucket: tuple[str, str]) -> web.Response:
+    def _failure_answer(self, failure: Failure, bucket: tuple[str, str]) -> web.Response:
         if failure.status != 429:
-            code = failure.code or _DEFAULT_CODE.get(failure.status, 0)
-            response = _error(failure.status, code)
+            code = failure.code or DEFAULT_CODE.get(failure.status, 0)
+            response = error_response(failure.status, code)
             response.headers.update(self._limit_headers(bucket))
             return response
         is_global = failure.scope == "global"
@@ -839,367 +765,4 @@ class DiscordServer:
                 "X-RateLimit-Reset-After": f"{failure.retry_after:.3f}",
                 "X-RateLimit-Bucket": bucket[0],
             }
-        return _json(body, 429, headers)
-
-    # -- REST: routes ------------------------------------------------------------------
-
-    async def _route(self, request: web.Request, path: str) -> web.StreamResponse:
-        method = request.method
-        parts = path.strip("/").split("/")
-        acting = self._acting(request.headers.get("Authorization", ""))
-        if path == "/users/@me":
-            return _json(acting.payload())
-        if path == "/oauth2/applications/@me":
-            return _json(self._application(acting))
-        if path in {"/gateway/bot", "/gateway"}:
-            limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
-            return _json({"url": self.gateway, "shards": 1, "session_start_limit": limit})
-        if parts[0] == "users" and parts[-1] == "channels" and method == "POST":
-            body = await request.json()
-            user = next(u for u in self.people if u.id == body["recipient_id"])
-            channel_id = self.dm_channel(user)
-            return _json({"id": channel_id, "type": 1, "recipients": [user.payload()]})
-        if parts[0] == "applications" and "commands" in parts:
-            return await self._commands(request)
-        if parts[:2] == ["guilds", GUILD_ID] and len(parts) == 4 and parts[2] == "members":
-            return self._guild_member(parts[3])
-        if parts[0] == "interactions" and parts[-1] == "callback":
-            return await self._callback(request, parts[1], parts[2], acting)
-        if parts[0] == "webhooks":
-            return await self._webhook_route(request, parts[1:], acting)
-        if parts[0] == "channels":
-            return await self._channel_route(request, parts[1], parts[2:], acting)
-        return _json({"message": f"no fake for {method} {path}", "code": 0}, 404)
-
-    def _application(self, acting: FakeUser) -> dict[str, Any]:
-        return {
-            "id": acting.id,
-            "name": acting.name,
-            "icon": None,
-            "description": "",
-            "bot_public": True,
-            "bot_require_code_grant": False,
-            "owner": self.people[0].payload(),
-            "verify_key": "x",
-            "flags": APP_FLAGS_MESSAGE_CONTENT if self.message_content_intent else 0,
-            "team": None,
-        }
-
-    async def _commands(self, request: web.Request) -> web.Response:
-        if request.method == "PUT":
-            self.commands = await request.json()
-        return _json(
-            [
-                {**c, "id": str(i + 1), "application_id": self.bot.id, "version": "1"}
-                for i, c in enumerate(self.commands)
-            ]
-        )
-
-    def _guild_member(self, user_id: str) -> web.Response:
-        user = self._fake_user(user_id)
-        if user is None:
-            return _error(404, 10013)
-        if not self._is_member(user_id):
-            return _error(404, 10007)
-        return _json(self._member(user))
-
-    async def _channel_route(
-        self, request: web.Request, channel_id: str, rest: list[str], acting: FakeUser
-    ) -> web.StreamResponse:
-        method = request.method
-        if channel_id not in self.channels:
-            return _error(404, 10003)
-        self._check(channel_id, "VIEW_CHANNEL", code=50001)
-        if not rest and method == "GET":
-            return _json(self._channel_payload(channel_id))
-        if rest == ["typing"]:
-            self._check(channel_id, "SEND_MESSAGES")
-            return web.Response(status=204)
-        if rest == ["webhooks"]:
-            return await self._channel_webhooks(request, channel_id, acting)
-        if rest[:2] == ["messages", "pins"]:
-            return await self._pins(request, channel_id, rest[2:])
-        if rest == ["messages"] and method == "GET":
-            return _json(self._history(channel_id, request.query))
-        if rest == ["messages"] and method == "POST":
-            return await self._create(request, channel_id, acting)
-        if len(rest) == 2 and rest[0] == "messages":
-            return await self._one_message(request, channel_id, rest[1], acting)
-        if len(rest) >= 4 and rest[0] == "messages" and rest[2] == "reactions" and method == "PUT":
-            self._check(channel_id, "ADD_REACTIONS")
-            message = self._find(channel_id, rest[1])
-            await self.react(message, acting, request.match_info["tail"].split("/")[5])
-            return web.Response(status=204)
-        raise KeyError(rest)
-
-    def _check(self, channel_id: str, permission: str, code: int = 50013) -> None:
-        if self.denied.get(channel_id, 0) & PERMISSIONS[permission]:
-            raise _Refusal(403, code)
-
-    def _find(self, channel_id: str, message_id: str) -> dict[str, Any]:
-        found = next((m for m in self.channels[channel_id] if m["id"] == message_id), None)
-        if found is None:
-            raise _Refusal(404, 10008)
-        return found
-
-    async def _one_message(
-        self, request: web.Request, channel_id: str, message_id: str, acting: FakeUser
-    ) -> web.StreamResponse:
-        message = self._find(channel_id, message_id)
-        if request.method == "GET":
-            self._check(channel_id, "READ_MESSAGE_HISTORY", code=50001)
-            return _json(self._readable(message))
-        if request.method == "DELETE":
-            if message["author"]["id"] != acting.id:
-                if not self._in_guild(channel_id):
-                    raise _Refusal(403, 50003)
-                self._check(channel_id, "MANAGE_MESSAGES")
-            await self.delete(message)
-            return web.Response(status=204)
-        if request.method == "PATCH":
-            if message["author"]["id"] != acting.id:
-                raise _Refusal(403, 50005)
-            self._apply_edit(message, await request.json())
-            await self.dispatch("MESSAGE_UPDATE", self._event_message(message))
-            return _json(message)
-        raise KeyError(request.method)
-
-    def _apply_edit(self, message: dict[str, Any], body: dict[str, Any]) -> None:
-        """An edit changes what it names; flags only in their editable bits."""
-        for key in ("content", "components", "embeds"):
-            if body.get(key) is not None:
-                message[key] = body[key]
-        if body.get("flags") is not None:
-            kept = message["flags"] & ~EDITABLE_FLAGS
-            message["flags"] = kept | (int(body["flags"]) & EDITABLE_FLAGS)
-        message["edited_timestamp"] = _now()
-
-    async def _pins(self, request: web.Request, channel_id: str, rest: list[str]) -> web.Response:
-        if rest:  # PUT / DELETE /channels/{c}/messages/pins/{m}
-            message = self._find(channel_id, rest[0])
-            if request.method == "PUT":
-                await self.pin(message, by=self._acting(request.headers["Authorization"]))
-            else:
-                message["pinned"] = False
-            return web.Response(status=204)
-        if self.denied.get(channel_id, 0) & PERMISSIONS["READ_MESSAGE_HISTORY"]:
-            return _json({"items": [], "has_more": False})  # no pins, and no error
-        pinned = sorted(
-            (m for m in self.channels[channel_id] if m["pinned"]),
-            key=lambda m: m["pinned_at"],
-            reverse=True,
-        )
-        if "before" in request.query:
-            pinned = [m for m in pinned if m["pinned_at"] < request.query["before"]]
-        limit = int(request.query.get("limit", 50))
-        items = [{"pinned_at": m["pinned_at"], "message": self._readable(m)} for m in pinned]
-        return _json({"items": items[:limit], "has_more": len(items) > limit})
-
-    def _history(self, channel_id: str, query: Any) -> list[dict[str, Any]]:
-        if self.denied.get(channel_id, 0) & PERMISSIONS["READ_MESSAGE_HISTORY"]:
-            return []  # Discord returns no messages, not an error
-        limit = min(int(query.get("limit", 50)), 100)
-        newest_first = list(reversed(self.channels[channel_id]))
-        if "before" in query:
-            chosen = [m for m in newest_first if int(m["id"]) < int(query["before"])][:limit]
-        elif "after" in query:
-            chosen = [m for m in newest_first if int(m["id"]) > int(query["after"])][-limit:]
-        elif "around" in query:
-            pivot = int(query["around"])
-            newer = [m for m in newest_first if int(m["id"]) >= pivot][-(limit - limit // 2) :]
-            chosen = newer + [m for m in newest_first if int(m["id"]) < pivot][: limit // 2]
-        else:
-            chosen = newest_first[:limit]
-        return [self._readable(m) for m in chosen]
-
-    async def _create(
-        self, request: web.Request, channel_id: str, acting: FakeUser
-    ) -> web.Response:
-        self._check(channel_id, "SEND_MESSAGES")
-        body, files = await _body_and_files(request)
-        nonce = body.get("nonce")
-        if nonce and body.get("enforce_nonce") and str(nonce) in self._nonces:
-            return _json(self._nonces[str(nonce)])  # Discord's answer to a retried send
-        content = body.get("content") or ""
-        if len(content) > MAX_CONTENT:
-            return _error(400, 50035)
-        reference = body.get("message_reference")
-        replied = self._replied(channel_id, reference) if reference else None
-        flags = int(body.get("flags") or 0) & SETTABLE_FLAGS
-        mentioned = [u for u in [self.bot, *self.people] if _mentions(content, u.id)]
-        message = self._new_message(
-            channel_id, acting, content, mentions=mentioned, reply_to=replied, flags=flags
-        )
-        if nonce is not None:
-            message["nonce"] = nonce
-            self._nonces[str(nonce)] = message
-        message["components"] = body.get("components") or []
-        message["attachments"] = [self._attachment(n, t, d) for n, t, d in files]
-        return _json(await self._publish(message))
-
-    def _replied(self, channel_id: str, reference: dict[str, Any]) -> dict[str, Any] | None:
-        self._check(channel_id, "READ_MESSAGE_HISTORY", code=160002)
-        found = next(
-            (m for m in self.channels[channel_id] if m["id"] == str(reference["message_id"])),
-            None,
-        )
-        if found is None or found["type"] not in (DEFAULT, REPLY, COMMAND):
-            if reference.get("fail_if_not_exists", True):
-                raise _Refusal(400, 50035)
-            return None
-        return found
-
-    async def _channel_webhooks(
-        self, request: web.Request, channel_id: str, acting: FakeUser
-    ) -> web.Response:
-        self._check(channel_id, "MANAGE_WEBHOOKS")
-        if request.method == "POST":
-            body = await request.json()
-            hook_id = str(next(self._ids))
-            hook = {
-                "id": hook_id,
-                "type": 1,
-                "name": body["name"],
-                "channel_id": channel_id,
-                "guild_id": GUILD_ID,
-                "user": acting.payload(),
-                "token": f"hook-token-{hook_id}",
-                "application_id": acting.id,
-                "avatar": None,
-            }
-            self.webhooks.append(hook)
-            return _json(hook)
-        return _json([h for h in self.webhooks if h["channel_id"] == channel_id])
-
-    async def _webhook_route(
-        self, request: web.Request, rest: list[str], acting: FakeUser
-    ) -> web.StreamResponse:
-        hook_id, token = rest[0], rest[1]
-        pending = next(
-            (i for i in self._interactions.values() if i.token == token and hook_id == acting.id),
-            None,
-        )
-        if pending is not None:
-            return await self._interaction_webhook(request, pending, rest[2:], acting)
-        hook = next((h for h in self.webhooks if h["id"] == hook_id), None)
-        if hook is None or hook["token"] != token:
-            return _error(404, 10015)
-        if request.method != "POST" or len(rest) != 2:
-            raise KeyError(rest)
-        body, _files = await _body_and_files(request)
-        self.webhook_posts.append(body)
-        channel_id = request.query.get("thread_id") or hook["channel_id"]
-        author = FakeUser(hook["id"], body.get("username") or hook["name"], bot=True)
-        flags = int(body.get("flags") or 0) & SETTABLE_FLAGS
-        message = self._new_message(channel_id, author, body.get("content", ""), flags=flags)
-        message["webhook_id"] = hook["id"]
-        message["application_id"] = hook["application_id"]
-        await self._publish(message)
-        if request.query.get("wait") in {"1", "true", "True"}:
-            return _json(message)
-        return web.Response(status=204)
-
-    async def _callback(
-        self, request: web.Request, interaction_id: str, token: str, acting: FakeUser
-    ) -> web.StreamResponse:
-        pending = self._interactions.get(interaction_id)
-        if pending is None or pending.token != token:
-            return _error(404, 10062)
-        if pending.responded:
-            return _error(400, 40060)
-        pending.responded = True
-        body, _files = await _body_and_files(request)
-        self.interaction_responses.append(body)
-        kind, data = int(body["type"]), body.get("data") or {}
-        message: dict[str, Any] | None = None
-        if kind in (4, 5):
-            flags = int(data.get("flags") or 0) & INTERACTION_FLAGS
-            flags |= LOADING if kind == 5 else 0
-            message = await self._respond(pending, acting, data.get("content") or "", flags)
-        elif kind == 7 and pending.message_id is not None:
-            message = self._find(pending.channel_id, pending.message_id)
-            self._apply_edit(message, data)
-            await self.dispatch("MESSAGE_UPDATE", self._event_message(message))
-        if request.query.get("with_response") not in {"1", "true", "True"}:
-            return web.Response(status=204)
-        callback: dict[str, Any] = {"id": interaction_id, "type": pending.kind}
-        if message is not None:
-            callback["response_message_id"] = message["id"]
-            callback["response_message_loading"] = kind == 5
-            callback["response_message_ephemeral"] = bool(message["flags"] & EPHEMERAL)
-        answer: dict[str, Any] = {"interaction": callback}
-        if message is not None and kind in (4, 7):
-            answer["resource"] = {"type": kind, "message": message}
-        return _json(answer)
-
-    async def _respond(
-        self, pending: _Interaction, acting: FakeUser, content: str, flags: int
-    ) -> dict[str, Any]:
-        """A message made by an interaction response or follow-up; an ephemeral one is
-        seen only by who used the interaction, so it is in no channel and no event."""
-        kind = COMMAND if pending.kind == 2 else DEFAULT
-        message = self._new_message(pending.channel_id, acting, content, kind=kind, flags=flags)
-        message["application_id"] = acting.id
-        message["webhook_id"] = acting.id
-        pending.original = pending.original or message["id"]
-        if flags & EPHEMERAL:
-            self._ephemeral[message["id"]] = message
-            return message
-        return await self._publish(message)
-
-    async def _interaction_webhook(
-        self, request: web.Request, pending: _Interaction, rest: list[str], acting: FakeUser
-    ) -> web.StreamResponse:
-        """Follow-ups (POST) and the original response (GET / PATCH …/messages/@original)."""
-        if request.method == "POST" and not rest:
-            body, _files = await _body_and_files(request)
-            flags = int(body.get("flags") or 0) & INTERACTION_FLAGS
-            return _json(await self._respond(pending, acting, body.get("content") or "", flags))
-        if rest[:1] != ["messages"] or len(rest) != 2:
-            raise KeyError(rest)
-        message_id = pending.original if rest[1] == "@original" else rest[1]
-        message = self._ephemeral.get(message_id or "") or self._find(
-            pending.channel_id, message_id or ""
-        )
-        if request.method == "PATCH":
-            self._apply_edit(message, await request.json())
-            message["flags"] &= ~LOADING
-            if message["id"] not in self._ephemeral:
-                await self.dispatch("MESSAGE_UPDATE", self._event_message(message))
-        return _json(message)
-
-
-async def _body_and_files(request: web.Request) -> tuple[dict[str, Any], list[Any]]:
-    """The JSON body, from ``payload_json`` when files come along (multipart)."""
-    if not request.content_type.startswith("multipart/"):
-        return await request.json(), []
-    body: dict[str, Any] = {}
-    files: list[tuple[str, str, bytes]] = []
-    async for part in await request.multipart():
-        if part.name == "payload_json":
-            body = json.loads(await part.text())  # type: ignore[union-attr]
-        elif part.filename:  # type: ignore[union-attr]
-            data = await part.read()  # type: ignore[union-attr]
-            kind = part.headers.get("Content-Type", "application/octet-stream")
-            files.append((part.filename, kind, bytes(data)))  # type: ignore[union-attr]
-    return body, files
-
-
-def _mentions(content: str, user_id: str) -> bool:
-    return f"<@{user_id}>" in content or f"<@!{user_id}>" in content
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
-def _error(status: int, code: int) -> web.Response:
-    return _json({"message": ERRORS.get(code, "General error"), "code": code}, status)
-
-
-def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    # discord.py checks for this exact content type before parsing a body as JSON, and
-    # reads a 429 as Discord's (not a Cloudflare ban) only when ``Via`` is present.
-    body = json.dumps(data).encode()
-    extra = {"Content-Type": "application/json", "Via": "1.1 google", **(headers or {})}
-    return web.Response(body=body, status=status, headers=extra)
+        return json_response(body, 429, headers)
