@@ -133,3 +133,38 @@ async def test_the_approval_prompt_is_a_note_and_stays_one_when_answered(
     read = await platform.history(ChannelRef("discord", GENERAL, name="general"), limit=5)
     notes = [m.text for m in read if TAG_NOTE in m.tags]
     assert notes == [prompt["content"]]
+
+
+async def test_every_read_path_names_people_as_the_guild_does(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    carol = fake_discord.user("Carol")
+    fake_discord.roles[carol.id] = ["500"]
+    root = await fake_discord.post(GENERAL, carol, "the root")
+    reply = await fake_discord.post(GENERAL, carol, "a reply", reply_to=root)
+    await fake_discord.pin(root)
+    _, platform = await start_bot(FakeProvider())
+    general = ChannelRef("discord", GENERAL, name="general", guild_id="1")
+    (pinned,) = await platform.pinned(general)
+    stretch = await platform.history_until(fake_discord.link(reply), limit=5)
+    assert stretch is not None
+    trigger = stretch[-1]
+    (chained,) = await platform.reply_chain(trigger)
+    for message in (pinned, *stretch, chained):
+        assert (message.author.name, message.author.roles) == ("Caz", ("mods", "500"))
+    assert fake_discord.calls[MEMBER_LOOKUP.format(carol.id)] == 1
+
+
+async def test_an_unanswered_prompt_loses_its_buttons(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    _, platform = await start_bot(FakeProvider())
+    general = ChannelRef("discord", GENERAL, name="general", guild_id="1")
+    alice = Participant(fake_discord.user("Alice").id, "Alice")
+    request = ApprovalRequest("wipe", "wipe (target: cache)", alice, timeout=0.2)
+    decision = await asyncio.wait_for(platform.request_approval(general, request), 10)
+    assert decision.answer is Approval.TIMEOUT
+    (prompt,) = fake_discord.channels[GENERAL]
+    assert prompt["components"] == []
+    assert prompt["content"].endswith("Allow?\nNo answer in time.")
+    assert prompt["flags"] == 1 << 12  # still a note
