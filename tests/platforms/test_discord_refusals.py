@@ -152,6 +152,6 @@ async def test_losing_the_typing_permission_costs_only_the_indicator(
     ]
     told = [r.getMessage() for r in caplog.records if "typing" in r.getMessage()]
     assert told == [
-        "Discord: Discord refused to show typing in #general: missing permission "
+        "Discord refused to show typing in #general: missing permission "
         "Send Messages; answering without the typing indicator"
     ]

@@ -344,7 +344,7 @@ class DiscordPlatform(PlatformBase):
                 sent = await target.send(content, files=uploads, nonce=nonce, silent=note)
             except discord.Forbidden as exc:
                 error = refusal(action, exc, needs=_SEND)
-                self._tell_once(channel, f"missing permission to send: {error}")
+                self._tell_once(channel, str(error))
                 raise error from exc
             except (discord.DiscordException, *NETWORK_ERRORS) as exc:
                 passing = isinstance(exc, (discord.DiscordServerError, *NETWORK_ERRORS))
@@ -371,7 +371,7 @@ class DiscordPlatform(PlatformBase):
 
     def _tell_once(self, channel: ChannelRef, problem: str) -> None:
         if self._told.first(channel.key):
-            logger.error("Discord: %s (needs: %s)", problem, ", ".join(_permission_names()))
+            logger.error("%s (the bot needs: %s)", problem, ", ".join(_permission_names()))
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         """The dot message through a webhook named after the bot (a thread's through its
@@ -575,7 +575,7 @@ class DiscordPlatform(PlatformBase):
 
     def _typing_failed(self, channel: ChannelRef, exc: PlatformError) -> None:
         if self._typing_told.first(channel.key):
-            logger.warning("Discord: %s; answering without the typing indicator", exc)
+            logger.warning("%s; answering without the typing indicator", exc)
 
     # -- approvals ---------------------------------------------------------------------
 
