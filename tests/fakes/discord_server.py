@@ -1,9 +1,34 @@
-"""A loopback fake of Discord's REST API and gateway, enough to drive the real discord.py.
+"""A loopback fake of Discord's REST API and gateway that drives the real discord.py.
 
-One guild with text channels, a few people and the bot. Tests act as people with
-``post`` (the message goes to the store and out over the gateway as MESSAGE_CREATE),
-``edit``, ``delete`` and ``react``; they read what the bot did in ``channels`` and count
-REST calls in ``calls``. ``fail_next`` scripts errors for a route.
+It follows Discord's documented behaviour, including what Discord leaves out, so the
+adapter meets what it will meet in production:
+
+- REST message objects (history, one message, pins, the answer to a send) carry no
+  ``member`` and no ``guild_id``; only gateway MESSAGE_CREATE / MESSAGE_UPDATE of guild
+  messages add the author's partial member (nick, roles, joined_at; no ``user``), and
+  mentions there carry a partial member too. Webhook messages never have one.
+- GUILD_CREATE lists only the bot's own member unless the client asked for the
+  GUILD_PRESENCES intent; other members are found with GET /guilds/{g}/members/{u}
+  (404 code 10007 Unknown Member for someone who left).
+- People have a username, a global display name and may have a guild nickname; bots have
+  a username and no global name.
+- Pinning, joining, boosting and opening a thread post system messages (types 6, 7, 8,
+  18, 21) as Discord does.
+- Errors come as Discord sends them: 403 with code 50001 Missing Access or 50013 Missing
+  Permissions, 404 with the Unknown … code, 429 with the X-RateLimit-* headers,
+  Retry-After and a JSON body, and every answer carries the rate-limit headers of its
+  route. The ``Via`` header is what discord.py uses to tell an API 429 from a Cloudflare
+  ban, and Discord's API answers carry it.
+- Message ``flags`` a client may set (SUPPRESS_NOTIFICATIONS …) are kept and echoed;
+  an edit keeps the flags it does not name. A message over 2000 characters is refused.
+- Interactions: callbacks of type 4, 5, 6, 7 and 9 (204, or the callback response with
+  ``with_response``), follow-ups and edits of the original through the interaction
+  webhook; executing a webhook returns 204 unless ``wait``.
+
+Tests act as people with ``post``, ``edit``, ``delete``, ``react``, ``pin``, ``click``,
+``command``, ``join``, ``leave`` and ``start_thread``; they read what the bot did in
+``channels``, count REST calls in ``calls`` (and their order in ``log``), take rights
+away with ``deny``, and script failures with ``fail_next`` and ``rate_limit``.
 """
 
 from __future__ import annotations
@@ -12,58 +37,58 @@ import asyncio
 import contextlib
 import itertools
 import json
+import math
+import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.discord_rest import RestRoutes
+from tests.fakes.discord_wire import (
+    APP_FLAGS_MESSAGE_CONTENT,
+    BOOST,
+    DEFAULT,
+    DEFAULT_CODE,
+    GUILD_ID,
+    HAS_THREAD,
+    INTENT_GUILD_PRESENCES,
+    PERMISSIONS,
+    PINNED,
+    REPLY,
+    SYSTEM_CHANNEL,
+    THREAD_CREATED,
+    THREAD_STARTER,
+    USER_JOIN,
+    Failure,
+    FakeUser,
+    PendingInteraction,
+    Refusal,
+    error_response,
+    json_response,
+    now,
+)
+
 __all__ = ["DiscordServer", "FakeUser"]
 
-GUILD_ID = "1"
-APP_FLAGS_MESSAGE_CONTENT = 1 << 18
-
-
-@dataclass(frozen=True)
-class FakeUser:
-    id: str
-    name: str
-    bot: bool = False
-
-    def payload(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "username": self.name.lower(),
-            "global_name": self.name,
-            "discriminator": "0",
-            "avatar": None,
-            "bot": self.bot,
-        }
-
 
 @dataclass
-class _Failure:
-    method: str
-    fragment: str
-    status: int
-    times: int = 1
-    after_effect: bool = False  # do the work, then answer with the error (a lost response)
-
-
-@dataclass
-class DiscordServer:
+class DiscordServer(RestRoutes):
     bot: FakeUser = field(default_factory=lambda: FakeUser("100", "Salon", bot=True))
     people: list[FakeUser] = field(
         default_factory=lambda: [
             FakeUser("200", "Alice"),
             FakeUser("201", "Bob"),
+            FakeUser("202", "Carol", nick="Caz"),
             FakeUser("300", "Robo", bot=True),
         ]
     )
     message_content_intent: bool = True
     port: int = 0
     tokens: dict[str, FakeUser] = field(default_factory=dict)  # more bots: token -> bot user
+    bucket_limit: int = 1000  # requests per route bucket and window
+    bucket_window: float = 1.0
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1000)
@@ -71,16 +96,26 @@ class DiscordServer:
         self.channel_names = {"10": "general", "11": "random"}
         self.dm_channels: dict[str, str] = {}  # user id -> dm channel id
         self.calls: Counter[str] = Counter()
+        self.log: list[str] = []  # every REST call in order, "METHOD /path"
         self.commands: list[dict[str, Any]] = []
         self.interaction_responses: list[dict[str, Any]] = []
         self.webhooks: list[dict[str, Any]] = []
         self.files: dict[str, bytes] = {}
         self.threads: dict[str, str] = {}  # thread id -> parent channel id
+        self._thread_names: dict[str, str] = {}
+        self._ephemeral: dict[str, dict[str, Any]] = {}  # seen by one person only
         self.webhook_posts: list[dict[str, Any]] = []
         self.roles: dict[str, list[str]] = {}  # user id -> role ids
         self.role_names: dict[str, str] = {"500": "mods"}  # the guild's roles
-        self._failures: list[_Failure] = []
+        self.nicks: dict[str, str] = {u.id: u.nick for u in [self.bot, *self.people] if u.nick}
+        self.left: set[str] = set()  # people who left the guild
+        self.denied: dict[str, int] = {}  # channel id -> permission bits the bot lacks
+        self.intents = 0  # what the last IDENTIFY asked for
+        self._failures: list[Failure] = []
         self._nonces: dict[str, dict[str, Any]] = {}
+        self._interactions: dict[str, PendingInteraction] = {}
+        self._buckets: dict[str, str] = {}
+        self._windows: dict[tuple[str, str], tuple[float, int]] = {}
         self._sockets: list[web.WebSocketResponse] = []
         self._seq = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -126,6 +161,10 @@ class DiscordServer:
     def user(self, name: str) -> FakeUser:
         return next(u for u in [self.bot, *self.people] if u.name == name)
 
+    def display_name(self, user: FakeUser) -> str:
+        """How Discord shows ``user`` in the guild: nickname, global name, username."""
+        return self.nicks.get(user.id) or user.name
+
     def dm_channel(self, user: FakeUser) -> str:
         if user.id not in self.dm_channels:
             channel_id = str(next(self._ids))
@@ -143,48 +182,62 @@ class DiscordServer:
         reply_to: dict[str, Any] | None = None,
         files: list[tuple[str, str, bytes]] = (),  # type: ignore[assignment]
     ) -> dict[str, Any]:
-        message = self._message(channel_id, author, content, list(mentions), reply_to)
+        message = self._new_message(
+            channel_id, author, content, mentions=list(mentions), reply_to=reply_to
+        )
         for filename, content_type, data in files:
-            file_id = str(next(self._ids))
-            self.files[file_id] = data
-            message["attachments"].append(
-                {
-                    "id": file_id,
-                    "filename": filename,
-                    "content_type": content_type,
-                    "size": len(data),
-                    "url": f"http://127.0.0.1:{self.port}/attachments/{file_id}/{filename}",
-                    "proxy_url": f"http://127.0.0.1:{self.port}/attachments/{file_id}/{filename}",
-                }
-            )
-        self.channels[channel_id].append(message)
-        await self.dispatch("MESSAGE_CREATE", message)
-        return message
+            message["attachments"].append(self._attachment(filename, content_type, data))
+        return await self._publish(message)
 
     async def edit(self, message: dict[str, Any], content: str) -> None:
         message["content"] = content
-        message["edited_timestamp"] = datetime.now(UTC).isoformat()
-        await self.dispatch("MESSAGE_UPDATE", message)
+        message["edited_timestamp"] = now()
+        await self.dispatch("MESSAGE_UPDATE", self._event_message(message))
 
     async def delete(self, message: dict[str, Any]) -> None:
         self.channels[message["channel_id"]].remove(message)
         payload = {"id": message["id"], "channel_id": message["channel_id"]}
-        if message.get("guild_id"):
-            payload["guild_id"] = message["guild_id"]
+        if self._in_guild(message["channel_id"]):
+            payload["guild_id"] = GUILD_ID
         await self.dispatch("MESSAGE_DELETE", payload)
 
-    async def pin(self, message: dict[str, Any]) -> None:
-        """Pin a message, as a moderator would: MESSAGE_UPDATE and CHANNEL_PINS_UPDATE."""
+    async def pin(self, message: dict[str, Any], by: FakeUser | None = None) -> None:
+        """Someone pins a message: the message changes (MESSAGE_UPDATE), Discord posts a
+        "pinned a message" notice (type 6) and sends CHANNEL_PINS_UPDATE."""
+        channel_id = message["channel_id"]
         message["pinned"] = True
-        message["pinned_at"] = datetime.now(UTC).isoformat()
-        await self.dispatch("MESSAGE_UPDATE", message)
-        payload = {"channel_id": message["channel_id"], "last_pin_timestamp": message["pinned_at"]}
-        if message.get("guild_id"):
+        message["pinned_at"] = now()
+        await self.dispatch("MESSAGE_UPDATE", self._event_message(message))
+        notice = self._new_message(channel_id, by or self.people[0], "", kind=PINNED)
+        notice["message_reference"] = self._reference(channel_id, message["id"])
+        await self._publish(notice)
+        payload = {"channel_id": channel_id, "last_pin_timestamp": message["pinned_at"]}
+        if self._in_guild(channel_id):
             payload["guild_id"] = GUILD_ID
         await self.dispatch("CHANNEL_PINS_UPDATE", payload)
 
+    async def join(self, user: FakeUser) -> dict[str, Any]:
+        """``user`` joins the guild: Discord welcomes them in the system channel (type 7)."""
+        self.left.discard(user.id)
+        if user not in self.people:
+            self.people.append(user)
+        return await self._publish(self._new_message(SYSTEM_CHANNEL, user, "", kind=USER_JOIN))
+
+    async def boost(self, user: FakeUser) -> dict[str, Any]:
+        """``user`` boosts the guild: a type 8 notice in the system channel."""
+        return await self._publish(self._new_message(SYSTEM_CHANNEL, user, "", kind=BOOST))
+
+    def leave(self, user: FakeUser) -> None:
+        """``user`` leaves the guild (no event: GUILD_MEMBER_REMOVE needs GUILD_MEMBERS)."""
+        self.left.add(user.id)
+
+    def deny(self, channel_id: str, *permissions: str) -> None:
+        """Take permissions (``PERMISSIONS`` names) from the bot in one channel."""
+        for name in permissions:
+            self.denied[channel_id] = self.denied.get(channel_id, 0) | PERMISSIONS[name]
+
     def link(self, message: dict[str, Any]) -> str:
-        guild = GUILD_ID if message.get("guild_id") else "@me"
+        guild = GUILD_ID if self._in_guild(message["channel_id"]) else "@me"
         return f"https://discord.com/channels/{guild}/{message['channel_id']}/{message['id']}"
 
     async def react(self, message: dict[str, Any], user: FakeUser, emoji: str) -> None:
@@ -199,81 +252,67 @@ class DiscordServer:
             "type": 0,
             "burst": False,
         }
-        if message.get("guild_id"):
+        if self._in_guild(message["channel_id"]):
             payload["guild_id"] = GUILD_ID
             payload["member"] = self._member(user)
         await self.dispatch("MESSAGE_REACTION_ADD", payload)
 
     async def click(self, message: dict[str, Any], user: FakeUser, custom_id: str) -> str:
         """Press a button of a bot message: an INTERACTION_CREATE like Discord sends."""
-        interaction_id = str(next(self._ids))
-        payload = {
-            "id": interaction_id,
-            "application_id": self.bot.id,
-            "type": 3,
-            "token": f"token-{interaction_id}",
-            "version": 1,
-            "channel_id": message["channel_id"],
-            "message": message,
-            "data": {"custom_id": custom_id, "component_type": 2},
-            "attachment_size_limit": 26214400,
-            "app_permissions": str((1 << 41) - 1),
-            "locale": "en-US",
-            "entitlements": [],
-            "authorizing_integration_owners": {},
-            "context": 0,
-        }
-        if message.get("guild_id"):
-            payload["guild_id"] = GUILD_ID
-            payload["member"] = self._member(user)
-        else:
-            payload["user"] = user.payload()
+        data = {"custom_id": custom_id, "component_type": 2}
+        payload = self._interaction(3, message["channel_id"], user, data)
+        payload["message"] = message
+        self._interactions[payload["id"]] = PendingInteraction(
+            payload["token"], 3, message["channel_id"], message["id"]
+        )
         await self.dispatch("INTERACTION_CREATE", payload)
-        return interaction_id
+        return str(payload["id"])
 
     async def command(self, channel_id: str, user: FakeUser, name: str, **options: object) -> None:
         """Someone runs a slash command: an INTERACTION_CREATE of type 2."""
-        interaction_id = str(next(self._ids))
         kinds = {str: 3, int: 4, bool: 5}
-        payload: dict[str, Any] = {
-            "id": interaction_id,
-            "application_id": self.bot.id,
-            "type": 2,
-            "token": f"token-{interaction_id}",
-            "version": 1,
-            "channel_id": channel_id,
-            "channel": self._channel_payload(channel_id),
-            "data": {
-                "id": str(next(self._ids)),
-                "name": name,
-                "type": 1,
-                "options": [
-                    {"name": k, "type": kinds[type(v)], "value": v} for k, v in options.items()
-                ],
-            },
-            "attachment_size_limit": 26214400,
-            "app_permissions": str((1 << 41) - 1),
-            "locale": "en-US",
-            "entitlements": [],
-            "authorizing_integration_owners": {},
-            "context": 0,
+        data = {
+            "id": str(next(self._ids)),
+            "name": name,
+            "type": 1,
+            "options": [
+                {"name": k, "type": kinds[type(v)], "value": v} for k, v in options.items()
+            ],
         }
-        if channel_id in self.channel_names:
-            payload["guild_id"] = GUILD_ID
-            payload["member"] = self._member(user)
-        else:
-            payload["user"] = user.payload()
+        payload = self._interaction(2, channel_id, user, data)
+        payload["channel"] = self._channel_payload(channel_id)
+        self._interactions[payload["id"]] = PendingInteraction(
+            payload["token"], 2, channel_id, None
+        )
         await self.dispatch("INTERACTION_CREATE", payload)
 
-    async def start_thread(self, starter: dict[str, Any], name: str) -> str:
-        """Open a public thread on a message; the thread's id is the message's, as on Discord."""
-        thread_id = starter["id"]
-        parent = starter["channel_id"]
+    async def start_thread(
+        self, starter: dict[str, Any], name: str, by: FakeUser | None = None
+    ) -> str:
+        """Open a public thread on a message, as Discord does: the thread's id is the
+        message's; the message gets HAS_THREAD; the thread opens with a starter notice
+        (type 21); an older message also gets a "started a thread" notice (type 18) in
+        the parent."""
+        thread_id, parent = starter["id"], starter["channel_id"]
+        creator = by or self.people[0]
+        older = self.channels[parent][-1] is not starter
         self.channels[thread_id] = []
         self.threads[thread_id] = parent
+        self._thread_names[thread_id] = name
+        starter["flags"] |= HAS_THREAD
+        starter["thread"] = self._channel_payload(thread_id)
+        await self.dispatch("MESSAGE_UPDATE", self._event_message(starter))
         await self.dispatch(
             "THREAD_CREATE", self._channel_payload(thread_id) | {"newly_created": True}
         )
+        opening = self._new_message(thread_id, creator, "", kind=THREAD_STARTER)
+        opening["message_reference"] = self._reference(parent, starter["id"])
+        opening["referenced_message"] = starter
+        await self._publish(opening)
+        if older:
+            notice = self._new_message(parent, creator, name, kind=THREAD_CREATED)
+            notice["message_reference"] = {"channel_id": thread_id, "guild_id": GUILD_ID}
+            await self._publish(notice)
         return thread_id
 
     def fail_next(
@@ -284,8 +323,28 @@ class DiscordServer:
         times: int = 1,
         *,
         after_effect: bool = False,
+        code: int | None = None,
+        exact: bool = False,
     ) -> None:
-        self._failures.append(_Failure(method, fragment, status, times, after_effect))
+        """The next ``times`` requests whose path contains ``fragment`` (is it, when
+        ``exact``) fail with ``status``; a 403 carries ``code``, 50013 Missing Permissions
+        unless told."""
+        failure = Failure(method, fragment, status, times, after_effect, code, exact=exact)
+        self._failures.append(failure)
+
+    def rate_limit(
+        self,
+        method: str,
+        fragment: str,
+        *,
+        retry_after: float = 0.05,
+        times: int = 1,
+        scope: str = "user",
+    ) -> None:
+        """The next ``times`` matching requests get a 429 as Discord sends it; ``scope``
+        ``user``, ``shared`` (a resource limit) or ``global``."""
+        failure = Failure(method, fragment, 429, times, retry_after=retry_after, scope=scope)
+        self._failures.append(failure)
 
     async def wait_bot_messages(
         self, channel_id: str, count: int, within: float = 10, *, bot: FakeUser | None = None
@@ -306,6 +365,11 @@ class DiscordServer:
             await self.sent.wait_for(lambda: len(self.interaction_responses) >= count)
         return list(self.interaction_responses)
 
+    async def wait_calls(self, key: str, count: int, within: float = 10) -> None:
+        """Wait until ``calls[key]`` (e.g. ``"POST /channels/10/typing"``) reaches ``count``."""
+        async with asyncio.timeout(within), self.sent:
+            await self.sent.wait_for(lambda: self.calls[key] >= count)
+
     async def drop_connections(self) -> None:
         """Close every gateway socket, as a network blip would."""
         for socket in list(self._sockets):
@@ -313,53 +377,160 @@ class DiscordServer:
 
     # -- payloads --------------------------------------------------------------------
 
-    def _member(self, user: FakeUser) -> dict[str, Any]:
-        return {
-            "user": user.payload(),
+    def _in_guild(self, channel_id: str) -> bool:
+        return channel_id in self.channel_names or channel_id in self.threads
+
+    def _member(self, user: FakeUser, *, with_user: bool = True) -> dict[str, Any]:
+        """A guild member object; gateway message events carry it without ``user``."""
+        member: dict[str, Any] = {
+            "nick": self.nicks.get(user.id),
+            "avatar": None,
             "roles": self.roles.get(user.id, []),
             "joined_at": "2026-01-01T00:00:00+00:00",
+            "premium_since": None,
             "deaf": False,
             "mute": False,
             "flags": 0,
+            "pending": False,
+            "communication_disabled_until": None,
         }
+        if with_user:
+            member["user"] = user.payload()
+        return member
 
-    def _message(
+    def _is_member(self, user_id: str) -> bool:
+        known = {u.id for u in [self.bot, *self.people]}
+        return user_id in known and user_id not in self.left
+
+    def _new_message(
         self,
         channel_id: str,
         author: FakeUser,
         content: str,
-        mentions: list[FakeUser],
-        reply_to: dict[str, Any] | None,
+        *,
+        kind: int = DEFAULT,
+        mentions: list[FakeUser] | None = None,
+        reply_to: dict[str, Any] | None = None,
+        flags: int = 0,
     ) -> dict[str, Any]:
+        """A message object as the REST API returns it (no ``member``, no ``guild_id``)."""
         message: dict[str, Any] = {
             "id": str(next(self._ids)),
             "channel_id": channel_id,
             "author": author.payload(),
-            "content": content if self.message_content_intent or author.id == self.bot.id else "",
-            "timestamp": datetime.now(UTC).isoformat(),
+            "content": content,
+            "timestamp": now(),
             "edited_timestamp": None,
             "tts": False,
             "mention_everyone": False,
-            "mentions": [u.payload() for u in mentions],
+            "mentions": [u.payload() for u in mentions or []],
             "mention_roles": [],
             "attachments": [],
             "embeds": [],
             "pinned": False,
-            "type": 19 if reply_to else 0,
-            "flags": 0,
+            "type": REPLY if reply_to is not None else kind,
+            "flags": flags,
             "components": [],
         }
-        if channel_id in self.channel_names or channel_id in self.threads:
-            message["guild_id"] = GUILD_ID
-            message["member"] = {k: v for k, v in self._member(author).items() if k != "user"}
         if reply_to is not None:
-            message["message_reference"] = {
-                "message_id": reply_to["id"],
-                "channel_id": channel_id,
-                "guild_id": message.get("guild_id"),
-            }
+            message["message_reference"] = self._reference(channel_id, reply_to["id"])
             message["referenced_message"] = reply_to
         return message
+
+    def _reference(self, channel_id: str, message_id: str) -> dict[str, Any]:
+        reference = {"type": 0, "message_id": message_id, "channel_id": channel_id}
+        if self._in_guild(channel_id):
+            reference["guild_id"] = GUILD_ID
+        return reference
+
+    def _attachment(self, filename: str, content_type: str, data: bytes) -> dict[str, Any]:
+        file_id = str(next(self._ids))
+        self.files[file_id] = data
+        url = f"http://127.0.0.1:{self.port}/attachments/{file_id}/{filename}"
+        return {
+            "id": file_id,
+            "filename": filename,
+            "content_type": content_type,
+            "size": len(data),
+            "url": url,
+            "proxy_url": url,
+        }
+
+    async def _publish(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.channels[message["channel_id"]].append(message)
+        await self.dispatch("MESSAGE_CREATE", self._event_message(message))
+        async with self.sent:
+            self.sent.notify_all()
+        return message
+
+    def _readable(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Without the Message Content intent an app sees empty content, except in DMs,
+        in its own messages and in messages that mention it."""
+        if self.message_content_intent or not self._in_guild(message["channel_id"]):
+            return message
+        mentioned = any(u["id"] == self.bot.id for u in message["mentions"])
+        if message["author"]["id"] == self.bot.id or mentioned:
+            return message
+        return message | {"content": "", "embeds": [], "attachments": [], "components": []}
+
+    def _event_message(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A message as MESSAGE_CREATE / MESSAGE_UPDATE carry it: in a guild with
+        ``guild_id``, the author's partial member (not for webhooks) and members on
+        mentions."""
+        event = dict(self._readable(message))
+        channel_id = message["channel_id"]
+        if not self._in_guild(channel_id):
+            return event | {"channel_type": 1}
+        event["guild_id"] = GUILD_ID
+        event["channel_type"] = 11 if channel_id in self.threads else 0
+        author = self._fake_user(message["author"]["id"])
+        if "webhook_id" not in message and author is not None:
+            event["member"] = self._member(author, with_user=False)
+        event["mentions"] = [
+            u | {"member": self._member(person, with_user=False)}
+            if (person := self._fake_user(u["id"])) and self._is_member(person.id)
+            else u
+            for u in message["mentions"]
+        ]
+        return event
+
+    def _fake_user(self, user_id: str) -> FakeUser | None:
+        return next((u for u in [self.bot, *self.people] if u.id == user_id), None)
+
+    def _interaction(
+        self, kind: int, channel_id: str, user: FakeUser, data: dict[str, Any]
+    ) -> dict[str, Any]:
+        interaction_id = str(next(self._ids))
+        payload: dict[str, Any] = {
+            "id": interaction_id,
+            "application_id": self.bot.id,
+            "type": kind,
+            "token": f"token-{interaction_id}",
+            "version": 1,
+            "channel_id": channel_id,
+            "data": data,
+            "attachment_size_limit": 26214400,
+            "app_permissions": str(self._bot_permissions(channel_id)),
+            "locale": "en-US",
+            "entitlements": [],
+            "authorizing_integration_owners": {"0": GUILD_ID},
+            "context": 0 if self._in_guild(channel_id) else 1,
+        }
+        if self._in_guild(channel_id):
+            payload["guild_id"] = GUILD_ID
+            payload["member"] = self._member(user) | {"permissions": str((1 << 41) - 1)}
+        else:
+            payload["user"] = user.payload()
+        return payload
+
+    def _bot_permissions(self, channel_id: str) -> int:
+        return ((1 << 41) - 1) & ~self.denied.get(channel_id, 0)
+
+    def _overwrites(self, channel_id: str) -> list[dict[str, Any]]:
+        denied = self.denied.get(channel_id, 0)
+        if not denied:
+            return []
+        return [{"id": self.bot.id, "type": 1, "allow": "0", "deny": str(denied)}]
 
     def _channel_payload(self, channel_id: str) -> dict[str, Any]:
         if channel_id in self.threads:
@@ -368,7 +539,7 @@ class DiscordServer:
                 "type": 11,
                 "guild_id": GUILD_ID,
                 "parent_id": self.threads[channel_id],
-                "name": f"thread {channel_id}",
+                "name": self._thread_names.get(channel_id, f"thread {channel_id}"),
                 "owner_id": self.people[0].id,
                 "message_count": len(self.channels[channel_id]),
                 "member_count": 1,
@@ -387,8 +558,8 @@ class DiscordServer:
                 "type": 0,
                 "guild_id": GUILD_ID,
                 "name": self.channel_names[channel_id],
-                "position": 0,
-                "permission_overwrites": [],
+                "position": list(self.channel_names).index(channel_id),
+                "permission_overwrites": self._overwrites(channel_id),
                 "nsfw": False,
                 "parent_id": None,
             }
@@ -412,30 +583,20 @@ class DiscordServer:
             {**everyone, "id": role_id, "name": name, "permissions": "0", "position": 1}
             for role_id, name in self.role_names.items()
         ]
-        channels = [
-            {
-                "id": cid,
-                "type": 0,
-                "guild_id": GUILD_ID,
-                "name": name,
-                "position": i,
-                "permission_overwrites": [],
-                "nsfw": False,
-                "parent_id": None,
-            }
-            for i, (cid, name) in enumerate(self.channel_names.items())
-        ]
-        members = [self._member(u) for u in [self.bot, *self.people]]
+        everybody = [u for u in [self.bot, *self.people] if self._is_member(u.id)]
+        # Without GUILD_PRESENCES, GUILD_CREATE lists only the bot (and voice users).
+        listed = everybody if self.intents & INTENT_GUILD_PRESENCES else [self.bot]
         return {
             "id": GUILD_ID,
             "name": "Salon test",
             "icon": None,
             "owner_id": self.people[0].id,
+            "system_channel_id": SYSTEM_CHANNEL,
             "roles": [everyone, *roles],
-            "channels": channels,
-            "threads": [],
-            "members": members,
-            "member_count": len(members),
+            "channels": [self._channel_payload(c) for c in self.channel_names],
+            "threads": [self._channel_payload(t) for t in self.threads],
+            "members": [self._member(u) for u in listed],
+            "member_count": len(everybody),
             "large": False,
             "unavailable": False,
             "features": [],
@@ -454,7 +615,7 @@ class DiscordServer:
             "nsfw_level": 0,
         }
 
-    async def _file(self, request: web.Request) -> web.Response:
+    async def _file(self, request: web.Request) -> web.StreamResponse:
         self.calls["GET /attachments"] += 1
         data = self.files.get(request.match_info["file_id"])
         if data is None:
@@ -489,6 +650,7 @@ class DiscordServer:
             await socket.send_json({"op": 11})
         elif op == 2:
             self.identifies += 1
+            self.intents = int(frame["d"].get("intents", 0))
             await self._ready(socket, self._acting(frame["d"].get("token", "")))
         elif op == 6:  # RESUME: refuse, so the client identifies afresh (a resume failure)
             await socket.send_json({"op": 9, "d": False})
@@ -517,193 +679,90 @@ class DiscordServer:
         )
         self.identified.set()
 
-    # -- REST ------------------------------------------------------------------------
+    # -- REST: the frame ---------------------------------------------------------------
 
-    async def _rest(self, request: web.Request) -> web.Response:
+    async def _rest(self, request: web.Request) -> web.StreamResponse:
         try:
             return await self._answer(request)
         finally:
             async with self.sent:  # whoever waits on REST traffic looks again
                 self.sent.notify_all()
 
-    async def _answer(self, request: web.Request) -> web.Response:
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         path = "/" + request.match_info["tail"]
         key = f"{request.method} {path}"
         self.calls[key] += 1
+        self.log.append(key)
+        bucket = self._bucket(request.method, path)
         for failure in self._failures:
-            if failure.times > 0 and failure.method == request.method and failure.fragment in path:
+            matches = path == failure.fragment if failure.exact else failure.fragment in path
+            if failure.times > 0 and failure.method == request.method and matches:
                 failure.times -= 1
                 if failure.after_effect:
-                    await self._route(request, path)
-                return _json({"message": "scripted failure", "code": 0}, failure.status)
+                    await self._route_or_refuse(request, path)
+                return self._failure_answer(failure, bucket)
+        response = await self._route_or_refuse(request, path)
+        response.headers.update(self._limit_headers(bucket))
+        return response
+
+    async def _route_or_refuse(self, request: web.Request, path: str) -> web.StreamResponse:
         try:
             return await self._route(request, path)
+        except Refusal as refusal:
+            return error_response(refusal.status, refusal.code)
         except (KeyError, StopIteration):
-            return _json({"message": "Unknown", "code": 10003}, 404)
+            return json_response({"message": "404: Not Found", "code": 0}, 404)
 
-    async def _route(self, request: web.Request, path: str) -> web.Response:
-        method = request.method
+    def _bucket(self, method: str, path: str) -> tuple[str, str]:
+        """(bucket hash, top-level resource) of a route, as X-RateLimit-Bucket names it."""
         parts = path.strip("/").split("/")
-        acting = self._acting(request.headers.get("Authorization", ""))
-        if path == "/users/@me":
-            return _json(acting.payload())
-        if path == "/oauth2/applications/@me":
-            flags = APP_FLAGS_MESSAGE_CONTENT if self.message_content_intent else 0
-            return _json(
-                {
-                    "id": acting.id,
-                    "name": acting.name,
-                    "icon": None,
-                    "description": "",
-                    "bot_public": True,
-                    "bot_require_code_grant": False,
-                    "owner": self.people[0].payload(),
-                    "verify_key": "x",
-                    "flags": flags,
-                    "team": None,
-                }
-            )
-        if path in {"/gateway/bot", "/gateway"}:
-            limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
-            return _json({"url": self.gateway, "shards": 1, "session_start_limit": limit})
-        if parts[0] == "users" and parts[-1] == "channels" and method == "POST":
-            body = await request.json()
-            user = next(u for u in self.people if u.id == body["recipient_id"])
-            channel_id = self.dm_channel(user)
-            return _json({"id": channel_id, "type": 1, "recipients": [user.payload()]})
-        if parts[0] == "applications" and "commands" in parts:
-            if method == "PUT":
-                self.commands = await request.json()
-            return _json(
-                [
-                    {**c, "id": str(i + 1), "application_id": self.bot.id, "version": "1"}
-                    for i, c in enumerate(self.commands)
-                ]
-            )
-        if parts[0] == "webhooks" and method == "POST":
-            hook = next(h for h in self.webhooks if h["id"] == parts[1])
-            body = await request.json()
-            self.webhook_posts.append(body)
-            author = FakeUser(hook["id"], body.get("username") or hook["name"], bot=True)
-            message = self._message(hook["channel_id"], author, body.get("content", ""), [], None)
-            message["webhook_id"] = hook["id"]
-            self.channels[hook["channel_id"]].append(message)
-            await self.dispatch("MESSAGE_CREATE", message)
-            return _json(message)
-        if parts[0] == "interactions":
-            body = await request.json()
-            self.interaction_responses.append(body)
-            async with self.sent:
-                self.sent.notify_all()
-            answer: dict[str, Any] = {"interaction": {"id": parts[1], "type": 3}}
-            return _json(answer)
-        if parts[0] == "channels":
-            return await self._channel_route(request, parts[1], parts[2:], acting)
-        return _json({"message": f"no fake for {method} {path}", "code": 0}, 404)
+        major = "/".join(parts[:2]) if parts[0] in {"channels", "guilds", "webhooks"} else ""
+        shape = " ".join([method, *("{id}" if p.isdigit() else p for p in parts)])
+        bucket = self._buckets.setdefault(shape, f"{len(self._buckets) + 1:08x}")
+        return bucket, major
 
-    async def _channel_route(
-        self, request: web.Request, channel_id: str, rest: list[str], acting: FakeUser
-    ) -> web.Response:
-        method = request.method
-        messages = self.channels[channel_id]
-        if not rest and method == "GET":
-            return _json(self._channel_payload(channel_id))
-        if rest == ["typing"]:
-            return web.Response(status=204)
-        if rest == ["webhooks"]:
-            if method == "POST":
-                body = await request.json()
-                hook = {
-                    "id": str(next(self._ids)),
-                    "type": 1,
-                    "name": body["name"],
-                    "channel_id": channel_id,
-                    "guild_id": GUILD_ID,
-                    "token": "hook-token",
-                    "application_id": None,
-                    "avatar": None,
-                }
-                self.webhooks.append(hook)
-                return _json(hook)
-            return _json([h for h in self.webhooks if h["channel_id"] == channel_id])
-        if rest == ["messages", "pins"]:
-            pinned = [m for m in reversed(messages) if m["pinned"]]
-            items = [{"pinned_at": m["pinned_at"], "message": m} for m in pinned]
-            return _json({"items": items, "has_more": False})
-        if rest == ["messages"] and method == "GET":
-            return _json(self._history(messages, request.query))
-        if rest == ["messages"] and method == "POST":
-            return await self._create(request, channel_id, acting)
-        if len(rest) == 2 and rest[0] == "messages":
-            message = next(m for m in messages if m["id"] == rest[1])
-            if method == "DELETE":
-                await self.delete(message)
-                return web.Response(status=204)
-            if method == "PATCH":
-                body = await request.json()
-                message.update({k: v for k, v in body.items() if k in ("content", "components")})
-                await self.dispatch("MESSAGE_UPDATE", message)
-            return _json(message)
-        if len(rest) >= 4 and rest[0] == "messages" and rest[2] == "reactions" and method == "PUT":
-            message = next(m for m in messages if m["id"] == rest[1])
-            await self.react(message, acting, request.match_info["tail"].split("/")[5])
-            return web.Response(status=204)
-        raise KeyError(rest)
+    def _limit_headers(self, bucket: tuple[str, str]) -> dict[str, str]:
+        moment = time.time()
+        start, used = self._windows.get(bucket, (moment, 0))
+        if moment - start >= self.bucket_window:
+            start, used = moment, 0
+        used += 1
+        self._windows[bucket] = (start, used)
+        reset = start + self.bucket_window
+        return {
+            "X-RateLimit-Limit": str(self.bucket_limit),
+            "X-RateLimit-Remaining": str(max(self.bucket_limit - used, 0)),
+            "X-RateLimit-Reset": f"{reset:.3f}",
+            "X-RateLimit-Reset-After": f"{max(reset - moment, 0):.3f}",
+            "X-RateLimit-Bucket": bucket[0],
+        }
 
-    def _history(self, messages: list[dict[str, Any]], query: Any) -> list[dict[str, Any]]:
-        limit = int(query.get("limit", 50))
-        ordered = list(reversed(messages))  # newest first, as Discord answers
-        if "before" in query:
-            ordered = [m for m in ordered if int(m["id"]) < int(query["before"])]
-        if "after" in query:
-            ordered = [m for m in ordered if int(m["id"]) > int(query["after"])][::-1][:limit][::-1]
-        return ordered[:limit]
-
-    async def _create(
-        self, request: web.Request, channel_id: str, acting: FakeUser
-    ) -> web.Response:
-        if request.content_type.startswith("multipart/"):
-            body: dict[str, Any] = {}
-            files = []
-            async for part in await request.multipart():
-                if part.name == "payload_json":
-                    body = json.loads(await part.text())
-                elif part.filename:
-                    files.append({"filename": part.filename, "size": len(await part.read())})
+    def _failure_answer(self, failure: Failure, bucket: tuple[str, str]) -> web.Response:
+        if failure.status != 429:
+            code = failure.code or DEFAULT_CODE.get(failure.status, 0)
+            response = error_response(failure.status, code)
+            response.headers.update(self._limit_headers(bucket))
+            return response
+        is_global = failure.scope == "global"
+        wording = "The resource is" if failure.scope == "shared" else "You are"
+        body = {
+            "message": f"{wording} being rate limited.",
+            "retry_after": failure.retry_after,
+            "global": is_global,
+        }
+        headers = {
+            "Retry-After": str(math.ceil(failure.retry_after)),
+            "X-RateLimit-Scope": failure.scope,
+        }
+        if is_global:
+            headers["X-RateLimit-Global"] = "true"
         else:
-            body, files = await request.json(), []
-        nonce = body.get("nonce")
-        if nonce and body.get("enforce_nonce") and nonce in self._nonces:
-            return _json(self._nonces[nonce])  # Discord's answer to a retried send
-        message = self._message(channel_id, acting, body.get("content") or "", [], None)
-        message["mentions"] = [
-            u.payload() for u in [self.bot, *self.people] if f"<@{u.id}>" in message["content"]
-        ]
-        if nonce:
-            self._nonces[nonce] = message
-        message["components"] = body.get("components") or []
-        message["attachments"] = [
-            {
-                "id": str(next(self._ids)),
-                "filename": f["filename"],
-                "size": f["size"],
-                "url": "",
-                "proxy_url": "",
+            reset = time.time() + failure.retry_after
+            headers |= {
+                "X-RateLimit-Limit": str(self.bucket_limit),
+                "X-RateLimit-Remaining": "0",
+                "X-RateLimit-Reset": f"{reset:.3f}",
+                "X-RateLimit-Reset-After": f"{failure.retry_after:.3f}",
+                "X-RateLimit-Bucket": bucket[0],
             }
-            for f in files
-        ]
-        if body.get("message_reference"):
-            ref_id = body["message_reference"]["message_id"]
-            message["message_reference"] = {"message_id": ref_id, "channel_id": channel_id}
-            message["type"] = 19
-        self.channels[channel_id].append(message)
-        await self.dispatch("MESSAGE_CREATE", message)
-        async with self.sent:
-            self.sent.notify_all()
-        return _json(message)
-
-
-def _json(data: Any, status: int = 200) -> web.Response:
-    # discord.py checks for this exact content type before parsing a body as JSON.
-    body = json.dumps(data).encode()
-    return web.Response(body=body, status=status, headers={"Content-Type": "application/json"})
+        return json_response(body, 429, headers)

@@ -13,10 +13,12 @@ import yarl
 
 from salon.app import BotApp
 from salon.config import Secrets
-from salon.llm import FakeProvider
+from salon.llm import FakeProvider, Provider
+from salon.llm.factory import build_provider
 from salon.platforms.discord import DiscordPlatform
 from tests.conftest import ServeApp, bot_config
-from tests.fakes.discord_server import DiscordServer
+from tests.fakes.discord_server import DiscordServer, FakeUser
+from tests.fakes.llm_server import LLMServer
 
 
 @pytest.fixture
@@ -61,8 +63,40 @@ def start_bot(fake_discord: DiscordServer, tmp_path: Path, serve_app: ServeApp) 
         )
         (platform,) = app.unattended_platforms()
         assert isinstance(platform, DiscordPlatform)
+        platform.guild_ready_timeout = 0.5  # the fake sends its one guild at once
         await serve_app(app, [platform])
         await asyncio.wait_for(platform.ready.wait(), 15)
         return app, platform
 
     return start
+
+
+GENERAL, RANDOM = "10", "11"
+
+
+def shown(provider: FakeProvider, index: int = -1) -> str:
+    """The text of every message of one request, a line each."""
+    return "\n".join(m.plain_text for m in provider.requests[index].messages)
+
+
+async def ask(server: DiscordServer, channel: str, author: FakeUser, text: str) -> dict[str, Any]:
+    """``author`` mentions the bot: ``<@bot> text``."""
+    return await server.post(channel, author, f"<@{server.bot.id}> {text}", mentions=[server.bot])
+
+
+def real_provider(llm: LLMServer, vendor: str) -> tuple[Provider, dict[str, Any]]:
+    """A provider of the real ``vendor`` SDK talking to the loopback LLM server, and the
+    ``providers`` config that names it."""
+    base = llm.base_url + ("/v1" if vendor == "openai" else "")
+    providers = {
+        "test": {
+            "type": vendor,
+            "model": "m",
+            "base_url": base,
+            "retries": 0,
+            "backoff_initial": 0,
+            "api_key_env": "TEST_KEY",
+        }
+    }
+    config = bot_config(providers=providers)
+    return build_provider(config, Secrets({"TEST_KEY": "k-test"})), providers

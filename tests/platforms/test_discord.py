@@ -210,7 +210,7 @@ async def test_a_500_on_send_is_retried_and_posted_once(
     (reply,) = await fake_discord.wait_bot_messages(GENERAL, 1)
     await asyncio.wait_for(_posts(fake_discord, 2), 15)
     assert reply["content"] == "exactly once"
-    assert [m["content"] for m in fake_discord.channels[GENERAL] if m["author"]["bot"]] == [
+    assert [m["content"] for m in fake_discord.channels[GENERAL] if m["author"].get("bot")] == [
         "exactly once"
     ]
 

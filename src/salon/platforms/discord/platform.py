@@ -3,6 +3,11 @@
 History stays on Discord: it is fetched when an activation needs it, from a cache that the
 gateway's create, edit, delete and reaction events keep exact, and that is dropped whenever
 the connection drops. Monitored channels live in the store so ``/monitor`` survives restarts.
+
+Discord's REST messages name their authors by user only; guild names and roles come from
+``MemberCache``, so a person has one name and the same roles whichever way their message
+was read. Discord's own notices (pins, joins, boosts, thread starts) are never read. Every
+failure of a call to Discord leaves as a ``PlatformError`` that says what was refused.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import io
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any, Protocol
@@ -26,6 +31,8 @@ from salon.errors import PlatformError
 from salon.model import (
     TAG_ASKED,
     TAG_MONITORED,
+    TAG_NOTE,
+    Approval,
     ApprovalDecision,
     ApprovalRequest,
     Attachment,
@@ -35,14 +42,19 @@ from salon.model import (
     Participant,
 )
 from salon.platforms.base import Capability, EventSink, PlatformBase
+from salon.platforms.discord.attachments import AttachmentLoader
 from salon.platforms.discord.cache import HistoryCache
+from salon.platforms.discord.client import Client
 from salon.platforms.discord.convert import (
     channel_ref,
+    is_conversation,
     parse_message_link,
     participant,
     to_discord_mentions,
     to_message,
 )
+from salon.platforms.discord.members import MemberCache
+from salon.platforms.discord.refusals import NETWORK_ERRORS, refusal, translated, where
 from salon.platforms.discord.views import ButtonPrompt
 
 __all__ = ["PERMISSIONS", "DiscordPlatform", "invite_url"]
@@ -62,6 +74,10 @@ PERMISSIONS = discord.Permissions(
 )
 _FETCH_MARGIN = 50  # extra messages fetched so deletions do not force a refetch
 _RANGE_CACHE = 32  # .history stretches kept (dropped on any edit or deletion in the channel)
+_MEMBER_CACHE = 5000  # guild members whose names and roles are kept
+_TOLD_CHANNELS = 1024  # channels whose problems were logged once
+_HISTORY = "Read Message History"
+_SEND = "Send Messages"
 
 
 class MonitorStore(Protocol):
@@ -79,69 +95,27 @@ def invite_url(application_id: int) -> str:
     )
 
 
-class _Client(discord.Client):
-    def __init__(self, platform: DiscordPlatform) -> None:
-        intents = discord.Intents.none()
-        intents.guilds = True
-        intents.guild_messages = True
-        intents.dm_messages = True
-        intents.message_content = True
-        intents.guild_reactions = True
-        intents.dm_reactions = True
-        super().__init__(intents=intents, max_messages=None)
-        self.platform = platform
-        self.tree = app_commands.CommandTree(self)
+class _Once:
+    """Keys already told about (a problem is logged once per channel); bounded."""
 
-    async def setup_hook(self) -> None:
-        self.platform._register_commands(self.tree)
+    def __init__(self) -> None:
+        self._keys: OrderedDict[str, None] = OrderedDict()
 
-    async def on_ready(self) -> None:
-        await self.platform._on_ready(self)
-
-    async def on_message(self, message: discord.Message) -> None:
-        await self.platform._on_message(message)
-
-    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
-        self.platform.cache.edited(self.platform._convert(payload.message))
-        self.platform._channel_changed(str(payload.channel_id))
-
-    async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
-        self.platform.cache.deleted(str(payload.channel_id), [str(payload.message_id)])
-        self.platform._channel_changed(str(payload.channel_id))
-
-    async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
-        self.platform.cache.deleted(str(payload.channel_id), [str(i) for i in payload.message_ids])
-        self.platform._channel_changed(str(payload.channel_id))
-
-    async def on_guild_channel_pins_update(self, channel: Any, last_pin: Any) -> None:
-        self.platform._pins.pop(str(channel.id), None)
-
-    async def on_private_channel_pins_update(self, channel: Any, last_pin: Any) -> None:
-        self.platform._pins.pop(str(channel.id), None)
-
-    async def on_raw_reaction_add(self, payload: discord.RawReactionActionEvent) -> None:
-        self.platform.cache.reacted(
-            str(payload.channel_id), str(payload.message_id), str(payload.emoji), added=True
-        )
-
-    async def on_raw_reaction_remove(self, payload: discord.RawReactionActionEvent) -> None:
-        self.platform.cache.reacted(
-            str(payload.channel_id), str(payload.message_id), str(payload.emoji), added=False
-        )
-
-    async def on_disconnect(self) -> None:
-        self.platform.cache.forget()  # events may be missed until we are back
-        self.platform._pins.clear()
-        self.platform._ranges.clear()
-
-    async def on_error(self, event_method: str, /, *args: Any, **kwargs: Any) -> None:
-        logger.exception("Discord: the %s handler failed", event_method)
+    def first(self, key: str) -> bool:
+        if key in self._keys:
+            return False
+        self._keys[key] = None
+        if len(self._keys) > _TOLD_CHANNELS:
+            self._keys.popitem(last=False)
+        return True
 
 
 class DiscordPlatform(PlatformBase):
     name = "discord"
     max_message_chars = 1800
     capabilities = frozenset(Capability)
+    guild_ready_timeout = 2.0  # how long discord.py waits for more guilds after READY
+    typing_interval = 8.0  # Discord shows "typing" for ten seconds: say it again before
 
     def __init__(
         self,
@@ -156,6 +130,7 @@ class DiscordPlatform(PlatformBase):
     ) -> None:
         self.config = config
         self.cache = HistoryCache(max_channels=config.history_cache_channels)
+        self.members = MemberCache(max_entries=_MEMBER_CACHE)
         self.history_fetches = 0
         self._bot = bot
         self._bot_name = bot_name
@@ -163,21 +138,23 @@ class DiscordPlatform(PlatformBase):
         self._monitors = monitors
         self._schedules = schedules
         self._authorized_roles = set(authorized_roles)
-        self._client: _Client | None = None
+        self._client: Client | None = None
+        self.attachments = AttachmentLoader(config)
         self._runner: asyncio.Task[None] | None = None
         self._sink: EventSink | None = None
         self._monitored: set[str] = set()
         self._webhooks: dict[int, discord.Webhook] = {}
         self._seen_channels: OrderedDict[int, Any] = OrderedDict()
-        self._told: set[str] = set()  # permission problems already logged once
-        self._pins: dict[str, list[Message]] = {}  # channel id -> pinned, oldest first
+        self._told = _Once()  # send permission problems, logged once per channel
+        self._typing_told = _Once()
+        self._pins: OrderedDict[str, list[Message]] = OrderedDict()  # oldest first
         self._ranges: OrderedDict[tuple[str, str, int], list[Message]] = OrderedDict()
         self.ready = asyncio.Event()
         self.open_prompts = 0
         self._prompts_changed = asyncio.Condition()
 
     @property
-    def client(self) -> _Client:
+    def client(self) -> Client:
         if self._client is None:
             raise PlatformError("Discord is not started")
         return self._client
@@ -195,12 +172,14 @@ class DiscordPlatform(PlatformBase):
         self._sink = sink
         self._monitored = await self._monitors.monitored(self._bot)
         self._monitored |= {f"discord:{c}" for c in self.config.monitored_channels}
-        self._client = _Client(self)
+        await self.attachments.open()
+        self._client = Client(self)
         self._runner = asyncio.create_task(self._client.start(self._token), name="discord")
         ready = asyncio.create_task(self.ready.wait())
         done, _ = await asyncio.wait({ready, self._runner}, return_when=asyncio.FIRST_COMPLETED)
         if self._runner in done:
             ready.cancel()
+            await self.attachments.close()
             error = self._runner.exception()
             if isinstance(error, discord.LoginFailure):
                 raise PlatformError("Discord refused the token (check the bot token)") from error
@@ -212,8 +191,9 @@ class DiscordPlatform(PlatformBase):
         if self._runner is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._runner, 10)
+        await self.attachments.close()
 
-    async def _on_ready(self, client: _Client) -> None:
+    async def _on_ready(self, client: Client) -> None:
         self.cache.forget()
         app = await client.application_info()
         logger.info("Discord: logged in as %s; invite: %s", client.user, invite_url(app.id))
@@ -230,20 +210,100 @@ class DiscordPlatform(PlatformBase):
             logger.warning("Discord: could not register slash commands: %s", exc)
         self.ready.set()
 
-    # -- incoming --------------------------------------------------------------------
+    # -- people and messages ----------------------------------------------------------
+
+    def _person(self, user: discord.abc.User, guild: discord.Guild | None) -> Participant:
+        """``user`` as ``guild`` shows them (nickname, roles); this bot by its inner name,
+        the name the model knows it by."""
+        me = self._client.user if self._client else None
+        if me is not None and user.id == me.id:
+            return Participant(str(user.id), self._bot_name, is_bot=True)
+        if guild is None:
+            return participant(user)
+        if isinstance(user, discord.Member) and user.guild.id == guild.id:
+            self.members.remember(user)  # the gateway's word is the freshest
+        face = self.members.face(guild.id, user.id)
+        if face is None:  # not in the guild (any more), a webhook, or a failed lookup
+            return participant(user)
+        return Participant(str(user.id), face.name, is_bot=user.bot, roles=face.roles)
 
     def _convert(self, message: discord.Message) -> Message:
-        converted = to_message(message)
+        guild = message.guild
+        converted = to_message(message, person=lambda user: self._person(user, guild))
+        tags = set(converted.tags)
         if converted.channel.key in self._monitored:
-            converted = _tagged(converted, TAG_MONITORED)
-        return converted
+            tags.add(TAG_MONITORED)
+        if self._is_note(message):
+            tags.add(TAG_NOTE)
+        return replace(converted, tags=frozenset(tags))
+
+    def _is_note(self, message: discord.Message) -> bool:
+        """Salon's own words are sent silent (SUPPRESS_NOTIFICATIONS); nothing else of
+        this bot is."""
+        me = self._client.user if self._client else None
+        return me is not None and message.author.id == me.id and message.flags.silent
+
+    async def _converted(self, messages: Iterable[discord.Message]) -> list[Message]:
+        """Fetched messages as Salon's, every person named as their guild shows them;
+        Discord's notices (pins, joins, thread starts…) are left out."""
+        kept = [m for m in messages if is_conversation(m)]
+        for guild, user_ids in self._people(kept).items():
+            await self.members.resolve(guild, user_ids)
+        return [self._convert(m) for m in kept]
+
+    def _people(self, messages: Sequence[discord.Message]) -> dict[discord.Guild, list[int]]:
+        """Who wrote or is mentioned in ``messages``, per guild (webhooks are nobody)."""
+        me = self._client.user.id if self._client and self._client.user else None
+        found: dict[discord.Guild, list[int]] = {}
+        for message in messages:
+            if message.guild is None:
+                continue
+            users = [*message.mentions, *([] if message.webhook_id else [message.author])]
+            ids = [u.id for u in users if u.id != me]
+            found.setdefault(message.guild, []).extend(ids)
+        return found
 
     async def _on_message(self, message: discord.Message) -> None:
+        if not is_conversation(message):
+            return  # a pin notice, a join, a boost: nothing anyone said
         self._remember_channel(message.channel)
         converted = self._convert(message)
         self.cache.added(converted)
         if self._sink is not None:
             await self._sink(MessageEvent(converted))
+
+    def _on_edit(self, message: discord.Message) -> None:
+        channel_id = str(message.channel.id)
+        if is_conversation(message):
+            self.cache.edited(self._convert(message))
+        self._channel_changed(channel_id, [str(message.id)], pinned=message.pinned)
+
+    def _on_delete(self, channel_id: str, message_ids: list[str]) -> None:
+        self.cache.deleted(channel_id, message_ids)
+        self._channel_changed(channel_id, message_ids)
+
+    def _on_pins_changed(self, channel_id: str) -> None:
+        self._pins.pop(channel_id, None)
+
+    def _on_reaction(self, payload: discord.RawReactionActionEvent, *, added: bool) -> None:
+        if payload.member is not None:
+            self.members.remember(payload.member)
+        channel_id, message_id = str(payload.channel_id), str(payload.message_id)
+        self.cache.reacted(channel_id, message_id, str(payload.emoji), added=added)
+
+    def _on_disconnect(self) -> None:
+        self.cache.forget()  # events may be missed until we are back
+        self._pins.clear()
+        self._ranges.clear()
+
+    def _channel_changed(self, channel_id: str, ids: list[str], *, pinned: bool = False) -> None:
+        """An edit or deletion: ``.history`` stretches of the channel are stale, and its
+        pins when the message is (or was) one of them."""
+        pins = self._pins.get(channel_id)
+        if pinned or (pins is not None and any(m.id in ids for m in pins)):
+            self._pins.pop(channel_id, None)
+        for key in [k for k in self._ranges if k[0] == channel_id]:
+            del self._ranges[key]
 
     # -- outgoing --------------------------------------------------------------------
 
@@ -259,10 +319,8 @@ class DiscordPlatform(PlatformBase):
         client = self.client
         found = client.get_channel(int(channel.id)) or self._seen_channels.get(int(channel.id))
         if found is None:
-            try:
+            with translated(f"reach channel {channel.name or channel.id}", needs="View Channel"):
                 found = await client.fetch_channel(int(channel.id))
-            except discord.HTTPException as exc:
-                raise PlatformError(f"cannot reach Discord channel {channel.id}: {exc}") from exc
         if not isinstance(found, discord.abc.Messageable):
             raise PlatformError(f"Discord channel {channel.id} takes no messages")
         return found
@@ -278,49 +336,60 @@ class DiscordPlatform(PlatformBase):
         target = await self._channel(channel)
         content = to_discord_mentions(text, self._known_people(channel, target))
         nonce = uuid.uuid4().int % (1 << 63)  # Discord drops a repeat with the same nonce
+        action = f"post in {where(target)}"
         delay = 1.0
         for attempt in range(self.config.send_retries + 1):
             try:
                 uploads = [discord.File(io.BytesIO(f.data or b""), f.filename) for f in files]
                 sent = await target.send(content, files=uploads, nonce=nonce, silent=note)
             except discord.Forbidden as exc:
-                self._tell_once(channel, f"missing permission to send in {channel.key}: {exc.text}")
-                raise PlatformError(f"no permission to post in this channel: {exc.text}") from exc
-            except discord.HTTPException as exc:
-                if exc.status < 500 or attempt == self.config.send_retries:
-                    raise PlatformError(f"Discord refused the message: {exc}") from exc
-                logger.warning("Discord: send failed (%s); retrying in %.1fs", exc.status, delay)
+                error = refusal(action, exc, needs=_SEND)
+                self._tell_once(channel, str(error))
+                raise error from exc
+            except (discord.DiscordException, *NETWORK_ERRORS) as exc:
+                passing = isinstance(exc, (discord.DiscordServerError, *NETWORK_ERRORS))
+                if not passing or attempt == self.config.send_retries:
+                    raise refusal(action, exc, needs=_SEND) from exc
+                logger.warning("Discord: send failed (%s); retrying in %.1fs", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.config.discord_backoff_max)
             else:
-                return self._convert(sent)
+                return (await self._converted([sent]))[0]
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _known_people(self, channel: ChannelRef, target: object) -> dict[str, str]:
-        """Lower-cased names to ids: the guild's cached members and who spoke recently."""
+        """Lower-cased names to ids: the guild's known members and who spoke recently."""
         known: dict[str, str] = {}
-        for member in getattr(getattr(target, "guild", None), "members", ()):
-            known.setdefault(participant(member).name.lower(), str(member.id))
+        guild = getattr(target, "guild", None)
+        if guild is not None:
+            for name, user_id in self.members.names(guild.id).items():
+                known.setdefault(name.lower(), str(user_id))
         for message in self.cache.get(channel.id, 1, everything=True) or ():
             for person in (message.author, *message.mentions):
                 known.setdefault(person.name.lower(), person.id)
         return known
 
     def _tell_once(self, channel: ChannelRef, problem: str) -> None:
-        if channel.key not in self._told:
-            self._told.add(channel.key)
-            logger.error("Discord: %s (needs: %s)", problem, ", ".join(_permission_names()))
+        if self._told.first(channel.key):
+            logger.error("%s (the bot needs: %s)", problem, ", ".join(_permission_names()))
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
+        """The dot message through a webhook named after the bot (a thread's through its
+        parent's); where there is none, or it fails, as a plain message."""
         target = await self._channel(channel)
-        if isinstance(target, discord.TextChannel):
+        body = text[: self.max_message_chars]
+        home = target.parent if isinstance(target, discord.Thread) else target
+        if isinstance(home, discord.TextChannel):
             try:
-                hook = await self._webhook(target)
-                await hook.send(text[: self.max_message_chars], username=self._bot_name)
+                hook = await self._webhook(home)
+                thread = target if isinstance(target, discord.Thread) else discord.utils.MISSING
+                await hook.send(body, username=self._bot_name, thread=thread)
                 return
-            except discord.HTTPException as exc:
+            except (discord.DiscordException, *NETWORK_ERRORS) as exc:
+                self._webhooks.pop(home.id, None)  # perhaps deleted: look again next time
                 logger.info("Discord: no webhook in %s (%s); posting plainly", channel.key, exc)
-        await target.send(text[: self.max_message_chars])
+        with translated(f"post the tool log in {where(target)}", needs=_SEND):
+            await target.send(body)
 
     async def _webhook(self, channel: discord.TextChannel) -> discord.Webhook:
         if channel.id not in self._webhooks:
@@ -329,48 +398,17 @@ class DiscordPlatform(PlatformBase):
             self._webhooks[channel.id] = hook
         return self._webhooks[channel.id]
 
+    # -- history -----------------------------------------------------------------------
+
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         return await self._with_files(await self._history(channel, limit))
 
     async def _with_files(self, messages: Sequence[Message]) -> list[Message]:
-        """Load what the model may see of attachments: the newest ``max_images`` images
-        under the size cap, and text files under ``max_text_attachment_kb``."""
-        out = list(messages)
-        images_left = self.config.max_images if self.config.include_images else 0
-        for index in range(len(out) - 1, -1, -1):
-            if out[index].attachments:
-                loaded, images_left = await self._load_files(out[index], images_left)
-                if loaded != out[index]:
-                    out[index] = loaded
-                    self.cache.edited(loaded)
-        return out
-
-    async def _load_files(self, message: Message, images_left: int) -> tuple[Message, int]:
-        files = []
-        for attachment in message.attachments:
-            wanted = self._wanted(attachment, images_left)
-            if attachment.content_type.startswith("image/") and wanted:
-                images_left -= 1
-            data = attachment.data
-            if wanted and data is None:
-                data = await self._download(attachment)
-            files.append(replace(attachment, data=data if wanted else None))
-        return replace(message, attachments=tuple(files)), images_left
-
-    def _wanted(self, attachment: Attachment, images_left: int) -> bool:
-        if attachment.content_type.startswith("image/"):
-            return images_left > 0 and attachment.size <= self.config.max_image_bytes
-        textual = attachment.content_type.startswith("text/") or attachment.filename.endswith(
-            (".txt", ".md", ".py", ".json", ".csv", ".log", ".yaml", ".yml", ".toml")
-        )
-        return textual and attachment.size <= self.config.max_text_attachment_kb * 1024
-
-    async def _download(self, attachment: Attachment) -> bytes | None:
-        try:
-            return await self.client.http.get_from_cdn(attachment.url)
-        except (discord.HTTPException, OSError) as exc:
-            logger.warning("Discord: could not load %s: %s", attachment.filename, exc)
-            return None
+        loaded = await self.attachments.load(messages)
+        for before, after in zip(messages, loaded, strict=True):
+            if after is not before:
+                self.cache.edited(after)  # downloaded once, kept with the cached message
+        return loaded
 
     async def _history(self, channel: ChannelRef, limit: int) -> Sequence[Message]:
         cached = self.cache.get(channel.id, limit)
@@ -381,36 +419,33 @@ class DiscordPlatform(PlatformBase):
         short = self.cache.short(channel.id)
         if short is not None:  # deletions used up the margin: fetch only what is missing
             oldest, known = short
-            self.history_fetches += 1
-            before = discord.Object(id=int(oldest))
-            missing = depth - known
-            older = [self._convert(m) async for m in target.history(limit=missing, before=before)]
-            self.cache.extend_older(channel.id, older[::-1], depth)
+            older = await self._fetch(target, depth - known, before=int(oldest))
+            self.cache.extend_older(channel.id, older, depth)
             return self.cache.get(channel.id, limit) or []
-        self.history_fetches += 1
-        fetched = [self._convert(m) async for m in target.history(limit=depth)]
-        fetched.reverse()
+        fetched = await self._fetch(target, depth)
         opens_with_history = bool(fetched) and fetched[0].text.startswith(".history")
         if isinstance(target, discord.Thread) and len(fetched) < depth and not opens_with_history:
             fetched = [*await self._before_thread(target, depth - len(fetched)), *fetched]
         self.cache.fill(channel.id, fetched, depth)
         return fetched[-limit:]
 
+    async def _fetch(
+        self, target: discord.abc.Messageable, limit: int, *, before: int | None = None
+    ) -> list[Message]:
+        """Up to ``limit`` messages (before the id ``before``), oldest first."""
+        self.history_fetches += 1
+        until = discord.Object(id=before) if before is not None else None
+        with translated(f"read the history of {where(target)}", needs=_HISTORY):
+            raw = [m async for m in target.history(limit=limit, before=until)]
+        return (await self._converted(raw))[::-1]
+
     async def _before_thread(self, thread: discord.Thread, limit: int) -> list[Message]:
         """The parent channel up to and including the message the thread branched from."""
         parent = thread.parent
         if not isinstance(parent, discord.TextChannel):
             return []  # a forum post has no messages before it
-        self.history_fetches += 1
-        until = discord.Object(id=thread.id + 1)  # a thread's id is its starter message's
-        earlier = [self._convert(m) async for m in parent.history(limit=limit, before=until)]
-        return earlier[::-1]
-
-    def _channel_changed(self, channel_id: str) -> None:
-        """An edit or deletion: pins and ``.history`` stretches of the channel are stale."""
-        self._pins.pop(channel_id, None)
-        for key in [k for k in self._ranges if k[0] == channel_id]:
-            del self._ranges[key]
+        # A thread's id is its starter message's: the parent up to and including it.
+        return await self._fetch(parent, limit, before=thread.id + 1)
 
     async def history_until(self, link: str, *, limit: int) -> Sequence[Message] | None:
         parsed = parse_message_link(link)
@@ -431,14 +466,12 @@ class DiscordPlatform(PlatformBase):
 
     async def _fetch_until(self, channel_id: str, message_id: str, limit: int) -> list[Message]:
         target = await self._channel(ChannelRef("discord", channel_id))
-        try:
+        self.history_fetches += 1
+        with translated(f"read message {message_id} in {where(target)}", needs=_HISTORY):
             last = await target.fetch_message(int(message_id))
             before = discord.Object(id=int(message_id))
             older = [m async for m in target.history(limit=limit - 1, before=before)]
-        except discord.HTTPException as exc:
-            raise PlatformError(f"cannot read message {message_id}: {exc}") from exc
-        self.history_fetches += 1
-        return [self._convert(m) for m in reversed(older)] + [self._convert(last)]
+        return await self._converted([*reversed(older), last])
 
     async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
         own = await self._pins_of(channel.id)
@@ -447,29 +480,17 @@ class DiscordPlatform(PlatformBase):
         return [*await self._pins_of(channel.parent_id), *own]
 
     async def _pins_of(self, channel_id: str) -> list[Message]:
+        """A channel's pins, oldest first; kept until a pin, or an edit or deletion of a
+        pinned message. An unreadable list is not kept: the next activation asks again."""
         if channel_id not in self._pins:
             target = await self._channel(ChannelRef("discord", channel_id))
-            try:
-                found = [self._convert(m) async for m in target.pins(limit=None)]
-            except discord.HTTPException as exc:
-                self._tell_once(ChannelRef("discord", channel_id), f"cannot read pins: {exc}")
-                found = []
+            with translated(f"read the pins of {where(target)}", needs=_HISTORY):
+                raw = [m async for m in target.pins(limit=None)]
+            found = await self._converted(raw)
             self._pins[channel_id] = sorted(found, key=lambda m: int(m.id))
+            while len(self._pins) > self.config.history_cache_channels:
+                self._pins.popitem(last=False)
         return self._pins[channel_id]
-
-    async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
-        target = await self._channel(channel)
-        try:
-            await target.get_partial_message(int(message_id)).delete()  # type: ignore[attr-defined]
-        except discord.HTTPException as exc:
-            raise PlatformError(f"cannot delete message {message_id}: {exc}") from exc
-
-    async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
-        target = await self._channel(channel)
-        try:
-            await target.get_partial_message(int(message_id)).add_reaction(emoji)  # type: ignore[attr-defined]
-        except discord.HTTPException as exc:
-            raise PlatformError(f"cannot react to message {message_id}: {exc}") from exc
 
     async def reply_chain(self, message: Message) -> Sequence[Message]:
         """Walk replies back, at most ``reply_chain_max_depth``; the cache first, then REST."""
@@ -481,60 +502,121 @@ class DiscordPlatform(PlatformBase):
         while current.reply_to_id and len(chain) < self.config.reply_chain_max_depth:
             if current.reply_to_id in seen:
                 break  # a cycle: stop
-            found = known.get(current.reply_to_id)
+            found = known.get(current.reply_to_id) or await self._replied(
+                target, current.reply_to_id
+            )
             if found is None:
-                try:
-                    fetched = await target.fetch_message(int(current.reply_to_id))
-                except discord.HTTPException:
-                    break  # deleted or out of reach: the chain ends here
-                found = self._convert(fetched)
+                break  # deleted or out of reach: the chain ends here
             seen.add(found.id)
             chain.append(found)
             current = found
         return chain[::-1]
 
-    async def current_users(self, channel: ChannelRef) -> Sequence[str]:
+    async def _replied(self, target: discord.abc.Messageable, message_id: str) -> Message | None:
+        with translated(f"read message {message_id} in {where(target)}", needs=_HISTORY):
+            try:
+                fetched = await target.fetch_message(int(message_id))
+            except discord.NotFound:
+                return None
+        converted = await self._converted([fetched])
+        return converted[0] if converted else None
+
+    # -- other abilities ---------------------------------------------------------------
+
+    async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
         target = await self._channel(channel)
-        members = getattr(target, "members", None)
-        if members:
-            return sorted({participant(m).name for m in members})
-        recent = self.cache.get(channel.id, 1) or []
-        return sorted({m.author.name for m in recent})
+        with translated(f"delete a message in {where(target)}", needs="Manage Messages"):
+            await target.get_partial_message(int(message_id)).delete()  # type: ignore[attr-defined]
+
+    async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
+        target = await self._channel(channel)
+        with translated(f"react in {where(target)}", needs="Add Reactions"):
+            await target.get_partial_message(int(message_id)).add_reaction(emoji)  # type: ignore[attr-defined]
+
+    async def current_users(self, channel: ChannelRef) -> Sequence[str]:
+        """Who spoke recently, and the members discord.py knows can see the channel."""
+        target = await self._channel(channel)
+        guild = getattr(target, "guild", None)
+        names = {m.author.name for m in self.cache.get(channel.id, 1, everything=True) or ()}
+        names |= {self._person(m, guild).name for m in getattr(target, "members", ())}
+        return sorted(names)
 
     @asynccontextmanager
     async def typing(self, channel: ChannelRef) -> AsyncIterator[None]:
-        target = await self._channel(channel)
-        async with target.typing():
+        """Typing shows at once and is said again until the context ends. A failure costs
+        only the indicator: it is logged once per channel and the answer goes on."""
+        keeper: asyncio.Task[None] | None = None
+        try:
+            target = await self._channel(channel)
+            await self._show_typing(target)
+            keeper = asyncio.create_task(
+                self._keep_typing(channel, target), name=f"typing {channel.key}"
+            )
+        except PlatformError as exc:
+            self._typing_failed(channel, exc)
+        try:
             yield
+        finally:
+            if keeper is not None:
+                keeper.cancel()
+                await asyncio.gather(keeper, return_exceptions=True)
+
+    async def _keep_typing(self, channel: ChannelRef, target: discord.abc.Messageable) -> None:
+        try:
+            while True:
+                await asyncio.sleep(self.typing_interval)
+                await self._show_typing(target)
+        except PlatformError as exc:
+            self._typing_failed(channel, exc)
+
+    async def _show_typing(self, target: discord.abc.Messageable) -> None:
+        with translated(f"show typing in {where(target)}", needs=_SEND):
+            await target.typing()
+
+    def _typing_failed(self, channel: ChannelRef, exc: PlatformError) -> None:
+        if self._typing_told.first(channel.key):
+            logger.warning("%s; answering without the typing indicator", exc)
 
     # -- approvals ---------------------------------------------------------------------
 
     async def request_approval(
         self, channel: ChannelRef, request: ApprovalRequest
     ) -> ApprovalDecision:
+        """Approve / Cancel buttons on a silent message (Salon's own words); only the
+        requester or a member of an authorized role (by name or id) may press them."""
         target = await self._channel(channel)
         roles = set(request.authorized_roles) | self._authorized_roles
 
         def may_answer(interaction: discord.Interaction) -> bool:
-            if str(interaction.user.id) == request.requester.id:
-                return True
-            names = {r.name for r in getattr(interaction.user, "roles", ())}
-            return bool(names & roles)
+            who = self._person(interaction.user, interaction.guild)
+            return who.id == request.requester.id or bool(roles & set(who.roles))
 
         prompt = ButtonPrompt(
             may_answer=may_answer,
+            name_of=lambda interaction: self._person(interaction.user, interaction.guild).name,
             refusal=f"Only {request.requester.name} can answer this.",
             timeout=request.timeout,
         )
         text = f"{self._bot_name} wants to run {request.description}. Allow?"
-        await target.send(text, view=prompt)
+        with translated(f"ask for approval in {where(target)}", needs=_SEND):
+            asked = await target.send(text, view=prompt, silent=True)
         async with self._prompts_changed:
             self.open_prompts += 1
             self._prompts_changed.notify_all()
         try:
-            return await prompt.answer
+            decision = await prompt.answer
         finally:
             self.open_prompts -= 1
+        if decision.answer is Approval.TIMEOUT:
+            await self._close_unanswered(asked, text)
+        return decision
+
+    async def _close_unanswered(self, asked: discord.Message, text: str) -> None:
+        """Take the buttons off a prompt nobody answered, so nobody presses them later."""
+        try:
+            await asked.edit(content=f"{text}\nNo answer in time.", view=None)
+        except (discord.DiscordException, *NETWORK_ERRORS) as exc:
+            logger.warning("Discord: could not close an unanswered approval prompt: %s", exc)
 
     async def wait_prompts(self, count: int = 1) -> None:
         """Wait until ``count`` approval prompts are open and clickable."""
@@ -543,7 +625,7 @@ class DiscordPlatform(PlatformBase):
 
     # -- slash commands -----------------------------------------------------------------
 
-    def _register_commands(self, tree: app_commands.CommandTree[_Client]) -> None:
+    def _register_commands(self, tree: app_commands.CommandTree[Client]) -> None:
         @tree.command(name="monitor", description="Read and answer every message here")
         async def monitor(interaction: discord.Interaction) -> None:
             await self._set_monitor(interaction, on=True)
@@ -583,7 +665,7 @@ class DiscordPlatform(PlatformBase):
         message = Message(
             id=f"ask-{interaction.id}",
             channel=channel,
-            author=participant(interaction.user),
+            author=self._person(interaction.user, interaction.guild),
             text=question,
             created_at=interaction.created_at,
             mentions=(self.self_participant,),

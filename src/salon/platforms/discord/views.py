@@ -16,13 +16,15 @@ class ButtonPrompt(discord.ui.View):
     """Two buttons; ``answer`` resolves with approved, cancelled or timeout.
 
     ``may_answer(interaction)`` decides who may press them; anyone else is told so,
-    privately, and the prompt stays open.
+    privately, and the prompt stays open. ``name_of(interaction)`` is how the one who
+    answered is named (in the decision and in the edited prompt).
     """
 
     def __init__(
         self,
         *,
         may_answer: Callable[[discord.Interaction], bool],
+        name_of: Callable[[discord.Interaction], str],
         refusal: str,
         timeout: float,
         approve_label: str = "Approve",
@@ -31,6 +33,7 @@ class ButtonPrompt(discord.ui.View):
         super().__init__(timeout=timeout)
         self.answer: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
         self._may_answer = may_answer
+        self._name_of = name_of
         self._refusal = refusal
         approve = discord.ui.Button[ButtonPrompt](
             label=approve_label, style=discord.ButtonStyle.success, custom_id="salon:approve"
@@ -56,10 +59,11 @@ class ButtonPrompt(discord.ui.View):
         await self._close(interaction, Approval.CANCELLED, "Cancelled")
 
     async def _close(self, interaction: discord.Interaction, answer: Approval, word: str) -> None:
+        who = self._name_of(interaction)
         if not self.answer.done():
-            self.answer.set_result(ApprovalDecision(answer, by=interaction.user.display_name))
+            self.answer.set_result(ApprovalDecision(answer, by=who))
         asked = interaction.message.content if interaction.message else ""
-        content = f"{asked}\n{word} by {interaction.user.display_name}.".strip()
+        content = f"{asked}\n{word} by {who}.".strip()
         await interaction.response.edit_message(content=content, view=None)
         self.stop()
 

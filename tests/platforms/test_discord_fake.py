@@ -1,0 +1,207 @@
+"""The fake Discord itself keeps to Discord's documented behaviour (raw HTTP and gateway)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.fakes.discord_server import DiscordServer, FakeUser
+from tests.platforms.conftest import GENERAL
+
+AUTH = {"Authorization": "Bot token-123"}
+PRESENCES = 1 << 8
+
+
+class Gateway:
+    """A bare gateway client: identifies, then reads dispatches."""
+
+    def __init__(self, socket: aiohttp.ClientWebSocketResponse) -> None:
+        self.socket = socket
+
+    async def identify(self, intents: int = 0) -> dict[str, Any]:
+        await self.next_frame()  # HELLO
+        identify = {"token": "token-123", "intents": intents, "properties": {}}
+        await self.socket.send_json({"op": 2, "d": identify})
+        await self.event("READY")
+        return await self.event("GUILD_CREATE")
+
+    async def next_frame(self) -> dict[str, Any]:
+        frame: dict[str, Any] = await self.socket.receive_json(timeout=5)
+        return frame
+
+    async def event(self, name: str) -> dict[str, Any]:
+        while True:
+            frame = await self.next_frame()
+            if frame.get("t") == name:
+                data: dict[str, Any] = frame["d"]
+                return data
+
+
+@pytest.fixture
+async def http(fake_discord: DiscordServer) -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(base_url=fake_discord.api + "/", headers=AUTH) as session:
+        yield session
+
+
+@pytest.fixture
+async def gateway(fake_discord: DiscordServer) -> AsyncIterator[Gateway]:
+    async with aiohttp.ClientSession() as session, session.ws_connect(fake_discord.gateway) as ws:
+        yield Gateway(ws)
+
+
+async def test_only_gateway_messages_carry_the_author_as_a_member(
+    fake_discord: DiscordServer, http: aiohttp.ClientSession, gateway: Gateway
+) -> None:
+    await gateway.identify()
+    carol = fake_discord.user("Carol")
+    alice = fake_discord.user("Alice")
+    await fake_discord.post(GENERAL, carol, f"<@{alice.id}> hi", mentions=[alice])
+    event = await gateway.event("MESSAGE_CREATE")
+    assert event["guild_id"] == "1"
+    assert event["member"]["nick"] == "Caz"
+    assert "user" not in event["member"]
+    assert event["mentions"][0]["member"]["roles"] == []
+    async with http.get(f"channels/{GENERAL}/messages") as response:
+        (fetched,) = await response.json()
+    assert "member" not in fetched
+    assert "guild_id" not in fetched
+    assert "member" not in fetched["mentions"][0]
+    assert fetched["author"] == {
+        "id": carol.id,
+        "username": "carol",
+        "global_name": "Carol",
+        "discriminator": "0",
+        "avatar": None,
+        "public_flags": 0,
+    }
+
+
+async def test_guild_create_lists_only_the_bot_without_the_presences_intent(
+    fake_discord: DiscordServer, gateway: Gateway
+) -> None:
+    guild = await gateway.identify()
+    assert [m["user"]["id"] for m in guild["members"]] == [fake_discord.bot.id]
+    assert guild["member_count"] == 1 + len(fake_discord.people)
+
+
+async def test_a_member_lookup_finds_nick_and_roles_until_they_leave(
+    fake_discord: DiscordServer, http: aiohttp.ClientSession
+) -> None:
+    carol = fake_discord.user("Carol")
+    fake_discord.roles[carol.id] = ["500"]
+    async with http.get(f"guilds/1/members/{carol.id}") as response:
+        member = await response.json()
+    assert (member["nick"], member["roles"], member["user"]["id"]) == ("Caz", ["500"], carol.id)
+    fake_discord.leave(carol)
+    async with http.get(f"guilds/1/members/{carol.id}") as response:
+        assert response.status == 404
+        assert await response.json() == {"message": "Unknown Member", "code": 10007}
+
+
+async def test_a_429_comes_with_discords_headers_and_body(
+    fake_discord: DiscordServer, http: aiohttp.ClientSession
+) -> None:
+    fake_discord.rate_limit("POST", "/messages", retry_after=1.5)
+    async with http.post(f"channels/{GENERAL}/messages", json={"content": "hi"}) as response:
+        assert response.status == 429
+        headers, body = response.headers, await response.json()
+    assert body == {"message": "You are being rate limited.", "retry_after": 1.5, "global": False}
+    assert headers["Retry-After"] == str(math.ceil(1.5))
+    assert headers["X-RateLimit-Remaining"] == "0"
+    assert headers["X-RateLimit-Scope"] == "user"
+    assert float(headers["X-RateLimit-Reset-After"]) == 1.5
+    assert headers["Via"] == "1.1 google"
+    for name in ("X-RateLimit-Limit", "X-RateLimit-Reset", "X-RateLimit-Bucket"):
+        assert name in headers
+    async with http.post(f"channels/{GENERAL}/messages", json={"content": "hi"}) as response:
+        assert response.status == 200
+        assert int(response.headers["X-RateLimit-Remaining"]) < fake_discord.bucket_limit
+
+
+async def test_flags_are_kept_and_content_is_limited(
+    fake_discord: DiscordServer, http: aiohttp.ClientSession
+) -> None:
+    async with http.post(
+        f"channels/{GENERAL}/messages", json={"content": "quiet", "flags": (1 << 12) | (1 << 6)}
+    ) as response:
+        sent = await response.json()
+    assert sent["flags"] == 1 << 12  # EPHEMERAL cannot be set on a channel message
+    path = f"channels/{GENERAL}/messages/{sent['id']}"
+    async with http.patch(path, json={"content": "still quiet"}) as response:
+        assert (await response.json())["flags"] == 1 << 12
+    async with http.post(f"channels/{GENERAL}/messages", json={"content": "x" * 2001}) as response:
+        assert response.status == 400
+        assert (await response.json())["code"] == 50035
+
+
+async def test_refusals_carry_discords_codes(
+    fake_discord: DiscordServer, http: aiohttp.ClientSession
+) -> None:
+    fake_discord.deny(GENERAL, "SEND_MESSAGES")
+    async with http.post(f"channels/{GENERAL}/messages", json={"content": "hi"}) as response:
+        assert (response.status, await response.json()) == (
+            403,
+            {"message": "Missing Permissions", "code": 50013},
+        )
+    fake_discord.deny(GENERAL, "READ_MESSAGE_HISTORY")
+    async with http.get(f"channels/{GENERAL}/messages") as response:
+        assert (response.status, await response.json()) == (200, [])  # no error, no messages
+    fake_discord.deny(GENERAL, "VIEW_CHANNEL")
+    async with http.get(f"channels/{GENERAL}/messages") as response:
+        assert (response.status, await response.json()) == (
+            403,
+            {"message": "Missing Access", "code": 50001},
+        )
+
+
+async def test_an_interaction_is_answered_once_and_an_update_keeps_the_flags(
+    fake_discord: DiscordServer, http: aiohttp.ClientSession, gateway: Gateway
+) -> None:
+    await gateway.identify()
+    body = {"content": "Allow?", "flags": 1 << 12, "components": [{"type": 1, "components": []}]}
+    async with http.post(f"channels/{GENERAL}/messages", json=body) as response:
+        prompt = await response.json()
+    await fake_discord.click(prompt, fake_discord.user("Alice"), "salon:approve")
+    clicked = await gateway.event("INTERACTION_CREATE")
+    assert clicked["member"]["user"]["id"] == fake_discord.user("Alice").id
+    callback = f"interactions/{clicked['id']}/{clicked['token']}/callback"
+    update = {"type": 7, "data": {"content": "Allow?\nApproved by Alice.", "components": []}}
+    async with http.post(callback, json=update, params={"with_response": "1"}) as response:
+        answer = await response.json()
+    assert answer["resource"]["message"]["flags"] == 1 << 12
+    assert answer["resource"]["message"]["content"] == "Allow?\nApproved by Alice."
+    async with http.post(callback, json=update) as response:
+        assert (await response.json())["code"] == 40060  # already acknowledged
+
+
+async def test_webhook_messages_have_no_member_and_execute_answers_204(
+    fake_discord: DiscordServer, http: aiohttp.ClientSession, gateway: Gateway
+) -> None:
+    await gateway.identify()
+    async with http.post(f"channels/{GENERAL}/webhooks", json={"name": "Salon"}) as response:
+        hook = await response.json()
+    assert hook["application_id"] == fake_discord.bot.id
+    async with http.post(f"webhooks/{hook['id']}/{hook['token']}", json={"content": ".x"}) as r:
+        assert r.status == 204
+    event = await gateway.event("MESSAGE_CREATE")
+    assert event["webhook_id"] == hook["id"]
+    assert "member" not in event
+    async with http.post(f"webhooks/{hook['id']}/wrong", json={"content": ".x"}) as response:
+        assert (await response.json())["code"] == 10015
+
+
+async def test_pinning_and_joining_post_system_messages(
+    fake_discord: DiscordServer, http: aiohttp.ClientSession
+) -> None:
+    alice = fake_discord.user("Alice")
+    words = await fake_discord.post(GENERAL, alice, "keep this")
+    await fake_discord.pin(words)
+    await fake_discord.join(FakeUser("203", "Dave"))
+    async with http.get(f"channels/{GENERAL}/messages") as response:
+        newest_first = await response.json()
+    assert [(m["type"], m["content"]) for m in newest_first] == [(7, ""), (6, ""), (0, "keep this")]
+    assert newest_first[1]["message_reference"]["message_id"] == words["id"]
