@@ -125,7 +125,7 @@ async def test_prefill_reaches_the_model_as_this_exact_request(
                 ],
             },
         ],
-        "stop_sequences": ["\nCaz:", "\nBob:"],  # the most recent speaker first
+        "stop_sequences": ["\nCaz:", "\nBob:", "\ncaz:", "\nbob:"],  # the most recent speaker first
         "stream": True,
     }
 
