@@ -71,3 +71,12 @@ async def test_bots_stop_pinging_each_other(start_agent: StartAgent) -> None:
     assert len(provider.requests) == 1  # Robo, Salon, Robo: three bot messages in a row
     last = platform.messages(room)[-1]
     assert last.reactions == ("\U0001f501",)
+
+
+def test_an_m_command_after_a_mention_of_a_name_with_spaces_is_one() -> None:
+    from salon.context import m_command
+
+    assert m_command("@Salon Bot m continue") == "continue"
+    assert m_command("@Salon m continue") == "continue"
+    assert m_command("m continue") == "continue"
+    assert m_command("please m continue now") is None

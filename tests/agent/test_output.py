@@ -86,3 +86,11 @@ def test_paragraph_stream_flushes_an_overlong_paragraph() -> None:
     assert all(len(p) <= 50 for p in out)
     rest = stream.finish()
     assert " ".join(out + rest).split() == ["word"] * 30
+
+
+def test_a_delta_ending_in_a_space_keeps_it_when_held_text_is_cut_for_size() -> None:
+    stream = ParagraphStream(50)
+    words = [f"w{i}" for i in range(40)]
+    first, second = " ".join(words[:20]) + " ", " ".join(words[20:])
+    pieces = [*stream.feed(first), *stream.feed(second), *stream.finish()]
+    assert " ".join(pieces).split() == words

@@ -182,11 +182,6 @@ async def test_a_100_kb_answer_arrives_whole_in_order_within_the_limit(
     assert " ".join(sent).split() == answer.split()  # every word, once, in order
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="salon.agent.output.ParagraphStream drops the space a stream delta ends with "
-    "when the held-back text is over the limit (outside the Discord adapter)",
-)
 async def test_an_answer_streamed_in_pieces_keeps_every_space(
     fake_discord: DiscordServer, start_bot: Start
 ) -> None:

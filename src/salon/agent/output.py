@@ -86,7 +86,11 @@ class ParagraphStream:
             self._buf = self._buf[at + 2 :].lstrip("\n")
             self._scan_from = 0
         if len(self._buf) > self.limit:
-            *done, self._buf = split_message(self._buf, self.limit) or [""]
+            # Splitting trims the text's ends; the white space it ends with is where the
+            # next delta goes on, so it stays.
+            trailing = self._buf[len(self._buf.rstrip()) :]
+            *done, rest = split_message(self._buf, self.limit) or [""]
+            self._buf = rest + trailing
             out.extend(done)
             self._scan_from = 0
         self._scan_from = max(self._scan_from, len(self._buf) - 1)

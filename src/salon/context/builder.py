@@ -46,7 +46,8 @@ __all__ = [
 TRUNCATION_MARK = " …[truncated]"
 
 
-_M_COMMAND = re.compile(r"^\s*(?:@\S+\s+)?m\s+(\w+)\s*$", re.IGNORECASE)
+# An optional mention first, of a name of up to four words ("@Salon Bot m continue").
+_M_COMMAND = re.compile(r"^\s*(?:@\S+(?: \S+){0,3}?\s+)?m\s+(\w+)\s*$", re.IGNORECASE)
 
 
 def m_command(text: str) -> str | None:
