@@ -86,7 +86,7 @@ async def test_missing_secret_stops_chat_before_connecting(
     env = {"OPENAI_BASE_URL": llm_server.base_url + "/v1", "OPENAI_API_KEY": ""}
     code, _out, err = await salon("chat", str(root), stdin="hi\n", env=env)
     assert code == 2
-    assert "OPENAI_API_KEY is not set" in err
+    assert "OPENAI_API_KEY is empty" in err
     assert llm_server.requests == []
 
 
