@@ -13,7 +13,7 @@ from pathlib import Path
 
 from salon import __version__
 from salon.app import BotApp, data_dir, database_url, load_bot
-from salon.config import BotConfig, ConfigSet, Redactor, Secrets, load_config_dir
+from salon.config import ConfigSet, Redactor, Secrets, load_config_dir
 from salon.config.example import write_example
 from salon.errors import ConfigError, SalonError
 from salon.llm.probe import probe
@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--live",
         action="store_true",
-        help="also send one tiny request through each configured provider",
+        help="also send one tiny request through each provider a bot uses",
     )
 
     chat = sub.add_parser("chat", help="talk to a bot in this terminal")
@@ -104,38 +104,43 @@ def _init(root: Path, bot: str, model: str) -> int:
 def _check(root: Path, *, live: bool = False) -> int:
     configs = load_config_dir(root)
     problems = []
-    ready: list[tuple[BotConfig, Secrets]] = []
+    ready: list[tuple[str, Secrets]] = []
     for key in sorted(configs.bots):
         try:
             _, config, secrets = load_bot(configs, key)
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
-        ready.append((config, secrets))
+        ready.append((key, secrets))
         print(f"ok: bot {key} ({config.name}) via {config.provider}, model {config.model_name()}")
     if problems:
         raise ConfigError(problems)
     if live:
-        return asyncio.run(_check_live(ready))
+        return asyncio.run(_check_live(configs, ready))
     return 0
 
 
-async def _check_live(bots: list[tuple[BotConfig, Secrets]]) -> int:
-    """Each configured provider once (with the model its first bot would use)."""
+async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> int:
+    """Each provider some bot uses, once, with the model that use would ask; the others are
+    listed as unused (a fresh ``salon init`` defines one it does not use)."""
     failed = False
-    seen: set[str] = set()
-    for config, secrets in bots:
-        names = [config.provider, *sorted(set(config.providers) - {config.provider})]
-        for name in names:
-            if name in seen:
+    probed: set[str] = set()
+    defined: set[str] = set()
+    for key, secrets in bots:
+        defined.update(configs.bots[key].providers)
+        for config in configs.configs_in_use(key):
+            if config.provider in probed:
                 continue
-            seen.add(name)
-            result = await probe(config, name, secrets)
+            probed.add(config.provider)
+            result = await probe(config, config.provider, secrets)
             if result is None:
+                name = config.provider
                 print(f"live: provider {name}: skipped (no model: set providers.{name}.model)")
                 continue
             print(result.describe())
             failed = failed or not result.ok
+    for name in sorted(defined - probed):
+        print(f"live: provider {name}: skipped (unused)")
     return 1 if failed else 0
 
 

@@ -59,6 +59,12 @@ class ConfigSet:
             default_name=name,
         )
 
+    def configs_in_use(self, name: str) -> list[BotConfig]:
+        """The bot's config, then its config in each guild that has layers: between them
+        they name every provider the bot uses (a pinned message may choose others)."""
+        resolver = self.channel_configs(name)
+        return [self.bots[name], *(resolver.for_guild(g) for g in sorted(resolver.guild_ids))]
+
     def bot(self, name: str | None) -> tuple[str, BotConfig]:
         if name is None:
             if len(self.bots) != 1:
