@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import logging
 import os
+import shlex
+import shutil
 import signal
 import sys
 from collections.abc import Sequence
@@ -97,8 +99,33 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _init(root: Path, bot: str, model: str) -> int:
     for path, written in write_example(root, model=model, bot=bot):
         print(f"{'wrote' if written else 'kept existing'} {path}")
-    print(f"next: salon check {root} && salon chat {root}")
+    salon, where = _salon_command(), shlex.quote(str(root))
+    print(f"next: {salon} check {where} && {salon} chat {where}")
     return 0
+
+
+def _salon_command() -> str:
+    """The running ``salon`` as the user can type it from here: its name when PATH finds
+    this very script, else its path (``.venv/bin/salon`` right after an install)."""
+    script = Path(sys.argv[0])
+    if script.name != "salon":  # python -m salon: the script installed beside python
+        script = Path(sys.executable).parent / "salon"
+        if not script.is_file():
+            return f"{shlex.quote(sys.executable)} -m salon"
+    found = shutil.which("salon")
+    if found is not None and _same_file(Path(found), script):
+        return "salon"
+    if script.is_absolute() and script.is_relative_to(Path.cwd()):
+        script = script.relative_to(Path.cwd())
+    typed = str(script)
+    return shlex.quote(typed if "/" in typed else f"./{typed}")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:
+        return False
 
 
 def _check(root: Path, *, live: bool = False) -> int:
