@@ -72,7 +72,11 @@ def _parser() -> argparse.ArgumentParser:
         if name == "call":
             command.add_argument("tool")
             command.add_argument("arguments", nargs="?", default="{}")
-            command.add_argument("--channel", default="terminal:local", help="for chat-log tools")
+            command.add_argument(
+                "--channel",
+                default="terminal:local",
+                help="for chat-log tools: terminal:local, irc:#chan or discord:<channel id>",
+            )
     return parser
 
 
