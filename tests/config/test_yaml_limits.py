@@ -128,3 +128,14 @@ def test_a_pin_with_a_duplicate_key_is_rejected(write_config: WriteConfig) -> No
 def test_an_oversized_pin_is_rejected(write_config: WriteConfig) -> None:
     _, rejected = resolve_pin(write_config, "system_prompt: " + "x" * 20_000)
     assert rejected == {"bad": "longer than 20000 characters"}
+
+
+def test_a_control_character_is_an_error_not_a_crash(write_config: WriteConfig) -> None:
+    root = write_config(SHARED, helper="max_tokens: 5\nsystem_prompt: a\x07b\n")
+    (problem,) = problems_of(root)
+    assert "helper.yaml:2: (top level): invalid YAML: character #x0007 is not allowed" in problem
+
+
+def test_a_control_character_in_a_pin_is_a_rejection(write_config: WriteConfig) -> None:
+    _, rejected = resolve_pin(write_config, "max_tokens: 1\nsystem_prompt: \x00")
+    assert rejected == {"bad": "line 2: invalid YAML: character #x0000 is not allowed"}

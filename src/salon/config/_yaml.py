@@ -123,7 +123,12 @@ def parse_yaml(text: str, *, max_chars: int) -> ParsedYaml:
     """Parse one YAML document within the limits above, or raise ``YamlRefused``."""
     if len(text) > max_chars:
         raise YamlRefused([YamlProblem(None, "", f"longer than {max_chars} characters")])
-    loader = _LimitedLoader(text)
+    try:
+        loader = _LimitedLoader(text)
+    except yaml.reader.ReaderError as exc:  # a control character, found before parsing
+        line = text.count("\n", 0, exc.position) + 1
+        reason = f"invalid YAML: character #x{exc.character:04x} is not allowed"
+        raise YamlRefused([YamlProblem(line, "", reason)]) from None
     try:
         node = loader.get_single_node()
         lines: dict[KeyPath, int] = {}
