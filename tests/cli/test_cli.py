@@ -39,6 +39,19 @@ def test_check_reports_missing_secret_and_fails(
     )
 
 
+def test_check_reports_a_blank_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "c"
+    main(["init", str(root)])
+    monkeypatch.setenv("OPENAI_API_KEY", " ")
+    assert main(["check", str(root)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {root}/shared.yaml:11: providers.openai.api_key_env: "
+        "environment variable OPENAI_API_KEY is empty (required secret)"
+    ]
+
+
 @pytest.mark.parametrize(
     ("bot_yaml", "expected"),
     [
@@ -48,6 +61,19 @@ def test_check_reports_missing_secret_and_fails(
             "provider: p\nmax_tokens: many\n",
             "helper.yaml:2: max_tokens: Input should be a valid integer",
         ),
+        (
+            "provider: p\ntimezone: Mars/Olympus\n",
+            "helper.yaml:2: timezone: unknown timezone 'Mars/Olympus'",
+        ),
+        (
+            "provider: p\nproviders:\n  p:\n    base_url: localhost:11434/v1\n",
+            "helper.yaml:4: providers.p.base_url: not an http(s) URL with a host",
+        ),
+        (
+            "provider: p\nproviders:\n  p:\n    timeout: .inf\n",
+            "helper.yaml:4: providers.p.timeout: Input should be a finite number",
+        ),
+        ("provider: p\nmax_tokens: 5\nmax_tokens: 6\n", "helper.yaml:3: max_tokens: set twice"),
     ],
 )
 def test_check_errors_are_precise(
