@@ -6,10 +6,12 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from salon.config import PinnedConfig, load_config_dir
+from salon.config import ChannelConfigs, PinnedConfig, load_config_dir
 from salon.errors import ConfigError
-from tests.conftest import WriteConfig
+from tests.conftest import WriteConfig, bot_config
 
 SHARED = """\
 providers:
@@ -139,3 +141,15 @@ def test_a_control_character_is_an_error_not_a_crash(write_config: WriteConfig) 
 def test_a_control_character_in_a_pin_is_a_rejection(write_config: WriteConfig) -> None:
     _, rejected = resolve_pin(write_config, "max_tokens: 1\nsystem_prompt: \x00")
     assert rejected == {"bad": "line 2: invalid YAML: character #x0000 is not allowed"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("ab:-[]{}&*!?|>#'\",\n\t 1.%@`\x00\x07\ufffe")), max_size=80
+    )
+)
+def test_no_pin_text_escapes_the_resolver(body: str) -> None:
+    resolver = ChannelConfigs(bot_config())
+    resolved = resolver.resolve(None, [PinnedConfig("p", ".config\n" + body)])
+    assert all(isinstance(reason, str) and reason for _, reason in resolved.rejected)
