@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import logging
 import os
+import shlex
+import shutil
 import signal
 import sys
 from collections.abc import Sequence
@@ -14,7 +16,7 @@ from pathlib import Path
 from salon import __version__
 from salon.agent.dispatch import TOLD_IN_CHANNEL
 from salon.app import BotApp, data_dir, database_url, load_bot
-from salon.config import BotConfig, ConfigSet, Redactor, Secrets, load_config_dir
+from salon.config import ConfigSet, Redactor, Secrets, load_config_dir
 from salon.config.example import write_example
 from salon.config.integrations import check_integrations
 from salon.errors import ConfigError, SalonError
@@ -49,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--live",
         action="store_true",
-        help="also send one tiny request through each configured provider",
+        help="also send one tiny request through each provider a bot uses",
     )
 
     chat = sub.add_parser("chat", help="talk to a bot in this terminal")
@@ -80,7 +82,11 @@ def _parser() -> argparse.ArgumentParser:
         if name == "call":
             command.add_argument("tool")
             command.add_argument("arguments", nargs="?", default="{}")
-            command.add_argument("--channel", default="terminal:local", help="for chat-log tools")
+            command.add_argument(
+                "--channel",
+                default="terminal:local",
+                help="for chat-log tools: terminal:local, irc:#chan or discord:<channel id>",
+            )
     return parser
 
 
@@ -107,21 +113,46 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _init(root: Path, bot: str, model: str) -> int:
     for path, written in write_example(root, model=model, bot=bot):
         print(f"{'wrote' if written else 'kept existing'} {path}")
-    print(f"next: salon check {root} && salon chat {root}")
+    salon, where = _salon_command(), shlex.quote(str(root))
+    print(f"next: {salon} check {where} && {salon} chat {where}")
     return 0
+
+
+def _salon_command() -> str:
+    """The running ``salon`` as the user can type it from here: its name when PATH finds
+    this very script, else its path (``.venv/bin/salon`` right after an install)."""
+    script = Path(sys.argv[0])
+    if script.name != "salon":  # python -m salon: the script installed beside python
+        script = Path(sys.executable).parent / "salon"
+        if not script.is_file():
+            return f"{shlex.quote(sys.executable)} -m salon"
+    found = shutil.which("salon")
+    if found is not None and _same_file(Path(found), script):
+        return "salon"
+    if script.is_absolute() and script.is_relative_to(Path.cwd()):
+        script = script.relative_to(Path.cwd())
+    typed = str(script)
+    return shlex.quote(typed if "/" in typed else f"./{typed}")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:
+        return False
 
 
 def _check(root: Path, *, live: bool = False) -> int:
     configs = load_config_dir(root)
     problems = []
-    ready: list[tuple[BotConfig, Secrets]] = []
+    ready: list[tuple[str, Secrets]] = []
     for key in sorted(configs.bots):
         try:
             _, config, secrets = load_bot(configs, key)
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
-        ready.append((config, secrets))
+        ready.append((key, secrets))
         print(f"ok: bot {key} ({config.name}) via {config.provider}, model {config.model_name()}")
         found = check_integrations(config, secrets.get, configs.root, configs.locator(key))
         for warning in found.warnings:
@@ -130,26 +161,31 @@ def _check(root: Path, *, live: bool = False) -> int:
     if problems:
         raise ConfigError(problems)
     if live:
-        return asyncio.run(_check_live(ready))
+        return asyncio.run(_check_live(configs, ready))
     return 0
 
 
-async def _check_live(bots: list[tuple[BotConfig, Secrets]]) -> int:
-    """Each configured provider once (with the model its first bot would use)."""
+async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> int:
+    """Each provider some bot uses, once, with the model that use would ask; the others are
+    listed as unused (a fresh ``salon init`` defines one it does not use)."""
     failed = False
-    seen: set[str] = set()
-    for config, secrets in bots:
-        names = [config.provider, *sorted(set(config.providers) - {config.provider})]
-        for name in names:
-            if name in seen:
+    probed: set[str] = set()
+    defined: set[str] = set()
+    for key, secrets in bots:
+        defined.update(configs.bots[key].providers)
+        for config in configs.configs_in_use(key):
+            if config.provider in probed:
                 continue
-            seen.add(name)
-            result = await probe(config, name, secrets)
+            probed.add(config.provider)
+            result = await probe(config, config.provider, secrets)
             if result is None:
+                name = config.provider
                 print(f"live: provider {name}: skipped (no model: set providers.{name}.model)")
                 continue
             print(result.describe())
             failed = failed or not result.ok
+    for name in sorted(defined - probed):
+        print(f"live: provider {name}: skipped (unused)")
     return 1 if failed else 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,19 @@ def test_check_reports_missing_secret_and_fails(
     )
 
 
+def test_check_reports_a_blank_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "c"
+    main(["init", str(root)])
+    monkeypatch.setenv("OPENAI_API_KEY", " ")
+    assert main(["check", str(root)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {root}/shared.yaml:11: providers.openai.api_key_env: "
+        "environment variable OPENAI_API_KEY is empty (required secret)"
+    ]
+
+
 @pytest.mark.parametrize(
     ("bot_yaml", "expected"),
     [
@@ -47,6 +61,19 @@ def test_check_reports_missing_secret_and_fails(
             "provider: p\nmax_tokens: many\n",
             "helper.yaml:2: max_tokens: Input should be a valid integer",
         ),
+        (
+            "provider: p\ntimezone: Mars/Olympus\n",
+            "helper.yaml:2: timezone: unknown timezone 'Mars/Olympus'",
+        ),
+        (
+            "provider: p\nproviders:\n  p:\n    base_url: localhost:11434/v1\n",
+            "helper.yaml:4: providers.p.base_url: not an http(s) URL with a host",
+        ),
+        (
+            "provider: p\nproviders:\n  p:\n    timeout: .inf\n",
+            "helper.yaml:4: providers.p.timeout: Input should be a finite number",
+        ),
+        ("provider: p\nmax_tokens: 5\nmax_tokens: 6\n", "helper.yaml:3: max_tokens: set twice"),
     ],
 )
 def test_check_errors_are_precise(
@@ -55,3 +82,57 @@ def test_check_errors_are_precise(
     root = write_config("providers:\n  p:\n    type: openai\n    model: m\n", helper=bot_yaml)
     assert main(["check", str(root)]) == 2
     assert expected in capsys.readouterr().err
+
+
+def fake_venv_salon(tmp_path: Path) -> Path:
+    script = tmp_path / ".venv" / "bin" / "salon"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    return script
+
+
+def next_line(capsys: pytest.CaptureFixture[str]) -> str:
+    return next(x for x in capsys.readouterr().out.splitlines() if x.startswith("next:"))
+
+
+def test_init_names_salon_as_the_user_can_type_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = fake_venv_salon(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setattr(sys, "argv", [".venv/bin/salon", "init", "my bots"])
+    assert main(["init", "my bots"]) == 0
+    assert next_line(capsys) == (
+        "next: .venv/bin/salon check 'my bots' && .venv/bin/salon chat 'my bots'"
+    )
+    # run by its absolute path from where it lies below: still the short path
+    monkeypatch.setattr(sys, "argv", [str(script), "init", "my-bots"])
+    assert main(["init", "my-bots"]) == 0
+    assert next_line(capsys) == (
+        "next: .venv/bin/salon check my-bots && .venv/bin/salon chat my-bots"
+    )
+
+
+def test_init_says_salon_when_it_is_on_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = fake_venv_salon(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{script.parent}:/usr/bin:/bin")
+    monkeypatch.setattr(sys, "argv", [str(script), "init", "my-bots"])
+    assert main(["init", "my-bots"]) == 0
+    assert next_line(capsys) == "next: salon check my-bots && salon chat my-bots"
+
+
+def test_init_run_as_a_module_names_the_script_beside_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setattr(sys, "argv", ["/somewhere/salon/__main__.py", "init", "b"])
+    assert main(["init", "b"]) == 0
+    beside = Path(sys.executable).parent / "salon"
+    expected = str(beside) if beside.is_file() else f"{sys.executable} -m salon"
+    assert next_line(capsys) == f"next: {expected} check b && {expected} chat b"

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from salon.cli import main
@@ -16,8 +17,9 @@ SECRET = "sk-live-Zq8vT3pLx0RkW9"
 
 
 async def salon(
-    *args: str, stdin: str = "", env: dict[str, str] | None = None
+    *args: str, stdin: str = "", env: dict[str, str] | None = None, unset: Sequence[str] = ()
 ) -> tuple[int, str, str]:
+    environ = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in unset}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -26,7 +28,7 @@ async def salon(
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **(env or {})},
+        env=environ,
     )
     out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
     assert proc.returncode is not None
@@ -86,7 +88,7 @@ async def test_missing_secret_stops_chat_before_connecting(
     env = {"OPENAI_BASE_URL": llm_server.base_url + "/v1", "OPENAI_API_KEY": ""}
     code, _out, err = await salon("chat", str(root), stdin="hi\n", env=env)
     assert code == 2
-    assert "OPENAI_API_KEY is not set" in err
+    assert "OPENAI_API_KEY is empty" in err
     assert llm_server.requests == []
 
 
@@ -149,19 +151,25 @@ async def test_run_supervises_restarts_and_stops_cleanly(tmp_path: Path) -> None
     assert SECRET not in "".join(seen) + rest.decode()
 
 
-async def test_check_live_asks_each_provider_once(llm_server: LLMServer, tmp_path: Path) -> None:
+async def test_check_live_asks_each_provider_in_use_once(
+    llm_server: LLMServer, tmp_path: Path
+) -> None:
     root = tmp_path / "live"
     (root / "bots").mkdir(parents=True)
+    (root / "guilds").mkdir()
     base = llm_server.base_url
     (root / "shared.yaml").write_text(
         "providers:\n"
         f"  good: {{type: openai, base_url: '{base}/v1', model: tiny, api_key_env: GOOD_KEY}}\n"
         f"  claude: {{type: anthropic, base_url: '{base}', model: big, api_key_env: BAD_KEY}}\n"
         f"  gem: {{type: google, base_url: '{base}', model: gemini-x, api_key_env: BAD_KEY}}\n"
-        "  spare: {type: openai, base_url: 'http://127.0.0.1:9/v1'}\n"
+        "  spare: {type: openai, base_url: 'http://127.0.0.1:9/v1', model: m}\n"
+        "provider: good\n"  # in shared.yaml, so that the guild file may choose another
     )
-    (root / "bots" / "a.yaml").write_text("provider: good\n")
-    (root / "bots" / "b.yaml").write_text("provider: good\nmodel: tiny\n")
+    (root / "bots" / "a.yaml").write_text("")
+    (root / "bots" / "b.yaml").write_text("model: tiny\n")
+    (root / "guilds" / "555.yaml").write_text("provider: claude\nmodel: big\n")  # both bots
+    (root / "bots" / "a-777.yaml").write_text("provider: gem\n")  # bot a in guild 777
     llm_server.queue(
         "ok",
         Scripted(status=401, error_message=f"invalid x-api-key {SECRET}"),
@@ -177,7 +185,7 @@ async def test_check_live_asks_each_provider_once(llm_server: LLMServer, tmp_pat
     assert lines[2] == (
         "live: provider gem (model gemini-x): FAILED: gem: HTTP 400: API key not valid."
     )
-    assert lines[3] == "live: provider spare: skipped (no model: set providers.spare.model)"
+    assert lines[3] == "live: provider spare: skipped (unused)"
     assert len(lines) == 4  # each provider once, although two bots use `good`
     assert SECRET not in out + err
     paths = [r.path for r in llm_server.requests]
@@ -253,3 +261,17 @@ async def test_a_line_over_a_mebibyte_is_cut_and_the_chat_goes_on(
     # The line after the long one still arrived; the long one itself is past the
     # 100 000-character window, so the model sees the newest line only.
     assert llm_server.requests[-1].body["messages"][-1]["content"] == "you: hi"
+
+
+async def test_check_live_passes_on_a_fresh_init(llm_server: LLMServer, tmp_path: Path) -> None:
+    root = tmp_path / "fresh"
+    assert main(["init", str(root), "--model", "tiny"]) == 0
+    llm_server.queue("ok")
+    # ANTHROPIC_BASE_URL keeps the unused entry on loopback should it ever be asked.
+    env = {**chat_env(llm_server), "ANTHROPIC_BASE_URL": llm_server.base_url}
+    code, out, err = await salon("check", str(root), "--live", env=env, unset=["ANTHROPIC_API_KEY"])
+    assert code == 0, out + err
+    lines = [line for line in out.splitlines() if line.startswith("live:")]
+    assert re.fullmatch(r"live: provider openai \(model tiny\): \d+ ms: 'ok'", lines[0])
+    assert lines[1:] == ["live: provider anthropic: skipped (unused)"]
+    assert [r.path for r in llm_server.requests] == ["/v1/chat/completions"]

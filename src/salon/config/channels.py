@@ -9,9 +9,10 @@ A pinned config is a message::
     yaml
 
 It applies to the bots whose inner name is among the space-separated targets (to every bot
-when there are none). A pinned config that is not valid YAML, or that sets an unknown key,
-a value of the wrong type or a key a channel may not change, is skipped with its reason; the
-rest still apply.
+when there are none). A pinned config that is not valid YAML (or breaks the limits of
+``salon.config._yaml``: no aliases, bounded depth and size, no key twice), or that sets an
+unknown key, a value of the wrong type or a key a channel may not change, is skipped with
+its reason; the rest still apply.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from salon.config._yaml import MAX_PIN_CHARS, YamlRefused, parse_yaml
 from salon.config.merge import merge_layers
 from salon.config.models import BotConfig
 
@@ -189,12 +190,9 @@ class ChannelConfigs:
 
 def _read_overlay(body: str) -> tuple[dict[str, Any] | None, str]:
     try:
-        overlay = yaml.safe_load(body)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        return None, f"invalid YAML{where}: {problem}"
+        overlay = parse_yaml(body, max_chars=MAX_PIN_CHARS).data
+    except YamlRefused as exc:
+        return None, str(exc)
     if overlay is None:
         return {}, ""
     if not isinstance(overlay, dict):

@@ -17,18 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from salon.config._yaml import KeyPath, YamlRefused, read_yaml_file
 from salon.config.channels import PROCESS_KEYS, ChannelConfigs
 from salon.config.merge import merge_layers
 from salon.config.models import BotConfig
 from salon.errors import ConfigError, ConfigProblem
 
 __all__ = ["ConfigSet", "load_config_dir", "merge_layers"]
-
-
-KeyPath = tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -61,6 +58,12 @@ class ConfigSet:
             bot_guilds={g: layer.data for g, layer in self.bot_guilds.get(name, {}).items()},
             default_name=name,
         )
+
+    def configs_in_use(self, name: str) -> list[BotConfig]:
+        """The bot's config, then its config in each guild that has layers: between them
+        they name every provider the bot uses (a pinned message may choose others)."""
+        resolver = self.channel_configs(name)
+        return [self.bots[name], *(resolver.for_guild(g) for g in sorted(resolver.guild_ids))]
 
     def bot(self, name: str | None) -> tuple[str, BotConfig]:
         if name is None:
@@ -160,42 +163,19 @@ def _split_base(layers: list[Layer]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _read_layer(path: Path, problems: list[ConfigProblem]) -> Layer | None:
     try:
-        text = path.read_text(encoding="utf-8")
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        # The context mark is where the broken construct began, which is where to look.
-        mark = exc.context_mark or exc.problem_mark
-        line = mark.line + 1 if mark else None
-        context = f"{exc.context}: " if exc.context else ""
-        reason = f"invalid YAML: {context}{exc.problem}"
-        problems.append(ConfigProblem(str(path), "", reason, line))
+        parsed = read_yaml_file(path)
+    except YamlRefused as exc:
+        found = (ConfigProblem(str(path), p.key_path, p.reason, p.line) for p in exc.problems)
+        problems.extend(found)
         return None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         problems.append(ConfigProblem(str(path), "", f"cannot read: {exc}"))
         return None
-    if data is None:
-        data = {}
+    data = {} if parsed.data is None else parsed.data
     if not isinstance(data, dict):
         problems.append(ConfigProblem(str(path), "", "the file must be a mapping of keys"))
         return None
-    lines: dict[KeyPath, int] = {}
-    if node is not None:
-        _index_lines(node, (), lines)
-    return Layer(str(path), data, lines)
-
-
-def _index_lines(node: yaml.Node, prefix: KeyPath, out: dict[KeyPath, int]) -> None:
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            path = (*prefix, str(key_node.value))
-            out[path] = key_node.start_mark.line + 1
-            _index_lines(value_node, path, out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            path = (*prefix, str(i))
-            out[path] = item.start_mark.line + 1
-            _index_lines(item, path, out)
+    return Layer(str(path), data, parsed.lines)
 
 
 def _validate_bot(

@@ -6,13 +6,27 @@ holds the value (``api_key_env: OPENAI_API_KEY``).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from salon.model import Policy
 
 __all__ = [
+    "MAX_OUTPUT_TOKENS",
+    "MAX_WAIT_SECONDS",
     "BotConfig",
     "ComfyUIIntegration",
     "DiscordConfig",
@@ -31,13 +45,87 @@ __all__ = [
     "ToolPolicy",
     "ToolRule",
     "WeatherIntegration",
+    "http_url_problem",
 ]
 
 ToolPolicy = Policy
 
+MAX_OUTPUT_TOKENS = 1_000_000
+"""Bound on ``max_tokens``: today's largest output limits are near 128 000, so a bigger
+number is a typo (an extra zero or two), not a wish."""
+
+MAX_WAIT_SECONDS = 7 * 24 * 3600
+"""Bound on every timeout and backoff: a wait of more than a week is a typo."""
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_NAME_RULE = (
+    "must be the name of an environment variable (letters, digits and _, such as "
+    "OPENAI_API_KEY); the value itself goes in that variable"
+)
+
+
+def http_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an HTTP endpoint, or None when it can."""
+    problem = "not an http(s) URL with a host"
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a port that is not a number raises here
+    except ValueError:
+        return problem
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return None
+    if "://" not in url and "@" not in url and url.strip():
+        return f"{problem}: write http://{url}"
+    return problem
+
+
+def _endpoint(url: str) -> str:
+    problem = http_url_problem(url)
+    if problem:
+        raise PydanticCustomError("http_url", problem)
+    return url
+
+
+Endpoint = Annotated[str, AfterValidator(_endpoint)]
+
+
+def _check_env_names(value: object) -> None:
+    """A ``*_env`` value (or each value of a mapping of them) names a variable."""
+    if isinstance(value, str) and not _ENV_NAME.fullmatch(value):
+        raise PydanticCustomError("env_name", _ENV_NAME_RULE)
+    if isinstance(value, dict):
+        for key, name in value.items():
+            if not _ENV_NAME.fullmatch(name):
+                raise PydanticCustomError("env_name", "{key}: " + _ENV_NAME_RULE, {"key": key})
+
+
+def _check_wait(field: str, value: object) -> None:
+    """Timeouts are more than 0 seconds, backoffs at least 0; neither above a week."""
+    if not isinstance(value, int | float):
+        return
+    if "timeout" in field and value <= 0:
+        raise PydanticCustomError("seconds", "must be more than 0 seconds")
+    if value < 0:
+        raise PydanticCustomError("seconds", "must not be negative")
+    if value > MAX_WAIT_SECONDS:
+        limit = f"must be at most {MAX_WAIT_SECONDS} seconds (a week)"
+        raise PydanticCustomError("seconds", limit)
+
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan: YAML's .inf and .nan are never a sensible number of anything here.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _common_rules(cls, value: Any, info: ValidationInfo) -> Any:
+        """Rules by field name, so fields added later follow them too."""
+        name = info.field_name or ""
+        if name.endswith("_env") or name == "env_from":
+            _check_env_names(value)
+        elif "timeout" in name or "backoff" in name:
+            _check_wait(name, value)
+        return value
 
 
 class ModelSettings(_Strict):
@@ -54,7 +142,7 @@ class ProviderConfig(_Strict):
 
     type: Literal["openai", "anthropic", "bedrock", "google"]
     model: str | None = Field(default=None, description="default model for bots using this")
-    base_url: str | None = None
+    base_url: Endpoint | None = None
     base_url_env: str | None = Field(
         default=None, description="environment variable that overrides base_url when set"
     )
@@ -118,7 +206,7 @@ class McpServerConfig(_Strict):
         default_factory=dict, description="server variable -> environment variable (secrets)"
     )
     cwd: str | None = None
-    url: str | None = None
+    url: Endpoint | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     headers_env: dict[str, str] = Field(
         default_factory=dict, description="header name -> environment variable (secrets)"
@@ -322,7 +410,7 @@ class BotConfig(_Strict):
     )
     model: str | None = None
     system_prompt: str = ""
-    max_tokens: int = Field(default=1024, gt=0)
+    max_tokens: int = Field(default=1024, gt=0, le=MAX_OUTPUT_TOKENS)
     temperature: float | None = Field(default=None, ge=0, le=2)
     stop_sequences: list[str] = Field(default_factory=list)
 
@@ -394,6 +482,16 @@ class BotConfig(_Strict):
 
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, name: str) -> str:
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            reason = "unknown timezone {name}: use an IANA name like Europe/Paris"
+            raise PydanticCustomError("timezone", reason, {"name": repr(name)}) from None
+        return name
 
     @model_validator(mode="before")
     @classmethod

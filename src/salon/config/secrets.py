@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from salon.config.integrations import integration_secrets
-from salon.config.models import BotConfig
+from salon.config.models import BotConfig, http_url_problem
 from salon.errors import ConfigError, ConfigProblem
 
 __all__ = ["Redactor", "Secrets", "required_secrets", "resolve_secrets"]
@@ -97,6 +97,32 @@ def required_secrets(bot: BotConfig) -> list[tuple[str, str]]:
     return needed
 
 
+def _other_providers(
+    bot: BotConfig, environ: Mapping[str, str], locate: Locate
+) -> tuple[dict[str, str], dict[str, str], list[ConfigProblem]]:
+    """Other providers may be chosen per guild or channel: take their settings when set.
+
+    Returns their secrets, their base URLs, and the problems of those URLs."""
+    values: dict[str, str] = {}
+    plain: dict[str, str] = {}
+    problems: list[ConfigProblem] = []
+    for provider_name, provider in bot.providers.items():
+        for name in (getattr(provider, key) for key in _PROVIDER_SECRETS):
+            if name and (environ.get(name) or "").strip():
+                values[name] = environ[name]
+        url_env = provider.base_url_env
+        url = (environ.get(url_env) or "").strip() if url_env else ""
+        if not url_env or not url:
+            continue
+        problem = http_url_problem(url)
+        if problem:
+            key_path = f"providers.{provider_name}.base_url_env"
+            problems.append(locate(key_path, f"environment variable {url_env} is {problem}"))
+        else:
+            plain[url_env] = url
+    return values, plain, problems
+
+
 def resolve_secrets(
     bot: BotConfig, environ: Mapping[str, str], locate: Locate, *, tools_only: bool = False
 ) -> Secrets:
@@ -110,25 +136,24 @@ def resolve_secrets(
         if tools_only and not key_path.startswith("mcp_servers."):
             continue
         value = environ.get(env_name)
-        if value:
+        if value is not None and value.strip():
             values[env_name] = value
-        else:
-            reason = f"environment variable {env_name} is not set (required secret)"
-            problems.append(locate(key_path, reason))
+            continue
+        # A blank value fails later, at the vendor, with a vaguer error: refuse it here.
+        state = "is not set" if value is None else "is empty"
+        problems.append(
+            locate(key_path, f"environment variable {env_name} {state} (required secret)")
+        )
     # Integration keys are optional: a missing one turns its integration off (see
     # salon.config.integrations), so it is taken when present and never required.
     for _, env_name in integration_secrets(bot):
         if environ.get(env_name):
             values[env_name] = environ[env_name]
     plain: dict[str, str] = {}
-    # Other providers may be chosen per guild or channel: take their settings when present.
-    keys = () if tools_only else _PROVIDER_SECRETS
-    for other in bot.providers.values():
-        for name in (getattr(other, key) for key in keys):
-            if name and environ.get(name):
-                values.setdefault(name, environ[name])
-        if other.base_url_env and environ.get(other.base_url_env):
-            plain[other.base_url_env] = environ[other.base_url_env]
+    if not tools_only:
+        others, plain, url_problems = _other_providers(bot, environ, locate)
+        values = {**others, **values}
+        problems.extend(url_problems)
     if problems:
         raise ConfigError(problems)
     return Secrets(values, plain)
