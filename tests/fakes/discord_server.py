@@ -370,10 +370,11 @@ class DiscordServer(RestRoutes):
         async with asyncio.timeout(within), self.sent:
             await self.sent.wait_for(lambda: self.calls[key] >= count)
 
-    async def drop_connections(self) -> None:
-        """Close every gateway socket, as a network blip would."""
+    async def drop_connections(self, code: int = 4000) -> None:
+        """Close every gateway socket: 4000 as a network blip would; a code Discord documents
+        as not to reconnect on (4004, 4010-4014) ends the client's session for good."""
         for socket in list(self._sockets):
-            await socket.close(code=4000)
+            await socket.close(code=code)
 
     # -- payloads --------------------------------------------------------------------
 

@@ -210,3 +210,20 @@ async def test_a_100_kb_text_file_is_cut_to_the_configured_size(
     kept = data[: 8 * 1024].decode()
     assert f"Alice: my notes\n[file notes.txt]\n{kept}\n[cut: the first 8 kB of 98 kB]" in text
     assert "line 00082" not in text
+
+
+async def test_a_client_ended_by_discord_is_logged_and_replaced(
+    fake_discord: DiscordServer, start_bot: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    _app, platform = await start_bot(FakeProvider(["first", "second"]))
+    alice = fake_discord.user("Alice")
+    await ask(fake_discord, GENERAL, alice, "hello")
+    await fake_discord.wait_bot_messages(GENERAL, 1)
+    fake_discord.identified.clear()
+    await fake_discord.drop_connections(code=4011)  # "sharding required": not resumable
+    await asyncio.wait_for(fake_discord.identified.wait(), 15)  # a new client, afresh
+    await asyncio.wait_for(platform.ready.wait(), 15)
+    await ask(fake_discord, GENERAL, alice, "still there?")
+    await fake_discord.wait_bot_messages(GENERAL, 2)
+    assert platform.connection.restarts == 1
+    assert any("Discord connection failed" in r.getMessage() for r in caplog.records)

@@ -56,6 +56,7 @@ from salon.platforms.discord.convert import (
 from salon.platforms.discord.members import MemberCache
 from salon.platforms.discord.refusals import NETWORK_ERRORS, refusal, translated, where
 from salon.platforms.discord.views import ButtonPrompt
+from salon.tasks import TaskState, supervise
 
 __all__ = ["PERMISSIONS", "DiscordPlatform", "invite_url"]
 
@@ -144,6 +145,9 @@ class DiscordPlatform(PlatformBase):
         self._sink: EventSink | None = None
         self._monitored: set[str] = set()
         self._webhooks: dict[int, discord.Webhook] = {}
+        self.connection = TaskState("Discord connection")
+        self._stopping = False
+        self._start_failure: asyncio.Future[BaseException] | None = None  # set by start()
         self._seen_channels: OrderedDict[int, Any] = OrderedDict()
         self._told = _Once()  # send permission problems, logged once per channel
         self._typing_told = _Once()
@@ -169,28 +173,56 @@ class DiscordPlatform(PlatformBase):
     # -- lifecycle -------------------------------------------------------------------
 
     async def start(self, sink: EventSink) -> None:
+        """Connect; a refused token or a first connection that fails is a PlatformError.
+        From then on the connection is supervised: should discord.py's client end anyway
+        (its own reconnects failed), it is logged and a new client connects."""
         self._sink = sink
         self._monitored = await self._monitors.monitored(self._bot)
         self._monitored |= {f"discord:{c}" for c in self.config.monitored_channels}
         await self.attachments.open()
-        self._client = Client(self)
-        self._runner = asyncio.create_task(self._client.start(self._token), name="discord")
-        ready = asyncio.create_task(self.ready.wait())
-        done, _ = await asyncio.wait({ready, self._runner}, return_when=asyncio.FIRST_COMPLETED)
-        if self._runner in done:
+        self._stopping = False
+        self._start_failure = asyncio.get_running_loop().create_future()
+        work = supervise("Discord connection", self._connect, state=self.connection)
+        self._runner = asyncio.create_task(work, name="discord")
+        failed = self._start_failure
+        ready = asyncio.ensure_future(self.ready.wait())
+        waiting: set[asyncio.Future[Any]] = {ready, failed}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if failed.done():
             ready.cancel()
-            await self.attachments.close()
-            error = self._runner.exception()
+            await self.stop()
+            error = failed.result()
             if isinstance(error, discord.LoginFailure):
                 raise PlatformError("Discord refused the token (check the bot token)") from error
             raise PlatformError(f"Discord connection failed: {error}") from error
 
+    async def _connect(self) -> None:
+        """One client's life. Objects of an earlier client (channels, webhooks) go with it."""
+        self._seen_channels.clear()
+        self._webhooks.clear()
+        client = self._client = Client(self)
+        try:
+            await client.start(self._token)
+        except Exception as exc:
+            first = self._start_failure
+            if first is not None and not first.done():
+                first.set_result(exc)  # start() says it, once
+            raise
+        finally:
+            if not client.is_closed():
+                await client.close()
+        if not self._stopping:
+            raise PlatformError("the Discord client stopped by itself")
+
     async def stop(self) -> None:
+        self._stopping = True
         if self._client is not None:
             await self._client.close()
         if self._runner is not None:
+            self._runner.cancel()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._runner, 10)
+            self._runner = None
         await self.attachments.close()
 
     async def _on_ready(self, client: Client) -> None:
