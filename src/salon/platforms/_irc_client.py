@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Client"]
 
-logger = logging.getLogger("salon.platforms.irc")
+logger = logging.getLogger(__name__)
 
 _IN_ORDER = frozenset({"PRIVMSG", "NOTICE", "JOIN", "PART", "QUIT", "KICK", "NICK"})
 _MAX_ASKING = 100  # WHOIS requests awaiting a reply; past that, accounts are not asked
