@@ -7,8 +7,10 @@ import contextlib
 import os
 import re
 import socket
+import struct
 import sys
 from pathlib import Path
+from typing import Literal
 
 MINIIRCD = Path(sys.executable).parent / "miniircd"
 
@@ -51,8 +53,9 @@ class IrcServer:
 class Human:
     """A person on IRC: a plain socket speaking the protocol, lines kept for assertions."""
 
-    def __init__(self, nick: str, port: int) -> None:
+    def __init__(self, nick: str, port: int, *, user: str | None = None) -> None:
         self.nick = nick
+        self.user = user or nick  # the USER name: with the host, who this connection is
         self.port = port
         self.lines: list[str] = []
         self._new = asyncio.Condition()
@@ -64,7 +67,7 @@ class Human:
         self._reader, self._writer = await asyncio.open_connection("127.0.0.1", self.port)
         self._task = asyncio.create_task(self._read())
         await self.send(f"NICK {self.nick}")
-        await self.send(f"USER {self.nick} 0 * :{self.nick}")
+        await self.send(f"USER {self.user} 0 * :{self.nick}")
         await self.expect(r" 001 ")
 
     async def _read(self) -> None:
@@ -78,8 +81,12 @@ class Human:
                 self._new.notify_all()
 
     async def send(self, line: str) -> None:
+        await self.send_bytes(line.encode())
+
+    async def send_bytes(self, line: bytes) -> None:
+        """One raw line, whatever its bytes (IRC carries bytes, not text)."""
         assert self._writer is not None
-        self._writer.write(line.encode() + b"\r\n")
+        self._writer.write(line + b"\r\n")
         await self._writer.drain()
 
     async def say(self, target: str, text: str) -> None:
@@ -124,3 +131,70 @@ class Human:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+class StubServer:
+    """A scripted server on 127.0.0.1 for what miniircd cannot show. ``silent``: accepts and
+    reads, never answers (a stuck ircd). ``resetting``: welcomes the client and, when it asks
+    to join, drops the connection with a TCP reset (a crash, a broken network path).
+    ``accounts``: offers IRCv3 ``account-tag``, welcomes after CAP END, confirms joins; the
+    test then sends lines as the server would relay them (``relay``)."""
+
+    def __init__(self, mode: Literal["silent", "resetting", "accounts"] = "silent") -> None:
+        self.port = free_port()
+        self.mode = mode
+        self.accepted = 0
+        self.joined = asyncio.Event()
+        self._changed = asyncio.Condition()
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.append(writer)
+        async with self._changed:
+            self.accepted += 1
+            self._changed.notify_all()
+        while line := await reader.readline():
+            if self.mode != "silent" and not self._answer(line.rstrip(b"\r\n"), writer):
+                return
+
+    def _answer(self, line: bytes, writer: asyncio.StreamWriter) -> bool:
+        """Answer one client line; False once the connection is gone."""
+        welcome = b":stub 001 salonbot :Welcome\r\n:stub 422 salonbot :No MOTD\r\n"
+        if line.startswith(b"CAP LS") and self.mode == "accounts":
+            writer.write(b":stub CAP * LS :account-tag\r\n")
+        elif line.startswith(b"CAP REQ") and self.mode == "accounts":
+            writer.write(b":stub CAP * ACK :account-tag\r\n")
+        elif line == b"CAP END" or (line.startswith(b"USER ") and self.mode != "accounts"):
+            writer.write(welcome)  # with CAP, registration waits for its end
+        elif line.startswith(b"JOIN ") and self.mode == "resetting":
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()  # linger 0: the close is a reset, not a FIN
+            return False
+        elif line.startswith(b"JOIN "):
+            channel = line.split()[1]
+            writer.write(b":salonbot!salon@stub JOIN %s\r\n" % channel)
+            writer.write(b":stub 366 salonbot %s :End of NAMES list\r\n" % channel)
+            self.joined.set()
+        return True
+
+    async def relay(self, line: str) -> None:
+        """Send a line to every client, as the server relays what someone wrote."""
+        for writer in self._writers:
+            writer.write(line.encode() + b"\r\n")
+            await writer.drain()
+
+    async def wait_accepted(self, count: int) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.accepted >= count)
+
+    async def stop(self) -> None:
+        for writer in self._writers:
+            writer.close()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()

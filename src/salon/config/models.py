@@ -375,6 +375,13 @@ class IrcConfig(_Strict):
     flood_rate: float = Field(default=1.0, gt=0, description="lines per second past the burst")
     reconnect_backoff_initial: float = Field(default=1.0, ge=0)
     reconnect_backoff_max: float = Field(default=60.0, ge=0)
+    connect_timeout: float = Field(default=30.0, gt=0, description="TCP and TLS, seconds")
+    register_timeout: float = Field(
+        default=60.0, gt=0, description="for the server's welcome; else reconnect"
+    )
+    join_timeout: float = Field(
+        default=30.0, gt=0, description="for the joins; then go on in the channels joined"
+    )
 
 
 class DiscordConfig(_Strict):

@@ -3,6 +3,11 @@
 The adapter owns one pydle client at a time and reconnects with backoff when the server
 goes away (pydle's own reconnect is off: the policy is ours). Users of each channel are
 tracked by pydle from NAMES, JOIN, PART, QUIT, NICK and KICK.
+
+Who wrote a line is the strongest identity the server vouches for: the services account
+where the server tells it (IRCv3 ``account-tag`` on the line, else the account pydle tracks
+from ``extended-join``, ``account-notify``, WHOX or WHOIS for someone in one of our
+channels), else ``nick!user@host`` from the line's source. Approvals compare it.
 """
 
 from __future__ import annotations
@@ -19,8 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import pydle  # type: ignore[import-untyped]
-from pydle.features.whox import WHOXSupport  # type: ignore[import-untyped]
+from pydle.protocol import ProtocolViolation  # type: ignore[import-untyped]
 
 from salon.config import IrcConfig, Secrets
 from salon.errors import PlatformError
@@ -34,13 +38,15 @@ from salon.model import (
     MessageEvent,
     Participant,
 )
+from salon.platforms._irc_client import Client
 from salon.platforms.base import NO_ANSWERS, YES_ANSWERS, ChatLog, EventSink, PlatformBase
 
-__all__ = ["IrcPlatform", "TokenBucket", "irc_lines"]
+__all__ = ["IrcPlatform", "TokenBucket", "dot_lines", "irc_lines"]
 
 logger = logging.getLogger(__name__)
 
-_IN_ORDER = frozenset({"PRIVMSG", "NOTICE", "JOIN", "PART", "QUIT", "KICK", "NICK"})
+_TOOL_LOG_LINES = 4
+_CUT = "…"
 
 
 class TokenBucket:
@@ -65,7 +71,7 @@ def irc_lines(text: str, max_bytes: int) -> list[str]:
     """One chat message as IRC lines: no newlines, each at most ``max_bytes`` of UTF-8,
     split at spaces where possible and never inside a character."""
     lines: list[str] = []
-    for raw in text.replace("\r", "").split("\n"):
+    for raw in text.replace("\r", "").replace("\0", "").split("\n"):  # IRC forbids both
         line = raw.rstrip()
         while len(line.encode("utf-8")) > max_bytes:
             cut = _byte_cut(line, max_bytes)
@@ -77,6 +83,17 @@ def irc_lines(text: str, max_bytes: int) -> list[str]:
         if line:
             lines.append(line)
     return lines
+
+
+def dot_lines(text: str, max_bytes: int, max_lines: int = _TOOL_LOG_LINES) -> list[str]:
+    """A dot message as at most ``max_lines`` IRC lines, every one starting with ``.`` (so
+    no bot reads any of them); a cut shows as ``…`` at the end of the last line."""
+    lines = [ln if ln.startswith(".") else f".{ln}" for ln in irc_lines(text, max_bytes - 1)]
+    if len(lines) <= max_lines:
+        return lines
+    last = lines[max_lines - 1]
+    room = max_bytes - len(_CUT.encode("utf-8"))
+    return [*lines[: max_lines - 1], last[: _byte_cut(last, room)].rstrip() + _CUT]
 
 
 def _byte_cut(line: str, max_bytes: int) -> int:
@@ -96,99 +113,10 @@ class _Question:
     answer: asyncio.Future[ApprovalDecision]
 
 
-class _Client(pydle.Client):  # type: ignore[misc]
-    """pydle's client with its callbacks routed to the platform."""
-
-    RECONNECT_ON_ERROR = False
-
-    def __init__(self, platform: IrcPlatform, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.platform = platform
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    async def on_data(self, data: bytes) -> None:
-        # pydle runs each message in a task of its own, which can reorder lines. Lines people
-        # write (and joins, parts...) are handled in turn, so the log and the context keep
-        # their order; the rest (registration, CAP) stays concurrent, as some of it waits
-        # for later replies.
-        self._receive_buffer += data
-        while self._has_message():
-            message = self._parse_message()
-            if message.command in _IN_ORDER:
-                await self._handle(message)
-            else:
-                task = asyncio.create_task(self._handle(message))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-
-    async def _create_user(self, nickname: str) -> None:
-        # pydle's WHOX feature sends a WHOIS for every new nick and waits for the reply,
-        # which would stall the in-order handling above; Salon needs nicks, not hostnames.
-        super(WHOXSupport, self)._create_user(nickname)
-
-    async def _handle(self, message: Any) -> None:
-        try:
-            await self.on_raw(message)
-        except Exception:  # one bad line must not end the connection
-            logger.exception("IRC: failed to handle %s", message.command)
-
-    async def on_connect(self) -> None:
-        await super().on_connect()
-        await self.platform._on_connect(self)
-
-    async def on_disconnect(self, expected: bool) -> None:
-        await super().on_disconnect(expected)
-        self.platform._on_disconnect(self, expected)
-
-    async def on_channel_message(self, target: str, by: str, message: str) -> None:
-        await self.platform._on_line("message", target, by, message)
-
-    async def on_private_message(self, target: str, by: str, message: str) -> None:
-        await self.platform._on_line("message", by, by, message, private=True)
-
-    async def on_ctcp_action(self, by: str, target: str, contents: str) -> None:
-        private = not self.is_channel(target)
-        await self.platform._on_line(
-            "action", by if private else target, by, contents, private=private
-        )
-
-    async def on_notice(self, target: str, by: str, message: str) -> None:
-        if by and self.is_channel(target):
-            await self.platform._log_event("notice", target, by, message)
-
-    async def on_join(self, channel: str, user: str) -> None:
-        await self.platform._log_event("join", channel, user, "")
-        if self.is_same_nick(user, self.nickname):
-            self.platform._joined_channel(self, channel)
-
-    async def on_part(self, channel: str, user: str, message: str | None = None) -> None:
-        await self.platform._log_event("part", channel, user, message or "")
-
-    async def on_kick(self, channel: str, target: str, by: str, reason: str | None = None) -> None:
-        await self.platform._log_event("kick", channel, by, f"{target} {reason or ''}".strip())
-        if self.is_same_nick(target, self.nickname):
-            await self.join(channel)  # kicked: come back
-
-    async def on_raw_quit(self, message: Any) -> None:
-        nick = self._parse_user(message.source)[0]
-        where = [c for c, info in self.channels.items() if nick in info["users"]]
-        await super().on_raw_quit(message)
-        for channel in where:
-            reason = message.params[0] if message.params else ""
-            await self.platform._log_event("quit", channel, nick, reason)
-
-    async def on_raw_nick(self, message: Any) -> None:
-        old = self._parse_user(message.source)[0]
-        new = message.params[0]
-        where = [c for c, info in self.channels.items() if old in info["users"]]
-        await super().on_raw_nick(message)
-        for channel in where:
-            await self.platform._log_event("nick", channel, old, new)
-
-
 class IrcPlatform(PlatformBase):
     name = "irc"
     max_message_chars = 2000
+    quit_timeout = 3.0
 
     def __init__(
         self, *, bot: str, bot_name: str, config: IrcConfig, secrets: Secrets, chat_log: ChatLog
@@ -203,10 +131,13 @@ class IrcPlatform(PlatformBase):
         self._writes = 0
         self._writes_done = asyncio.Event()
         self._writes_done.set()
-        self._client: _Client | None = None
+        self._client: Client | None = None
         self._runner: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
+        self._registered = asyncio.Event()
+        self._all_joined = asyncio.Event()
         self._lost = asyncio.Event()
+        self._halt = asyncio.Event()  # stop() was called: Python 3.11 can swallow a cancel
         self._joined = asyncio.Event()
         self._bucket = TokenBucket(config.flood_burst, config.flood_rate)
         self._send_lock = asyncio.Lock()
@@ -225,7 +156,8 @@ class IrcPlatform(PlatformBase):
         self._sink = sink
         self._runner = asyncio.create_task(self._stay_connected(), name="irc")
         try:
-            await asyncio.wait_for(self._connected.wait(), 30)
+            async with asyncio.timeout(30):
+                await self._connected.wait()
         except TimeoutError:
             logger.error(
                 "IRC: not connected to %s:%d yet; still trying",
@@ -235,6 +167,7 @@ class IrcPlatform(PlatformBase):
 
     async def stop(self) -> None:
         self._stopping = True  # lines still arriving must not reach a closing store
+        self._halt.set()
         if self._runner is not None:
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
@@ -242,14 +175,22 @@ class IrcPlatform(PlatformBase):
         client, self._client = self._client, None
         if client is not None and client.connected:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(client.quit("bye"), 3)
+                async with asyncio.timeout(self.quit_timeout):
+                    await client.quit("bye")
             with contextlib.suppress(Exception):
                 await client.disconnect(expected=True)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._writes_done.wait(), 5)
+            async with asyncio.timeout(5):
+                await self._writes_done.wait()
 
     async def wait_connected(self) -> None:
         await self._connected.wait()
+
+    async def wait_disconnected(self) -> None:
+        """Return once the connection is down (at once if it is down already)."""
+        client = self._client
+        if client is not None and client.connected:
+            await self._lost.wait()
 
     async def wait_reconnected(self) -> None:
         """Wait for the next successful connection (``connections`` counts them)."""
@@ -258,20 +199,14 @@ class IrcPlatform(PlatformBase):
 
     async def _stay_connected(self) -> None:
         delay = self.config.reconnect_backoff_initial
-        while True:
-            self._lost.clear()
+        while not self._halt.is_set():
+            for event in (self._lost, self._registered, self._all_joined):
+                event.clear()
             client = self._new_client()
             self._client = client
             try:
-                await client.connect(
-                    self.config.server,
-                    self.config.port,
-                    tls=self.config.tls,
-                    tls_verify=self.config.tls_verify,
-                    password=self._secrets.get(self.config.password_env),
-                )
-                await self._lost.wait()
-                delay = self.config.reconnect_backoff_initial
+                if await self._session(client):
+                    delay = self.config.reconnect_backoff_initial
             except (OSError, TimeoutError) as exc:
                 logger.warning(
                     "IRC: cannot connect to %s:%d: %s", self.config.server, self.config.port, exc
@@ -280,11 +215,56 @@ class IrcPlatform(PlatformBase):
                 self._connected.clear()
                 with contextlib.suppress(Exception):
                     await client.disconnect(expected=True)
+            if self._halt.is_set():
+                return
             logger.info("IRC: reconnecting in %.1fs", delay)
-            await asyncio.sleep(delay)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._halt.wait()
             delay = min(max(delay * 2, 0.1), self.config.reconnect_backoff_max)
 
-    def _new_client(self) -> _Client:
+    async def _session(self, client: Client) -> bool:
+        """One connection, until it drops; whether it got as far as being registered."""
+        async with asyncio.timeout(self.config.connect_timeout):
+            await client.connect(
+                self.config.server,
+                self.config.port,
+                tls=self.config.tls,
+                tls_verify=self.config.tls_verify,
+                password=self._secrets.get(self.config.password_env),
+            )
+        try:
+            async with asyncio.timeout(self.config.register_timeout):
+                if not await self._unless_lost(self._registered):
+                    return False
+        except TimeoutError:
+            logger.warning(
+                "IRC: no welcome from the server within %.0fs", self.config.register_timeout
+            )
+            return False
+        try:
+            async with asyncio.timeout(self.config.join_timeout):
+                if not await self._unless_lost(self._all_joined):
+                    return True
+        except TimeoutError:
+            missing = ", ".join(sorted(self._joining))
+            logger.warning("IRC: could not join %s within %.0fs", missing, self.config.join_timeout)
+        self._ready(client)
+        await self._unless_lost(self._lost)  # until the connection drops, or stop()
+        return True
+
+    async def _unless_lost(self, event: asyncio.Event) -> bool:
+        """Wait for ``event``; False when the connection drops or ``stop`` comes first."""
+        events = {event, self._lost, self._halt}
+        waits = {asyncio.create_task(e.wait()) for e in events}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        return not self._lost.is_set() and not self._halt.is_set()
+
+    def _new_client(self) -> Client:
         kwargs: dict[str, Any] = {
             "fallback_nicknames": self.config.fallback_nicks,
             "username": self.config.username,
@@ -293,30 +273,33 @@ class IrcPlatform(PlatformBase):
         if self.config.sasl_username:
             kwargs["sasl_username"] = self.config.sasl_username
             kwargs["sasl_password"] = self._secrets.get(self.config.sasl_password_env)
-        return _Client(self, self.config.nick, **kwargs)
+        return Client(self, self.config.nick, **kwargs)
 
-    async def _on_connect(self, client: _Client) -> None:
-        self.connections += 1
+    async def _on_connect(self, client: Client) -> None:
+        if client is not self._client:
+            return
         self._joining = {c.lower() for c in self.config.channels}
+        self._registered.set()
         for channel in self.config.channels:
             await client.join(channel)
         if not self._joining:
-            self._ready(client)
+            self._all_joined.set()
 
-    def _joined_channel(self, client: _Client, channel: str) -> None:
-        """The server confirmed one of our JOINs; ready once every channel is joined."""
+    def _joined_channel(self, client: Client, channel: str) -> None:
+        """The server confirmed one of our JOINs (also after a kick)."""
         if client is self._client and channel.lower() in self._joining:
             self._joining.discard(channel.lower())
             if not self._joining:
-                self._ready(client)
+                self._all_joined.set()
 
-    def _ready(self, client: _Client) -> None:
-        joined = ", ".join(self.config.channels) or "no channels"
+    def _ready(self, client: Client) -> None:
+        self.connections += 1
+        joined = ", ".join(sorted(client.channels)) or "no channels"
         logger.info("IRC: connected as %s, joined %s", client.nickname, joined)
         self._connected.set()
         self._joined.set()
 
-    def _on_disconnect(self, client: _Client, expected: bool) -> None:
+    def _on_disconnect(self, client: Client, expected: bool) -> None:
         if client is self._client:
             if not expected:
                 logger.warning("IRC: connection lost")
@@ -326,8 +309,15 @@ class IrcPlatform(PlatformBase):
         return ChannelRef("irc", target.lower(), name=target, is_direct=private)
 
     def _participant(self, nick: str) -> Participant:
-        me = self._client is not None and self._client.is_same_nick(nick, self._client.nickname)
-        return Participant(f"irc:{nick.lower()}", nick, is_bot=me)
+        client = self._client
+        if client is None:
+            return Participant(f"irc:{nick.lower()}", nick)
+        me = client.is_same_nick(nick, client.nickname)
+        return Participant(f"irc:{nick.lower()}", nick, is_bot=me, identity=client.identity(nick))
+
+    def _is_me(self, nick: str) -> bool:
+        client = self._client
+        return client is not None and client.is_same_nick(nick, client.nickname)
 
     async def _log_event(self, kind: str, target: str, nick: str, text: str) -> None:
         if self._stopping:
@@ -342,12 +332,12 @@ class IrcPlatform(PlatformBase):
         await self._record(message, kind)
         await self._note(kind, nick)
 
-    async def _record(self, message: Message, kind: str) -> None:
+    async def _record(self, message: Message, kind: str, *, durable: bool = False) -> None:
         """Log one line; ``stop`` waits for writes under way so the store can close."""
         self._writes += 1
         self._writes_done.clear()
         try:
-            await self._log.log_message(self._bot, message, kind)
+            await self._log.log_message(self._bot, message, kind, durable=durable)
         finally:
             self._writes -= 1
             if self._writes == 0:
@@ -366,8 +356,8 @@ class IrcPlatform(PlatformBase):
     async def _on_line(
         self, kind: str, target: str, nick: str, text: str, *, private: bool = False
     ) -> None:
-        if self._stopping:
-            return
+        if self._stopping or self._is_me(nick):
+            return  # our own lines come back with echo-message; ``send`` logged them whole
         channel = self._channel(target, private=private)
         question = self._command_question(text) if kind == "message" else None
         if question is not None:
@@ -380,9 +370,9 @@ class IrcPlatform(PlatformBase):
         message = Message(
             uuid.uuid4().hex, channel, author, text, datetime.now(UTC), mentions=mentions
         )
-        await self._record(message, kind)
-        if self._answers_question(channel.key, nick, text):
+        if kind == "message" and await self._answer_question(message):
             return  # an answer to "may I run ...?" is not a new question for the bot
+        await self._record(message, kind)
         if self._sink is not None:
             await self._sink(MessageEvent(message))
 
@@ -412,31 +402,52 @@ class IrcPlatform(PlatformBase):
         notes = [f"[file {f.filename}, {f.content_type}, {f.size} bytes]" for f in files]
         body = "\n".join([text, *notes]).strip()
         if body.startswith("/me "):
-            await self._paced(client.ctcp(channel.name, "ACTION", body[4:].replace("\n", " ")))
+            room = self._room("PRIVMSG", channel.name) - len("\x01ACTION \x01")
+            lines = [f"\x01ACTION {ln}\x01" for ln in irc_lines(body[4:], room)]
         else:
-            for line in irc_lines(body, self.config.max_line_bytes):
-                await self._paced(client.message(channel.name, line))
+            lines = irc_lines(body, self._room("PRIVMSG", channel.name))
         message = Message(uuid.uuid4().hex, channel, self.self_participant, body, datetime.now(UTC))
-        await self._record(message, "note" if note else "message")
+        # In the store before anyone sees it: a line shown must survive a crash.
+        await self._record(message, "note" if note else "message", durable=True)
+        try:
+            await self._send_lines(client, "PRIVMSG", channel.name, lines)
+        except PlatformError:
+            await self._log.forget_message(self._bot, message.id)
+            raise
         return message
 
-    async def _paced(self, sending: Any) -> None:
-        async with self._send_lock:
-            wait = self._bucket.delay()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            await sending
+    async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
+        # Shown, never logged: a dot message is for people, and no bot reads it.
+        client = self._require_client()
+        lines = dot_lines(text, self._room("NOTICE", channel.name))
+        await self._send_lines(client, "NOTICE", channel.name, lines)
 
-    def _require_client(self) -> _Client:
+    def _room(self, command: str, target: str) -> int:
+        """Text bytes per line: ``max_line_bytes``, and never past IRC's 512-byte line."""
+        return min(self.config.max_line_bytes, 510 - len(f"{command} {target} :".encode()))
+
+    async def _send_lines(
+        self, client: Client, command: str, target: str, lines: list[str]
+    ) -> None:
+        """Send lines in turn, paced by the flood limit; PlatformError if the connection is
+        gone (pydle's own writes time out after 30 s)."""
+        for line in lines:
+            async with self._send_lock:
+                wait = self._bucket.delay()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if client is not self._client or not client.connected:
+                    raise PlatformError("the IRC connection was lost while sending")
+                try:
+                    await client.rawmsg(command, target, line)
+                except (OSError, TimeoutError, ProtocolViolation) as exc:
+                    raise PlatformError(f"cannot send to IRC: {exc}") from exc
+
+    def _require_client(self) -> Client:
         client = self._client
         if client is None or not client.connected:
             raise PlatformError("not connected to IRC")
         return client
-
-    async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
-        client = self._require_client()
-        for line in irc_lines(text, self.config.max_line_bytes)[:4]:
-            await self._paced(client.notice(channel.name, line))
 
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         return await self._log.chat_history(self._bot, channel, limit=limit)
@@ -452,28 +463,48 @@ class IrcPlatform(PlatformBase):
     ) -> ApprovalDecision:
         future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
         self._questions[channel.key] = _Question(channel.key, request, future)
-        who = request.requester.name
-        question = f"{who}: may I run {request.description}? Answer yes or no."
-        await self.send(channel, question, note=True)
+        who = request.requester
+        if not who.identity:
+            logger.warning(
+                "IRC: %s has no identity on record (set before identities were kept); "
+                "the approval in %s goes by the nick alone",
+                who.name,
+                channel.key,
+            )
+        question = f"{who.name}: may I run {request.description}? Answer yes or no."
         try:
-            return await asyncio.wait_for(asyncio.shield(future), request.timeout)
+            await self.send(channel, question, note=True)
+            async with asyncio.timeout(request.timeout):
+                return await future
         except TimeoutError:
             return ApprovalDecision(Approval.TIMEOUT)
         finally:
             self._questions.pop(channel.key, None)
 
-    def _answers_question(self, channel_key: str, nick: str, text: str) -> bool:
-        question = self._questions.get(channel_key)
+    async def _answer_question(self, message: Message) -> bool:
+        """Whether ``message`` answers the open question of its channel; the answer is
+        logged as a note, so it never comes back to the model as conversation."""
+        question = self._questions.get(message.channel.key)
         if question is None or question.answer.done():
             return False
-        if f"irc:{nick.lower()}" != question.request.requester.id:
+        if not _same_person(message.author, question.request.requester):
             return False  # IRC has no roles: only the person who asked may answer
-        word = text.strip().lower().rstrip(".!")
+        word = message.text.strip().lower().rstrip(".!")
         word = word.split(":", 1)[-1].strip() if ":" in word else word
         if word in YES_ANSWERS:
-            question.answer.set_result(ApprovalDecision(Approval.APPROVED, by=nick))
-            return True
-        if word in NO_ANSWERS:
-            question.answer.set_result(ApprovalDecision(Approval.CANCELLED, by=nick))
-            return True
-        return False
+            answer = Approval.APPROVED
+        elif word in NO_ANSWERS:
+            answer = Approval.CANCELLED
+        else:
+            return False
+        await self._record(message, "note")
+        question.answer.set_result(ApprovalDecision(answer, by=message.author.name))
+        return True
+
+
+def _same_person(author: Participant, requester: Participant) -> bool:
+    """Identities where the requester has one (a nick can be taken by someone else);
+    the nick for a requester recorded without."""
+    if requester.identity:
+        return author.identity == requester.identity
+    return author.id == requester.id

@@ -1,0 +1,192 @@
+"""pydle's client as Salon uses it: lines people write are handled in order, and each line
+tells who wrote it (see ``Client.identity``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+import pydle  # type: ignore[import-untyped]
+from pydle.features.whox import WHOXSupport  # type: ignore[import-untyped]
+
+if TYPE_CHECKING:
+    from salon.platforms.irc import IrcPlatform
+
+__all__ = ["Client"]
+
+logger = logging.getLogger(__name__)
+
+_IN_ORDER = frozenset({"PRIVMSG", "NOTICE", "JOIN", "PART", "QUIT", "KICK", "NICK"})
+_MAX_ASKING = 100  # WHOIS requests awaiting a reply; past that, accounts are not asked
+
+_LINE: ContextVar[Any] = ContextVar("salon_irc_line", default=None)
+"""The server line being handled in order, for the handlers pydle calls with a nick only."""
+
+
+class Client(pydle.Client):  # type: ignore[misc]
+    """pydle's client with its callbacks routed to the platform."""
+
+    RECONNECT_ON_ERROR = False
+    stall_seconds = 30.0  # an in-order line taking longer is logged and left to finish alone
+
+    def __init__(self, platform: IrcPlatform, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.platform = platform
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._asking: set[asyncio.Task[Any]] = set()
+
+    async def handle_forever(self) -> None:
+        try:
+            await super().handle_forever()
+        except OSError as exc:
+            # pydle's reader ends on a reset connection without telling anyone: the client
+            # would stay "connected", deaf, and never reconnect.
+            logger.warning("IRC: connection failed: %s", exc)
+            if self.connected:
+                await self.disconnect(expected=False)
+
+    async def on_data(self, data: bytes) -> None:
+        # pydle runs each message in a task of its own, which can reorder lines. Lines people
+        # write (and joins, parts...) are handled in turn, so the log and the context keep
+        # their order; the rest (registration, CAP, WHOIS replies) stays concurrent.
+        self._receive_buffer += data
+        while self._has_message():
+            message = self._parse_message()
+            if message.command in _IN_ORDER:
+                await self._in_order(message)
+            else:
+                self._spawn(self._tasks, self._handle(message))
+
+    async def _in_order(self, message: Any) -> None:
+        """Handle one line before the next is read; one that stalls is logged and left to
+        finish on its own, so the connection never goes deaf."""
+        token = _LINE.set(message)
+        try:
+            task = asyncio.create_task(self._handle(message))  # sees _LINE
+        finally:
+            _LINE.reset(token)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self.stall_seconds)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if not done:
+            logger.error(
+                "IRC: handling %s stalled for %.1fs; reading on",
+                message.command,
+                self.stall_seconds,
+            )
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _spawn(self, tasks: set[asyncio.Task[Any]], work: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.create_task(work)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def whois(self, nickname: str) -> Any:
+        if _LINE.get() is None:
+            return await super().whois(nickname)
+        # pydle's account tracking asks on every NICK (AccountSupport._rename_user) and waits
+        # for the reply, which in-order handling reads only after this line: ask, don't wait.
+        if len(self._asking) < _MAX_ASKING:
+            self._spawn(self._asking, super().whois(nickname))
+        return None
+
+    async def _create_user(self, nickname: str) -> None:
+        # pydle's WHOX feature sends a WHOIS for every new nick: a flood in a big channel.
+        super(WHOXSupport, self)._create_user(nickname)
+
+    async def _handle(self, message: Any) -> None:
+        try:
+            await self.on_raw(message)
+        except Exception:  # one bad line must not end the connection
+            logger.exception("IRC: failed to handle %s", message.command)
+
+    async def on_connect(self) -> None:
+        await super().on_connect()
+        await self.platform._on_connect(self)
+
+    async def on_disconnect(self, expected: bool) -> None:
+        for task in list(self._asking):
+            task.cancel()  # no reply will come on this connection
+        await super().on_disconnect(expected)
+        self.platform._on_disconnect(self, expected)
+
+    async def on_channel_message(self, target: str, by: str, message: str) -> None:
+        await self.platform._on_line("message", target, by, message)
+
+    async def on_private_message(self, target: str, by: str, message: str) -> None:
+        await self.platform._on_line("message", by, by, message, private=True)
+
+    async def on_ctcp_action(self, by: str, target: str, contents: str) -> None:
+        private = not self.is_channel(target)
+        await self.platform._on_line(
+            "action", by if private else target, by, contents, private=private
+        )
+
+    async def on_notice(self, target: str, by: str, message: str) -> None:
+        if by and self.is_channel(target) and not self.is_same_nick(by, self.nickname):
+            await self.platform._log_event("notice", target, by, message)
+
+    async def on_join(self, channel: str, user: str) -> None:
+        await self.platform._log_event("join", channel, user, "")
+        if self.is_same_nick(user, self.nickname):
+            self.platform._joined_channel(self, channel)
+
+    async def on_part(self, channel: str, user: str, message: str | None = None) -> None:
+        await self.platform._log_event("part", channel, user, message or "")
+
+    async def on_kick(self, channel: str, target: str, by: str, reason: str | None = None) -> None:
+        await self.platform._log_event("kick", channel, by, f"{target} {reason or ''}".strip())
+        if self.is_same_nick(target, self.nickname):
+            await self.join(channel)  # kicked: come back
+
+    async def on_raw_quit(self, message: Any) -> None:
+        nick = self._parse_user(message.source)[0]
+        where = [c for c, info in self.channels.items() if nick in info["users"]]
+        await super().on_raw_quit(message)
+        for channel in where:
+            reason = message.params[0] if message.params else ""
+            await self.platform._log_event("quit", channel, nick, reason)
+
+    async def on_raw_nick(self, message: Any) -> None:
+        old = self._parse_user(message.source)[0]
+        new = message.params[0]
+        where = [c for c, info in self.channels.items() if old in info["users"]]
+        await super().on_raw_nick(message)
+        for channel in where:
+            await self.platform._log_event("nick", channel, old, new)
+
+    def identity(self, nick: str) -> str:
+        """The strongest identity the server vouches for behind ``nick`` on the line being
+        handled: ``account:NAME``, else ``nick!user@host``; empty when the line is not
+        from ``nick`` (or no line is being handled)."""
+        line = _LINE.get()
+        if line is None or not line.source:
+            return ""
+        source, mask = self._parse_user(line.source)
+        if not source or not self.is_same_nick(source, nick):
+            return ""
+        account = self._account(line, nick)
+        if account:
+            return f"account:{self.normalize(account)}"
+        user, host = mask.get("username"), mask.get("hostname")
+        return f"{self.normalize(nick)}!{user}@{host.lower()}" if user and host else ""
+
+    def _account(self, line: Any, nick: str) -> str | None:
+        """The services account the server says ``nick`` is logged into, or None."""
+        if self._capabilities.get("account-tag"):
+            tag = line.tags.get("account")  # on every line of a logged-in user, and only then
+            return tag if isinstance(tag, str) else None
+        if line.command == "JOIN" and self._capabilities.get("extended-join"):
+            account = line.params[1] if len(line.params) > 2 else "*"
+            return None if account == "*" else str(account)
+        # Tracked only while we share a channel: pydle forgets a user who quits, so a nick
+        # taken over afterwards starts without the old account.
+        shared = any(nick in info["users"] for info in self.channels.values())
+        account = self.users.get(nick, {}).get("account") if shared else None
+        return account if isinstance(account, str) and account else None
