@@ -198,3 +198,26 @@ async def test_a_schedule_may_only_post_where_it_is_allowed(
         assert result.is_error
         assert refused in result.content
         assert made == []
+
+
+async def test_a_schedule_keeps_the_identity_of_whoever_set_it(tmp_path: Path) -> None:
+    provider = FakeProvider([create_in("memory:general"), "ok"])
+    app = make_app(tmp_path, provider, FakeClock(T0))
+    platform = MemoryPlatform(bot_name="Salon")
+    asker = Participant("irc:alice", "alice", identity="alice!alice@home.example")
+    stop = asyncio.Event()
+    async with app:
+        serving = asyncio.create_task(app.serve(stop, [platform]))
+        await asyncio.wait_for(platform.started.wait(), 5)
+        await platform.post(
+            platform.channel("general"),
+            asker,
+            "@Salon stand-up",
+            mentions=[platform.self_participant],
+        )
+        await platform.wait_sent(1)
+        await app.agent.wait_idle()
+        stop.set()
+        await asyncio.wait_for(serving, 10)
+        (made,) = await app.store.schedules("salon")
+    assert made.created_by.identity == "alice!alice@home.example"

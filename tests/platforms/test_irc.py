@@ -430,6 +430,23 @@ async def test_a_line_that_cannot_be_sent_is_forgotten(ircd: IrcServer, bare: Ba
     assert len(log.forgotten) == 1
 
 
+async def test_a_message_cut_after_a_line_was_shown_stays_in_the_store(
+    ircd: IrcServer, bare: Bare
+) -> None:
+    platform, log = bare.platform, bare.log
+    platform._bucket = TokenBucket(1, 0.5)  # the second line waits its turn: 2 s
+    watcher = await human(ircd, "watcher")
+    long = " ".join(["word"] * 120)  # two IRC lines
+    sending = asyncio.create_task(platform.send(SALON, long))
+    await watcher.privmsgs_from(BOT, 1)  # the first line is on screen
+    await ircd.stop()
+    with pytest.raises(PlatformError):
+        await asyncio.wait_for(sending, 15)
+    assert [row for row in log.rows if row[2]]  # someone saw part of it: it stays
+    assert log.forgotten == []
+    await watcher.close()
+
+
 async def test_approval_is_bound_to_the_requester_not_the_nick(
     ircd: IrcServer, start_bot: Start
 ) -> None:

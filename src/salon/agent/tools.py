@@ -194,6 +194,7 @@ class ToolRunner:
             "requester_id": requester.id,
             "requester_name": requester.name,
             "requester_roles": ",".join(requester.roles),
+            "requester_identity": requester.identity,
         }
         ran = await asyncio.gather(*(self.tools.call(c, hidden=hidden) for c in ready))
         by_id = {r.call_id: r for r in ran} | refused

@@ -409,39 +409,40 @@ class IrcPlatform(PlatformBase):
         message = Message(uuid.uuid4().hex, channel, self.self_participant, body, datetime.now(UTC))
         # In the store before anyone sees it: a line shown must survive a crash.
         await self._record(message, "note" if note else "message", durable=True)
+        shown = 0
         try:
-            await self._send_lines(client, "PRIVMSG", channel.name, lines)
+            for line in lines:
+                await self._send_line(client, "PRIVMSG", channel.name, line)
+                shown += 1
         except PlatformError:
-            await self._log.forget_message(self._bot, message.id)
+            if not shown:  # nobody saw any of it: it was never said
+                await self._log.forget_message(self._bot, message.id)
             raise
         return message
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         # Shown, never logged: a dot message is for people, and no bot reads it.
         client = self._require_client()
-        lines = dot_lines(text, self._room("NOTICE", channel.name))
-        await self._send_lines(client, "NOTICE", channel.name, lines)
+        for line in dot_lines(text, self._room("NOTICE", channel.name)):
+            await self._send_line(client, "NOTICE", channel.name, line)
 
     def _room(self, command: str, target: str) -> int:
         """Text bytes per line: ``max_line_bytes``, and never past IRC's 512-byte line."""
         return min(self.config.max_line_bytes, 510 - len(f"{command} {target} :".encode()))
 
-    async def _send_lines(
-        self, client: Client, command: str, target: str, lines: list[str]
-    ) -> None:
-        """Send lines in turn, paced by the flood limit; PlatformError if the connection is
-        gone (pydle's own writes time out after 30 s)."""
-        for line in lines:
-            async with self._send_lock:
-                wait = self._bucket.delay()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                if client is not self._client or not client.connected:
-                    raise PlatformError("the IRC connection was lost while sending")
-                try:
-                    await client.rawmsg(command, target, line)
-                except (OSError, TimeoutError, ProtocolViolation) as exc:
-                    raise PlatformError(f"cannot send to IRC: {exc}") from exc
+    async def _send_line(self, client: Client, command: str, target: str, line: str) -> None:
+        """Send one line, paced by the flood limit; PlatformError if the connection is gone
+        (pydle's own writes time out after 30 s)."""
+        async with self._send_lock:
+            wait = self._bucket.delay()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            if client is not self._client or not client.connected:
+                raise PlatformError("the IRC connection was lost while sending")
+            try:
+                await client.rawmsg(command, target, line)
+            except (OSError, TimeoutError, ProtocolViolation) as exc:
+                raise PlatformError(f"cannot send to IRC: {exc}") from exc
 
     def _require_client(self) -> Client:
         client = self._client

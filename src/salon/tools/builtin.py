@@ -33,7 +33,7 @@ _T = TypeVar("_T")
 
 CHANNEL_ARGUMENT = "channel"
 HIDDEN_ARGUMENTS = frozenset(
-    {CHANNEL_ARGUMENT, "requester_id", "requester_name", "requester_roles"}
+    {CHANNEL_ARGUMENT, "requester_id", "requester_name", "requester_roles", "requester_identity"}
 )
 OPERATOR = "operator"
 """Requester id of whoever runs ``salon tools call``: the bot's operator."""
@@ -195,6 +195,7 @@ def _add_schedule_tools(server: MCPServer, bot: str, book: ScheduleBook) -> None
         requester_id: str = "",
         requester_name: str = "",
         requester_roles: str = "",
+        requester_identity: str = "",
     ) -> str:
         """Schedule a reminder or a recurring task. `when` is a cron expression ("0 9 * * 1-5")
         or an ISO date-time ("2026-12-24T09:00"); `prompt` is what you will be asked to do
@@ -205,7 +206,12 @@ def _add_schedule_tools(server: MCPServer, bot: str, book: ScheduleBook) -> None
         where = target_channel or channel
         _need_channel(where)
         roles = tuple(r for r in requester_roles.split(",") if r)
-        requester = Participant(requester_id or "unknown", requester_name or "someone", roles=roles)
+        requester = Participant(
+            requester_id or "unknown",
+            requester_name or "someone",
+            roles=roles,
+            identity=requester_identity,
+        )
         problem = book.check_target(channel, where, requester) if book.check_target else None
         if problem is not None:
             raise ToolError(problem)
