@@ -43,8 +43,10 @@ async def supervise(
     state: TaskState | None = None,
     backoff_initial: float = 0.5,
     backoff_max: float = 30.0,
+    finished: Callable[[], bool] | None = None,
 ) -> None:
-    """Run ``run()`` until cancelled, restarting it after every failure."""
+    """Run ``run()`` until cancelled, restarting it after every failure. ``finished()``
+    true when ``run()`` returns means it ended on purpose (its owner is stopping)."""
     state = state or TaskState(name)
     delay = backoff_initial
     while True:
@@ -61,6 +63,9 @@ async def supervise(
             logger.exception("%s failed; restarting in %.1fs", name, delay)
             state.failed(f"{type(exc).__name__}: {exc}")
         else:
+            if finished is not None and finished():
+                state.running = False
+                return
             logger.error("%s stopped unexpectedly; restarting in %.1fs", name, delay)
             state.failed("it stopped")
         await asyncio.sleep(delay)

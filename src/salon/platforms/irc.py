@@ -40,6 +40,7 @@ from salon.model import (
 )
 from salon.platforms._irc_client import Client
 from salon.platforms.base import NO_ANSWERS, YES_ANSWERS, ChatLog, EventSink, PlatformBase
+from salon.tasks import TaskState, supervise
 
 __all__ = ["IrcPlatform", "TokenBucket", "dot_lines", "irc_lines"]
 
@@ -133,6 +134,7 @@ class IrcPlatform(PlatformBase):
         self._writes_done.set()
         self._client: Client | None = None
         self._runner: asyncio.Task[None] | None = None
+        self.connection = TaskState("IRC connection")
         self._connected = asyncio.Event()
         self._registered = asyncio.Event()
         self._all_joined = asyncio.Event()
@@ -154,7 +156,13 @@ class IrcPlatform(PlatformBase):
 
     async def start(self, sink: EventSink) -> None:
         self._sink = sink
-        self._runner = asyncio.create_task(self._stay_connected(), name="irc")
+        work = supervise(
+            "IRC connection",
+            self._stay_connected,
+            state=self.connection,
+            finished=self._halt.is_set,
+        )
+        self._runner = asyncio.create_task(work, name="irc")
         try:
             async with asyncio.timeout(30):
                 await self._connected.wait()

@@ -182,7 +182,12 @@ class DiscordPlatform(PlatformBase):
         await self.attachments.open()
         self._stopping = False
         self._start_failure = asyncio.get_running_loop().create_future()
-        work = supervise("Discord connection", self._connect, state=self.connection)
+        work = supervise(
+            "Discord connection",
+            self._connect,
+            state=self.connection,
+            finished=lambda: self._stopping,
+        )
         self._runner = asyncio.create_task(work, name="discord")
         failed = self._start_failure
         ready = asyncio.ensure_future(self.ready.wait())
@@ -213,6 +218,7 @@ class DiscordPlatform(PlatformBase):
                 await client.close()
         if not self._stopping:
             raise PlatformError("the Discord client stopped by itself")
+        # stopping: return, and the supervision ends with it
 
     async def stop(self) -> None:
         self._stopping = True
