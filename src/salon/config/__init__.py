@@ -14,12 +14,15 @@ from salon.config.models import (
     NflIntegration,
     PixelLabIntegration,
     PlatformsConfig,
+    Price,
     ProviderConfig,
     SearchIntegration,
     TerminalConfig,
     ToolPolicy,
     ToolRule,
+    TracesConfig,
     WeatherIntegration,
+    WebConfig,
 )
 from salon.config.secrets import Redactor, Secrets, resolve_secrets
 
@@ -38,6 +41,7 @@ __all__ = [
     "PinnedConfig",
     "PixelLabIntegration",
     "PlatformsConfig",
+    "Price",
     "ProviderConfig",
     "Redactor",
     "Resolved",
@@ -46,7 +50,9 @@ __all__ = [
     "TerminalConfig",
     "ToolPolicy",
     "ToolRule",
+    "TracesConfig",
     "WeatherIntegration",
+    "WebConfig",
     "load_config_dir",
     "merge_layers",
     "parse_config_message",

@@ -53,6 +53,9 @@ PROCESS_KEYS = frozenset(
         "event_batch_max",
         "max_concurrent_activations",
         "tool_log_seed_hours",
+        "traces",
+        "prices",
+        "web",
     }
 )
 """Keys that belong to the bot's process as a whole: not settable per guild or channel."""

@@ -39,12 +39,15 @@ __all__ = [
     "NflIntegration",
     "PixelLabIntegration",
     "PlatformsConfig",
+    "Price",
     "ProviderConfig",
     "SearchIntegration",
     "TerminalConfig",
     "ToolPolicy",
     "ToolRule",
+    "TracesConfig",
     "WeatherIntegration",
+    "WebConfig",
     "http_url_problem",
 ]
 
@@ -407,6 +410,45 @@ class PlatformsConfig(_Strict):
     discord: DiscordConfig | None = None
 
 
+class TracesConfig(_Strict):
+    """One trace per activation, kept in the store for ``salon trace`` and the web page."""
+
+    enabled: bool = True
+    max_age_days: float = Field(default=30.0, gt=0, description="older traces are deleted")
+    max_megabytes: float = Field(
+        default=500.0, gt=0, description="compressed size kept; the oldest go first"
+    )
+
+
+class Price(_Strict):
+    """US dollars per million tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0, description="default: input")
+    cache_write: float | None = Field(default=None, ge=0, description="default: input")
+
+
+class WebConfig(_Strict):
+    """The operator's web server (``salon run`` starts one per fleet; ``salon web``)."""
+
+    enabled: bool = True
+    host: str = Field(default="127.0.0.1", description="bind address")
+    port: int = Field(default=8787, gt=0, lt=65536)
+    public_url: str | None = Field(
+        default=None, description="how people reach it, for /activity links"
+    )
+    activity_key_env: str = Field(
+        default="SALON_ACTIVITY_KEY", description="variable holding the activity page's key"
+    )
+    trigger_token_env: str = Field(
+        default="SALON_TRIGGER_TOKEN",
+        description="variable holding the bearer token for POST /bots/<name>/events",
+    )
+    link_minutes: float = Field(default=15.0, gt=0, description="lifetime of an /activity link")
+    max_event_bytes: int = Field(default=16_384, gt=0, le=1_000_000)
+
+
 class BotConfig(_Strict):
     """The effective config of one bot: ``shared.yaml`` with ``bots/<name>.yaml`` on top."""
 
@@ -472,6 +514,12 @@ class BotConfig(_Strict):
 
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     integrations: IntegrationsConfig = Field(default_factory=IntegrationsConfig)
+    traces: TracesConfig = Field(default_factory=TracesConfig)
+    prices: dict[str, Price] = Field(
+        default_factory=dict,
+        description="per model: USD per million tokens; overrides the built-in table",
+    )
+    web: WebConfig = Field(default_factory=WebConfig)
     builtin_tools: bool = Field(default=True, description="offer Salon's own tools")
     tool_mode: Literal["native", "text", "planner"] = Field(
         default="native",

@@ -215,6 +215,97 @@ def _m8_schedule_claims(conn: Connection) -> None:
         conn.execute(sa.text(statement))
 
 
+traces = sa.Table(
+    "traces",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("bot", sa.String, nullable=False),
+    sa.Column("platform", sa.String, nullable=False),
+    sa.Column("channel", sa.String, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("ended_at", sa.Float, nullable=False),
+    sa.Column("outcome", sa.String, nullable=False),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("error_kind", sa.String, nullable=True),
+    sa.Column("requester_id", sa.String, nullable=False),
+    sa.Column("requester", sa.String, nullable=False),
+    sa.Column("trigger_id", sa.String, nullable=True),
+    sa.Column("model", sa.String, nullable=False),
+    sa.Column("input_tokens", sa.Integer, nullable=False),
+    sa.Column("output_tokens", sa.Integer, nullable=False),
+    sa.Column("cache_read_tokens", sa.Integer, nullable=False),
+    sa.Column("cache_write_tokens", sa.Integer, nullable=False),
+    sa.Column("cost", sa.Float, nullable=False),
+    sa.Column("read_share", sa.Float, nullable=True),
+    sa.Column("expected_read_share", sa.Float, nullable=True),
+    sa.Column("cache_break", sa.String, nullable=True),
+    sa.Column("first_token_ms", sa.Float, nullable=True),
+    sa.Column("total_ms", sa.Float, nullable=False),
+    sa.Column("size", sa.Integer, nullable=False),  # bytes of body, for the size bound
+    sa.Column("body", sa.LargeBinary, nullable=False),  # zlib-compressed JSON
+    sa.Index("ix_traces_started", "started_at"),
+    sa.Index("ix_traces_bot_started", "bot", "started_at"),
+    sa.Index("ix_traces_channel_started", "channel", "started_at"),
+    sa.Index("ix_traces_outcome_started", "outcome", "started_at"),
+)
+
+trace_messages = sa.Table(
+    "trace_messages",
+    metadata,
+    sa.Column("message_id", sa.String, nullable=False),
+    sa.Column("trace_id", sa.Integer, nullable=False),
+    sa.Index("ix_trace_messages_message", "message_id"),
+    sa.Index("ix_trace_messages_trace", "trace_id"),
+)
+
+trace_tools = sa.Table(
+    "trace_tools",
+    metadata,
+    sa.Column("trace_id", sa.Integer, nullable=False),
+    sa.Column("bot", sa.String, nullable=False),
+    sa.Column("tool", sa.String, nullable=False),
+    sa.Column("outcome", sa.String, nullable=False),  # ok, error, denied, cancelled
+    sa.Column("duration_ms", sa.Float, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Index("ix_trace_tools_trace", "trace_id"),
+)
+
+bot_health = sa.Table(
+    "bot_health",
+    metadata,
+    sa.Column("bot", sa.String, primary_key=True),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("host", sa.String, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("platforms", sa.Text, nullable=False),  # JSON
+    sa.Column("last_event_at", sa.Float, nullable=True),
+    sa.Column("last_answer_at", sa.Float, nullable=True),
+    sa.Column("queue_depth", sa.Integer, nullable=False),
+    sa.Column("tasks", sa.Text, nullable=False),  # JSON
+    sa.Column("reload_error", sa.Text, nullable=True),
+)
+
+inbox = sa.Table(
+    "inbox",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("bot", sa.String, nullable=False),
+    sa.Column("channel", sa.String, nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("author", sa.String, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("taken_at", sa.Float, nullable=True),
+    sa.Column("taken_by", sa.String, nullable=True),
+    sa.Index("ix_inbox_bot_taken", "bot", "taken_at"),
+)
+
+
+def _m9_traces_health_inbox(conn: Connection) -> None:
+    for table in (traces, trace_messages, trace_tools, bot_health, inbox):
+        table.create(conn)
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -224,6 +315,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (6, _m6_rolling_state),
     (7, _m7_rolling_tail),
     (8, _m8_schedule_claims),
+    (9, _m9_traces_health_inbox),
 ]
 
 

@@ -35,6 +35,7 @@ from salon.store._tables import (
     schema_migrations,
     usage_log,
 )
+from salon.store._traces import TraceMethods
 
 __all__ = ["MIGRATIONS", "SQLStore", "schema_migrations", "sqlite_url"]
 
@@ -51,7 +52,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-class SQLStore:
+class SQLStore(TraceMethods):
     """``redact`` is applied to every chat-log line: no configured secret is stored."""
 
     def __init__(self, url: str, *, redact: Callable[[str], str] | None = None) -> None:

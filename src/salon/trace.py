@@ -1,0 +1,199 @@
+"""Traces: what one activation saw, sent, cost and did, for the operator.
+
+A ``Trace`` is written to the store once per activation (answered, failed, cancelled, or
+stopped by the loop guard). Its summary fields are columns (for listing, filtering, cost
+totals and metrics); its body (the requests as sent, the answer, tool calls, timings) is
+compressed JSON. Every text in a trace has passed the redactor before it is stored.
+
+The cache diagnosis compares each call's request with the previous call in the same
+channel: ``Divergence`` says where their prefixes first differ and, where Salon knows it,
+why (a roll, a config change, an edited or deleted message, a tool-list change, a model
+change). The expected read share is the part of the request the provider could have read
+from its cache; the billed one is what it reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "CAUSES",
+    "OUTCOMES",
+    "BotHealth",
+    "CallTrace",
+    "CostRow",
+    "Divergence",
+    "InboxEvent",
+    "ToolTrace",
+    "Trace",
+    "TraceSummary",
+]
+
+Outcome = Literal["answered", "error", "cancelled", "stopped"]
+OUTCOMES: tuple[Outcome, ...] = ("answered", "error", "cancelled", "stopped")
+
+CAUSES: tuple[str, ...] = (
+    "first call",
+    "roll",
+    "config change",
+    "edited message",
+    "deleted message",
+    "tool-list change",
+    "model change",
+    "new messages",
+    "unknown",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """Where a call's request first differs from the previous call in its channel."""
+
+    index: int  # position in the context's messages (0 = the oldest); -1: before them
+    message_id: str | None
+    cause: str  # one of CAUSES
+
+
+@dataclass(slots=True)
+class CallTrace:
+    """One LLM call: the request as sent (images as size and hash), usage and timing."""
+
+    kind: Literal["answer", "plan", "retry"]
+    provider: str
+    model: str
+    request: dict[str, Any]
+    started_at: float  # epoch seconds
+    first_token_ms: float | None = None
+    total_ms: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: float | None = None  # USD, when the model has a price
+    stop_reason: str | None = None
+    error: str | None = None
+    divergence: Divergence | None = None
+    expected_read_share: float | None = None
+    flags: list[str] = field(default_factory=list)  # e.g. "cache write larger than expected"
+
+    @property
+    def billed_read_share(self) -> float | None:
+        prompt = self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+        return self.cache_read_tokens / prompt if prompt else None
+
+
+@dataclass(slots=True)
+class ToolTrace:
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    result: str
+    is_error: bool
+    duration_ms: float
+    verdict: str  # salon.model.Verdict: run, deny, cancel
+    approval: dict[str, Any] | None = None  # {"answer", "by", "at"} when a person was asked
+
+
+@dataclass(slots=True)
+class Trace:
+    bot: str
+    platform: str
+    channel: str  # channel key
+    channel_name: str
+    started_at: float
+    ended_at: float = 0.0
+    outcome: Outcome = "answered"
+    error: str | None = None
+    error_kind: str | None = None  # provider, rate_limited, platform, tool, store, internal
+    triggers: list[dict[str, Any]] = field(default_factory=list)  # id, author, text, link
+    requester: dict[str, str] = field(default_factory=dict)  # id, name
+    layers: list[str] = field(default_factory=list)  # config files and pinned configs applied
+    calls: list[CallTrace] = field(default_factory=list)
+    tools: list[ToolTrace] = field(default_factory=list)
+    answer: str = ""  # what the bot said, as shown
+    notes: list[str] = field(default_factory=list)  # Salon's own words in the channel
+    timings: dict[str, float] = field(default_factory=dict)  # phase -> milliseconds
+
+    def totals(self) -> dict[str, float]:
+        usage: dict[str, float] = {
+            "input_tokens": sum(c.input_tokens for c in self.calls),
+            "output_tokens": sum(c.output_tokens for c in self.calls),
+            "cache_read_tokens": sum(c.cache_read_tokens for c in self.calls),
+            "cache_write_tokens": sum(c.cache_write_tokens for c in self.calls),
+        }
+        usage["cost"] = sum(c.cost for c in self.calls if c.cost is not None)
+        return usage
+
+    def body(self) -> dict[str, Any]:
+        """Everything of the trace, as JSON-ready data."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSummary:
+    """A trace as ``salon trace list`` and the activity timeline show it."""
+
+    id: int
+    bot: str
+    platform: str
+    channel: str
+    started_at: float
+    ended_at: float
+    outcome: str
+    error: str | None
+    requester: str
+    trigger_id: str | None
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost: float
+    read_share: float | None  # billed cache read share
+    expected_read_share: float | None
+    cache_break: str | None  # the cause, when this activation's cache was broken
+    first_token_ms: float | None
+    total_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class CostRow:
+    """Totals for one bot, channel, user or day."""
+
+    key: str
+    activations: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class BotHealth:
+    """What a bot process reports about itself every few seconds (the heartbeat)."""
+
+    bot: str
+    pid: int
+    host: str
+    started_at: float
+    updated_at: float
+    platforms: dict[str, bool]  # platform name -> connected
+    last_event_at: float | None
+    last_answer_at: float | None
+    queue_depth: int
+    tasks: dict[str, dict[str, Any]]  # supervised task -> {running, restarts, last_error}
+    reload_error: str | None = None  # the config edit that could not be applied
+
+
+@dataclass(frozen=True, slots=True)
+class InboxEvent:
+    """An event pushed in from outside (``POST /bots/<name>/events``), for a bot to take."""
+
+    id: int
+    bot: str
+    channel: str  # channel key
+    text: str
+    author: str
+    created_at: float

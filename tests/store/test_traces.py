@@ -1,0 +1,136 @@
+"""Traces, cost totals, metrics, heartbeats and the inbox in the store."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from salon.store.sqlite import SQLStore, sqlite_url
+from salon.trace import BotHealth, CallTrace, Divergence, ToolTrace, Trace
+
+SECRET = "sk-trace-secret-777"
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLStore]:
+    store = SQLStore(sqlite_url(tmp_path / "t.db"), redact=lambda t: t.replace(SECRET, "***"))
+    await store.open()
+    yield store
+    await store.close()
+
+
+def make_trace(
+    n: int, *, bot: str = "salon", channel: str = "memory:room", when: float | None = None
+) -> Trace:
+    started = when if when is not None else time.time()
+    call = CallTrace(
+        kind="answer",
+        provider="test",
+        model="claude-sonnet-4-5",
+        request={"messages": [{"role": "user", "content": f"question {n} {SECRET}"}]},
+        started_at=started,
+        first_token_ms=120.0,
+        total_ms=300.0,
+        input_tokens=100,
+        output_tokens=20,
+        cache_read_tokens=900,
+        cost=0.001,
+        divergence=Divergence(3, "m3", "roll") if n % 2 else None,
+        expected_read_share=0.9,
+    )
+    tool = ToolTrace("c1", "lookup", {"q": "x"}, "found", False, 12.0, "run")
+    return Trace(
+        bot=bot,
+        platform="memory",
+        channel=channel,
+        channel_name="room",
+        started_at=started,
+        ended_at=started + 0.5,
+        triggers=[{"id": f"msg-{n}", "author": "Alice", "text": "hi"}],
+        requester={"id": "alice", "name": "Alice"},
+        calls=[call],
+        tools=[tool],
+        answer=f"answer {n}",
+    )
+
+
+async def test_traces_are_listed_newest_first_and_read_whole(store: SQLStore) -> None:
+    now = time.time()
+    ids = await store.write_traces([make_trace(i, when=now + i) for i in range(3)])
+    listed = await store.list_traces()
+    assert [t.id for t in listed] == ids[::-1]
+    summary, body = await store.get_trace(ids[1]) or (None, {})
+    assert summary is not None
+    assert summary.cache_break == "roll"
+    assert summary.read_share == pytest.approx(900 / 1000)
+    assert body["answer"] == "answer 1"
+    assert body["calls"][0]["request"]["messages"][0]["content"] == "question 1 ***"
+    assert await store.trace_for_message("msg-2") == ids[2]
+
+
+async def test_a_secret_never_reaches_a_stored_trace(store: SQLStore, tmp_path: Path) -> None:
+    failing = make_trace(1)
+    failing.outcome, failing.error = "error", f"bad key {SECRET}"
+    await store.write_traces([failing])
+    await store.close()
+    raw = (tmp_path / "t.db").read_bytes()
+    assert SECRET.encode() not in raw  # the body is compressed, the columns are not
+    await store.open()
+    (summary,) = await store.list_traces()
+    assert summary.error == "bad key ***"
+
+
+async def test_traces_filter_and_cost_totals_group(store: SQLStore) -> None:
+    await store.write_traces(
+        [make_trace(1), make_trace(2, bot="other"), make_trace(3, channel="memory:b")]
+    )
+    assert len(await store.list_traces(bot="salon")) == 2
+    assert len(await store.list_traces(channel="memory:b")) == 1
+    assert await store.list_traces(outcome="error") == []
+    by_bot = {row.key: row for row in await store.cost_by("bot")}
+    assert by_bot["salon"].activations == 2
+    assert by_bot["salon"].cost == pytest.approx(0.002)
+    (day,) = await store.cost_by("day")
+    assert len(day.key) == 10  # YYYY-MM-DD
+    (series,) = await store.daily()
+    assert series["activations"] == 3
+
+
+async def test_metrics_count_outcomes_tools_and_latency(store: SQLStore) -> None:
+    await store.write_traces([make_trace(1), make_trace(2)])
+    metrics = await store.trace_metrics()
+    (outcome,) = metrics["outcomes"]
+    assert outcome[:3] == ("salon", "answered", 2)
+    assert metrics["tools"] == [("salon", "lookup", "ok", 2)]
+    (latency,) = metrics["latency"]
+    assert latency[1] == 2  # both first tokens within 0.25 s
+
+
+async def test_pruning_keeps_traces_within_age_and_size(store: SQLStore) -> None:
+    now = time.time()
+    await store.write_traces([make_trace(i, when=now - 10 * 86400 + i) for i in range(3)])
+    await store.write_traces([make_trace(i, when=now + i) for i in range(3, 9)])
+    gone = await store.prune_traces(max_age=7 * 86400, max_bytes=10**9, now=now)
+    assert gone == 3
+    gone = await store.prune_traces(max_age=7 * 86400, max_bytes=1, now=now)
+    assert gone == 6
+    assert await store.list_traces() == []
+
+
+async def test_heartbeats_replace_each_other_and_the_inbox_gives_each_event_once(
+    store: SQLStore,
+) -> None:
+    beat = BotHealth("salon", 42, "host", 1.0, 2.0, {"discord": True}, None, None, 0, {})
+    await store.beat(beat)
+    await store.beat(BotHealth("salon", 42, "host", 1.0, 3.0, {"discord": False}, 2.5, None, 1, {}))
+    (health,) = await store.health_reports()
+    assert health.updated_at == 3.0
+    assert health.platforms == {"discord": False}
+    first = await store.enqueue_event("salon", "discord:10", "deploy finished", "CI")
+    assert first > 0
+    taken = await store.take_events("salon", "proc-a")
+    assert [e.text for e in taken] == ["deploy finished"]
+    assert await store.take_events("salon", "proc-b") == []
