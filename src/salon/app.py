@@ -13,6 +13,7 @@ from types import TracebackType
 
 from salon.agent import Agent
 from salon.agent.tools import ToolRunner
+from salon.agent.traces import TraceWriter
 from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets, resolve_secrets
 from salon.integrations import integration_specs
 from salon.llm.base import Provider
@@ -97,6 +98,7 @@ class BotApp:
         )
         self.hub = ToolHub(self._server_specs(extra_servers))
         self.tool_log = ToolLog(data_dir(root, config) / "tools", key)
+        self.traces = TraceWriter(store=self.store, settings=config.traces, prices=config.prices)
         self._stack = AsyncExitStack()
         self._agent: Agent | None = None
         self.tasks: dict[str, TaskState] = {}  # supervised tasks, for health
@@ -258,6 +260,7 @@ class BotApp:
             redactor=self.secrets.redactor(),
             configs=self.channel_configs,
             providers=self.provider_for,
+            traces=self.traces,
         )
         return self
 
@@ -286,6 +289,8 @@ class BotApp:
             self._supervised("agent", agent.run),
             self._supervised("scheduler", self.scheduler.run),
             self._supervised("schedule-watch", self.scheduler.watch),
+            self._supervised("traces", self.traces.run),
+            self._supervised("trace-pruning", self.traces.prune),
         ]
         try:
             for platform in self.platforms.values():
@@ -294,6 +299,7 @@ class BotApp:
             await self._close_stale_approvals()
             await until.wait()
             await self._drain(grace)
+            await self._flush_traces()
         finally:
             for platform in self.platforms.values():
                 await platform.stop()
@@ -329,6 +335,13 @@ class BotApp:
                 await platform.send(channel, text)
             except Exception:
                 logger.exception("could not tell %s about the closed approval", channel_key)
+
+    async def _flush_traces(self) -> None:
+        try:
+            async with asyncio.timeout(SHUTDOWN_GRACE):
+                await self.traces.flush()
+        except TimeoutError:
+            logger.warning("bot %s: some traces were not written before the stop", self.key)
 
     async def _drain(self, grace: float | None) -> None:
         try:

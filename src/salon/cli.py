@@ -12,8 +12,9 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from salon import __version__
+from salon import __version__, trace_cli
 from salon.agent.dispatch import TOLD_IN_CHANNEL
 from salon.app import BotApp, data_dir, database_url, load_bot
 from salon.config import ConfigSet, Redactor, Secrets, load_config_dir
@@ -87,7 +88,27 @@ def _parser() -> argparse.ArgumentParser:
                 default="terminal:local",
                 help="for chat-log tools: terminal:local, irc:#chan or discord:<channel id>",
             )
+    _trace_parser(sub)
     return parser
+
+
+def _trace_parser(sub: Any) -> None:
+    trace = sub.add_parser("trace", help="what bots saw, sent, cost and did (from the store)")
+    trace_sub = trace.add_subparsers(dest="trace_command", required=True)
+    listing = trace_sub.add_parser("list", help="recent activations, newest first")
+    show = trace_sub.add_parser("show", help="one whole trace: ID or a Discord message link")
+    request = trace_sub.add_parser("request", help="the exact request JSON of a trace's call")
+    cost = trace_sub.add_parser("cost", help="tokens and cost per bot, channel, user or day")
+    for command in (listing, show, request, cost):
+        command.add_argument("dir", nargs="?", default=".", type=Path)
+    for key in ("bot", "channel", "outcome", "user"):
+        listing.add_argument(f"--{key}", help=f"only this {key}")
+    listing.add_argument("--limit", type=int, default=30)
+    show.add_argument("ref", metavar="ID|LINK")
+    request.add_argument("ref", metavar="ID|LINK")
+    request.add_argument("--call", type=int, default=1, help="which call (1 = the first)")
+    cost.add_argument("--by", choices=["bot", "channel", "user", "day"], default="day")
+    cost.add_argument("--days", type=float, help="only the last N days")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -101,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _chat(args.dir, args.bot)
         if args.command == "tools":
             return _tools(args)
+        if args.command == "trace":
+            return _trace(args)
         return _run(args.dir, args.bot)
     except ConfigError as exc:
         for problem in exc.problems:
@@ -253,6 +276,30 @@ def _tools(args: argparse.Namespace) -> int:
             channel=args.channel,
         )
     )
+
+
+def _trace(args: argparse.Namespace) -> int:
+    """``salon trace``: the store of the config directory's bots (the first bot's, when
+    bots keep separate stores: choose with ``data_dir`` or ``database_url``)."""
+    configs = load_config_dir(args.dir)
+    first = configs.bots[sorted(configs.bots)[0]]
+    store = SQLStore(database_url(configs.root, first))
+
+    async def run() -> int:
+        await store.open()
+        try:
+            if args.trace_command == "list":
+                filters = {k: getattr(args, k) for k in ("bot", "channel", "outcome", "user")}
+                return await trace_cli.list_traces(store, limit=args.limit, **filters)
+            if args.trace_command == "show":
+                return await trace_cli.show(store, args.ref)
+            if args.trace_command == "request":
+                return await trace_cli.request(store, args.ref, call=args.call)
+            return await trace_cli.cost(store, by=args.by, days=args.days)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
 
 
 def _run(root: Path, bot: str | None) -> int:

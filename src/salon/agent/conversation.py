@@ -15,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from salon.agent.output import LeadingLabel, ParagraphStream
 from salon.agent.planner import answer_request, parse_plan, planning_request
+from salon.agent.recording import Recorder
 from salon.agent.room import Scene
 from salon.agent.tools import ToolRunner, Turn
 from salon.config import BotConfig, Redactor
@@ -56,6 +58,7 @@ class Reply:
     channel: ChannelRef
     redact: Redactor
     paragraphs: ParagraphStream
+    recorder: Recorder
     usage: Usage = field(default_factory=Usage)
     sent: int = 0
 
@@ -72,13 +75,19 @@ class Reply:
         self.paragraphs = ParagraphStream(self.paragraphs.limit)
 
     async def say(self, text: str) -> None:
-        await self.platform.send(self.channel, self.redact(text))
+        text = self.redact(text)
+        with self.recorder.phase("send"):
+            await self.platform.send(self.channel, text)
         self.sent += 1
+        self.recorder.said(text)
 
     async def note(self, text: str) -> None:
         """Salon's own word in the channel; never read back as the bot's conversation."""
-        await self.platform.send(self.channel, self.redact(text), note=True)
+        text = self.redact(text)
+        with self.recorder.phase("send"):
+            await self.platform.send(self.channel, text, note=True)
         self.sent += 1
+        self.recorder.said(text, note=True)
 
 
 class Conversation:
@@ -98,12 +107,13 @@ class Conversation:
         self._max_tool_depth = max_tool_depth
         self._plans = 0
 
-    async def answer(self, scene: Scene, provider: Provider) -> None:
+    async def answer(self, scene: Scene, provider: Provider, recorder: Recorder) -> None:
         """Answer in the scene's channel; usage is recorded even when the answer fails."""
         tools = self.tools.with_config(scene.config) if self.tools is not None else None
-        request = self._render(scene, tools)
+        with recorder.phase("render"):
+            request = self._render(scene, tools)
         paragraphs = ParagraphStream(scene.platform.max_message_chars)
-        reply = Reply(scene.platform, scene.channel, self._redact, paragraphs)
+        reply = Reply(scene.platform, scene.channel, self._redact, paragraphs, recorder)
         try:
             await self._converse(reply, provider, request, scene, tools)
             await reply.flush()
@@ -175,9 +185,15 @@ class Conversation:
                 await reply.note(f"(stopped: this answer reached the limit of {limit} tool calls)")
                 return
             calls_made += len(turn.calls)
-            outcome = await tools.run(
-                reply.platform, reply.channel, scene.requester, turn.calls, scene.after
-            )
+            with reply.recorder.phase("tools"):
+                outcome = await tools.run(
+                    reply.platform,
+                    reply.channel,
+                    scene.requester,
+                    turn.calls,
+                    scene.after,
+                    recorder=reply.recorder,
+                )
             if outcome.cancelled is not None:
                 await reply.note(f"(cancelled: {outcome.cancelled} was not run)")
                 return
@@ -194,21 +210,32 @@ class Conversation:
         """Planner mode: ask for a JSON plan (not shown), run its tool, then answer."""
         specs = tools.offered()
         text = ""
+        planning = planning_request(request, specs)
+        pending = reply.recorder.call("plan", provider, planning)
         async with reply.platform.typing(reply.channel):
-            async for event in provider.stream(planning_request(request, specs)):
+            async for event in provider.stream(planning):
+                pending.first_event()
                 if isinstance(event, TextDelta):
                     text += event.text
                 elif isinstance(event, UsageEvent):
                     reply.usage += event.usage
+                    pending.usage += event.usage
+        pending.ended()
         plan = parse_plan(text, {s.name for s in specs})
         if plan is None:
             logger.info("planner: no usable plan in %r; answering directly", text[:200])
         elif plan.use_tool:
             self._plans += 1
             call = ToolCall(f"plan-{self._plans}", plan.tool, plan.args or {})
-            outcome = await tools.run(
-                reply.platform, reply.channel, scene.requester, [call], scene.after
-            )
+            with reply.recorder.phase("tools"):
+                outcome = await tools.run(
+                    reply.platform,
+                    reply.channel,
+                    scene.requester,
+                    [call],
+                    scene.after,
+                    recorder=reply.recorder,
+                )
             if outcome.cancelled is not None:
                 await reply.note(f"(cancelled: {outcome.cancelled} was not run)")
                 return
@@ -255,7 +282,8 @@ class Conversation:
         while True:
             shown = reply.sent
             try:
-                return await self._stream(reply, provider, request, config, tools)
+                kind: Literal["answer", "retry"] = "retry" if attempt else "answer"
+                return await self._stream(reply, provider, request, config, tools, kind=kind)
             except IncompleteStream as exc:
                 if reply.sent != shown:
                     await reply.flush()
@@ -280,16 +308,21 @@ class Conversation:
         request: LLMRequest,
         config: BotConfig,
         tools: ToolRunner | None,
+        *,
+        kind: Literal["answer", "retry"] = "answer",
     ) -> Turn:
         text_mode = tools is not None and tools.text_mode
         hold_back = CallTextFilter() if text_mode else None
         label = LeadingLabel((config.name, reply.platform.self_participant.name, "assistant"))
         turn = Turn()
+        pending = reply.recorder.call(kind, provider, request)
         began = finished = False
         async with reply.platform.typing(reply.channel):  # while the model writes, not longer
             try:
                 async for event in provider.stream(request):
-                    began = True
+                    if not began:
+                        began = True
+                        pending.first_event()
                     if isinstance(event, TextDelta):
                         visible = label.feed(
                             hold_back.feed(event.text) if hold_back else event.text
@@ -300,14 +333,18 @@ class Conversation:
                         turn.calls.append(event.call)
                     elif isinstance(event, UsageEvent):
                         reply.usage += event.usage
+                        pending.usage += event.usage
                     elif isinstance(event, StopEvent):
                         finished = True
+                        pending.stop_reason = event.reason
             except ProviderError as exc:
+                pending.ended(str(exc))
                 if not began or isinstance(exc, IncompleteStream):
                     raise
                 raise IncompleteStream(
                     str(exc), provider=exc.provider, status=exc.status, retryable=exc.retryable
                 ) from exc
+        pending.ended(None if finished else "the stream ended before the model finished")
         if not finished:
             raise IncompleteStream(
                 f"{provider.name}: the answer stream ended before the model finished",

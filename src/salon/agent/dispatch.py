@@ -17,13 +17,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from salon.agent.activation import should_activate
 from salon.agent.conversation import Conversation
+from salon.agent.recording import Recorder
 from salon.agent.room import Activation, Room
 from salon.agent.tools import ToolRunner
+from salon.agent.traces import TraceWriter
 from salon.config import BotConfig, ChannelConfigs, Redactor
 from salon.errors import SalonError
 from salon.llm.base import Provider
@@ -74,8 +77,10 @@ class Agent:
         rng: random.Random | None = None,
         configs: ChannelConfigs | None = None,
         providers: Callable[[BotConfig], Provider] | None = None,
+        traces: TraceWriter | None = None,
     ) -> None:
         self.bot = bot
+        self.traces = traces
         self.config = config
         self.configs = configs or ChannelConfigs(config)
         self.provider = provider
@@ -97,13 +102,18 @@ class Agent:
             redactor=self._redact,
             max_tool_depth=config.max_tool_depth,
         )
-        self._queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=config.event_queue_size)
+        # Events with when they arrived (time.perf_counter), for the queue wait in traces.
+        self._queue: asyncio.Queue[tuple[float, Event]] = asyncio.Queue(
+            maxsize=config.event_queue_size
+        )
         self._lanes: dict[str, _Lane] = {}
         self._slots = asyncio.Semaphore(config.max_concurrent_activations)
         self._active = 0
         self._idle = asyncio.Event()
         self._idle.set()
         self.stats = AgentStats()
+        self.last_event_at: float | None = None  # time.time() of the newest event
+        self.last_answer_at: float | None = None  # of the newest answered activation
 
     @property
     def tools(self) -> ToolRunner | None:
@@ -120,7 +130,8 @@ class Agent:
 
     async def submit(self, event: Event) -> None:
         """The platforms' event sink; waits when the queue is full (back-pressure)."""
-        await self._queue.put(event)
+        self.last_event_at = time.time()
+        await self._queue.put((time.perf_counter(), event))
 
     async def run(self) -> None:
         """Process events until cancelled; activations in flight are cancelled with it."""
@@ -142,7 +153,7 @@ class Agent:
             if self._queue.empty() and self._active == 0:
                 return
 
-    async def _next_batch(self) -> list[Event]:
+    async def _next_batch(self) -> list[tuple[float, Event]]:
         batch = [await self._queue.get()]
         while len(batch) < self.config.event_batch_max:
             try:
@@ -152,10 +163,10 @@ class Agent:
         self.stats.events += len(batch)
         return batch
 
-    async def _plan(self, batch: list[Event]) -> list[Activation]:
+    async def _plan(self, batch: list[tuple[float, Event]]) -> list[Activation]:
         """One activation per channel that any event of the batch activates, in order."""
         by_channel: dict[str, Activation] = {}
-        for event in batch:
+        for arrived, event in batch:
             platform = self.platforms.get(event.channel.platform)
             if platform is None:
                 logger.warning("event from unknown platform %s dropped", event.channel.platform)
@@ -167,7 +178,7 @@ class Agent:
             if key in by_channel:
                 by_channel[key].triggers.append(event)
             else:
-                by_channel[key] = Activation(event.channel, [event])
+                by_channel[key] = Activation(event.channel, [event], queued_at=arrived)
         return list(by_channel.values())
 
     async def _activates(self, platform: Platform, event: MessageEvent) -> bool:
@@ -215,29 +226,53 @@ class Agent:
                 self._idle.set()
 
     async def _activate_guarded(self, activation: Activation) -> None:
-        """The activation boundary: a failure is logged and told, never propagated."""
+        """The activation boundary: a failure is logged and told, never propagated; every
+        activation leaves a trace, whatever its outcome."""
+        platform = self.platforms[activation.channel.platform]
+        recorder = Recorder(self.bot, activation, platform, queued_at=activation.queued_at)
         try:
-            await self.activate(activation)
+            answered = await self.activate(activation, recorder)
+        except asyncio.CancelledError as exc:
+            recorder.finish("cancelled", exc, "stopped before the answer was complete")
+            self._trace(recorder)
+            raise
         except Exception as exc:
             self.stats.failures += 1
-            told = await self._report_failure(activation.channel, exc)
+            reason = self._reason(exc)
+            told = await self._report_failure(activation.channel, reason, recorder)
             logger.exception(
                 "activation in %s failed", activation.channel.key, extra={TOLD_IN_CHANNEL: told}
             )
+            recorder.finish("error", exc, reason)
+        else:
+            recorder.finish("answered" if answered else "stopped")
+            if answered:
+                self.last_answer_at = time.time()
+        self._trace(recorder)
 
-    async def activate(self, activation: Activation) -> None:
-        """Answer in the activation's channel."""
+    def _trace(self, recorder: Recorder) -> None:
+        if self.traces is not None:
+            self.traces.submit(recorder)
+
+    async def activate(self, activation: Activation, recorder: Recorder) -> bool:
+        """Answer in the activation's channel; False when the loop guard stopped it."""
         platform = self.platforms[activation.channel.platform]
-        config = await self.room.config_in(platform, activation.channel)
+        with recorder.phase("config"):
+            resolved = await self.room.resolve(platform, activation.channel)
+        recorder.trace.layers = list(resolved.layers)
+        config = resolved.config
         provider = self._provider_for(config)
         rolling = config.prompt_caching and provider.traits.prefix_cache
-        scene = await self.room.scene(platform, activation, config, rolling=rolling)
+        scene = await self.room.scene(
+            platform, activation, config, rolling=rolling, recorder=recorder
+        )
         if scene is None:
-            return
+            return False
         try:
-            await self.conversation.answer(scene, provider)
+            await self.conversation.answer(scene, provider, recorder)
         finally:
             await self.room.remember(scene)
+        return True
 
     def _provider_for(self, config: BotConfig) -> Provider:
         if self._providers is None or config.provider == self.config.provider:
@@ -253,16 +288,20 @@ class Agent:
             except Exception:  # the occurrence will be answered again after a restart
                 logger.exception("could not complete schedule #%d", event.schedule.id)
 
-    async def _report_failure(self, channel: ChannelRef, exc: Exception) -> bool:
+    def _reason(self, exc: Exception) -> str:
+        """A failure in one line people may read: our own errors' words, else the type."""
+        reason = str(exc) if isinstance(exc, SalonError) else type(exc).__name__
+        return self._redact(reason)[:_ERROR_TEXT_LIMIT]
+
+    async def _report_failure(self, channel: ChannelRef, reason: str, recorder: Recorder) -> bool:
         """Tell the channel, in one line, as a note; returns whether it was told."""
         if not self.config.error_replies:
             return False
-        reason = str(exc) if isinstance(exc, SalonError) else type(exc).__name__
-        reason = self._redact(reason)[:_ERROR_TEXT_LIMIT]
         text = f"⚠️ {self.config.name} could not answer: {reason}"
         try:
             await self.platforms[channel.platform].send(channel, text, note=True)
         except Exception:
             logger.exception("could not report the failure in %s", channel.key)
             return False
+        recorder.said(text, note=True)
         return True

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
-from salon.config import BotConfig, ChannelConfigs, PinnedConfig
+from salon.agent.recording import Recorder
+from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Resolved
 from salon.context import RollState, is_visible, m_command, roll, select_context
 from salon.context.history import expand_history
 from salon.errors import PlatformError
@@ -54,6 +55,7 @@ class Activation:
 
     channel: ChannelRef
     triggers: list[Event]
+    queued_at: float | None = None  # time.perf_counter() when its first event arrived
 
     @property
     def trigger(self) -> Message | None:
@@ -92,6 +94,7 @@ class Scene:
     breakpoints: tuple[str, ...] = ()  # ids of messages that end a prompt-cache block
     records: tuple[ToolRecord, ...] = ()  # past tool calls among those messages
     rolled: RollState | None = None  # a new rolling state, to store once answered
+    cut: bool = False  # the rolling window was cut back for this answer
 
     @property
     def after(self) -> str | None:
@@ -119,6 +122,10 @@ class Room:
 
     async def config_in(self, platform: Platform, channel: ChannelRef) -> BotConfig:
         """The bot's config in ``channel``: its guild's layers and the pinned configs."""
+        return (await self.resolve(platform, channel)).config
+
+    async def resolve(self, platform: Platform, channel: ChannelRef) -> Resolved:
+        """``config_in``, with the layers it was made of."""
         try:
             pinned_messages = await platform.pinned(channel)
         except PlatformError as exc:  # unreadable pins: the guild's config still applies
@@ -131,7 +138,7 @@ class Room:
         for message_id, reason in resolved.rejected:
             message = next(m for m in pins if m.id == message_id)
             await self._flag(platform, message, reason)
-        return resolved.config
+        return resolved
 
     async def _flag(self, platform: Platform, message: Message, reason: str) -> None:
         """Mark a skipped pinned config once (⚠️ where the platform has reactions)."""
@@ -152,7 +159,13 @@ class Room:
             logger.warning("could not flag the pinned config %s: %s", message.id, exc)
 
     async def scene(
-        self, platform: Platform, activation: Activation, config: BotConfig, *, rolling: bool
+        self,
+        platform: Platform,
+        activation: Activation,
+        config: BotConfig,
+        *,
+        rolling: bool,
+        recorder: Recorder,
     ) -> Scene | None:
         """What the model sees for ``activation``; None when the loop guard stops it."""
         channel, trigger = activation.channel, activation.trigger
@@ -161,7 +174,8 @@ class Room:
         monitored_at = datetime.now(UTC) if activation.monitored else None
         rolling = rolling and monitored_at is None
         depth = config.recency_window_messages + (config.rolling_threshold if rolling else 0)
-        history = await self._history(platform, channel, config, depth)
+        with recorder.phase("history"):
+            history = await self._history(platform, channel, config, depth)
         if trigger is not None and _bot_chain_too_long(history, trigger, config):
             if platform.can(Capability.REACTIONS):
                 await platform.react(channel, trigger.id, LOOP_EMOJI)
@@ -170,11 +184,15 @@ class Room:
         chosen = select_context(visible, config, monitored_at=monitored_at, visible=True)
         marks: tuple[str, ...] = ()
         rolled: RollState | None = None
+        cut = False
         if rolling:
-            chosen, marks, rolled = await self._roll(channel, visible, chosen, platform, config)
-        chain = await self._reply_chain(platform, chosen, trigger, config)
+            chosen, marks, rolled, cut = await self._roll(
+                channel, visible, chosen, platform, config
+            )
+        with recorder.phase("history"):
+            chain = await self._reply_chain(platform, chosen, trigger, config)
         messages = (*chain, *chosen, *activation.extra())
-        return Scene(
+        scene = recorder.scene = Scene(
             platform=platform,
             channel=channel,
             config=config,
@@ -183,7 +201,9 @@ class Room:
             breakpoints=marks,
             records=self._records(channel, messages),
             rolled=rolled,
+            cut=cut,
         )
+        return scene
 
     async def remember(self, scene: Scene) -> None:
         """Store the scene's new rolling state (after the answer, off its path)."""
@@ -238,12 +258,13 @@ class Room:
         window: list[Message],
         platform: Platform,
         config: BotConfig,
-    ) -> tuple[list[Message], tuple[str, ...], RollState | None]:
-        """The rolled context, its breakpoints, and its new state when that changed."""
+    ) -> tuple[list[Message], tuple[str, ...], RollState | None, bool]:
+        """The rolled context, its breakpoints, its new state when that changed, and
+        whether the window was cut back."""
         state = await self._state(channel.key)
         rolled = roll(visible, state, config, window, platform.self_participant.id)
         changed = rolled.state if rolled.state != state else None
-        return rolled.messages, rolled.breakpoints, changed
+        return rolled.messages, rolled.breakpoints, changed, rolled.rolled and state is not None
 
     async def _state(self, key: str) -> RollState | None:
         if key in self._states:

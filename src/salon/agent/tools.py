@@ -11,11 +11,13 @@ import asyncio
 import copy
 import json
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from salon.agent.recording import Recorder
 from salon.config import BotConfig, Redactor
 from salon.context.textproto import CALLS_CLOSE, format_results, render_tool_list
 from salon.llm.base import (
@@ -42,8 +44,11 @@ from salon.store.base import Store
 from salon.tools.display import flatten, tool_log_text
 from salon.tools.log import ToolLog, ToolRecord
 from salon.tools.policy import decide, statically_denied
+from salon.trace import ToolTrace
 
 __all__ = ["Outcome", "ToolRunner", "Tools"]
+
+_TRACE_RESULT_CHARS = 20_000  # of a tool's result kept in a trace
 
 logger = logging.getLogger(__name__)
 
@@ -177,12 +182,19 @@ class ToolRunner:
         requester: Participant,
         calls: Sequence[ToolCall],
         after_message_id: str | None,
+        *,
+        recorder: Recorder | None = None,
     ) -> Outcome:
         ready: list[ToolCall] = []
         refused: dict[str, ToolResult] = {}
+        verdicts: dict[str, tuple[Verdict, dict[str, Any] | None]] = {}
         for call in calls:
-            verdict = await self._gate(platform, channel, requester, call)
+            verdict, asked = await self._gate(platform, channel, requester, call)
+            verdicts[call.id] = (verdict, asked)
             if verdict is Verdict.CANCEL:
+                if recorder is not None:
+                    cancelled = ToolResult(call.id, "not run: the person asked said no", True)
+                    self._trace(recorder, call, cancelled, 0.0, verdicts[call.id])
                 return Outcome(cancelled=call.name)
             if verdict is Verdict.DENY:
                 reason = f"{call.name} is not allowed here (denied by policy)"
@@ -196,27 +208,60 @@ class ToolRunner:
             "requester_roles": ",".join(requester.roles),
             "requester_identity": requester.identity,
         }
-        ran = await asyncio.gather(*(self.tools.call(c, hidden=hidden) for c in ready))
-        by_id = {r.call_id: r for r in ran} | refused
+        ran = await asyncio.gather(*(self._timed(c, hidden) for c in ready))
+        by_id = {r.call_id: r for r, _ in ran} | refused
+        took = {r.call_id: ms for r, ms in ran}
         # No configured secret travels on: not to the model, the tool log or the channel.
         results = [replace(by_id[c.id], content=self.redact(by_id[c.id].content)) for c in calls]
         for call, result in zip(calls, results, strict=True):
             shown = replace(call, arguments=_redacted(call.arguments, self.redact))
             self._record(channel, after_message_id, shown, result)
+            if recorder is not None:
+                self._trace(recorder, shown, result, took.get(call.id, 0.0), verdicts[call.id])
             await self._show(platform, channel, shown, result)
         return Outcome(results)
 
+    async def _timed(self, call: ToolCall, hidden: dict[str, object]) -> tuple[ToolResult, float]:
+        started = time.perf_counter()
+        result = await self.tools.call(call, hidden=hidden)
+        return result, (time.perf_counter() - started) * 1000
+
+    def _trace(
+        self,
+        recorder: Recorder,
+        call: ToolCall,
+        result: ToolResult,
+        took: float,
+        verdict: tuple[Verdict, dict[str, Any] | None],
+    ) -> None:
+        text = result.content
+        if len(text) > _TRACE_RESULT_CHARS:
+            text = text[:_TRACE_RESULT_CHARS] + " …[cut for the trace]"
+        recorder.tool(
+            ToolTrace(
+                call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+                result=text,
+                is_error=result.is_error,
+                duration_ms=took,
+                verdict=str(verdict[0]),
+                approval=verdict[1],
+            )
+        )
+
     async def _gate(
         self, platform: Platform, channel: ChannelRef, requester: Participant, call: ToolCall
-    ) -> Verdict:
+    ) -> tuple[Verdict, dict[str, Any] | None]:
+        """The call's verdict, and who answered its approval and when (when asked)."""
         spec = self.tools.get(call.name)
         if spec is None:
-            return Verdict.RUN  # the hub answers unknown tools with an error result
+            return Verdict.RUN, None  # the hub answers unknown tools with an error result
         policy = decide(spec, call.arguments, self.config)
         if policy == Policy.ALLOW:
-            return Verdict.RUN
+            return Verdict.RUN, None
         if policy == Policy.DENY:
-            return Verdict.DENY
+            return Verdict.DENY, None
         arguments = json.dumps(call.arguments, ensure_ascii=False)
         approval = await self.store.open_approval(
             self.bot, channel.key, call.name, arguments, requester.id
@@ -235,7 +280,14 @@ class ToolRunner:
             raise
         # Cancelled (shutdown) leaves it pending on purpose: the next start closes it aloud.
         await self.store.close_approval(approval, decision.answer)
-        return Verdict.RUN if decision.answer == Approval.APPROVED else Verdict.CANCEL
+        asked = {
+            "answer": str(decision.answer),
+            "by": decision.by,
+            "requester": requester.name,
+            "at": datetime.now(UTC).isoformat(),
+        }
+        verdict = Verdict.RUN if decision.answer == Approval.APPROVED else Verdict.CANCEL
+        return verdict, asked
 
     def _record(
         self, channel: ChannelRef, after: str | None, call: ToolCall, result: ToolResult

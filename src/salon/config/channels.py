@@ -82,6 +82,7 @@ class PinnedConfig:
 class Resolved:
     config: BotConfig
     rejected: tuple[tuple[str, str], ...] = ()  # (message id, reason)
+    layers: tuple[str, ...] = ()  # the files and pinned messages it was made of, in order
 
 
 def parse_config_message(text: str) -> tuple[list[str], str] | None:
@@ -108,13 +109,17 @@ class ChannelConfigs:
         guilds: Mapping[str, Mapping[str, Any]] | None = None,
         bot_guilds: Mapping[str, Mapping[str, Any]] | None = None,
         default_name: str | None = None,
+        sources: Mapping[str, str] | None = None,
     ) -> None:
+        """``sources`` names the file of each layer (``shared``, ``bot``, ``guild:<id>``,
+        ``bot_guild:<id>``), for telling which files made a config."""
         self.base = base
         self._shared = dict(shared or {})
         self._bot = dict(bot or {})
         self._guilds = dict(guilds or {})
         self._bot_guilds = dict(bot_guilds or {})
         self._default_name = default_name or base.name
+        self._sources = dict(sources or {})
         self._layered = shared is not None or bot is not None
         self._by_guild: dict[str | None, BotConfig] = {None: base}
         self._cache: OrderedDict[tuple[str | None, tuple[PinnedConfig, ...]], Resolved] = (
@@ -148,11 +153,16 @@ class ChannelConfigs:
                 self._by_guild[guild_id] = BotConfig.model_validate(self.guild_data(guild_id))
         return self._by_guild[guild_id]
 
+    def layers(self, guild_id: str | None) -> tuple[str, ...]:
+        """The files a guild's config is made of, first to last."""
+        names = ["shared", f"guild:{guild_id}", "bot", f"bot_guild:{guild_id}"]
+        return tuple(self._sources[n] for n in names if n in self._sources)
+
     def resolve(self, guild_id: str | None, pinned: Sequence[PinnedConfig] = ()) -> Resolved:
         """The config for a channel of ``guild_id`` with ``pinned`` configs, oldest first."""
         guild_config = self.for_guild(guild_id)
         if not pinned:
-            return Resolved(guild_config)
+            return Resolved(guild_config, layers=self.layers(guild_id))
         key = (guild_id, tuple(pinned))
         hit = self._cache.get(key)
         if hit is not None:
@@ -170,6 +180,7 @@ class ChannelConfigs:
         data = self.guild_data(guild_id)
         config = guild_config
         rejected: list[tuple[str, str]] = []
+        applied: list[str] = []
         for entry in pinned:
             parsed = parse_config_message(entry.text)
             if parsed is None:
@@ -188,7 +199,8 @@ class ChannelConfigs:
                 rejected.append((entry.message_id, _errors(exc)))
                 continue
             data, config = candidate, validated
-        return Resolved(config, tuple(rejected))
+            applied.append(f"pinned .config {entry.message_id}")
+        return Resolved(config, tuple(rejected), (*self.layers(guild_id), *applied))
 
 
 def _read_overlay(body: str) -> tuple[dict[str, Any] | None, str]:

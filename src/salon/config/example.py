@@ -28,7 +28,7 @@ providers:
   anthropic:
     type: anthropic
     api_key_env: ANTHROPIC_API_KEY
-    model: claude-sonnet-4-5
+    model: claude-sonnet-5-5
 
 # Where the database and the log files go (relative to this directory).
 data_dir: data

@@ -50,13 +50,21 @@ class ConfigSet:
     def channel_configs(self, name: str) -> ChannelConfigs:
         """The per-guild and per-channel resolver of one bot."""
         shared, bot = _split_base(self.layers[name])
+        base = self.layers[name]
+        sources = {"bot": _shown(base[-1].file, self.root)}
+        if len(base) > 1:
+            sources["shared"] = _shown(base[0].file, self.root)
+        sources |= {f"guild:{g}": _shown(la.file, self.root) for g, la in self.guilds.items()}
+        overlays = self.bot_guilds.get(name, {})
+        sources |= {f"bot_guild:{g}": _shown(la.file, self.root) for g, la in overlays.items()}
         return ChannelConfigs(
             self.bots[name],
             shared=shared,
             bot=bot,
             guilds={g: layer.data for g, layer in self.guilds.items()},
-            bot_guilds={g: layer.data for g, layer in self.bot_guilds.get(name, {}).items()},
+            bot_guilds={g: layer.data for g, layer in overlays.items()},
             default_name=name,
+            sources=sources,
         )
 
     def configs_in_use(self, name: str) -> list[BotConfig]:
@@ -153,6 +161,12 @@ def _forbid_process_keys(layer: Layer, problems: list[ConfigProblem]) -> None:
         del layer.data[key]
         reason = "applies to the whole bot: set it in shared.yaml or bots/<bot>.yaml"
         problems.append(ConfigProblem(layer.file, key, reason, layer.lines.get((key,))))
+
+
+def _shown(file: str, root: Path) -> str:
+    """A layer's file as people know it: relative to the config directory."""
+    path = Path(file)
+    return str(path.relative_to(root)) if path.is_relative_to(root) else file
 
 
 def _split_base(layers: list[Layer]) -> tuple[dict[str, Any], dict[str, Any]]:

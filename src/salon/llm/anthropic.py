@@ -73,6 +73,12 @@ class AnthropicProvider:
         async for event in stream_sdk(self.name, anthropic, opening, _EventDecoder()):
             yield event
 
+    def wire(self, request: LLMRequest) -> dict[str, Any]:
+        """The JSON body this request goes out as (extra fields merged in, as the SDK does)."""
+        kwargs = self._kwargs(request)
+        kwargs.pop("extra_headers", None)
+        return {**kwargs, **kwargs.pop("extra_body", {})}
+
     def _kwargs(self, request: LLMRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": request.model,

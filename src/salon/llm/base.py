@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -27,6 +29,8 @@ __all__ = [
     "ToolUsePart",
     "UsageEvent",
     "parse_arguments",
+    "request_as_sent",
+    "shown_images",
 ]
 
 
@@ -150,7 +154,8 @@ class ProviderTraits:
 
 
 class Provider(Protocol):
-    """An LLM endpoint. ``stream`` raises only ``ProviderError`` (or ``RateLimited``)."""
+    """An LLM endpoint. ``stream`` raises only ``ProviderError`` (or ``RateLimited``).
+    A vendor provider may also have ``wire(request)``: the JSON body it sends for it."""
 
     name: str
     traits: ProviderTraits
@@ -158,3 +163,61 @@ class Provider(Protocol):
     def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]: ...
 
     async def aclose(self) -> None: ...
+
+
+def request_as_sent(provider: Provider, request: LLMRequest) -> dict[str, Any]:
+    """The body ``provider`` sends for ``request`` (its ``wire``, where it has one; else
+    Salon's own form of the request), with images as their size and hash."""
+    wire = getattr(provider, "wire", None)
+    body: dict[str, Any] = wire(request) if wire is not None else _neutral(request)
+    shown: dict[str, Any] = shown_images(body)
+    return shown
+
+
+def _neutral(request: LLMRequest) -> dict[str, Any]:
+    def part(p: ContentPart) -> dict[str, Any]:
+        if isinstance(p, TextPart):
+            return {"text": p.text, **({"cache_breakpoint": True} if p.cache_breakpoint else {})}
+        if isinstance(p, ImagePart):
+            return {"image": {"media_type": p.media_type, "data": p.data}}
+        if isinstance(p, ToolUsePart):
+            return {"tool_use": {"id": p.call.id, "name": p.call.name, "input": p.call.arguments}}
+        return {"tool_result": {"id": p.result.call_id, "content": p.result.content}}
+
+    return {
+        "model": request.model,
+        "system": request.system,
+        "messages": [
+            {"role": m.role, "content": [part(p) for p in m.parts]} for m in request.messages
+        ],
+        "tools": [t.name for t in request.tools],
+        "stop": list(request.stop),
+        "max_tokens": request.max_tokens,
+    }
+
+
+def shown_images(value: Any) -> Any:
+    """``value`` (JSON-like) with every image's bytes (base64, a data URL, or raw bytes)
+    replaced by their size and SHA-256: a trace keeps what was sent, not the picture."""
+    if isinstance(value, dict):
+        return {k: _shown_image(k, v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [shown_images(v) for v in value]
+    return value
+
+
+def _shown_image(key: str, value: Any) -> Any:
+    if isinstance(value, bytes):
+        return _digest(value)
+    if isinstance(value, str) and key in {"url", "data"} and len(value) > 256:
+        head, comma, data = value.partition(",") if value.startswith("data:") else ("", "", value)
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except ValueError:
+            return value
+        return f"{head}{comma}{_digest(raw)}"
+    return shown_images(value)
+
+
+def _digest(data: bytes) -> str:
+    return f"<image: {len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]}>"

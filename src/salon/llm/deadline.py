@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 from salon.errors import ProviderError
 from salon.llm._sdk import close_stream
-from salon.llm.base import LLMRequest, Provider, StreamEvent
+from salon.llm.base import LLMRequest, Provider, StreamEvent, request_as_sent
 
 __all__ = ["DeadlineProvider"]
 
@@ -62,6 +63,9 @@ class DeadlineProvider:
         else:
             text = f"no answer within {self._total:g} s (timeout)"
         return ProviderError(f"{self.name}: {text}", provider=self.name)
+
+    def wire(self, request: LLMRequest) -> dict[str, Any]:
+        return request_as_sent(self.inner, request)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

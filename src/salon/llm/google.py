@@ -93,6 +93,16 @@ class GoogleProvider:
         for event in decoder.finish():
             yield event
 
+    def wire(self, request: LLMRequest) -> dict[str, Any]:
+        """What this request goes out as: the contents and the generation config."""
+        config = self._generation_config(request).model_dump(mode="json", exclude_none=True)
+        config.pop("http_options", None)
+        return {
+            "model": request.model,
+            "contents": to_google_contents(request.messages),
+            "config": config,
+        }
+
     def _generation_config(self, request: LLMRequest) -> types.GenerateContentConfig:
         settings: dict[str, Any] = {
             "max_output_tokens": request.max_tokens,

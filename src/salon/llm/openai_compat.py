@@ -75,6 +75,13 @@ class OpenAIProvider:
         async for event in stream_sdk(self.name, openai, opening, decoder):
             yield event
 
+    def wire(self, request: LLMRequest) -> dict[str, Any]:
+        """The JSON body this request goes out as (extra fields merged in, as the SDK does)."""
+        completions = request.prefill and self._config.prefill_style == "completions"
+        kwargs = self._completion_kwargs(request) if completions else self._kwargs(request)
+        kwargs.pop("extra_headers", None)
+        return {**kwargs, **kwargs.pop("extra_body", {})}
+
     def _completion_kwargs(self, request: LLMRequest) -> dict[str, Any]:
         stop = list(request.stop)
         if self._config.end_of_turn:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from salon.errors import ProviderError, RateLimited
-from salon.llm.base import LLMRequest, Provider, StreamEvent
+from salon.llm.base import LLMRequest, Provider, StreamEvent, request_as_sent
 
 __all__ = ["RetryingProvider", "backoff_delay"]
 
@@ -69,6 +70,9 @@ class RetryingProvider:
                 )
                 attempt += 1
                 await self._sleep(delay)
+
+    def wire(self, request: LLMRequest) -> dict[str, Any]:
+        return request_as_sent(self.inner, request)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -122,6 +122,13 @@ class Platform(Protocol):
     def typing(self, channel: ChannelRef) -> AbstractAsyncContextManager[None]:
         """Show that the bot is writing while the context is open."""
 
+    def link(self, message: Message) -> str | None:
+        """A link people can open to see ``message``, where the platform has them."""
+
+    @property
+    def connected(self) -> bool:
+        """Whether the platform's connection is up now (for health)."""
+
 
 class PlatformBase:
     """What a platform without an ability does: nothing pinned, no replies or links, no
@@ -152,6 +159,13 @@ class PlatformBase:
 
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
         return ()
+
+    def link(self, message: Message) -> str | None:
+        return None
+
+    @property
+    def connected(self) -> bool:
+        return True
 
     @asynccontextmanager
     async def typing(self, channel: ChannelRef) -> AsyncIterator[None]:

@@ -150,6 +150,10 @@ class IrcPlatform(PlatformBase):
         self.connections = 0
 
     @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    @property
     def self_participant(self) -> Participant:
         nick = self._client.nickname if self._client is not None else self.config.nick
         return Participant(f"irc:{nick.lower()}", nick, is_bot=True)

@@ -108,6 +108,15 @@ class MemoryPlatform(PlatformBase):
         self._channels.setdefault(channel.key, []).append(message)
         return message
 
+    def edit(self, message: Message, text: str) -> Message:
+        """Someone edits a message in place (same id, new text); the bot is not told."""
+        messages = self._channels.get(message.channel.key, [])
+        edited = replace(message, text=text)
+        for index, found in enumerate(messages):
+            if found.id == message.id:
+                messages[index] = edited
+        return edited
+
     async def post(
         self,
         channel: ChannelRef,

@@ -383,8 +383,9 @@ class TraceMethods:
 
 
 def _cause(call: CallTrace) -> str | None:
-    """Why the call's cache was broken, if it was (new messages at the end break nothing)."""
-    if call.divergence is None or call.divergence.cause == "new messages":
+    """Why the call's cache was broken, if it was (new messages at the end break nothing,
+    and a channel's first call since start has nothing to compare with)."""
+    if call.divergence is None or call.divergence.cause in ("new messages", "first call"):
         return None
     return call.divergence.cause
 

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from salon.model import ChannelRef, Message, Usage
+from salon.trace import Trace
 
 __all__ = ["Store"]
 
@@ -52,3 +53,10 @@ class Store(Protocol):
 
     async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:
         """A schedule occurrence's activation ended (see ``salon.scheduler``)."""
+
+    async def write_traces(self, batch: Sequence[Trace]) -> list[int]:
+        """Store finished traces (see ``salon.trace``)."""
+
+    async def prune_traces(
+        self, *, max_age: float, max_bytes: int, now: float | None = None
+    ) -> int: ...

@@ -48,6 +48,7 @@ from salon.platforms.discord.client import Client
 from salon.platforms.discord.convert import (
     channel_ref,
     is_conversation,
+    message_link,
     parse_message_link,
     participant,
     to_discord_mentions,
@@ -162,6 +163,14 @@ class DiscordPlatform(PlatformBase):
         if self._client is None:
             raise PlatformError("Discord is not started")
         return self._client
+
+    def link(self, message: Message) -> str | None:
+        return message_link(message)
+
+    @property
+    def connected(self) -> bool:
+        client = self._client
+        return client is not None and client.is_ready() and not client.is_closed()
 
     @property
     def self_participant(self) -> Participant:

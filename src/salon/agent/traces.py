@@ -1,0 +1,270 @@
+"""From a recorder's notes to a stored trace: requests as sent, cost, cache diagnosis.
+
+``TraceWriter`` takes finished recorders from a bounded queue (an answer never waits for
+its trace; under extreme load the oldest waiting traces are dropped, counted and logged),
+builds each ``Trace`` and writes them in batches. ``CacheDiagnosis`` compares every call
+with the previous call in the same channel, message by message:
+
+- where the two first differ: the index and id of that message, and why, as far as Salon
+  knows it: ``roll`` (the context was cut back this time), ``config change``, ``edited
+  message``, ``deleted message``, ``tool-list change``, ``model change``; ``new messages``
+  when the previous request is a prefix of this one (nothing broken);
+- the expected read share: the part of this request the provider could read from its cache
+  (up to the divergence, and for providers with cache markers up to the last marker
+  before it), by characters, beside the share the provider billed;
+- a cache write well above what arrived since the previous call is flagged with the cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from salon.agent.recording import PendingCall, Recorder
+from salon.config import BotConfig, Price, TracesConfig
+from salon.config.prices import call_cost, price_for
+from salon.llm.base import request_as_sent
+from salon.store.base import Store
+from salon.trace import CallTrace, Divergence, Trace
+
+__all__ = ["CacheDiagnosis", "TraceWriter"]
+
+logger = logging.getLogger(__name__)
+
+_BATCH = 50
+_CHANNELS = 4096  # channels whose previous call is remembered for the diagnosis
+_PRUNE_EVERY = 600.0  # seconds
+_CHARS_PER_TOKEN = 4  # for telling a large cache write: rough, as tokenizers differ
+_WRITE_SLACK = 512  # tokens a cache write may exceed its estimate by before it is flagged
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What a call's request was made of, entry by entry (context messages, then turns the
+    tool loop or the planner added)."""
+
+    model: str
+    system: int
+    tools: int
+    config: BotConfig | None
+    ids: tuple[str | None, ...]
+    hashes: tuple[int, ...]
+    sizes: tuple[int, ...]
+    marks: frozenset[int]  # entries that end a cache block
+    fixed: int  # characters before the messages: system prompt and tool definitions
+
+
+class CacheDiagnosis:
+    def __init__(self, max_channels: int = _CHANNELS) -> None:
+        self._seen: OrderedDict[str, _Seen] = OrderedDict()
+        self._max = max_channels
+
+    def observe(
+        self, channel: str, recorder: Recorder, pending: PendingCall, call: CallTrace
+    ) -> None:
+        """Fill in the call's divergence, expected read share and flags."""
+        scene = recorder.scene
+        if scene is None:
+            return
+        seen = _fingerprint(recorder, pending)
+        previous = self._seen.get(channel)
+        markers = pending.provider.traits.cache_markers
+        divergence, readable = _compare(previous, seen, cut=scene.cut, markers=markers)
+        call.divergence = divergence
+        total = seen.fixed + sum(seen.sizes)
+        if previous is not None and total:
+            call.expected_read_share = readable / total
+            _flag_large_write(call, seen, readable, markers)
+        self._seen[channel] = seen
+        self._seen.move_to_end(channel)
+        while len(self._seen) > self._max:
+            self._seen.popitem(last=False)
+
+
+def _fingerprint(recorder: Recorder, pending: PendingCall) -> _Seen:
+    scene = recorder.scene
+    assert scene is not None
+    request = pending.request
+    ids: list[str | None] = []
+    hashes: list[int] = []
+    sizes: list[int] = []
+    for message in scene.messages:
+        ids.append(message.id)
+        hashes.append(hash((message.author.id, message.text)))
+        sizes.append(len(message.text) + len(message.author.name) + 2)
+    first = recorder.calls[0].request if recorder.calls else request
+    for turn in request.messages[len(first.messages) :]:  # tool turns, a planning turn
+        ids.append(None)
+        hashes.append(hash((turn.role, turn.plain_text)))
+        sizes.append(len(turn.plain_text))
+    marked = set(scene.breakpoints)
+    marks = frozenset(i for i, m in enumerate(scene.messages) if m.id in marked)
+    tools = hash(tuple((t.name, repr(t.input_schema)) for t in request.tools))
+    tools_size = sum(
+        len(t.name) + len(t.description) + len(repr(t.input_schema)) for t in request.tools
+    )
+    return _Seen(
+        model=request.model,
+        system=hash(request.system),
+        tools=hash((tools, request.tool_listing)),
+        config=scene.config,
+        ids=tuple(ids),
+        hashes=tuple(hashes),
+        sizes=tuple(sizes),
+        marks=marks,
+        fixed=len(request.system) + tools_size + len(request.tool_listing),
+    )
+
+
+def _compare(
+    previous: _Seen | None, seen: _Seen, *, cut: bool, markers: bool
+) -> tuple[Divergence, int]:
+    """Where ``seen`` first differs from ``previous``, why, and how many of its characters
+    the provider could read from its cache."""
+    if previous is None:
+        return Divergence(-1, None, "first call"), 0
+    for changed, cause in (
+        (previous.model != seen.model, "model change"),
+        (previous.tools != seen.tools, "tool-list change"),
+        (previous.system != seen.system, "config change"),
+    ):
+        if changed:
+            return Divergence(-1, None, cause), 0
+    index = _first_difference(previous, seen)
+    cause = _cause(previous, seen, index, cut=cut)
+    upto = index
+    if markers:  # the cache holds prefixes that end at a marker of the previous request
+        marked = [m + 1 for m in previous.marks if m < index]
+        upto = max(marked, default=0)
+    message_id = seen.ids[index] if index < len(seen.ids) else None
+    return Divergence(index, message_id, cause), previous.fixed + sum(seen.sizes[:upto])
+
+
+def _first_difference(previous: _Seen, seen: _Seen) -> int:
+    for index, (a, b) in enumerate(zip(previous.hashes, seen.hashes, strict=False)):
+        if a != b or previous.ids[index] != seen.ids[index]:
+            return index
+    return min(len(previous.hashes), len(seen.hashes))
+
+
+def _cause(previous: _Seen, seen: _Seen, index: int, *, cut: bool) -> str:
+    if index >= len(previous.ids):
+        return "new messages"  # the previous request is a prefix of this one
+    if cut:
+        return "roll"
+    if previous.config is not seen.config and previous.config != seen.config:
+        return "config change"
+    if index < len(seen.ids) and previous.ids[index] == seen.ids[index]:
+        return "edited message"
+    if previous.ids[index] not in set(seen.ids):
+        return "deleted message"
+    return "unknown"
+
+
+def _flag_large_write(call: CallTrace, seen: _Seen, readable: int, markers: bool) -> None:
+    """A cache write much larger than what is new since the cached prefix."""
+    if not markers or not call.cache_write_tokens or not seen.marks:
+        return
+    written = seen.fixed + sum(seen.sizes[: max(seen.marks) + 1]) - readable
+    expected = max(written, 0) // _CHARS_PER_TOKEN
+    if call.cache_write_tokens > expected * 1.5 + _WRITE_SLACK:
+        cause = call.divergence.cause if call.divergence else "unknown"
+        call.flags.append(
+            f"cache write of {call.cache_write_tokens} tokens, about {expected} expected ({cause})"
+        )
+
+
+class TraceWriter:
+    """Builds and stores traces in the background; ``submit`` never waits."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        settings: TracesConfig,
+        prices: Mapping[str, Price],
+        queue_size: int = 1000,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.prices = dict(prices)
+        self.diagnosis = CacheDiagnosis()
+        self._queue: asyncio.Queue[Recorder] = asyncio.Queue(maxsize=queue_size)
+        self.dropped = 0
+        self.written = 0
+
+    def submit(self, recorder: Recorder) -> None:
+        if not self.settings.enabled:
+            return
+        if self._queue.full():  # the oldest goes: the newest is what an operator looks for
+            self._queue.get_nowait()
+            self._queue.task_done()
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 100 == 0:
+                logger.warning("traces are written slower than they come: %d dropped", self.dropped)
+        self._queue.put_nowait(recorder)
+
+    async def run(self) -> None:
+        """Write traces as they come, in batches (supervised by the app)."""
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < _BATCH and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                await self._write(batch)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    async def flush(self) -> None:
+        """Return once every submitted trace is written (or failed and was logged)."""
+        await self._queue.join()
+
+    async def _write(self, batch: Sequence[Recorder]) -> None:
+        traces = [self.build(recorder) for recorder in batch]
+        await self.store.write_traces(traces)
+        self.written += len(traces)
+
+    def build(self, recorder: Recorder) -> Trace:
+        trace = recorder.trace
+        for pending in recorder.calls:
+            call = _call_trace(pending, self.prices)
+            self.diagnosis.observe(trace.channel, recorder, pending, call)
+            trace.calls.append(call)
+        return trace
+
+    async def prune(self) -> None:
+        """Keep traces within their age and size bounds (supervised by the app)."""
+        while True:
+            gone = await self.store.prune_traces(
+                max_age=self.settings.max_age_days * 86400,
+                max_bytes=int(self.settings.max_megabytes * 1_000_000),
+                now=time.time(),
+            )
+            if gone:
+                logger.info("pruned %d old traces", gone)
+            await asyncio.sleep(_PRUNE_EVERY)
+
+
+def _call_trace(pending: PendingCall, prices: Mapping[str, Price]) -> CallTrace:
+    request, usage = pending.request, pending.usage
+    return CallTrace(
+        kind=pending.kind,
+        provider=pending.provider.name,
+        model=request.model,
+        request=request_as_sent(pending.provider, request),
+        started_at=pending.started_at,
+        first_token_ms=pending.first_token_ms,
+        total_ms=pending.total_ms,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        cost=call_cost(price_for(request.model, prices), usage),
+        stop_reason=pending.stop_reason,
+        error=pending.error,
+    )
