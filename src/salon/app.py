@@ -30,6 +30,7 @@ from salon.tools.builtin import OPERATOR, ScheduleBook, build_builtin_server
 from salon.tools.hub import ServerSpec, ToolHub
 from salon.tools.log import ToolLog
 from salon.tools.servers import builtin_spec, configured_specs
+from salon.upkeep import Upkeep, Vitals
 
 __all__ = ["BotApp", "data_dir", "database_url", "load_bot"]
 
@@ -79,7 +80,10 @@ class BotApp:
         extra_servers: Sequence[ServerSpec] = (),
         clock: Clock | None = None,
         channel_configs: ChannelConfigs | None = None,
+        watch_config: bool = False,
     ) -> None:
+        """``watch_config``: ``root`` is the bot's config directory, and edits to its files
+        apply while the bot runs."""
         self.key = key
         self.config = config
         self.channel_configs = channel_configs or ChannelConfigs(config)
@@ -102,6 +106,22 @@ class BotApp:
         self._stack = AsyncExitStack()
         self._agent: Agent | None = None
         self.tasks: dict[str, TaskState] = {}  # supervised tasks, for health
+        self.upkeep = Upkeep(
+            bot=key,
+            store=self.store,
+            vitals=Vitals(
+                platforms=lambda: self.platforms,
+                queue_depth=lambda: self.agent.queue_depth if self._agent else 0,
+                last_event_at=lambda: self._agent.last_event_at if self._agent else None,
+                last_answer_at=lambda: self._agent.last_answer_at if self._agent else None,
+                tasks=self._task_states,
+            ),
+            sink=self._submit,
+            owner=self.scheduler.owner,
+            root=root if watch_config else None,
+            apply=self.reconfigure,
+            current=lambda: self.config,
+        )
 
     @property
     def agent(self) -> Agent:
@@ -291,6 +311,9 @@ class BotApp:
             self._supervised("schedule-watch", self.scheduler.watch),
             self._supervised("traces", self.traces.run),
             self._supervised("trace-pruning", self.traces.prune),
+            self._supervised("heartbeat", self.upkeep.heartbeat),
+            self._supervised("inbox", self.upkeep.take_events),
+            self._supervised("config-watch", self.upkeep.watch_config),
         ]
         try:
             for platform in self.platforms.values():
@@ -300,12 +323,32 @@ class BotApp:
             await until.wait()
             await self._drain(grace)
             await self._flush_traces()
+            await self.upkeep.last_beat()
         finally:
             for platform in self.platforms.values():
                 await platform.stop()
             for task in running:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
+
+    def reconfigure(self, configs: ConfigSet) -> None:
+        """A reloaded config directory: the bot's new config applies from the next activation
+        (keys of the whole process need a restart, which the heartbeat says)."""
+        self.config = configs.bots[self.key]
+        self.channel_configs = configs.channel_configs(self.key)
+        self.traces.settings, self.traces.prices = self.config.traces, dict(self.config.prices)
+        self.scheduler.misfire_grace = timedelta(seconds=self.config.misfire_grace)
+        if self._agent is not None:
+            self._agent.reconfigure(self.config, self.channel_configs)
+
+    def _task_states(self) -> dict[str, TaskState]:
+        states = dict(self.tasks)
+        states["chat-log writer"] = self.store.writer_state
+        for platform in self.platforms.values():
+            connection = getattr(platform, "connection", None)
+            if isinstance(connection, TaskState):
+                states[connection.name] = connection
+        return states
 
     def _supervised(self, name: str, run: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
         state = self.tasks[name] = TaskState(name)

@@ -240,6 +240,7 @@ def _chat(root: Path, bot: str | None) -> int:
                 root=root,
                 secrets=secrets,
                 channel_configs=configs.channel_configs(key),
+                watch_config=True,
             )
         )
     )
@@ -314,6 +315,7 @@ def _run(root: Path, bot: str | None) -> int:
         root=root,
         secrets=secrets,
         channel_configs=configs.channel_configs(key),
+        watch_config=True,
     )
     try:
         asyncio.run(_run_one(app))

@@ -104,7 +104,7 @@ class Conversation:
         self.store = store
         self.tools = tools
         self._redact = redactor
-        self._max_tool_depth = max_tool_depth
+        self.max_tool_depth = max_tool_depth
         self._plans = 0
 
     async def answer(self, scene: Scene, provider: Provider, recorder: Recorder) -> None:
@@ -180,8 +180,8 @@ class Conversation:
             if turn.cut_off or not turn.calls or tools is None:
                 return
             await reply.flush()  # what the bot said before the call appears before its log
-            if calls_made + len(turn.calls) > self._max_tool_depth:
-                limit = self._max_tool_depth
+            if calls_made + len(turn.calls) > self.max_tool_depth:
+                limit = self.max_tool_depth
                 await reply.note(f"(stopped: this answer reached the limit of {limit} tool calls)")
                 return
             calls_made += len(turn.calls)

@@ -115,6 +115,14 @@ class Agent:
         self.last_event_at: float | None = None  # time.time() of the newest event
         self.last_answer_at: float | None = None  # of the newest answered activation
 
+    def reconfigure(self, config: BotConfig, configs: ChannelConfigs) -> None:
+        """Take a reloaded config: from the next activation on, everything reads it."""
+        self.config = config
+        self.configs = self.room.configs = configs
+        self.conversation.max_tool_depth = config.max_tool_depth
+        if self.tools is not None:
+            self.tools.config = config
+
     @property
     def tools(self) -> ToolRunner | None:
         return self.conversation.tools

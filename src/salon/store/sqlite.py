@@ -36,6 +36,7 @@ from salon.store._tables import (
     usage_log,
 )
 from salon.store._traces import TraceMethods
+from salon.tasks import TaskState
 
 __all__ = ["MIGRATIONS", "SQLStore", "schema_migrations", "sqlite_url"]
 
@@ -88,6 +89,11 @@ class SQLStore(TraceMethods):
             await self._writer.close()
             await self._engine.dispose()
             self._engine = None
+
+    @property
+    def writer_state(self) -> TaskState:
+        """The chat-log writer's supervision state (for health)."""
+        return self._writer.state
 
     async def flush(self) -> None:
         """Wait until every chat-log line logged so far is committed."""
