@@ -100,7 +100,7 @@ class BotApp:
             clock=clock,
             misfire_grace=timedelta(seconds=config.misfire_grace),
         )
-        self.hub = ToolHub(self._server_specs(extra_servers))
+        self.hub = ToolHub(self._server_specs(extra_servers), redact=secrets.redactor())
         self.tool_log = ToolLog(data_dir(root, config) / "tools", key)
         self.traces = TraceWriter(store=self.store, settings=config.traces, prices=config.prices)
         self._stack = AsyncExitStack()

@@ -39,6 +39,22 @@ def build() -> MCPServer:
         """The server's process id."""
         return str(os.getpid())
 
+    @server.tool(annotations=READ_ONLY)
+    async def lookup_slowly(seconds: float) -> str:
+        """A lookup that takes its time (no side effects)."""
+        await asyncio.sleep(seconds)
+        return f"looked up in {seconds}"
+
+    @server.tool(annotations=READ_ONLY)
+    def env(name: str) -> str:
+        """A variable of the server's environment."""
+        return os.environ.get(name, "")
+
+    @server.tool(annotations=READ_ONLY)
+    def whoami(requester_id: str = "") -> str:
+        """Who Salon says is asking."""
+        return f"asked by {requester_id or 'nobody'}"
+
     @server.tool()
     async def grow(name: str, ctx: Context) -> str:
         """Add a tool called `name` and announce the change."""

@@ -216,6 +216,9 @@ class McpServerConfig(_Strict):
     )
     timeout: float = Field(default=360.0, gt=0, description="seconds for one tool call")
     start_timeout: float = Field(default=30.0, gt=0)
+    health_interval: float = Field(
+        default=10.0, gt=0, description="seconds between pings that find a dead server early"
+    )
     policy: ToolPolicy | None = Field(default=None, description="default for this server's tools")
     tools: dict[str, ToolRule | list[ToolRule]] = Field(default_factory=dict)
     enabled: bool = True

@@ -13,7 +13,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import jsonschema
@@ -26,7 +26,7 @@ from salon.errors import ToolError
 from salon.model import UNPARSED_ARGUMENTS, Attachment, ToolCall, ToolResult
 from salon.tools.base import ToolSpec
 
-__all__ = ["MessageHandler", "ServerSpec", "ToolHub"]
+__all__ = ["MessageHandler", "ServerGone", "ServerSpec", "ToolHub"]
 
 MessageHandler = MessageHandlerFnT
 
@@ -49,6 +49,11 @@ class ServerSpec:
     timeout: float = 360.0
     start_timeout: float = 30.0
     hidden_arguments: frozenset[str] = frozenset()  # filled in by Salon, not the model
+    health_interval: float = 10.0  # seconds between pings of an idle server
+
+
+class ServerGone(ToolError):
+    """The server's connection broke during a call: it is being restarted."""
 
 
 class _Server:
@@ -64,6 +69,8 @@ class _Server:
         self.first_attempt = asyncio.Event()
         self.last_error: str | None = None
         self.failures = 0
+        self.connections = 0  # successful connections so far (a restart makes one more)
+        self._connected = asyncio.Condition()
         self._restart = asyncio.Event()
         self._stale = asyncio.Event()
         self._on_change = on_change
@@ -79,6 +86,9 @@ class _Server:
                     self.client, self.last_error, self.failures = client, None, 0
                     self.ready.set()
                     self.first_attempt.set()
+                    async with self._connected:
+                        self.connections += 1
+                        self._connected.notify_all()
                     delay = self._backoff[0]
                     logger.info("MCP server %s: %d tools", self.spec.name, len(self.tools))
                     await self._serve(client)
@@ -99,10 +109,15 @@ class _Server:
             await asyncio.sleep(delay)
             delay = min(max(delay * 2, 0.05), self._backoff[1])
 
+    async def wait_connections(self, count: int) -> None:
+        async with self._connected:
+            await self._connected.wait_for(lambda: self.connections >= count)
+
     async def _serve(self, client: Client) -> None:
         helpers = [
             asyncio.create_task(self._follow_changes(client)),
             asyncio.create_task(self._reload_when_stale(client)),
+            asyncio.create_task(self._watch(client)),
         ]
         try:
             await self._restart.wait()
@@ -111,6 +126,21 @@ class _Server:
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
+
+    async def _watch(self, client: Client) -> None:
+        """Ping the server while it is idle: one that died or hung is restarted now, before
+        a call needs it, not when that call fails."""
+        interval = self.spec.health_interval
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                async with asyncio.timeout(min(interval, 10.0)):
+                    await client.send_ping()
+            except Exception as exc:  # any failure to answer is the same news
+                self.last_error = f"stopped answering: {_describe(exc)}"
+                logger.warning("MCP server %s %s; restarting it", self.spec.name, self.last_error)
+                self.restart()
+                return
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification):
@@ -179,11 +209,11 @@ class _Server:
         except MCPError as exc:
             if exc.code in _RESTARTING_CODES:
                 self.restart()
-                raise ToolError(f"{remote_name} failed: {exc.message}; restarting server") from exc
+                raise ServerGone(f"{remote_name} failed: {exc.message}; restarting server") from exc
             raise ToolError(f"{remote_name} failed: {exc.message}") from exc
         except (OSError, RuntimeError) as exc:
             self.restart()
-            raise ToolError(f"{remote_name} failed: {_describe(exc)}; restarting server") from exc
+            raise ServerGone(f"{remote_name} failed: {_describe(exc)}; restarting server") from exc
 
 
 class ToolHub:
@@ -195,7 +225,11 @@ class ToolHub:
         *,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
+        """``redact`` is applied to every result and error text: no configured secret a
+        server hands back (one Salon passed it through its environment, say) goes on."""
+        self._redact = redact or (lambda text: text)
         self._servers = {
             s.name: _Server(s, self._rebuild, (backoff_initial, backoff_max)) for s in servers
         }
@@ -267,8 +301,16 @@ class ToolHub:
         if self.changed is not None:
             self.changed()
 
+    async def wait_connections(self, server: str, count: int) -> None:
+        """Wait until ``server`` has connected ``count`` times (a restart is one more)."""
+        await self._servers[server].wait_connections(count)
+
     async def call(self, call: ToolCall, *, hidden: Mapping[str, Any] | None = None) -> ToolResult:
         """Run one call; every failure becomes an error result the model can read."""
+        result = await self._call(call, hidden)
+        return replace(result, content=self._redact(result.content))
+
+    async def _call(self, call: ToolCall, hidden: Mapping[str, Any] | None) -> ToolResult:
         spec = self._registry.get(call.name)
         if spec is None:
             known = ", ".join(sorted(self._registry)) or "none"
@@ -277,12 +319,22 @@ class ToolHub:
         if problem is not None:
             return ToolResult(call.id, problem, is_error=True)
         server = self._servers[spec.server]
-        arguments = dict(call.arguments)
+        # What Salon fills in is Salon's alone: the model cannot pass its own.
+        arguments = {
+            k: v for k, v in call.arguments.items() if k not in server.spec.hidden_arguments
+        }
         for key, value in (hidden or {}).items():
             if key in server.spec.hidden_arguments:
                 arguments[key] = value
         try:
             raw = await server.call(spec.remote_name, arguments)
+        except ServerGone as exc:
+            if not spec.read_only:  # it may have done its work: never run it twice
+                return ToolResult(call.id, f"{exc} (it may or may not have run)", is_error=True)
+            try:  # a lookup: ask the restarted server once more
+                raw = await server.call(spec.remote_name, arguments)
+            except ToolError as again:
+                return ToolResult(call.id, str(again), is_error=True)
         except ToolError as exc:
             return ToolResult(call.id, str(exc), is_error=True)
         return _result(call.id, raw)

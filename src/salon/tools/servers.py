@@ -37,6 +37,7 @@ def configured_specs(bot: BotConfig, secrets: Secrets) -> list[ServerSpec]:
                 connect=_make_connect(server, secrets),
                 timeout=server.timeout,
                 start_timeout=server.start_timeout,
+                health_interval=server.health_interval,
             )
         )
     return specs
