@@ -13,6 +13,7 @@ from bench.figures import Figure
 
 BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "activation_overhead": activation.run,
+    "trace_overhead": activation.trace_overhead,
     "tool_call": tools.run,
     "chatlog": chatlog.run,
     "history_requests": discord_history.run,

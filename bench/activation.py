@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bench.figures import Figure, percentile
 from salon.agent import Agent
+from salon.agent.traces import TraceWriter
 from salon.config import BotConfig
 from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDelta, UsageEvent
 from salon.model import ChannelRef, Message, Participant, Usage
@@ -73,22 +74,26 @@ def _config(mode: str = "chat") -> BotConfig:
     )
 
 
-async def measure(config: BotConfig, runs: int = RUNS) -> list[float]:
-    """Overhead samples in microseconds."""
+async def measure(config: BotConfig, runs: int = RUNS, *, traces: bool = False) -> list[float]:
+    """Overhead samples in microseconds; ``traces``: every activation is traced, as in a
+    bot (the writer works between activations, outside the measured spans)."""
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLStore(sqlite_url(Path(tmp) / "bench.db"))
         await store.open()
         provider = _TimedProvider()
         platform = _TimedPlatform()
+        writer = TraceWriter(store=store, settings=config.traces, prices=config.prices)
         agent = Agent(
             bot="bench",
             config=config,
             provider=provider,
             platforms={"memory": platform},
             store=store,
+            traces=writer if traces else None,
         )
         await platform.start(agent.submit)
         runner = asyncio.create_task(agent.run())
+        writing = asyncio.create_task(writer.run())
         room = platform.channel("room", is_direct=True)
         people = [Participant(f"u{i}", f"User{i}") for i in range(8)]
         for i in range(HISTORY):
@@ -101,15 +106,31 @@ async def measure(config: BotConfig, runs: int = RUNS) -> list[float]:
                 await platform.post(room, people[i % 8], f"question {i}?")
                 await platform.sent_event.wait()
                 await agent.wait_idle()
+                await writer.flush()
                 inbound = provider.handed - start
                 outbound = platform.sent_at - provider.answered
                 if i >= WARMUP:
                     samples.append((inbound + outbound) / 1000)
         finally:
-            runner.cancel()
-            await asyncio.gather(runner, return_exceptions=True)
+            for task in (runner, writing):
+                task.cancel()
+            await asyncio.gather(runner, writing, return_exceptions=True)
             await store.close()
     return samples
+
+
+async def trace_overhead() -> list[Figure]:
+    """Activation overhead with traces on over traces off, alternating rounds of each."""
+    off: list[float] = []
+    on: list[float] = []
+    for _ in range(4):
+        off += await measure(_config(), RUNS // 4)
+        on += await measure(_config(), RUNS // 4, traces=True)
+    ratio = percentile(on, 50) / percentile(off, 50)
+    return [
+        Figure("trace_overhead_ratio", ratio, "x", target=1.10),
+        Figure("activation_overhead_traced_p50_us", percentile(on, 50), "us"),
+    ]
 
 
 async def run() -> list[Figure]:
