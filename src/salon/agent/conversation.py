@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Literal
 
 from salon.agent.output import LeadingLabel, ParagraphStream
@@ -123,29 +124,22 @@ class Conversation:
             await self._record_usage(scene, provider, request, reply.usage)
 
     def _render(self, scene: Scene, tools: ToolRunner | None) -> LLMRequest:
-        config, me = scene.config, scene.platform.self_participant
-        model, limit = config.model_name(), scene.platform.max_message_chars
-        if config.mode == "prefill":
-            request = render_prefill(
-                scene.messages,
-                me,
-                config,
-                model,
-                scene.records,
-                breakpoints=scene.breakpoints,
-                message_limit=limit,
-            )
-        else:
-            request = render_chat(
-                scene.messages,
-                me,
-                config,
-                model,
-                scene.records,
-                breakpoints=scene.breakpoints,
-                message_limit=limit,
-                native_tools=tools is not None and tools.native_offered(),
-            )
+        config = scene.config
+        native = tools is not None and tools.native_offered()
+        render = (
+            render_prefill
+            if config.mode == "prefill"
+            else partial(render_chat, native_tools=native)
+        )
+        request = render(
+            scene.messages,
+            scene.platform.self_participant,
+            config,
+            config.model_name(),
+            scene.records,
+            breakpoints=scene.breakpoints,
+            message_limit=scene.platform.max_message_chars,
+        )
         return tools.prepare(request) if tools is not None else request
 
     async def _record_usage(

@@ -51,6 +51,17 @@ _SUMMARY = (
 )
 
 
+# Activations, then tokens of each kind, then cost: what every total reports.
+_TOTALS = (
+    sa.func.count(),
+    sa.func.sum(traces.c.input_tokens),
+    sa.func.sum(traces.c.output_tokens),
+    sa.func.sum(traces.c.cache_read_tokens),
+    sa.func.sum(traces.c.cache_write_tokens),
+    sa.func.sum(traces.c.cost),
+)
+
+
 def _summary(row: Any) -> TraceSummary:
     return TraceSummary(*row[: len(_SUMMARY)])
 
@@ -234,15 +245,7 @@ class TraceMethods:
             "user": c.requester,
             "day": _day(self.engine.dialect.name),
         }[by]
-        query = sa.select(
-            key.label("key"),
-            sa.func.count(),
-            sa.func.sum(c.input_tokens),
-            sa.func.sum(c.output_tokens),
-            sa.func.sum(c.cache_read_tokens),
-            sa.func.sum(c.cache_write_tokens),
-            sa.func.sum(c.cost),
-        ).group_by(key)
+        query = sa.select(key.label("key"), *_TOTALS).group_by(key)
         if since is not None:
             query = query.where(c.started_at >= since)
         async with self.engine.connect() as conn:
@@ -283,16 +286,7 @@ class TraceMethods:
     async def trace_metrics(self) -> dict[str, Any]:
         """Totals for Prometheus: per bot and outcome, per error kind, per tool, latency."""
         c, t = traces.c, trace_tools.c
-        by_outcome = sa.select(
-            c.bot,
-            c.outcome,
-            sa.func.count(),
-            sa.func.sum(c.input_tokens),
-            sa.func.sum(c.output_tokens),
-            sa.func.sum(c.cache_read_tokens),
-            sa.func.sum(c.cache_write_tokens),
-            sa.func.sum(c.cost),
-        ).group_by(c.bot, c.outcome)
+        by_outcome = sa.select(c.bot, c.outcome, *_TOTALS).group_by(c.bot, c.outcome)
         latency = sa.select(
             c.bot,
             *(
