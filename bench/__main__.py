@@ -8,7 +8,17 @@ import platform
 import sys
 from collections.abc import Awaitable, Callable
 
-from bench import activation, caching, chatlog, discord_history, faults, kill9, load, tools
+from bench import (
+    activation,
+    caching,
+    chatlog,
+    discord_history,
+    faults,
+    kill9,
+    load,
+    tools,
+    traces,
+)
 from bench.figures import Figure
 
 BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
@@ -21,6 +31,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "faults": faults.run,
     "kill9": kill9.run,
     "load": load.run,
+    "trace_query": traces.run,
 }
 
 
