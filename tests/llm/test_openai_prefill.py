@@ -196,3 +196,39 @@ def test_model_names_its_provider(write_config: WriteConfig, tmp_path: Path) -> 
     with pytest.raises(ConfigError) as caught:
         load_config_dir(broken)
     assert "no provider for model 'nowhere/m'" in str(caught.value)
+
+
+async def test_the_body_sent_is_the_wire_body_with_the_key_as_bearer(
+    llm_server: LLMServer,
+) -> None:
+    """Salon hands the SDK a body it built itself: what goes out must be exactly that
+    body (no field dropped or renamed), authorised with the key like the SDK's create."""
+    config = bot_config(
+        providers={
+            "test": {
+                "type": "openai",
+                "model": "gpt-x",
+                "base_url": llm_server.base_url + "/v1",
+                "api_key_env": "TEST_OPENAI_KEY",
+                "extra_headers": {"X-Title": "salon"},
+                "extra_body": {"top_k": 5},
+            }
+        }
+    )
+    provider = build_provider(config, Secrets({"TEST_OPENAI_KEY": "sk-test-123"}))
+    request = LLMRequest(
+        model="gpt-x",
+        system="Be brief.",
+        messages=(ChatMessage.text("user", "Alice: hi"), ChatMessage.text("assistant", "hello")),
+        stop=("###",),
+        temperature=0.5,
+    )
+    llm_server.queue("ok")
+    assert await text_of(provider, request) == "ok"
+    (sent,) = llm_server.requests
+    assert sent.path == "/v1/chat/completions"
+    assert sent.body == provider.wire(request)  # type: ignore[attr-defined]
+    assert sent.body["top_k"] == 5
+    assert sent.headers["authorization"] == "Bearer sk-test-123"
+    assert sent.headers["x-title"] == "salon"
+    await provider.aclose()

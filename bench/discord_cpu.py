@@ -1,0 +1,127 @@
+"""A bot process on the Discord fake: CPU per activation, memory, start-up.
+
+``salon run`` (one bot, the real discord.py and openai SDK) against the project's loopback
+Discord fake and LLM server, in a process of its own so that its CPU and memory are its
+own. A 400-message channel; each activation replies to the bot's previous answer; the
+model answers at once.
+
+``discord_activation_cpu_ms``: the bot's CPU time per activation over 200 activations
+after 20 of warm-up, and ``discord_activation_cpu_sdk_create_ms`` the same with requests
+sent through the SDK's ``create`` (the request path before #17), measured in the same run.
+``bot_rss_mib``: resident memory after them. ``bot_startup_cpu_s``: CPU time from the
+process's start to its first ready (slash commands registered).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.fakes.discord_server import DiscordServer
+from tests.fakes.llm_server import LLMServer, Scripted
+
+from bench.figures import Figure
+
+ROOT = Path(__file__).resolve().parent.parent
+HISTORY = 400
+WARMUP = 20
+ACTIVATIONS = 200
+CHANNEL = "10"
+ANSWER = "A short answer of one paragraph, as most chat replies are in a busy channel."
+
+CONFIG = """\
+name: Bench
+provider: llm
+providers:
+  llm: {{type: openai, model: m, base_url: "{base}/v1", api_key_env: BENCH_LLM_KEY}}
+platforms:
+  discord: {{token_env: DISCORD_TOKEN}}
+data_dir: {data}
+"""
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def _bot(
+    tmp: Path, server: DiscordServer, llm: LLMServer, create: bool
+) -> asyncio.subprocess.Process:
+    (tmp / "bots").mkdir(exist_ok=True)
+    (tmp / "bots" / "bench.yaml").write_text(CONFIG.format(base=llm.base_url, data=tmp / "data"))
+    env = {
+        **os.environ,
+        "DISCORD_TOKEN": "token-bench",
+        "BENCH_LLM_KEY": "k-bench",
+        "BENCH_DISCORD_API": server.api,
+        "BENCH_DISCORD_GATEWAY": server.gateway,
+        "BENCH_OPENAI_CREATE": "1" if create else "0",
+    }
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench._bot_process",
+        str(tmp),
+        "bench",
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=(tmp / "bot.err").open("wb"),
+    )
+
+
+async def _session(create: bool) -> tuple[float, float, float]:
+    """(startup CPU s, CPU ms per activation, RSS MiB) of one bot process."""
+    server, llm = DiscordServer(), LLMServer()
+    await server.start()
+    await llm.start()
+    llm.default = Scripted(text=ANSWER)
+    people = [server.user(n) for n in ("Alice", "Bob", "Carol")]
+    for i in range(HISTORY):
+        await server.post(CHANNEL, people[i % 3], f"message number {i}, with a few words in it")
+    with tempfile.TemporaryDirectory() as name:
+        proc = await _bot(Path(name), server, llm, create)
+        try:
+            await server.wait_calls(f"PUT /applications/{server.bot.id}/commands", 1, within=60)
+            startup = _cpu_seconds(proc.pid)
+            answer = None
+            start = 0.0
+            for i in range(WARMUP + ACTIVATIONS):
+                if i == WARMUP:
+                    start = _cpu_seconds(proc.pid)
+                if answer is None:
+                    text = f"<@{server.bot.id}> what do you make of it?"
+                    await server.post(CHANNEL, people[0], text, mentions=[server.bot])
+                else:
+                    await server.post(CHANNEL, people[i % 3], f"and then {i}?", reply_to=answer)
+                answer = (await server.wait_bot_messages(CHANNEL, i + 1, within=30))[-1]
+            per_activation = (_cpu_seconds(proc.pid) - start) / ACTIVATIONS * 1000
+            rss = _rss_mib(proc.pid)
+        finally:
+            proc.terminate()
+            await asyncio.wait_for(proc.wait(), 30)
+            await llm.stop()
+            await server.stop()
+    return startup, per_activation, rss
+
+
+async def run() -> list[Figure]:
+    startup, cpu, rss = await _session(create=False)
+    _, cpu_create, _ = await _session(create=True)
+    return [
+        Figure("discord_activation_cpu_ms", cpu, "ms", target=cpu_create / 2),
+        Figure("discord_activation_cpu_sdk_create_ms", cpu_create, "ms"),
+        Figure("bot_rss_mib", rss, "MiB", target=90),
+        Figure("bot_startup_cpu_s", startup, "s", target=0.7),
+    ]
