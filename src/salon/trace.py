@@ -14,7 +14,7 @@ from its cache; the billed one is what it reported.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
@@ -126,8 +126,23 @@ class Trace:
         return usage
 
     def body(self) -> dict[str, Any]:
-        """Everything of the trace, as JSON-ready data."""
-        return asdict(self)
+        """Everything of the trace, as JSON-ready data. Shallow: the requests are JSON
+        data already, and copying them deeply cost more than the rest of a trace."""
+        data = _fields(self)
+        data["calls"] = [_call_body(call) for call in self.calls]
+        data["tools"] = [_fields(tool) for tool in self.tools]
+        return data
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    return {name: getattr(value, name) for name in value.__slots__}
+
+
+def _call_body(call: CallTrace) -> dict[str, Any]:
+    data = _fields(call)
+    if call.divergence is not None:
+        data["divergence"] = _fields(call.divergence)
+    return data
 
 
 @dataclass(frozen=True, slots=True)

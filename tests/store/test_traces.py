@@ -134,3 +134,11 @@ async def test_heartbeats_replace_each_other_and_the_inbox_gives_each_event_once
     taken = await store.take_events("salon", "proc-a")
     assert [e.text for e in taken] == ["deploy finished"]
     assert await store.take_events("salon", "proc-b") == []
+
+
+def test_a_trace_body_holds_what_asdict_would_give() -> None:
+    from dataclasses import asdict
+
+    for n in (1, 2):  # with and without a divergence
+        trace = make_trace(n)
+        assert trace.body() == asdict(trace)

@@ -31,6 +31,7 @@ __all__ = [
     "parse_arguments",
     "request_as_sent",
     "shown_images",
+    "wire_body",
 ]
 
 
@@ -168,10 +169,26 @@ class Provider(Protocol):
 def request_as_sent(provider: Provider, request: LLMRequest) -> dict[str, Any]:
     """The body ``provider`` sends for ``request`` (its ``wire``, where it has one; else
     Salon's own form of the request), with images as their size and hash."""
-    wire = getattr(provider, "wire", None)
-    body: dict[str, Any] = wire(request) if wire is not None else _neutral(request)
+    body = wire_body(provider, request)
+    if not _may_carry_images(request):  # the walk costs as much as the body: skip it
+        return body
     shown: dict[str, Any] = shown_images(body)
     return shown
+
+
+def wire_body(provider: Provider, request: LLMRequest) -> dict[str, Any]:
+    """The body ``provider`` sends for ``request``, images and all (wrappers pass it on)."""
+    wire = getattr(provider, "wire", None)
+    body: dict[str, Any] = wire(request) if wire is not None else _neutral(request)
+    return body
+
+
+def _may_carry_images(request: LLMRequest) -> bool:
+    return any(
+        type(part) is ImagePart or type(part) is ToolResultPart
+        for message in request.messages
+        for part in message.parts
+    )
 
 
 def _neutral(request: LLMRequest) -> dict[str, Any]:

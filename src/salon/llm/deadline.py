@@ -18,7 +18,7 @@ from typing import Any
 
 from salon.errors import ProviderError
 from salon.llm._sdk import close_stream
-from salon.llm.base import LLMRequest, Provider, StreamEvent, request_as_sent
+from salon.llm.base import LLMRequest, Provider, StreamEvent, wire_body
 
 __all__ = ["DeadlineProvider"]
 
@@ -65,7 +65,7 @@ class DeadlineProvider:
         return ProviderError(f"{self.name}: {text}", provider=self.name)
 
     def wire(self, request: LLMRequest) -> dict[str, Any]:
-        return request_as_sent(self.inner, request)
+        return wire_body(self.inner, request)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from salon.errors import ProviderError, RateLimited
-from salon.llm.base import LLMRequest, Provider, StreamEvent, request_as_sent
+from salon.llm.base import LLMRequest, Provider, StreamEvent, wire_body
 
 __all__ = ["RetryingProvider", "backoff_delay"]
 
@@ -72,7 +72,7 @@ class RetryingProvider:
                 await self._sleep(delay)
 
     def wire(self, request: LLMRequest) -> dict[str, Any]:
-        return request_as_sent(self.inner, request)
+        return wire_body(self.inner, request)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
