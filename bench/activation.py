@@ -62,9 +62,11 @@ class _TimedPlatform(MemoryPlatform):
         return message
 
 
-def _config(mode: str = "chat") -> BotConfig:
+def _config(mode: str = "chat", window: int | None = None) -> BotConfig:
+    sizes = {} if window is None else {"recency_window_messages": window}
     return BotConfig.model_validate(
         {
+            **sizes,
             "name": "Salon",
             "mode": mode,
             "provider": "timed",
@@ -74,9 +76,18 @@ def _config(mode: str = "chat") -> BotConfig:
     )
 
 
-async def measure(config: BotConfig, runs: int = RUNS, *, traces: bool = False) -> list[float]:
+async def measure(
+    config: BotConfig,
+    runs: int = RUNS,
+    *,
+    traces: bool = False,
+    history: int = HISTORY,
+    channels: int = 1,
+    warmup: int = WARMUP,
+) -> list[float]:
     """Overhead samples in microseconds; ``traces``: every activation is traced, as in a
-    bot (the writer works between activations, outside the measured spans)."""
+    bot (the writer works between activations, outside the measured spans). Activations
+    go round ``channels`` channels of ``history`` messages each."""
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLStore(sqlite_url(Path(tmp) / "bench.db"))
         await store.open()
@@ -94,22 +105,23 @@ async def measure(config: BotConfig, runs: int = RUNS, *, traces: bool = False) 
         await platform.start(agent.submit)
         runner = asyncio.create_task(agent.run())
         writing = asyncio.create_task(writer.run())
-        room = platform.channel("room", is_direct=True)
+        rooms = [platform.channel(f"room{c}", is_direct=True) for c in range(channels)]
         people = [Participant(f"u{i}", f"User{i}") for i in range(8)]
-        for i in range(HISTORY):
-            platform.add(room, people[i % 8], f"message number {i} with a few words in it")
+        for room in rooms:
+            for i in range(history):
+                platform.add(room, people[i % 8], f"message number {i} with a few words in it")
         samples: list[float] = []
         try:
-            for i in range(WARMUP + runs):
+            for i in range(warmup + runs):
                 platform.sent_event.clear()
                 start = time.perf_counter_ns()
-                await platform.post(room, people[i % 8], f"question {i}?")
+                await platform.post(rooms[i % channels], people[i % 8], f"question {i}?")
                 await platform.sent_event.wait()
                 await agent.wait_idle()
                 await writer.flush()
                 inbound = provider.handed - start
                 outbound = platform.sent_at - provider.answered
-                if i >= WARMUP:
+                if i >= warmup:
                     samples.append((inbound + outbound) / 1000)
         finally:
             for task in (runner, writing):
@@ -130,6 +142,23 @@ async def trace_overhead() -> list[Figure]:
     return [
         Figure("trace_overhead_ratio", ratio, "x", target=1.10),
         Figure("activation_overhead_traced_p50_us", percentile(on, 50), "us"),
+    ]
+
+
+async def growth() -> list[Figure]:
+    """How the overhead grows with the window and with the number of active channels."""
+    small = await measure(_config(window=400), RUNS // 2, history=400)
+    large = await measure(_config(window=4000), RUNS // 2, history=4000)
+    # Every channel is warm (answered once before) in both: the steady state is compared.
+    few = await measure(_config(window=100), 2000, history=100, channels=10, warmup=200)
+    many = await measure(_config(window=100), 2000, history=100, channels=1000, warmup=1000)
+    by_window = percentile(large, 50) / percentile(small, 50)
+    by_channels = percentile(many, 50) / percentile(few, 50)
+    return [
+        Figure("overhead_growth_4000_vs_400", by_window, "x", target=2.0),
+        Figure("overhead_growth_1000_vs_10_channels", by_channels, "x", target=1.5),
+        Figure("activation_overhead_4000_p50_us", percentile(large, 50), "us"),
+        Figure("activation_overhead_1000_channels_p50_us", percentile(many, 50), "us"),
     ]
 
 

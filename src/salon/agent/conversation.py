@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Literal
@@ -24,7 +25,7 @@ from salon.agent.recording import Recorder
 from salon.agent.room import Scene
 from salon.agent.tools import ToolRunner, Turn
 from salon.config import BotConfig, Redactor
-from salon.context import render_chat, render_prefill
+from salon.context import ChatMemo, render_chat, render_prefill
 from salon.context.textproto import CallTextFilter, parse_calls
 from salon.errors import ProviderError
 from salon.llm.base import (
@@ -43,6 +44,8 @@ from salon.store.base import Store
 __all__ = ["Conversation", "Reply"]
 
 logger = logging.getLogger(__name__)
+
+_MEMO_MESSAGES = 200_000  # messages the channels' render memos may hold between them
 
 
 class IncompleteStream(ProviderError):
@@ -107,6 +110,7 @@ class Conversation:
         self._redact = redactor
         self.max_tool_depth = max_tool_depth
         self._plans = 0
+        self._memos = _Memos()
 
     async def answer(self, scene: Scene, provider: Provider, recorder: Recorder) -> None:
         """Answer in the scene's channel; usage is recorded even when the answer fails."""
@@ -129,7 +133,7 @@ class Conversation:
         render = (
             render_prefill
             if config.mode == "prefill"
-            else partial(render_chat, native_tools=native)
+            else partial(render_chat, native_tools=native, memo=self._memos.get(scene.channel.key))
         )
         request = render(
             scene.messages,
@@ -353,3 +357,26 @@ class Conversation:
             parsed = parse_calls(hold_back.full, tools.schemas(), id_prefix=f"t{id(turn)}-")
             turn.raw, turn.calls = hold_back.full, parsed.calls
         return turn
+
+
+class _Memos:
+    """Render memos by channel, the least recently used going first once they hold more
+    than ``_MEMO_MESSAGES`` messages between them."""
+
+    def __init__(self, limit: int = _MEMO_MESSAGES) -> None:
+        self._limit = limit
+        self._memos: OrderedDict[str, ChatMemo] = OrderedDict()
+
+    def get(self, channel: str) -> ChatMemo:
+        memo = self._memos.get(channel)
+        if memo is None:
+            memo = self._memos[channel] = ChatMemo()
+            self._trim()
+        self._memos.move_to_end(channel)
+        return memo
+
+    def _trim(self) -> None:
+        held = sum(len(m.items) for m in self._memos.values())
+        while held > self._limit and len(self._memos) > 1:
+            _, memo = self._memos.popitem(last=False)
+            held -= len(memo.items)

@@ -21,6 +21,7 @@ from salon.agent.recording import Recorder
 from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Resolved
 from salon.context import RollState, is_visible, m_command, roll, select_context
 from salon.context.history import expand_history
+from salon.context.view import ChannelView, ChannelViews
 from salon.errors import PlatformError
 from salon.model import (
     TAG_ASKED,
@@ -119,6 +120,7 @@ class Room:
         self._flagged: dict[tuple[str, str], None] = {}  # (message id, text) already flagged
         # Rolling states by channel, read from the store once, written after each answer.
         self._states: OrderedDict[str, RollState | None] = OrderedDict()
+        self._views = ChannelViews()
 
     async def config_in(self, platform: Platform, channel: ChannelRef) -> BotConfig:
         """The bot's config in ``channel``: its guild's layers and the pinned configs."""
@@ -175,22 +177,25 @@ class Room:
         rolling = rolling and monitored_at is None
         depth = config.recency_window_messages + (config.rolling_threshold if rolling else 0)
         with recorder.phase("history"):
-            history = await self._history(platform, channel, config, depth)
+            history, view = await self._history(platform, channel, config, depth)
         if trigger is not None and _bot_chain_too_long(history, trigger, config):
             if platform.can(Capability.REACTIONS):
                 await platform.react(channel, trigger.id, LOOP_EMOJI)
             return None
-        visible = [m for m in history if is_visible(m, config)]
-        chosen = select_context(visible, config, monitored_at=monitored_at, visible=True)
+        if view is not None:
+            visible, chosen = view.visible, view.select(config, monitored_at)
+        else:
+            visible = [m for m in history if is_visible(m, config)]
+            chosen = select_context(visible, config, monitored_at=monitored_at, visible=True)
         marks: tuple[str, ...] = ()
         rolled: RollState | None = None
         cut = False
         if rolling:
             chosen, marks, rolled, cut = await self._roll(
-                channel, visible, chosen, platform, config
+                channel, visible, chosen, platform, config, view=view
             )
         with recorder.phase("history"):
-            chain = await self._reply_chain(platform, chosen, trigger, config)
+            chain = await self._reply_chain(platform, chosen, trigger, config, view)
         messages = (*chain, *chosen, *activation.extra())
         scene = recorder.scene = Scene(
             platform=platform,
@@ -218,11 +223,16 @@ class Room:
 
     async def _history(
         self, platform: Platform, channel: ChannelRef, config: BotConfig, depth: int
-    ) -> list[Message]:
-        """The channel's recent messages with ``.history`` messages applied."""
-        history = list(await platform.history(channel, limit=depth))
-        if not any(m.text.startswith(".history") for m in history):
-            return history
+    ) -> tuple[Sequence[Message], ChannelView | None]:
+        """The channel's recent messages with ``.history`` messages applied, and its view
+        when there were none to apply (the view then holds what was read)."""
+        recent = await platform.history(channel, limit=depth)
+        view = self._views.get(channel.key)
+        view.update(recent, config)
+        self._views.settle(view)
+        if not view.has_history_links:
+            return recent, view
+        history = list(recent)
         roles = set(config.authorized_roles)
 
         def authorized(author: Participant) -> bool:
@@ -231,7 +241,7 @@ class Room:
         async def fetch_until(link: str, limit: int) -> Sequence[Message] | None:
             return await platform.history_until(link, limit=limit)
 
-        return await expand_history(
+        expanded = await expand_history(
             history,
             me_name=config.name,
             fetch_until=fetch_until,
@@ -239,6 +249,7 @@ class Room:
             depth=depth,
             max_nesting=config.history_max_nesting,
         )
+        return expanded, None
 
     async def _remove_command(self, platform: Platform, command: Message) -> None:
         """The bot takes its ``m`` command out of the room; a refusal is logged once."""
@@ -258,11 +269,14 @@ class Room:
         window: list[Message],
         platform: Platform,
         config: BotConfig,
+        *,
+        view: ChannelView | None,
     ) -> tuple[list[Message], tuple[str, ...], RollState | None, bool]:
         """The rolled context, its breakpoints, its new state when that changed, and
         whether the window was cut back."""
         state = await self._state(channel.key)
-        rolled = roll(visible, state, config, window, platform.self_participant.id)
+        me = platform.self_participant.id
+        rolled = roll(visible, state, config, window, me, index=view)
         changed = rolled.state if rolled.state != state else None
         return rolled.messages, rolled.breakpoints, changed, rolled.rolled and state is not None
 
@@ -280,18 +294,26 @@ class Room:
         chosen: list[Message],
         trigger: Message | None,
         config: BotConfig,
+        view: ChannelView | None,
     ) -> list[Message]:
         """Messages the trigger replies to that fell out of the window, marked as such."""
         if trigger is None or trigger.reply_to_id is None:
             return []
-        ids = {m.id for m in chosen}
-        if trigger.reply_to_id in ids or not platform.can(Capability.REPLIES):
+        chosen_from = view.count - len(chosen) if view is not None else 0
+
+        def in_window(message_id: str) -> bool:
+            if view is None:
+                return any(m.id == message_id for m in chosen)
+            at = view.position(message_id)
+            return at is not None and at >= chosen_from  # the window ends the visible ones
+
+        if in_window(trigger.reply_to_id) or not platform.can(Capability.REPLIES):
             return []
         chain = await platform.reply_chain(trigger)
         return [
             replace(m, tags=m.tags | {TAG_REPLY_CHAIN})
             for m in chain
-            if m.id not in ids and is_visible(m, config)
+            if not in_window(m.id) and is_visible(m, config)
         ]
 
     def _records(self, channel: ChannelRef, messages: Sequence[Message]) -> tuple[ToolRecord, ...]:

@@ -2,6 +2,7 @@
 
 from salon.context.builder import (
     TRUNCATION_MARK,
+    ChatMemo,
     is_visible,
     m_command,
     record_text,
@@ -14,6 +15,7 @@ from salon.context.rolling import Rolled, RollState, roll
 
 __all__ = [
     "TRUNCATION_MARK",
+    "ChatMemo",
     "RollState",
     "Rolled",
     "is_visible",

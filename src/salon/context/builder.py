@@ -7,6 +7,7 @@ activation, so each walks the history once.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 from collections.abc import Collection, Sequence
@@ -30,6 +31,7 @@ from salon.model import TAG_NOTE, TAG_REPLY_CHAIN, Message, Participant, ToolRec
 __all__ = [
     "REPLIED_TO_MARK",
     "TRUNCATION_MARK",
+    "ChatMemo",
     "continues_run",
     "images_of",
     "is_visible",
@@ -40,6 +42,7 @@ __all__ = [
     "reply_mark",
     "run_joiner",
     "select_context",
+    "truncated",
     "weave",
 ]
 
@@ -108,7 +111,7 @@ def select_context(
         size = len(message.text)
         if used + size > max_chars:
             if not picked:
-                picked.append(_truncated(message, max_chars))
+                picked.append(truncated(message, max_chars))
             break
         picked.append(message)
         used += size
@@ -118,7 +121,8 @@ def select_context(
     return picked
 
 
-def _truncated(message: Message, max_chars: int) -> Message:
+def truncated(message: Message, max_chars: int) -> Message:
+    """``message`` cut to ``max_chars`` characters, marked as cut."""
     keep = max(max_chars - len(TRUNCATION_MARK), 0)
     return replace(message, text=message.text[:keep] + TRUNCATION_MARK)
 
@@ -291,14 +295,114 @@ class _Turns:
         else:
             self.add(role, _Cont(text))
 
-    def messages(self) -> tuple[ChatMessage, ...]:
-        return tuple(
-            ChatMessage(
-                role,
-                _parts(pieces) if i in self.structured else (TextPart("\n".join(pieces)),),  # type: ignore[arg-type]  # all str here
+    def resume(self, memo: ChatMemo, turn: int) -> None:
+        """Go on from ``memo``'s turns before ``turn``, plus ``turn`` itself when it is
+        the last (only the last can still grow, so only it is copied)."""
+        self.turns = memo.turns[:turn]
+        if turn < len(memo.turns):
+            role, pieces = memo.turns[turn]
+            self.turns.append((role, list(pieces)))
+        self.structured = {t for t in memo.structured if t <= turn}
+
+    def messages(self, reused: tuple[ChatMessage, ...] = ()) -> tuple[ChatMessage, ...]:
+        """The turns as chat messages; the first ``len(reused)`` were built before."""
+        return (
+            reused
+            + tuple(
+                ChatMessage(
+                    role,
+                    _parts(pieces) if i in self.structured else (TextPart("\n".join(pieces)),),  # type: ignore[arg-type]  # all str here
+                )
+                for i, (role, pieces) in enumerate(self.turns[len(reused) :], start=len(reused))
             )
-            for i, (role, pieces) in enumerate(self.turns)
         )
+
+
+class ChatMemo:
+    """What ``render_chat`` built last time in one channel, to go on from.
+
+    Between two answers a channel's context mostly grows at its end (a rolled window keeps
+    its start) and its breakpoints move near the end, so rendering again from the first
+    turn that changed keeps an activation's cost off the window's size. A message is the
+    same when it is the same object: platforms make a new one for an edit.
+    """
+
+    __slots__ = ("built", "items", "key", "marks", "positions", "starts", "structured", "turns")
+
+    def __init__(self) -> None:
+        self.key: tuple[object, ...] | None = None
+        self.items: tuple[Message, ...] = ()
+        self.turns: list[tuple[Literal["user", "assistant"], list[Piece]]] = []
+        self.structured: set[int] = set()
+        self.built: tuple[ChatMessage, ...] = ()
+        self.starts: list[int] = []  # the index in ``items`` where each turn began
+        self.positions: dict[str, int] = {}  # message id -> index in ``items``
+        self.marks: set[str] = set()  # ids in ``items`` that carried a breakpoint
+
+    def unchanged(
+        self, key: tuple[object, ...], items: tuple[Message, ...], marked: set[str]
+    ) -> int:
+        """How many of ``items``, from the first, render as they did last time."""
+        done = self.items
+        if not done or self.key != key:
+            return 0
+        if len(items) >= len(done) and items[: len(done)] == done:  # compared by identity
+            same = len(done)
+        else:
+            same = _common_prefix(items, done)
+        for moved in self.marks.symmetric_difference(i for i in marked if i in self.positions):
+            same = min(same, self.positions[moved])
+        return same
+
+    def resume_point(
+        self, key: tuple[object, ...], items: tuple[Message, ...], marked: set[str]
+    ) -> tuple[int, int]:
+        """Where a render of ``items`` can go on from: the index of the first item to
+        render, and the last turn to keep (copied, as it may grow). (0, 0): start over."""
+        same = self.unchanged(key, items, marked)
+        if not same:
+            return 0, 0
+        turn = max(bisect.bisect_right(self.starts, same) - 1, 0)  # the turn of item `same`
+        if same == len(self.items):  # grown at the end: the last turn goes on
+            return same, turn
+        if turn == 0:
+            return 0, 0
+        # The turn holding the first change is made again; the one before may grow.
+        return self.starts[turn], turn - 1
+
+    def keep(
+        self,
+        key: tuple[object, ...],
+        items: tuple[Message, ...],
+        turns: _Turns,
+        *,
+        built: tuple[ChatMessage, ...],
+        starts: list[int],
+        marked: set[str],
+        resumed_at: int,
+    ) -> None:
+        """Remember a render; ``resumed_at``: the items before it were rendered before."""
+        if resumed_at == 0:
+            self.positions = {}
+        for message in self.items[resumed_at:]:
+            self.positions.pop(message.id, None)
+        for index in range(resumed_at, len(items)):
+            self.positions[items[index].id] = index
+        self.key, self.items, self.built, self.starts = key, items, built, starts
+        self.turns, self.structured = turns.turns, turns.structured
+        self.marks = {i for i in marked if i in self.positions}
+
+
+def _common_prefix(a: tuple[Message, ...], b: tuple[Message, ...]) -> int:
+    """The length of the longest common prefix of two tuples, by bisection on slices."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def render_chat(
@@ -312,6 +416,7 @@ def render_chat(
     breakpoints: Collection[str] = (),
     native_tools: bool = False,
     message_limit: int | None = None,
+    memo: ChatMemo | None = None,
 ) -> LLMRequest:
     """Chat mode: the bot's messages are assistant turns, everyone else's user turns.
 
@@ -320,12 +425,24 @@ def render_chat(
     calls are native tool turns when ``native_tools`` (the request offers tools natively),
     else part of the bot's turns in the text protocol's form. Images a platform loaded
     follow the line they came with. The messages ``breakpoint_id`` and ``breakpoints`` end
-    text parts marked as prompt-cache breakpoints.
+    text parts marked as prompt-cache breakpoints. ``memo`` (one per channel) lets a render
+    go on from the previous one instead of starting over.
     """
     marked = {*breakpoints, *([breakpoint_id] if breakpoint_id else [])}
+    items = tuple(messages)
+    key = (me, native_tools, message_limit)
     turns = _Turns()
-    previous: Message | ToolRecord | None = None
-    for item in weave(messages, records):
+    start, starts = 0, []
+    reused: tuple[ChatMessage, ...] = ()
+    if memo is not None and not records:
+        start, kept = memo.resume_point(key, items, marked)
+        if start:
+            turns.resume(memo, kept)
+            starts, reused = memo.starts[: kept + 1], memo.built[:kept]
+    sequence = weave(items, records) if start == 0 else items[start:]
+    previous: Message | ToolRecord | None = items[start - 1] if start else None
+    for offset, item in enumerate(sequence, start=start):
+        before = len(turns.turns)
         if isinstance(item, ToolRecord):
             _add_record(turns, item, native=native_tools)
         else:
@@ -335,10 +452,15 @@ def render_chat(
                 extra.insert(0, _BREAK)  # right after the line, before any image
             if extra:
                 turns.add("assistant" if item.author.id == me.id else "user", *extra)
+        starts += [offset] * (len(turns.turns) - before)
         previous = item
+    built = turns.messages(reused)
+    if memo is not None:
+        rendered = items if not records else ()
+        memo.keep(key, rendered, turns, built=built, starts=starts, marked=marked, resumed_at=start)
     return LLMRequest(
         model=model,
-        messages=turns.messages(),
+        messages=built,
         system=config.system_prompt,
         max_tokens=config.max_tokens,
         temperature=config.temperature,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from salon.config import BotConfig
+from salon.context.view import PlainIndex, VisibleIndex
 from salon.model import Message
 
 __all__ = ["RollState", "Rolled", "roll"]
@@ -51,24 +52,38 @@ def roll(
     config: BotConfig,
     window: list[Message],
     me_id: str,
+    *,
+    index: VisibleIndex | None = None,
 ) -> Rolled:
     """Choose the context from ``visible`` (all visible messages fetched, oldest first).
 
     ``window`` is what the recency budgets alone would keep; it is what a roll cuts to.
+    ``index`` knows where each of ``visible`` is (a channel view keeps one up to date).
     """
     if not visible:
         return Rolled([], None, state or RollState("", None, ""), rolled=False)
-    index = {m.id: i for i, m in enumerate(visible)}
-    if state is not None and state.anchor_id in index and state.head_id in index:
-        kept = list(visible[index[state.anchor_id] :])
+    index = index or PlainIndex(visible)
+    anchor = index.position(state.anchor_id) if state is not None else None
+    head = index.position(state.head_id) if state is not None else None
+    if state is not None and anchor is not None and head is not None:
+        kept = list(visible[anchor:])
         # Arrivals are other people's messages: the bot's own answers do not count.
-        arrived = sum(1 for m in visible[index[state.head_id] + 1 :] if m.author.id != me_id)
-        size = sum(len(m.text) for m in kept)
+        arrived = sum(1 for m in visible[head + 1 :] if m.author.id != me_id)
+        size = index.chars_from(anchor)
         if arrived < config.rolling_threshold and size <= config.hard_max_characters:
             previous_tail = state.tail_id
-            state = replace(_stable_breakpoint(kept, state, me_id), tail_id=kept[-1].id)
+            state = _stable_breakpoint(kept, state, me_id, index, anchor)
+            state = replace(state, tail_id=kept[-1].id)
             marks = (state.breakpoint_id, previous_tail, kept[-1].id)
-            return Rolled(kept, state.breakpoint_id, state, False, _marks(marks, kept))
+            present = {m: at - anchor for m in marks if m and (at := index.position(m)) is not None}
+            found = [m for m, at in present.items() if at >= 0]
+            return Rolled(
+                kept,
+                state.breakpoint_id,
+                state,
+                False,
+                tuple(sorted(found, key=present.__getitem__)),
+            )
     return _cut(window or list(visible[-1:]), config)
 
 
@@ -87,10 +102,15 @@ def _marks(ids: tuple[str | None, ...], kept: list[Message]) -> tuple[str, ...]:
     return tuple(sorted(found, key=present.__getitem__))
 
 
-def _stable_breakpoint(kept: list[Message], state: RollState, me_id: str) -> RollState:
+def _stable_breakpoint(
+    kept: list[Message], state: RollState, me_id: str, index: VisibleIndex, anchor: int
+) -> RollState:
     """The remembered breakpoint; if its message vanished, the newest message by a person
     (not a bot: bots' runs get merged and edited) from no later than it."""
-    if state.breakpoint_id is None or any(m.id == state.breakpoint_id for m in kept):
+    if state.breakpoint_id is None:
+        return state
+    at = index.position(state.breakpoint_id)
+    if at is not None and at >= anchor:
         return state
     when = state.breakpoint_time
     stable = [

@@ -1,0 +1,69 @@
+"""Rendering a channel's context again from where the last render stopped."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+from salon.context import ChatMemo, render_chat
+from salon.model import Attachment, ChannelRef, Message, Participant
+from tests.conftest import bot_config
+
+ROOM = ChannelRef("memory", "room")
+ME = Participant("bot", "Salon", is_bot=True)
+OTHER_BOT = Participant("b2", "Echo", is_bot=True)
+PEOPLE = [Participant("a", "Alice"), Participant("b", "Bob"), ME, ME, OTHER_BOT]
+T = datetime(2026, 1, 1, tzinfo=UTC)
+PNG = Attachment("p.png", "image/png", 3, "https://cdn.invalid/p.png", data=b"png")
+
+
+def _message(rng: random.Random, n: int) -> Message:
+    author = rng.choice(PEOPLE)
+    text = rng.choice(["hi", "a longer line of text", "x" * 1900, "two\nlines"])
+    files = (PNG,) if rng.random() < 0.05 else ()
+    return Message(str(n), ROOM, author, text, T + timedelta(seconds=n), attachments=files)
+
+
+def test_a_memo_renders_exactly_what_a_full_render_gives() -> None:
+    """Random channels grow, get edited, lose messages and move their breakpoints; at every
+    step the render from the memo equals a render from nothing."""
+    config = bot_config()
+    for seed in range(40):
+        rng = random.Random(seed)
+        memo = ChatMemo()
+        ids = iter(range(10**6))  # message ids are unique in a channel
+        history = [_message(rng, next(ids)) for _ in range(rng.randint(0, 30))]
+        marks: tuple[str, ...] = ()
+        for step in range(60):
+            roll = rng.random()
+            if roll < 0.6 or not history:
+                history += [_message(rng, next(ids)) for _ in range(rng.randint(1, 4))]
+            elif roll < 0.7:
+                i = rng.randrange(len(history))
+                history[i] = Message(
+                    history[i].id, ROOM, history[i].author, "edited", history[i].created_at
+                )
+            elif roll < 0.8:
+                del history[rng.randrange(len(history))]
+            elif roll < 0.9:
+                marks = (rng.choice(history).id,)
+            else:
+                history = history[rng.randint(0, len(history)) :]  # a roll starts later
+            args = (tuple(history), ME, config, "m")
+            kwargs = {"breakpoints": marks, "message_limit": 2000}
+            assert render_chat(*args, memo=memo, **kwargs) == render_chat(*args, **kwargs), (
+                seed,
+                step,
+            )
+
+
+def test_a_memo_goes_on_from_the_last_render_without_rendering_it_again() -> None:
+    config = bot_config()
+    memo = ChatMemo()
+    first = [Message(str(n), ROOM, PEOPLE[n % 2], f"line {n}", T) for n in range(50)]
+    before = render_chat(tuple(first), ME, config, "m", memo=memo)
+    grown = (*first, Message("50", ROOM, ME, "an answer", T))
+    after = render_chat(grown, ME, config, "m", memo=memo)
+    # The turns before the last one of the first render are the very same objects.
+    assert all(a is b for a, b in zip(after.messages[:-2], before.messages[:-1], strict=False))
+    assert after == render_chat(grown, ME, config, "m")

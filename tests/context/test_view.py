@@ -1,0 +1,88 @@
+"""A channel's view kept up to date step by step gives what reading it whole gives."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+from salon.context import is_visible, select_context
+from salon.context.view import ChannelView, ChannelViews, PlainIndex
+from salon.model import ChannelRef, Message, Participant
+from tests.conftest import bot_config
+
+ROOM = ChannelRef("memory", "room")
+PEOPLE = [Participant("a", "Alice"), Participant("bot", "Salon", is_bot=True)]
+T = datetime(2026, 1, 1, tzinfo=UTC)
+TEXTS = [
+    "hi",
+    ".tool log",
+    "m continue",
+    "a longer line",
+    "x" * 300,
+    ".history https://x",
+    "🫥 hide",
+]
+
+
+def test_a_view_follows_a_sliding_history_exactly() -> None:
+    configs = [bot_config(recency_window_characters=2000, recency_window_messages=40), bot_config()]
+    for seed in range(30):
+        rng = random.Random(seed)
+        ids = iter(range(10**6))
+        channel: list[Message] = []
+        view = ChannelView()
+        depth = 60
+        for _step in range(80):
+            action = rng.random()
+            if action < 0.7 or not channel:
+                for _ in range(rng.randint(0, 5)):
+                    n = next(ids)
+                    text = rng.choice(TEXTS)
+                    channel.append(
+                        Message(str(n), ROOM, rng.choice(PEOPLE), text, T + timedelta(seconds=n))
+                    )
+            elif action < 0.8:
+                i = rng.randrange(len(channel))
+                old = channel[i]
+                channel[i] = Message(old.id, ROOM, old.author, rng.choice(TEXTS), old.created_at)
+            elif action < 0.9:
+                del channel[rng.randrange(len(channel))]
+            else:
+                depth = rng.choice([20, 60, 200])
+            config = configs[seed % 2]
+            history = channel[-depth:]
+            view.update(history, config)
+            visible = [m for m in history if is_visible(m, config)]
+            assert view.visible == visible
+            assert view.count == len(visible)
+            assert view.has_history_links == any(m.text.startswith(".history") for m in history)
+            assert view.select(config) == select_context(visible, config, visible=True)
+            plain = PlainIndex(visible)
+            for m in visible:
+                assert view.position(m.id) == plain.position(m.id)
+            for start in range(len(visible)):
+                assert view.chars_from(start) == plain.chars_from(start)
+
+
+def test_views_are_bounded_by_the_messages_they_hold() -> None:
+    views = ChannelViews(limit=100)
+    history = [Message(str(n), ROOM, PEOPLE[0], "hi", T) for n in range(30)]
+    for name in "abcdef":
+        view = views.get(name)
+        view.update(history, bot_config())
+        views.settle(view)
+    assert len(views._views) == 1  # each holds 60 (history and visible): one fits
+
+
+def test_a_long_slide_is_compacted_and_stays_exact() -> None:
+    config = bot_config()
+    view = ChannelView()
+    channel = [Message(str(n), ROOM, PEOPLE[n % 2], TEXTS[n % 5], T) for n in range(12_000)]
+    for end in range(50, 12_000, 3):
+        history = channel[end - 50 : end]
+        view.update(history, config)
+    visible = [m for m in history if is_visible(m, config)]
+    assert view.visible == visible
+    assert view.select(config) == select_context(visible, config, visible=True)
+    assert len(view._all) < 5000  # dropped messages were let go
+    assert [view.position(m.id) for m in visible] == list(range(len(visible)))
