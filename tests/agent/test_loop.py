@@ -167,3 +167,33 @@ async def test_usage_is_recorded_per_activation(start_agent: StartAgent, store) 
     await agent.wait_idle()
     totals = await store.usage_totals("salon")
     assert (totals.input_tokens, totals.output_tokens) == (10, 5)
+
+
+async def test_a_slow_config_lookup_in_one_channel_does_not_hold_up_the_others(
+    start_agent: StartAgent,
+) -> None:
+    """Judging a message needs its channel's config (pins on Discord: a REST call the first
+    time). Two channels' messages in one batch are judged side by side: the slow channel's
+    lookup here finishes only once the other channel's has begun."""
+    import asyncio
+
+    from salon.platforms.memory import MemoryPlatform
+
+    provider = FakeProvider(default="ok")
+    agent, platform = await start_agent(provider)
+    other_asked = asyncio.Event()
+    plain_pinned = MemoryPlatform.pinned
+
+    async def pinned(channel):  # type: ignore[no-untyped-def]
+        if channel.id == "slow":
+            await asyncio.wait_for(other_asked.wait(), 5)
+        else:
+            other_asked.set()
+        return await plain_pinned(platform, channel)
+
+    platform.pinned = pinned  # type: ignore[method-assign]
+    slow, fast = platform.channel("slow", is_direct=True), platform.channel("fast", is_direct=True)
+    await platform.post(slow, ALICE, "first")  # both wait in the queue: one batch
+    await platform.post(fast, ALICE, "second")
+    await agent.wait_idle()
+    assert sorted(m.channel.id for m in platform.sent) == ["fast", "slow"]

@@ -172,22 +172,30 @@ class Agent:
         return batch
 
     async def _plan(self, batch: list[tuple[float, Event]]) -> list[Activation]:
-        """One activation per channel that any event of the batch activates, in order."""
-        by_channel: dict[str, Activation] = {}
+        """One activation per channel that any event of the batch activates. Channels are
+        judged side by side (a config lookup may wait on the platform), each in order."""
+        by_channel: dict[str, list[tuple[float, Event]]] = {}
         for arrived, event in batch:
-            platform = self.platforms.get(event.channel.platform)
-            if platform is None:
+            if event.channel.platform not in self.platforms:
                 logger.warning("event from unknown platform %s dropped", event.channel.platform)
                 await self._complete_schedules([event], "dropped")
                 continue
+            by_channel.setdefault(event.channel.key, []).append((arrived, event))
+        judged = await asyncio.gather(*(self._judge(events) for events in by_channel.values()))
+        return [activation for activation in judged if activation is not None]
+
+    async def _judge(self, events: list[tuple[float, Event]]) -> Activation | None:
+        """The activation one channel's events of a batch make, if any of them activates."""
+        activation: Activation | None = None
+        for arrived, event in events:
+            platform = self.platforms[event.channel.platform]
             if isinstance(event, MessageEvent) and not await self._activates(platform, event):
                 continue
-            key = event.channel.key
-            if key in by_channel:
-                by_channel[key].triggers.append(event)
+            if activation is None:
+                activation = Activation(event.channel, [event], queued_at=arrived)
             else:
-                by_channel[key] = Activation(event.channel, [event], queued_at=arrived)
-        return list(by_channel.values())
+                activation.triggers.append(event)
+        return activation
 
     async def _activates(self, platform: Platform, event: MessageEvent) -> bool:
         """Whether this message calls for an answer; a failure to tell drops the event

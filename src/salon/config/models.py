@@ -504,7 +504,7 @@ class BotConfig(_Strict):
     monitor_context_messages: int = Field(default=100, gt=0)
     monitor_context_age: float = Field(default=3600.0, gt=0, description="seconds")
 
-    max_concurrent_activations: int = Field(default=4, ge=1)
+    max_concurrent_activations: int = Field(default=32, ge=1)
     event_queue_size: int = Field(default=1000, ge=1)
     event_batch_max: int = Field(default=100, ge=1)
     error_replies: bool = Field(default=True, description="answer a failed activation in-channel")
