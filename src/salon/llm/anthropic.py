@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anthropic
 
 from salon.config import ProviderConfig
+from salon.llm._convert import Converted
 from salon.llm._sdk import add_extras, sdk_timeout, stream_sdk
 from salon.llm.base import (
     ChatMessage,
@@ -47,6 +48,7 @@ class AnthropicProvider:
         self.name = name
         self.traits = ProviderTraits(cache_markers=True)
         self._config = config
+        self._converted = Converted(_message)
         common: dict[str, Any] = {
             "base_url": base_url,
             "max_retries": 0,  # RetryingProvider owns retries
@@ -83,7 +85,7 @@ class AnthropicProvider:
         kwargs: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,
-            "messages": to_anthropic_messages(request),
+            "messages": to_anthropic_messages(request, self._converted),
             "stream": True,
         }
         if request.system:
@@ -156,14 +158,20 @@ def _system(request: LLMRequest) -> str | list[dict[str, Any]]:
     return [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
 
 
-def to_anthropic_messages(request: LLMRequest) -> list[dict[str, Any]]:
-    messages = [_message(m) for m in request.messages]
+def to_anthropic_messages(
+    request: LLMRequest, convert: Callable[[ChatMessage], dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The request's messages in Anthropic's form; ``convert`` may remember turns' forms
+    (shared between requests, so the last one is copied before it is changed)."""
+    one = convert or _message
+    messages = [one(m) for m in request.messages]
     # The API wants a user turn first; a room may well open with the bot talking.
     if not messages or messages[0]["role"] != "user":
         messages.insert(0, {"role": "user", "content": _OPENING_TURN})
     last = messages[-1]
     if last["role"] == "assistant":
-        _strip_trailing_space(last)  # the API rejects a final assistant turn ending in space
+        # The API rejects a final assistant turn ending in white space.
+        messages[-1] = _without_trailing_space(last)
     return messages
 
 
@@ -197,10 +205,12 @@ def _message(message: ChatMessage) -> dict[str, Any]:
     return {"role": message.role, "content": blocks}
 
 
-def _strip_trailing_space(message: dict[str, Any]) -> None:
+def _without_trailing_space(message: dict[str, Any]) -> dict[str, Any]:
     blocks = message["content"]
-    if blocks and blocks[-1]["type"] == "text":
-        blocks[-1]["text"] = blocks[-1]["text"].rstrip()
+    if not blocks or blocks[-1]["type"] != "text":
+        return message
+    last = {**blocks[-1], "text": blocks[-1]["text"].rstrip()}
+    return {**message, "content": [*blocks[:-1], last]}
 
 
 def _input_usage(usage: Any) -> Usage:

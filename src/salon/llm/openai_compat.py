@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -21,6 +21,7 @@ from openai.types import Completion
 from openai.types.chat import ChatCompletionChunk
 
 from salon.config import ProviderConfig
+from salon.llm._convert import Converted
 from salon.llm._sdk import add_extras, sdk_timeout, stream_sdk
 from salon.llm.base import (
     ChatMessage,
@@ -62,6 +63,7 @@ class OpenAIProvider:
         self.name = name
         self.traits = ProviderTraits()
         self._config = config
+        self._converted = Converted(_messages)
         # Local servers (Ollama, vLLM) need no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(
             api_key=api_key or "unused",
@@ -131,7 +133,7 @@ class OpenAIProvider:
     def _kwargs(self, request: LLMRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": request.model,
-            "messages": to_openai_messages(request),
+            "messages": to_openai_messages(request, self._converted),
             "max_tokens": request.max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -180,12 +182,17 @@ def transcript_text(request: LLMRequest) -> str:
     return request.tool_listing + transcript
 
 
-def to_openai_messages(request: LLMRequest) -> list[dict[str, Any]]:
+def to_openai_messages(
+    request: LLMRequest,
+    convert: Callable[[ChatMessage], list[dict[str, Any]]] | None = None,
+) -> list[dict[str, Any]]:
+    """The request's messages in OpenAI's form; ``convert`` may remember turns' forms."""
+    one = convert or _messages
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": request.system})
     for message in request.messages:
-        messages.extend(_messages(message))
+        messages.extend(one(message))
     return messages
 
 
