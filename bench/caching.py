@@ -8,6 +8,10 @@ recency window (400 messages): once rolling with cache breakpoints (``prompt_cac
 the defaults: roll every 50 messages, breakpoint 5 below the newest), once as a plain
 sliding window without breakpoints. The ratio is the first bill over the second.
 
+The ``*_openai`` figures run the targeted conversation against an OpenAI-type provider
+billed as OpenAI's automatic prefix caching (no markers, reads from 1 024 tokens in steps
+of 128; ``AutoPrefixBilling``), rolling on, beside the same with a sliding window.
+
 The targeted figures use ``rolling_threshold: 100``. With the default 50 a roll comes every
 10th activation here, and a roll rewrites the whole prompt (its front moved), so at most
 about 9 in 10 prompts can be read from the cache: the ``*_default`` figures show that run.
@@ -21,7 +25,7 @@ import random
 import tempfile
 from pathlib import Path
 
-from tests.fakes.billing import Bill, CacheBilling
+from tests.fakes.billing import AutoPrefixBilling, Bill, CacheBilling
 from tests.fakes.llm_server import LLMServer, Scripted
 
 from bench.figures import Figure
@@ -39,17 +43,20 @@ WORDS += ("ship", "it", "why", "not", "maybe")
 SYSTEM = "You are Salon, a friendly regular of this channel. Keep answers short and kind."
 
 
-def _config(base_url: str, *, caching: bool, threshold: int, mode: str) -> BotConfig:
+def _config(
+    base_url: str, *, caching: bool, threshold: int, mode: str, vendor: str = "anthropic"
+) -> BotConfig:
+    base = base_url + ("/v1" if vendor == "openai" else "")
     return BotConfig.model_validate(
         {
             "name": "Salon",
             "system_prompt": SYSTEM,
-            "provider": "claude",
+            "provider": "llm",
             "providers": {
-                "claude": {
-                    "type": "anthropic",
-                    "model": "claude-test",
-                    "base_url": base_url,
+                "llm": {
+                    "type": vendor,
+                    "model": "model-test",
+                    "base_url": base,
                     "api_key_env": "KEY",
                 }
             },
@@ -71,13 +78,15 @@ def _lines(seed: int = 7) -> list[tuple[int, str]]:
 
 
 async def conversation(
-    *, caching: bool, threshold: int = 50, mode: str = "chat"
+    *, caching: bool, threshold: int = 50, mode: str = "chat", vendor: str = "anthropic"
 ) -> tuple[Bill, Usage]:
     """Bill of the whole conversation, and the cache tokens the store recorded."""
-    billing = CacheBilling()
+    billing = CacheBilling() if vendor == "anthropic" else AutoPrefixBilling()
     async with LLMServer(billing=billing) as server:
         server.default = Scripted(text="Sounds good to me, let us do that.")
-        config = _config(server.base_url, caching=caching, threshold=threshold, mode=mode)
+        config = _config(
+            server.base_url, caching=caching, threshold=threshold, mode=mode, vendor=vendor
+        )
         provider = build_provider(config, Secrets({"KEY": "k"}))
         with tempfile.TemporaryDirectory() as tmp:
             store = SQLStore(sqlite_url(Path(tmp) / "bench.db"))
@@ -121,9 +130,14 @@ async def run() -> list[Figure]:
     stored = (recorded.input_tokens, recorded.cache_read_tokens, recorded.cache_write_tokens)
     if stored != billed:  # the usage recorded per activation must add up to the bill
         raise AssertionError(f"the store recorded {stored}, the server billed {billed}")
+    openai, _ = await conversation(caching=True, threshold=100, vendor="openai")
+    openai_sliding, _ = await conversation(caching=False, vendor="openai")
     return [
-        Figure("cache_read_share", _share(rolling), "fraction", target=0.9, direction="min"),
-        Figure("billed_cost_ratio", rolling.cost / sliding.cost, "ratio", target=0.25),
+        Figure("cache_read_share", _share(rolling), "fraction", target=0.96, direction="min"),
+        Figure("billed_cost_ratio", rolling.cost / sliding.cost, "ratio", target=0.15),
+        Figure("cache_read_share_openai", _share(openai), "fraction"),
+        Figure("cache_read_share_openai_sliding", _share(openai_sliding), "fraction"),
+        Figure("billed_cost_ratio_openai", openai.cost / openai_sliding.cost, "ratio"),
         Figure("cache_read_share_default", _share(default), "fraction"),
         Figure("billed_cost_ratio_default", default.cost / sliding.cost, "ratio"),
         Figure("cache_read_share_prefill", _share(prefill), "fraction"),

@@ -6,6 +6,11 @@ such prefix seen in an earlier request is read from the cache (billed at 0.1x); 
 to the last breakpoint is written to the cache (1.25x); the rest is plain input (1x).
 Prefixes compare by content (role and text), not by how the text is cut into blocks.
 Tokens are counted as characters / 4, rounded up, per block; an image counts 1 000.
+
+``AutoPrefixBilling`` bills as OpenAI's automatic prompt caching is documented to work: no
+markers and no write surcharge; a prompt of at least 1 024 tokens is cached, and a later
+prompt reads the longest prefix it shares with an earlier one, in steps of 128 tokens
+(``cached_tokens``, billed at 0.1x here; the rest is plain input).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Bill", "CacheBilling"]
+__all__ = ["AutoPrefixBilling", "Bill", "CacheBilling"]
 
 READ_PRICE = 0.1
 WRITE_PRICE = 1.25
@@ -93,3 +98,48 @@ def _blocks(body: dict[str, Any]) -> list[tuple[int, str, dict[str, Any]]]:
             content = [{"type": "text", "text": content}]
         out.extend((turn, message["role"], block) for block in content)
     return out
+
+
+OPENAI_MIN_PREFIX = 1024
+OPENAI_STEP = 128
+_CHARS_PER_TOKEN = 4
+
+
+@dataclass
+class AutoPrefixBilling:
+    cached: set[str] = field(default_factory=set)
+    total: Bill = field(default_factory=Bill)
+
+    def bill(self, body: dict[str, Any]) -> Bill:
+        """Bill a chat completion or completion request."""
+        text = _prompt_text(body)
+        tokens = math.ceil(len(text) / _CHARS_PER_TOKEN)
+        step = OPENAI_STEP * _CHARS_PER_TOKEN
+        prefixes = [
+            hashlib.sha256(text[:end].encode()).hexdigest()
+            for end in range(step, len(text) + 1, step)
+        ]
+        read = 0
+        for count, key in enumerate(prefixes, start=1):
+            if key not in self.cached:
+                break
+            read = count * OPENAI_STEP
+        read = read if read >= OPENAI_MIN_PREFIX else 0
+        if tokens >= OPENAI_MIN_PREFIX:
+            self.cached.update(prefixes)
+        bill = Bill(tokens - read, read, 0)
+        self.total += bill
+        return bill
+
+
+def _prompt_text(body: dict[str, Any]) -> str:
+    """The prompt as one text: each message's role and content, in order."""
+    if "prompt" in body:
+        return str(body["prompt"])
+    pieces = []
+    for message in body.get("messages", []):
+        content = message.get("content") or ""
+        if not isinstance(content, str):
+            content = json.dumps(content, sort_keys=True)
+        pieces.append(f"\x00{message['role']}\x00{content}")
+    return "".join(pieces)

@@ -54,7 +54,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal
 
-from tests.fakes.billing import CacheBilling
+from tests.fakes.billing import AutoPrefixBilling, CacheBilling
 from tests.fakes.llm_wire import Recorded, Scripted, Wire, complete_body, error_body
 from tests.fakes.llm_wire import wire as wire_for
 
@@ -80,7 +80,7 @@ class LLMServer:
     def __init__(
         self,
         *,
-        billing: CacheBilling | None = None,
+        billing: CacheBilling | AutoPrefixBilling | None = None,
         flavour: Flavour = "openai",
         fault_rate: float = 0.0,
         faults: tuple[str, ...] = FAULTS,
@@ -88,7 +88,7 @@ class LLMServer:
     ) -> None:
         unknown = set(faults) - set(FAULTS)
         assert not unknown, f"unknown faults: {unknown}"
-        self.billing = billing  # Anthropic requests are billed for the prompt cache
+        self.billing = billing  # requests billed for the prompt cache (its vendor's)
         self.flavour = flavour
         self.fault_rate = fault_rate
         self.faults = faults
@@ -130,6 +130,12 @@ class LLMServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    def _bills(self, vendor: str) -> bool:
+        """Whether the billing fake prices this vendor's requests (markers: Anthropic's)."""
+        if isinstance(self.billing, AutoPrefixBilling):
+            return vendor == "openai"
+        return vendor in ("anthropic", "bedrock")
 
     def _next_reply(self, request: Recorded) -> Scripted:
         if self.script:
@@ -177,7 +183,7 @@ class LLMServer:
             refusal = self._render(request)
             if refusal is not None:
                 reply = replace(reply, status=refusal[0], error_message=refusal[1])
-        if vendor in ("anthropic", "bedrock") and self.billing is not None and reply.status == 200:
+        if self._bills(vendor) and self.billing is not None and reply.status == 200:
             bill = self.billing.bill(request.body)
             reply = replace(
                 reply,
