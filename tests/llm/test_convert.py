@@ -40,3 +40,27 @@ def test_the_same_turn_object_is_converted_once() -> None:
         )
         assert other["messages"][-1] == one["messages"][-1]
         assert other["messages"][-1] is not one["messages"][-1]
+
+
+def test_a_one_hour_cache_marks_every_breakpoint_and_costs_its_write_rate() -> None:
+    from salon.config.prices import call_cost, price_for
+    from salon.llm import TextPart
+    from salon.model import Usage
+
+    def config(**extra: object):  # type: ignore[no-untyped-def]
+        settings = {"type": "anthropic", "model": "m", "base_url": "http://127.0.0.1:9", **extra}
+        return bot_config(providers={"test": settings})
+
+    marked = ChatMessage("user", (TextPart("Alice: hi", cache_breakpoint=True),))
+    request = LLMRequest(model="m", system="Be kind.", messages=(marked,), cache_system=True)
+    plain = build_provider(config(), Secrets({})).wire(request)
+    assert plain["system"][0]["cache_control"] == {"type": "ephemeral"}
+    provider = build_provider(config(cache_ttl="1h"), Secrets({}))
+    body = provider.wire(request)
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert body["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    price = price_for("claude-sonnet-4-5", {})
+    writes = Usage(cache_write_tokens=1_000_000)
+    factor = provider.traits.cache_write_factor
+    assert call_cost(price, writes, write_factor=factor) == 2 * price.input  # type: ignore[union-attr]
+    assert call_cost(price, writes) == 1.25 * price.input  # type: ignore[union-attr]

@@ -264,7 +264,11 @@ def _call_trace(pending: PendingCall, prices: Mapping[str, Price]) -> CallTrace:
         output_tokens=usage.output_tokens,
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
-        cost=call_cost(price_for(request.model, prices), usage),
+        cost=call_cost(
+            price_for(request.model, prices),
+            usage,
+            write_factor=pending.provider.traits.cache_write_factor,
+        ),
         stop_reason=pending.stop_reason,
         error=pending.error,
     )

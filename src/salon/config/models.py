@@ -155,6 +155,11 @@ class ProviderConfig(_Strict):
     aws_secret_key_env: str | None = None
     aws_session_token_env: str | None = None
     aws_profile: str | None = Field(default=None, description="bedrock: a profile of ~/.aws")
+    cache_ttl: Literal["5m", "1h"] | None = Field(
+        default=None,
+        description="anthropic, bedrock: how long a cached prompt prefix lives (1h writes "
+        "cost 2x input instead of 1.25x; the default is the API's, 5 minutes)",
+    )
     headers: dict[str, str] = Field(default_factory=dict)
     extra_headers: dict[str, str] = Field(
         default_factory=dict, description="HTTP headers sent with every request (as headers)"

@@ -100,12 +100,14 @@ def price_for(model: str, overrides: Mapping[str, Price] | None = None) -> Price
     return None
 
 
-def call_cost(price: Price | None, usage: Usage) -> float | None:
-    """US dollars for one call's usage; None without a price."""
+def call_cost(price: Price | None, usage: Usage, *, write_factor: float = 1.0) -> float | None:
+    """US dollars for one call's usage; None without a price. ``write_factor``: cache
+    writes cost that times the price's rate (a 1-hour cache on Anthropic: 2x input, not
+    the table's 5-minute 1.25x)."""
     if price is None:
         return None
     read = price.cache_read if price.cache_read is not None else price.input
-    write = price.cache_write if price.cache_write is not None else price.input
+    write = (price.cache_write if price.cache_write is not None else price.input) * write_factor
     return (
         usage.input_tokens * price.input
         + usage.output_tokens * price.output

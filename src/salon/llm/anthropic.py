@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Any
 
 import anthropic
@@ -46,9 +47,12 @@ class AnthropicProvider:
         """``aws`` (region, keys, profile) selects the Bedrock client: the same Messages API
         and streaming events, reached through AWS with SigV4 signing or a Bedrock API key."""
         self.name = name
-        self.traits = ProviderTraits(cache_markers=True)
+        hour = config.cache_ttl == "1h"
+        # 1-hour writes cost 2x input; the price table holds the 5-minute 1.25x.
+        self.traits = ProviderTraits(cache_markers=True, cache_write_factor=1.6 if hour else 1.0)
         self._config = config
-        self._converted = Converted(_message)
+        self._marker = _marker(config.cache_ttl)
+        self._converted = Converted(partial(_message, marker=self._marker))
         common: dict[str, Any] = {
             "base_url": base_url,
             "max_retries": 0,  # RetryingProvider owns retries
@@ -89,7 +93,7 @@ class AnthropicProvider:
             "stream": True,
         }
         if request.system:
-            kwargs["system"] = _system(request)
+            kwargs["system"] = _system(request, self._marker)
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
         if request.stop:
@@ -152,10 +156,16 @@ class _EventDecoder:
         return []
 
 
-def _system(request: LLMRequest) -> str | list[dict[str, Any]]:
+def _marker(ttl: str | None) -> dict[str, str]:
+    """A ``cache_control`` value; every marker of a request has the same lifetime (the API
+    wants 1-hour entries before 5-minute ones, which one lifetime cannot break)."""
+    return {"type": "ephemeral", "ttl": ttl} if ttl else {"type": "ephemeral"}
+
+
+def _system(request: LLMRequest, marker: dict[str, str]) -> str | list[dict[str, Any]]:
     if not request.cache_system:
         return request.system
-    return [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
+    return [{"type": "text", "text": request.system, "cache_control": marker}]
 
 
 def to_anthropic_messages(
@@ -175,13 +185,13 @@ def to_anthropic_messages(
     return messages
 
 
-def _message(message: ChatMessage) -> dict[str, Any]:
+def _message(message: ChatMessage, marker: dict[str, str] | None = None) -> dict[str, Any]:
     blocks: list[dict[str, Any]] = []
     for part in message.parts:
         if isinstance(part, TextPart):
             block: dict[str, Any] = {"type": "text", "text": part.text}
             if part.cache_breakpoint:
-                block["cache_control"] = {"type": "ephemeral"}
+                block["cache_control"] = marker or _marker(None)
             blocks.append(block)
         elif isinstance(part, ImagePart):
             data = base64.b64encode(part.data).decode("ascii")

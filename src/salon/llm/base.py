@@ -152,6 +152,7 @@ class ProviderTraits:
 
     prefix_cache: bool = True
     cache_markers: bool = False
+    cache_write_factor: float = 1.0  # cache writes cost this times the price table's rate
 
 
 class Provider(Protocol):
