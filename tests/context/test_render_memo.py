@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
-from salon.context import ChatMemo, render_chat
+from salon.context import ChatMemo, render_chat, render_prefill
+from salon.context.prefill import PrefillMemo
 from salon.model import Attachment, ChannelRef, Message, Participant
 from tests.conftest import bot_config
 
@@ -24,37 +25,44 @@ def _message(rng: random.Random, n: int) -> Message:
     return Message(str(n), ROOM, author, text, T + timedelta(seconds=n), attachments=files)
 
 
+def _random_histories(seed: int):  # type: ignore[no-untyped-def]
+    """A channel growing, edited, losing messages, moving breakpoints and rolling."""
+    rng = random.Random(seed)
+    ids = iter(range(10**6))  # message ids are unique in a channel
+    history = [_message(rng, next(ids)) for _ in range(rng.randint(0, 30))]
+    marks: tuple[str, ...] = ()
+    for step in range(60):
+        roll = rng.random()
+        if roll < 0.6 or not history:
+            history += [_message(rng, next(ids)) for _ in range(rng.randint(1, 4))]
+        elif roll < 0.7:
+            i = rng.randrange(len(history))
+            old = history[i]
+            history[i] = Message(old.id, ROOM, old.author, "edited", old.created_at)
+        elif roll < 0.8:
+            del history[rng.randrange(len(history))]
+        elif roll < 0.9:
+            marks = tuple(rng.sample([m.id for m in history], min(3, len(history))))
+        else:
+            history = history[rng.randint(0, len(history)) :]  # a roll starts later
+        yield step, tuple(history), marks
+
+
 def test_a_memo_renders_exactly_what_a_full_render_gives() -> None:
-    """Random channels grow, get edited, lose messages and move their breakpoints; at every
-    step the render from the memo equals a render from nothing."""
-    config = bot_config()
+    """At every step of random channels the render from the memo equals a render from
+    nothing, in chat mode and in prefill mode."""
+    config = bot_config(context_prefix="Narrator: a quiet evening.")
     for seed in range(40):
-        rng = random.Random(seed)
-        memo = ChatMemo()
-        ids = iter(range(10**6))  # message ids are unique in a channel
-        history = [_message(rng, next(ids)) for _ in range(rng.randint(0, 30))]
-        marks: tuple[str, ...] = ()
-        for step in range(60):
-            roll = rng.random()
-            if roll < 0.6 or not history:
-                history += [_message(rng, next(ids)) for _ in range(rng.randint(1, 4))]
-            elif roll < 0.7:
-                i = rng.randrange(len(history))
-                history[i] = Message(
-                    history[i].id, ROOM, history[i].author, "edited", history[i].created_at
-                )
-            elif roll < 0.8:
-                del history[rng.randrange(len(history))]
-            elif roll < 0.9:
-                marks = (rng.choice(history).id,)
-            else:
-                history = history[rng.randint(0, len(history)) :]  # a roll starts later
-            args = (tuple(history), ME, config, "m")
+        chat, prefill = ChatMemo(), PrefillMemo()
+        for step, history, marks in _random_histories(seed):
             kwargs = {"breakpoints": marks, "message_limit": 2000}
-            assert render_chat(*args, memo=memo, **kwargs) == render_chat(*args, **kwargs), (
+            args = (history, ME, config, "m")
+            assert render_chat(*args, memo=chat, **kwargs) == render_chat(*args, **kwargs), (
                 seed,
                 step,
             )
+            full = render_prefill(*args, **kwargs)
+            assert render_prefill(*args, memo=prefill, **kwargs) == full, (seed, step)
 
 
 def test_a_memo_goes_on_from_the_last_render_without_rendering_it_again() -> None:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from salon.agent.output import LeadingLabel, ParagraphStream
 from salon.agent.planner import answer_request, parse_plan, planning_request
@@ -26,6 +27,8 @@ from salon.agent.room import Scene
 from salon.agent.tools import ToolRunner, Turn
 from salon.config import BotConfig, Redactor
 from salon.context import ChatMemo, render_chat, render_prefill
+from salon.context.builder import RenderMemo
+from salon.context.prefill import PrefillMemo
 from salon.context.textproto import CallTextFilter, parse_calls
 from salon.errors import ProviderError
 from salon.llm.base import (
@@ -45,6 +48,7 @@ __all__ = ["Conversation", "Reply"]
 
 logger = logging.getLogger(__name__)
 
+M = TypeVar("M", bound=RenderMemo)
 _MEMO_MESSAGES = 200_000  # messages the channels' render memos may hold between them
 
 
@@ -110,7 +114,8 @@ class Conversation:
         self._redact = redactor
         self.max_tool_depth = max_tool_depth
         self._plans = 0
-        self._memos = _Memos()
+        self._chat_memos = _Memos(ChatMemo)
+        self._prefill_memos = _Memos(PrefillMemo)
 
     async def answer(self, scene: Scene, provider: Provider, recorder: Recorder) -> None:
         """Answer in the scene's channel; usage is recorded even when the answer fails."""
@@ -130,10 +135,11 @@ class Conversation:
     def _render(self, scene: Scene, tools: ToolRunner | None) -> LLMRequest:
         config = scene.config
         native = tools is not None and tools.native_offered()
+        key = scene.channel.key
         render = (
-            render_prefill
+            partial(render_prefill, memo=self._prefill_memos.get(key))
             if config.mode == "prefill"
-            else partial(render_chat, native_tools=native, memo=self._memos.get(scene.channel.key))
+            else partial(render_chat, native_tools=native, memo=self._chat_memos.get(key))
         )
         request = render(
             scene.messages,
@@ -359,18 +365,19 @@ class Conversation:
         return turn
 
 
-class _Memos:
+class _Memos(Generic[M]):
     """Render memos by channel, the least recently used going first once they hold more
     than ``_MEMO_MESSAGES`` messages between them."""
 
-    def __init__(self, limit: int = _MEMO_MESSAGES) -> None:
+    def __init__(self, make: Callable[[], M], limit: int = _MEMO_MESSAGES) -> None:
+        self._make = make
         self._limit = limit
-        self._memos: OrderedDict[str, ChatMemo] = OrderedDict()
+        self._memos: OrderedDict[str, M] = OrderedDict()
 
-    def get(self, channel: str) -> ChatMemo:
+    def get(self, channel: str) -> M:
         memo = self._memos.get(channel)
         if memo is None:
-            memo = self._memos[channel] = ChatMemo()
+            memo = self._memos[channel] = self._make()
             self._trim()
         self._memos.move_to_end(channel)
         return memo

@@ -32,6 +32,7 @@ __all__ = [
     "REPLIED_TO_MARK",
     "TRUNCATION_MARK",
     "ChatMemo",
+    "RenderMemo",
     "continues_run",
     "images_of",
     "is_visible",
@@ -318,24 +319,20 @@ class _Turns:
         )
 
 
-class ChatMemo:
-    """What ``render_chat`` built last time in one channel, to go on from.
+class RenderMemo:
+    """What a render made last time in one channel, to go on from.
 
     Between two answers a channel's context mostly grows at its end (a rolled window keeps
     its start) and its breakpoints move near the end, so rendering again from the first
-    turn that changed keeps an activation's cost off the window's size. A message is the
-    same when it is the same object: platforms make a new one for an edit.
+    change keeps an activation's cost off the window's size. A message is the same when it
+    is the same object: platforms make a new one for an edit.
     """
 
-    __slots__ = ("built", "items", "key", "marks", "positions", "starts", "structured", "turns")
+    __slots__ = ("items", "key", "marks", "positions")
 
     def __init__(self) -> None:
         self.key: tuple[object, ...] | None = None
         self.items: tuple[Message, ...] = ()
-        self.turns: list[tuple[Literal["user", "assistant"], list[Piece]]] = []
-        self.structured: set[int] = set()
-        self.built: tuple[ChatMessage, ...] = ()
-        self.starts: list[int] = []  # the index in ``items`` where each turn began
         self.positions: dict[str, int] = {}  # message id -> index in ``items``
         self.marks: set[str] = set()  # ids in ``items`` that carried a breakpoint
 
@@ -353,6 +350,32 @@ class ChatMemo:
         for moved in self.marks.symmetric_difference(i for i in marked if i in self.positions):
             same = min(same, self.positions[moved])
         return same
+
+    def remember(
+        self, key: tuple[object, ...], items: tuple[Message, ...], marked: set[str], resumed_at: int
+    ) -> None:
+        """Remember the items of a render; those before ``resumed_at`` were there before."""
+        if resumed_at == 0:
+            self.positions = {}
+        for message in self.items[resumed_at:]:
+            self.positions.pop(message.id, None)
+        for index in range(resumed_at, len(items)):
+            self.positions[items[index].id] = index
+        self.key, self.items = key, items
+        self.marks = {i for i in marked if i in self.positions}
+
+
+class ChatMemo(RenderMemo):
+    """``render_chat``'s memo: its turns, where each began, and the messages built."""
+
+    __slots__ = ("built", "starts", "structured", "turns")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.turns: list[tuple[Literal["user", "assistant"], list[Piece]]] = []
+        self.structured: set[int] = set()
+        self.built: tuple[ChatMessage, ...] = ()
+        self.starts: list[int] = []  # the index in ``items`` where each turn began
 
     def resume_point(
         self, key: tuple[object, ...], items: tuple[Message, ...], marked: set[str]
@@ -382,15 +405,9 @@ class ChatMemo:
         resumed_at: int,
     ) -> None:
         """Remember a render; ``resumed_at``: the items before it were rendered before."""
-        if resumed_at == 0:
-            self.positions = {}
-        for message in self.items[resumed_at:]:
-            self.positions.pop(message.id, None)
-        for index in range(resumed_at, len(items)):
-            self.positions[items[index].id] = index
-        self.key, self.items, self.built, self.starts = key, items, built, starts
+        self.remember(key, items, marked, resumed_at)
+        self.built, self.starts = built, starts
         self.turns, self.structured = turns.turns, turns.structured
-        self.marks = {i for i in marked if i in self.positions}
 
 
 def _common_prefix(a: tuple[Message, ...], b: tuple[Message, ...]) -> int:

@@ -23,6 +23,7 @@ from collections.abc import Collection, Sequence
 
 from salon.config import BotConfig
 from salon.context.builder import (
+    RenderMemo,
     continues_run,
     images_of,
     message_text,
@@ -34,9 +35,30 @@ from salon.context.builder import (
 from salon.llm.base import ChatMessage, ContentPart, ImagePart, LLMRequest, TextPart
 from salon.model import Message, Participant, ToolRecord
 
-__all__ = ["render_prefill", "stop_sequences"]
+__all__ = ["PrefillMemo", "render_prefill", "stop_sequences"]
 
 _SEPARATOR = "\n\n"
+
+_State = tuple[tuple[ChatMessage, ...], tuple[ContentPart, ...], str]
+
+
+class PrefillMemo(RenderMemo):
+    """``render_prefill``'s memo: the transcript as it stood before each message that
+    carried a breakpoint last time (few, and near where the next change comes), so a
+    render goes on from the last of them before its first change."""
+
+    __slots__ = ("snapshots",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.snapshots: list[tuple[int, _State]] = []  # (item index, transcript before it)
+
+    def resume_point(
+        self, key: tuple[object, ...], items: tuple[Message, ...], marked: set[str]
+    ) -> tuple[int, _State | None]:
+        same = self.unchanged(key, items, marked)
+        usable = [snap for snap in self.snapshots if 0 < snap[0] <= same]
+        return usable[-1] if usable else (0, None)
 
 
 _PREFIX_LABEL = re.compile(r"^([^\n:]{1,40}):", re.MULTILINE)
@@ -82,6 +104,13 @@ class _Transcript:
         self.parts: list[ContentPart] = []
         self.text = ""
 
+    def state(self) -> _State:
+        return (tuple(self.turns), tuple(self.parts), self.text)
+
+    def restore(self, state: _State) -> None:
+        turns, parts, self.text = state
+        self.turns, self.parts = list(turns), list(parts)
+
     def write(self, text: str) -> None:
         self.text += text
 
@@ -117,17 +146,28 @@ def render_prefill(
     breakpoint_id: str | None = None,
     breakpoints: Collection[str] = (),
     message_limit: int | None = None,
+    memo: PrefillMemo | None = None,
 ) -> LLMRequest:
     """The request for ``messages``; the messages ``breakpoint_id`` and ``breakpoints``
-    end blocks marked for the prompt cache. A bot's run of messages is one block."""
+    end blocks marked for the prompt cache. A bot's run of messages is one block.
+    ``memo`` (one per channel) lets a render go on from the previous one."""
     marked = {*breakpoints, *([breakpoint_id] if breakpoint_id else [])}
     name = config.name
     transcript = _Transcript()
-    if config.context_prefix:
+    given = tuple(messages)
+    key = (me, name, config.context_prefix, message_limit)
+    start, state = memo.resume_point(key, given, marked) if memo and not records else (0, None)
+    if state is not None:
+        transcript.restore(state)
+    elif config.context_prefix:
         transcript.write(config.context_prefix + _SEPARATOR)
-    items = weave(messages, records)
-    previous: Message | ToolRecord | None = None
-    for position, item in enumerate(items):
+    items: Sequence[Message | ToolRecord] = weave(given, records) if not start else given
+    previous: Message | ToolRecord | None = items[start - 1] if start else None
+    snapshots = [snap for snap in memo.snapshots if snap[0] < start] if memo else []
+    for position in range(start, len(items)):
+        item = items[position]
+        if isinstance(item, Message) and item.id in marked:
+            snapshots.append((position, transcript.state()))
         if isinstance(item, Message) and continues_run(previous, item):
             assert isinstance(previous, Message)
             joined = run_joiner(previous, message_limit) + message_text(item)
@@ -140,6 +180,9 @@ def render_prefill(
             if item.id in marked:
                 transcript.breakpoint()
         previous = item
+    if memo is not None:
+        memo.remember(key, given if not records else (), marked, start)
+        memo.snapshots = snapshots
     last = items[-1] if items else None
     continuing = isinstance(last, Message) and last.author.id == me.id
     if not continuing:
