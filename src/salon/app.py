@@ -29,6 +29,7 @@ from salon.tasks import TaskState, supervise
 from salon.tools.builtin import OPERATOR, ScheduleBook, build_builtin_server
 from salon.tools.hub import ServerSpec, ToolHub
 from salon.tools.log import ToolLog
+from salon.tools.outputs import OutputDir
 from salon.tools.servers import builtin_spec, configured_specs
 from salon.upkeep import Upkeep, Vitals
 
@@ -100,7 +101,10 @@ class BotApp:
             clock=clock,
             misfire_grace=timedelta(seconds=config.misfire_grace),
         )
-        self.hub = ToolHub(self._server_specs(extra_servers), redact=secrets.redactor())
+        self.outputs = OutputDir(data_dir(root, config), config.outputs, timezone=config.timezone)
+        self.hub = ToolHub(
+            self._server_specs(extra_servers), redact=secrets.redactor(), outputs=self.outputs
+        )
         self.tool_log = ToolLog(data_dir(root, config) / "tools", key)
         self.traces = TraceWriter(store=self.store, settings=config.traces, prices=config.prices)
         self._stack = AsyncExitStack()

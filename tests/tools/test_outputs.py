@@ -127,7 +127,7 @@ async def test_data_uris_and_base64_runs_in_text_become_files_and_placeholders(
     assert not NO_BASE64.search(text), text
     assert text.startswith("here: [image inline image (image/png, 73 bytes) saved as outputs/")
     assert junk_files == []
-    assert junk == "token [encoded data, 684 characters of base64, left out] end"
+    assert junk == "token [encoded data: 684 base64 characters left out] end"
 
 
 async def test_image_links_and_embedded_files(tmp_path: Path) -> None:
@@ -212,5 +212,5 @@ def test_scrub_leaves_ordinary_text_and_short_tokens_alone() -> None:
     assert scrub(text) == text
     assert split_inline(text) == [text]
     assert scrub(f"x data:image/png;base64,{B64} y") == (
-        "x [image/png, 100 characters of base64, left out] y"
+        "x [image/png: 100 base64 characters left out] y"
     )

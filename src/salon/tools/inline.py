@@ -20,9 +20,9 @@ MIN_RUN = 256  # characters: a shorter base64-looking word is an id or a hash, l
 
 _DATA_URI = re.compile(
     r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?:;[\w.+-]+=[\w.+\"-]+)*;base64,"
-    r"(?P<data>[A-Za-z0-9+/_-]*={0,2})"
+    r"(?P<data>[A-Za-z0-9+/_=-]*)"  # "=" inside too: glued pieces are still not for models
 )
-_RUN = re.compile(rf"(?<![\w+/=-])[A-Za-z0-9+/]{{{MIN_RUN},}}={{0,2}}(?![\w+/=-])")
+_RUN = re.compile(rf"(?<![\w+/=-])[A-Za-z0-9+/][A-Za-z0-9+/=]{{{MIN_RUN - 1},}}(?![\w+/=-])")
 _MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
     (b"\xff\xd8\xff", "image/jpeg"),
@@ -58,23 +58,22 @@ def _decode(text: str) -> bytes | None:
         return None
 
 
-def _matches(text: str) -> Iterator[tuple[int, int, Blob | None]]:
-    """(start, end, blob) of each encoded stretch, in order; blob None when undecodable."""
+def _matches(text: str) -> Iterator[tuple[int, int, Blob]]:
+    """(start, end, blob) of each encoded stretch; a blob's data is empty when it does not
+    decode."""
     taken: list[tuple[int, int]] = []
     if "base64," in text:
         for found in _DATA_URI.finditer(text):
-            data = _decode(found["data"])
-            blob = None if data is None else Blob(found["mime"] or "", data, len(found["data"]))
+            data = _decode(found["data"]) or b""
             taken.append((found.start(), found.end()))
-            yield found.start(), found.end(), blob
+            yield found.start(), found.end(), Blob(found["mime"] or "", data, len(found["data"]))
     if len(text) < MIN_RUN:
         return
     for found in _RUN.finditer(text):
         if any(start <= found.start() < end for start, end in taken):
             continue  # part of a data URI already
-        data = _decode(found.group())
-        blob = None if data is None else Blob(image_type(data), data, len(found.group()))
-        yield found.start(), found.end(), blob
+        data = _decode(found.group()) or b""
+        yield found.start(), found.end(), Blob(image_type(data), data, len(found.group()))
 
 
 def split_inline(text: str) -> list[str | Blob]:
@@ -85,8 +84,7 @@ def split_inline(text: str) -> list[str | Blob]:
     parts: list[str | Blob] = []
     at = 0
     for start, end, blob in sorted(_matches(text), key=lambda m: m[0]):
-        parts.append(text[at:start])
-        parts.append(blob if blob is not None else Blob("", b"", end - start))
+        parts.extend((text[at:start], blob))
         at = end
     parts.append(text[at:])
     return [p for p in parts if p != ""]
@@ -95,7 +93,7 @@ def split_inline(text: str) -> list[str | Blob]:
 def describe(blob: Blob) -> str:
     """A placeholder for data that is not kept."""
     kind = blob.mime or "encoded data"
-    return f"[{kind}, {blob.encoded_chars} characters of base64, left out]"
+    return f"[{kind}: {blob.encoded_chars} base64 characters left out]"
 
 
 def scrub(text: str) -> str:
