@@ -752,7 +752,8 @@ class DiscordPlatform(PlatformBase):
             seed: app_commands.Range[int, 0, 2**53] | None = None,
         ) -> None:
             wanted = {"prompt": prompt, "width": width, "height": height, "seed": seed}
-            await self._run_generate(interaction, {k: v for k, v in wanted.items() if v})
+            given = {k: v for k, v in wanted.items() if v is not None}
+            await self._run_generate(interaction, given)
 
     async def _run_generate(
         self, interaction: discord.Interaction, arguments: dict[str, Any]
