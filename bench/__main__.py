@@ -14,6 +14,7 @@ from bench import (
     chatlog,
     discord_history,
     faults,
+    integrations,
     kill9,
     load,
     tools,
@@ -32,6 +33,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "kill9": kill9.run,
     "load": load.run,
     "trace_query": traces.run,
+    "integrations": integrations.run,
 }
 
 
