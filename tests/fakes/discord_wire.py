@@ -190,6 +190,7 @@ MAX_EMBEDS = 10
 MAX_EMBED_TOTAL = 6000
 _EMBED_LIMITS = {"title": 256, "description": 4096}
 _ATTACHABLE = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+_ATTACHMENT_NAME = re.compile(r"[A-Za-z0-9._-]+")  # "ASCII alphanumeric with _, - or ."
 
 
 def _embed_texts(embed: dict[str, Any]) -> list[tuple[str, int]]:
@@ -208,9 +209,10 @@ def _embed_texts(embed: dict[str, Any]) -> list[tuple[str, int]]:
 def embeds_refused(embeds: list[dict[str, Any]], files: list[str]) -> bool:
     """Discord's embed limits: at most 10 embeds, the per-field lengths, 25 fields, 6000
     characters across all; links are http(s) URLs, and an image may be
-    ``attachment://name`` of a file uploaded with the message (jpg, png, gif, webp). (What
-    Discord does with an ``attachment://`` name that was not uploaded is undocumented; the
-    fake refuses it, so a wrong name fails a test.)"""
+    ``attachment://name`` of a file uploaded with the message (jpg, png, gif, webp; the name
+    ASCII letters, digits, ``_``, ``-`` and ``.``). (What
+    Discord does with an ``attachment://`` name that was not uploaded, or one with other
+    characters, is undocumented; the fake refuses it, so a wrong name fails a test.)"""
     if len(embeds) > MAX_EMBEDS:
         return True
     total = 0
@@ -226,6 +228,8 @@ def embeds_refused(embeds: list[dict[str, Any]], files: list[str]) -> bool:
         if image.startswith("attachment://"):
             name = image.removeprefix("attachment://")
             if name not in files or not name.lower().endswith(_ATTACHABLE):
+                return True
+            if _ATTACHMENT_NAME.fullmatch(name) is None:
                 return True
         elif not image.startswith(("http://", "https://")):
             return True

@@ -77,3 +77,15 @@ async def test_progress_is_one_silent_message_edited_to_its_end(
     assert message["flags"] & SUPPRESS_NOTIFICATIONS
     edits = fake_discord.calls[f"PATCH /channels/{GENERAL}/messages/{message['id']}"]
     assert 1 <= edits <= 2  # reports in between are folded, not each an edit
+
+
+async def test_a_file_whose_name_an_embed_cannot_link_is_attached_without_one(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    _app, platform = await start_bot(FakeProvider())
+    data = tiny_png(2, 2, 9)
+    odd = Attachment("my castle é.png", "image/png", len(data), data=data, label="castle")
+    await platform.send(HERE, "(draw: castle)", files=[odd, sprite("south", 1)], note=True)
+    message = fake_discord.channels[GENERAL][-1]
+    assert [a["filename"] for a in message["attachments"]] == [odd.filename, "knight-south.png"]
+    assert [e["title"] for e in message["embeds"]] == ["south"]

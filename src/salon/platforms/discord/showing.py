@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,6 +23,7 @@ logger = logging.getLogger(__name__)
 
 PER_MESSAGE = 10  # embeds (and files) Discord takes in one message
 _EMBEDDABLE = (".png", ".jpg", ".jpeg", ".gif", ".webp")  # what attachment:// may show
+_LINKABLE_NAME = re.compile(r"[A-Za-z0-9._-]+")  # what an attachment:// name may hold
 _TITLE, _DESCRIPTION = 256, 4096  # Discord's embed limits
 
 
@@ -45,7 +47,8 @@ def _web(url: str) -> bool:
 
 def _embeddable(file: Attachment) -> bool:
     if file.data is not None:
-        return file.filename.lower().endswith(_EMBEDDABLE)
+        name = file.filename
+        return name.lower().endswith(_EMBEDDABLE) and _LINKABLE_NAME.fullmatch(name) is not None
     return file.content_type.startswith("image/") and _web(file.url)
 
 
