@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from salon.llm import FakeProvider
+from salon.platforms.discord import DiscordPlatform
 from tests.fakes.discord_server import DiscordServer
 from tests.fakes.discord_wire import EPHEMERAL
 from tests.fakes.vendors.comfyui import ComfyUIFake, RunPlan
@@ -29,15 +30,16 @@ async def comfyui() -> AsyncIterator[ComfyUIFake]:
 
 async def _bot_with_comfyui(
     start_bot: Start, comfyui: ComfyUIFake, tmp_path: Path, **config: Any
-) -> None:
+) -> DiscordPlatform:
     shutil.copy(WORKFLOW, tmp_path / "workflow.json")
     integration = {"base_url": comfyui.base_url, "workflow": "workflow.json"}
-    await start_bot(
+    _app, platform = await start_bot(
         FakeProvider(),
         integrations={"comfyui": integration},
         discord={"progress_interval": 0.05},
         **config,
     )
+    return platform
 
 
 def _with(server: DiscordServer, text: str) -> list[dict[str, Any]]:
@@ -113,3 +115,18 @@ async def _original(server: DiscordServer, starting: str) -> dict[str, Any]:
     found = edited()
     assert found is not None
     return found
+
+
+async def test_generate_asks_who_used_it_under_the_ask_policy(
+    fake_discord: DiscordServer, start_bot: Start, comfyui: ComfyUIFake, tmp_path: Path
+) -> None:
+    platform = await _bot_with_comfyui(start_bot, comfyui, tmp_path)  # policy: ask
+    alice = fake_discord.user("Alice")
+    await fake_discord.command(GENERAL, alice, "generate", prompt="a castle")
+    (prompt,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    assert "wants to run generate_image (prompt: a castle)" in prompt["content"]
+    await asyncio.wait_for(platform.wait_prompts(1), 10)
+    await fake_discord.click(prompt, alice, "salon:cancel")
+    original = await _original(fake_discord, "Not generated")
+    assert original["content"] == "Not generated: the approval was refused or timed out."
+    assert not [r for r in comfyui.requests if r.path == "/prompt"]
