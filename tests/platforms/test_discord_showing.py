@@ -89,3 +89,21 @@ async def test_a_file_whose_name_an_embed_cannot_link_is_attached_without_one(
     message = fake_discord.channels[GENERAL][-1]
     assert [a["filename"] for a in message["attachments"]] == [odd.filename, "knight-south.png"]
     assert [e["title"] for e in message["embeds"]] == ["south"]
+
+
+async def test_a_tools_images_are_not_downloaded_again_as_vision_input(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    from salon.llm import ImagePart
+
+    provider = FakeProvider(["a fine knight"])
+    _app, platform = await start_bot(provider)
+    await platform.send(HERE, "(generate_sprite: knight)", files=[sprite("south", 3)], note=True)
+    alice = fake_discord.user("Alice")
+    await fake_discord.post(
+        GENERAL, alice, f"<@{fake_discord.bot.id}> how is it?", mentions=[fake_discord.bot]
+    )
+    await fake_discord.wait_bot_messages(GENERAL, 2)
+    assert fake_discord.calls["GET /attachments"] == 0  # Salon's notes are never read back
+    parts = [p for m in provider.requests[0].messages for p in m.parts]
+    assert not [p for p in parts if isinstance(p, ImagePart)]
