@@ -15,6 +15,7 @@ from bench import (
     discord_cpu,
     discord_history,
     faults,
+    integrations,
     kill9,
     load,
     tools,
@@ -35,6 +36,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "kill9": kill9.run,
     "load": load.run,
     "trace_query": traces.run,
+    "integrations": integrations.run,
 }
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from salon.agent import Agent
 from salon.agent.tools import ToolRunner
@@ -18,7 +20,7 @@ from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets, resolve_
 from salon.integrations import integration_specs
 from salon.llm.base import Provider
 from salon.llm.factory import build_provider
-from salon.model import ChannelRef, Event, Participant
+from salon.model import ChannelRef, Event, Participant, ToolCall
 from salon.platforms.base import Platform
 from salon.platforms.discord import DiscordPlatform
 from salon.platforms.irc import IrcPlatform
@@ -29,6 +31,7 @@ from salon.tasks import TaskState, supervise
 from salon.tools.builtin import OPERATOR, ScheduleBook, build_builtin_server
 from salon.tools.hub import ServerSpec, ToolHub
 from salon.tools.log import ToolLog
+from salon.tools.outputs import OutputDir
 from salon.tools.servers import builtin_spec, configured_specs
 from salon.upkeep import Upkeep, Vitals
 
@@ -36,6 +39,7 @@ __all__ = ["BotApp", "data_dir", "database_url", "load_bot"]
 
 logger = logging.getLogger(__name__)
 
+GENERATE_TOOL = "generate_image"  # the comfyui integration's tool, run by /generate
 SHUTDOWN_GRACE = 4.0  # seconds answers in progress get to finish at shutdown; then they stop
 
 
@@ -100,7 +104,10 @@ class BotApp:
             clock=clock,
             misfire_grace=timedelta(seconds=config.misfire_grace),
         )
-        self.hub = ToolHub(self._server_specs(extra_servers), redact=secrets.redactor())
+        self.outputs = OutputDir(data_dir(root, config), config.outputs, timezone=config.timezone)
+        specs = self._server_specs(extra_servers)
+        self._server_names = {s.name for s in specs}
+        self.hub = ToolHub(specs, redact=secrets.redactor(), outputs=self.outputs)
         self.tool_log = ToolLog(data_dir(root, config) / "tools", key)
         self.traces = TraceWriter(store=self.store, settings=config.traces, prices=config.prices)
         self._stack = AsyncExitStack()
@@ -220,6 +227,28 @@ class BotApp:
         found = await self.store.schedules(self.key, channel_key=channel.key)
         return "\n".join(s.describe() for s in found) or "no schedules here"
 
+    def offers_generate(self) -> bool:
+        """Whether ``/generate`` is offered: the comfyui integration is configured."""
+        return "comfyui" in self._server_names
+
+    async def generate_command(
+        self, channel: ChannelRef, requester: Participant, arguments: dict[str, Any]
+    ) -> str:
+        """``/generate``: the image tool for ``requester`` in ``channel``, gated, shown
+        and logged like the model's calls; returns one line on how it went."""
+        platform = self.platforms.get(channel.platform)
+        runner = self.agent.tools
+        if platform is None or runner is None:
+            return "Image generation is not available here."
+        call = ToolCall(f"generate-{uuid.uuid4().hex[:12]}", GENERATE_TOOL, arguments)
+        outcome = await runner.run(platform, channel, requester, [call], None)
+        if outcome.cancelled is not None:
+            return "Not generated: the approval was refused or timed out."
+        (result,) = outcome.results
+        if result.is_error:
+            return f"Not generated: {result.content.splitlines()[0][:300]}"
+        return "Done: the image is in the channel."
+
     async def _users_of(self, channel_key: str) -> Sequence[str]:
         channel = ChannelRef.from_key(channel_key)
         platform = self.platforms.get(channel.platform)
@@ -238,6 +267,7 @@ class BotApp:
                     secrets=self.secrets,
                     monitors=self.store,
                     schedules=self.schedules_command,
+                    generate=self.generate_command if self.offers_generate() else None,
                     authorized_roles=self.config.authorized_roles,
                 )
             )

@@ -94,11 +94,17 @@ class ChannelRef:
 
 @dataclass(frozen=True, slots=True)
 class Attachment:
+    """A file of a message, or one a tool made. ``url`` is where it can be fetched (a
+    platform's file, a vendor's public link); ``label`` what it shows (a sprite's direction);
+    ``path`` where Salon saved it (a generated file under the data dir)."""
+
     filename: str
     content_type: str
     size: int
     url: str = ""
     data: bytes | None = None
+    label: str = ""
+    path: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "filename", clean_text(self.filename))

@@ -4,6 +4,7 @@ and follow-ups, member lookups."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import web
@@ -24,11 +25,15 @@ from tests.fakes.discord_wire import (
     FakeUser,
     PendingInteraction,
     Refusal,
+    Upload,
     body_and_files,
+    embeds_refused,
     error_response,
     json_response,
+    kept_attachments,
     mentions_user,
     now,
+    shown_embeds,
 )
 
 __all__ = ["RestRoutes"]
@@ -154,16 +159,31 @@ class RestRoutes:
         if request.method == "PATCH":
             if message["author"]["id"] != acting.id:
                 raise Refusal(403, 50005)
-            self._apply_edit(message, await request.json())
+            self._apply_edit(message, *await body_and_files(request))
             await self.dispatch("MESSAGE_UPDATE", self._event_message(message))
             return json_response(message)
         raise KeyError(request.method)
 
-    def _apply_edit(self, message: dict[str, Any], body: dict[str, Any]) -> None:
-        """An edit changes what it names; flags only in their editable bits."""
-        for key in ("content", "components", "embeds"):
+    def _apply_edit(
+        self, message: dict[str, Any], body: dict[str, Any], files: Sequence[Upload] = ()
+    ) -> None:
+        """An edit changes what it names; flags only in their editable bits. With
+        ``attachments`` the message keeps exactly the earlier files listed there, plus the
+        new uploads (Discord's "Editing Message Attachments")."""
+        for key in ("content", "components"):
             if body.get(key) is not None:
                 message[key] = body[key]
+        if body.get("attachments") is not None or files:
+            kept = set(kept_attachments(body, files))
+            earlier = [a for a in message["attachments"] if a["id"] in kept]
+            if len(earlier) != len(kept):
+                raise Refusal(400, 50035)
+            message["attachments"] = earlier + [self._uploaded(u) for u in files]
+        if body.get("embeds") is not None:
+            names = [a["filename"] for a in message["attachments"]]
+            if embeds_refused(body["embeds"], names):
+                raise Refusal(400, 50035)
+            message["embeds"] = shown_embeds(body["embeds"], message["attachments"])
         if body.get("flags") is not None:
             kept = message["flags"] & ~EDITABLE_FLAGS
             message["flags"] = kept | (int(body["flags"]) & EDITABLE_FLAGS)
@@ -216,8 +236,14 @@ class RestRoutes:
         if nonce and body.get("enforce_nonce") and str(nonce) in self._nonces:
             return json_response(self._nonces[str(nonce)])  # Discord's answer to a retried send
         content = body.get("content") or ""
-        if len(content) > MAX_CONTENT:
+        embeds = body.get("embeds") or []
+        names = [u.filename for u in files]
+        if len(content) > MAX_CONTENT or embeds_refused(embeds, names):
             return error_response(400, 50035)
+        if kept_attachments(body, files):  # a placeholder naming no uploaded file
+            return error_response(400, 50035)
+        if not (content or embeds or files or body.get("components")):
+            return error_response(400, 50006)
         reference = body.get("message_reference")
         replied = self._replied(channel_id, reference) if reference else None
         flags = int(body.get("flags") or 0) & SETTABLE_FLAGS
@@ -229,8 +255,21 @@ class RestRoutes:
             message["nonce"] = nonce
             self._nonces[str(nonce)] = message
         message["components"] = body.get("components") or []
-        message["attachments"] = [self._attachment(n, t, d) for n, t, d in files]
+        self._attach(message, body, files)
         return json_response(await self._publish(message))
+
+    def _attach(
+        self, message: dict[str, Any], body: dict[str, Any], files: Sequence[Upload]
+    ) -> None:
+        """A new message's uploads and embeds, as Discord stores them."""
+        message["attachments"] = [self._uploaded(u) for u in files]
+        message["embeds"] = shown_embeds(body.get("embeds") or [], message["attachments"])
+
+    def _uploaded(self, upload: Upload) -> dict[str, Any]:
+        attachment = self._attachment(upload.filename, upload.content_type, upload.data)
+        if upload.description is not None:
+            attachment["description"] = upload.description
+        return attachment
 
     def _replied(self, channel_id: str, reference: dict[str, Any]) -> dict[str, Any] | None:
         self._check(channel_id, "READ_MESSAGE_HISTORY", code=160002)
@@ -281,7 +320,7 @@ class RestRoutes:
             return error_response(404, 10015)
         if request.method != "POST" or len(rest) != 2:
             raise KeyError(rest)
-        body, _files = await body_and_files(request)
+        body, files = await body_and_files(request)
         self.webhook_posts.append(body)
         channel_id = request.query.get("thread_id") or hook["channel_id"]
         author = FakeUser(hook["id"], body.get("username") or hook["name"], bot=True)
@@ -289,6 +328,7 @@ class RestRoutes:
         message = self._new_message(channel_id, author, body.get("content", ""), flags=flags)
         message["webhook_id"] = hook["id"]
         message["application_id"] = hook["application_id"]
+        self._attach(message, body, files)
         await self._publish(message)
         if request.query.get("wait") in {"1", "true", "True"}:
             return json_response(message)
@@ -303,17 +343,17 @@ class RestRoutes:
         if pending.responded:
             return error_response(400, 40060)
         pending.responded = True
-        body, _files = await body_and_files(request)
+        body, files = await body_and_files(request)
         self.interaction_responses.append(body)
         kind, data = int(body["type"]), body.get("data") or {}
         message: dict[str, Any] | None = None
         if kind in (4, 5):
             flags = int(data.get("flags") or 0) & INTERACTION_FLAGS
             flags |= LOADING if kind == 5 else 0
-            message = await self._respond(pending, acting, data.get("content") or "", flags)
+            message = await self._respond(pending, acting, data, files, flags)
         elif kind == 7 and pending.message_id is not None:
             message = self._find(pending.channel_id, pending.message_id)
-            self._apply_edit(message, data)
+            self._apply_edit(message, data, files)
             await self.dispatch("MESSAGE_UPDATE", self._event_message(message))
         if request.query.get("with_response") not in {"1", "true", "True"}:
             return web.Response(status=204)
@@ -328,12 +368,24 @@ class RestRoutes:
         return json_response(answer)
 
     async def _respond(
-        self, pending: PendingInteraction, acting: FakeUser, content: str, flags: int
+        self,
+        pending: PendingInteraction,
+        acting: FakeUser,
+        data: dict[str, Any],
+        files: Sequence[Upload],
+        flags: int,
     ) -> dict[str, Any]:
-        """A message made by an interaction response or follow-up; an ephemeral one is
-        seen only by who used the interaction, so it is in no channel and no event."""
+        """A message made by an interaction response or follow-up (its files as a
+        create's); an ephemeral one is seen only by who used the interaction, so it is in
+        no channel and no event."""
+        content = data.get("content") or ""
+        if len(content) > MAX_CONTENT or kept_attachments(data, files):
+            raise Refusal(400, 50035)
+        if embeds_refused(data.get("embeds") or [], [u.filename for u in files]):
+            raise Refusal(400, 50035)
         kind = COMMAND if pending.kind == 2 else DEFAULT
         message = self._new_message(pending.channel_id, acting, content, kind=kind, flags=flags)
+        self._attach(message, data, files)
         message["application_id"] = acting.id
         message["webhook_id"] = acting.id
         pending.original = pending.original or message["id"]
@@ -347,11 +399,9 @@ class RestRoutes:
     ) -> web.StreamResponse:
         """Follow-ups (POST) and the original response (GET / PATCH …/messages/@original)."""
         if request.method == "POST" and not rest:
-            body, _files = await body_and_files(request)
+            body, files = await body_and_files(request)
             flags = int(body.get("flags") or 0) & INTERACTION_FLAGS
-            return json_response(
-                await self._respond(pending, acting, body.get("content") or "", flags)
-            )
+            return json_response(await self._respond(pending, acting, body, files, flags))
         if rest[:1] != ["messages"] or len(rest) != 2:
             raise KeyError(rest)
         message_id = pending.original if rest[1] == "@original" else rest[1]
@@ -359,7 +409,7 @@ class RestRoutes:
             pending.channel_id, message_id or ""
         )
         if request.method == "PATCH":
-            self._apply_edit(message, await request.json())
+            self._apply_edit(message, *await body_and_files(request))
             message["flags"] &= ~LOADING
             if message["id"] not in self._ephemeral:
                 await self.dispatch("MESSAGE_UPDATE", self._event_message(message))

@@ -5,6 +5,9 @@ objects, error bodies and JSON answers."""
 from __future__ import annotations
 
 import json
+import mimetypes
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -44,10 +47,12 @@ ERRORS = {  # JSON error codes and their messages, as Discord words them
     10013: "Unknown User",
     10015: "Unknown Webhook",
     10062: "Unknown interaction",
+    40005: "Request entity too large",
     40060: "Interaction has already been acknowledged.",
     50001: "Missing Access",
     50003: "Cannot execute action on a DM channel",
     50005: "Cannot edit a message authored by another user",
+    50006: "Cannot send an empty message",
     50013: "Missing Permissions",
     50035: "Invalid Form Body",
     160002: "Cannot reply without permission to read message history",
@@ -114,20 +119,136 @@ class PendingInteraction:
     original: str | None = None  # id of the message the response created
 
 
-async def body_and_files(request: web.Request) -> tuple[dict[str, Any], list[Any]]:
-    """The JSON body, from ``payload_json`` when files come along (multipart)."""
+@dataclass(frozen=True)
+class Upload:
+    """A file of a multipart request: its ``files[n]`` index, name, type, bytes and the
+    description its ``attachments`` entry gave."""
+
+    index: int
+    filename: str
+    content_type: str
+    data: bytes
+    description: str | None = None
+
+
+MAX_UPLOAD = 25 * 1024 * 1024  # all files of one request together, without boosts
+_FILE_PART = re.compile(r"files\[(\d+)\]")
+
+
+async def body_and_files(request: web.Request) -> tuple[dict[str, Any], list[Upload]]:
+    """The JSON body and the uploaded files, as Discord's "Uploading Files" reference has
+    them: a multipart body whose ``payload_json`` part (or plain form fields) is the JSON
+    body, and one ``files[n]`` part per file, each with a ``filename`` and a unique ``n``,
+    the snowflake placeholder an ``attachments`` entry of the body may name (its
+    ``filename`` and ``description`` then win). A file part named otherwise or a repeated
+    ``n`` is an Invalid Form Body (400, 50035); more than 25 MiB in all is 413 (40005)."""
     if not request.content_type.startswith("multipart/"):
         return await request.json(), []
     body: dict[str, Any] = {}
-    files: list[tuple[str, str, bytes]] = []
+    parts: dict[int, Upload] = {}
     async for part in await request.multipart():
         if part.name == "payload_json":
             body = json.loads(await part.text())  # type: ignore[union-attr]
-        elif part.filename:  # type: ignore[union-attr]
-            data = await part.read()  # type: ignore[union-attr]
-            kind = part.headers.get("Content-Type", "application/octet-stream")
-            files.append((part.filename, kind, bytes(data)))  # type: ignore[union-attr]
-    return body, files
+            continue
+        named = _FILE_PART.fullmatch(part.name or "")
+        filename = part.filename  # type: ignore[union-attr]
+        if named is None and not filename:
+            body[part.name or ""] = await part.text()  # type: ignore[union-attr]
+            continue
+        if named is None or not filename or int(named[1]) in parts:
+            raise Refusal(400, 50035)
+        data = bytes(await part.read())  # type: ignore[union-attr]
+        kind = part.headers.get("Content-Type", "application/octet-stream")
+        if kind == "application/octet-stream":  # Discord sniffs what a file is
+            kind = mimetypes.guess_type(filename)[0] or kind
+        parts[int(named[1])] = Upload(int(named[1]), filename, kind, data)
+    if sum(len(u.data) for u in parts.values()) > MAX_UPLOAD:
+        raise Refusal(413, 40005)
+    return body, _described(body, parts)
+
+
+def _described(body: dict[str, Any], parts: dict[int, Upload]) -> list[Upload]:
+    """The uploads with the filename and description their ``attachments`` entry gives."""
+    entries = {str(e.get("id", "")): e for e in body.get("attachments") or []}
+    uploads = []
+    for index, upload in sorted(parts.items()):
+        entry = entries.get(str(index), {})
+        name = str(entry.get("filename") or upload.filename)
+        kind, data, said = upload.content_type, upload.data, entry.get("description")
+        uploads.append(Upload(index, name, kind, data, said))
+    return uploads
+
+
+def kept_attachments(body: dict[str, Any], uploads: Sequence[Upload]) -> list[str]:
+    """The ids an ``attachments`` list names besides the new uploads' placeholders: the
+    earlier attachments an edit keeps (a create may name none)."""
+    new = {str(u.index) for u in uploads}
+    return [str(e.get("id")) for e in body.get("attachments") or [] if str(e.get("id")) not in new]
+
+
+MAX_EMBEDS = 10
+MAX_EMBED_TOTAL = 6000
+_EMBED_LIMITS = {"title": 256, "description": 4096}
+_ATTACHABLE = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+_ATTACHMENT_NAME = re.compile(r"[A-Za-z0-9._-]+")  # "ASCII alphanumeric with _, - or ."
+
+
+def _embed_texts(embed: dict[str, Any]) -> list[tuple[str, int]]:
+    """(text, limit) of every counted field of an embed, trimmed as Discord trims them."""
+    texts = [(str(embed.get(k) or "").strip(), n) for k, n in _EMBED_LIMITS.items()]
+    texts.append((str((embed.get("footer") or {}).get("text") or "").strip(), 2048))
+    texts.append((str((embed.get("author") or {}).get("name") or "").strip(), 256))
+    for item in embed.get("fields") or []:
+        texts += [
+            (str(item.get("name", "")).strip(), 256),
+            (str(item.get("value", "")).strip(), 1024),
+        ]
+    return texts
+
+
+def embeds_refused(embeds: list[dict[str, Any]], files: list[str]) -> bool:
+    """Discord's embed limits: at most 10 embeds, the per-field lengths, 25 fields, 6000
+    characters across all; links are http(s) URLs, and an image may be
+    ``attachment://name`` of a file uploaded with the message (jpg, png, gif, webp; the name
+    ASCII letters, digits, ``_``, ``-`` and ``.``). (What
+    Discord does with an ``attachment://`` name that was not uploaded, or one with other
+    characters, is undocumented; the fake refuses it, so a wrong name fails a test.)"""
+    if len(embeds) > MAX_EMBEDS:
+        return True
+    total = 0
+    for embed in embeds:
+        texts = _embed_texts(embed)
+        if any(len(t) > n for t, n in texts) or len(embed.get("fields") or []) > 25:
+            return True
+        total += sum(len(t) for t, _ in texts)
+        url = embed.get("url")
+        if url is not None and not str(url).startswith(("http://", "https://")):
+            return True
+        image = str((embed.get("image") or {}).get("url") or "https://")
+        if image.startswith("attachment://"):
+            name = image.removeprefix("attachment://")
+            if name not in files or not name.lower().endswith(_ATTACHABLE):
+                return True
+            if _ATTACHMENT_NAME.fullmatch(name) is None:
+                return True
+        elif not image.startswith(("http://", "https://")):
+            return True
+    return total > MAX_EMBED_TOTAL
+
+
+def shown_embeds(embeds: list[dict[str, Any]], attachments: list[dict[str, Any]]) -> list[Any]:
+    """Embeds as Discord returns them: ``type`` rich, an ``attachment://`` image pointing at
+    the uploaded file."""
+    by_name = {a["filename"]: a for a in attachments}
+    shown = []
+    for given in embeds:
+        embed = {**given, "type": "rich"}
+        image = str((embed.get("image") or {}).get("url") or "")
+        if image.startswith("attachment://"):
+            file = by_name[image.removeprefix("attachment://")]
+            embed["image"] = {"url": file["url"], "proxy_url": file["proxy_url"]}
+        shown.append(embed)
+    return shown
 
 
 def mentions_user(content: str, user_id: str) -> bool:

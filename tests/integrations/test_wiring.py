@@ -103,7 +103,8 @@ async def test_images_reach_the_hub_as_attachments_not_text(
     assert not result.is_error, result.content
     (image,) = result.attachments
     assert image.content_type == "image/png"
-    assert "[image image/png," in result.content
+    assert (image.filename, image.label) == ("salon_00001_.png", "salon_00001_.png")
+    assert "[image salon_00001_.png (image/png, 73 bytes), shown in the channel]" in result.content
     assert "iVBOR" not in result.content  # no base64 in what the model reads
 
 

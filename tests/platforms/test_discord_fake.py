@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import AsyncIterator
 from typing import Any
@@ -205,3 +206,53 @@ async def test_pinning_and_joining_post_system_messages(
         newest_first = await response.json()
     assert [(m["type"], m["content"]) for m in newest_first] == [(7, ""), (6, ""), (0, "keep this")]
     assert newest_first[1]["message_reference"]["message_id"] == words["id"]
+
+
+def _upload(payload: dict[str, Any], *files: tuple[str, str, bytes]) -> aiohttp.FormData:
+    """A multipart body as Discord's "Uploading Files" describes it."""
+    form = aiohttp.FormData()
+    form.add_field("payload_json", json.dumps(payload), content_type="application/json")
+    for name, filename, data in files:
+        form.add_field(name, data, filename=filename, content_type="application/octet-stream")
+    return form
+
+
+async def test_uploads_are_files_n_parts_named_by_the_attachments_list(
+    http: aiohttp.ClientSession,
+) -> None:
+    payload = {
+        "content": "look",
+        "embeds": [{"title": "a", "image": {"url": "attachment://castle.png"}}],
+        "attachments": [{"id": 0, "filename": "castle.png", "description": "a castle"}],
+    }
+    form = _upload(payload, ("files[0]", "upload.png", b"\x89PNG"))
+    async with http.post(f"channels/{GENERAL}/messages", data=form) as response:
+        message = await response.json()
+    (attachment,) = message["attachments"]
+    assert (attachment["filename"], attachment["description"]) == ("castle.png", "a castle")
+    assert attachment["content_type"] == "image/png"  # sniffed, as Discord does
+    assert message["embeds"][0]["image"]["url"] == attachment["url"]
+    refused = [
+        _upload({"content": "x"}, ("file", "a.png", b"1")),  # not files[n]
+        _upload({"content": "x"}, ("files[0]", "a.png", b"1"), ("files[0]", "b.png", b"2")),
+        _upload({"content": "x", "attachments": [{"id": 1}]}, ("files[0]", "a.png", b"1")),
+        _upload(
+            {"embeds": [{"image": {"url": "attachment://b.png"}}]}, ("files[0]", "a.png", b"1")
+        ),
+    ]
+    for form in refused:
+        async with http.post(f"channels/{GENERAL}/messages", data=form) as response:
+            assert (response.status, (await response.json())["code"]) == (400, 50035)
+
+
+async def test_an_edit_keeps_only_the_attachments_it_lists(
+    http: aiohttp.ClientSession,
+) -> None:
+    form = _upload({"content": "two"}, ("files[0]", "a.png", b"1"), ("files[1]", "b.png", b"2"))
+    async with http.post(f"channels/{GENERAL}/messages", data=form) as response:
+        message = await response.json()
+    first = message["attachments"][0]["id"]
+    edit = _upload({"attachments": [{"id": first}, {"id": 0}]}, ("files[0]", "c.gif", b"3"))
+    async with http.patch(f"channels/{GENERAL}/messages/{message['id']}", data=edit) as response:
+        edited = await response.json()
+    assert [a["filename"] for a in edited["attachments"]] == ["a.png", "c.gif"]

@@ -15,7 +15,7 @@ from salon.app import BotApp
 from salon.config import IrcConfig, Secrets
 from salon.errors import PlatformError, StoreError
 from salon.llm import FakeProvider, FakeReply
-from salon.model import ChannelRef, Event, Message, MessageEvent, ToolCall
+from salon.model import Attachment, ChannelRef, Event, Message, MessageEvent, ToolCall
 from salon.platforms._irc_client import Client
 from salon.platforms.base import PlatformBase
 from salon.platforms.irc import IrcPlatform, TokenBucket, dot_lines, irc_lines
@@ -655,3 +655,27 @@ async def test_the_services_account_is_the_identity_where_the_server_tags_it(
     events = await sink.wait(3)
     identities = [e.message.author.identity for e in events if isinstance(e, MessageEvent)]
     assert identities == ["account:alice", "account:alice", "alice!a@home.example"]
+
+
+async def test_files_are_shown_as_links_or_paths_and_progress_as_one_line(
+    ircd: IrcServer, bare: Bare
+) -> None:
+    platform = bare.platform
+    alice = await human(ircd)
+    await asyncio.wait_for(platform.wait_seen("join", "alice"), 10)
+    files = [
+        Attachment("a-south.png", "image/png", 9, url="https://cdn.example/s.png", label="south"),
+        Attachment("a-west.png", "image/png", 9, path="/data/outputs/a-west.png", label="west"),
+    ]
+    await platform.send(SALON, "(generate_sprite: description: knight)", files=files, note=True)
+    for text in ("⏳ generate_sprite: queued", "⏳ generate_sprite: step 2/9"):
+        await platform.progress(SALON, "job-1", text)
+    await platform.progress(SALON, "job-1", "✅ generate_sprite: done in 3 s", done=True)
+    await platform.send(SALON, "after")
+    assert await alice.privmsgs_from(BOT, 5) == [
+        "(generate_sprite: description: knight)",
+        "[south: https://cdn.example/s.png]",
+        "[west: /data/outputs/a-west.png]",
+        "⏳ generate_sprite: queued",  # edits do not exist on IRC: the first report only
+        "after",
+    ]

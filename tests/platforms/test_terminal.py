@@ -10,6 +10,7 @@ from pathlib import Path
 from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider
+from salon.model import Attachment, ChannelRef
 from tests.conftest import bot_config
 
 
@@ -80,3 +81,30 @@ async def test_a_silent_model_is_said_to_be_still_waited_for(tmp_path: Path) -> 
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("(Salon is still waiting for the model: ")
     assert "Salon: answer 1" in lines
+
+
+async def test_files_show_their_saved_path_and_progress_one_line(tmp_path: Path) -> None:
+    out = io.StringIO()
+    config = bot_config(data_dir=str(tmp_path / "data"))
+    app = BotApp(
+        key="salon", config=config, root=tmp_path, secrets=Secrets({}), provider=FakeProvider()
+    )
+    async with app:
+        terminal = app.terminal(lines=lines_from(asyncio.Queue()), out=out)
+        here = ChannelRef("terminal", "local")
+        saved = Attachment(
+            "a.png",
+            "image/png",
+            3,
+            url="https://x.example/a.png",
+            path="/d/outputs/a.png",
+            label="castle",
+        )
+        await terminal.send(here, "(generate_image: prompt: castle)", files=[saved], note=True)
+        await terminal.progress(here, "j", "⏳ generate_image: step 1/4")
+        await terminal.progress(here, "j", "⏳ generate_image: step 2/4")
+        await terminal.progress(here, "j", "✅ generate_image: done in 2 s", done=True)
+    assert out.getvalue() == (
+        "(generate_image: prompt: castle)\n[castle: /d/outputs/a.png]\n\n"
+        "⏳ generate_image: step 1/4\n\n"
+    )

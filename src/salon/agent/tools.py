@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -41,7 +42,9 @@ from salon.model import (
 )
 from salon.platforms.base import Platform
 from salon.store.base import Store
+from salon.tools.base import Progress
 from salon.tools.display import flatten, tool_log_text
+from salon.tools.inline import scrub
 from salon.tools.log import ToolLog, ToolRecord
 from salon.tools.policy import decide, statically_denied
 from salon.trace import ToolTrace
@@ -49,6 +52,9 @@ from salon.trace import ToolTrace
 __all__ = ["Outcome", "ToolRunner", "Tools"]
 
 _TRACE_RESULT_CHARS = 20_000  # of a tool's result kept in a trace
+_PROGRESS_DRAIN = 10.0  # seconds the last progress report may take at a call's end
+_SUMMARY_CHARS = 200  # of a call's arguments in the note that shows its files
+_jobs = itertools.count(1)  # progress keys: a model's call ids repeat across answers
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +67,11 @@ class Tools(Protocol):
     def get(self, name: str) -> ToolSpec | None: ...
 
     async def call(
-        self, call: ToolCall, *, hidden: dict[str, object] | None = None
+        self,
+        call: ToolCall,
+        *,
+        hidden: dict[str, object] | None = None,
+        progress: Progress | None = None,
     ) -> ToolResult: ...
 
 
@@ -160,13 +170,15 @@ class ToolRunner:
     def follow_up(
         self, request: LLMRequest, turn: Turn, results: Sequence[ToolResult]
     ) -> LLMRequest:
+        # Encoded data the model wrote into its calls is not repeated back to it.
         if not self.text_mode:
             said = (TextPart(turn.text),) if turn.text.strip() else ()
-            asked = ChatMessage("assistant", (*said, *(ToolUsePart(c) for c in turn.calls)))
+            calls = (replace(c, arguments=_cleaned(c.arguments, scrub)) for c in turn.calls)
+            asked = ChatMessage("assistant", (*said, *(ToolUsePart(c) for c in calls)))
             answered = ChatMessage("user", tuple(ToolResultPart(r) for r in results))
             return replace(request, messages=(*request.messages, asked, answered))
         # Text protocol: the results join the bot's own partial turn, which it continues.
-        written = f"{turn.raw}{CALLS_CLOSE}\n{format_results(turn.calls, results)}\n"
+        written = f"{scrub(turn.raw)}{CALLS_CLOSE}\n{format_results(turn.calls, results)}\n"
         messages = list(request.messages)
         if messages and messages[-1].role == "assistant":
             last = messages[-1]
@@ -208,23 +220,36 @@ class ToolRunner:
             "requester_roles": ",".join(requester.roles),
             "requester_identity": requester.identity,
         }
-        ran = await asyncio.gather(*(self._timed(c, hidden) for c in ready))
+        ran = await asyncio.gather(*(self._timed(platform, channel, c, hidden) for c in ready))
         by_id = {r.call_id: r for r, _ in ran} | refused
         took = {r.call_id: ms for r, ms in ran}
-        # No configured secret travels on: not to the model, the tool log or the channel.
-        results = [replace(by_id[c.id], content=self.redact(by_id[c.id].content)) for c in calls]
+        # No configured secret, and no encoded file, travels on: not to the model, the tool
+        # log, the trace or the channel (the hub already keeps files out; this is the seal).
+        results = [replace(by_id[c.id], content=self._clean(by_id[c.id].content)) for c in calls]
         for call, result in zip(calls, results, strict=True):
-            shown = replace(call, arguments=_redacted(call.arguments, self.redact))
+            shown = replace(call, arguments=_cleaned(call.arguments, self._clean))
             self._record(channel, after_message_id, shown, result)
             if recorder is not None:
                 self._trace(recorder, shown, result, took.get(call.id, 0.0), verdicts[call.id])
             await self._show(platform, channel, shown, result)
         return Outcome(results)
 
-    async def _timed(self, call: ToolCall, hidden: dict[str, object]) -> tuple[ToolResult, float]:
+    def _clean(self, text: str) -> str:
+        return scrub(self.redact(text))
+
+    async def _timed(
+        self, platform: Platform, channel: ChannelRef, call: ToolCall, hidden: dict[str, object]
+    ) -> tuple[ToolResult, float]:
         started = time.perf_counter()
-        result = await self.tools.call(call, hidden=hidden)
-        return result, (time.perf_counter() - started) * 1000
+        relay = _ProgressRelay(platform, channel, call.name, f"{call.id}#{next(_jobs)}")
+        try:
+            result = await self.tools.call(call, hidden=hidden, progress=relay.report)
+        except BaseException:
+            relay.abandon()  # a stop: the channel's last word is not ours to add
+            raise
+        took = time.perf_counter() - started
+        await relay.finish(took, failed=result.is_error)
+        return result, took * 1000
 
     def _trace(
         self,
@@ -308,17 +333,79 @@ class ToolRunner:
                 text = tool_log_text(self.config.name, call, result, platform.max_message_chars)
                 await platform.send_tool_log(channel, text)
             if result.attachments:
-                await platform.send(channel, f"({call.name})", files=result.attachments, note=True)
+                summary = flatten(call.arguments)
+                if len(summary) > _SUMMARY_CHARS:
+                    summary = summary[: _SUMMARY_CHARS - 1] + "…"
+                text = f"({call.name}: {summary})" if summary else f"({call.name})"
+                await platform.send(channel, text, files=result.attachments, note=True)
         except Exception:  # showing is a courtesy; the answer must go on
             logger.exception("could not show the use of %s in %s", call.name, channel.key)
 
 
-def _redacted(value: Any, redact: Redactor) -> Any:
-    """``value`` (JSON-like) with every string passed through ``redact``."""
+def _cleaned(value: Any, clean: Callable[[str], str]) -> Any:
+    """``value`` (JSON-like) with every string passed through ``clean``."""
     if isinstance(value, str):
-        return redact(value)
+        return clean(value)
     if isinstance(value, dict):
-        return {k: _redacted(v, redact) for k, v in value.items()}
+        return {k: _cleaned(v, clean) for k, v in value.items()}
     if isinstance(value, list):
-        return [_redacted(v, redact) for v in value]
+        return [_cleaned(v, clean) for v in value]
     return value
+
+
+def _progress_text(name: str, progress: float, total: float | None, message: str | None) -> str:
+    share = f"{progress / total:.0%}" if total else ""
+    detail = f"{message} ({share})" if message and share else message or share or f"{progress:g}"
+    return f"⏳ {name}: {detail}"
+
+
+class _ProgressRelay:
+    """One call's progress on its way to the platform. ``report`` (the MCP callback) only
+    notes the latest text: an in-process server waits for its callback, so a slow platform
+    must never hold up the tool. One pump task shows reports one at a time; reports that
+    arrive meanwhile are folded into the newest."""
+
+    def __init__(self, platform: Platform, channel: ChannelRef, name: str, key: str) -> None:
+        self._platform, self._channel, self._name, self._key = platform, channel, name, key
+        self._latest = ""
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._pump: asyncio.Task[None] | None = None
+
+    async def report(self, progress: float, total: float | None, message: str | None) -> None:
+        self._latest = _progress_text(self._name, progress, total, message)
+        self._wake.set()
+        if self._pump is None and not self._closing:
+            self._pump = asyncio.create_task(self._show(), name=f"progress {self._key}")
+
+    async def _show(self) -> None:
+        while not self._closing:
+            await self._wake.wait()
+            self._wake.clear()
+            if not self._closing:
+                await self._tell(self._latest, done=False)
+
+    async def _tell(self, text: str, *, done: bool) -> None:
+        try:
+            await self._platform.progress(self._channel, self._key, text, done=done)
+        except Exception:  # progress is a courtesy; the call goes on
+            logger.exception("could not show the progress of %s", self._name)
+
+    def abandon(self) -> None:
+        if self._pump is not None:
+            self._pump.cancel()
+
+    async def finish(self, seconds: float, *, failed: bool) -> None:
+        """Let the report being shown finish, then show the end (when anything was shown)."""
+        if self._pump is None:
+            return
+        self._closing = True
+        self._wake.set()
+        try:
+            await asyncio.wait_for(self._pump, _PROGRESS_DRAIN)
+        except TimeoutError:
+            logger.warning("progress of %s: the platform took too long", self._name)
+        end = "failed" if failed else "done"
+        await self._tell(
+            f"{'⚠️' if failed else '✅'} {self._name}: {end} in {seconds:.0f} s", done=True
+        )

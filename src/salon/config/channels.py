@@ -53,6 +53,7 @@ PROCESS_KEYS = frozenset(
         "event_batch_max",
         "max_concurrent_activations",
         "tool_log_seed_hours",
+        "outputs",
         "traces",
         "prices",
         "web",

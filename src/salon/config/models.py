@@ -37,6 +37,7 @@ __all__ = [
     "McpServerConfig",
     "ModelSettings",
     "NflIntegration",
+    "OutputsConfig",
     "PixelLabIntegration",
     "PlatformsConfig",
     "Price",
@@ -408,6 +409,9 @@ class DiscordConfig(_Strict):
     max_text_attachment_kb: int = Field(default=100, ge=0)
     reply_chain_max_depth: int = Field(default=30, ge=0)
     history_cache_channels: int = Field(default=200, ge=1)
+    progress_interval: float = Field(
+        default=2.0, gt=0, le=60, description="seconds between edits of a progress message"
+    )
     discord_backoff_max: float = Field(default=30.0, ge=0)
     send_retries: int = Field(default=3, ge=0)
 
@@ -416,6 +420,28 @@ class PlatformsConfig(_Strict):
     terminal: TerminalConfig = Field(default_factory=TerminalConfig)
     irc: IrcConfig | None = None
     discord: DiscordConfig | None = None
+
+
+class OutputsConfig(_Strict):
+    """Files tools make (images), kept under ``<data_dir>/outputs/YYYY/MM/DDTHH:MM/``."""
+
+    max_file_bytes: int = Field(
+        default=25_000_000, gt=0, description="a larger file is neither kept nor shown"
+    )
+    max_total_bytes: int = Field(
+        default=1_000_000_000, gt=0, description="over this, the oldest files are deleted"
+    )
+    url: Endpoint | None = Field(
+        default=None,
+        description="where a web server publishes the outputs directory; IRC and the "
+        "terminal then show links instead of paths",
+    )
+
+    @model_validator(mode="after")
+    def _file_fits(self) -> OutputsConfig:
+        if self.max_file_bytes > self.max_total_bytes:
+            raise ValueError("max_file_bytes must not be more than max_total_bytes")
+        return self
 
 
 class TracesConfig(_Strict):
@@ -522,6 +548,7 @@ class BotConfig(_Strict):
 
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     integrations: IntegrationsConfig = Field(default_factory=IntegrationsConfig)
+    outputs: OutputsConfig = Field(default_factory=OutputsConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
     prices: dict[str, Price] = Field(
         default_factory=dict,

@@ -14,6 +14,7 @@ from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, T
 
 from salon.integrations._discipline import Clock
 from salon.integrations._http import VendorError, VendorHttp
+from salon.tools.results import META_NAME, META_URL
 
 __all__ = [
     "GENERATES",
@@ -58,8 +59,8 @@ def error_result(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
-IMAGE_NAME = "salon/name"  # what the image is (a direction, a file name), for the channel
-IMAGE_URL = "salon/url"  # where the vendor publishes it, when it does
+IMAGE_NAME = META_NAME  # what the image is (a direction, a file name), for the channel
+IMAGE_URL = META_URL  # where the vendor publishes it, when it does
 
 
 def image_block(

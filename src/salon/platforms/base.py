@@ -9,6 +9,7 @@ raises ``Unsupported`` (a ``PlatformError``), as any other refusal would.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from enum import StrEnum
@@ -34,6 +35,7 @@ __all__ = [
     "Platform",
     "PlatformBase",
     "Unsupported",
+    "file_lines",
 ]
 
 YES_ANSWERS = frozenset({"y", "yes", "ok", "approve"})
@@ -52,6 +54,21 @@ class Capability(StrEnum):
     TYPING = "typing"  # a "bot is writing" indicator
     REPLIES = "replies"  # messages that answer a message (reply chains)
     LINKS = "links"  # message links (.history)
+
+
+_PROGRESS_JOBS = 256  # jobs remembered by the default progress: a bound, not a limit
+
+
+def file_lines(files: Sequence[Attachment], *, local: bool) -> list[str]:
+    """Files as a platform without uploads shows them, a line each: what it is, then where
+    (``local``: the saved path first, for a terminal on the bot's own machine; otherwise the
+    link first). A file with neither is named as not kept."""
+    lines = []
+    for file in files:
+        places = [file.path, file.url] if local else [file.url, file.path]
+        where = next((p for p in places if p), "(not kept)")
+        lines.append(f"[{file.label or file.filename}: {where}]")
+    return lines
 
 
 class Unsupported(PlatformError):
@@ -86,7 +103,16 @@ class Platform(Protocol):
     ) -> Message:
         """Post one message (already within ``max_message_chars``) and return it. A ``note``
         is Salon's own word (a failure, a cancelled tool): the platform marks it so that it
-        comes back from ``history`` tagged ``TAG_NOTE``, or not at all."""
+        comes back from ``history`` tagged ``TAG_NOTE``, or not at all. ``files`` are
+        uploaded where the platform takes files (images in embeds on Discord, with their
+        ``label`` and ``url``); elsewhere each is a line with its link or saved path."""
+
+    async def progress(
+        self, channel: ChannelRef, key: str, text: str, *, done: bool = False
+    ) -> None:
+        """Show how the job ``key`` (a tool call) is going: the first report posts a note,
+        later ones edit it (rate-limited), ``done`` edits it one last time. Where messages
+        cannot be edited, only the first report is posted, as one line."""
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         """Post a dot message showing tool use (a webhook named after the bot, where
@@ -138,9 +164,37 @@ class PlatformBase:
     name: str
     max_message_chars: int
     capabilities: ClassVar[frozenset[Capability]] = frozenset()
+    _progress_posted: OrderedDict[str, None] | None = None  # jobs whose line is out
 
     def can(self, capability: Capability) -> bool:
         return capability in self.capabilities
+
+    async def send(
+        self,
+        channel: ChannelRef,
+        text: str,
+        *,
+        files: Sequence[Attachment] = (),
+        note: bool = False,
+    ) -> Message:
+        raise NotImplementedError  # every adapter sends
+
+    async def progress(
+        self, channel: ChannelRef, key: str, text: str, *, done: bool = False
+    ) -> None:
+        """No edits here: the first report of a job is one note line, the rest (and the
+        end, which the result follows anyway) post nothing, so a long job cannot flood."""
+        posted = self._progress_posted
+        if posted is None:
+            posted = self._progress_posted = OrderedDict()
+        if done or key in posted:
+            if done:
+                posted.pop(key, None)
+            return
+        posted[key] = None
+        while len(posted) > _PROGRESS_JOBS:
+            posted.popitem(last=False)
+        await self.send(channel, text, note=True)
 
     async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
         raise Unsupported(f"messages cannot be deleted on {self.name}")

@@ -39,7 +39,14 @@ from salon.model import (
     Participant,
 )
 from salon.platforms._irc_client import Client
-from salon.platforms.base import NO_ANSWERS, YES_ANSWERS, ChatLog, EventSink, PlatformBase
+from salon.platforms.base import (
+    NO_ANSWERS,
+    YES_ANSWERS,
+    ChatLog,
+    EventSink,
+    PlatformBase,
+    file_lines,
+)
 from salon.tasks import TaskState, supervise
 
 __all__ = ["IrcPlatform", "TokenBucket", "dot_lines", "irc_lines"]
@@ -411,7 +418,7 @@ class IrcPlatform(PlatformBase):
         note: bool = False,
     ) -> Message:
         client = self._require_client()
-        notes = [f"[file {f.filename}, {f.content_type}, {f.size} bytes]" for f in files]
+        notes = file_lines(files, local=False)
         body = "\n".join([text, *notes]).strip()
         if body.startswith("/me "):
             room = self._room("PRIVMSG", channel.name) - len("\x01ACTION \x01")

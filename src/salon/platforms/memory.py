@@ -68,6 +68,8 @@ class MemoryPlatform(PlatformBase):
         self.pin_requests = 0
         self.fail_pins: list[PlatformError] = []
         self._approvals_changed = asyncio.Condition()
+        self.progress_log: list[tuple[str, str, bool]] = []  # (job, text, done)
+        self._progress: dict[str, Message] = {}
 
     @property
     def self_participant(self) -> Participant:
@@ -92,6 +94,7 @@ class MemoryPlatform(PlatformBase):
         mentions: Sequence[Participant] = (),
         reply_to: Message | None = None,
         tags: frozenset[str] | None = None,
+        files: Sequence[Attachment] = (),
     ) -> Message:
         """Put a message in the channel without telling the bot (history setup)."""
         message = Message(
@@ -104,6 +107,7 @@ class MemoryPlatform(PlatformBase):
             reply_to_id=reply_to.id if reply_to else None,
             reply_to_author_id=reply_to.author.id if reply_to else None,
             tags=tags or frozenset(),
+            attachments=tuple(files),
         )
         self._channels.setdefault(channel.key, []).append(message)
         return message
@@ -144,12 +148,27 @@ class MemoryPlatform(PlatformBase):
             raise self.fail_sends.pop(0)
         if len(text) > self.max_message_chars:
             raise PlatformError(f"message of {len(text)} chars over {self.max_message_chars}")
-        message = self.add(channel, self._me, text, tags=frozenset({TAG_NOTE}) if note else None)
+        tags = frozenset({TAG_NOTE}) if note else None
+        message = self.add(channel, self._me, text, tags=tags, files=files)
         self.files.extend(files)
         async with self._sent_changed:
             self.sent.append(message)
             self._sent_changed.notify_all()
         return message
+
+    async def progress(
+        self, channel: ChannelRef, key: str, text: str, *, done: bool = False
+    ) -> None:
+        """As Discord does it: one note per job, edited in place; every report is logged."""
+        self.progress_log.append((key, text, done))
+        shown = self._progress.get(key)
+        if shown is None:
+            if not done:
+                self._progress[key] = await self.send(channel, text, note=True)
+            return
+        self._progress[key] = self.edit(shown, text)
+        if done:
+            del self._progress[key]
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         self.add(channel, self._me, text)

@@ -27,7 +27,7 @@ from salon.model import (
     MessageEvent,
     Participant,
 )
-from salon.platforms.base import YES_ANSWERS, ChatLog, EventSink, PlatformBase
+from salon.platforms.base import YES_ANSWERS, ChatLog, EventSink, PlatformBase, file_lines
 
 __all__ = ["Command", "TerminalPlatform", "stdin_lines"]
 
@@ -179,7 +179,7 @@ class TerminalPlatform(PlatformBase):
         message = self._message(self._me, text)
         # In the store before it is on screen: a line shown must survive a crash.
         await self._log.log_message(self._bot, message, "note" if note else "message", durable=True)
-        notes = "".join(f"\n[file {f.filename}, {f.content_type}, {f.size} bytes]" for f in files)
+        notes = "".join(f"\n{line}" for line in file_lines(files, local=True))
         self._write(f"{text}{notes}\n\n" if note else f"{self._me.name}: {text}{notes}\n\n")
         return message
 

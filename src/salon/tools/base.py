@@ -1,6 +1,14 @@
-"""Tool types shared by the hub, the policy and the agent's tool loop (defined in
-``salon.model``, where every layer can reach them)."""
+"""Tool types shared by the hub, the policy and the agent's tool loop (``ToolSpec`` is
+defined in ``salon.model``, where every layer can reach it)."""
+
+from typing import Protocol
 
 from salon.model import ToolSpec
 
-__all__ = ["ToolSpec"]
+__all__ = ["Progress", "ToolSpec"]
+
+
+class Progress(Protocol):
+    """Where a running call's progress reports go, as an MCP server sends them."""
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...

@@ -8,9 +8,7 @@ an error result (the model can carry on) and asks the owner task to restart the 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -23,17 +21,18 @@ from mcp.client.session import IncomingMessage, MessageHandlerFnT
 from mcp.shared.exceptions import MCPError
 
 from salon.errors import ToolError
-from salon.model import UNPARSED_ARGUMENTS, Attachment, ToolCall, ToolResult
-from salon.tools.base import ToolSpec
+from salon.model import UNPARSED_ARGUMENTS, ToolCall, ToolResult
+from salon.tools.base import Progress, ToolSpec
+from salon.tools.outputs import OutputDir
+from salon.tools.results import to_result
 
-__all__ = ["MessageHandler", "ServerGone", "ServerSpec", "ToolHub"]
+__all__ = ["MessageHandler", "Progress", "ServerGone", "ServerSpec", "ToolHub"]
 
 MessageHandler = MessageHandlerFnT
 
 logger = logging.getLogger(__name__)
 
 _RESTARTING_CODES = frozenset({mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT})
-_MAX_RESULT_CHARS = 100_000
 
 
 @dataclass(frozen=True)
@@ -187,7 +186,9 @@ class _Server:
         self.ready.clear()
         self._restart.set()
 
-    async def call(self, remote_name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+    async def call(
+        self, remote_name: str, arguments: dict[str, Any], progress: Progress | None = None
+    ) -> mcp_types.CallToolResult:
         if not self.ready.is_set():
             try:
                 await asyncio.wait_for(self.ready.wait(), self.spec.start_timeout)
@@ -200,7 +201,12 @@ class _Server:
         timeout = self.spec.timeout
         try:
             async with asyncio.timeout(timeout + 5):
-                return await client.call_tool(remote_name, arguments, read_timeout_seconds=timeout)
+                return await client.call_tool(
+                    remote_name,
+                    arguments,
+                    read_timeout_seconds=timeout,
+                    progress_callback=progress,
+                )
         except TimeoutError:
             self.restart()
             raise ToolError(
@@ -226,10 +232,13 @@ class ToolHub:
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         redact: Callable[[str], str] | None = None,
+        outputs: OutputDir | None = None,
     ) -> None:
         """``redact`` is applied to every result and error text: no configured secret a
-        server hands back (one Salon passed it through its environment, say) goes on."""
+        server hands back (one Salon passed it through its environment, say) goes on.
+        Files in results (images) are saved in ``outputs`` when it is given."""
         self._redact = redact or (lambda text: text)
+        self.outputs = outputs
         self._servers = {
             s.name: _Server(s, self._rebuild, (backoff_initial, backoff_max)) for s in servers
         }
@@ -305,12 +314,21 @@ class ToolHub:
         """Wait until ``server`` has connected ``count`` times (a restart is one more)."""
         await self._servers[server].wait_connections(count)
 
-    async def call(self, call: ToolCall, *, hidden: Mapping[str, Any] | None = None) -> ToolResult:
-        """Run one call; every failure becomes an error result the model can read."""
-        result = await self._call(call, hidden)
+    async def call(
+        self,
+        call: ToolCall,
+        *,
+        hidden: Mapping[str, Any] | None = None,
+        progress: Progress | None = None,
+    ) -> ToolResult:
+        """Run one call; every failure becomes an error result the model can read.
+        ``progress`` receives the server's progress reports while the call runs."""
+        result = await self._call(call, hidden, progress)
         return replace(result, content=self._redact(result.content))
 
-    async def _call(self, call: ToolCall, hidden: Mapping[str, Any] | None) -> ToolResult:
+    async def _call(
+        self, call: ToolCall, hidden: Mapping[str, Any] | None, progress: Progress | None
+    ) -> ToolResult:
         spec = self._registry.get(call.name)
         if spec is None:
             known = ", ".join(sorted(self._registry)) or "none"
@@ -327,17 +345,23 @@ class ToolHub:
             if key in server.spec.hidden_arguments:
                 arguments[key] = value
         try:
-            raw = await server.call(spec.remote_name, arguments)
+            raw = await server.call(spec.remote_name, arguments, progress)
         except ServerGone as exc:
             if not spec.read_only:  # it may have done its work: never run it twice
                 return ToolResult(call.id, f"{exc} (it may or may not have run)", is_error=True)
             try:  # a lookup: ask the restarted server once more
-                raw = await server.call(spec.remote_name, arguments)
+                raw = await server.call(spec.remote_name, arguments, progress)
             except ToolError as again:
                 return ToolResult(call.id, str(again), is_error=True)
         except ToolError as exc:
             return ToolResult(call.id, str(exc), is_error=True)
-        return _result(call.id, raw)
+        owner = str((hidden or {}).get("requester_name") or "")
+        try:
+            return await to_result(call.id, raw, outputs=self.outputs, owner=owner)
+        except OSError as exc:  # a full disk must not cost the answer
+            logger.exception("could not keep the files %s made", call.name)
+            text = f"{call.name} made files, but they could not be kept: {exc.strerror or exc}"
+            return ToolResult(call.id, text, is_error=True)
 
 
 def _spec(exposed: str, server: ServerSpec, tool: mcp_types.Tool) -> ToolSpec:
@@ -376,29 +400,6 @@ def _invalid_arguments(
         return None
     lines = [f"{'.'.join(map(str, e.path)) or '(arguments)'}: {e.message}" for e in errors[:5]]
     return f"invalid arguments for {spec.name}: " + "; ".join(lines)
-
-
-def _result(call_id: str, raw: mcp_types.CallToolResult) -> ToolResult:
-    texts: list[str] = []
-    files: list[Attachment] = []
-    for block in raw.content:
-        if isinstance(block, mcp_types.TextContent):
-            texts.append(block.text)
-        elif isinstance(block, mcp_types.ImageContent):
-            data = base64.b64decode(block.data)
-            ext = block.mime_type.rsplit("/", 1)[-1]
-            files.append(
-                Attachment(f"image-{len(files) + 1}.{ext}", block.mime_type, len(data), data=data)
-            )
-            texts.append(f"[image {block.mime_type}, {len(data)} bytes, shown in the channel]")
-        else:
-            texts.append(json.dumps(block.model_dump(mode="json", exclude_none=True))[:2000])
-    if not texts and raw.structured_content is not None:
-        texts.append(json.dumps(raw.structured_content, ensure_ascii=False))
-    text = "\n".join(texts)
-    if len(text) > _MAX_RESULT_CHARS:
-        text = text[:_MAX_RESULT_CHARS] + " …[truncated]"
-    return ToolResult(call_id, text, is_error=bool(raw.is_error), attachments=tuple(files))
 
 
 def _describe(exc: BaseException) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import logging
 import uuid
 from collections import OrderedDict
@@ -56,10 +55,11 @@ from salon.platforms.discord.convert import (
 )
 from salon.platforms.discord.members import MemberCache
 from salon.platforms.discord.refusals import NETWORK_ERRORS, refusal, translated, where
+from salon.platforms.discord.showing import FileBatch, ProgressBoard, file_batches
 from salon.platforms.discord.views import ButtonPrompt
 from salon.tasks import TaskState, supervise
 
-__all__ = ["PERMISSIONS", "DiscordPlatform", "invite_url"]
+__all__ = ["PERMISSIONS", "DiscordPlatform", "GenerateCommand", "invite_url"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,8 @@ class MonitorStore(Protocol):
 
 
 SchedulesCommand = Callable[[ChannelRef, str], Awaitable[str]]
+GenerateCommand = Callable[[ChannelRef, Participant, dict[str, Any]], Awaitable[str]]
+"""``/generate``: runs the image tool for who asked, in the channel; says how it went."""
 
 
 def invite_url(application_id: int) -> str:
@@ -128,8 +130,10 @@ class DiscordPlatform(PlatformBase):
         secrets: Secrets,
         monitors: MonitorStore,
         schedules: SchedulesCommand | None = None,
+        generate: GenerateCommand | None = None,
         authorized_roles: Sequence[str] = (),
     ) -> None:
+        """``generate``: what ``/generate`` runs; without it the command is not offered."""
         self.config = config
         self.cache = HistoryCache(max_channels=config.history_cache_channels)
         self.members = MemberCache(max_entries=_MEMBER_CACHE)
@@ -139,6 +143,8 @@ class DiscordPlatform(PlatformBase):
         self._token = secrets.get(config.token_env) or ""
         self._monitors = monitors
         self._schedules = schedules
+        self._generate = generate
+        self.progress_board = ProgressBoard(config.progress_interval)
         self._authorized_roles = set(authorized_roles)
         self._client: Client | None = None
         self.attachments = AttachmentLoader(config)
@@ -238,6 +244,7 @@ class DiscordPlatform(PlatformBase):
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._runner, 10)
             self._runner = None
+        self.progress_board.close()
         await self.attachments.close()
 
     async def _on_ready(self, client: Client) -> None:
@@ -380,15 +387,34 @@ class DiscordPlatform(PlatformBase):
         files: Sequence[Attachment] = (),
         note: bool = False,
     ) -> Message:
+        """Images go in embeds (an attachment each, titled and linked), ten to a message."""
         target = await self._channel(channel)
         content = to_discord_mentions(text, self._known_people(channel, target))
+        batches: list[FileBatch | None] = [*file_batches(files)] or [None]
+        first = await self._post(channel, target, content, batches[0], silent=note)
+        for batch in batches[1:]:
+            await self._post(channel, target, "", batch, silent=note)
+        return first
+
+    async def _post(
+        self,
+        channel: ChannelRef,
+        target: discord.abc.Messageable,
+        content: str,
+        batch: FileBatch | None,
+        *,
+        silent: bool,
+    ) -> Message:
         nonce = uuid.uuid4().int % (1 << 63)  # Discord drops a repeat with the same nonce
         action = f"post in {where(target)}"
+        extra: dict[str, Any] = {"embeds": list(batch.embeds)} if batch and batch.embeds else {}
         delay = 1.0
         for attempt in range(self.config.send_retries + 1):
             try:
-                uploads = [discord.File(io.BytesIO(f.data or b""), f.filename) for f in files]
-                sent = await target.send(content, files=uploads, nonce=nonce, silent=note)
+                uploads = batch.uploads() if batch is not None else []
+                sent = await target.send(
+                    content, files=uploads, nonce=nonce, silent=silent, **extra
+                )
             except discord.Forbidden as exc:
                 error = refusal(action, exc, needs=_SEND)
                 self._tell_once(channel, str(error))
@@ -403,6 +429,19 @@ class DiscordPlatform(PlatformBase):
             else:
                 return (await self._converted([sent]))[0]
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    async def progress(
+        self, channel: ChannelRef, key: str, text: str, *, done: bool = False
+    ) -> None:
+        """One silent message per job, edited as reports come (at most every
+        ``progress_interval`` seconds) and once more at its end."""
+
+        async def post(first: str) -> discord.Message:
+            target = await self._channel(channel)
+            with translated(f"post progress in {where(target)}", needs=_SEND):
+                return await target.send(first[: self.max_message_chars], silent=True)
+
+        await self.progress_board.report(key, text[: self.max_message_chars], done=done, post=post)
 
     def _known_people(self, channel: ChannelRef, target: object) -> dict[str, str]:
         """Lower-cased names to ids: the guild's known members and who spoke recently."""
@@ -685,6 +724,9 @@ class DiscordPlatform(PlatformBase):
         async def ask(interaction: discord.Interaction, question: str) -> None:
             await self._ask(interaction, question)
 
+        if self._generate is not None:
+            self._register_generate(tree)
+
         @tree.command(name="schedules", description="List this channel's schedules, or cancel one")
         async def schedules(interaction: discord.Interaction, cancel: int | None = None) -> None:
             channel = channel_ref(interaction.channel)
@@ -693,6 +735,47 @@ class DiscordPlatform(PlatformBase):
                 return
             text = await self._schedules(channel, f"cancel {cancel}" if cancel else "")
             await interaction.response.send_message(text[:1900], ephemeral=True)
+
+    def _register_generate(self, tree: app_commands.CommandTree[Client]) -> None:
+        @tree.command(name="generate", description="Draw an image (ComfyUI)")
+        @app_commands.describe(
+            prompt="what to draw",
+            width="pixels (default: the workflow's)",
+            height="pixels (default: the workflow's)",
+            seed="the same seed and prompt draw the same image",
+        )
+        async def generate(
+            interaction: discord.Interaction,
+            prompt: app_commands.Range[str, 1, 2000],
+            width: app_commands.Range[int, 64, 8192] | None = None,
+            height: app_commands.Range[int, 64, 8192] | None = None,
+            seed: app_commands.Range[int, 0, 2**53] | None = None,
+        ) -> None:
+            wanted = {"prompt": prompt, "width": width, "height": height, "seed": seed}
+            given = {k: v for k, v in wanted.items() if v is not None}
+            await self._run_generate(interaction, given)
+
+    async def _run_generate(
+        self, interaction: discord.Interaction, arguments: dict[str, Any]
+    ) -> None:
+        """Answered at once (privately); the tool's approval, progress and image follow in
+        the channel like any tool call's; the private answer then says how it went."""
+        assert self._generate is not None
+        await interaction.response.send_message(
+            f"Generating: {arguments['prompt'][:1800]}", ephemeral=True
+        )
+        self._remember_channel(interaction.channel)
+        channel = channel_ref(interaction.channel)
+        who = self._person(interaction.user, interaction.guild)
+        try:
+            said = await self._generate(channel, who, arguments)
+        except Exception:  # the command's boundary: one line to the person, the rest logged
+            logger.exception("Discord: /generate failed in %s", channel.key)
+            said = "The image could not be generated; the reason is in Salon's log."
+        try:
+            await interaction.edit_original_response(content=said[:1900])
+        except (discord.DiscordException, *NETWORK_ERRORS) as exc:
+            logger.warning("Discord: could not answer /generate: %s", exc)
 
     async def _set_monitor(self, interaction: discord.Interaction, *, on: bool) -> None:
         key = channel_ref(interaction.channel).key

@@ -1,0 +1,246 @@
+"""The example configs (``examples/``) as a new user runs them: ``salon check`` says which
+variables to set and then passes; on the fakes (Discord, the LLM server, the vendors),
+each does what its seed describes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from salon.app import BotApp
+from salon.cli import main
+from salon.config import BotConfig, Secrets
+from salon.config.loader import load_config_dir
+from salon.platforms.discord import DiscordPlatform
+from tests.conftest import ServeApp
+from tests.fakes.discord_server import DiscordServer
+from tests.fakes.llm_server import LLMServer
+from tests.fakes.llm_wire import Scripted
+from tests.fakes.vendors.comfyui import ComfyUIFake
+from tests.fakes.vendors.images import tiny_png
+from tests.fakes.vendors.open_meteo import OpenMeteoFake
+from tests.fakes.vendors.pixellab import PixelLabFake
+from tests.platforms.conftest import GENERAL, ask
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+KEYS = {
+    "bob-bot": ["DISCORD_TOKEN", "SERPAPI_API_KEY"],
+    "sprite-orchestrator": ["DISCORD_TOKEN", "GROK_API_KEY", "PIXELLAB_API_KEY"],
+}
+OPTIONAL = ["ACCUWEATHER_API_KEY", "GREYNOISE_API_KEY", "OLLAMA_BASE_URL"]
+
+
+@pytest.mark.parametrize("example", sorted(KEYS))
+def test_check_names_the_keys_to_set_and_then_passes(
+    example: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in KEYS[example] + OPTIONAL:
+        monkeypatch.delenv(name, raising=False)
+    missing: set[str] = set()
+    for _ in KEYS[example]:  # check names what it finds; set each and ask again
+        if main(["check", str(EXAMPLES / example)]) == 0:
+            break
+        said = capsys.readouterr().err
+        named = {k for k in KEYS[example] if f"variable {k} is not set" in said}
+        assert named, said
+        missing |= named
+        for name in named:
+            monkeypatch.setenv(name, f"value-of-{name}")
+    assert main(["check", str(EXAMPLES / example)]) == 0, capsys.readouterr().err
+    assert missing == set(KEYS[example])
+    out = capsys.readouterr().out
+    assert "value-of-" not in out  # no secret is ever shown
+
+
+Patch = Callable[[dict[str, Any]], None]
+
+
+async def _start(
+    example: str,
+    bot: str,
+    tmp_path: Path,
+    *,
+    serve_app: ServeApp,
+    secrets: dict[str, str],
+    patch: Patch,
+) -> tuple[BotApp, DiscordPlatform]:
+    """The example copied as a user would, its endpoints pointed at the fakes."""
+    root = tmp_path / example
+    shutil.copytree(EXAMPLES / example, root)
+    key, config = load_config_dir(root).bot(bot)
+    data = config.model_dump(exclude_unset=True)
+    patch(data)
+    app = BotApp(
+        key=key,
+        config=BotConfig.model_validate(data),
+        root=root,
+        secrets=Secrets({"DISCORD_TOKEN": "token-123", **secrets}),
+    )
+    (platform,) = app.unattended_platforms()
+    assert isinstance(platform, DiscordPlatform)
+    platform.guild_ready_timeout = 0.5
+    await serve_app(app, [platform])
+    await asyncio.wait_for(platform.ready.wait(), 15)
+    return app, platform
+
+
+@pytest.fixture
+async def vendors() -> AsyncIterator[tuple[OpenMeteoFake, ComfyUIFake, PixelLabFake]]:
+    async with AsyncExitStack() as stack:
+        weather = await stack.enter_async_context(OpenMeteoFake())
+        comfy = await stack.enter_async_context(ComfyUIFake())
+        pixel = await stack.enter_async_context(PixelLabFake())
+        yield weather, comfy, pixel
+
+
+Vendors = tuple[OpenMeteoFake, ComfyUIFake, PixelLabFake]
+
+
+def _bob_on_fakes(llm: LLMServer, vendors: Vendors) -> Patch:
+    weather, comfy, _ = vendors
+
+    def patch(data: dict[str, Any]) -> None:
+        data["providers"]["ollama"]["base_url"] = llm.base_url + "/v1"
+        data["providers"]["ollama"]["retries"] = 0
+        integrations = data["integrations"]
+        integrations["weather"]["base_url"] = weather.base_url
+        integrations["comfyui"]["base_url"] = comfy.base_url
+        integrations["search"]["base_url"] = llm.base_url  # never asked in these tests
+        integrations["nfl"]["base_url"] = llm.base_url
+
+    return patch
+
+
+async def test_bob_answers_the_weather_in_seattle(
+    fake_discord: DiscordServer,
+    llm_server: LLMServer,
+    vendors: Vendors,
+    serve_app: ServeApp,
+    tmp_path: Path,
+) -> None:
+    llm_server.queue(
+        Scripted(tool_calls=[("call_1", "get_weather", {"location": "Seattle"})]),
+        "It's 52.7 °F and overcast in Seattle right now.",
+    )
+    secrets = {"SERPAPI_API_KEY": "serp-key"}
+    patch = _bob_on_fakes(llm_server, vendors)
+    await _start("bob-bot", "bob", tmp_path, serve_app=serve_app, secrets=secrets, patch=patch)
+    await ask(fake_discord, GENERAL, fake_discord.user("Alice"), "what's the weather in Seattle?")
+    (answer,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    assert answer["content"] == "It's 52.7 °F and overcast in Seattle right now."
+    first, second = llm_server.requests
+    assert first.body["model"] == "llama3.1:8b"
+    assert "get_weather" in [t["function"]["name"] for t in first.body["tools"]]
+    result = next(m for m in second.body["messages"] if m["role"] == "tool")
+    assert "52.7 °F" in json.dumps(result["content"], ensure_ascii=False)
+    assert [r.path for r in vendors[0].requests] == ["/v1/search", "/v1/forecast"]
+
+
+async def test_bob_generates_a_castle_on_the_slash_command(
+    fake_discord: DiscordServer,
+    llm_server: LLMServer,
+    vendors: Vendors,
+    serve_app: ServeApp,
+    tmp_path: Path,
+) -> None:
+    secrets = {"SERPAPI_API_KEY": "serp-key"}
+    patch = _bob_on_fakes(llm_server, vendors)
+    app, _ = await _start(
+        "bob-bot", "bob", tmp_path, serve_app=serve_app, secrets=secrets, patch=patch
+    )
+    await fake_discord.command(GENERAL, fake_discord.user("Alice"), "generate", prompt="a castle")
+
+    def image_posts() -> list[dict[str, Any]]:
+        return [m for m in fake_discord.channels[GENERAL] if m["attachments"]]
+
+    async with asyncio.timeout(15), fake_discord.sent:
+        await fake_discord.sent.wait_for(lambda: bool(image_posts()))
+    (post,) = image_posts()
+    (attachment,) = post["attachments"]
+    assert fake_discord.files[attachment["id"]] == tiny_png(4, 4, 40)
+    assert post["content"] == "(generate_image: prompt: a castle)"
+    assert llm_server.requests == []  # the command needs no model
+    saved = list((tmp_path / "bob-bot" / "data" / "outputs").rglob("*.png"))
+    assert len(saved) == 1
+    assert saved[0].read_bytes() == tiny_png(4, 4, 40)
+    assert app.key == "bob"
+
+
+def _sprite_on_fakes(llm: LLMServer, vendors: Vendors) -> Patch:
+    weather, _, pixel = vendors
+
+    def patch(data: dict[str, Any]) -> None:
+        data["providers"]["grok"]["base_url"] = llm.base_url + "/v1"
+        data["providers"]["grok"]["retries"] = 0
+        integrations = data["integrations"]
+        integrations["weather"]["base_url"] = weather.base_url
+        integrations["pixellab"]["base_url"] = pixel.base_url
+        integrations["pixellab"]["poll_interval"] = 0.01
+        integrations["greynoise"]["base_url"] = llm.base_url  # never asked in these tests
+
+    return patch
+
+
+async def test_the_orchestrator_plans_the_weather_in_seattle(
+    fake_discord: DiscordServer,
+    llm_server: LLMServer,
+    vendors: Vendors,
+    serve_app: ServeApp,
+    tmp_path: Path,
+) -> None:
+    plan = {"use_tool": True, "tool": "get_weather", "args": {"location": "Seattle"}}
+    llm_server.queue(json.dumps(plan), "The clouds over Seattle whisper: 11.5 °C, overcast.")
+    secrets = {"GROK_API_KEY": "xai-key", "PIXELLAB_API_KEY": "px-test-key"}
+    patch = _sprite_on_fakes(llm_server, vendors)
+    await _start(
+        "sprite-orchestrator", "sprite", tmp_path, serve_app=serve_app, secrets=secrets, patch=patch
+    )
+    await ask(fake_discord, GENERAL, fake_discord.user("Alice"), "weather in Seattle?")
+    (answer,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    assert answer["content"] == "The clouds over Seattle whisper: 11.5 °C, overcast."
+    first, second = llm_server.requests
+    assert first.body["model"] == "grok-4-fast"
+    assert first.headers["authorization"] == "Bearer xai-key"
+    assert "Now: 11.5 °C" in json.dumps(second.body["messages"], ensure_ascii=False)
+
+
+async def test_the_orchestrator_posts_a_sprites_directions_with_their_links(
+    fake_discord: DiscordServer,
+    llm_server: LLMServer,
+    vendors: Vendors,
+    serve_app: ServeApp,
+    tmp_path: Path,
+) -> None:
+    plan = {"use_tool": True, "tool": "generate_sprite", "args": {"description": "a knight"}}
+    llm_server.queue(json.dumps(plan), "Behold, the knight of four winds.")
+    secrets = {"GROK_API_KEY": "xai-key", "PIXELLAB_API_KEY": "px-test-key"}
+    patch = _sprite_on_fakes(llm_server, vendors)
+    await _start(
+        "sprite-orchestrator", "sprite", tmp_path, serve_app=serve_app, secrets=secrets, patch=patch
+    )
+    await ask(fake_discord, GENERAL, fake_discord.user("Alice"), "make me a knight sprite")
+    said = "Behold, the knight of four winds."
+
+    def answered() -> bool:
+        return any(m["content"] == said for m in fake_discord.channels[GENERAL])
+
+    async with asyncio.timeout(15), fake_discord.sent:
+        await fake_discord.sent.wait_for(answered)
+    messages = fake_discord.channels[GENERAL]
+    sprite = next(m for m in messages if m["attachments"])
+    assert [e["title"] for e in sprite["embeds"]] == ["south", "west", "east", "north"]
+    base = vendors[2].base_url
+    assert [e["url"] for e in sprite["embeds"]] == [
+        f"{base}/files/char-1-{d}.png" for d in ("south", "west", "east", "north")
+    ]
+    assert sprite["embeds"][0]["description"].count("](") == 4  # every direction linked
+    progress = [m for m in messages if "generate_sprite:" in m["content"] and m is not sprite]
+    assert [m["content"][:1] for m in progress] == ["✅"]  # one message, edited to its end
+    assert "iVBOR" not in json.dumps(llm_server.requests[1].body)  # no image data to Grok
