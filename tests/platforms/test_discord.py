@@ -158,6 +158,9 @@ async def test_a_reconnect_forces_a_fresh_fetch(
     )
     await fake_discord.wait_bot_messages(GENERAL, 2)
     assert fake_discord.calls[HISTORY] == fetches + 1
+    # What a ready needs once per process is not asked again at a reconnect.
+    assert fake_discord.calls["GET /oauth2/applications/@me"] == 1, fake_discord.log
+    assert fake_discord.calls[f"PUT /applications/{fake_discord.bot.id}/commands"] == 1
 
 
 async def test_approval_buttons_refuse_the_wrong_user(

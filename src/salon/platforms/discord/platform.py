@@ -161,6 +161,7 @@ class DiscordPlatform(PlatformBase):
         self._pins: OrderedDict[str, list[Message]] = OrderedDict()  # oldest first
         self._ranges: OrderedDict[tuple[str, str, int], list[Message]] = OrderedDict()
         self.ready = asyncio.Event()
+        self._introduced = False  # application info read and commands registered
         self.open_prompts = 0
         self._prompts_changed = asyncio.Condition()
 
@@ -249,7 +250,15 @@ class DiscordPlatform(PlatformBase):
 
     async def _on_ready(self, client: Client) -> None:
         self.cache.forget()
-        app = await client.application_info()
+        if not self._introduced:  # a reconnect needs neither again
+            await self._introduce(client)
+            self._introduced = True
+        self.ready.set()
+
+    async def _introduce(self, client: Client) -> None:
+        """Once per process: say who the bot is, check its intents, register commands.
+        discord.py read the application at login; it is asked again only if it did not."""
+        app = client.application or await client.application_info()
         logger.info("Discord: logged in as %s; invite: %s", client.user, invite_url(app.id))
         flags = app.flags
         if not (flags.gateway_message_content or flags.gateway_message_content_limited):
@@ -262,7 +271,6 @@ class DiscordPlatform(PlatformBase):
             await client.tree.sync()
         except discord.HTTPException as exc:
             logger.warning("Discord: could not register slash commands: %s", exc)
-        self.ready.set()
 
     # -- people and messages ----------------------------------------------------------
 
