@@ -1,5 +1,10 @@
 """activation_overhead: what Salon itself adds to one activation.
 
+``overhead_growth``: how that grows with the window (4 000 messages over 400) and with the
+number of channels in use (1 000 over 10, each channel answered before), and
+``rss_per_cached_channel_kib``: the memory one more channel in use costs (its 100 messages
+on the memory platform, its view, render memo and rolling state), over 1 000 channels.
+
 Event in -> request handed to the provider, plus response out -> messages handed to the
 platform, with 400 messages of history on the memory platform and a provider that answers
 instantly. The LLM's own time is excluded by construction; store writes after the answer
@@ -9,9 +14,10 @@ instantly. The LLM's own time is excluded by construction; store writes after th
 from __future__ import annotations
 
 import asyncio
+import gc
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from bench.figures import Figure, percentile
@@ -84,10 +90,12 @@ async def measure(
     history: int = HISTORY,
     channels: int = 1,
     warmup: int = WARMUP,
+    at_end: Callable[[], None] | None = None,
 ) -> list[float]:
     """Overhead samples in microseconds; ``traces``: every activation is traced, as in a
     bot (the writer works between activations, outside the measured spans). Activations
-    go round ``channels`` channels of ``history`` messages each."""
+    go round ``channels`` channels of ``history`` messages each; ``at_end`` runs after the
+    last one, with everything still in memory."""
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLStore(sqlite_url(Path(tmp) / "bench.db"))
         await store.open()
@@ -123,6 +131,8 @@ async def measure(
                 outbound = platform.sent_at - provider.answered
                 if i >= warmup:
                     samples.append((inbound + outbound) / 1000)
+            if at_end is not None:
+                at_end()
         finally:
             for task in (runner, writing):
                 task.cancel()
@@ -152,6 +162,17 @@ async def growth() -> list[Figure]:
     # Every channel is warm (answered once before) in both: the steady state is compared.
     few = await measure(_config(window=100), 2000, history=100, channels=10, warmup=200)
     many = await measure(_config(window=100), 2000, history=100, channels=1000, warmup=1000)
+    rss: list[float] = []
+    gc.collect()
+    before = _rss_kib()
+    await measure(
+        _config(window=100),
+        1000,
+        history=100,
+        channels=1000,
+        warmup=0,
+        at_end=lambda: rss.append(_rss_kib()),
+    )
     by_window = percentile(large, 50) / percentile(small, 50)
     by_channels = percentile(many, 50) / percentile(few, 50)
     return [
@@ -159,7 +180,14 @@ async def growth() -> list[Figure]:
         Figure("overhead_growth_1000_vs_10_channels", by_channels, "x", target=1.5),
         Figure("activation_overhead_4000_p50_us", percentile(large, 50), "us"),
         Figure("activation_overhead_1000_channels_p50_us", percentile(many, 50), "us"),
+        Figure("rss_per_cached_channel_kib", (rss[0] - before) / 1000, "KiB"),
     ]
+
+
+def _rss_kib() -> float:
+    """This process's resident memory."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096 / 1024
 
 
 async def run() -> list[Figure]:
