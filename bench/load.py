@@ -135,5 +135,5 @@ async def run() -> list[Figure]:
     return [
         Figure("load_dropped_events", result["dropped"], "events", target=0),
         Figure("load_rss_growth_mib", result["rss_growth"], "MiB"),
-        Figure("load_latency_p50_ms", result["latency_p50"], "ms"),
+        Figure("load_latency_p50_ms", result["latency_p50"], "ms", target=150),
     ]
