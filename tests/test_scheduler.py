@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from salon.model import ChannelRef, Event, Participant, Schedule, ScheduledEvent
 from salon.scheduler import Scheduler
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sqlite import SQLStore
 from salon.tools.timing import next_occurrence
+from tests.databases import Database
 from tests.fakes.clock import FakeClock
 
 ROOM = ChannelRef("memory", "room")
@@ -21,9 +21,8 @@ T0 = datetime(2026, 10, 24, 6, 0, tzinfo=UTC)  # Saturday; Paris leaves summer t
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLStore]:
-    store = SQLStore(sqlite_url(tmp_path / "s.db"))
-    await store.open()
+async def store(database: Database) -> AsyncIterator[SQLStore]:
+    store = await database.open_store()
     yield store
     await store.close()
 
@@ -140,6 +139,12 @@ class ForgetfulStore:
     async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:
         await self.store.complete_fire(schedule_id, due, status)
 
+    async def renew_lease(self, bot: str, seconds: float) -> None:
+        await self.store.renew_lease(bot, seconds)
+
+    def schedule_notices(self, bot: str) -> None:
+        return None
+
 
 async def test_restart_inside_the_due_window_fires_once(store: SQLStore) -> None:
     due = T0 + timedelta(minutes=5)
@@ -155,9 +160,10 @@ async def test_restart_inside_the_due_window_fires_once(store: SQLStore) -> None
     assert await store.schedules("bot") == []
 
 
-async def test_two_schedulers_on_one_database_fire_once(store: SQLStore, tmp_path: Path) -> None:
-    other = SQLStore(sqlite_url(tmp_path / "s.db"))  # a second process's own connection
-    await other.open()
+async def test_two_schedulers_on_one_database_fire_once(
+    store: SQLStore, database: Database
+) -> None:
+    other = await database.open_store()  # a second process's own connection
     await add(store, cron="*/10 * * * *")
     clock, sink = FakeClock(T0), Collector()
     one = await start(store, clock, sink)

@@ -16,7 +16,7 @@ from typing import Any
 
 from salon import __version__, trace_cli
 from salon.agent.dispatch import TOLD_IN_CHANNEL
-from salon.app import BotApp, data_dir, database_url, load_bot
+from salon.app import BotApp, data_dir, load_bot, store_for
 from salon.config import ConfigSet, Redactor, Secrets, load_config_dir
 from salon.config.example import write_example
 from salon.config.integrations import check_integrations
@@ -24,7 +24,6 @@ from salon.errors import ConfigError, SalonError
 from salon.integrations import INTEGRATIONS
 from salon.llm.probe import probe
 from salon.logsetup import configure_logging
-from salon.store.sqlite import SQLStore
 from salon.supervisor import BotProcessSpec, Supervisor
 from salon.tools_cli import call_tool, list_tools, serve_builtin, serve_integration
 
@@ -262,7 +261,7 @@ def _tools(args: argparse.Namespace) -> int:
     if args.tools_command == "serve" and args.only != "salon":
         return asyncio.run(serve_integration(config, configs.root, secrets, args.only))
     if args.tools_command == "serve":
-        store = SQLStore(database_url(configs.root, config))
+        store = store_for(configs.root, config, secrets=secrets)
         return asyncio.run(serve_builtin(key, store))
     if args.tools_command == "list":
         return asyncio.run(list_tools(key, config, configs.root, secrets))
@@ -284,7 +283,7 @@ def _trace(args: argparse.Namespace) -> int:
     bots keep separate stores: choose with ``data_dir`` or ``database_url``)."""
     configs = load_config_dir(args.dir)
     first = configs.bots[sorted(configs.bots)[0]]
-    store = SQLStore(database_url(configs.root, first))
+    store = store_for(configs.root, first)
 
     async def run() -> int:
         await store.open()

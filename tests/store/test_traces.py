@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 import zlib
-from datetime import UTC, datetime
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa

@@ -48,6 +48,7 @@ __all__ = [
     "TracesConfig",
     "WeatherIntegration",
     "WebConfig",
+    "database_url_problem",
     "http_url_problem",
 ]
 
@@ -80,6 +81,26 @@ def http_url_problem(url: str) -> str | None:
     if "://" not in url and "@" not in url and url.strip():
         return f"{problem}: write http://{url}"
     return problem
+
+
+def database_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be Salon's database, or None: SQLite or PostgreSQL, and no
+    password (it belongs in the variable ``database_password_env`` names)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "not a database URL"
+    backend = parts.scheme.split("+")[0]
+    if backend not in ("sqlite", "postgresql", "postgres"):
+        return "must start with sqlite:/// or postgresql:// (e.g. postgresql://salon@db/salon)"
+    if parts.password:
+        return (
+            "holds a password: remove it and set database_password_env to the name of an "
+            "environment variable holding it"
+        )
+    if backend != "sqlite" and not parts.hostname:
+        return "names no host: postgresql://USER@HOST:PORT/DATABASE"
+    return None
 
 
 def _endpoint(url: str) -> str:
@@ -510,7 +531,21 @@ class BotConfig(_Strict):
     error_replies: bool = Field(default=True, description="answer a failed activation in-channel")
 
     data_dir: str = "data"
-    database_url: str | None = None
+    database_url: str | None = Field(
+        default=None,
+        description="default: SQLite in data_dir; postgresql://user@host:5432/db for a shared "
+        "store (the password goes in database_password_env)",
+    )
+    database_password_env: str | None = Field(
+        default=None, description="environment variable holding the database's password"
+    )
+    process_lease: float = Field(
+        default=15.0,
+        gt=0,
+        le=3600,
+        description="seconds a process's claims last unrenewed: after a crash, another "
+        "process of the bot answers what it left within this time",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     restart_backoff_initial: float = Field(default=1.0, ge=0)
     restart_backoff_max: float = Field(default=60.0, ge=0)
@@ -540,6 +575,15 @@ class BotConfig(_Strict):
 
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, url: str | None) -> str | None:
+        if url is not None:
+            problem = database_url_problem(url)
+            if problem:
+                raise PydanticCustomError("database_url", problem)
+        return url
 
     @field_validator("timezone")
     @classmethod
