@@ -44,7 +44,7 @@ from salon.model import (
 from salon.platforms.base import Capability, EventSink, PlatformBase
 from salon.platforms.discord.attachments import AttachmentLoader
 from salon.platforms.discord.cache import HistoryCache
-from salon.platforms.discord.client import Client
+from salon.platforms.discord.client import AnyClient, build_client
 from salon.platforms.discord.convert import (
     channel_ref,
     is_conversation,
@@ -140,7 +140,7 @@ class DiscordPlatform(PlatformBase):
         self._monitors = monitors
         self._schedules = schedules
         self._authorized_roles = set(authorized_roles)
-        self._client: Client | None = None
+        self._client: AnyClient | None = None
         self.attachments = AttachmentLoader(config)
         self._runner: asyncio.Task[None] | None = None
         self._sink: EventSink | None = None
@@ -159,7 +159,7 @@ class DiscordPlatform(PlatformBase):
         self._prompts_changed = asyncio.Condition()
 
     @property
-    def client(self) -> Client:
+    def client(self) -> AnyClient:
         if self._client is None:
             raise PlatformError("Discord is not started")
         return self._client
@@ -214,7 +214,7 @@ class DiscordPlatform(PlatformBase):
         """One client's life. Objects of an earlier client (channels, webhooks) go with it."""
         self._seen_channels.clear()
         self._webhooks.clear()
-        client = self._client = Client(self)
+        client = self._client = build_client(self)
         try:
             await client.start(self._token)
         except Exception as exc:
@@ -240,7 +240,7 @@ class DiscordPlatform(PlatformBase):
             self._runner = None
         await self.attachments.close()
 
-    async def _on_ready(self, client: Client) -> None:
+    async def _on_ready(self, client: AnyClient) -> None:
         self.cache.forget()
         app = await client.application_info()
         logger.info("Discord: logged in as %s; invite: %s", client.user, invite_url(app.id))
@@ -672,7 +672,7 @@ class DiscordPlatform(PlatformBase):
 
     # -- slash commands -----------------------------------------------------------------
 
-    def _register_commands(self, tree: app_commands.CommandTree[Client]) -> None:
+    def _register_commands(self, tree: app_commands.CommandTree[Any]) -> None:
         @tree.command(name="monitor", description="Read and answer every message here")
         async def monitor(interaction: discord.Interaction) -> None:
             await self._set_monitor(interaction, on=True)
