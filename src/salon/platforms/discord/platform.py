@@ -473,8 +473,21 @@ class DiscordPlatform(PlatformBase):
         opens_with_history = bool(fetched) and fetched[0].text.startswith(".history")
         if isinstance(target, discord.Thread) and len(fetched) < depth and not opens_with_history:
             fetched = [*await self._before_thread(target, depth - len(fetched)), *fetched]
-        self.cache.fill(channel.id, fetched, depth)
+        if self._hears(target):
+            self.cache.fill(channel.id, fetched, depth)
         return fetched[-limit:]
+
+    def _hears(self, target: discord.abc.Messageable) -> bool:
+        """Whether this client receives the channel's events, which keep the caches exact:
+        with shards, only a guild on one of ours (a schedule may fire here for a channel of
+        another shard's guild) and DMs on shard 0."""
+        client = self.client
+        if not isinstance(client, discord.AutoShardedClient):
+            return True
+        guild = getattr(target, "guild", None)
+        if guild is not None:
+            return client.get_guild(guild.id) is not None
+        return 0 in (client.shard_ids or [])
 
     async def _fetch(
         self, target: discord.abc.Messageable, limit: int, *, before: int | None = None
@@ -533,8 +546,10 @@ class DiscordPlatform(PlatformBase):
             target = await self._channel(ChannelRef("discord", channel_id))
             with translated(f"read the pins of {where(target)}", needs=_HISTORY):
                 raw = [m async for m in target.pins(limit=None)]
-            found = await self._converted(raw)
-            self._pins[channel_id] = sorted(found, key=lambda m: int(m.id))
+            found = sorted(await self._converted(raw), key=lambda m: int(m.id))
+            if not self._hears(target):
+                return found
+            self._pins[channel_id] = found
             while len(self._pins) > self.config.history_cache_channels:
                 self._pins.popitem(last=False)
         return self._pins[channel_id]
