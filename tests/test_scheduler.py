@@ -219,3 +219,29 @@ async def test_an_occurrence_claimed_but_never_answered_fires_again_after_a_rest
     running = await start(store, FakeClock(due + timedelta(seconds=30)), second)
     await running.stop()
     assert [e.due for e in second.events] == [due]
+
+
+async def test_a_schedule_another_process_serves_is_left_to_it_and_looked_at_again(
+    store: SQLStore,
+) -> None:
+    """A process running other Discord shards leaves the schedule alone, without spinning,
+    and fires it once it is its own (the other process never came)."""
+    sink = Collector(store)
+    schedule = await add(store, at=T0)
+    theirs = True
+
+    async def serves(_: Schedule) -> bool:
+        return not theirs
+
+    clock = FakeClock(T0)
+    scheduler = Scheduler(bot="bot", store=store, sink=sink, clock=clock, serves=serves)
+    running = Running(scheduler, clock)
+    await asyncio.wait_for(scheduler.wait_rests(1), 5)
+    assert clock.sleeping_until == T0 + timedelta(seconds=1)  # looks again in a second
+    await running.advance(timedelta(seconds=1))
+    assert sink.events == []
+    assert scheduler.rests == 2  # one look per second, not a busy loop
+    theirs = False
+    await running.advance(timedelta(seconds=1))
+    await running.stop()
+    assert [e.schedule.id for e in sink.events] == [schedule.id]

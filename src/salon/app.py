@@ -20,7 +20,7 @@ from salon.errors import ConfigError, ConfigProblem
 from salon.integrations import integration_specs
 from salon.llm.base import Provider
 from salon.llm.factory import build_provider
-from salon.model import ChannelRef, Event, Participant
+from salon.model import ChannelRef, Event, Participant, Schedule
 from salon.platforms.base import Platform
 from salon.platforms.discord import DiscordPlatform
 from salon.platforms.irc import IrcPlatform
@@ -126,6 +126,7 @@ class BotApp:
             misfire_grace=timedelta(seconds=config.misfire_grace),
             owner=owner,
             lease=config.process_lease,
+            serves=self._serves,
         )
         self.hub = ToolHub(self._server_specs(extra_servers), redact=secrets.redactor())
         self.tool_log = ToolLog(data_dir(root, config) / "tools", key)
@@ -390,6 +391,14 @@ class BotApp:
             backoff_max=min(backoff[1], 30.0),
         )
         return asyncio.create_task(work, name=f"{name}-{self.key}")
+
+    async def _serves(self, schedule: Schedule) -> bool:
+        """Whether this process fires ``schedule``: a sharded Discord bot's process fires
+        those of the guilds on its own shards."""
+        platform = self.platforms.get(schedule.channel.platform)
+        if isinstance(platform, DiscordPlatform):
+            return await platform.serves(schedule.channel)
+        return True
 
     async def _release_lease(self) -> None:
         """What this process leaves open is taken over by another at once, not after its

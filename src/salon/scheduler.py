@@ -14,6 +14,10 @@ down fire once, at start, when the latest of them is within ``misfire_grace``; o
 are skipped with a log line. ``watch`` notices schedules other processes create or cancel
 (``salon tools call``, another process of the bot): at once through the store's notices
 (PostgreSQL's LISTEN/NOTIFY), else by polling every second (SQLite).
+
+``serves`` says which schedules this process fires: a process running some of a Discord
+bot's shards leaves a channel of another shard's guild to the process that hears it (and
+looks again every ``poll_interval`` while one is due, should that process be down).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import contextlib
 import logging
 import random
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -94,6 +98,7 @@ class Scheduler:
         poll_interval: float = 1.0,
         owner: str | None = None,
         lease: float = 15.0,
+        serves: Callable[[Schedule], Awaitable[bool]] | None = None,
     ) -> None:
         self.bot = bot
         self.store = store
@@ -105,6 +110,7 @@ class Scheduler:
             owner or uuid.uuid4().hex[:12]
         )  # the process that claims, as the store knows it
         self.lease = lease
+        self.serves = serves
         self._wake = asyncio.Event()
         self._resting = asyncio.Condition()
         self.rests = 0
@@ -122,14 +128,17 @@ class Scheduler:
             now = self.clock.now()
             active = await self.store.schedules(self.bot)
             due = [s for s in active if s.next_due is not None and s.next_due <= now]
+            mine = [s for s in due if self.serves is None or await self.serves(s)]
             # Earliest first; among equals an order of this process's own, so several
             # processes mostly claim different occurrences instead of racing for each.
-            due.sort(key=lambda s: (s.next_due, random.random()))
-            for schedule in due:
+            mine.sort(key=lambda s: (s.next_due, random.random()))
+            for schedule in mine:
                 await self._fire(schedule, now)
-            if due:
+            if mine:
                 continue
-            upcoming = [s.next_due for s in active if s.next_due is not None]
+            upcoming = [s.next_due for s in active if s.next_due is not None and s.next_due > now]
+            if due:  # another process's: look again soon, in case it is not running
+                upcoming.append(now + timedelta(seconds=self.poll_interval))
             await self._rested()
             if upcoming:
                 await self.clock.sleep_until(min(upcoming), self._wake)

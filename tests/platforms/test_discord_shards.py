@@ -33,3 +33,21 @@ async def test_a_shard_hears_its_guilds_and_reads_others_afresh(
     await fake_discord.post(LOBBY, alice, "a line only shard 1 hears")
     seen = [m.text for m in await platform.history(lobby, limit=10)]
     assert seen[-1] == "a line only shard 1 hears"
+
+
+async def test_a_shard_fires_schedules_of_its_own_guilds_and_dms_only(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    fake_discord.add_guild(OTHER_GUILD, "Other", {LOBBY: "lobby"})
+    dm = fake_discord.dm_channel(fake_discord.people[0])
+    _, first = await start_bot(FakeProvider([]), discord={"shard_count": 2, "shard_ids": [0]})
+    assert await first.serves(ChannelRef("discord", GENERAL))
+    assert not await first.serves(ChannelRef("discord", LOBBY))
+    assert await first.serves(ChannelRef("discord", dm))  # DMs come to shard 0
+    assert await first.serves(ChannelRef("discord", "999"))  # gone: shard 0 tells why
+    _, second = await start_bot(
+        FakeProvider([]), key="second", discord={"shard_count": 2, "shard_ids": [1]}
+    )
+    assert await second.serves(ChannelRef("discord", LOBBY))
+    assert not await second.serves(ChannelRef("discord", GENERAL))
+    assert not await second.serves(ChannelRef("discord", dm))

@@ -151,6 +151,7 @@ class DiscordPlatform(PlatformBase):
         self._start_failure: asyncio.Future[BaseException] | None = None  # set by start()
         self._seen_channels: OrderedDict[int, Any] = OrderedDict()
         self._told = _Once()  # send permission problems, logged once per channel
+        self._served: OrderedDict[str, bool] = OrderedDict()  # channel id -> this shard's
         self._typing_told = _Once()
         self._pins: OrderedDict[str, list[Message]] = OrderedDict()  # oldest first
         self._ranges: OrderedDict[tuple[str, str, int], list[Message]] = OrderedDict()
@@ -476,6 +477,27 @@ class DiscordPlatform(PlatformBase):
         if self._hears(target):
             self.cache.fill(channel.id, fetched, depth)
         return fetched[-limit:]
+
+    async def serves(self, channel: ChannelRef) -> bool:
+        """Whether this process acts in ``channel`` on its own (fires a schedule there):
+        always without shards; with shards, when the channel's events come to this
+        process, so that approvals and caches work there. A channel Discord no longer
+        shows goes to shard 0's process, which tells why it failed."""
+        if self.config.shard_count is None:
+            return True
+        client = self._client
+        if client is None or not client.is_ready():
+            return False
+        known = self._served.get(channel.id)
+        if known is None:
+            try:
+                known = self._hears(await self._channel(channel))
+            except PlatformError:
+                return 0 in self.config.local_shards()
+            self._served[channel.id] = known
+            while len(self._served) > _TOLD_CHANNELS:
+                self._served.popitem(last=False)
+        return known
 
     def _hears(self, target: discord.abc.Messageable) -> bool:
         """Whether this client receives the channel's events, which keep the caches exact:
