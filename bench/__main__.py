@@ -16,6 +16,7 @@ from bench import (
     faults,
     kill9,
     load,
+    postgres,
     tools,
     traces,
 )
@@ -32,6 +33,10 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "kill9": kill9.run,
     "load": load.run,
     "trace_query": traces.run,
+    # These need a PostgreSQL server: scripts/with-postgres .venv/bin/python -m bench pg_ schedule
+    "pg_activation_overhead": postgres.activation_ratio,
+    "pg_chatlog_search": postgres.chatlog_search,
+    "schedule_claims": postgres.claims,
 }
 
 

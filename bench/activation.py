@@ -74,11 +74,19 @@ def _config(mode: str = "chat") -> BotConfig:
     )
 
 
-async def measure(config: BotConfig, runs: int = RUNS, *, traces: bool = False) -> list[float]:
+async def measure(
+    config: BotConfig,
+    runs: int = RUNS,
+    *,
+    traces: bool = False,
+    database: tuple[str, str | None] | None = None,
+) -> list[float]:
     """Overhead samples in microseconds; ``traces``: every activation is traced, as in a
-    bot (the writer works between activations, outside the measured spans)."""
+    bot (the writer works between activations, outside the measured spans); ``database``:
+    (URL, password) of the store, else a SQLite file."""
     with tempfile.TemporaryDirectory() as tmp:
-        store = SQLStore(sqlite_url(Path(tmp) / "bench.db"))
+        url, password = database or (sqlite_url(Path(tmp) / "bench.db"), None)
+        store = SQLStore(url, password=password)
         await store.open()
         provider = _TimedProvider()
         platform = _TimedPlatform()
