@@ -51,3 +51,19 @@ async def test_a_shard_fires_schedules_of_its_own_guilds_and_dms_only(
     assert await second.serves(ChannelRef("discord", LOBBY))
     assert not await second.serves(ChannelRef("discord", GENERAL))
     assert not await second.serves(ChannelRef("discord", dm))
+
+
+async def test_a_history_link_into_another_shards_guild_is_read_afresh(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    fake_discord.add_guild(OTHER_GUILD, "Other", {LOBBY: "lobby"})
+    alice = fake_discord.people[0]
+    _, platform = await start_bot(FakeProvider([]), discord={"shard_count": 2, "shard_ids": [0]})
+    there = await fake_discord.post(LOBBY, alice, "said over there")
+    link = fake_discord.link(there)
+    assert [m.text for m in await platform.history_until(link, limit=5) or []] == [
+        "said over there"
+    ]
+    await fake_discord.edit(there, "said over there, then edited")  # only shard 1 hears it
+    again = await platform.history_until(link, limit=5) or []
+    assert [m.text for m in again] == ["said over there, then edited"]

@@ -540,14 +540,19 @@ class DiscordPlatform(PlatformBase):
                 return await self._with_files(cached[index + 1 - limit : index + 1])
         key = (channel_id, message_id, limit)
         if key not in self._ranges:
-            self._ranges[key] = await self._fetch_until(channel_id, message_id, limit)
+            target = await self._channel(ChannelRef("discord", channel_id))
+            found = await self._fetch_until(target, message_id, limit)
+            if not self._hears(target):  # no edit or deletion of it would drop a stale copy
+                return await self._with_files(found)
+            self._ranges[key] = found
             while len(self._ranges) > _RANGE_CACHE:
                 self._ranges.popitem(last=False)
         self._ranges.move_to_end(key)
         return await self._with_files(self._ranges[key])
 
-    async def _fetch_until(self, channel_id: str, message_id: str, limit: int) -> list[Message]:
-        target = await self._channel(ChannelRef("discord", channel_id))
+    async def _fetch_until(
+        self, target: discord.abc.Messageable, message_id: str, limit: int
+    ) -> list[Message]:
         self.history_fetches += 1
         with translated(f"read message {message_id} in {where(target)}", needs=_HISTORY):
             last = await target.fetch_message(int(message_id))
