@@ -18,6 +18,7 @@ from bench import (
     integrations,
     kill9,
     load,
+    postgres,
     tools,
     traces,
 )
@@ -37,6 +38,10 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "load": load.run,
     "trace_query": traces.run,
     "integrations": integrations.run,
+    # These need a PostgreSQL server: scripts/with-postgres .venv/bin/python -m bench pg_ schedule
+    "pg_activation_overhead": postgres.activation_ratio,
+    "pg_chatlog_search": postgres.chatlog_search,
+    "schedule_claims": postgres.claims,
 }
 
 

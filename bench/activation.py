@@ -91,13 +91,16 @@ async def measure(
     channels: int = 1,
     warmup: int = WARMUP,
     at_end: Callable[[], None] | None = None,
+    database: tuple[str, str | None] | None = None,
 ) -> list[float]:
     """Overhead samples in microseconds; ``traces``: every activation is traced, as in a
     bot (the writer works between activations, outside the measured spans). Activations
     go round ``channels`` channels of ``history`` messages each; ``at_end`` runs after the
-    last one, with everything still in memory."""
+    last one, with everything still in memory; ``database``: (URL, password) of the store,
+    else a SQLite file."""
     with tempfile.TemporaryDirectory() as tmp:
-        store = SQLStore(sqlite_url(Path(tmp) / "bench.db"))
+        url, password = database or (sqlite_url(Path(tmp) / "bench.db"), None)
+        store = SQLStore(url, password=password)
         await store.open()
         provider = _TimedProvider()
         platform = _TimedPlatform()

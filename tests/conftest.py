@@ -11,6 +11,7 @@ import pytest
 from salon.app import BotApp
 from salon.config import BotConfig
 from salon.platforms.base import Platform
+from tests.databases import Database, postgres_database, sqlite_database
 from tests.fakes.llm_server import LLMServer
 
 
@@ -18,6 +19,24 @@ from tests.fakes.llm_server import LLMServer
 async def llm_server() -> AsyncIterator[LLMServer]:
     async with LLMServer() as server:
         yield server
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Database]:
+    """Each store test runs on both databases Salon supports."""
+    if request.param == "sqlite":
+        yield sqlite_database(tmp_path / "salon.db")
+        return
+    async with postgres_database() as db:
+        yield db
+
+
+@pytest.fixture
+async def pg_database() -> AsyncIterator[Database]:
+    """A PostgreSQL database alone: for what only PostgreSQL does (several processes on
+    several machines, LISTEN/NOTIFY)."""
+    async with postgres_database() as db:
+        yield db
 
 
 def bot_config(**overrides: Any) -> BotConfig:

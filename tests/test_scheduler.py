@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from salon.model import ChannelRef, Event, Participant, Schedule, ScheduledEvent
 from salon.scheduler import Scheduler
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sqlite import SQLStore
 from salon.tools.timing import next_occurrence
+from tests.databases import Database
 from tests.fakes.clock import FakeClock
 
 ROOM = ChannelRef("memory", "room")
@@ -21,9 +21,8 @@ T0 = datetime(2026, 10, 24, 6, 0, tzinfo=UTC)  # Saturday; Paris leaves summer t
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLStore]:
-    store = SQLStore(sqlite_url(tmp_path / "s.db"))
-    await store.open()
+async def store(database: Database) -> AsyncIterator[SQLStore]:
+    store = await database.open_store()
     yield store
     await store.close()
 
@@ -140,6 +139,12 @@ class ForgetfulStore:
     async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:
         await self.store.complete_fire(schedule_id, due, status)
 
+    async def renew_lease(self, bot: str, seconds: float) -> None:
+        await self.store.renew_lease(bot, seconds)
+
+    def schedule_notices(self, bot: str) -> None:
+        return None
+
 
 async def test_restart_inside_the_due_window_fires_once(store: SQLStore) -> None:
     due = T0 + timedelta(minutes=5)
@@ -155,9 +160,10 @@ async def test_restart_inside_the_due_window_fires_once(store: SQLStore) -> None
     assert await store.schedules("bot") == []
 
 
-async def test_two_schedulers_on_one_database_fire_once(store: SQLStore, tmp_path: Path) -> None:
-    other = SQLStore(sqlite_url(tmp_path / "s.db"))  # a second process's own connection
-    await other.open()
+async def test_two_schedulers_on_one_database_fire_once(
+    store: SQLStore, database: Database
+) -> None:
+    other = await database.open_store()  # a second process's own connection
     await add(store, cron="*/10 * * * *")
     clock, sink = FakeClock(T0), Collector()
     one = await start(store, clock, sink)
@@ -213,3 +219,29 @@ async def test_an_occurrence_claimed_but_never_answered_fires_again_after_a_rest
     running = await start(store, FakeClock(due + timedelta(seconds=30)), second)
     await running.stop()
     assert [e.due for e in second.events] == [due]
+
+
+async def test_a_schedule_another_process_serves_is_left_to_it_and_looked_at_again(
+    store: SQLStore,
+) -> None:
+    """A process running other Discord shards leaves the schedule alone, without spinning,
+    and fires it once it is its own (the other process never came)."""
+    sink = Collector(store)
+    schedule = await add(store, at=T0)
+    theirs = True
+
+    async def serves(_: Schedule) -> bool:
+        return not theirs
+
+    clock = FakeClock(T0)
+    scheduler = Scheduler(bot="bot", store=store, sink=sink, clock=clock, serves=serves)
+    running = Running(scheduler, clock)
+    await asyncio.wait_for(scheduler.wait_rests(1), 5)
+    assert clock.sleeping_until == T0 + timedelta(seconds=1)  # looks again in a second
+    await running.advance(timedelta(seconds=1))
+    assert sink.events == []
+    assert scheduler.rests == 2  # one look per second, not a busy loop
+    theirs = False
+    await running.advance(timedelta(seconds=1))
+    await running.stop()
+    assert [e.schedule.id for e in sink.events] == [schedule.id]

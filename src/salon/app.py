@@ -17,10 +17,11 @@ from salon.agent import Agent
 from salon.agent.tools import ToolRunner
 from salon.agent.traces import TraceWriter
 from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets, resolve_secrets
+from salon.errors import ConfigError, ConfigProblem
 from salon.integrations import integration_specs
 from salon.llm.base import Provider
 from salon.llm.factory import build_provider
-from salon.model import ChannelRef, Event, Participant, ToolCall
+from salon.model import ChannelRef, Event, Participant, Schedule, ToolCall
 from salon.platforms.base import Platform
 from salon.platforms.discord import DiscordPlatform
 from salon.platforms.irc import IrcPlatform
@@ -35,7 +36,7 @@ from salon.tools.outputs import OutputDir
 from salon.tools.servers import builtin_spec, configured_specs
 from salon.upkeep import Upkeep, Vitals
 
-__all__ = ["BotApp", "data_dir", "database_url", "load_bot"]
+__all__ = ["BotApp", "data_dir", "database_url", "load_bot", "store_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,28 @@ def database_url(root: Path, config: BotConfig) -> str:
     directory = data_dir(root, config)
     directory.mkdir(parents=True, exist_ok=True)
     return sqlite_url(directory / "salon.db")
+
+
+def store_for(
+    root: Path,
+    config: BotConfig,
+    environ: Mapping[str, str] | None = None,
+    *,
+    owner: str | None = None,
+    secrets: Secrets | None = None,
+) -> SQLStore:
+    """The bot's store: its URL, with the password from ``database_password_env`` (from
+    ``secrets`` when given, else the environment), and every secret redacted in it."""
+    env_name = config.database_password_env
+    password = None
+    if env_name:
+        env = os.environ if environ is None else environ
+        password = secrets.get(env_name) if secrets is not None else env.get(env_name)
+        if not password:
+            reason = f"environment variable {env_name} is not set (the database's password)"
+            raise ConfigError([ConfigProblem("(environment)", "database_password_env", reason)])
+    redact = secrets.redactor() if secrets is not None else None
+    return SQLStore(database_url(root, config), password=password, owner=owner, redact=redact)
 
 
 def load_bot(
@@ -93,7 +116,8 @@ class BotApp:
         self.channel_configs = channel_configs or ChannelConfigs(config)
         self.root = root
         self.secrets = secrets
-        self.store = SQLStore(database_url(root, config), redact=secrets.redactor())
+        owner = uuid.uuid4().hex[:12]  # this process, in the store's claims and leases
+        self.store = store_for(root, config, owner=owner, secrets=secrets)
         self.provider = provider or build_provider(config, secrets)
         self._providers: dict[str, Provider] = {config.provider: self.provider}
         self.platforms: dict[str, Platform] = {}
@@ -103,6 +127,9 @@ class BotApp:
             sink=self._submit,
             clock=clock,
             misfire_grace=timedelta(seconds=config.misfire_grace),
+            owner=owner,
+            lease=config.process_lease,
+            serves=self._serves,
         )
         self.outputs = OutputDir(data_dir(root, config), config.outputs, timezone=config.timezone)
         specs = self._server_specs(extra_servers)
@@ -339,6 +366,7 @@ class BotApp:
             self._supervised("agent", agent.run),
             self._supervised("scheduler", self.scheduler.run),
             self._supervised("schedule-watch", self.scheduler.watch),
+            self._supervised("lease", self.scheduler.keep_lease),
             self._supervised("traces", self.traces.run),
             self._supervised("trace-pruning", self.traces.prune),
             self._supervised("heartbeat", self.upkeep.heartbeat),
@@ -360,6 +388,7 @@ class BotApp:
             for task in running:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
+            await self._release_lease()
 
     def reconfigure(self, configs: ConfigSet) -> None:
         """A reloaded config directory: the bot's new config applies from the next activation
@@ -392,9 +421,26 @@ class BotApp:
         )
         return asyncio.create_task(work, name=f"{name}-{self.key}")
 
+    async def _serves(self, schedule: Schedule) -> bool:
+        """Whether this process fires ``schedule``: a sharded Discord bot's process fires
+        those of the guilds on its own shards."""
+        platform = self.platforms.get(schedule.channel.platform)
+        if isinstance(platform, DiscordPlatform):
+            return await platform.serves(schedule.channel)
+        return True
+
+    async def _release_lease(self) -> None:
+        """What this process leaves open is taken over by another at once, not after its
+        lease runs out."""
+        try:
+            await self.store.release_lease()
+        except Exception:
+            logger.exception("bot %s: could not give its lease back", self.key)
+
     async def _close_stale_approvals(self) -> None:
-        """Approvals left open by a crash or restart are closed, and the channel is told."""
-        for approval_id, channel_key, tool in await self.store.pending_approvals(self.key):
+        """Approvals left open by a process that crashed or stopped are closed, and the
+        channel is told; those of living processes stay theirs to answer."""
+        for approval_id, channel_key, tool in await self.store.stale_approvals(self.key):
             await self.store.close_approval(approval_id, "closed")
             channel = ChannelRef.from_key(channel_key)
             platform = self.platforms.get(channel.platform)

@@ -16,15 +16,15 @@ from typing import Any
 
 from salon import __version__, trace_cli
 from salon.agent.dispatch import TOLD_IN_CHANNEL
-from salon.app import BotApp, data_dir, database_url, load_bot
+from salon.app import BotApp, data_dir, load_bot, store_for
 from salon.config import ConfigSet, Redactor, Secrets, load_config_dir
 from salon.config.example import write_example
 from salon.config.integrations import check_integrations
+from salon.config.shards import shard_groups, with_shards
 from salon.errors import ConfigError, SalonError
 from salon.integrations import INTEGRATIONS
 from salon.llm.probe import probe
 from salon.logsetup import configure_logging
-from salon.store.sqlite import SQLStore
 from salon.supervisor import BotProcessSpec, Supervisor
 from salon.tools_cli import call_tool, list_tools, serve_builtin, serve_integration
 
@@ -62,6 +62,11 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run every bot, one process each, restarting crashes")
     run.add_argument("dir", nargs="?", default=".", type=Path)
     run.add_argument("--bot", help="run only this bot, in this process")
+    run.add_argument(
+        "--shards",
+        metavar="IDS",
+        help="Discord shards this machine runs, e.g. 0-3 or 4,5 (overrides shard_ids)",
+    )
 
     tools = sub.add_parser("tools", help="list, call or serve a bot's tools")
     tools_sub = tools.add_subparsers(dest="tools_command", required=True)
@@ -124,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _tools(args)
         if args.command == "trace":
             return _trace(args)
-        return _run(args.dir, args.bot)
+        return _run(args.dir, args.bot, args.shards)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
@@ -262,7 +267,7 @@ def _tools(args: argparse.Namespace) -> int:
     if args.tools_command == "serve" and args.only != "salon":
         return asyncio.run(serve_integration(config, configs.root, secrets, args.only))
     if args.tools_command == "serve":
-        store = SQLStore(database_url(configs.root, config))
+        store = store_for(configs.root, config, secrets=secrets)
         return asyncio.run(serve_builtin(key, store))
     if args.tools_command == "list":
         return asyncio.run(list_tools(key, config, configs.root, secrets))
@@ -284,7 +289,7 @@ def _trace(args: argparse.Namespace) -> int:
     bots keep separate stores: choose with ``data_dir`` or ``database_url``)."""
     configs = load_config_dir(args.dir)
     first = configs.bots[sorted(configs.bots)[0]]
-    store = SQLStore(database_url(configs.root, first))
+    store = store_for(configs.root, first)
 
     async def run() -> int:
         await store.open()
@@ -303,11 +308,13 @@ def _trace(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
-def _run(root: Path, bot: str | None) -> int:
+def _run(root: Path, bot: str | None, shards: str | None = None) -> int:
     configs = load_config_dir(root)
     if bot is None:
-        return _supervise(configs)
+        return _supervise(configs, shards)
     key, config, secrets = load_bot(configs, bot)
+    if shards is not None:
+        config = with_shards(config, shards)
     _setup_logging(configs, key, secrets.redactor(), stem=key)
     app = BotApp(
         key=key,
@@ -342,15 +349,16 @@ async def _run_one(app: BotApp) -> None:
     logger.info("bot %s stopped", app.key)
 
 
-def _supervise(configs: ConfigSet) -> int:
+def _supervise(configs: ConfigSet, shards: str | None) -> int:
     redactor = Redactor()
     for key in configs.bots:  # every secret must be there before any bot starts
         redactor = redactor.merged(load_bot(configs, key)[2].values.values())
     first = next(iter(sorted(configs.bots)))
     _setup_logging(configs, first, redactor, stem="supervisor")
     specs = [
-        BotProcessSpec(key, cfg.restart_backoff_initial, cfg.restart_backoff_max)
+        BotProcessSpec(key, cfg.restart_backoff_initial, cfg.restart_backoff_max, tuple(group))
         for key, cfg in sorted(configs.bots.items())
+        for group in shard_groups(cfg, shards)
     ]
     supervisor = Supervisor(configs.root, specs)
 

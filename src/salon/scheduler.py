@@ -3,13 +3,21 @@
 The scheduler sleeps until the next due time (or until a schedule is added or cancelled),
 turns each due occurrence into a ``ScheduledEvent`` for the agent, and moves the schedule
 on. Every occurrence is claimed in the store first (a unique row per schedule and time), so
-it fires once even across a restart inside the due window or with two processes on one
-database. The claim stays open until the agent has answered (or told its failure): a claim
-a stopped or killed process left open is taken over at the next start and answered then.
-Occurrences missed while the bot was down fire once, at start, when the latest of them is
-within ``misfire_grace``; older ones are skipped with a log line. ``watch`` polls the
-store every second, so a schedule another process creates (``salon tools call``) is seen
-at once, not at the next restart.
+it fires once even across a restart inside the due window or with several processes on
+one database. The claim stays open until the agent has answered (or told its failure).
+
+Each process holds a lease in the store (``keep_lease`` renews it every third of
+``lease``); a claim left open by a process whose lease ran out (killed) or was given back
+(stopped) is taken over by a living process and answered then, so none is lost and a slow
+but living process's claims are never answered twice. Occurrences missed while the bot was
+down fire once, at start, when the latest of them is within ``misfire_grace``; older ones
+are skipped with a log line. ``watch`` notices schedules other processes create or cancel
+(``salon tools call``, another process of the bot): at once through the store's notices
+(PostgreSQL's LISTEN/NOTIFY), else by polling every second (SQLite).
+
+``serves`` says which schedules this process fires: a process running some of a Discord
+bot's shards leaves a channel of another shard's guild to the process that hears it (and
+looks again every ``poll_interval`` while one is due, should that process be down).
 """
 
 from __future__ import annotations
@@ -17,7 +25,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -65,6 +75,12 @@ class ScheduleStore(Protocol):
 
     async def schedules_signature(self, bot: str) -> tuple[int, int]: ...
 
+    async def renew_lease(self, bot: str, seconds: float) -> None: ...
+
+    def schedule_notices(self, bot: str) -> AsyncIterator[None] | None:
+        """Yields when any process creates or cancels a schedule of ``bot``; None when the
+        store cannot tell (then ``Scheduler.watch`` polls)."""
+
 
 class Sink(Protocol):
     async def __call__(self, event: Event) -> None: ...
@@ -80,6 +96,9 @@ class Scheduler:
         clock: Clock | None = None,
         misfire_grace: timedelta = timedelta(hours=1),
         poll_interval: float = 1.0,
+        owner: str | None = None,
+        lease: float = 15.0,
+        serves: Callable[[Schedule], Awaitable[bool]] | None = None,
     ) -> None:
         self.bot = bot
         self.store = store
@@ -87,7 +106,11 @@ class Scheduler:
         self.clock = clock or SystemClock()
         self.misfire_grace = misfire_grace
         self.poll_interval = poll_interval
-        self.owner = uuid.uuid4().hex[:12]  # which process claimed an occurrence, for the log
+        self.owner = (
+            owner or uuid.uuid4().hex[:12]
+        )  # the process that claims, as the store knows it
+        self.lease = lease
+        self.serves = serves
         self._wake = asyncio.Event()
         self._resting = asyncio.Condition()
         self.rests = 0
@@ -98,25 +121,48 @@ class Scheduler:
 
     async def run(self) -> None:
         """Fire schedules as they come due; first answer what a stopped process left."""
+        await self.store.renew_lease(self.bot, self.lease)  # before any claim of ours
         await self._take_over()
         while True:
             self._wake.clear()
             now = self.clock.now()
             active = await self.store.schedules(self.bot)
             due = [s for s in active if s.next_due is not None and s.next_due <= now]
-            for schedule in due:
+            mine = [s for s in due if self.serves is None or await self.serves(s)]
+            # Earliest first; among equals an order of this process's own, so several
+            # processes mostly claim different occurrences instead of racing for each.
+            mine.sort(key=lambda s: (s.next_due, random.random()))
+            for schedule in mine:
                 await self._fire(schedule, now)
-            if due:
+            if mine:
                 continue
-            upcoming = [s.next_due for s in active if s.next_due is not None]
+            upcoming = [s.next_due for s in active if s.next_due is not None and s.next_due > now]
+            if due:  # another process's: look again soon, in case it is not running
+                upcoming.append(now + timedelta(seconds=self.poll_interval))
             await self._rested()
             if upcoming:
                 await self.clock.sleep_until(min(upcoming), self._wake)
             else:
                 await self._wake.wait()
 
+    async def keep_lease(self) -> None:
+        """Renew this process's lease every third of it, and take over what processes
+        whose lease ran out left unanswered."""
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            await self.store.renew_lease(self.bot, self.lease)
+            await self._take_over()
+
     async def watch(self) -> None:
         """Wake ``run`` when another process has created or cancelled a schedule."""
+        notices = self.store.schedule_notices(self.bot)
+        if notices is None:
+            await self._poll()
+            return
+        async for _ in notices:  # the first comes when listening starts: catch up once
+            self._wake.set()
+
+    async def _poll(self) -> None:
         last: tuple[int, int] | None = None
         while True:
             signature = await self.store.schedules_signature(self.bot)

@@ -1,4 +1,5 @@
-"""``salon run``: one process per bot, restarted with backoff when it dies.
+"""``salon run``: one process per bot (per shard group, for a sharded Discord bot),
+restarted with backoff when it dies.
 
 Stopping (SIGINT/SIGTERM) sends SIGTERM to every bot, waits ``stop_timeout`` seconds for
 them to finish what they are saying, then kills what is left.
@@ -26,6 +27,17 @@ class BotProcessSpec:
     name: str
     backoff_initial: float
     backoff_max: float
+    shards: tuple[int, ...] = ()  # the Discord shards this process runs; () = as configured
+
+    @property
+    def label(self) -> str:
+        if not self.shards:
+            return self.name
+        return f"{self.name} (shards {','.join(map(str, self.shards))})"
+
+    def arguments(self) -> list[str]:
+        shards = ["--shards", ",".join(map(str, self.shards))] if self.shards else []
+        return ["--bot", self.name, *shards]
 
 
 class Supervisor:
@@ -46,7 +58,7 @@ class Supervisor:
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tasks:
             for spec in self.bots:
-                tasks.create_task(self._keep_running(spec), name=f"supervise-{spec.name}")
+                tasks.create_task(self._keep_running(spec), name=f"supervise-{spec.label}")
             await self.stopping.wait()
             await self._stop_all()
 
@@ -54,28 +66,28 @@ class Supervisor:
         delay = spec.backoff_initial
         while not self.stopping.is_set():
             started = time.monotonic()
-            proc = await self._spawn(spec.name)
+            proc = await self._spawn(spec)
             if self.stopping.is_set():  # stop arrived while it was starting
                 proc.terminate()
             code = await proc.wait()
-            self._procs.pop(spec.name, None)
+            self._procs.pop(spec.label, None)
             if self.stopping.is_set():
                 return
             if time.monotonic() - started > max(spec.backoff_max, 1.0):
                 delay = spec.backoff_initial  # it ran a good while: start the backoff afresh
             logger.warning(
-                "bot %s exited with code %s; restarting in %.1fs", spec.name, code, delay
+                "bot %s exited with code %s; restarting in %.1fs", spec.label, code, delay
             )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), delay)
             delay = min(max(delay * 2, 0.1), spec.backoff_max)
 
-    async def _spawn(self, name: str) -> asyncio.subprocess.Process:
+    async def _spawn(self, spec: BotProcessSpec) -> asyncio.subprocess.Process:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "salon", "run", str(self.config_dir), "--bot", name
+            sys.executable, "-m", "salon", "run", str(self.config_dir), *spec.arguments()
         )
-        self._procs[name] = proc
-        logger.info("bot %s started (pid %d)", name, proc.pid)
+        self._procs[spec.label] = proc
+        logger.info("bot %s started (pid %d)", spec.label, proc.pid)
         return proc
 
     async def _stop_all(self) -> None:

@@ -15,7 +15,6 @@ from tests.fakes.discord_wire import (
     DEFAULT,
     EDITABLE_FLAGS,
     EPHEMERAL,
-    GUILD_ID,
     INTERACTION_FLAGS,
     LOADING,
     MAX_CONTENT,
@@ -53,7 +52,10 @@ class RestRoutes:
             return json_response(self._application(acting))
         if path in {"/gateway/bot", "/gateway"}:
             limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
-            return json_response({"url": self.gateway, "shards": 1, "session_start_limit": limit})
+            if path == "/gateway":  # the unauthenticated route names only the URL
+                return json_response({"url": self.gateway})
+            answer = {"url": self.gateway, "shards": self.recommended_shards}
+            return json_response(answer | {"session_start_limit": limit})
         if parts[0] == "users" and parts[-1] == "channels" and method == "POST":
             body = await request.json()
             user = next(u for u in self.people if u.id == body["recipient_id"])
@@ -61,7 +63,8 @@ class RestRoutes:
             return json_response({"id": channel_id, "type": 1, "recipients": [user.payload()]})
         if parts[0] == "applications" and "commands" in parts:
             return await self._commands(request)
-        if parts[:2] == ["guilds", GUILD_ID] and len(parts) == 4 and parts[2] == "members":
+        guild_member = len(parts) == 4 and parts[0] == "guilds" and parts[2] == "members"
+        if guild_member and parts[1] in self.guild_names:
             return self._guild_member(parts[3])
         if parts[0] == "interactions" and parts[-1] == "callback":
             return await self._callback(request, parts[1], parts[2], acting)
@@ -295,7 +298,7 @@ class RestRoutes:
                 "type": 1,
                 "name": body["name"],
                 "channel_id": channel_id,
-                "guild_id": GUILD_ID,
+                "guild_id": self.guild_of(channel_id),
                 "user": acting.payload(),
                 "token": f"hook-token-{hook_id}",
                 "application_id": acting.id,

@@ -25,6 +25,12 @@ adapter meets what it will meet in production:
   ``with_response``), follow-ups and edits of the original through the interaction
   webhook; executing a webhook returns 204 unless ``wait``.
 
+- Sharding: GET /gateway/bot recommends ``recommended_shards``; an IDENTIFY may carry
+  ``shard: [id, count]`` (an id outside 0 .. count - 1 is closed with 4010 Invalid Shard);
+  READY and GUILD_CREATE name only the guilds of that shard, ``(guild_id >> 22) % count``,
+  and a guild's events go only to its shard's connection, DMs only to shard 0. More guilds
+  come with ``add_guild``.
+
 Tests act as people with ``post``, ``edit``, ``delete``, ``react``, ``pin``, ``click``,
 ``command``, ``join``, ``leave`` and ``start_thread``; they read what the bot did in
 ``channels``, count REST calls in ``calls`` (and their order in ``log``), take rights
@@ -70,7 +76,12 @@ from tests.fakes.discord_wire import (
     now,
 )
 
-__all__ = ["DiscordServer", "FakeUser"]
+__all__ = ["DiscordServer", "FakeUser", "shard_of"]
+
+
+def shard_of(guild_id: str, shard_count: int) -> int:
+    """The shard that gets a guild's events, by Discord's formula."""
+    return (int(guild_id) >> 22) % shard_count
 
 
 @dataclass
@@ -89,11 +100,15 @@ class DiscordServer(RestRoutes):
     tokens: dict[str, FakeUser] = field(default_factory=dict)  # more bots: token -> bot user
     bucket_limit: int = 1000  # requests per route bucket and window
     bucket_window: float = 1.0
+    recommended_shards: int = 1  # what GET /gateway/bot recommends
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1000)
         self.channels: dict[str, list[dict[str, Any]]] = {"10": [], "11": []}
         self.channel_names = {"10": "general", "11": "random"}
+        self.guild_names: dict[str, str] = {GUILD_ID: "Salon test"}
+        self.channel_guilds: dict[str, str] = {}  # channel id -> guild id (default GUILD_ID)
+        self.shards_seen: list[tuple[int, int]] = []  # [shard id, count] of each IDENTIFY
         self.dm_channels: dict[str, str] = {}  # user id -> dm channel id
         self.calls: Counter[str] = Counter()
         self.log: list[str] = []  # every REST call in order, "METHOD /path"
@@ -117,6 +132,7 @@ class DiscordServer(RestRoutes):
         self._buckets: dict[str, str] = {}
         self._windows: dict[tuple[str, str], tuple[float, int]] = {}
         self._sockets: list[web.WebSocketResponse] = []
+        self._socket_shards: dict[int, tuple[int, int]] = {}  # id(socket) -> (shard, count)
         self._seq = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.identified = asyncio.Event()
@@ -198,7 +214,7 @@ class DiscordServer(RestRoutes):
         self.channels[message["channel_id"]].remove(message)
         payload = {"id": message["id"], "channel_id": message["channel_id"]}
         if self._in_guild(message["channel_id"]):
-            payload["guild_id"] = GUILD_ID
+            payload["guild_id"] = self.guild_of(message["channel_id"])
         await self.dispatch("MESSAGE_DELETE", payload)
 
     async def pin(self, message: dict[str, Any], by: FakeUser | None = None) -> None:
@@ -213,7 +229,7 @@ class DiscordServer(RestRoutes):
         await self._publish(notice)
         payload = {"channel_id": channel_id, "last_pin_timestamp": message["pinned_at"]}
         if self._in_guild(channel_id):
-            payload["guild_id"] = GUILD_ID
+            payload["guild_id"] = self.guild_of(channel_id)
         await self.dispatch("CHANNEL_PINS_UPDATE", payload)
 
     async def join(self, user: FakeUser) -> dict[str, Any]:
@@ -237,7 +253,8 @@ class DiscordServer(RestRoutes):
             self.denied[channel_id] = self.denied.get(channel_id, 0) | PERMISSIONS[name]
 
     def link(self, message: dict[str, Any]) -> str:
-        guild = GUILD_ID if self._in_guild(message["channel_id"]) else "@me"
+        channel_id = message["channel_id"]
+        guild = self.guild_of(channel_id) if self._in_guild(channel_id) else "@me"
         return f"https://discord.com/channels/{guild}/{message['channel_id']}/{message['id']}"
 
     async def react(self, message: dict[str, Any], user: FakeUser, emoji: str) -> None:
@@ -253,7 +270,7 @@ class DiscordServer(RestRoutes):
             "burst": False,
         }
         if self._in_guild(message["channel_id"]):
-            payload["guild_id"] = GUILD_ID
+            payload["guild_id"] = self.guild_of(message["channel_id"])
             payload["member"] = self._member(user)
         await self.dispatch("MESSAGE_REACTION_ADD", payload)
 
@@ -311,7 +328,10 @@ class DiscordServer(RestRoutes):
         await self._publish(opening)
         if older:
             notice = self._new_message(parent, creator, name, kind=THREAD_CREATED)
-            notice["message_reference"] = {"channel_id": thread_id, "guild_id": GUILD_ID}
+            notice["message_reference"] = {
+                "channel_id": thread_id,
+                "guild_id": self.guild_of(thread_id),
+            }
             await self._publish(notice)
         return thread_id
 
@@ -378,6 +398,19 @@ class DiscordServer(RestRoutes):
 
     # -- payloads --------------------------------------------------------------------
 
+    def add_guild(self, guild_id: str, name: str, channels: dict[str, str]) -> None:
+        """Another guild the bot is in, with text channels (id -> name); it is sent to the
+        shard that Discord's formula gives it: (guild_id >> 22) % shard count."""
+        self.guild_names[guild_id] = name
+        for channel_id, channel_name in channels.items():
+            self.channels[channel_id] = []
+            self.channel_names[channel_id] = channel_name
+            self.channel_guilds[channel_id] = guild_id
+
+    def guild_of(self, channel_id: str) -> str:
+        parent = self.threads.get(channel_id, channel_id)
+        return self.channel_guilds.get(parent, GUILD_ID)
+
     def _in_guild(self, channel_id: str) -> bool:
         return channel_id in self.channel_names or channel_id in self.threads
 
@@ -441,7 +474,7 @@ class DiscordServer(RestRoutes):
     def _reference(self, channel_id: str, message_id: str) -> dict[str, Any]:
         reference = {"type": 0, "message_id": message_id, "channel_id": channel_id}
         if self._in_guild(channel_id):
-            reference["guild_id"] = GUILD_ID
+            reference["guild_id"] = self.guild_of(channel_id)
         return reference
 
     def _attachment(self, filename: str, content_type: str, data: bytes) -> dict[str, Any]:
@@ -482,7 +515,7 @@ class DiscordServer(RestRoutes):
         channel_id = message["channel_id"]
         if not self._in_guild(channel_id):
             return event | {"channel_type": 1}
-        event["guild_id"] = GUILD_ID
+        event["guild_id"] = self.guild_of(channel_id)
         event["channel_type"] = 11 if channel_id in self.threads else 0
         author = self._fake_user(message["author"]["id"])
         if "webhook_id" not in message and author is not None:
@@ -514,11 +547,11 @@ class DiscordServer(RestRoutes):
             "app_permissions": str(self._bot_permissions(channel_id)),
             "locale": "en-US",
             "entitlements": [],
-            "authorizing_integration_owners": {"0": GUILD_ID},
+            "authorizing_integration_owners": {"0": self.guild_of(channel_id)},
             "context": 0 if self._in_guild(channel_id) else 1,
         }
         if self._in_guild(channel_id):
-            payload["guild_id"] = GUILD_ID
+            payload["guild_id"] = self.guild_of(channel_id)
             payload["member"] = self._member(user) | {"permissions": str((1 << 41) - 1)}
         else:
             payload["user"] = user.payload()
@@ -538,7 +571,7 @@ class DiscordServer(RestRoutes):
             return {
                 "id": channel_id,
                 "type": 11,
-                "guild_id": GUILD_ID,
+                "guild_id": self.guild_of(channel_id),
                 "parent_id": self.threads[channel_id],
                 "name": self._thread_names.get(channel_id, f"thread {channel_id}"),
                 "owner_id": self.people[0].id,
@@ -557,7 +590,7 @@ class DiscordServer(RestRoutes):
             return {
                 "id": channel_id,
                 "type": 0,
-                "guild_id": GUILD_ID,
+                "guild_id": self.guild_of(channel_id),
                 "name": self.channel_names[channel_id],
                 "position": list(self.channel_names).index(channel_id),
                 "permission_overwrites": self._overwrites(channel_id),
@@ -568,9 +601,9 @@ class DiscordServer(RestRoutes):
         user = next(u for u in self.people if u.id == user_id)
         return {"id": channel_id, "type": 1, "recipients": [user.payload()]}
 
-    def _guild(self) -> dict[str, Any]:
+    def _guild(self, guild_id: str = GUILD_ID) -> dict[str, Any]:
         everyone = {
-            "id": GUILD_ID,
+            "id": guild_id,
             "name": "@everyone",
             "permissions": str((1 << 41) - 1),
             "position": 0,
@@ -587,15 +620,17 @@ class DiscordServer(RestRoutes):
         everybody = [u for u in [self.bot, *self.people] if self._is_member(u.id)]
         # Without GUILD_PRESENCES, GUILD_CREATE lists only the bot (and voice users).
         listed = everybody if self.intents & INTENT_GUILD_PRESENCES else [self.bot]
+        channels = [c for c in self.channel_names if self.guild_of(c) == guild_id]
+        threads = [t for t in self.threads if self.guild_of(t) == guild_id]
         return {
-            "id": GUILD_ID,
-            "name": "Salon test",
+            "id": guild_id,
+            "name": self.guild_names[guild_id],
             "icon": None,
             "owner_id": self.people[0].id,
-            "system_channel_id": SYSTEM_CHANNEL,
+            "system_channel_id": SYSTEM_CHANNEL if guild_id == GUILD_ID else None,
             "roles": [everyone, *roles],
-            "channels": [self._channel_payload(c) for c in self.channel_names],
-            "threads": [self._channel_payload(t) for t in self.threads],
+            "channels": [self._channel_payload(c) for c in channels],
+            "threads": [self._channel_payload(t) for t in threads],
             "members": [self._member(u) for u in listed],
             "member_count": len(everybody),
             "large": False,
@@ -626,8 +661,14 @@ class DiscordServer(RestRoutes):
     # -- gateway ---------------------------------------------------------------------
 
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
+        """Send an event to the connections that get it: a guild's to the shard that
+        holds the guild, the rest (DMs) to shard 0."""
         frame = json.dumps({"op": 0, "t": event, "s": next(self._seq), "d": data})
+        guild_id = data.get("guild_id")
         for socket in list(self._sockets):
+            shard, count = self._socket_shards.get(id(socket), (0, 1))
+            if shard != (shard_of(guild_id, count) if guild_id else 0):
+                continue
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await socket.send_str(frame)
 
@@ -643,6 +684,7 @@ class DiscordServer(RestRoutes):
         finally:
             if socket in self._sockets:
                 self._sockets.remove(socket)
+            self._socket_shards.pop(id(socket), None)
         return socket
 
     async def _gateway_frame(self, socket: web.WebSocketResponse, frame: dict[str, Any]) -> None:
@@ -652,7 +694,13 @@ class DiscordServer(RestRoutes):
         elif op == 2:
             self.identifies += 1
             self.intents = int(frame["d"].get("intents", 0))
-            await self._ready(socket, self._acting(frame["d"].get("token", "")))
+            shard, count = frame["d"].get("shard", [0, 1])
+            if not 0 <= shard < count:
+                await socket.close(code=4010)  # Invalid shard
+                return
+            self.shards_seen.append((shard, count))
+            self._socket_shards[id(socket)] = (shard, count)
+            await self._ready(socket, self._acting(frame["d"].get("token", "")), shard, count)
         elif op == 6:  # RESUME: refuse, so the client identifies afresh (a resume failure)
             await socket.send_json({"op": 9, "d": False})
 
@@ -660,24 +708,28 @@ class DiscordServer(RestRoutes):
         """Which bot a token (gateway) or ``Authorization: Bot <token>`` (REST) belongs to."""
         return self.tokens.get(token.removeprefix("Bot ").strip(), self.bot)
 
-    async def _ready(self, socket: web.WebSocketResponse, bot: FakeUser) -> None:
+    async def _ready(
+        self, socket: web.WebSocketResponse, bot: FakeUser, shard: int, count: int
+    ) -> None:
+        """READY names the shard's guilds as unavailable; a GUILD_CREATE for each follows."""
         flags = APP_FLAGS_MESSAGE_CONTENT if self.message_content_intent else 0
+        guilds = [g for g in self.guild_names if shard_of(g, count) == shard]
         ready = {
             "v": 10,
             "user": bot.payload(),
-            "guilds": [{"id": GUILD_ID, "unavailable": True}],
+            "guilds": [{"id": g, "unavailable": True} for g in guilds],
             "session_id": f"session-{self.identifies}",
             "resume_gateway_url": self.gateway,
             "application": {"id": bot.id, "flags": flags},
-            "shard": [0, 1],
+            "shard": [shard, count],
             "private_channels": [],
             "relationships": [],
         }
         self._sockets.append(socket)
         await socket.send_json({"op": 0, "t": "READY", "s": next(self._seq), "d": ready})
-        await socket.send_json(
-            {"op": 0, "t": "GUILD_CREATE", "s": next(self._seq), "d": self._guild()}
-        )
+        for guild_id in guilds:
+            created = {"op": 0, "t": "GUILD_CREATE", "s": next(self._seq)}
+            await socket.send_json(created | {"d": self._guild(guild_id)})
         self.identified.set()
 
     # -- REST: the frame ---------------------------------------------------------------

@@ -23,6 +23,9 @@ from tests.fakes.llm_server import LLMServer
 
 @pytest.fixture
 async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[DiscordServer]:
+    """The fake Discord. Bots reach it through ``api_base_url`` and ``gateway_url``; the
+    patches serve tests that drive discord.py's client directly, and put discord.py's
+    process-wide API base back afterwards."""
     server = DiscordServer()
     await server.start()
     monkeypatch.setattr(discord.http.Route, "BASE", server.api)
@@ -50,7 +53,14 @@ def start_bot(fake_discord: DiscordServer, tmp_path: Path, serve_app: ServeApp) 
         discord_settings = config.pop("discord", {})
         cfg = bot_config(
             data_dir=str(tmp_path / f"data-{key}"),
-            platforms={"discord": {"token_env": "DISCORD_TOKEN", **discord_settings}},
+            platforms={
+                "discord": {
+                    "token_env": "DISCORD_TOKEN",
+                    "api_base_url": fake_discord.api,
+                    "gateway_url": fake_discord.gateway,
+                    **discord_settings,
+                }
+            },
             **config,
         )
         app = BotApp(

@@ -1,4 +1,4 @@
-"""The SQLite store: migrations, WAL, chat log, usage."""
+"""The SQL store on SQLite and PostgreSQL: migrations, chat log, usage, search."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from salon.errors import StoreError
 from salon.model import ChannelRef, Message, Participant, Usage
 from salon.store.sqlite import MIGRATIONS, SQLStore, schema_migrations, sqlite_url
+from tests.databases import Database
 
 ROOM = ChannelRef("terminal", "local")
 ALICE = Participant("a", "Alice")
@@ -20,33 +21,35 @@ def line(i: int, text: str) -> Message:
     return Message(f"m{i}", ROOM, ALICE, text, datetime(2026, 1, 1, 0, 0, i, tzinfo=UTC))
 
 
-async def test_migrations_run_once_and_wal_is_on(tmp_path: Path) -> None:
-    url = sqlite_url(tmp_path / "s.db")
+async def test_migrations_run_once(database: Database) -> None:
     for _ in range(2):
-        store = SQLStore(url)
-        await store.open()
+        store = await database.open_store()
         async with store.engine.connect() as conn:
             versions = (await conn.execute(sa.select(schema_migrations.c.version))).scalars().all()
-            mode = (await conn.execute(sa.text("PRAGMA journal_mode"))).scalar()
         await store.close()
-        assert versions == [v for v, _ in MIGRATIONS]
-        assert mode == "wal"
+        assert sorted(versions) == [v for v, _ in MIGRATIONS]
 
 
-async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
-    url = sqlite_url(tmp_path / "s.db")
-    store = SQLStore(url)
+async def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
+    store = SQLStore(sqlite_url(tmp_path / "s.db"))
     await store.open()
+    async with store.engine.connect() as conn:
+        mode = (await conn.execute(sa.text("PRAGMA journal_mode"))).scalar()
+    await store.close()
+    assert mode == "wal"
+
+
+async def test_a_newer_schema_is_refused(database: Database) -> None:
+    store = await database.open_store()
     async with store.engine.begin() as conn:
         await conn.execute(sa.insert(schema_migrations).values(version=999, applied_at=0.0))
     await store.close()
     with pytest.raises(StoreError, match="newer than this Salon"):
-        await SQLStore(url).open()
+        await database.open_store()
 
 
-async def test_chat_log_round_trip_per_bot_and_channel(tmp_path: Path) -> None:
-    store = SQLStore(sqlite_url(tmp_path / "s.db"))
-    await store.open()
+async def test_chat_log_round_trip_per_bot_and_channel(database: Database) -> None:
+    store = await database.open_store()
     for i in range(5):
         await store.log_message("bot1", line(i, f"text {i}"))
     await store.log_message("bot2", line(9, "other bot"))
@@ -57,32 +60,33 @@ async def test_chat_log_round_trip_per_bot_and_channel(tmp_path: Path) -> None:
     assert recent[0].created_at == datetime(2026, 1, 1, 0, 0, 2, tzinfo=UTC)
     older = await store.chat_history("bot1", ROOM, limit=10, before_id="m2")
     assert [m.id for m in older] == ["m0", "m1"]
+    await store.forget_message("bot1", "m4")
+    assert [m.id for m in await store.chat_history("bot1", ROOM, limit=2)] == ["m2", "m3"]
     await store.close()
 
 
-async def test_usage_totals(tmp_path: Path) -> None:
-    store = SQLStore(sqlite_url(tmp_path / "s.db"))
-    await store.open()
+async def test_usage_totals(database: Database) -> None:
+    store = await database.open_store()
     await store.record_usage("b", "k", "p", "m", Usage(10, 2, 100, 5))
     await store.record_usage("b", "k", "p", "m", Usage(1, 1, 0, 0))
     assert await store.usage_totals("b") == Usage(11, 3, 100, 5)
     await store.close()
 
 
-async def test_full_text_search_filters_and_order(tmp_path: Path) -> None:
-    store = SQLStore(sqlite_url(tmp_path / "s.db"))
-    await store.open()
+async def test_full_text_search_filters_and_order(database: Database) -> None:
+    store = await database.open_store()
     bob = Participant("b", "Bob")
     lines = [
         (ALICE, "the staging database is down"),
         (bob, "database backups ran fine"),
         (ALICE, 'she said "quotes" and OR NOT near'),
         (bob, "staging again: database slow"),
+        (bob, "Databases are plural, stagings too"),
     ]
     for i, (who, text) in enumerate(lines):
         message = Message(f"m{i}", ROOM, who, text, datetime(2026, 1, 1, 0, 0, i, tzinfo=UTC))
         await store.log_message("bot1", message)
-    both = await store.search_chat("bot1", ROOM.key, "staging database")
+    both = await store.search_chat("bot1", ROOM.key, "Staging DATABASE")
     assert [ln.text for ln in both] == [
         "staging again: database slow",
         "the staging database is down",
@@ -95,5 +99,30 @@ async def test_full_text_search_filters_and_order(tmp_path: Path) -> None:
     assert len(recent) == 1
     tricky = await store.search_chat("bot1", ROOM.key, '"quotes" OR NOT')
     assert [ln.text for ln in tricky] == ['she said "quotes" and OR NOT near']
+    anywhere = await store.search_chat("bot1", ROOM.key, "down the")  # words, in any order
+    assert [ln.text for ln in anywhere] == ["the staging database is down"]
     assert await store.search_chat("bot1", "irc:#elsewhere", "database") == []
+    assert await store.search_chat("bot1", ROOM.key, "...") == []
     await store.close()
+
+
+async def test_rolling_state_and_monitored_channels_are_written_twice_safely(
+    database: Database,
+) -> None:
+    one, two = await database.open_store(), await database.open_store()
+    state = {"anchor_id": "a", "breakpoint_id": None, "head_id": "h", "tail_id": None}
+    await one.save_rolling_state("b", "k", state)
+    await two.save_rolling_state("b", "k", {**state, "head_id": "h2"})
+    assert (await one.rolling_state("b", "k") or {})["head_id"] == "h2"
+    assert await one.set_monitored("b", "irc:#x", True)
+    assert not await two.set_monitored("b", "irc:#x", True)
+    assert await one.monitored("b") == {"irc:#x"}
+    await one.close()
+    await two.close()
+
+
+async def test_no_password_in_the_error_when_the_server_refuses(pg_database: Database) -> None:
+    wrong = Database(pg_database.kind, pg_database.url, "not-the-password-31337")
+    with pytest.raises(StoreError, match="cannot open the store at") as refused:
+        await wrong.open_store()
+    assert "not-the-password-31337" not in str(refused.value)

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import AsyncIterator
-from pathlib import Path
+from datetime import UTC, datetime
 
 import pytest
+import sqlalchemy as sa
 
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store._tables import traces
+from salon.store.sqlite import SQLStore
 from salon.trace import BotHealth, CallTrace, Divergence, ToolTrace, Trace
+from tests.databases import Database
 
 SECRET = "sk-trace-secret-777"
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLStore]:
-    store = SQLStore(sqlite_url(tmp_path / "t.db"), redact=lambda t: t.replace(SECRET, "***"))
-    await store.open()
+async def store(database: Database) -> AsyncIterator[SQLStore]:
+    store = await database.open_store(redact=lambda t: t.replace(SECRET, "***"))
     yield store
     await store.close()
 
@@ -71,14 +74,14 @@ async def test_traces_are_listed_newest_first_and_read_whole(store: SQLStore) ->
     assert await store.trace_for_message("msg-2") == ids[2]
 
 
-async def test_a_secret_never_reaches_a_stored_trace(store: SQLStore, tmp_path: Path) -> None:
+async def test_a_secret_never_reaches_a_stored_trace(store: SQLStore) -> None:
     failing = make_trace(1)
     failing.outcome, failing.error = "error", f"bad key {SECRET}"
     await store.write_traces([failing])
-    await store.close()
-    raw = (tmp_path / "t.db").read_bytes()
-    assert SECRET.encode() not in raw  # the body is compressed, the columns are not
-    await store.open()
+    async with store.engine.connect() as conn:
+        (row,) = (await conn.execute(sa.select(traces))).all()
+    stored = [zlib.decompress(v).decode() if isinstance(v, bytes) else str(v) for v in row]
+    assert not [v for v in stored if SECRET in v]
     (summary,) = await store.list_traces()
     assert summary.error == "bad key ***"
 
@@ -142,3 +145,12 @@ def test_a_trace_body_holds_what_asdict_would_give() -> None:
     for n in (1, 2):  # with and without a divergence
         trace = make_trace(n)
         assert trace.body() == asdict(trace)
+
+
+async def test_cost_per_day_counts_utc_days_whatever_the_servers_time_zone(
+    store: SQLStore,
+) -> None:
+    late = datetime(2026, 1, 1, 23, 30, tzinfo=UTC).timestamp()  # already Jan 2 east of UTC
+    await store.write_traces([make_trace(1, when=late)])
+    (day,) = await store.cost_by("day")
+    assert day.key == "2026-01-01"

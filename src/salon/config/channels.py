@@ -46,6 +46,8 @@ PROCESS_KEYS = frozenset(
         "builtin_tools",
         "data_dir",
         "database_url",
+        "database_password_env",
+        "process_lease",
         "log_level",
         "restart_backoff_initial",
         "restart_backoff_max",

@@ -49,6 +49,7 @@ __all__ = [
     "TracesConfig",
     "WeatherIntegration",
     "WebConfig",
+    "database_url_problem",
     "http_url_problem",
 ]
 
@@ -81,6 +82,26 @@ def http_url_problem(url: str) -> str | None:
     if "://" not in url and "@" not in url and url.strip():
         return f"{problem}: write http://{url}"
     return problem
+
+
+def database_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be Salon's database, or None: SQLite or PostgreSQL, and no
+    password (it belongs in the variable ``database_password_env`` names)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "not a database URL"
+    backend = parts.scheme.split("+")[0]
+    if backend not in ("sqlite", "postgresql", "postgres"):
+        return "must start with sqlite:/// or postgresql:// (e.g. postgresql://salon@db/salon)"
+    if parts.password:
+        return (
+            "holds a password: remove it and set database_password_env to the name of an "
+            "environment variable holding it"
+        )
+    if backend != "sqlite" and not parts.hostname:
+        return "names no host: postgresql://USER@HOST:PORT/DATABASE"
+    return None
 
 
 def _endpoint(url: str) -> str:
@@ -414,6 +435,77 @@ class DiscordConfig(_Strict):
     )
     discord_backoff_max: float = Field(default=30.0, ge=0)
     send_retries: int = Field(default=3, ge=0)
+    api_base_url: Endpoint | None = Field(
+        default=None,
+        description="Discord's REST API, version included (a REST proxy such as nirn-proxy: "
+        "http://nirn:8080/api/v10); unset: https://discord.com/api/v10",
+    )
+    gateway_url: str | None = Field(
+        default=None,
+        description="the gateway's ws:// or wss:// URL for every connection (a gateway "
+        "proxy); unset: the one Discord names",
+    )
+    shard_count: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="shards of the whole bot, across every process and machine (discord.py's "
+        "AutoShardedClient); unset: one connection, no sharding",
+    )
+    shard_ids: list[int] | None = Field(
+        default=None,
+        description="the shards this machine runs (default: all of 0 .. shard_count - 1)",
+    )
+    shards_per_process: int | None = Field(
+        default=None,
+        ge=1,
+        description="salon run: one bot process per this many of this machine's shards; "
+        "unset: all in one process",
+    )
+
+    @field_validator("gateway_url")
+    @classmethod
+    def _websocket_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.scheme not in ("ws", "wss") or not parts.hostname:
+            raise PydanticCustomError("ws_url", "must be a ws:// or wss:// URL with a host")
+        return url
+
+    @model_validator(mode="after")
+    def _shards_fit(self) -> DiscordConfig:
+        ids = self.shard_ids
+        if ids is None:
+            if self.shards_per_process is not None and self.shard_count is None:
+                raise ValueError("shards_per_process needs shard_count")
+            return self
+        if self.shard_count is None:
+            raise ValueError("shard_ids needs shard_count (the bot's shards in all)")
+        if not ids:
+            raise ValueError("shard_ids is empty: leave it out to run every shard")
+        if len(set(ids)) != len(ids):
+            raise ValueError("shard_ids names a shard twice")
+        wrong = [i for i in ids if not 0 <= i < self.shard_count]
+        if wrong:
+            raise ValueError(f"shard_ids {wrong} are not in 0 .. {self.shard_count - 1}")
+        return self
+
+    @property
+    def sharded(self) -> bool:
+        return self.shard_count is not None
+
+    def local_shards(self) -> list[int]:
+        """The shards this machine runs (all of them when shard_ids is unset)."""
+        if self.shard_count is None:
+            return []
+        return list(self.shard_ids) if self.shard_ids else list(range(self.shard_count))
+
+    def shard_groups(self) -> list[list[int]]:
+        """This machine's shards, split into one list per process ``salon run`` starts."""
+        shards = self.local_shards()
+        size = self.shards_per_process or len(shards) or 1
+        return [shards[i : i + size] for i in range(0, len(shards), size)]
 
 
 class PlatformsConfig(_Strict):
@@ -541,7 +633,21 @@ class BotConfig(_Strict):
     error_replies: bool = Field(default=True, description="answer a failed activation in-channel")
 
     data_dir: str = "data"
-    database_url: str | None = None
+    database_url: str | None = Field(
+        default=None,
+        description="default: SQLite in data_dir; postgresql://user@host:5432/db for a shared "
+        "store (the password goes in database_password_env)",
+    )
+    database_password_env: str | None = Field(
+        default=None, description="environment variable holding the database's password"
+    )
+    process_lease: float = Field(
+        default=15.0,
+        gt=0,
+        le=3600,
+        description="seconds a process's claims last unrenewed: after a crash, another "
+        "process of the bot answers what it left within this time",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     restart_backoff_initial: float = Field(default=1.0, ge=0)
     restart_backoff_max: float = Field(default=60.0, ge=0)
@@ -572,6 +678,15 @@ class BotConfig(_Strict):
 
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, url: str | None) -> str | None:
+        if url is not None:
+            problem = database_url_problem(url)
+            if problem:
+                raise PydanticCustomError("database_url", problem)
+        return url
 
     @field_validator("timezone")
     @classmethod

@@ -73,6 +73,8 @@ _PROVIDER_SECRETS = (
 def required_secrets(bot: BotConfig) -> list[tuple[str, str]]:
     """(key path, environment variable) of every secret the bot cannot start without."""
     needed: list[tuple[str, str]] = []
+    if bot.database_password_env:
+        needed.append(("database_password_env", bot.database_password_env))
     provider = bot.provider_config()
     for key in _PROVIDER_SECRETS:
         env_name = getattr(provider, key)
@@ -133,7 +135,7 @@ def resolve_secrets(
     values: dict[str, str] = {}
     problems: list[ConfigProblem] = []
     for key_path, env_name in required_secrets(bot):
-        if tools_only and not key_path.startswith("mcp_servers."):
+        if tools_only and not key_path.startswith(("mcp_servers.", "database_")):
             continue
         value = environ.get(env_name)
         if value is not None and value.strip():

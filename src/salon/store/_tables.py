@@ -12,6 +12,10 @@ from salon.errors import StoreError
 
 metadata = sa.MetaData()
 
+# 64-bit on PostgreSQL; SQLite's INTEGER is 64-bit already, and an id column must stay
+# exactly INTEGER there to be the rowid (the full-text index hangs on it).
+BigInt = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
 CONVERSATION_KINDS = ("message", "action")
 """Chat-log kinds that are conversation; joins, parts, notices and the like are not."""
 
@@ -25,7 +29,7 @@ schema_migrations = sa.Table(
 chat_log = sa.Table(
     "chat_log",
     metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("id", BigInt, primary_key=True, autoincrement=True),
     sa.Column("bot", sa.String, nullable=False),
     sa.Column("channel", sa.String, nullable=False),
     sa.Column("message_id", sa.String, nullable=False),
@@ -42,7 +46,7 @@ chat_log = sa.Table(
 usage_log = sa.Table(
     "usage_log",
     metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("id", BigInt, primary_key=True, autoincrement=True),
     sa.Column("bot", sa.String, nullable=False),
     sa.Column("channel", sa.String, nullable=False),
     sa.Column("provider", sa.String, nullable=False),
@@ -67,6 +71,7 @@ approvals = sa.Table(
     sa.Column("status", sa.String, nullable=False),  # pending, approved, cancelled, timeout, closed
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("decided_at", sa.Float, nullable=True),
+    sa.Column("owner", sa.String, nullable=False, server_default=""),  # the asking process
     sa.Index("ix_approvals_bot_status", "bot", "status"),
 )
 
@@ -95,7 +100,21 @@ def _m2_chat_log_search(conn: Connection) -> None:
 
 
 def _m3_approvals(conn: Connection) -> None:
-    approvals.create(conn)
+    # As it was at version 3; version 11 adds the owner.
+    sa.Table(
+        "approvals",
+        sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("bot", sa.String, nullable=False),
+        sa.Column("channel", sa.String, nullable=False),
+        sa.Column("tool", sa.String, nullable=False),
+        sa.Column("arguments", sa.Text, nullable=False),
+        sa.Column("requester", sa.String, nullable=False),
+        sa.Column("status", sa.String, nullable=False),
+        sa.Column("created_at", sa.Float, nullable=False),
+        sa.Column("decided_at", sa.Float, nullable=True),
+        sa.Index("ix_approvals_bot_status", "bot", "status"),
+    ).create(conn)
 
 
 schedules = sa.Table(
@@ -121,7 +140,7 @@ schedule_fires = sa.Table(
     "schedule_fires",
     metadata,
     sa.Column("schedule_id", sa.Integer, primary_key=True),
-    sa.Column("due", sa.Integer, primary_key=True),  # the occurrence, UTC epoch seconds
+    sa.Column("due", BigInt, primary_key=True),  # the occurrence, UTC epoch seconds
     sa.Column("fired_at", sa.Float, nullable=False),
     sa.Column("owner", sa.String, nullable=False),
     # claimed until its activation ends: then done (answered or told), or dropped
@@ -154,7 +173,7 @@ def _m4_schedules(conn: Connection) -> None:
         "schedule_fires",
         meta,
         sa.Column("schedule_id", sa.Integer, primary_key=True),
-        sa.Column("due", sa.Integer, primary_key=True),
+        sa.Column("due", BigInt, primary_key=True),
         sa.Column("fired_at", sa.Float, nullable=False),
         sa.Column("owner", sa.String, nullable=False),
     ).create(conn)
@@ -306,6 +325,39 @@ def _m9_traces_health_inbox(conn: Connection) -> None:
         table.create(conn)
 
 
+def _m10_postgres_search(conn: Connection) -> None:
+    """Full-text search over the chat log on PostgreSQL (SQLite has FTS5 since version 2):
+    a stored tsvector of each line, GIN-indexed. The ``simple`` configuration lowercases
+    and neither stems nor drops stop words, as FTS5's unicode61 tokenizer does."""
+    if conn.dialect.name != "postgresql":
+        return
+    conn.exec_driver_sql(
+        "ALTER TABLE chat_log ADD COLUMN search tsvector "
+        "GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED"
+    )
+    conn.exec_driver_sql("CREATE INDEX ix_chat_log_search ON chat_log USING gin (search)")
+
+
+processes = sa.Table(
+    "processes",
+    metadata,
+    sa.Column("owner", sa.String, primary_key=True),  # one running process of a bot
+    sa.Column("bot", sa.String, nullable=False),
+    sa.Column("host", sa.String, nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("lease_until", sa.Float, nullable=False),  # the database's clock, epoch seconds
+)
+
+
+def _m11_process_leases(conn: Connection) -> None:
+    """Processes hold leases; approvals name their process, so another takes over only
+    what a process whose lease ran out left."""
+    processes.create(conn)
+    conn.execute(sa.text("ALTER TABLE approvals ADD COLUMN owner VARCHAR NOT NULL DEFAULT ''"))
+    conn.execute(sa.text("CREATE INDEX ix_schedule_fires_status ON schedule_fires (status)"))
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -316,6 +368,8 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (7, _m7_rolling_tail),
     (8, _m8_schedule_claims),
     (9, _m9_traces_health_inbox),
+    (10, _m10_postgres_search),
+    (11, _m11_process_leases),
 ]
 
 

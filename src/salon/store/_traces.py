@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from salon.store._dialects import upsert
 from salon.store._tables import bot_health, inbox, trace_messages, trace_tools, traces
 from salon.trace import BotHealth, CallTrace, CostRow, InboxEvent, Trace, TraceSummary
 
@@ -321,11 +322,9 @@ class TraceMethods:
         values = asdict(health)
         values["platforms"] = json.dumps(health.platforms)
         values["tasks"] = json.dumps(health.tasks)
-        where = bot_health.c.bot == health.bot
+        statement = upsert(self.engine.dialect.name, bot_health, values, ["bot"])
         async with self.engine.begin() as conn:
-            updated = await conn.execute(sa.update(bot_health).where(where).values(values))
-            if not updated.rowcount:
-                await conn.execute(sa.insert(bot_health).values(values))
+            await conn.execute(statement)
 
     async def health_reports(self) -> list[BotHealth]:
         async with self.engine.connect() as conn:
@@ -388,4 +387,5 @@ def _day(dialect: str) -> Any:
     """The UTC day of ``started_at`` as YYYY-MM-DD."""
     if dialect == "sqlite":
         return sa.func.strftime("%Y-%m-%d", traces.c.started_at, "unixepoch")
-    return sa.func.to_char(sa.func.to_timestamp(traces.c.started_at), "YYYY-MM-DD")
+    utc = sa.func.timezone("UTC", sa.func.to_timestamp(traces.c.started_at))
+    return sa.func.to_char(utc, "YYYY-MM-DD")

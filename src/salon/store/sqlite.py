@@ -1,27 +1,31 @@
-"""The SQL store: SQLAlchemy 2 async Core; SQLite (WAL) by default.
+"""The SQL store: SQLAlchemy 2 async Core; SQLite (WAL) by default, PostgreSQL (asyncpg)
+when ``database_url`` names one.
 
 Migrations are append-only functions, each applied once and recorded in
 ``schema_migrations``; a database newer than this code is refused rather than guessed at.
+The same migrations build both databases; what differs lives in ``_dialects``.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from salon.errors import StoreError
 from salon.model import ChannelRef, ChatLine, Message, Participant, Schedule, Usage
 from salon.store._batch import BatchWriter
+from salon.store._dialects import chat_search, insert_ignoring, store_url, upsert
+from salon.store._processes import ProcessMethods, row_to_schedule
 from salon.store._tables import (
     CONVERSATION_KINDS,
     MIGRATIONS,
@@ -30,7 +34,6 @@ from salon.store._tables import (
     migrate,
     monitored_channels,
     rolling_state,
-    schedule_fires,
     schedules,
     schema_migrations,
     usage_log,
@@ -53,11 +56,22 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-class SQLStore(TraceMethods):
-    """``redact`` is applied to every chat-log line: no configured secret is stored."""
+class SQLStore(TraceMethods, ProcessMethods):
+    """``redact`` is applied to every chat-log line: no configured secret is stored.
+    ``password`` completes ``url`` (it never sits in a config file); ``owner`` names this
+    process in claims, approvals and its lease."""
 
-    def __init__(self, url: str, *, redact: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        password: str | None = None,
+        owner: str | None = None,
+        redact: Callable[[str], str] | None = None,
+    ) -> None:
         self.url = url
+        self.owner = owner or uuid.uuid4().hex[:12]
+        self._password = password
         self._redact = redact
         self._engine: AsyncEngine | None = None
         self._writer: BatchWriter
@@ -69,17 +83,22 @@ class SQLStore(TraceMethods):
         return self._engine
 
     async def open(self) -> None:
-        engine = create_async_engine(self.url)
-        if engine.dialect.name == "sqlite":
+        url = store_url(self.url, self._password)
+        if url.get_backend_name() == "postgresql":
+            # pre_ping: a connection the server dropped (a restart, a failover) is replaced
+            engine = create_async_engine(url, pool_pre_ping=True, pool_size=8)
+        else:
+            engine = create_async_engine(url)
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         try:
             async with engine.begin() as conn:
                 await conn.run_sync(migrate)
-        except (SQLAlchemyError, StoreError) as exc:
+        except (SQLAlchemyError, StoreError, OSError) as exc:
             await engine.dispose()
             if isinstance(exc, StoreError):
                 raise
-            raise StoreError(f"cannot open the store: {exc}") from exc
+            where = url.render_as_string(hide_password=True)
+            raise StoreError(f"cannot open the store at {where}: {_first_line(exc)}") from exc
         self._engine = engine
         self._writer = BatchWriter(engine, chat_log)
         self._writer.start()
@@ -168,48 +187,23 @@ class SQLStore(TraceMethods):
         if not terms:
             return []
         await self._writer.flush()
-        if self.engine.dialect.name == "sqlite":
-            return await self._search_fts(
-                bot, channel_key=channel_key, terms=terms, user=user, since=since, limit=limit
+        dialect = self.engine.dialect.name
+        if dialect in ("sqlite", "postgresql"):
+            search = chat_search(
+                dialect,
+                bot=bot,
+                channel=channel_key,
+                terms=terms,
+                user=user,
+                since=since,
+                limit=limit,
             )
+            return await self._lines(search, custom_plan=dialect == "postgresql")
         c = chat_log.c
         statement = self._line_query(bot, channel_key, user, since).limit(limit)
         for term in terms:
             statement = statement.where(c.text.ilike(f"%{_escape_like(term)}%", escape="\\"))
         return await self._lines(statement)
-
-    async def _search_fts(
-        self,
-        bot: str,
-        *,
-        channel_key: str,
-        terms: list[str],
-        user: str | None,
-        since: datetime | None,
-        limit: int,
-    ) -> list[ChatLine]:
-        # Walk the full-text matches newest first (CROSS JOIN keeps that order in SQLite)
-        # and stop at `limit`: cheap for common words and rare ones alike.
-        filters = ["c.bot = :bot", "c.channel = :channel", "c.kind IN ('message', 'action')"]
-        params: dict[str, object] = {
-            "match": " ".join('"' + t.replace('"', '""') + '"' for t in terms),
-            "bot": bot,
-            "channel": channel_key,
-            "limit": limit,
-        }
-        if user:
-            filters.append("lower(c.author_name) = :user")
-            params["user"] = user.lower()
-        if since is not None:
-            filters.append("c.created_at >= :since")
-            params["since"] = since.timestamp()
-        sql = (
-            "SELECT c.created_at, c.author_name, c.text, c.kind FROM chat_log_fts "
-            "CROSS JOIN chat_log AS c ON c.id = chat_log_fts.rowid "
-            f"WHERE chat_log_fts MATCH :match AND {' AND '.join(filters)} "
-            "ORDER BY chat_log_fts.rowid DESC LIMIT :limit"
-        )
-        return await self._lines(sa.text(sql).bindparams(**params))
 
     async def recent_chat(
         self, bot: str, channel_key: str, *, limit: int = 50, since: datetime | None = None
@@ -255,10 +249,16 @@ class SQLStore(TraceMethods):
             statement = statement.where(c.created_at >= since.timestamp())
         return statement
 
-    async def _lines(self, statement: sa.Executable) -> list[ChatLine]:
+    async def _lines(
+        self, statement: sa.Executable, *, custom_plan: bool = False
+    ) -> list[ChatLine]:
+        """``custom_plan``: plan for these very words (PostgreSQL), not a plan reused for
+        any words, which would walk a whole channel for a rare one."""
         await self._writer.flush()
         try:
-            async with self.engine.connect() as conn:
+            async with self.engine.begin() as conn:
+                if custom_plan:
+                    await conn.execute(sa.text("SET LOCAL plan_cache_mode = force_custom_plan"))
                 rows = (await conn.execute(statement)).all()
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot read the chat log: {exc}") from exc
@@ -275,6 +275,7 @@ class SQLStore(TraceMethods):
             "requester": requester,
             "status": "pending",
             "created_at": time.time(),
+            "owner": self.owner,
         }
         async with self.engine.begin() as conn:
             result = await conn.execute(sa.insert(approvals).values(row))
@@ -290,7 +291,7 @@ class SQLStore(TraceMethods):
         await self._execute(statement)
 
     async def pending_approvals(self, bot: str) -> list[tuple[int, str, str]]:
-        """(id, channel key, tool) of approvals still open, e.g. left by a crash."""
+        """(id, channel key, tool) of approvals still open, by any process."""
         query = sa.select(approvals.c.id, approvals.c.channel, approvals.c.tool).where(
             approvals.c.bot == bot, approvals.c.status == "pending"
         )
@@ -316,6 +317,7 @@ class SQLStore(TraceMethods):
         async with self.engine.begin() as conn:
             result = await conn.execute(sa.insert(schedules).values(row))
             key = result.inserted_primary_key
+            await self._announce_schedules(conn, schedule.bot)
         return replace(schedule, id=int(key[0]) if key else 0)
 
     async def schedules(
@@ -328,7 +330,7 @@ class SQLStore(TraceMethods):
             query = query.where(schedules.c.active.is_(True))
         async with self.engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return [_row_to_schedule(row) for row in rows]
+        return [row_to_schedule(row) for row in rows]
 
     async def cancel_schedule(self, bot: str, schedule_id: int) -> bool:
         statement = (
@@ -339,6 +341,7 @@ class SQLStore(TraceMethods):
         )
         async with self.engine.begin() as conn:
             result = await conn.execute(statement)
+            await self._announce_schedules(conn, bot)
         return bool(result.rowcount)
 
     async def set_next_due(self, schedule_id: int, next_due: datetime | None) -> None:
@@ -349,56 +352,6 @@ class SQLStore(TraceMethods):
         await self._execute(
             sa.update(schedules).where(schedules.c.id == schedule_id).values(values)
         )
-
-    async def claim_fire(self, schedule_id: int, due: datetime, owner: str) -> bool:
-        """Claim one occurrence; exactly one caller, in any process, ever gets True. The
-        claim stays open until ``complete_fire``."""
-        row = {
-            "schedule_id": schedule_id,
-            "due": int(due.timestamp()),
-            "fired_at": time.time(),
-            "owner": owner,
-            "status": "claimed",
-        }
-        try:
-            async with self.engine.begin() as conn:
-                await conn.execute(sa.insert(schedule_fires).values(row))
-        except IntegrityError:
-            return False
-        return True
-
-    async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:
-        """The occurrence's activation has ended (``done``: answered or its failure told;
-        ``dropped``: it could not be delivered)."""
-        table = schedule_fires
-        await self._execute(
-            sa.update(table)
-            .where(table.c.schedule_id == schedule_id, table.c.due == int(due.timestamp()))
-            .values(status=status, completed_at=time.time())
-        )
-
-    async def take_over_fires(self, bot: str, owner: str) -> list[tuple[Schedule, datetime]]:
-        """Claims of ``bot`` left unfinished by another (stopped) owner, now ``owner``'s:
-        each occurrence is answered again, so none is lost to a crash or a stop."""
-        fires, plans = schedule_fires, schedules
-        query = (
-            sa.select(plans, fires.c.due, fires.c.owner)
-            .join(fires, fires.c.schedule_id == plans.c.id)
-            .where(plans.c.bot == bot, fires.c.status == "claimed", fires.c.owner != owner)
-            .order_by(fires.c.due)
-        )
-        taken: list[tuple[Schedule, datetime]] = []
-        async with self.engine.begin() as conn:
-            for row in (await conn.execute(query)).all():
-                moved = await conn.execute(
-                    sa.update(fires)
-                    .where(fires.c.schedule_id == row.id, fires.c.due == row.due)
-                    .where(fires.c.owner == row.owner, fires.c.status == "claimed")
-                    .values(owner=owner)
-                )
-                if moved.rowcount:
-                    taken.append((_row_to_schedule(row), datetime.fromtimestamp(row.due, UTC)))
-        return taken
 
     async def schedules_signature(self, bot: str) -> tuple[int, int]:
         """(newest id, active count) of a bot's schedules: it changes when any process
@@ -427,14 +380,9 @@ class SQLStore(TraceMethods):
                     sa.delete(table).where(table.c.bot == bot, table.c.channel == channel_key)
                 )
                 return bool(result.rowcount)
-            exists = sa.select(table.c.channel).where(
-                table.c.bot == bot, table.c.channel == channel_key
-            )
-            if (await conn.execute(exists)).first() is not None:
-                return False
             row = {"bot": bot, "channel": channel_key, "added_by": by, "added_at": time.time()}
-            await conn.execute(sa.insert(table).values(row))
-        return True
+            result = await conn.execute(insert_ignoring(self.engine.dialect.name, table), row)
+        return bool(result.rowcount)
 
     async def rolling_state(self, bot: str, channel_key: str) -> dict[str, Any] | None:
         table = rolling_state
@@ -462,11 +410,10 @@ class SQLStore(TraceMethods):
             "breakpoint_time": when.timestamp() if when else None,
             "tail_id": state.get("tail_id"),
         }
-        where = (table.c.bot == bot, table.c.channel == channel_key)
+        row = {"bot": bot, "channel": channel_key, **values}
+        statement = upsert(self.engine.dialect.name, table, row, ["bot", "channel"])
         async with self.engine.begin() as conn:
-            updated = await conn.execute(sa.update(table).where(*where).values(values))
-            if not updated.rowcount:
-                await conn.execute(sa.insert(table).values(bot=bot, channel=channel_key, **values))
+            await conn.execute(statement)
 
     async def record_usage(
         self, bot: str, channel_key: str, provider: str, model: str, usage: Usage
@@ -504,30 +451,17 @@ class SQLStore(TraceMethods):
             raise StoreError(f"store write failed: {exc}") from exc
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _iso(timestamp: float | None) -> str | None:
     return None if timestamp is None else datetime.fromtimestamp(timestamp, tz=UTC).isoformat()
-
-
-def _row_to_schedule(row: Any) -> Schedule:
-    zone = ZoneInfo(row.timezone)
-    return Schedule(
-        id=int(row.id),
-        bot=row.bot,
-        channel=ChannelRef.from_key(row.channel),
-        prompt=row.prompt,
-        timezone=row.timezone,
-        cron=row.cron,
-        at=datetime.fromtimestamp(row.at, tz=zone) if row.at is not None else None,
-        created_by=Participant(
-            row.created_by_id, row.created_by_name, identity=row.created_by_identity
-        ),
-        next_due=datetime.fromtimestamp(row.next_due, tz=UTC) if row.next_due else None,
-        active=bool(row.active),
-    )
 
 
 def _row_to_message(row: Any, channel: ChannelRef) -> Message:

@@ -43,7 +43,7 @@ from salon.model import (
 from salon.platforms.base import Capability, EventSink, PlatformBase
 from salon.platforms.discord.attachments import AttachmentLoader
 from salon.platforms.discord.cache import HistoryCache
-from salon.platforms.discord.client import Client
+from salon.platforms.discord.client import AnyClient, build_client
 from salon.platforms.discord.convert import (
     channel_ref,
     is_conversation,
@@ -146,7 +146,7 @@ class DiscordPlatform(PlatformBase):
         self._generate = generate
         self.progress_board = ProgressBoard(config.progress_interval)
         self._authorized_roles = set(authorized_roles)
-        self._client: Client | None = None
+        self._client: AnyClient | None = None
         self.attachments = AttachmentLoader(config)
         self._runner: asyncio.Task[None] | None = None
         self._sink: EventSink | None = None
@@ -157,6 +157,7 @@ class DiscordPlatform(PlatformBase):
         self._start_failure: asyncio.Future[BaseException] | None = None  # set by start()
         self._seen_channels: OrderedDict[int, Any] = OrderedDict()
         self._told = _Once()  # send permission problems, logged once per channel
+        self._served: OrderedDict[str, bool] = OrderedDict()  # channel id -> this shard's
         self._typing_told = _Once()
         self._pins: OrderedDict[str, list[Message]] = OrderedDict()  # oldest first
         self._ranges: OrderedDict[tuple[str, str, int], list[Message]] = OrderedDict()
@@ -166,7 +167,7 @@ class DiscordPlatform(PlatformBase):
         self._prompts_changed = asyncio.Condition()
 
     @property
-    def client(self) -> Client:
+    def client(self) -> AnyClient:
         if self._client is None:
             raise PlatformError("Discord is not started")
         return self._client
@@ -221,7 +222,7 @@ class DiscordPlatform(PlatformBase):
         """One client's life. Objects of an earlier client (channels, webhooks) go with it."""
         self._seen_channels.clear()
         self._webhooks.clear()
-        client = self._client = Client(self)
+        client = self._client = build_client(self)
         try:
             await client.start(self._token)
         except Exception as exc:
@@ -248,14 +249,14 @@ class DiscordPlatform(PlatformBase):
         self.progress_board.close()
         await self.attachments.close()
 
-    async def _on_ready(self, client: Client) -> None:
+    async def _on_ready(self, client: AnyClient) -> None:
         self.cache.forget()
         if not self._introduced:  # a reconnect needs neither again
             await self._introduce(client)
             self._introduced = True
         self.ready.set()
 
-    async def _introduce(self, client: Client) -> None:
+    async def _introduce(self, client: AnyClient) -> None:
         """Once per process: say who the bot is, check its intents, register commands.
         discord.py read the application at login; it is asked again only if it did not."""
         app = client.application or await client.application_info()
@@ -520,8 +521,42 @@ class DiscordPlatform(PlatformBase):
         opens_with_history = bool(fetched) and fetched[0].text.startswith(".history")
         if isinstance(target, discord.Thread) and len(fetched) < depth and not opens_with_history:
             fetched = [*await self._before_thread(target, depth - len(fetched)), *fetched]
-        self.cache.fill(channel.id, fetched, depth)
+        if self._hears(target):
+            self.cache.fill(channel.id, fetched, depth)
         return fetched[-limit:]
+
+    async def serves(self, channel: ChannelRef) -> bool:
+        """Whether this process acts in ``channel`` on its own (fires a schedule there):
+        always without shards; with shards, when the channel's events come to this
+        process, so that approvals and caches work there. A channel Discord no longer
+        shows goes to shard 0's process, which tells why it failed."""
+        if self.config.shard_count is None:
+            return True
+        client = self._client
+        if client is None or not client.is_ready():
+            return False
+        known = self._served.get(channel.id)
+        if known is None:
+            try:
+                known = self._hears(await self._channel(channel))
+            except PlatformError:
+                return 0 in self.config.local_shards()
+            self._served[channel.id] = known
+            while len(self._served) > _TOLD_CHANNELS:
+                self._served.popitem(last=False)
+        return known
+
+    def _hears(self, target: discord.abc.Messageable) -> bool:
+        """Whether this client receives the channel's events, which keep the caches exact:
+        with shards, only a guild on one of ours (a schedule may fire here for a channel of
+        another shard's guild) and DMs on shard 0."""
+        client = self.client
+        if not isinstance(client, discord.AutoShardedClient):
+            return True
+        guild = getattr(target, "guild", None)
+        if guild is not None:
+            return client.get_guild(guild.id) is not None
+        return 0 in (client.shard_ids or [])
 
     async def _fetch(
         self, target: discord.abc.Messageable, limit: int, *, before: int | None = None
@@ -552,14 +587,19 @@ class DiscordPlatform(PlatformBase):
                 return await self._with_files(cached[index + 1 - limit : index + 1])
         key = (channel_id, message_id, limit)
         if key not in self._ranges:
-            self._ranges[key] = await self._fetch_until(channel_id, message_id, limit)
+            target = await self._channel(ChannelRef("discord", channel_id))
+            found = await self._fetch_until(target, message_id, limit)
+            if not self._hears(target):  # no edit or deletion of it would drop a stale copy
+                return await self._with_files(found)
+            self._ranges[key] = found
             while len(self._ranges) > _RANGE_CACHE:
                 self._ranges.popitem(last=False)
         self._ranges.move_to_end(key)
         return await self._with_files(self._ranges[key])
 
-    async def _fetch_until(self, channel_id: str, message_id: str, limit: int) -> list[Message]:
-        target = await self._channel(ChannelRef("discord", channel_id))
+    async def _fetch_until(
+        self, target: discord.abc.Messageable, message_id: str, limit: int
+    ) -> list[Message]:
         self.history_fetches += 1
         with translated(f"read message {message_id} in {where(target)}", needs=_HISTORY):
             last = await target.fetch_message(int(message_id))
@@ -580,8 +620,10 @@ class DiscordPlatform(PlatformBase):
             target = await self._channel(ChannelRef("discord", channel_id))
             with translated(f"read the pins of {where(target)}", needs=_HISTORY):
                 raw = [m async for m in target.pins(limit=None)]
-            found = await self._converted(raw)
-            self._pins[channel_id] = sorted(found, key=lambda m: int(m.id))
+            found = sorted(await self._converted(raw), key=lambda m: int(m.id))
+            if not self._hears(target):
+                return found
+            self._pins[channel_id] = found
             while len(self._pins) > self.config.history_cache_channels:
                 self._pins.popitem(last=False)
         return self._pins[channel_id]
@@ -719,7 +761,7 @@ class DiscordPlatform(PlatformBase):
 
     # -- slash commands -----------------------------------------------------------------
 
-    def _register_commands(self, tree: app_commands.CommandTree[Client]) -> None:
+    def _register_commands(self, tree: app_commands.CommandTree[Any]) -> None:
         @tree.command(name="monitor", description="Read and answer every message here")
         async def monitor(interaction: discord.Interaction) -> None:
             await self._set_monitor(interaction, on=True)
@@ -744,7 +786,7 @@ class DiscordPlatform(PlatformBase):
             text = await self._schedules(channel, f"cancel {cancel}" if cancel else "")
             await interaction.response.send_message(text[:1900], ephemeral=True)
 
-    def _register_generate(self, tree: app_commands.CommandTree[Client]) -> None:
+    def _register_generate(self, tree: app_commands.CommandTree[AnyClient]) -> None:
         @tree.command(name="generate", description="Draw an image (ComfyUI)")
         @app_commands.describe(
             prompt="what to draw",

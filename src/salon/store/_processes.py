@@ -1,0 +1,219 @@
+"""What several processes of one bot share: leases, schedule claims, approvals' owners and
+notices of new schedules.
+
+Each process holds a lease in ``processes``, renewed on the database's clock. A claim or an
+approval names the process that made it; another process takes over only what a process
+whose lease ran out (or that stopped and gave its lease back) left open, so a slow but
+living process never has its work answered twice. On PostgreSQL a new or cancelled schedule
+is announced with NOTIFY in the transaction that wrote it; SQLite has no such channel and
+is polled (``salon.scheduler.Scheduler.watch``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+import sqlalchemy as sa
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from salon.errors import StoreError
+from salon.model import ChannelRef, Participant, Schedule
+from salon.store._dialects import db_now, insert_ignoring, upsert
+from salon.store._tables import approvals, processes, schedule_fires, schedules
+
+__all__ = ["SCHEDULES_CHANNEL", "ProcessMethods", "row_to_schedule"]
+
+SCHEDULES_CHANNEL = "salon_schedules"  # NOTIFY channel; the payload is the bot's name
+_LISTEN_CHECK = 30.0  # seconds between checks that the listening connection still lives
+_CHECK_TIMEOUT = 10.0
+
+
+class ProcessMethods:
+    """Mixed into ``SQLStore``; needs ``engine`` and ``owner``."""
+
+    owner: str
+
+    if TYPE_CHECKING:  # SQLStore's
+
+        @property
+        def engine(self) -> AsyncEngine: ...
+
+    @property
+    def _dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def _live_owners(self) -> sa.Select[Any]:
+        return sa.select(processes.c.owner).where(processes.c.lease_until > db_now(self._dialect))
+
+    async def renew_lease(self, bot: str, seconds: float) -> None:
+        """Hold (or take) this process's lease for ``seconds`` more."""
+        values = {
+            "owner": self.owner,
+            "bot": bot,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started_at": time.time(),
+            "lease_until": db_now(self._dialect) + seconds,
+        }
+        statement = upsert(self._dialect, processes, values, ["owner"], update=["lease_until"])
+        async with self.engine.begin() as conn:
+            await conn.execute(statement)
+
+    async def release_lease(self) -> None:
+        """A clean stop: what this process left open may be taken over at once."""
+        async with self.engine.begin() as conn:
+            await conn.execute(sa.delete(processes).where(processes.c.owner == self.owner))
+
+    async def claim_fire(self, schedule_id: int, due: datetime, owner: str) -> bool:
+        """Claim one occurrence; exactly one caller, in any process, ever gets True. The
+        claim stays open until ``complete_fire``."""
+        row = {
+            "schedule_id": schedule_id,
+            "due": int(due.timestamp()),
+            "fired_at": time.time(),
+            "owner": owner,
+            "status": "claimed",
+        }
+        async with self.engine.begin() as conn:
+            result = await conn.execute(insert_ignoring(self._dialect, schedule_fires), row)
+        return bool(result.rowcount)
+
+    async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:
+        """The occurrence's activation has ended (``done``: answered or its failure told;
+        ``dropped``: it could not be delivered; ``skipped``: too late)."""
+        table = schedule_fires
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(
+                    sa.update(table)
+                    .where(table.c.schedule_id == schedule_id, table.c.due == int(due.timestamp()))
+                    .values(status=status, completed_at=time.time())
+                )
+        except SQLAlchemyError as exc:
+            raise StoreError(f"store write failed: {exc}") from exc
+
+    async def take_over_fires(self, bot: str, owner: str) -> list[tuple[Schedule, datetime]]:
+        """Claims of ``bot`` left open by processes whose lease is gone, now ``owner``'s:
+        each occurrence is answered again, so none is lost to a crash or a stop."""
+        fires, plans = schedule_fires, schedules
+        query = (
+            sa.select(plans, fires.c.due, fires.c.owner)
+            .join(fires, fires.c.schedule_id == plans.c.id)
+            .where(plans.c.bot == bot, fires.c.status == "claimed", fires.c.owner != owner)
+            .where(fires.c.owner.not_in(self._live_owners()))
+            .order_by(fires.c.due)
+        )
+        taken: list[tuple[Schedule, datetime]] = []
+        async with self.engine.begin() as conn:
+            for row in (await conn.execute(query)).all():
+                moved = await conn.execute(
+                    sa.update(fires)
+                    .where(fires.c.schedule_id == row.id, fires.c.due == row.due)
+                    .where(fires.c.owner == row.owner, fires.c.status == "claimed")
+                    .values(owner=owner)
+                )
+                if moved.rowcount:
+                    taken.append((row_to_schedule(row), datetime.fromtimestamp(row.due, UTC)))
+        return taken
+
+    async def stale_approvals(self, bot: str) -> list[tuple[int, str, str]]:
+        """(id, channel key, tool) of approvals still pending whose process is gone: no
+        one can answer them any more. A living process's own stay open."""
+        c = approvals.c
+        query = (
+            sa.select(c.id, c.channel, c.tool)
+            .where(c.bot == bot, c.status == "pending", c.owner != self.owner)
+            .where(c.owner.not_in(self._live_owners()))
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    async def _announce_schedules(self, conn: AsyncConnection, bot: str) -> None:
+        """Within the writing transaction: listeners hear of it when it commits."""
+        if self._dialect == "postgresql":
+            await conn.execute(sa.select(sa.func.pg_notify(SCHEDULES_CHANNEL, bot)))
+
+    def schedule_notices(self, bot: str) -> AsyncIterator[None] | None:
+        """On PostgreSQL: an iterator that yields once when it starts listening (anything
+        made before was missed) and then whenever a schedule of ``bot`` is created or
+        cancelled, by any process. None on SQLite: poll ``schedules_signature``."""
+        if self._dialect != "postgresql":
+            return None
+        return self._listen(bot)
+
+    async def _listen(self, bot: str) -> AsyncIterator[None]:
+        heard: asyncio.Queue[None] = asyncio.Queue(maxsize=1)
+        lost = asyncio.Event()
+
+        def on_notify(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+            if payload == bot and heard.empty():
+                heard.put_nowait(None)
+
+        def on_lost(_conn: Any) -> None:
+            lost.set()
+            if heard.empty():
+                heard.put_nowait(None)  # wakes the wait, which then sees `lost`
+
+        async with self.engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            driver: Any = raw.driver_connection
+            await driver.add_listener(SCHEDULES_CHANNEL, on_notify)
+            driver.add_termination_listener(on_lost)
+            try:
+                yield
+                while True:
+                    await _next_notice(driver, heard, lost)
+                    yield
+            finally:
+                with contextlib.suppress(Exception):  # the connection may be gone already
+                    await driver.remove_listener(SCHEDULES_CHANNEL, on_notify)
+
+
+async def _next_notice(driver: Any, heard: asyncio.Queue[None], lost: asyncio.Event) -> None:
+    """Wait for a notice; check now and then that the connection still lives (a dead one
+    hears nothing, silently)."""
+    while True:
+        try:
+            async with asyncio.timeout(_LISTEN_CHECK):
+                await heard.get()
+        except TimeoutError:
+            pass
+        else:
+            if not lost.is_set():
+                return
+        if lost.is_set() or driver.is_closed():
+            raise StoreError("the connection listening for new schedules was lost")
+        try:
+            async with asyncio.timeout(_CHECK_TIMEOUT):
+                await driver.execute("SELECT 1")
+        except (TimeoutError, OSError) as exc:
+            lost_reason = "the connection listening for new schedules stopped answering"
+            raise StoreError(lost_reason) from exc
+
+
+def row_to_schedule(row: Any) -> Schedule:
+    zone = ZoneInfo(row.timezone)
+    return Schedule(
+        id=int(row.id),
+        bot=row.bot,
+        channel=ChannelRef.from_key(row.channel),
+        prompt=row.prompt,
+        timezone=row.timezone,
+        cron=row.cron,
+        at=datetime.fromtimestamp(row.at, tz=zone) if row.at is not None else None,
+        created_by=Participant(
+            row.created_by_id, row.created_by_name, identity=row.created_by_identity
+        ),
+        next_due=datetime.fromtimestamp(row.next_due, tz=UTC) if row.next_due else None,
+        active=bool(row.active),
+    )
