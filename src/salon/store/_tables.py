@@ -306,6 +306,40 @@ def _m9_traces_health_inbox(conn: Connection) -> None:
         table.create(conn)
 
 
+limit_events = sa.Table(
+    "limit_events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("bot", sa.String, nullable=False),
+    sa.Column("key", sa.String, nullable=False),
+    sa.Column("at", sa.Float, nullable=False),
+    sa.Index("ix_limit_events_bot_key_at", "bot", "key", "at"),
+)
+
+limit_spend = sa.Table(
+    "limit_spend",
+    metadata,
+    sa.Column("bot", sa.String, primary_key=True),
+    sa.Column("key", sa.String, primary_key=True),
+    sa.Column("day", sa.Integer, primary_key=True),  # UTC day number
+    sa.Column("spent", sa.Float, nullable=False),
+    sa.Column("held", sa.Float, nullable=False),  # by activations still running
+)
+
+limit_marks = sa.Table(
+    "limit_marks",
+    metadata,
+    sa.Column("bot", sa.String, primary_key=True),
+    sa.Column("key", sa.String, primary_key=True),
+    sa.Column("until", sa.Float, nullable=False),
+)
+
+
+def _m10_limits(conn: Connection) -> None:
+    for table in (limit_events, limit_spend, limit_marks):
+        table.create(conn)
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -316,6 +350,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (7, _m7_rolling_tail),
     (8, _m8_schedule_claims),
     (9, _m9_traces_health_inbox),
+    (10, _m10_limits),
 ]
 
 

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from salon.errors import StoreError
 from salon.model import ChannelRef, ChatLine, Message, Participant, Schedule, Usage
 from salon.store._batch import BatchWriter
+from salon.store._limits import LimitMethods
 from salon.store._tables import (
     CONVERSATION_KINDS,
     MIGRATIONS,
@@ -53,7 +54,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-class SQLStore(TraceMethods):
+class SQLStore(TraceMethods, LimitMethods):
     """``redact`` is applied to every chat-log line: no configured secret is stored."""
 
     def __init__(self, url: str, *, redact: Callable[[str], str] | None = None) -> None:
