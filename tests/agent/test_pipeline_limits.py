@@ -126,6 +126,6 @@ async def test_a_channel_cooldown_says_so_once(
             await platform.post(dm, ALICE, f"q{number}")
             await agent.wait_idle()
     assert len(llm_server.requests) == 1
-    assert [m.text for m in platform.sent][0] == "default reply"
+    assert platform.sent[0].text == "default reply"
     assert "taking a break in this channel" in platform.sent[1].text
     assert len(platform.sent) == 2
