@@ -34,7 +34,6 @@ def side_request(config: BotConfig, system: str, text: str, max_tokens: int) -> 
         messages=(ChatMessage("user", (TextPart(text),)),),
         system=system,
         max_tokens=max_tokens,
-        temperature=0.0,
     )
 
 
