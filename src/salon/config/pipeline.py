@@ -174,3 +174,30 @@ def keywords_validator(value: dict[str, KeywordConfig]) -> dict[str, KeywordConf
             raise ValueError(f"keyword {word!r} needs a `tool` (only `help` is built in)")
         normalized[key] = keyword
     return normalized
+
+
+def keyword_problems(
+    config_keywords: dict[str, KeywordConfig],
+    known: set[str],
+    *,
+    has_mcp_servers: bool,
+) -> list[tuple[str, str, bool]]:
+    """(key path, reason, fatal) for each keyword whose tool Salon does not serve: an error,
+    or a warning when an MCP server (not started by the check) may offer it."""
+    found = []
+    for word, keyword in config_keywords.items():
+        if keyword.tool is None or keyword.tool in known:
+            continue
+        if has_mcp_servers:
+            reason = (
+                f"tool {keyword.tool} is not a built-in or integration tool: "
+                "an MCP server must offer it"
+            )
+            found.append((f"keywords.{word}.tool", reason, False))
+        else:
+            reason = (
+                f"no tool {keyword.tool}: it is not a built-in or integration tool "
+                "and no MCP server is configured"
+            )
+            found.append((f"keywords.{word}.tool", reason, True))
+    return found
