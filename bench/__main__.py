@@ -16,6 +16,7 @@ from bench import (
     faults,
     kill9,
     load,
+    pipeline,
     tools,
     traces,
 )
@@ -32,6 +33,8 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "kill9": kill9.run,
     "load": load.run,
     "trace_query": traces.run,
+    "pipeline_overhead": pipeline.pipeline_overhead,
+    "evaluator_tokens_saved": pipeline.evaluator_savings,
 }
 
 
