@@ -91,8 +91,12 @@ async def test_a_budget_holds_exactly_under_20_concurrent_activations(
         await agent.wait_idle()
         answered = len(llm_server.requests)
         day = int(time.time() // 86400)
-        spent, held = await store.spent("salon", "user:alice:tokens", day)
+        limits = agent.pipeline.limits
+        assert limits is not None
+        spent, held = limits.book.spent("user:alice:tokens", day)
+        stored = await store.spent("salon", "user:alice:tokens", day)
     assert held == 0
+    assert stored == spent
     assert spent == answered * 100  # every answer counted once, none lost
     assert spent <= 1000
     assert answered >= 1
@@ -129,3 +133,24 @@ async def test_a_channel_cooldown_says_so_once(
     assert platform.sent[0].text == "default reply"
     assert "taking a break in this channel" in platform.sent[1].text
     assert len(platform.sent) == 2
+
+
+async def test_a_budget_survives_a_restart(tmp_path: Path, llm_server: LLMServer) -> None:
+    llm_server.default = Scripted(text="ok", input_tokens=90, output_tokens=10)
+    limits = {"channel_budget": {"tokens": 150}}
+    sent: list[str] = []
+    for round_ in range(3):
+        store = SQLStore(sqlite_url(tmp_path / "salon.db"))
+        await store.open()
+        try:
+            async with pipeline_agent(
+                store, tmp_path, llm_server, limits=limits, max_tokens=20
+            ) as (agent, platform):
+                await platform.post(platform.channel("dm", is_direct=True), ALICE, f"r{round_}")
+                await agent.wait_idle()
+                sent += [m.text for m in platform.sent]
+        finally:
+            await store.close()
+    assert len(llm_server.requests) == 2  # 100 spent, then 200: the third finds it used up
+    assert sent[:2] == ["ok", "ok"]
+    assert "this channel's daily budget for Salon is used up" in sent[2]

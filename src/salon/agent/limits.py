@@ -1,24 +1,27 @@
 """Limits and budgets: requests per person (a sliding window), spend per person, channel and
 guild per UTC day (tokens or dollars), a cooldown per channel.
 
-An activation is admitted or refused as a whole, in one store transaction: it then holds
-an estimate of its spend on each budget (the context's characters / 4 plus ``max_tokens``)
-until it ends and its real spend (every call it made, priced) replaces the hold. So twenty
-activations at once cannot all take the last of a budget. A refusal is said once per person
-and limit, as a note with the reset time; until the reset, that person gets silence.
+An activation is admitted or refused as a whole against the counts in memory
+(``LimitBook``: exact within the process, read from the store at first use). While it runs
+it holds an estimate of its spend on each budget (the context's characters / 4 plus
+``max_tokens``); when it ends, its real spend (every call it made, priced) replaces the
+hold and the activation is recorded in the store. So twenty activations at once cannot all
+take the last of a budget. A refusal is said once per person and limit, as a note with the
+reset time; until the reset, that person gets silence.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from salon.agent.limitbook import LimitBook
 from salon.agent.recording import Recorder
 from salon.agent.room import Activation, Scene
-from salon.config import BotConfig
+from salon.config import BotConfig, Price
 from salon.config.pipeline import Budget
 from salon.config.prices import call_cost, price_for
 from salon.model import ChannelRef, Participant
@@ -31,14 +34,18 @@ logger = logging.getLogger(__name__)
 
 _DAY = 86400.0
 _CHARS_PER_TOKEN = 4  # for the estimate held while an answer runs
+_PRICES_KEPT = 256  # models whose price is remembered
+
+
+PriceOf = Callable[[str, Mapping[str, Price]], Price | None]
 
 
 @dataclass(frozen=True, slots=True)
 class Hold:
-    """What an admitted activation holds on its budgets, to settle when it ends."""
+    """What an admitted activation took (its request, its holds), to record when it ends."""
 
-    day: int
-    charges: tuple[Charge, ...]
+    admission: Admission | None
+    charges: tuple[Charge, ...] = ()
 
 
 class Limits:
@@ -46,6 +53,20 @@ class Limits:
         self.bot = bot
         self.store = store
         self.clock = clock
+        self.book = LimitBook(bot, store)
+        # Prices by model while the config's table stays the same object: the lookup walks
+        # the whole table, too slow for every activation.
+        self._prices: dict[str, tuple[Mapping[str, Price], Price | None]] = {}
+
+    def _price(self, model: str, overrides: Mapping[str, Price]) -> Price | None:
+        known = self._prices.get(model)
+        if known is not None and known[0] is overrides:
+            return known[1]
+        if len(self._prices) >= _PRICES_KEPT:
+            self._prices.clear()
+        price = price_for(model, overrides)
+        self._prices[model] = (overrides, price)
+        return price
 
     async def admit(
         self, activation: Activation, config: BotConfig, scene: Scene | None, *, model_calls: bool
@@ -54,9 +75,10 @@ class Limits:
         now = self.clock()
         admission = self._admission(activation, config, scene, now, model_calls=model_calls)
         if admission is None:
-            return Hold(int(now // _DAY), ())
-        refusal = await self.store.admit(self.bot, admission)
-        return refusal if refusal is not None else Hold(admission.day, admission.charges)
+            return Hold(None)
+        await self.book.load(admission)
+        refusal = self.book.take(admission)
+        return refusal if refusal is not None else Hold(admission, admission.charges)
 
     def _admission(
         self,
@@ -73,10 +95,13 @@ class Limits:
             return None
         asked = activation.trigger is not None  # a person asked (not a schedule)
         who = _person(requester)
-        estimate = _estimate(config, scene) if model_calls else (0.0, 0.0)
+        budgets = _budgets(config, activation.channel, who)
+        estimate = (0.0, 0.0)
+        if model_calls and budgets:
+            estimate = _estimate(config, scene, self._price)
         charges = tuple(
             Charge(f"{scope}:{budget_unit(budget)}", _limit(budget), _amount(budget, estimate))
-            for scope, budget in _budgets(config, activation.channel, who)
+            for scope, budget in budgets
         )
         rate = limits.user_rate if asked else None
         return Admission(
@@ -93,15 +118,17 @@ class Limits:
         )
 
     async def settle(self, hold: Hold, config: BotConfig, recorder: Recorder) -> None:
-        """Replace the holds with what every call of the activation really cost."""
-        if not hold.charges:
+        """Replace the holds with what every call of the activation really cost, and record
+        the activation in the store."""
+        if hold.admission is None:
             return
-        tokens, cost = _spend(config, recorder)
+        tokens, cost = _spend(config, recorder, self._price)
         settlements = [
             Settlement(c.key, c.amount, cost if c.key.endswith(":usd") else tokens)
             for c in hold.charges
         ]
-        await self.store.settle(self.bot, hold.day, settlements)
+        self.book.settle(hold.admission.day, settlements)
+        await self.store.record(self.bot, hold.admission, settlements)
 
     async def tell_once(
         self,
@@ -115,9 +142,12 @@ class Limits:
     ) -> None:
         """Say the refusal once per person and limit until it resets; silence after."""
         key = f"told:{refusal.key}:{_person(requester)}"
-        if not await self.store.set_mark(self.bot, key, refusal.reset_at, self.clock()):
+        now = self.clock()
+        if await self.book.load_mark(key) > now:
             return
-        text = refusal_text(refusal, requester.name, config, self.clock())
+        self.book.set_mark(key, refusal.reset_at)  # before any await: said once, exactly
+        await self.store.set_mark(self.bot, key, refusal.reset_at)
+        text = refusal_text(refusal, requester.name, config, now)
         await platform.send(channel, text, note=True)
         recorder.said(text, note=True)
 
@@ -155,17 +185,17 @@ def _exempt(requester: Participant, config: BotConfig) -> bool:
     return bool(config.limits.exempt_authorized and roles and roles & set(requester.roles))
 
 
-def _estimate(config: BotConfig, scene: Scene | None) -> tuple[float, float]:
+def _estimate(config: BotConfig, scene: Scene | None, price_of: PriceOf) -> tuple[float, float]:
     """(tokens, dollars) an answer may spend: its context and its longest answer."""
     chars = len(config.system_prompt) + sum(len(m.text) for m in scene.messages) if scene else 0
     prompt = chars // _CHARS_PER_TOKEN
     tokens = float(prompt + config.max_tokens)
-    price = price_for(config.model_name(), config.prices)
+    price = price_of(config.model_name(), config.prices)
     cost = 0.0 if price is None else (prompt * price.input + config.max_tokens * price.output) / 1e6
     return tokens, cost
 
 
-def _spend(config: BotConfig, recorder: Recorder) -> tuple[float, float]:
+def _spend(config: BotConfig, recorder: Recorder, price_of: PriceOf) -> tuple[float, float]:
     tokens = 0.0
     cost = 0.0
     for pending in recorder.calls:
@@ -176,7 +206,7 @@ def _spend(config: BotConfig, recorder: Recorder) -> tuple[float, float]:
             + usage.cache_read_tokens
             + usage.cache_write_tokens
         )
-        cost += call_cost(price_for(pending.request.model, config.prices), usage) or 0.0
+        cost += call_cost(price_of(pending.request.model, config.prices), usage) or 0.0
     return tokens, cost
 
 

@@ -138,14 +138,14 @@ class Pipeline:
                 evaluate = attempt.config.context_evaluator.enabled
                 await self._answer(attempt, scene, self.conversation, evaluate=evaluate)
         finally:
-            if self.limits is not None and hold.charges:
+            if self.limits is not None:
                 await self.limits.settle(hold, attempt.config, attempt.recorder)
         return True
 
     async def _admit(self, attempt: Attempt, scene: Scene | None) -> Hold | None:
         """The activation's hold on its budgets, or None when a limit refused it (said once)."""
         if self.limits is None or not attempt.config.limits.any:
-            return Hold(0, ())
+            return Hold(None)
         activation = attempt.activation
         verdict = await self.limits.admit(
             activation, attempt.config, scene, model_calls=scene is not None
@@ -300,17 +300,15 @@ class Pipeline:
         key = attempt.activation.channel.key
         self._remember_pause(key, until)
         attempt.recorder.trace.pipeline["loop_breaker"] = {"bot_messages": runs, "until": until}
-        told = True
         if self._marks is not None:
-            told = await self._marks.set_mark(self.bot, f"pause:{key}", until, now)
+            await self._marks.set_mark(self.bot, f"pause:{key}", until)
         logger.warning("%s: %d bot messages in a minute; pausing", key, runs)
-        if told:
-            minutes = max(1, round(breaker.pause / 60))
-            await self._note(
-                attempt,
-                f"(bots are writing faster than {breaker.bot_messages_per_minute} messages a "
-                f"minute here: {attempt.config.name} pauses for {minutes} min)",
-            )
+        minutes = max(1, round(breaker.pause / 60))
+        await self._note(
+            attempt,
+            f"(bots are writing faster than {breaker.bot_messages_per_minute} messages a "
+            f"minute here: {attempt.config.name} pauses for {minutes} min)",
+        )
         return True
 
     def _remember_pause(self, key: str, until: float) -> None:

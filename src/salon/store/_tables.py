@@ -323,7 +323,6 @@ limit_spend = sa.Table(
     sa.Column("key", sa.String, primary_key=True),
     sa.Column("day", sa.Integer, primary_key=True),  # UTC day number
     sa.Column("spent", sa.Float, nullable=False),
-    sa.Column("held", sa.Float, nullable=False),  # by activations still running
 )
 
 limit_marks = sa.Table(

@@ -1,9 +1,8 @@
-"""What the limits of the pipeline ask of the store: one admission, taken or refused as a
-whole, then the spend settled; marks that say until when something holds.
+"""What the limits of the pipeline keep in the store: requests (for the sliding window),
+spend per budget and UTC day, and marks that say until when something holds.
 
-Every operation is one transaction that first locks the bot's limits, so two activations
-(in one process or several sharing the database) never both take the last request or the
-last of a budget.
+The agent decides in memory (``salon.agent.limits``) and records here, so the counts
+survive a restart; it reads a key back from here the first time it meets it.
 """
 
 from __future__ import annotations
@@ -54,17 +53,20 @@ class Settlement:
 
 @runtime_checkable
 class LimitStore(Protocol):
-    async def admit(self, bot: str, admission: Admission) -> Refusal | None:
-        """Take the request (rate, cooldown, holds on budgets) or refuse it, as a whole."""
+    async def record(
+        self, bot: str, admission: Admission, settlements: Sequence[Settlement]
+    ) -> None:
+        """An admitted activation, once it ended: its request (rate), its cooldown, and
+        what it spent on each budget."""
 
-    async def settle(self, bot: str, day: int, settlements: Sequence[Settlement]) -> None:
-        """Replace holds with what was spent."""
+    async def rate_events(self, bot: str, key: str, since: float, limit: int) -> list[float]:
+        """The newest ``limit`` request times of ``key`` after ``since``."""
 
-    async def set_mark(self, bot: str, key: str, until: float, now: float) -> bool:
-        """Set ``key`` until ``until`` unless it holds already; True when it was set."""
+    async def set_mark(self, bot: str, key: str, until: float) -> None:
+        """``key`` holds until ``until`` (a cooldown, a pause, a refusal already said)."""
 
     async def mark(self, bot: str, key: str) -> float | None:
         """Until when ``key`` holds (epoch seconds), if it was ever set."""
 
-    async def spent(self, bot: str, key: str, day: int) -> tuple[float, float]:
-        """(spent, held) of a budget on a day."""
+    async def spent(self, bot: str, key: str, day: int) -> float:
+        """What was spent against a budget on a UTC day."""
