@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from salon.agent.room import Activation
 from salon.config import BotConfig
@@ -41,9 +41,10 @@ def bot_runs_last_minute(messages: Sequence[Message], now: datetime) -> int:
     previous: str | None = None
     for message in messages:
         author = message.author
-        if message.created_at >= since and author.is_bot and author.id != previous:
+        counted = author.is_bot and message.created_at >= since
+        if counted and author.id != previous:
             runs += 1
-        previous = author.id if author.is_bot else None
+        previous = author.id if counted else None
     return runs
 
 
@@ -89,6 +90,3 @@ def gate_says_yes(answer: str, name: str, settings: SpeakGateConfig) -> bool | N
         return False
     return None
 
-
-def now_utc() -> datetime:
-    return datetime.now(UTC)
