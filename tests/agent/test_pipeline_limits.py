@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from salon.config import ChannelConfigs
+from salon.config.pipeline import RateLimit
 from salon.model import Participant
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sqlite import SQLStore, sqlite_url
@@ -154,3 +156,37 @@ async def test_a_budget_survives_a_restart(tmp_path: Path, llm_server: LLMServer
     assert len(llm_server.requests) == 2  # 100 spent, then 200: the third finds it used up
     assert sent[:2] == ["ok", "ok"]
     assert "this channel's daily budget for Salon is used up" in sent[2]
+
+
+async def test_a_rate_holds_exactly_under_25_concurrent_activations(
+    store: SQLStore, tmp_path: Path, llm_server: LLMServer
+) -> None:
+    async with pipeline_agent(
+        store, tmp_path, llm_server, limits=RATE, max_concurrent_activations=25
+    ) as (agent, platform):
+        me = platform.self_participant
+        channels = [platform.channel(f"c{i}") for i in range(25)]
+        await asyncio.gather(
+            *(platform.post(c, ALICE, "@Salon hi", mentions=[me]) for c in channels)
+        )
+        await agent.wait_idle()
+    assert len(llm_server.requests) == 20
+    assert sum("you have reached" in m.text for m in platform.sent) == 1
+
+
+async def test_a_smaller_rate_after_a_reload_applies_at_once(
+    store: SQLStore, tmp_path: Path, llm_server: LLMServer
+) -> None:
+    async with pipeline_agent(store, tmp_path, llm_server, limits=RATE) as (agent, platform):
+        dm = platform.channel("dm", is_direct=True)
+        for number in range(3):
+            await platform.post(dm, ALICE, f"q{number}")
+            await agent.wait_idle()
+        rate = RateLimit(requests=2, per_seconds=3600)
+        limits = agent.config.limits.model_copy(update={"user_rate": rate})
+        two = agent.config.model_copy(update={"limits": limits})
+        agent.reconfigure(two, ChannelConfigs(two))
+        await platform.post(dm, ALICE, "q3")
+        await agent.wait_idle()
+    assert len(llm_server.requests) == 3
+    assert "you have reached 2 requests per hour" in platform.sent[-1].text

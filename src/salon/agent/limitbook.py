@@ -80,6 +80,9 @@ class LimitBook:
                 return Refusal("cooldown", admission.cooldown_key, until)
         if admission.rate_key is not None:
             times = self._requests[admission.rate_key]
+            if times.maxlen != admission.rate_limit:  # the rate changed (a config reload)
+                times = deque(times, maxlen=admission.rate_limit)
+                self._requests.keep(admission.rate_key, times)
             while times and times[0] <= admission.now - admission.rate_window:
                 times.popleft()
             if len(times) >= admission.rate_limit:

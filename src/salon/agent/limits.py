@@ -24,6 +24,7 @@ from salon.agent.room import Activation, Scene
 from salon.config import BotConfig, Price
 from salon.config.pipeline import Budget
 from salon.config.prices import call_cost, price_for
+from salon.errors import StoreError
 from salon.model import ChannelRef, Participant
 from salon.platforms.base import Platform
 from salon.store.limits import Admission, Charge, LimitStore, Refusal, Settlement
@@ -128,7 +129,10 @@ class Limits:
             for c in hold.charges
         ]
         self.book.settle(hold.admission.day, settlements)
-        await self.store.record(self.bot, hold.admission, settlements)
+        try:
+            await self.store.record(self.bot, hold.admission, settlements)
+        except StoreError:  # memory still counts it; only a restart would forget it
+            logger.exception("could not record limits in the store")
 
     async def tell_once(
         self,
