@@ -200,13 +200,16 @@ def _keyword_problems(
     key: str, config: BotConfig, secrets: Secrets, configs: ConfigSet
 ) -> list[ConfigProblem]:
     """A keyword whose tool is missing is an error (a warning while MCP servers may offer it)."""
-    if not config.keywords:
+    keywords = {}
+    for in_use in configs.configs_in_use(key):  # guild layers may add keywords
+        keywords.update(in_use.keywords)
+    if not keywords:
         return []
     known = asyncio.run(offline_tool_names(key, config, secrets, configs.root))
     locate = configs.locator(key)
     problems = []
     for path, reason, fatal in keyword_problems(
-        config.keywords, known, has_mcp_servers=bool(config.mcp_servers)
+        keywords, known, has_mcp_servers=bool(config.mcp_servers)
     ):
         if fatal:
             problems.append(locate(path, reason))

@@ -27,8 +27,7 @@ class Judged:
     """The messages the evaluator may judge (newest first) and those it may not touch."""
 
     protected: tuple[Message, ...]  # oldest first: up to the roll's breakpoint
-    eligible: tuple[Message, ...]  # newest first, at most max_depth
-    too_old: tuple[Message, ...]  # older than max_depth (dropped when the evaluator answers)
+    eligible: tuple[Message, ...]  # newest first, at most max_depth; older ones go
 
 
 def split(
@@ -41,7 +40,7 @@ def split(
             cut = ids.index(breakpoints[0]) + 1
     protected, rest = tuple(messages[:cut]), list(messages[cut:])
     newest_first = tuple(reversed(rest))
-    return Judged(protected, newest_first[: settings.max_depth], newest_first[settings.max_depth :])
+    return Judged(protected, newest_first[: settings.max_depth])
 
 
 def evaluator_prompt(judged: Judged, request: str, settings: ContextEvaluatorConfig) -> str:

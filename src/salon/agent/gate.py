@@ -89,4 +89,3 @@ def gate_says_yes(answer: str, name: str, settings: SpeakGateConfig) -> bool | N
     if text.startswith("no"):
         return False
     return None
-
