@@ -44,8 +44,12 @@ class LimitBook:
             times = await self.store.rate_events(self.bot, rate, since, admission.rate_limit)
             if rate not in self._requests:  # another activation may have loaded it meanwhile
                 self._requests.keep(rate, deque(times, maxlen=admission.rate_limit))
-        if admission.cooldown_key is not None:
-            await self.load_mark(admission.cooldown_key)
+        cooldown = admission.cooldown_key
+        if cooldown is not None and cooldown not in self._marks:
+            since = admission.now - admission.cooldown
+            last = await self.store.rate_events(self.bot, cooldown, since, 1)
+            if cooldown not in self._marks:
+                self._marks.keep(cooldown, last[-1] + admission.cooldown if last else 0.0)
         for charge in admission.charges:
             key = f"{charge.key}@{admission.day}"
             if key not in self._spend:

@@ -1,24 +1,31 @@
 """The store's part for limits and budgets (``salon.store.limits`` says what each does).
 
-Writes of one process go one at a time (an asyncio lock), each in one transaction, so an
-update-or-insert of a row never races its twin.
+What an activation took is appended as event rows (a request, a cooldown's start, what was
+spent on each budget) in one insert; counts are read back as the newest request times and
+sums per UTC day. Rows older than any window or day that can still matter are deleted now
+and then. Marks (a pause, a refusal already said) are one row per key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from salon.errors import StoreError
-from salon.store._tables import limit_events, limit_marks, limit_spend
+from salon.store._tables import limit_events, limit_marks
 from salon.store.limits import Admission, Settlement
 
 __all__ = ["LimitMethods"]
+
+_KEEP_SECONDS = 8 * 86400  # longer than the longest rate window (7 days) and a UTC day
+_PRUNE_EVERY = 1000  # records between deletions of old rows
+_DAY = 86400.0
 
 
 class LimitMethods:
@@ -30,18 +37,25 @@ class LimitMethods:
         def engine(self) -> AsyncEngine: ...
 
     _limits_lock: asyncio.Lock | None = None
+    _limit_records = 0
 
     async def record(
         self, bot: str, admission: Admission, settlements: Sequence[Settlement]
     ) -> None:
-        if self._limits_lock is None:
-            self._limits_lock = asyncio.Lock()
-        async with self._limits_lock:
-            try:
-                async with self.engine.begin() as conn:
-                    await _record(conn, bot, admission, settlements)
-            except SQLAlchemyError as exc:
-                raise StoreError(f"cannot record limits: {exc}") from exc
+        rows = _rows(bot, admission, settlements)
+        self._limit_records += 1
+        prune = self._limit_records % _PRUNE_EVERY == 1
+        if not rows and not prune:
+            return
+        try:
+            async with self.engine.begin() as conn:
+                if rows:
+                    await conn.execute(sa.insert(limit_events), rows)
+                if prune:
+                    old = limit_events.c.at < time.time() - _KEEP_SECONDS
+                    await conn.execute(sa.delete(limit_events).where(old))
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot record limits: {exc}") from exc
 
     async def rate_events(self, bot: str, key: str, since: float, limit: int) -> list[float]:
         c = limit_events.c
@@ -54,11 +68,25 @@ class LimitMethods:
         async with self.engine.connect() as conn:
             return sorted(float(at) for at in (await conn.execute(query)).scalars())
 
+    async def spent(self, bot: str, key: str, day: int) -> float:
+        c = limit_events.c
+        query = sa.select(sa.func.coalesce(sa.func.sum(c.amount), 0.0)).where(
+            c.bot == bot, c.key == key, c.at >= day * _DAY, c.at < (day + 1) * _DAY
+        )
+        async with self.engine.connect() as conn:
+            return float((await conn.execute(query)).scalar() or 0.0)
+
     async def set_mark(self, bot: str, key: str, until: float) -> None:
         if self._limits_lock is None:
             self._limits_lock = asyncio.Lock()
+        c = limit_marks.c
+        # One process's writes in turn: an update-or-insert must not race its twin.
         async with self._limits_lock, self.engine.begin() as conn:
-            await _put_mark(conn, bot, key, until)
+            moved = await conn.execute(
+                sa.update(limit_marks).where(c.bot == bot, c.key == key).values(until=until)
+            )
+            if not moved.rowcount:
+                await conn.execute(sa.insert(limit_marks).values(bot=bot, key=key, until=until))
 
     async def mark(self, bot: str, key: str) -> float | None:
         c = limit_marks.c
@@ -67,43 +95,19 @@ class LimitMethods:
             value = (await conn.execute(query)).scalar()
         return float(value) if value is not None else None
 
-    async def spent(self, bot: str, key: str, day: int) -> float:
-        c = limit_spend.c
-        query = sa.select(c.spent).where(c.bot == bot, c.key == key, c.day == day)
-        async with self.engine.connect() as conn:
-            value = (await conn.execute(query)).scalar()
-        return float(value) if value is not None else 0.0
 
-
-async def _record(
-    conn: AsyncConnection, bot: str, admission: Admission, settlements: Sequence[Settlement]
-) -> None:
-    if admission.rate_key is not None:
-        c = limit_events.c
-        since = admission.now - admission.rate_window
-        await conn.execute(
-            sa.delete(limit_events).where(c.bot == bot, c.key == admission.rate_key, c.at <= since)
-        )
-        row = {"bot": bot, "key": admission.rate_key, "at": admission.now}
-        await conn.execute(sa.insert(limit_events).values(row))
-    if admission.cooldown_key is not None:
-        until = admission.now + admission.cooldown
-        await _put_mark(conn, bot, admission.cooldown_key, until)
-    s = limit_spend.c
-    for item in settlements:
-        where = (s.bot == bot, s.key == item.key, s.day == admission.day)
-        moved = await conn.execute(
-            sa.update(limit_spend).where(*where).values(spent=s.spent + item.spent)
-        )
-        if not moved.rowcount:
-            row = {"bot": bot, "key": item.key, "day": admission.day, "spent": item.spent}
-            await conn.execute(sa.insert(limit_spend).values(row))
-
-
-async def _put_mark(conn: AsyncConnection, bot: str, key: str, until: float) -> None:
-    c = limit_marks.c
-    moved = await conn.execute(
-        sa.update(limit_marks).where(c.bot == bot, c.key == key).values(until=until)
-    )
-    if not moved.rowcount:
-        await conn.execute(sa.insert(limit_marks).values(bot=bot, key=key, until=until))
+def _rows(
+    bot: str, admission: Admission, settlements: Sequence[Settlement]
+) -> list[dict[str, Any]]:
+    at = admission.now  # spend counts on the day the activation was admitted
+    rows = [
+        {"bot": bot, "key": key, "at": at, "amount": 1.0}
+        for key in (admission.rate_key, admission.cooldown_key)
+        if key is not None
+    ]
+    rows += [
+        {"bot": bot, "key": item.key, "at": at, "amount": item.spent}
+        for item in settlements
+        if item.spent
+    ]
+    return rows

@@ -311,18 +311,10 @@ limit_events = sa.Table(
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("bot", sa.String, nullable=False),
-    sa.Column("key", sa.String, nullable=False),
+    sa.Column("key", sa.String, nullable=False),  # rate:…, cooldown:…, user:…:tokens, …
     sa.Column("at", sa.Float, nullable=False),
+    sa.Column("amount", sa.Float, nullable=False),  # 1 for a request; tokens or dollars spent
     sa.Index("ix_limit_events_bot_key_at", "bot", "key", "at"),
-)
-
-limit_spend = sa.Table(
-    "limit_spend",
-    metadata,
-    sa.Column("bot", sa.String, primary_key=True),
-    sa.Column("key", sa.String, primary_key=True),
-    sa.Column("day", sa.Integer, primary_key=True),  # UTC day number
-    sa.Column("spent", sa.Float, nullable=False),
 )
 
 limit_marks = sa.Table(
@@ -335,7 +327,7 @@ limit_marks = sa.Table(
 
 
 def _m10_limits(conn: Connection) -> None:
-    for table in (limit_events, limit_spend, limit_marks):
+    for table in (limit_events, limit_marks):
         table.create(conn)
 
 

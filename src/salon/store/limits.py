@@ -1,5 +1,6 @@
 """What the limits of the pipeline keep in the store: requests (for the sliding window),
-spend per budget and UTC day, and marks that say until when something holds.
+cooldowns' starts, spend per budget and UTC day, and marks that say until when something
+holds.
 
 The agent decides in memory (``salon.agent.limits``) and records here, so the counts
 survive a restart; it reads a key back from here the first time it meets it.
@@ -60,7 +61,8 @@ class LimitStore(Protocol):
         what it spent on each budget."""
 
     async def rate_events(self, bot: str, key: str, since: float, limit: int) -> list[float]:
-        """The newest ``limit`` request times of ``key`` after ``since``."""
+        """The newest ``limit`` times ``key`` was taken after ``since`` (requests of a
+        rate, starts of a cooldown), oldest first."""
 
     async def set_mark(self, bot: str, key: str, until: float) -> None:
         """``key`` holds until ``until`` (a cooldown, a pause, a refusal already said)."""
