@@ -139,3 +139,24 @@ async def test_final_pass_combined_ends_after_one_final_call(
         await agent.wait_idle()
     assert [c["location"] for c in calls] == ["Oslo"]
     assert len(llm_server.requests) == 2
+
+
+async def test_a_keyword_counts_as_a_request(
+    store: SQLStore, tmp_path: Path, llm_server: LLMServer
+) -> None:
+    calls: list[dict[str, Any]] = []
+    async with pipeline_agent(
+        store,
+        tmp_path,
+        llm_server,
+        tool_calls=calls,
+        keywords=KEYWORDS,
+        limits={"user_rate": {"requests": 1}},
+    ) as (agent, platform):
+        general = platform.channel("general")
+        await platform.post(general, ALICE, "!weather Oslo")
+        await agent.wait_idle()
+        await platform.post(general, ALICE, "!weather Rome")
+        await agent.wait_idle()
+    assert [c["location"] for c in calls] == ["Oslo"]
+    assert "you have reached 1 request per hour" in platform.sent[-1].text

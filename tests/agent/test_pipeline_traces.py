@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+from salon import trace_cli
 from salon.llm import FakeProvider, FakeReply
 from salon.model import TAG_MONITORED, MessageEvent, Participant
 from salon.platforms.memory import MemoryPlatform
@@ -33,6 +35,9 @@ async def test_the_trace_records_what_the_evaluator_dropped(tmp_path: Path) -> N
         await app.traces.flush()
         (summary,) = await app.store.list_traces()
         _, body = await app.store.get_trace(summary.id) or (None, {})
+        shown = io.StringIO()
+        assert await trace_cli.show(app.store, str(summary.id), out=shown) == 0
+    assert f'pipeline: evaluator: {{"kept": 1, "dropped": ["{football.id}"]}}' in shown.getvalue()
     assert body["pipeline"]["evaluator"]["dropped"] == [football.id]
     assert [c["kind"] for c in body["calls"]] == ["evaluate", "answer"]
     assert "football" not in str(body["calls"][1]["request"])
@@ -78,3 +83,23 @@ async def test_bots_writing_too_fast_pause_the_bot_and_it_says_so_once(
     assert "faster than 3 messages a minute" in note.text
     assert "pauses for 10 min" in note.text
     assert await store.mark("salon", f"pause:{room.key}") is not None
+
+
+async def test_reply_on_random_asks_the_gate_and_a_keyword_skips_it(
+    start_agent: StartAgent,
+) -> None:
+    provider = FakeProvider([FakeReply(("no",))], default="hello")
+    agent, platform = await start_agent(
+        provider,
+        reply_on_random=1,
+        speak_gate={"enabled": True},
+        keywords={"help": {}},
+        limits={"user_rate": {"requests": 1}},
+    )
+    room = platform.channel("room")
+    await platform.post(room, BOB, "just chatting")  # picked at random: the gate says no
+    await agent.wait_idle()
+    await platform.post(room, BOB, "!help")  # a keyword: no gate
+    await agent.wait_idle()
+    assert len(provider.requests) == 1  # only the gate's call
+    assert platform.sent[0].text.startswith("Salon answers these keywords:")

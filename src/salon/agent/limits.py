@@ -220,7 +220,8 @@ def refusal_text(refusal: Refusal, name: str, config: BotConfig, now: float) -> 
     scope = refusal.key.split(":", 1)[0]
     if refusal.kind == "rate":
         rate = config.limits.user_rate
-        count = f"{rate.requests} requests per {_span(rate.per_seconds)}" if rate else "your limit"
+        noun = "request" if rate and rate.requests == 1 else "requests"
+        count = f"{rate.requests} {noun} per {_span(rate.per_seconds)}" if rate else "your limit"
         return f"{name}: you have reached {count}; I can answer you again {at}."
     if refusal.kind == "cooldown":
         return f"{config.name} is taking a break in this channel; back {at}."
