@@ -58,7 +58,7 @@ async def test_the_evaluator_drops_off_topic_messages_from_the_main_request(
         store,
         tmp_path,
         llm_server,
-        context_evaluator=EVALUATOR,
+        context_evaluator={**EVALUATOR, "model": "cheap-model"},
         prompt_caching=False,
         system_prompt="You are Salon the gardener.",
     ) as (agent, platform):
@@ -68,7 +68,9 @@ async def test_the_evaluator_drops_off_topic_messages_from_the_main_request(
         await agent.wait_idle()
     evaluator = next(r for r in llm_server.requests if is_evaluator(r))
     assert "gardener" not in json.dumps(evaluator.body)  # its own prompt, never the persona
+    assert evaluator.body["model"] == "cheap-model"
     (main,) = main_requests(llm_server)
+    assert main.body["model"] == "main-model"
     sent = json.dumps(main.body)
     assert "football" not in sent
     assert "last minute" not in sent
