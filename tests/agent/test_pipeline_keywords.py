@@ -160,3 +160,19 @@ async def test_a_keyword_counts_as_a_request(
         await agent.wait_idle()
     assert [c["location"] for c in calls] == ["Oslo"]
     assert "you have reached 1 request per hour" in platform.sent[-1].text
+
+
+async def test_a_failed_keyword_call_is_told_as_a_note_without_the_model(
+    store: SQLStore, tmp_path: Path, llm_server: LLMServer
+) -> None:
+    keywords = {"weather": {"tool": "get_weather", "final_pass": True, "argument": "nowhere"}}
+    async with pipeline_agent(store, tmp_path, llm_server, keywords=keywords) as (
+        agent,
+        platform,
+    ):
+        await platform.post(platform.channel("general"), ALICE, "!weather Oslo")
+        await agent.wait_idle()
+    assert llm_server.requests == []
+    (note,) = platform.sent
+    assert note.text.startswith("(!weather failed:")
+    assert "note" in str(note.tags)

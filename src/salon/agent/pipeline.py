@@ -224,6 +224,10 @@ class Pipeline:
             await self._note(attempt, f"(cancelled: {outcome.cancelled} was not run)")
             return
         result = outcome.results[0]
+        if result.is_error or not result.content.strip():
+            said = result.content.strip() or "it returned nothing"
+            await self._note(attempt, f"(!{match.word} failed: {said})")
+            return
         if scene is None:
             await self._say(attempt, result.content)
             return
