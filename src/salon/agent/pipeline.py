@@ -31,7 +31,7 @@ from salon.agent.tools import ToolRunner
 from salon.config import BotConfig, Redactor
 from salon.errors import ProviderError
 from salon.llm.base import LLMRequest, Provider
-from salon.model import Message, Participant, ToolRecord
+from salon.model import Message, Participant, ToolCall, ToolRecord, ToolResult
 from salon.platforms.base import Platform
 from salon.store.base import Store
 from salon.store.limits import LimitStore, Refusal
@@ -195,21 +195,40 @@ class Pipeline:
     # Keywords
 
     async def _keyword(self, attempt: Attempt, match: KeywordMatch, scene: Scene | None) -> None:
-        config, recorder = attempt.config, attempt.recorder
+        called = await self._call_tool(attempt, match)
+        if called is None:
+            return
+        call, result = called
+        if scene is None:
+            await self._say(attempt, result.content)
+            return
+        channel = attempt.activation.channel
+        record = ToolRecord(datetime.now(UTC), channel.key, scene.after, call, result)
+        final = replace(scene, records=(*scene.records, record))
+        evaluate = match.keyword.context_evaluator
+        if evaluate is None:
+            evaluate = attempt.config.context_evaluator.enabled
+        await self._final_pass(attempt, final, result.content, evaluate=evaluate)
+
+    async def _call_tool(
+        self, attempt: Attempt, match: KeywordMatch
+    ) -> tuple[ToolCall, ToolResult] | None:
+        """The keyword's call and its result; None when it could not be made or failed
+        (said in the channel)."""
         tool = match.keyword.tool or ""
-        recorder.trace.pipeline["keyword"] = {"word": match.word, "tool": tool}
-        runner = self._runner(config)
+        attempt.recorder.trace.pipeline["keyword"] = {"word": match.word, "tool": tool}
+        runner = self._runner(attempt.config)
         spec = runner.tools.get(tool) if runner is not None else None
         if runner is None or spec is None:
             logger.error("keyword !%s: its tool %s is not available", match.word, tool)
             await self._note(attempt, f"(!{match.word}: its tool {tool} is not available here)")
-            return
+            return None
         self._calls += 1
         call = keyword_call(match, spec, f"kw-{self._calls}")
         if isinstance(call, str):
             await self._note(attempt, f"({call})")
-            return
-        activation = attempt.activation
+            return None
+        activation, recorder = attempt.activation, attempt.recorder
         trigger = activation.trigger
         with recorder.phase("tools"):
             outcome = await runner.run(
@@ -222,21 +241,13 @@ class Pipeline:
             )
         if outcome.cancelled is not None:
             await self._note(attempt, f"(cancelled: {outcome.cancelled} was not run)")
-            return
+            return None
         result = outcome.results[0]
         if result.is_error or not result.content.strip():
             said = result.content.strip() or "it returned nothing"
             await self._note(attempt, f"(!{match.word} failed: {said})")
-            return
-        if scene is None:
-            await self._say(attempt, result.content)
-            return
-        record = ToolRecord(datetime.now(UTC), activation.channel.key, scene.after, call, result)
-        final = replace(scene, records=(*scene.records, record))
-        evaluate = match.keyword.context_evaluator
-        if evaluate is None:
-            evaluate = config.context_evaluator.enabled
-        await self._final_pass(attempt, final, result.content, evaluate=evaluate)
+            return None
+        return call, result
 
     async def _final_pass(
         self, attempt: Attempt, scene: Scene, raw: str, *, evaluate: bool
