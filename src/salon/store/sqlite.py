@@ -88,6 +88,7 @@ class SQLStore(TraceMethods, LimitMethods):
     async def close(self) -> None:
         if self._engine is not None:
             await self._writer.close()
+            await self.close_limits()
             await self._engine.dispose()
             self._engine = None
 
