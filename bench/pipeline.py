@@ -2,7 +2,8 @@
 
 pipeline_overhead_ratio: activation overhead (as ``activation_overhead`` measures it) with
 keywords, a per-user rate limit, per-user, channel and guild budgets and a channel cooldown
-configured (evaluator and gate off, every request admitted), over none; alternating rounds.
+configured (evaluator and gate off, every request admitted), over none: two bots in one
+process, asked in turn.
 
 evaluator_tokens_saved_share: a 400-message room whose topic changed 50 messages ago; a
 scripted evaluator keeps exactly the messages of the new topic. The share of prompt
@@ -15,10 +16,12 @@ import asyncio
 import json
 import re
 import tempfile
+import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench.activation import RUNS, _config, measure
+from bench.activation import HISTORY, RUNS, WARMUP, _config, _TimedPlatform, _TimedProvider
 from bench.figures import Figure, percentile
 from salon.agent import Agent
 from salon.config import BotConfig
@@ -30,6 +33,7 @@ from salon.store.sqlite import SQLStore, sqlite_url
 
 ROOM = 400
 NEW_TOPIC = 50
+PEOPLE = [Participant(f"u{i}", f"User{i}") for i in range(8)]
 
 
 def _pipeline_config() -> BotConfig:
@@ -47,15 +51,68 @@ def _pipeline_config() -> BotConfig:
     return BotConfig.model_validate(data)
 
 
+@dataclass
+class _Bot:
+    agent: Agent
+    platform: _TimedPlatform
+    provider: _TimedProvider
+    task: asyncio.Task[None]
+
+
+async def _bot(config: BotConfig, store: SQLStore) -> _Bot:
+    provider, platform = _TimedProvider(), _TimedPlatform()
+    agent = Agent(
+        bot="bench", config=config, provider=provider, platforms={"memory": platform}, store=store
+    )
+    await platform.start(agent.submit)
+    room = platform.channel("room", is_direct=True)
+    for i in range(HISTORY):
+        platform.add(room, PEOPLE[i % 8], f"message number {i} with a few words in it")
+    return _Bot(agent, platform, provider, asyncio.create_task(agent.run()))
+
+
+async def _overhead(bot: _Bot, i: int) -> float:
+    """One activation's overhead in microseconds, as ``bench.activation.measure`` takes it."""
+    bot.platform.sent_event.clear()
+    start = time.perf_counter_ns()
+    await bot.platform.post(bot.platform.channel("room", is_direct=True), PEOPLE[i % 8], f"q {i}?")
+    await bot.platform.sent_event.wait()
+    await bot.agent.wait_idle()
+    inbound = bot.provider.handed - start
+    outbound = bot.platform.sent_at - bot.provider.answered
+    return (inbound + outbound) / 1000
+
+
 async def pipeline_overhead() -> list[Figure]:
+    """Two bots in one process, asked in turn, so a busy machine slows both alike."""
     off: list[float] = []
     on: list[float] = []
-    for _ in range(4):
-        off += await measure(_config(), RUNS // 4)
-        on += await measure(_pipeline_config(), RUNS // 4)
+    with tempfile.TemporaryDirectory() as tmp:
+        stores = [SQLStore(sqlite_url(Path(tmp) / f"{n}.db")) for n in ("off", "on")]
+        for store in stores:
+            await store.open()
+        plain = await _bot(_config(), stores[0])
+        piped = await _bot(_pipeline_config(), stores[1])
+        try:
+            for i in range(WARMUP + RUNS):
+                first, second = (plain, piped) if i % 2 else (piped, plain)
+                took = {
+                    id(first): await _overhead(first, i),
+                    id(second): await _overhead(second, i),
+                }
+                if i >= WARMUP:
+                    off.append(took[id(plain)])
+                    on.append(took[id(piped)])
+        finally:
+            for bot in (plain, piped):
+                bot.task.cancel()
+                await asyncio.gather(bot.task, return_exceptions=True)
+            for store in stores:
+                await store.close()
     return [
         Figure("pipeline_overhead_ratio", percentile(on, 50) / percentile(off, 50), "x", 1.10),
         Figure("activation_overhead_pipeline_p50_us", percentile(on, 50), "us"),
+        Figure("activation_overhead_plain_p50_us", percentile(off, 50), "us"),
     ]
 
 
