@@ -18,6 +18,7 @@ from bench import (
     integrations,
     kill9,
     load,
+    pipeline,
     postgres,
     tools,
     traces,
@@ -37,6 +38,8 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "kill9": kill9.run,
     "load": load.run,
     "trace_query": traces.run,
+    "pipeline_overhead": pipeline.pipeline_overhead,
+    "evaluator_tokens_saved": pipeline.evaluator_savings,
     "integrations": integrations.run,
     # These need a PostgreSQL server: scripts/with-postgres .venv/bin/python -m bench pg_ schedule
     "pg_activation_overhead": postgres.activation_ratio,

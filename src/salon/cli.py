@@ -17,16 +17,23 @@ from typing import Any
 from salon import __version__, trace_cli
 from salon.agent.dispatch import TOLD_IN_CHANNEL
 from salon.app import BotApp, data_dir, load_bot, store_for
-from salon.config import ConfigSet, Redactor, Secrets, load_config_dir
+from salon.config import BotConfig, ConfigSet, Redactor, Secrets, load_config_dir
 from salon.config.example import write_example
 from salon.config.integrations import check_integrations
+from salon.config.pipeline import keyword_problems
 from salon.config.shards import shard_groups, with_shards
-from salon.errors import ConfigError, SalonError
+from salon.errors import ConfigError, ConfigProblem, SalonError
 from salon.integrations import INTEGRATIONS
 from salon.llm.probe import probe
 from salon.logsetup import configure_logging
 from salon.supervisor import BotProcessSpec, Supervisor
-from salon.tools_cli import call_tool, list_tools, serve_builtin, serve_integration
+from salon.tools_cli import (
+    call_tool,
+    list_tools,
+    offline_tool_names,
+    serve_builtin,
+    serve_integration,
+)
 
 __all__ = ["main"]
 
@@ -186,11 +193,34 @@ def _check(root: Path, *, live: bool = False) -> int:
         for warning in found.warnings:
             print(f"warning: {warning}")
         problems.extend(found.errors)
+        problems.extend(_keyword_problems(key, config, secrets, configs))
     if problems:
         raise ConfigError(problems)
     if live:
         return asyncio.run(_check_live(configs, ready))
     return 0
+
+
+def _keyword_problems(
+    key: str, config: BotConfig, secrets: Secrets, configs: ConfigSet
+) -> list[ConfigProblem]:
+    """A keyword whose tool is missing is an error (a warning while MCP servers may offer it)."""
+    keywords = {}
+    for in_use in configs.configs_in_use(key):  # guild layers may add keywords
+        keywords.update(in_use.keywords)
+    if not keywords:
+        return []
+    known = asyncio.run(offline_tool_names(key, config, secrets, configs.root))
+    locate = configs.locator(key)
+    problems = []
+    for path, reason, fatal in keyword_problems(
+        keywords, known, has_mcp_servers=bool(config.mcp_servers)
+    ):
+        if fatal:
+            problems.append(locate(path, reason))
+        else:
+            print(f"warning: {locate(path, reason)}")
+    return problems
 
 
 async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> int:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from salon.app import BotApp
 from salon.config import BotConfig, Secrets
-from salon.integrations import IntegrationUnavailable, server_for
+from salon.integrations import IntegrationUnavailable, build_integration_server, server_for
 from salon.llm.base import ProviderTraits
 from salon.model import ToolCall
 from salon.store.sqlite import SQLStore
-from salon.tools.builtin import OPERATOR, build_builtin_server
+from salon.tools.builtin import OPERATOR, ScheduleBook, build_builtin_server
 from salon.tools.policy import decide
 
 __all__ = ["call_tool", "channel_key", "list_tools", "serve_builtin", "serve_integration"]
@@ -150,3 +151,32 @@ async def serve_integration(config: BotConfig, root: Path, secrets: Secrets, nam
         return 2
     await server.run_stdio_async()
     return 0
+
+
+async def offline_tool_names(key: str, bot: BotConfig, secrets: Secrets, root: Path) -> set[str]:
+    """Names of the tools Salon serves itself (built-ins, integrations), without starting
+    anything: what ``salon check`` compares keywords with."""
+    names: set[str] = set()
+    servers = []
+    if bot.builtin_tools:
+
+        async def nobody(_channel: str) -> list[str]:
+            return []
+
+        unopened = SQLStore("sqlite+aiosqlite:///:memory:")
+        book = ScheduleBook(
+            unopened, timezone="UTC", now=lambda: datetime.now(UTC), changed=_nothing
+        )
+        servers.append(build_builtin_server(key, unopened, nobody, book))
+    for name, config in bot.integrations.configured().items():
+        try:
+            servers.append(build_integration_server(name, config, lookup=secrets.get, root=root))
+        except IntegrationUnavailable:
+            continue  # reported by check_integrations
+    for server in servers:
+        names.update(tool.name for tool in await server.list_tools())
+    return names
+
+
+def _nothing() -> None:
+    return None

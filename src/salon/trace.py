@@ -21,6 +21,7 @@ __all__ = [
     "CAUSES",
     "OUTCOMES",
     "BotHealth",
+    "CallKind",
     "CallTrace",
     "CostRow",
     "Divergence",
@@ -30,6 +31,8 @@ __all__ = [
     "TraceSummary",
 ]
 
+# The answer's calls, and the pipeline's own: the context evaluator and the speak gate.
+CallKind = Literal["answer", "plan", "retry", "evaluate", "gate"]
 Outcome = Literal["answered", "error", "cancelled", "stopped"]
 OUTCOMES: tuple[Outcome, ...] = ("answered", "error", "cancelled", "stopped")
 
@@ -59,7 +62,7 @@ class Divergence:
 class CallTrace:
     """One LLM call: the request as sent (images as size and hash), usage and timing."""
 
-    kind: Literal["answer", "plan", "retry"]
+    kind: CallKind
     provider: str
     model: str
     request: dict[str, Any]
@@ -114,6 +117,8 @@ class Trace:
     answer: str = ""  # what the bot said, as shown
     notes: list[str] = field(default_factory=list)  # Salon's own words in the channel
     timings: dict[str, float] = field(default_factory=dict)  # phase -> milliseconds
+    # What the pipeline decided: keyword, limits, speak gate, messages the evaluator dropped.
+    pipeline: dict[str, Any] = field(default_factory=dict)
 
     def totals(self) -> dict[str, float]:
         usage: dict[str, float] = {

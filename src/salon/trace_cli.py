@@ -98,6 +98,8 @@ async def show(store: SQLStore, ref: str, *, out: TextIO = sys.stdout) -> int:
         link = f"  {trigger['link']}" if trigger.get("link") else ""
         write(f"asked by {trigger['author']}: {trigger['text']!r}{link}\n")
     write(f"config: {', '.join(body.get('layers') or ['(defaults)'])}\n")
+    for step, decided in (body.get("pipeline") or {}).items():
+        write(f"pipeline: {step}: {json.dumps(decided, ensure_ascii=False)}\n")
     timings = body.get("timings", {})
     write("timings: " + ", ".join(f"{k} {v:.0f} ms" for k, v in timings.items()) + "\n")
     for number, call in enumerate(body.get("calls", []), 1):

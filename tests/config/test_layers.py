@@ -108,3 +108,17 @@ def test_google_needs_an_api_key(write_config: WriteConfig) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config_dir(root)
     assert "google needs an API key" in str(caught.value)
+
+
+def test_a_pin_cannot_lift_limits_but_may_add_keywords(write_config: WriteConfig) -> None:
+    root = write_config(SHARED, muse="limits: {user_rate: {requests: 5}}\n")
+    resolver = load_config_dir(root).channel_configs("muse")
+    pinned = [
+        PinnedConfig("1", ".config\n---\nlimits: {user_rate: null}"),
+        PinnedConfig("2", ".config\n---\nkeywords: {time: {tool: get_current_time}}"),
+    ]
+    resolved = resolver.resolve(None, pinned)
+    assert resolved.config.limits.user_rate is not None
+    assert "keywords" not in dict(resolved.rejected).get("2", "")
+    assert set(resolved.config.keywords) == {"time"}
+    assert "cannot be set by a pinned message" in dict(resolved.rejected)["1"]

@@ -24,6 +24,7 @@ from salon.agent.output import LeadingLabel, ParagraphStream
 from salon.agent.planner import answer_request, parse_plan, planning_request
 from salon.agent.recording import Recorder
 from salon.agent.room import Scene
+from salon.agent.toolrules import merge_results, split_calls
 from salon.agent.tools import ToolRunner, Turn
 from salon.config import BotConfig, Redactor
 from salon.context import ChatMemo, render_chat, render_prefill
@@ -177,11 +178,12 @@ class Conversation:
             await self._plan_then_answer(reply, provider, request, scene, tools)
             return
         calls_made = 0
+        last = False  # final_pass_combined: the call after the tools' results is the last
         while True:
             turn, request = await self._complete_or_without_tools(
                 reply, provider, request, scene.config, tools
             )
-            if turn.cut_off or not turn.calls or tools is None:
+            if turn.cut_off or not turn.calls or tools is None or last:
                 return
             await reply.flush()  # what the bot said before the call appears before its log
             if calls_made + len(turn.calls) > self.max_tool_depth:
@@ -189,19 +191,22 @@ class Conversation:
                 await reply.note(f"(stopped: this answer reached the limit of {limit} tool calls)")
                 return
             calls_made += len(turn.calls)
+            runs, refused = split_calls(turn.calls, scene.config.max_tool_calls_per_turn)
             with reply.recorder.phase("tools"):
                 outcome = await tools.run(
                     reply.platform,
                     reply.channel,
                     scene.requester,
-                    turn.calls,
+                    runs,
                     scene.after,
                     recorder=reply.recorder,
                 )
             if outcome.cancelled is not None:
                 await reply.note(f"(cancelled: {outcome.cancelled} was not run)")
                 return
-            request = tools.follow_up(request, turn, outcome.results)
+            results = merge_results(turn.calls, outcome.results, refused)
+            request = tools.follow_up(request, turn, results)
+            last = scene.config.final_pass_combined
 
     async def _plan_then_answer(
         self,

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from salon.agent.activation import should_activate
 from salon.agent.conversation import Conversation
+from salon.agent.pipeline import Attempt, Pipeline
 from salon.agent.recording import Recorder
 from salon.agent.room import Activation, Room
 from salon.agent.tools import ToolRunner
@@ -101,6 +102,14 @@ class Agent:
             tools=tools,
             redactor=self._redact,
             max_tool_depth=config.max_tool_depth,
+        )
+        self.pipeline = Pipeline(
+            bot=bot,
+            store=store,
+            room=self.room,
+            conversation=self.conversation,
+            redactor=self._redact,
+            provider_for=self._provider_for,
         )
         # Events with when they arrived (time.perf_counter), for the queue wait in traces.
         self._queue: asyncio.Queue[tuple[float, Event]] = asyncio.Queue(
@@ -208,7 +217,7 @@ class Agent:
                 config,
                 monitored=TAG_MONITORED in event.message.tags,
                 rng=self._rng,
-            )
+            ) or self.pipeline.wants(event.message, platform.self_participant, config)
         except Exception:
             logger.exception("could not judge a message in %s; ignored", event.channel.key)
             return False
@@ -271,7 +280,8 @@ class Agent:
             self.traces.submit(recorder)
 
     async def activate(self, activation: Activation, recorder: Recorder) -> bool:
-        """Answer in the activation's channel; False when the loop guard stopped it."""
+        """Answer in the activation's channel; False when the loop guard or a step of the
+        pipeline stopped it."""
         platform = self.platforms[activation.channel.platform]
         with recorder.phase("config"):
             resolved = await self.room.resolve(platform, activation.channel)
@@ -279,16 +289,9 @@ class Agent:
         config = resolved.config
         provider = self._provider_for(config)
         rolling = config.prompt_caching and provider.traits.prefix_cache
-        scene = await self.room.scene(
-            platform, activation, config, rolling=rolling, recorder=recorder
-        )
-        if scene is None:
-            return False
-        try:
-            await self.conversation.answer(scene, provider, recorder)
-        finally:
-            await self.room.remember(scene)
-        return True
+        # The room, the pipeline's steps (salon.agent.pipeline), then the conversation.
+        attempt = Attempt(platform, activation, config, provider, recorder, rolling)
+        return await self.pipeline.run(attempt)
 
     def _provider_for(self, config: BotConfig) -> Provider:
         if self._providers is None or config.provider == self.config.provider:

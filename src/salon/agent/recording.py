@@ -25,7 +25,7 @@ from salon.errors import (
 from salon.llm.base import LLMRequest, Provider
 from salon.model import Event, MessageEvent, ScheduledEvent, Usage
 from salon.platforms.base import Platform
-from salon.trace import ToolTrace, Trace
+from salon.trace import CallKind, ToolTrace, Trace
 
 if TYPE_CHECKING:
     from salon.agent.room import Activation, Scene
@@ -39,7 +39,7 @@ _TRIGGER_TEXT = 500  # characters of a triggering message kept in its trace
 class PendingCall:
     """One LLM call as it happens; the writer makes a ``CallTrace`` of it."""
 
-    kind: Literal["answer", "plan", "retry"]
+    kind: CallKind
     provider: Provider
     request: LLMRequest
     started_at: float  # epoch seconds
@@ -91,9 +91,7 @@ class Recorder:
             spent = (time.perf_counter() - started) * 1000
             self.trace.timings[name] = self.trace.timings.get(name, 0.0) + spent
 
-    def call(
-        self, kind: Literal["answer", "plan", "retry"], provider: Provider, request: LLMRequest
-    ) -> PendingCall:
+    def call(self, kind: CallKind, provider: Provider, request: LLMRequest) -> PendingCall:
         pending = PendingCall(kind, provider, request, time.time(), time.perf_counter())
         self.calls.append(pending)
         return pending

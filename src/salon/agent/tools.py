@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from salon.agent.keywords import internal_tools
 from salon.agent.recording import Recorder
 from salon.config import BotConfig, Redactor
 from salon.context.textproto import CALLS_CLOSE, format_results, render_tool_list
@@ -132,7 +133,12 @@ class ToolRunner:
         return self.config.tool_mode == "text" or self.config.mode == "prefill"
 
     def offered(self) -> list[ToolSpec]:
-        return [s for s in self.tools.specs() if not statically_denied(s, self.config)]
+        hidden = internal_tools(self.config)  # reached only through their keywords
+        return [
+            s
+            for s in self.tools.specs()
+            if s.name not in hidden and not statically_denied(s, self.config)
+        ]
 
     def native_offered(self) -> bool:
         """Whether the next request offers tools natively (so past calls can be native

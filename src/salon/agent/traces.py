@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 _BATCH = 50
 _CHANNELS = 4096  # channels whose previous call is remembered for the diagnosis
 _PRUNE_EVERY = 600.0  # seconds
+_SIDE_CALLS = frozenset({"evaluate", "gate"})  # the pipeline's calls with prompts of their own
 _CHARS_PER_TOKEN = 4  # for telling a large cache write: rough, as tokenizers differ
 _WRITE_SLACK = 512  # tokens a cache write may exceed its estimate by before it is flagged
 
@@ -233,7 +234,8 @@ class TraceWriter:
         trace = recorder.trace
         for pending in recorder.calls:
             call = _call_trace(pending, self.prices)
-            self.diagnosis.observe(trace.channel, recorder, pending, call)
+            if pending.kind not in _SIDE_CALLS:  # their own prompts: no prefix to compare
+                self.diagnosis.observe(trace.channel, recorder, pending, call)
             trace.calls.append(call)
         return trace
 

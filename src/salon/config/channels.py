@@ -67,6 +67,7 @@ CHANNEL_FORBIDDEN_KEYS = PROCESS_KEYS | {
     "tool_policies",
     "default_tool_policy",
     "authorized_roles",
+    "limits",
 }
 """A pinned message may not change these: whoever can pin must not loosen tool approval."""
 

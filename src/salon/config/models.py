@@ -22,6 +22,14 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from salon.config.pipeline import (
+    ContextEvaluatorConfig,
+    KeywordConfig,
+    LimitsConfig,
+    LoopBreakerConfig,
+    SpeakGateConfig,
+    keywords_validator,
+)
 from salon.model import Policy
 
 __all__ = [
@@ -687,6 +695,36 @@ class BotConfig(_Strict):
             if problem:
                 raise PydanticCustomError("database_url", problem)
         return url
+
+    # The pipeline in front of the model (salon.config.pipeline, salon.agent.pipeline).
+    keywords: dict[str, KeywordConfig] = Field(
+        default_factory=dict, description="!word: a tool called without the model"
+    )
+    max_tool_calls_per_turn: int | None = Field(
+        default=None, ge=1, description="tool calls one completion may make; unset: any"
+    )
+    final_pass_combined: bool = Field(
+        default=False, description="after one turn's tool calls, one final call answers"
+    )
+    context_evaluator: ContextEvaluatorConfig = Field(default_factory=ContextEvaluatorConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    loop_breaker: LoopBreakerConfig = Field(default_factory=LoopBreakerConfig)
+    speak_gate: SpeakGateConfig = Field(default_factory=SpeakGateConfig)
+
+    @field_validator("keywords")
+    @classmethod
+    def _normalized_keywords(cls, value: dict[str, KeywordConfig]) -> dict[str, KeywordConfig]:
+        return keywords_validator(value)
+
+    @model_validator(mode="after")
+    def _pipeline_providers(self) -> BotConfig:
+        for key, chosen in (
+            ("context_evaluator", self.context_evaluator.provider),
+            ("speak_gate", self.speak_gate.provider),
+        ):
+            if chosen is not None and self.providers and chosen not in self.providers:
+                raise ValueError(f"{key}.provider {chosen!r} is not a key of `providers`")
+        return self
 
     @field_validator("timezone")
     @classmethod

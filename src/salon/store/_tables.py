@@ -358,6 +358,31 @@ def _m11_process_leases(conn: Connection) -> None:
     conn.execute(sa.text("CREATE INDEX ix_schedule_fires_status ON schedule_fires (status)"))
 
 
+limit_events = sa.Table(
+    "limit_events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("bot", sa.String, nullable=False),
+    sa.Column("key", sa.String, nullable=False),  # rate:…, cooldown:…, user:…:tokens, …
+    sa.Column("at", sa.Float, nullable=False),
+    sa.Column("amount", sa.Float, nullable=False),  # 1 for a request; tokens or dollars spent
+    sa.Index("ix_limit_events_bot_key_at", "bot", "key", "at"),
+)
+
+limit_marks = sa.Table(
+    "limit_marks",
+    metadata,
+    sa.Column("bot", sa.String, primary_key=True),
+    sa.Column("key", sa.String, primary_key=True),
+    sa.Column("until", sa.Float, nullable=False),
+)
+
+
+def _m12_limits(conn: Connection) -> None:
+    for table in (limit_events, limit_marks):
+        table.create(conn)
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -370,6 +395,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (9, _m9_traces_health_inbox),
     (10, _m10_postgres_search),
     (11, _m11_process_leases),
+    (12, _m12_limits),
 ]
 
 

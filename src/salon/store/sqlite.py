@@ -25,6 +25,7 @@ from salon.errors import StoreError
 from salon.model import ChannelRef, ChatLine, Message, Participant, Schedule, Usage
 from salon.store._batch import BatchWriter
 from salon.store._dialects import chat_search, insert_ignoring, store_url, upsert
+from salon.store._limits import LimitMethods
 from salon.store._processes import ProcessMethods, row_to_schedule
 from salon.store._tables import (
     CONVERSATION_KINDS,
@@ -56,7 +57,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-class SQLStore(TraceMethods, ProcessMethods):
+class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
     """``redact`` is applied to every chat-log line: no configured secret is stored.
     ``password`` completes ``url`` (it never sits in a config file); ``owner`` names this
     process in claims, approvals and its lease."""
@@ -106,6 +107,7 @@ class SQLStore(TraceMethods, ProcessMethods):
     async def close(self) -> None:
         if self._engine is not None:
             await self._writer.close()
+            await self.close_limits()
             await self._engine.dispose()
             self._engine = None
 

@@ -1,0 +1,153 @@
+"""The store's part for limits and budgets (``salon.store.limits`` says what each does).
+
+What an activation took is appended as event rows (a request, a cooldown's start, what was
+spent on each budget), queued and written in batches a few milliseconds later (a read and
+the store's close write them first); counts are read back as the newest request times and
+sums per UTC day. Rows older than any window or day that can still matter are deleted now
+and then. Marks (a pause, a refusal already said) are one row per key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from salon.errors import StoreError
+from salon.store._tables import limit_events, limit_marks
+from salon.store.limits import Admission, Settlement
+
+__all__ = ["LimitMethods"]
+
+logger = logging.getLogger(__name__)
+
+_KEEP_SECONDS = 8 * 86400  # longer than the longest rate window (7 days) and a UTC day
+_PRUNE_EVERY = 1000  # records between deletions of old rows
+_LINGER = 0.05  # seconds queued rows wait for others to join them
+_DAY = 86400.0
+
+
+class LimitMethods:
+    """Mixed into ``SQLStore``; needs ``engine``."""
+
+    if TYPE_CHECKING:  # SQLStore's
+
+        @property
+        def engine(self) -> AsyncEngine: ...
+
+    _limits_lock: asyncio.Lock | None = None
+    _limit_records = 0
+    _limit_rows: list[dict[str, Any]] | None = None
+    _limit_flush: asyncio.Task[None] | None = None
+
+    async def record(
+        self, bot: str, admission: Admission, settlements: Sequence[Settlement]
+    ) -> None:
+        """Queue the rows; they are written together within ``_LINGER`` seconds (a busy bot
+        writes once per batch, not once per answer) and before any read or close."""
+        if self._limit_rows is None:
+            self._limit_rows = []
+        self._limit_rows += _rows(bot, admission, settlements)
+        self._limit_records += 1
+        if self._limit_flush is None or self._limit_flush.done():
+            self._limit_flush = asyncio.create_task(self._flush_later(), name="limits-writer")
+
+    async def flush_limits(self) -> None:
+        """Write every queued row now (before a read, and when the store closes)."""
+        if self._limits_lock is None:
+            self._limits_lock = asyncio.Lock()
+        async with self._limits_lock:
+            rows, self._limit_rows = self._limit_rows or [], []
+            prune = self._limit_records >= _PRUNE_EVERY
+            if prune:
+                self._limit_records = 0
+            if not rows and not prune:
+                return
+            try:
+                async with self.engine.begin() as conn:
+                    if rows:
+                        await conn.execute(sa.insert(limit_events), rows)
+                    if prune:
+                        old = limit_events.c.at < time.time() - _KEEP_SECONDS
+                        await conn.execute(sa.delete(limit_events).where(old))
+            except SQLAlchemyError as exc:
+                self._limit_rows = rows + self._limit_rows  # kept for the next try
+                raise StoreError(f"cannot record limits: {exc}") from exc
+
+    async def close_limits(self) -> None:
+        """Stop waiting to write and write what is queued (the store is closing)."""
+        if self._limit_flush is not None:
+            self._limit_flush.cancel()
+            await asyncio.gather(self._limit_flush, return_exceptions=True)
+            self._limit_flush = None
+        await self.flush_limits()
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(_LINGER)
+        try:
+            await self.flush_limits()
+        except StoreError:
+            logger.exception("limits not written yet; trying again with the next answer")
+
+    async def rate_events(self, bot: str, key: str, since: float, limit: int) -> list[float]:
+        await self.flush_limits()
+        c = limit_events.c
+        query = (
+            sa.select(c.at)
+            .where(c.bot == bot, c.key == key, c.at > since)
+            .order_by(c.at.desc())
+            .limit(limit)
+        )
+        async with self.engine.connect() as conn:
+            return sorted(float(at) for at in (await conn.execute(query)).scalars())
+
+    async def spent(self, bot: str, key: str, day: int) -> float:
+        await self.flush_limits()
+        c = limit_events.c
+        query = sa.select(sa.func.coalesce(sa.func.sum(c.amount), 0.0)).where(
+            c.bot == bot, c.key == key, c.at >= day * _DAY, c.at < (day + 1) * _DAY
+        )
+        async with self.engine.connect() as conn:
+            return float((await conn.execute(query)).scalar() or 0.0)
+
+    async def set_mark(self, bot: str, key: str, until: float) -> None:
+        if self._limits_lock is None:
+            self._limits_lock = asyncio.Lock()
+        c = limit_marks.c
+        # One process's writes in turn: an update-or-insert must not race its twin.
+        async with self._limits_lock, self.engine.begin() as conn:
+            moved = await conn.execute(
+                sa.update(limit_marks).where(c.bot == bot, c.key == key).values(until=until)
+            )
+            if not moved.rowcount:
+                await conn.execute(sa.insert(limit_marks).values(bot=bot, key=key, until=until))
+
+    async def mark(self, bot: str, key: str) -> float | None:
+        c = limit_marks.c
+        query = sa.select(c.until).where(c.bot == bot, c.key == key)
+        async with self.engine.connect() as conn:
+            value = (await conn.execute(query)).scalar()
+        return float(value) if value is not None else None
+
+
+def _rows(
+    bot: str, admission: Admission, settlements: Sequence[Settlement]
+) -> list[dict[str, Any]]:
+    at = admission.now  # spend counts on the day the activation was admitted
+    rows = [
+        {"bot": bot, "key": key, "at": at, "amount": 1.0}
+        for key in (admission.rate_key, admission.cooldown_key)
+        if key is not None
+    ]
+    rows += [
+        {"bot": bot, "key": item.key, "at": at, "amount": item.spent}
+        for item in settlements
+        if item.spent
+    ]
+    return rows

@@ -1,0 +1,57 @@
+"""The store's record of limits: requests, cooldowns' starts and spend as events; marks."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from salon.store.limits import Admission, LimitStore, Settlement
+from salon.store.sqlite import SQLStore, sqlite_url
+
+DAY = int(time.time() // 86400) - 1  # yesterday: old rows (8 days) are pruned
+NOON = DAY * 86400.0 + 43200
+
+
+async def test_records_read_back_by_window_and_day(tmp_path: Path) -> None:
+    store = SQLStore(sqlite_url(tmp_path / "s.db"))
+    await store.open()
+    try:
+        assert isinstance(store, LimitStore)
+        for offset in (0.0, 10.0, 20.0):
+            admission = Admission(
+                now=NOON + offset,
+                day=DAY,
+                rate_key="rate:alice",
+                rate_limit=5,
+                rate_window=3600,
+                cooldown_key="cooldown:c",
+                cooldown=30,
+            )
+            await store.record("bot", admission, [Settlement("user:alice:tokens", 50, 40)])
+        yesterday = Admission(now=NOON - 86400, day=DAY - 1)
+        await store.record("bot", yesterday, [Settlement("user:alice:tokens", 0, 7)])
+        assert await store.rate_events("bot", "rate:alice", NOON + 5, 5) == [NOON + 10, NOON + 20]
+        assert await store.rate_events("bot", "rate:alice", NOON - 1, 2) == [NOON + 10, NOON + 20]
+        assert await store.rate_events("bot", "cooldown:c", NOON, 1) == [NOON + 20]
+        assert await store.spent("bot", "user:alice:tokens", DAY) == 120
+        assert await store.spent("bot", "user:alice:tokens", DAY - 1) == 7
+        assert await store.spent("other", "user:alice:tokens", DAY) == 0
+        assert await store.mark("bot", "told:x") is None
+        await store.set_mark("bot", "told:x", NOON)
+        await store.set_mark("bot", "told:x", NOON + 60)
+        assert await store.mark("bot", "told:x") == NOON + 60
+    finally:
+        await store.close()
+
+
+async def test_rows_older_than_eight_days_are_pruned(tmp_path: Path) -> None:
+    store = SQLStore(sqlite_url(tmp_path / "s.db"))
+    await store.open()
+    try:
+        old = time.time() - 9 * 86400
+        await store.record("bot", Admission(now=old, day=int(old // 86400)), [])
+        for _ in range(1000):  # the first record prunes, and every thousandth after
+            await store.record("bot", Admission(now=old, day=0, rate_key="r", rate_limit=1), [])
+        assert await store.rate_events("bot", "r", 0, 10_000) == []
+    finally:
+        await store.close()
