@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import shlex
 import shutil
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from salon import __version__, trace_cli
 from salon.agent.dispatch import TOLD_IN_CHANNEL
 from salon.app import BotApp, data_dir, database_url, load_bot
-from salon.config import ConfigSet, Redactor, Secrets, load_config_dir
+from salon.config import ConfigSet, Redactor, Secrets, WebConfig, load_config_dir
+from salon.config.check import check_bots
 from salon.config.example import write_example
-from salon.config.integrations import check_integrations
 from salon.errors import ConfigError, SalonError
 from salon.integrations import INTEGRATIONS
 from salon.llm.probe import probe
@@ -27,6 +28,9 @@ from salon.logsetup import configure_logging
 from salon.store.sqlite import SQLStore
 from salon.supervisor import BotProcessSpec, Supervisor
 from salon.tools_cli import call_tool, list_tools, serve_builtin, serve_integration
+from salon.web.app import build_app, web_settings
+from salon.web.context import secret_values
+from salon.web.server import bind, serving
 
 __all__ = ["main"]
 
@@ -89,6 +93,10 @@ def _parser() -> argparse.ArgumentParser:
                 help="for chat-log tools: terminal:local, irc:#chan or discord:<channel id>",
             )
     _trace_parser(sub)
+    web = sub.add_parser("web", help="serve health, metrics, the activity page and triggers")
+    web.add_argument("dir", nargs="?", default=".", type=Path)
+    web.add_argument("--host", help="bind address (default: web.host, 127.0.0.1)")
+    web.add_argument("--port", type=int, help="port (default: web.port, 8787)")
     return parser
 
 
@@ -124,6 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _tools(args)
         if args.command == "trace":
             return _trace(args)
+        if args.command == "web":
+            return _web(args.dir, args.host, args.port)
         return _run(args.dir, args.bot)
     except ConfigError as exc:
         for problem in exc.problems:
@@ -167,24 +177,13 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def _check(root: Path, *, live: bool = False) -> int:
     configs = load_config_dir(root)
-    problems = []
-    ready: list[tuple[str, Secrets]] = []
-    for key in sorted(configs.bots):
-        try:
-            _, config, secrets = load_bot(configs, key)
-        except ConfigError as exc:
-            problems.extend(exc.problems)
-            continue
-        ready.append((key, secrets))
-        print(f"ok: bot {key} ({config.name}) via {config.provider}, model {config.model_name()}")
-        found = check_integrations(config, secrets.get, configs.root, configs.locator(key))
-        for warning in found.warnings:
-            print(f"warning: {warning}")
-        problems.extend(found.errors)
-    if problems:
-        raise ConfigError(problems)
+    report = check_bots(configs, os.environ)
+    for line in report.lines:
+        print(line)
+    if report.problems:
+        raise ConfigError(report.problems)
     if live:
-        return asyncio.run(_check_live(configs, ready))
+        return asyncio.run(_check_live(configs, report.ready))
     return 0
 
 
@@ -353,10 +352,78 @@ def _supervise(configs: ConfigSet) -> int:
         for key, cfg in sorted(configs.bots.items())
     ]
     supervisor = Supervisor(configs.root, specs)
+    chosen = web_settings(configs)
+    site = _WebSite(configs, chosen[0], chosen[1], redactor) if chosen else None
 
     async def _main() -> None:
         supervisor.install_signal_handlers()
-        await supervisor.run()
+        if site is None or not site.settings.enabled:
+            await supervisor.run()
+            return
+        async with site.serving():
+            await supervisor.run()
 
-    asyncio.run(_main())
+    try:
+        asyncio.run(_main())
+    except OSError as exc:  # the web server's port
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+class _WebSite:
+    """The fleet's web server: the store of the bot whose ``web:`` section configures it."""
+
+    def __init__(self, configs: ConfigSet, key: str, settings: WebConfig, redactor: Redactor):
+        self.configs = configs
+        self.key = key
+        self.settings = settings
+        self.redactor = redactor.merged(secret_values(configs, os.environ))
+
+    @contextlib.asynccontextmanager
+    async def serving(
+        self, host: str | None = None, port: int | None = None
+    ) -> AsyncIterator[None]:
+        host = host or self.settings.host
+        port = self.settings.port if port is None else port
+        try:
+            sock = bind(host, port)
+        except OSError as exc:
+            raise OSError(f"the web server cannot listen on {host}:{port}: {exc.strerror}") from exc
+        store = SQLStore(
+            database_url(self.configs.root, self.configs.bots[self.key]), redact=self.redactor
+        )
+        await store.open()
+        try:
+            app = build_app(
+                store=store, configs=self.configs, settings=self.settings, redact=self.redactor
+            )
+            async with serving(app, sock) as server:
+                logger.info("web server on %s (store of bot %s)", server.url, self.key)
+                yield
+        finally:
+            await store.close()
+
+
+def _web(root: Path, host: str | None, port: int | None) -> int:
+    """``salon web``: the web server alone, until SIGINT or SIGTERM."""
+    configs = load_config_dir(root)
+    chosen = web_settings(configs)
+    key = chosen[0] if chosen else sorted(configs.bots)[0]
+    site = _WebSite(configs, key, configs.bots[key].web, Redactor())
+    _setup_logging(configs, key, site.redactor, stem="web")
+
+    async def _main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        async with site.serving(host, port):
+            await stop.wait()
+
+    try:
+        asyncio.run(_main())
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
