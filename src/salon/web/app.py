@@ -13,6 +13,8 @@ from starlette.routing import Route
 
 from salon.config import ConfigSet, Redactor, WebConfig
 from salon.store.sqlite import SQLStore
+from salon.web import activity
+from salon.web.assets import script, stylesheet
 from salon.web.context import Fleet, Web
 from salon.web.events import post_event
 from salon.web.health import health, metrics
@@ -56,6 +58,13 @@ def build_app(
         Route("/health", health),
         Route("/metrics", metrics),
         Route("/bots/{name}/events", post_event, methods=["POST"]),
+        Route("/activity", activity.activity),
+        Route("/activity/login", activity.login, methods=["POST"]),
+        Route("/activity/logout", activity.logout, methods=["POST"]),
+        Route("/activity/rows", activity.rows),
+        Route("/activity/traces/{trace_id:int}", activity.trace),
+        Route("/static/salon.css", stylesheet),
+        Route("/static/salon.js", script),
     ]
     app = Starlette(routes=routes)
     app.state.web = web
