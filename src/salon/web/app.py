@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from salon.config import ConfigSet, Redactor, WebConfig
 from salon.store.sqlite import SQLStore
-from salon.web import activity
+from salon.web import activity, configurator
 from salon.web.assets import script, stylesheet
 from salon.web.context import Fleet, Web
 from salon.web.events import post_event
@@ -63,6 +63,9 @@ def build_app(
         Route("/activity/logout", activity.logout, methods=["POST"]),
         Route("/activity/rows", activity.rows),
         Route("/activity/traces/{trace_id:int}", activity.trace),
+        Route("/config", configurator.overview),
+        Route("/config/edit", configurator.edit),
+        Route("/config/edit", configurator.save, methods=["POST"]),
         Route("/static/salon.css", stylesheet),
         Route("/static/salon.js", script),
     ]
