@@ -31,6 +31,7 @@ from salon.tools.hub import ServerSpec, ToolHub
 from salon.tools.log import ToolLog
 from salon.tools.servers import builtin_spec, configured_specs
 from salon.upkeep import Upkeep, Vitals
+from salon.web.links import activity_link
 
 __all__ = ["BotApp", "data_dir", "database_url", "load_bot"]
 
@@ -220,6 +221,19 @@ class BotApp:
         found = await self.store.schedules(self.key, channel_key=channel.key)
         return "\n".join(s.describe() for s in found) or "no schedules here"
 
+    def activity_answer(self) -> str:
+        """What ``/activity`` answers: a link to the web server's activity page that signs
+        its holder in for ``web.link_minutes``, or what is missing for one."""
+        web = self.config.web
+        key = self.secrets.get(web.activity_key_env)
+        if not web.public_url:
+            return "The activity page has no public address: set web.public_url in the config."
+        if not key:
+            return f"The activity page is off: {web.activity_key_env} is not set for this bot."
+        link = activity_link(web.public_url, key, web.link_minutes)
+        minutes = f"{web.link_minutes:g} minutes"
+        return f"Activity page (the link works for {minutes}; keep it to yourself): {link}"
+
     async def _users_of(self, channel_key: str) -> Sequence[str]:
         channel = ChannelRef.from_key(channel_key)
         platform = self.platforms.get(channel.platform)
@@ -239,6 +253,7 @@ class BotApp:
                     monitors=self.store,
                     schedules=self.schedules_command,
                     authorized_roles=self.config.authorized_roles,
+                    activity=self.activity_answer,
                 )
             )
         irc = self.config.platforms.irc

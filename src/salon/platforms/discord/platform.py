@@ -89,6 +89,7 @@ class MonitorStore(Protocol):
 
 
 SchedulesCommand = Callable[[ChannelRef, str], Awaitable[str]]
+ActivityLink = Callable[[], str]  # the answer to /activity: a short-lived link, or why not
 
 
 def invite_url(application_id: int) -> str:
@@ -129,6 +130,7 @@ class DiscordPlatform(PlatformBase):
         monitors: MonitorStore,
         schedules: SchedulesCommand | None = None,
         authorized_roles: Sequence[str] = (),
+        activity: ActivityLink | None = None,
     ) -> None:
         self.config = config
         self.cache = HistoryCache(max_channels=config.history_cache_channels)
@@ -139,6 +141,7 @@ class DiscordPlatform(PlatformBase):
         self._token = secrets.get(config.token_env) or ""
         self._monitors = monitors
         self._schedules = schedules
+        self._activity = activity
         self._authorized_roles = set(authorized_roles)
         self._client: Client | None = None
         self.attachments = AttachmentLoader(config)
@@ -693,6 +696,23 @@ class DiscordPlatform(PlatformBase):
                 return
             text = await self._schedules(channel, f"cancel {cancel}" if cancel else "")
             await interaction.response.send_message(text[:1900], ephemeral=True)
+
+        @tree.command(name="activity", description="A short-lived link to the activity page")
+        async def activity(interaction: discord.Interaction) -> None:
+            await interaction.response.send_message(
+                self._activity_answer(interaction), ephemeral=True
+            )
+
+    def _activity_answer(self, interaction: discord.Interaction) -> str:
+        """Only members of an authorized role get a link (it opens every bot's traces)."""
+        if self._activity is None:
+            return "The activity page is not served for this bot."
+        if not self._authorized_roles:
+            return "No role may open the activity page: the bot's authorized_roles is empty."
+        roles = set(self._person(interaction.user, interaction.guild).roles)
+        if not roles & self._authorized_roles:
+            return "Only members of the authorized roles can open the activity page."
+        return self._activity()[:1900]
 
     async def _set_monitor(self, interaction: discord.Interaction, *, on: bool) -> None:
         key = channel_ref(interaction.channel).key
