@@ -130,8 +130,12 @@ async def test_the_page_loads_nothing_from_elsewhere(site: Site) -> None:
     await sign_in(site)
     page = await site.client.get("/activity")
     assert "default-src 'none'" in page.headers["content-security-policy"]
-    for url in re.findall(r'(?:src|href)="([^"]+)"', page.text):
-        assert url.startswith(("/", "#")), url
+    detail = await site.client.get("/activity/traces/14")
+    for shown in (page.text, detail.text):
+        for url in re.findall(r'(?:src|href)="([^"]+)"', shown):
+            assert url.startswith(("/", "#")), url
+        assert " style=" not in shown  # the policy allows no inline styles: they would not apply
+        assert "<script>" not in shown
     assert (await site.client.get("/static/salon.css")).status_code == 200
     assert (await site.client.get("/static/salon.js")).status_code == 200
 

@@ -79,7 +79,9 @@ async def activity(request: Request) -> Response:
             return _login_page(web, request, 401, message)
         body = '<p class="login">Signed in. <a href="/activity">Open the activity page</a>.</p>'
         refresh = '<meta http-equiv="refresh" content="0; url=/activity">'
-        response = web.html(layout("Salon activity", body, head=refresh))
+        # The token must not travel on in a Referer, not even to this site.
+        no_referrer = {"Referrer-Policy": "no-referrer"}
+        response = web.html(layout("Salon activity", body, head=refresh), headers=no_referrer)
         set_session(web, request, response)
         return response
     if not signed_in(web, request):

@@ -69,10 +69,9 @@ details.trace[open] > summary { border-bottom:1px solid var(--line); background:
   font-size:12px; }
 .model { color:var(--muted); overflow:hidden; text-overflow:ellipsis; white-space:nowrap; }
 .outcome .reason { font-weight:400; }
-.share { position:relative; display:inline-block; height:8px; background:#eceff6;
-  border-radius:4px; }
-.share b { display:block; height:8px; background:var(--green); border-radius:4px; }
-.share i { position:absolute; top:-3px; width:2px; height:14px; background:var(--amber); }
+.share { width:100%; height:10px; }
+.share .track { fill:#eceff6; } .share .fill { fill:var(--green); }
+.share .tick { fill:var(--amber); }
 .break { grid-column: 2 / -1; justify-self:start; background:var(--amberbg); color:var(--amber);
   border:1px solid #f3cf8c; border-radius:10px; padding:0 10px; font-size:12px; font-weight:600; }
 .outcome-error .break { background:var(--redbg); color:var(--red); border-color:#f2b8b5; }
@@ -81,6 +80,7 @@ details.trace[open] > summary { border-bottom:1px solid var(--line); background:
 .timings { display:grid; gap:3px; margin:8px 0; max-width:560px; }
 .timing { display:grid; grid-template-columns:120px 1fr 70px; gap:8px; align-items:center;
   font-size:12px; } .timing b { display:block; height:8px; background:#c5cdf3; border-radius:4px; }
+.timing svg { width:100%; height:8px; } .timing rect { fill:#c5cdf3; }
 .timing em { color:var(--muted); font-style:normal; text-align:right; }
 .call, .tool { border:1px solid var(--line); border-radius:8px; padding:8px 12px; margin:10px 0;
   background:#fcfcfe; }

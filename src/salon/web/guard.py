@@ -101,6 +101,7 @@ async def form(request: Request) -> dict[str, str] | None:
 def post_refusal(request: Request, fields: dict[str, str]) -> str | None:
     """Why a form POST is refused (another site's, or no valid CSRF token), or None."""
     origin = request.headers.get("origin")
+    # "null" too: pages here send their origin, so an opaque one came from elsewhere.
     if origin is not None and urlsplit(origin).netloc != request.headers.get("host", ""):
         return "this form was sent from another site"
     expected = request.cookies.get(CSRF_COOKIE, "")
