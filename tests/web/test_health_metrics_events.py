@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import time
+from dataclasses import asdict
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -176,3 +179,18 @@ async def test_a_malformed_event_gets_422_saying_what_is_wrong(site: Site) -> No
         assert response.status_code == 422, raw
         assert reason in response.json()["error"], raw
     assert await nothing_enqueued(site)
+
+
+async def test_a_bot_whose_process_died_on_this_machine_is_gone_at_once(site: Site) -> None:
+    dead = beat()
+    dead = BotHealth(**{**asdict(dead), "host": socket.gethostname(), "pid": _dead_pid()})
+    await site.store.beat(dead)
+    response = await site.client.get("/health")
+    assert response.status_code == 503
+    assert response.json()["bots"][0]["state"] == "gone"
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid

@@ -2,7 +2,9 @@
 
 Health: a bot is up when its last heartbeat is fresh (bots beat every two seconds; a beat
 older than ``STALE_SECONDS`` means the process is gone), stopped when its last beat says
-so (``updated_at`` 0), and missing when a configured bot never beat. Any bot not up makes
+so (``updated_at`` 0), gone when it beat from this machine and its process no longer exists
+(killed, so no last beat: seen at once rather than after ``STALE_SECONDS``), and missing
+when a configured bot never beat. Any bot not up makes
 the answer 503.
 
 Metrics: one registry per scrape, fed by a collector from a snapshot of the store (so the
@@ -11,6 +13,8 @@ numbers are the fleet's, whichever process wrote them; no multiprocess files).
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -34,6 +38,19 @@ __all__ = ["STALE_SECONDS", "bot_states", "health", "metrics"]
 STALE_SECONDS = 10.0
 
 
+def _gone(report: BotHealth) -> bool:
+    """The bot ran on this machine and its process is no more (killed: no last beat)."""
+    if report.host != socket.gethostname() or report.pid <= 0:
+        return False
+    try:
+        os.kill(report.pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # someone else's process: it exists
+        return False
+    return False
+
+
 def _state(report: BotHealth | None, now: float) -> str:
     if report is None:
         return "no heartbeat"
@@ -41,6 +58,8 @@ def _state(report: BotHealth | None, now: float) -> str:
         return "stopped"
     if now - report.updated_at > STALE_SECONDS:
         return "stale"
+    if _gone(report):
+        return "gone"
     return "up"
 
 
@@ -64,7 +83,7 @@ def _bot(name: str, report: BotHealth | None, now: float) -> dict[str, Any]:
 def bot_states(
     reports: Sequence[BotHealth], expected: set[str], now: float
 ) -> list[dict[str, Any]]:
-    """Each configured or reporting bot, with its state: up, stale, stopped, no heartbeat."""
+    """Each configured or reporting bot, with its state: up, stale, gone, stopped, no heartbeat."""
     by_name = {r.bot: r for r in reports}
     return [_bot(n, by_name.get(n), now) for n in sorted(expected | set(by_name))]
 
