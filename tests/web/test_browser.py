@@ -22,7 +22,7 @@ from salon.store.sqlite import SQLStore, sqlite_url
 from tests.fakes.billing import CacheBilling
 from tests.fakes.llm_server import LLMServer
 from tests.web.conftest import ACTIVITY_KEY, Site, serving
-from tests.web.data import write_sample
+from tests.web.data import sample_traces, write_sample
 from tests.web.test_health_metrics_events import beat
 
 CHROMIUM = "/usr/bin/chromium"
@@ -91,6 +91,22 @@ async def test_the_activity_page_shows_the_timeline_plot_and_a_cache_break(
     await expect(detail.locator(".flag")).to_contain_text("cache write larger than expected")
     await page.screenshot(path=str((SHOTS or tmp_path) / "web-activity.png"), full_page=True)
     assert outside == []
+
+
+async def test_a_new_activation_appears_at_the_top_without_a_reload(
+    site: Site, browser: Browser
+) -> None:
+    await write_sample(site.store)
+    page = await browser.new_page()
+    await sign_in(page, site.url)
+    rows = page.locator("#timeline details.trace")
+    await expect(rows).to_have_count(16)
+    newest = sample_traces()[-1]
+    newest.triggers = [{"id": "late", "author": "Dana", "text": "late question", "link": None}]
+    newest.requester = {"id": "dana", "name": "Dana"}
+    await site.store.write_traces([newest])
+    await expect(rows).to_have_count(17, timeout=15_000)  # the page asks every 5 s
+    await expect(rows.first).to_contain_text("Dana")
 
 
 async def test_an_activation_of_a_running_bot_opens_into_its_exact_request(
