@@ -148,7 +148,10 @@ async def overview(request: Request) -> Response:
 
 
 def _header() -> str:
-    return '<nav><a class="chip" href="/config">configurator</a></nav>'
+    return (
+        '<nav><a class="chip" href="/config">configurator</a>'
+        '<a class="chip" href="/activity">activity</a></nav>'
+    )
 
 
 def _editor(

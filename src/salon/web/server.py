@@ -81,6 +81,7 @@ class WebServer:
             log_config=None,
             lifespan="off",
             server_header=False,
+            proxy_headers=False,  # the peer stays the peer: the configurator's check needs it
             timeout_graceful_shutdown=3,
         )
         self._server = _Server(config, self.started)
