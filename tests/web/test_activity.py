@@ -174,3 +174,15 @@ async def test_without_a_key_the_page_says_how_to_turn_it_on(tmp_path) -> None: 
         await store.close()
     assert response.status_code == 503
     assert "SALON_ACTIVITY_KEY" in response.text
+
+
+async def test_sign_in_pauses_after_many_wrong_keys(site: Site) -> None:
+    page = await site.client.get("/activity")
+    token = csrf_of(page.text)
+    for _ in range(10):
+        wrong = await site.client.post("/activity/login", data={"key": "guess", "csrf": token})
+        assert wrong.status_code == 401
+    paused = await site.client.post("/activity/login", data={"key": ACTIVITY_KEY, "csrf": token})
+    assert paused.status_code == 429
+    assert "try again in a minute" in paused.text
+    assert "salon_session" not in site.client.cookies

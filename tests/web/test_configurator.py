@@ -147,3 +147,14 @@ async def test_only_the_directory_s_config_files_can_be_opened(site: Site) -> No
     for name in ("../secrets.yaml", "/etc/passwd", "data/salon.db", "bots/other.yaml"):
         response = await site.client.get("/config/edit", params={"file": name})
         assert response.status_code == 404
+
+
+async def test_the_overview_shows_an_edit_a_running_bot_could_not_apply(site: Site) -> None:
+    from dataclasses import replace
+
+    from tests.web.test_health_metrics_events import beat
+
+    reason = "config/bots/salon.yaml:2: system_prompt: unclosed flow sequence"
+    await site.store.beat(replace(beat(), reload_error=reason))
+    page = await site.client.get("/config")
+    assert f"The running bot says: {reason}" in page.text

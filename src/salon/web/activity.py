@@ -10,6 +10,7 @@ would not be sent on a redirect, and the token never leaves in a ``Referer``.
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 from html import escape
 from typing import Any
@@ -33,6 +34,8 @@ from salon.web.pages import layout, money, share, timeline_rows, trace_detail
 from salon.web.plot import cost_plot
 
 __all__ = ["activity", "login", "logout", "rows", "trace"]
+
+logger = logging.getLogger(__name__)
 
 TIMELINE = 100
 PLOT_DAYS = 30
@@ -100,8 +103,12 @@ async def login(request: Request) -> Response:
     refusal = post_refusal(request, fields)
     if refusal:
         return _login_page(web, request, 403, refusal)
+    if web.login_paused():
+        return _login_page(web, request, 429, "Too many wrong keys lately: try again in a minute.")
     given = fields.get("key", "")
     if not hmac.compare_digest(given.encode("utf-8"), key.encode("utf-8")):
+        web.failed_logins.append(web.now())
+        logger.warning("activity page: a sign-in with a wrong key")
         return _login_page(web, request, 401, "That is not the activity key.")
     response = RedirectResponse("/activity", status_code=303)
     set_session(web, request, response)

@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,8 @@ from salon.store.sqlite import SQLStore
 __all__ = ["Fleet", "Web", "secret_values"]
 
 logger = logging.getLogger(__name__)
+
+MAX_FAILED_LOGINS = 10  # per minute, for the whole server
 
 # The browser may load nothing but this server's own files, and no page may be framed.
 CSP = (
@@ -101,6 +104,12 @@ class Web:
     environ: Mapping[str, str]
     now: Callable[[], float] = time.time
     redact: Redactor = field(default_factory=Redactor)
+    # When sign-ins with a wrong key happened lately: past a few a minute, sign-in pauses.
+    failed_logins: deque[float] = field(default_factory=lambda: deque(maxlen=MAX_FAILED_LOGINS))
+
+    def login_paused(self) -> bool:
+        recent = [t for t in self.failed_logins if self.now() - t < 60]
+        return len(recent) >= MAX_FAILED_LOGINS
 
     def __post_init__(self) -> None:
         self.redact = self.redact.merged(secret_values(self.fleet.configs, self.environ))
