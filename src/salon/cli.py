@@ -21,7 +21,7 @@ from salon.app import BotApp, data_dir, database_url, load_bot
 from salon.config import ConfigSet, Redactor, Secrets, WebConfig, load_config_dir
 from salon.config.check import check_bots
 from salon.config.example import write_example
-from salon.errors import ConfigError, SalonError
+from salon.errors import ConfigError, SalonError, StoreError
 from salon.integrations import INTEGRATIONS
 from salon.llm.probe import probe
 from salon.logsetup import configure_logging
@@ -365,10 +365,14 @@ def _supervise(configs: ConfigSet) -> int:
 
     try:
         asyncio.run(_main())
-    except OSError as exc:  # the web server's port
+    except (_CannotServe, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+class _CannotServe(Exception):
+    """The web server's socket cannot be had (the port is taken, the address is wrong)."""
 
 
 class _WebSite:
@@ -389,7 +393,8 @@ class _WebSite:
         try:
             sock = bind(host, port)
         except OSError as exc:
-            raise OSError(f"the web server cannot listen on {host}:{port}: {exc.strerror}") from exc
+            reason = exc.strerror or str(exc)
+            raise _CannotServe(f"the web server cannot listen on {host}:{port}: {reason}") from exc
         store = SQLStore(
             database_url(self.configs.root, self.configs.bots[self.key]), redact=self.redactor
         )
@@ -423,7 +428,7 @@ def _web(root: Path, host: str | None, port: int | None) -> int:
 
     try:
         asyncio.run(_main())
-    except OSError as exc:
+    except (_CannotServe, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -176,11 +176,13 @@ async def test_an_activation_of_a_running_bot_opens_into_its_exact_request(
 
 
 async def test_the_configurator_refuses_a_broken_edit_and_applies_a_good_one(
-    tmp_path: Path, browser: Browser
+    tmp_path: Path, browser: Browser, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tests.web.conftest import write_fleet
 
-    root = write_fleet(tmp_path)
+    write_fleet(tmp_path)
+    monkeypatch.chdir(tmp_path)  # paths as a person types them: `salon web config`
+    root = Path("config")
     (tmp_path / "data").mkdir(exist_ok=True)
     configs = load_config_dir(root)
     provider = FakeProvider(["one", "two"])
@@ -211,7 +213,9 @@ async def test_the_configurator_refuses_a_broken_edit_and_applies_a_good_one(
                 await page.click("button[type=submit]")
                 problems = page.locator(".problems li")
                 await expect(problems).to_have_count(1)
-                await expect(problems).to_contain_text("salon.yaml:5: max_tokens:")
+                await expect(problems).to_contain_text(
+                    "error: config/bots/salon.yaml:5: max_tokens:"
+                )
                 await expect(page.locator(".problems")).to_contain_text("Not saved")
                 assert bot_file.read_text() == before
                 shot = (SHOTS or tmp_path) / "web-configurator.png"
