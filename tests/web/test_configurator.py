@@ -158,3 +158,18 @@ async def test_the_overview_shows_an_edit_a_running_bot_could_not_apply(site: Si
     await site.store.beat(replace(beat(), reload_error=reason))
     page = await site.client.get("/config")
     assert f"The running bot says: {reason}" in page.text
+
+
+async def test_a_public_url_that_is_no_url_is_refused_like_salon_check_does(site: Site) -> None:
+    token = await open_editor(site, "shared.yaml")
+    text = (
+        (site.root / "shared.yaml").read_text().replace('"http://127.0.0.1:8787"', "salon.example")
+    )
+    response = await site.client.post(
+        "/config/edit", data={"file": "shared.yaml", "text": text, "csrf": token}
+    )
+    assert response.status_code == 422
+    assert (
+        "web.public_url: not an http(s) URL with a host: write http://salon.example"
+        in html.unescape(response.text)
+    )
