@@ -210,26 +210,40 @@ def _tool(tool: dict[str, Any]) -> str:
 # -- a request as a readable transcript ----------------------------------------------
 
 
+_CALL_KEYS = ("tool_use", "functionCall", "function_call")
+_RESULT_KEYS = ("tool_result", "functionResponse", "function_response")
+_IMAGE_KEYS = ("image", "image_url", "inlineData", "inline_data", "input_image")
+
+
 def _block_text(block: Any) -> tuple[str, bool]:
-    """A content block as text, and whether it carries a cache marker."""
+    """A content block of any vendor as text, and whether it carries a cache marker."""
     if isinstance(block, str):
         return block, False
     if not isinstance(block, dict):
-        return json.dumps(block, ensure_ascii=False), False
+        return json.dumps(block, ensure_ascii=False, default=str), False
     marked = "cache_control" in block or bool(block.get("cache_breakpoint"))
-    if "text" in block:
+    kind = block.get("type")
+    if "text" in block and kind in (None, "text", "input_text", "output_text"):
         return str(block["text"]), marked
-    for key in ("tool_use", "functionCall", "function_call"):
-        if key in block:
-            return f"[tool call {json.dumps(block[key], ensure_ascii=False)}]", marked
-    if block.get("type") == "tool_use":
+    if kind == "tool_use":
         shown = {"name": block.get("name"), "input": block.get("input")}
         return f"[tool call {json.dumps(shown, ensure_ascii=False)}]", marked
-    if block.get("type") == "tool_result" or "tool_result" in block or "functionResponse" in block:
-        return f"[tool result {json.dumps(block, ensure_ascii=False)[:600]}]", marked
-    if block.get("type") in ("image", "image_url") or "image" in block or "inlineData" in block:
+    if kind == "tool_result":
+        return f"[tool result {_short(block.get('content'))}]", marked
+    for key in _CALL_KEYS:
+        if key in block:
+            return f"[tool call {_short(block[key])}]", marked
+    for key in _RESULT_KEYS:
+        if key in block:
+            return f"[tool result {_short(block[key])}]", marked
+    if kind in _IMAGE_KEYS or any(key in block for key in _IMAGE_KEYS):
         return "[image]", marked
-    return json.dumps(block, ensure_ascii=False), marked
+    return json.dumps(block, ensure_ascii=False, default=str), marked
+
+
+def _short(value: Any, limit: int = 600) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _content(content: Any) -> str:
@@ -252,13 +266,10 @@ def _turn(role: str, content: Any) -> str:
 
 def transcript(request: dict[str, Any]) -> str:
     """The messages of a request as sent (OpenAI, Anthropic, Gemini or Salon's own form)."""
+    found = request.get("config")
+    config: dict[str, Any] = found if isinstance(found, dict) else {}  # Gemini's settings
     turns = []
-    system = request.get("system") or request.get("systemInstruction")
-    system = (
-        system
-        or request.get("system_instruction")
-        or request.get("config", {}).get("system_instruction")
-    )
+    system = request.get("system") or config.get("system_instruction")
     if system:
         parts = system.get("parts", system) if isinstance(system, dict) else system
         turns.append(_turn("system", parts))
@@ -266,12 +277,18 @@ def transcript(request: dict[str, Any]) -> str:
         if not isinstance(message, dict):
             continue
         content = message.get("content", message.get("parts", ""))
+        calls = [{"tool_use": c.get("function", c)} for c in message.get("tool_calls") or []]
+        if calls:  # OpenAI: an assistant turn's calls sit beside its content
+            content = [
+                *(content if isinstance(content, list) else [content] if content else []),
+                *calls,
+            ]
         turns.append(_turn(str(message.get("role", "?")), content))
     if isinstance(request.get("prompt"), str):
         turns.append(_turn("prompt", request["prompt"]))
-    tools = request.get("tools") or []
+    tools = request.get("tools") or config.get("tools") or []
     names = [t if isinstance(t, str) else _tool_name(t) for t in tools]
-    stop = request.get("stop") or request.get("stop_sequences") or []
+    stop = request.get("stop") or request.get("stop_sequences") or config.get("stop_sequences")
     extra = ""
     if names:
         extra += f'<p class="meta">tools: {escape(", ".join(names))}</p>'
@@ -285,6 +302,7 @@ def _tool_name(tool: Any) -> str:
         return str(tool)
     if "function" in tool and isinstance(tool["function"], dict):
         return str(tool["function"].get("name", "?"))
-    if "functionDeclarations" in tool:
-        return ", ".join(str(f.get("name")) for f in tool["functionDeclarations"])
+    for key in ("functionDeclarations", "function_declarations"):
+        if key in tool:
+            return ", ".join(str(f.get("name")) for f in tool[key])
     return str(tool.get("name", "?"))
