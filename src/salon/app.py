@@ -35,6 +35,7 @@ from salon.tools.log import ToolLog
 from salon.tools.outputs import OutputDir
 from salon.tools.servers import builtin_spec, configured_specs
 from salon.upkeep import Upkeep, Vitals
+from salon.web.links import activity_link
 
 __all__ = ["BotApp", "data_dir", "database_url", "load_bot", "store_for"]
 
@@ -64,9 +65,11 @@ def store_for(
     *,
     owner: str | None = None,
     secrets: Secrets | None = None,
+    redact: Callable[[str], str] | None = None,
 ) -> SQLStore:
     """The bot's store: its URL, with the password from ``database_password_env`` (from
-    ``secrets`` when given, else the environment), and every secret redacted in it."""
+    ``secrets`` when given, else the environment), and every secret redacted in it
+    (``secrets``' values, or what ``redact`` takes out)."""
     env_name = config.database_password_env
     password = None
     if env_name:
@@ -75,7 +78,8 @@ def store_for(
         if not password:
             reason = f"environment variable {env_name} is not set (the database's password)"
             raise ConfigError([ConfigProblem("(environment)", "database_password_env", reason)])
-    redact = secrets.redactor() if secrets is not None else None
+    if redact is None and secrets is not None:
+        redact = secrets.redactor()
     return SQLStore(database_url(root, config), password=password, owner=owner, redact=redact)
 
 
@@ -276,6 +280,19 @@ class BotApp:
             return f"Not generated: {result.content.splitlines()[0][:300]}"
         return "Done: the image is in the channel."
 
+    def activity_answer(self) -> str:
+        """What ``/activity`` answers: a link to the web server's activity page that signs
+        its holder in for ``web.link_minutes``, or what is missing for one."""
+        web = self.config.web
+        key = self.secrets.get(web.activity_key_env)
+        if not web.public_url:
+            return "The activity page has no public address: set web.public_url in the config."
+        if not key:
+            return f"The activity page is off: {web.activity_key_env} is not set for this bot."
+        link = activity_link(web.public_url, key, web.link_minutes)
+        minutes = f"{web.link_minutes:g} minutes"
+        return f"Activity page (the link works for {minutes}; keep it to yourself): {link}"
+
     async def _users_of(self, channel_key: str) -> Sequence[str]:
         channel = ChannelRef.from_key(channel_key)
         platform = self.platforms.get(channel.platform)
@@ -296,6 +313,7 @@ class BotApp:
                     schedules=self.schedules_command,
                     generate=self.generate_command if self.offers_generate() else None,
                     authorized_roles=self.config.authorized_roles,
+                    activity=self.activity_answer,
                 )
             )
         irc = self.config.platforms.irc

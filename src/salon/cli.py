@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import shlex
 import shutil
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from salon import __version__, trace_cli
 from salon.agent.dispatch import TOLD_IN_CHANNEL
 from salon.app import BotApp, data_dir, load_bot, store_for
-from salon.config import BotConfig, ConfigSet, Redactor, Secrets, load_config_dir
+from salon.config import BotConfig, ConfigSet, Redactor, Secrets, WebConfig, load_config_dir
+from salon.config.check import check_bots
 from salon.config.example import write_example
-from salon.config.integrations import check_integrations
 from salon.config.pipeline import keyword_problems
 from salon.config.shards import shard_groups, with_shards
-from salon.errors import ConfigError, ConfigProblem, SalonError
+from salon.errors import ConfigError, ConfigProblem, SalonError, StoreError
 from salon.integrations import INTEGRATIONS
 from salon.llm.probe import probe
 from salon.logsetup import configure_logging
@@ -34,6 +35,9 @@ from salon.tools_cli import (
     serve_builtin,
     serve_integration,
 )
+from salon.web.app import build_app, web_settings
+from salon.web.context import secret_values
+from salon.web.server import bind, serving
 
 __all__ = ["main"]
 
@@ -101,6 +105,10 @@ def _parser() -> argparse.ArgumentParser:
                 help="for chat-log tools: terminal:local, irc:#chan or discord:<channel id>",
             )
     _trace_parser(sub)
+    web = sub.add_parser("web", help="serve health, metrics, the activity page and triggers")
+    web.add_argument("dir", nargs="?", default=".", type=Path)
+    web.add_argument("--host", help="bind address (default: web.host, 127.0.0.1)")
+    web.add_argument("--port", type=int, help="port (default: web.port, 8787)")
     return parser
 
 
@@ -136,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _tools(args)
         if args.command == "trace":
             return _trace(args)
+        if args.command == "web":
+            return _web(args.dir, args.host, args.port)
         return _run(args.dir, args.bot, args.shards)
     except ConfigError as exc:
         for problem in exc.problems:
@@ -179,25 +189,16 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def _check(root: Path, *, live: bool = False) -> int:
     configs = load_config_dir(root)
-    problems = []
-    ready: list[tuple[str, Secrets]] = []
-    for key in sorted(configs.bots):
-        try:
-            _, config, secrets = load_bot(configs, key)
-        except ConfigError as exc:
-            problems.extend(exc.problems)
-            continue
-        ready.append((key, secrets))
-        print(f"ok: bot {key} ({config.name}) via {config.provider}, model {config.model_name()}")
-        found = check_integrations(config, secrets.get, configs.root, configs.locator(key))
-        for warning in found.warnings:
-            print(f"warning: {warning}")
-        problems.extend(found.errors)
-        problems.extend(_keyword_problems(key, config, secrets, configs))
+    report = check_bots(configs, os.environ)
+    for line in report.lines:
+        print(line)
+    problems = list(report.problems)
+    for key, secrets in report.ready:
+        problems.extend(_keyword_problems(key, configs.bots[key], secrets, configs))
     if problems:
         raise ConfigError(problems)
     if live:
-        return asyncio.run(_check_live(configs, ready))
+        return asyncio.run(_check_live(configs, report.ready))
     return 0
 
 
@@ -391,10 +392,82 @@ def _supervise(configs: ConfigSet, shards: str | None) -> int:
         for group in shard_groups(cfg, shards)
     ]
     supervisor = Supervisor(configs.root, specs)
+    chosen = web_settings(configs)
+    site = _WebSite(configs, chosen[0], chosen[1], redactor) if chosen else None
 
     async def _main() -> None:
         supervisor.install_signal_handlers()
-        await supervisor.run()
+        if site is None or not site.settings.enabled:
+            await supervisor.run()
+            return
+        async with site.serving():
+            await supervisor.run()
 
-    asyncio.run(_main())
+    try:
+        asyncio.run(_main())
+    except (_CannotServe, StoreError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+class _CannotServe(Exception):
+    """The web server's socket cannot be had (the port is taken, the address is wrong)."""
+
+
+class _WebSite:
+    """The fleet's web server: the store of the bot whose ``web:`` section configures it."""
+
+    def __init__(self, configs: ConfigSet, key: str, settings: WebConfig, redactor: Redactor):
+        self.configs = configs
+        self.key = key
+        self.settings = settings
+        self.redactor = redactor.merged(secret_values(configs, os.environ))
+
+    @contextlib.asynccontextmanager
+    async def serving(
+        self, host: str | None = None, port: int | None = None
+    ) -> AsyncIterator[None]:
+        host = host or self.settings.host
+        port = self.settings.port if port is None else port
+        try:
+            sock = bind(host, port)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise _CannotServe(f"the web server cannot listen on {host}:{port}: {reason}") from exc
+        config = self.configs.bots[self.key]
+        store = store_for(self.configs.root, config, redact=self.redactor)
+        await store.open()
+        try:
+            app = build_app(
+                store=store, configs=self.configs, settings=self.settings, redact=self.redactor
+            )
+            async with serving(app, sock) as server:
+                logger.info("web server on %s (store of bot %s)", server.url, self.key)
+                yield
+        finally:
+            await store.close()
+
+
+def _web(root: Path, host: str | None, port: int | None) -> int:
+    """``salon web``: the web server alone, until SIGINT or SIGTERM."""
+    configs = load_config_dir(root)
+    chosen = web_settings(configs)
+    key = chosen[0] if chosen else sorted(configs.bots)[0]
+    site = _WebSite(configs, key, configs.bots[key].web, Redactor())
+    _setup_logging(configs, key, site.redactor, stem="web")
+
+    async def _main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        async with site.serving(host, port):
+            await stop.wait()
+
+    try:
+        asyncio.run(_main())
+    except (_CannotServe, StoreError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from salon.app import BotApp
 from salon.config import BotConfig, Secrets
+from salon.config.targets import channel_key
 from salon.integrations import IntegrationUnavailable, build_integration_server, server_for
 from salon.llm.base import ProviderTraits
 from salon.model import ToolCall
@@ -16,7 +17,7 @@ from salon.store.sqlite import SQLStore
 from salon.tools.builtin import OPERATOR, ScheduleBook, build_builtin_server
 from salon.tools.policy import decide
 
-__all__ = ["call_tool", "channel_key", "list_tools", "serve_builtin", "serve_integration"]
+__all__ = ["call_tool", "list_tools", "serve_builtin", "serve_integration"]
 
 
 class _NoProvider:
@@ -46,54 +47,6 @@ async def list_tools(key: str, config: BotConfig, root: Path, secrets: Secrets) 
             print(f"{spec.name}  [{spec.server}, {policy}]  {summary}")
             print(f"    arguments: {json.dumps(spec.input_schema.get('properties', {}))}")
     return 0
-
-
-def _examples(config: BotConfig) -> dict[str, str]:
-    """A channel key to show for each platform the bot has."""
-    examples = {"terminal": "terminal:local"}
-    if config.platforms.irc is not None:
-        first = next(iter(config.platforms.irc.channels), "#channel")
-        examples["irc"] = f"irc:{first.lower()}"
-    if config.platforms.discord is not None:
-        examples["discord"] = "discord:<channel id>"
-    return examples
-
-
-def channel_key(config: BotConfig, channel: str) -> str:
-    """``channel`` as the key the bot's platforms store lines under; ValueError saying what
-    to write instead when it is not a channel of a platform the bot has."""
-    examples = _examples(config)
-    platform, sep, ident = channel.partition(":")
-    if not sep:
-        raise ValueError(f"--channel {channel!r} is not a channel key{_guess(channel, examples)}")
-    if platform not in examples:
-        known = ", ".join(examples.values())
-        raise ValueError(
-            f"--channel {channel!r}: this bot has no {platform} platform; "
-            f"write a channel key: {known}"
-        )
-    if platform == "terminal" and ident != "local":
-        raise ValueError(f"--channel {channel!r}: write terminal:local")
-    if platform == "discord" and not ident.isdigit():
-        raise ValueError(
-            f"--channel {channel!r}: a Discord channel key is discord:<channel id>, "
-            "the id in digits"
-        )
-    if platform == "irc" and not ident:
-        raise ValueError(f"--channel {channel!r}: write {examples['irc']}")
-    # The IRC adapter stores channels and nicks in lower case.
-    return f"irc:{ident.lower()}" if platform == "irc" else channel
-
-
-def _guess(channel: str, examples: dict[str, str]) -> str:
-    """``: write KEY`` when the bare name fits one platform, else the keys to choose from."""
-    if channel.startswith(("#", "&")) and "irc" in examples:
-        return f": write irc:{channel.lower()}"
-    if channel.isdigit() and "discord" in examples:
-        return f": write discord:{channel}"
-    if channel == "local":
-        return ": write terminal:local"
-    return f"; write one of: {', '.join(examples.values())}"
 
 
 async def call_tool(

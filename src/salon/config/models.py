@@ -569,7 +569,7 @@ class WebConfig(_Strict):
     enabled: bool = True
     host: str = Field(default="127.0.0.1", description="bind address")
     port: int = Field(default=8787, gt=0, lt=65536)
-    public_url: str | None = Field(
+    public_url: Endpoint | None = Field(
         default=None, description="how people reach it, for /activity links"
     )
     activity_key_env: str = Field(

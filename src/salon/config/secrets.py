@@ -151,6 +151,11 @@ def resolve_secrets(
     for _, env_name in integration_secrets(bot):
         if environ.get(env_name):
             values[env_name] = environ[env_name]
+    # The web server's keys are optional too (without one its page or triggers are off),
+    # and secret: taken to be redacted.
+    for env_name in (bot.web.activity_key_env, bot.web.trigger_token_env):
+        if environ.get(env_name):
+            values[env_name] = environ[env_name]
     plain: dict[str, str] = {}
     if not tools_only:
         others, plain, url_problems = _other_providers(bot, environ, locate)

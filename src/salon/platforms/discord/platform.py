@@ -91,6 +91,7 @@ class MonitorStore(Protocol):
 SchedulesCommand = Callable[[ChannelRef, str], Awaitable[str]]
 GenerateCommand = Callable[[ChannelRef, Participant, dict[str, Any]], Awaitable[str]]
 """``/generate``: runs the image tool for who asked, in the channel; says how it went."""
+ActivityLink = Callable[[], str]  # the answer to /activity: a short-lived link, or why not
 
 
 def invite_url(application_id: int) -> str:
@@ -132,6 +133,7 @@ class DiscordPlatform(PlatformBase):
         schedules: SchedulesCommand | None = None,
         generate: GenerateCommand | None = None,
         authorized_roles: Sequence[str] = (),
+        activity: ActivityLink | None = None,
     ) -> None:
         """``generate``: what ``/generate`` runs; without it the command is not offered."""
         self.config = config
@@ -145,6 +147,7 @@ class DiscordPlatform(PlatformBase):
         self._schedules = schedules
         self._generate = generate
         self.progress_board = ProgressBoard(config.progress_interval)
+        self._activity = activity
         self._authorized_roles = set(authorized_roles)
         self._client: AnyClient | None = None
         self.attachments = AttachmentLoader(config)
@@ -785,6 +788,23 @@ class DiscordPlatform(PlatformBase):
                 return
             text = await self._schedules(channel, f"cancel {cancel}" if cancel else "")
             await interaction.response.send_message(text[:1900], ephemeral=True)
+
+        @tree.command(name="activity", description="A short-lived link to the activity page")
+        async def activity(interaction: discord.Interaction) -> None:
+            await interaction.response.send_message(
+                self._activity_answer(interaction), ephemeral=True
+            )
+
+    def _activity_answer(self, interaction: discord.Interaction) -> str:
+        """Only members of an authorized role get a link (it opens every bot's traces)."""
+        if self._activity is None:
+            return "The activity page is not served for this bot."
+        if not self._authorized_roles:
+            return "No role may open the activity page: the bot's authorized_roles is empty."
+        roles = set(self._person(interaction.user, interaction.guild).roles)
+        if not roles & self._authorized_roles:
+            return "Only members of the authorized roles can open the activity page."
+        return self._activity()[:1900]
 
     def _register_generate(self, tree: app_commands.CommandTree[AnyClient]) -> None:
         @tree.command(name="generate", description="Draw an image (ComfyUI)")

@@ -1,0 +1,239 @@
+"""The activity page: what the bots did, what it cost, where the prompt cache broke.
+
+``GET /activity`` wants a session: typing the activity key (``POST /activity/login``) or
+opening a signed link from Discord's ``/activity`` (``GET /activity?token=…``) gives one.
+The link is answered by a page of this site that sets the cookie and moves on to
+``/activity``: a ``SameSite=Strict`` cookie set during a navigation from another site
+would not be sent on a redirect, and the token never leaves in a ``Referer``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from html import escape
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from salon.web.context import Web
+from salon.web.guard import (
+    SESSION_COOKIE,
+    csrf_token,
+    form,
+    keep_csrf,
+    post_refusal,
+    set_session,
+    signed_in,
+)
+from salon.web.health import bot_states
+from salon.web.links import LINK, token_valid
+from salon.web.pages import layout, money, share, timeline_rows, trace_detail
+from salon.web.plot import cost_plot
+
+__all__ = ["activity", "login", "logout", "rows", "trace"]
+
+logger = logging.getLogger(__name__)
+
+TIMELINE = 100
+PLOT_DAYS = 30
+FILTERS = ("bot", "channel", "outcome")
+
+
+def _off(web: Web) -> Response:
+    name = escape(web.settings.activity_key_env)
+    body = (
+        '<div class="login panel"><h1>The activity page is off</h1>'
+        f"<p>Set the environment variable <code>{name}</code> to a long random key where "
+        "the web server runs, then restart it.</p></div>"
+    )
+    return web.html(layout("Salon activity", body), 503)
+
+
+def _login_page(web: Web, request: Request, status: int, message: str = "") -> Response:
+    token, new = csrf_token(request)
+    note = f'<p class="problems">{escape(message)}</p>' if message else ""
+    body = (
+        '<form class="login panel" method="post" action="/activity/login">'
+        f"<h1>Salon activity</h1>{note}"
+        '<label for="key">Activity key</label>'
+        '<input id="key" name="key" type="password" autocomplete="current-password" autofocus>'
+        f'<input type="hidden" name="csrf" value="{escape(token)}">'
+        "<button type=submit>Sign in</button>"
+        "<p class=meta>Or ask for a link with <code>/activity</code> in Discord.</p></form>"
+    )
+    response = web.html(layout("Salon activity: sign in", body), status)
+    if new:
+        keep_csrf(web, request, response, token)
+    return response
+
+
+async def activity(request: Request) -> Response:
+    web: Web = request.app.state.web
+    key = web.activity_key()
+    if key is None:
+        return _off(web)
+    token = request.query_params.get("token")
+    if token is not None:
+        if not token_valid(key, LINK, token, now=web.now()):
+            message = "This link is not valid or has expired: ask for a new one, or use the key."
+            return _login_page(web, request, 401, message)
+        body = '<p class="login">Signed in. <a href="/activity">Open the activity page</a>.</p>'
+        refresh = '<meta http-equiv="refresh" content="0; url=/activity">'
+        # The token must not travel on in a Referer, not even to this site.
+        no_referrer = {"Referrer-Policy": "no-referrer"}
+        response = web.html(layout("Salon activity", body, head=refresh), headers=no_referrer)
+        set_session(web, request, response)
+        return response
+    if not signed_in(web, request):
+        return _login_page(web, request, 401)
+    return await _page(web, request)
+
+
+async def login(request: Request) -> Response:
+    web: Web = request.app.state.web
+    key = web.activity_key()
+    if key is None:
+        return _off(web)
+    fields = await form(request)
+    if fields is None:
+        return web.html(layout("Salon", "<p>That form is too large.</p>"), 413)
+    refusal = post_refusal(request, fields)
+    if refusal:
+        return _login_page(web, request, 403, refusal)
+    if web.login_paused():
+        return _login_page(web, request, 429, "Too many wrong keys lately: try again in a minute.")
+    given = fields.get("key", "")
+    if not hmac.compare_digest(given.encode("utf-8"), key.encode("utf-8")):
+        web.failed_logins.append(web.now())
+        logger.warning("activity page: a sign-in with a wrong key")
+        return _login_page(web, request, 401, "That is not the activity key.")
+    response = RedirectResponse("/activity", status_code=303)
+    set_session(web, request, response)
+    return response
+
+
+async def logout(request: Request) -> Response:
+    web: Web = request.app.state.web
+    fields = await form(request) or {}
+    if post_refusal(request, fields):
+        return _login_page(web, request, 403, "Sign out again from the page.")
+    response = RedirectResponse("/activity", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+    return response
+
+
+def _filters(request: Request) -> dict[str, str]:
+    return {k: v[:200] for k in FILTERS if (v := request.query_params.get(k, "").strip())}
+
+
+async def rows(request: Request) -> Response:
+    """Timeline rows newer than ``after`` (the page asks every few seconds)."""
+    web: Web = request.app.state.web
+    if not signed_in(web, request):
+        return web.text("sign in first", 401)
+    after = request.query_params.get("after", "0")
+    newest = int(after) if after.isdigit() else 0
+    found = await web.store.list_traces(limit=TIMELINE, **_filters(request))  # type: ignore[arg-type]
+    return web.html(timeline_rows([t for t in found if t.id > newest]))
+
+
+async def trace(request: Request) -> Response:
+    web: Web = request.app.state.web
+    if not signed_in(web, request):
+        if request.query_params.get("fragment"):
+            return web.text("sign in first", 401)
+        return _login_page(web, request, 401)
+    found = await web.store.get_trace(int(request.path_params["trace_id"]))
+    if found is None:
+        return web.html(layout("Salon", '<p class="empty">No such trace.</p>'), 404)
+    detail = trace_detail(*found)
+    if request.query_params.get("fragment"):
+        return web.html(detail)
+    return web.html(layout(f"Salon trace #{found[0].id}", detail, header=_nav(request)))
+
+
+def _nav(request: Request, bots: list[dict[str, Any]] | None = None) -> str:
+    token = request.cookies.get("salon_csrf", "")
+    chips = "".join(
+        f'<span class="chip {"up" if b["state"] == "up" else "down"}" '
+        f'title="{escape(b["state"])}">{escape(b["bot"])}: {escape(b["state"])}</span>'
+        for b in bots or []
+    )
+    return (
+        f'<nav>{chips}</nav><a class="chip" href="/config">configurator</a>'
+        '<form method="post" action="/activity/logout">'
+        f'<input type="hidden" name="csrf" value="{escape(token)}">'
+        '<button class="quiet" type="submit">sign out</button></form>'
+    )
+
+
+async def _page(web: Web, request: Request) -> Response:
+    filters = _filters(request)
+    found = await web.store.list_traces(limit=TIMELINE, **filters)  # type: ignore[arg-type]
+    days = await web.store.daily(days=PLOT_DAYS)
+    configs = await web.fleet.current()
+    bots = bot_states(await web.store.health_reports(), set(configs.bots), web.now())
+    timeline = timeline_rows(found) or '<p class="empty">No activations yet.</p>'
+    body = (
+        "<h1>Activity</h1>"
+        + _cards(days)
+        + '<h2>Cost per day</h2><div class="panel">'
+        + cost_plot(days, days=PLOT_DAYS, now=web.now())
+        + '<div class="legend"><i class="l-bar"></i>cost <i class="l-billed"></i>cache read '
+        "share billed <i class=l-expected></i>expected</div></div>"
+        + "<h2>Timeline</h2>"
+        + _filter_form(filters, sorted(configs.bots))
+        + f'<div id="timeline">{timeline}</div>'
+    )
+    token, new = csrf_token(request)
+    response = web.html(layout("Salon activity", body, header=_nav(request, bots)))
+    if new:
+        keep_csrf(web, request, response, token)
+    return response
+
+
+def _cards(days: list[dict[str, Any]]) -> str:
+    cost = sum(d["cost"] for d in days)
+    activations = sum(d["activations"] for d in days)
+    today = (
+        days[-1] if days and days[-1]["day"] == time.strftime("%Y-%m-%d", time.gmtime()) else None
+    )
+    billed = [d["read_share"] for d in days if d["read_share"] is not None]
+    expected = [d["expected_read_share"] for d in days if d["expected_read_share"] is not None]
+    cards = [
+        (money(cost), f"cost, last {PLOT_DAYS} days"),
+        (f"{activations:,}", "activations"),
+        (money(today["cost"]) if today else "$0.0000", "cost today (UTC)"),
+        (share(sum(billed) / len(billed)) if billed else "-", "cache read share, billed"),
+        (share(sum(expected) / len(expected)) if expected else "-", "cache read share, expected"),
+    ]
+    return (
+        '<div class="cards">'
+        + "".join(
+            f'<div class="card"><b>{value}</b><span>{label}</span></div>' for value, label in cards
+        )
+        + "</div>"
+    )
+
+
+def _filter_form(filters: dict[str, str], bots: list[str]) -> str:
+    def options(name: str, values: list[str]) -> str:
+        chosen = filters.get(name, "")
+        shown = "".join(
+            f'<option value="{escape(v)}"{" selected" if v == chosen else ""}>{escape(v)}</option>'
+            for v in values
+        )
+        return f'<select name="{name}"><option value="">every {name}</option>{shown}</select>'
+
+    outcomes = ["answered", "error", "cancelled", "stopped"]
+    channel = escape(filters.get("channel", ""))
+    return (
+        '<form class="filters" method="get" action="/activity">'
+        + options("bot", bots)
+        + options("outcome", outcomes)
+        + f'<input name="channel" placeholder="channel key" value="{channel}">'
+        + '<button type="submit">filter</button></form>'
+    )

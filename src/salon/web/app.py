@@ -1,0 +1,74 @@
+"""The web app: its routes, and how ``salon web`` and ``salon run`` build and serve it."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from salon.config import ConfigSet, Redactor, WebConfig
+from salon.store.sqlite import SQLStore
+from salon.web import activity, configurator
+from salon.web.assets import script, stylesheet
+from salon.web.context import Fleet, Web
+from salon.web.events import post_event
+from salon.web.health import health, metrics
+
+__all__ = ["build_app", "web_settings"]
+
+logger = logging.getLogger(__name__)
+
+
+def web_settings(configs: ConfigSet) -> tuple[str, WebConfig] | None:
+    """The bot whose ``web:`` section configures the fleet's server (the first, by name,
+    that has one), or None when no bot has one."""
+    for key in sorted(configs.bots):
+        if "web" in configs.bots[key].model_fields_set:
+            return key, configs.bots[key].web
+    return None
+
+
+async def _home(request: Request) -> Response:
+    return RedirectResponse("/activity", status_code=303)
+
+
+def build_app(
+    *,
+    store: SQLStore,
+    configs: ConfigSet,
+    settings: WebConfig,
+    environ: Mapping[str, str] | None = None,
+    redact: Redactor | None = None,
+) -> Starlette:
+    """The app over an opened store and a loaded config directory."""
+    web = Web(
+        store=store,
+        fleet=Fleet(configs),
+        settings=settings,
+        environ=os.environ if environ is None else environ,
+        redact=redact or Redactor(),
+    )
+    routes = [
+        Route("/", _home),
+        Route("/health", health),
+        Route("/metrics", metrics),
+        Route("/bots/{name}/events", post_event, methods=["POST"]),
+        Route("/activity", activity.activity),
+        Route("/activity/login", activity.login, methods=["POST"]),
+        Route("/activity/logout", activity.logout, methods=["POST"]),
+        Route("/activity/rows", activity.rows),
+        Route("/activity/traces/{trace_id:int}", activity.trace),
+        Route("/config", configurator.overview),
+        Route("/config/edit", configurator.edit),
+        Route("/config/edit", configurator.save, methods=["POST"]),
+        Route("/static/salon.css", stylesheet),
+        Route("/static/salon.js", script),
+    ]
+    app = Starlette(routes=routes)
+    app.state.web = web
+    return app

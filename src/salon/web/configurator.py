@@ -1,0 +1,222 @@
+"""The configurator: a bot's YAML files, viewed and edited in the page, for loopback
+clients only (see ``salon.web.guard.loopback_refusal``).
+
+An edit is judged exactly as ``salon check`` judges the directory (``load_config_dir``,
+each bot's secrets, its integrations), on a copy of the directory with the edit in it;
+only an edit with no problem is written (atomically), and the running bots pick it up
+within a second (``salon.upkeep``'s config watch). The problems are the lines
+``salon check`` prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import tempfile
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import yaml
+from starlette.requests import Request
+from starlette.responses import Response
+
+from salon.config import ConfigSet, load_config_dir
+from salon.config.channels import PROCESS_KEYS
+from salon.config.check import check_bots
+from salon.errors import ConfigError
+from salon.web.context import Web, config_files
+from salon.web.guard import csrf_token, form, keep_csrf, loopback_refusal, post_refusal
+from salon.web.pages import layout
+
+__all__ = ["edit", "overview", "save", "validate_edit"]
+
+MAX_FILE_BYTES = 1_000_000  # the YAML reader's own limit
+_COPIED = ("shared.yaml", "guilds", "bots")
+
+
+def _refused(web: Web, reason: str) -> Response:
+    return web.html(layout("Salon configurator", f'<p class="problems">{escape(reason)}</p>'), 403)
+
+
+def _files(web: Web) -> dict[str, Path]:
+    """The editable files, by their path relative to the config directory."""
+    return {str(p.relative_to(web.root)): p for p in config_files(web.root)}
+
+
+def _copy_dir(root: Path, into: Path) -> None:
+    """The YAML files copied (they may change), everything else linked (workflows…)."""
+    for entry in root.iterdir():
+        if entry.name in _COPIED:
+            continue
+        (into / entry.name).symlink_to(entry.resolve(), entry.is_dir())
+    for path in config_files(root):
+        target = into / path.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+
+
+def validate_edit(
+    root: Path, relative: str, text: str, environ: dict[str, str]
+) -> tuple[list[str], list[str]]:
+    """(problems, other lines) of the directory with ``relative`` holding ``text``, as
+    ``salon check`` would print them."""
+    with tempfile.TemporaryDirectory(prefix="salon-check-") as scratch:
+        copy = Path(scratch) / root.name
+        copy.mkdir()
+        _copy_dir(root, copy)
+        (copy / relative).write_text(text, encoding="utf-8")
+
+        def shown(line: str) -> str:
+            return line.replace(str(copy), str(root))
+
+        try:
+            configs = load_config_dir(copy)
+        except ConfigError as exc:
+            return [shown(f"error: {p}") for p in exc.problems], []
+        report = check_bots(configs, environ)
+        return [shown(f"error: {p}") for p in report.problems], [shown(x) for x in report.lines]
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace the file at once, so a bot never reads half an edit."""
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _sources(configs: ConfigSet, bot: str) -> list[tuple[str, Any, str]]:
+    """Each top-level key the bot's files set: its effective value and the file it came from."""
+    config = configs.bots[bot].model_dump(mode="json")
+    found: dict[str, str] = {}
+    for layer in configs.layers[bot]:
+        shown = (
+            str(Path(layer.file).relative_to(configs.root))
+            if Path(layer.file).is_relative_to(configs.root)
+            else layer.file
+        )
+        for key in layer.data:
+            found[key] = shown
+    return [(key, config.get(key), found[key]) for key in sorted(found) if key in config]
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    dumped = yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    return dumped.removesuffix("...\n").strip()
+
+
+def _effective(configs: ConfigSet, bot: str, reload_error: str | None) -> str:
+    rows = "".join(
+        f"<tr><th>{escape(key)}{' *' if key in PROCESS_KEYS else ''}</th>"
+        f'<td><pre>{escape(_shown(value))}</pre></td><td class="layer">{escape(source)}</td></tr>'
+        for key, value, source in _sources(configs, bot)
+    )
+    warning = (
+        f'<p class="problems">The running bot says: {escape(reload_error)}</p>'
+        if reload_error
+        else ""
+    )
+    return (
+        f'<h2>{escape(bot)}</h2>{warning}<table class="keys"><tr><th>key</th><th>value</th>'
+        f"<th>from</th></tr>{rows}</table>"
+        '<p class="meta">Keys not listed have their defaults. * applies after a restart.</p>'
+    )
+
+
+async def overview(request: Request) -> Response:
+    web: Web = request.app.state.web
+    refusal = loopback_refusal(request)
+    if refusal:
+        return _refused(web, refusal)
+    configs = await web.fleet.current()
+    reports = {r.bot: r.reload_error for r in await web.store.health_reports()}
+    links = "".join(
+        f'<a href="/config/edit?file={escape(name)}">{escape(name)}</a>' for name in _files(web)
+    )
+    bots = "".join(_effective(configs, b, reports.get(b)) for b in sorted(configs.bots))
+    body = f'<h1>Configurator</h1><div class="panel files">Edit: {links}</div>{bots}'
+    return web.html(layout("Salon configurator", body, header=_header()))
+
+
+def _header() -> str:
+    return (
+        '<nav><a class="chip" href="/config">configurator</a>'
+        '<a class="chip" href="/activity">activity</a></nav>'
+    )
+
+
+def _editor(
+    web: Web, request: Request, name: str, text: str, *, status: int = 200, note: str = ""
+) -> Response:
+    token, new = csrf_token(request)
+    body = (
+        f"<h1>{escape(name)}</h1>{note}"
+        '<form method="post" action="/config/edit" class="panel">'
+        f'<input type="hidden" name="file" value="{escape(name)}">'
+        f'<input type="hidden" name="csrf" value="{escape(token)}">'
+        f'<textarea class="yaml" name="text" spellcheck="false">{escape(text)}</textarea>'
+        '<p><button type="submit">check and save</button> '
+        '<a href="/config">back</a></p></form>'
+    )
+    response = web.html(layout(f"Salon configurator: {name}", body, header=_header()), status)
+    if new:
+        keep_csrf(web, request, response, token)
+    return response
+
+
+async def edit(request: Request) -> Response:
+    web: Web = request.app.state.web
+    refusal = loopback_refusal(request)
+    if refusal:
+        return _refused(web, refusal)
+    name = request.query_params.get("file", "")
+    path = _files(web).get(name)
+    if path is None:
+        return web.html(layout("Salon", f"<p>No config file {escape(name)!r}.</p>"), 404)
+    return _editor(web, request, name, path.read_text(encoding="utf-8"))
+
+
+async def save(request: Request) -> Response:
+    web: Web = request.app.state.web
+    refusal = loopback_refusal(request)
+    if refusal:
+        return _refused(web, refusal)
+    fields = await form(request)
+    if fields is None:
+        return _refused(web, "the form is larger than a config file may be")
+    refusal = post_refusal(request, fields)
+    if refusal:
+        return _refused(web, refusal)
+    name, text = fields.get("file", ""), fields.get("text", "").replace("\r\n", "\n")
+    path = _files(web).get(name)
+    if path is None:
+        return web.html(layout("Salon", f"<p>No config file {escape(name)!r}.</p>"), 404)
+    if len(text.encode("utf-8")) > MAX_FILE_BYTES:
+        return _editor(web, request, name, text, status=413, note=_problems(["error: too large"]))
+    problems, lines = await asyncio.to_thread(
+        validate_edit, web.root, name, text, dict(web.environ)
+    )
+    if problems:
+        note = _problems(problems) + '<p class="meta">Nothing was saved.</p>'
+        return _editor(web, request, name, text, status=422, note=note)
+    await asyncio.to_thread(_write, path, text)
+    shown = "".join(f"<li>{escape(line)}</li>" for line in lines)
+    note = (
+        f'<div class="saved"><b>Saved.</b> Running bots apply it within a second.<ul>{shown}'
+        "</ul></div>"
+    )
+    return _editor(web, request, name, text, note=note)
+
+
+def _problems(lines: list[str]) -> str:
+    shown = "".join(f"<li>{escape(line)}</li>" for line in lines)
+    return f'<div class="problems"><b>Not saved:</b><ul>{shown}</ul></div>'

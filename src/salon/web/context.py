@@ -1,0 +1,152 @@
+"""What every handler of the web server shares: the store, the config directory, the
+settings, the keys from the environment, and the responses it sends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from starlette.responses import Response
+
+from salon.config import ConfigSet, Redactor, WebConfig, load_config_dir
+from salon.config.integrations import integration_secrets
+from salon.config.secrets import required_secrets
+from salon.errors import ConfigError
+from salon.store.sqlite import SQLStore
+
+__all__ = ["Fleet", "Web", "secret_values"]
+
+logger = logging.getLogger(__name__)
+
+MAX_FAILED_LOGINS = 10  # per minute, for the whole server
+
+# The browser may load nothing but this server's own files, and no page may be framed.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    # Same-origin forms then carry an Origin the server can check; nothing leaks elsewhere.
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+
+
+def config_files(root: Path) -> list[Path]:
+    """The YAML files of a config directory, in the order the loader layers them."""
+    return [
+        *([root / "shared.yaml"] if (root / "shared.yaml").is_file() else []),
+        *sorted((root / "guilds").glob("*.yaml")),
+        *sorted((root / "bots").glob("*.yaml")),
+    ]
+
+
+class Fleet:
+    """The bots of the config directory: the last version that loaded, reloaded when a
+    file changes (a broken edit keeps the last good one, as the bots themselves do)."""
+
+    def __init__(self, configs: ConfigSet) -> None:
+        self.root = configs.root
+        self.configs = configs
+        self._seen = self._signature()
+
+    def _signature(self) -> tuple[tuple[str, int, int], ...]:
+        found = []
+        for path in config_files(self.root):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            found.append((str(path), stat.st_mtime_ns, stat.st_size))
+        return tuple(found)
+
+    async def current(self) -> ConfigSet:
+        seen = self._signature()
+        if seen != self._seen:
+            self._seen = seen
+            try:
+                self.configs = await asyncio.to_thread(load_config_dir, self.root)
+            except ConfigError as exc:
+                logger.warning("config directory does not load; keeping the last good: %s", exc)
+        return self.configs
+
+
+def secret_values(configs: ConfigSet, environ: Mapping[str, str]) -> list[str]:
+    """Every secret any bot of the directory may use that is set here: for redaction."""
+    names: set[str] = set()
+    for bot in configs.bots.values():
+        names.update(env for _, env in required_secrets(bot))
+        names.update(env for _, env in integration_secrets(bot))
+        names.update((bot.web.activity_key_env, bot.web.trigger_token_env))
+        for provider in bot.providers.values():
+            names.update(
+                getattr(provider, key) or ""
+                for key in ("api_key_env", "aws_secret_key_env", "aws_session_token_env")
+            )
+    return [environ[n] for n in sorted(names) if n and environ.get(n)]
+
+
+@dataclass
+class Web:
+    store: SQLStore
+    fleet: Fleet
+    settings: WebConfig
+    environ: Mapping[str, str]
+    now: Callable[[], float] = time.time
+    redact: Redactor = field(default_factory=Redactor)
+    # When sign-ins with a wrong key happened lately: past a few a minute, sign-in pauses.
+    failed_logins: deque[float] = field(default_factory=lambda: deque(maxlen=MAX_FAILED_LOGINS))
+
+    def login_paused(self) -> bool:
+        recent = [t for t in self.failed_logins if self.now() - t < 60]
+        return len(recent) >= MAX_FAILED_LOGINS
+
+    def __post_init__(self) -> None:
+        self.redact = self.redact.merged(secret_values(self.fleet.configs, self.environ))
+
+    @property
+    def root(self) -> Path:
+        return self.fleet.root
+
+    def activity_key(self) -> str | None:
+        return self.environ.get(self.settings.activity_key_env) or None
+
+    def trigger_token(self) -> str | None:
+        return self.environ.get(self.settings.trigger_token_env) or None
+
+    def html(
+        self, text: str, status: int = 200, headers: Mapping[str, str] | None = None
+    ) -> Response:
+        """A page, with every known secret value taken out."""
+        return Response(
+            self.redact(text),
+            status_code=status,
+            media_type="text/html; charset=utf-8",
+            headers={**HEADERS, **(headers or {})},
+        )
+
+    def json(
+        self, data: Any, status: int = 200, headers: Mapping[str, str] | None = None
+    ) -> Response:
+        body = self.redact(json.dumps(data, ensure_ascii=False, default=str))
+        return Response(
+            body,
+            status_code=status,
+            media_type="application/json",
+            headers={**HEADERS, **(headers or {})},
+        )
+
+    def text(self, text: str, status: int = 200, media_type: str = "text/plain") -> Response:
+        return Response(
+            self.redact(text), status_code=status, media_type=media_type, headers=HEADERS
+        )

@@ -1,0 +1,105 @@
+"""``POST /bots/<name>/events``: events pushed in from outside systems.
+
+The caller shows the bearer token of ``web.trigger_token_env``; the JSON body names a
+channel key, the text and optionally who it comes from. The event waits in the store's
+inbox until the bot takes it (within a second) and answers it like a ``/ask`` question.
+Every refusal is a 4xx with ``{"error": "..."}`` and enqueues nothing.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from salon.config import BotConfig
+from salon.config.targets import channel_key
+from salon.web.context import Web
+
+__all__ = ["post_event"]
+
+MAX_AUTHOR_CHARS = 100
+
+
+def bearer_ok(expected: str, header: str | None) -> bool:
+    """``Authorization: Bearer <expected>``, compared in constant time."""
+    scheme, _, given = (header or "").partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode("utf-8"), expected.encode("utf-8"))
+
+
+async def _body(request: Request, limit: int) -> bytes | None:
+    """The body, or None when it is larger than ``limit`` (read no further than that)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _fields(data: Any) -> tuple[str, str, str] | str:
+    """(channel, text, author) from the body, or what is wrong with it."""
+    if not isinstance(data, dict):
+        return "the body must be a JSON object with channel and text"
+    unknown = sorted(set(data) - {"channel", "text", "author"})
+    if unknown:
+        return f"unknown field(s): {', '.join(unknown)} (allowed: channel, text, author)"
+    channel, text, author = data.get("channel"), data.get("text"), data.get("author", "outside")
+    if not isinstance(channel, str) or not channel:
+        return "channel must be a channel key such as discord:123456 or irc:#salon"
+    if not isinstance(text, str) or not text.strip():
+        return "text must be a non-empty string"
+    if not isinstance(author, str) or not author.strip() or len(author) > MAX_AUTHOR_CHARS:
+        return f"author must be a non-empty string of at most {MAX_AUTHOR_CHARS} characters"
+    return channel, text, author.strip()
+
+
+async def post_event(request: Request) -> Response:
+    web: Web = request.app.state.web
+    token = web.trigger_token()
+    if token is None:
+        reason = f"triggers are off: {web.settings.trigger_token_env} is not set on the server"
+        return web.json({"error": reason}, 503)
+    if not bearer_ok(token, request.headers.get("authorization")):
+        return web.json(
+            {"error": "missing or wrong bearer token"}, 401, {"WWW-Authenticate": "Bearer"}
+        )
+    name = request.path_params["name"]
+    configs = await web.fleet.current()
+    if name not in configs.bots:
+        return web.json({"error": f"no bot named {name!r}"}, 404)
+    limit = web.settings.max_event_bytes
+    try:
+        raw = await _body(request, limit)
+    except ClientDisconnect:
+        return web.json({"error": "the body did not arrive"}, 400)
+    if raw is None:
+        return web.json({"error": f"the body is larger than {limit} bytes"}, 413)
+    return await _enqueue(web, name, raw, configs.bots[name])
+
+
+async def _enqueue(web: Web, name: str, raw: bytes, config: BotConfig) -> Response:
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return web.json({"error": "the body is not JSON"}, 422)
+    fields = _fields(data)
+    if isinstance(fields, str):
+        return web.json({"error": fields}, 422)
+    channel, text, author = fields
+    try:
+        key = channel_key(config, channel, label="channel")
+    except ValueError as exc:
+        return web.json({"error": str(exc)}, 422)
+    event_id = await web.store.enqueue_event(name, key, text, author)
+    return web.json({"queued": event_id, "bot": name, "channel": key}, 202)

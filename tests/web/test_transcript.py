@@ -1,0 +1,58 @@
+"""A request as sent by each vendor's provider reads as one transcript on the page."""
+
+from __future__ import annotations
+
+import json
+from html import unescape
+from typing import Any
+
+import pytest
+
+from salon.config import Secrets
+from salon.llm.base import (
+    ChatMessage,
+    LLMRequest,
+    TextPart,
+    ToolDefinition,
+    ToolResultPart,
+    ToolUsePart,
+    request_as_sent,
+)
+from salon.llm.factory import build_provider
+from salon.model import ToolCall, ToolResult
+from salon.web.pages import transcript
+from tests.conftest import bot_config
+
+REQUEST = LLMRequest(
+    model="m",
+    system="You are Salon.",
+    stop=("\nAlice:",),
+    tools=(ToolDefinition("weather", "the weather", {"type": "object", "properties": {}}),),
+    messages=(
+        ChatMessage("user", (TextPart("Alice: weather in Oslo?", cache_breakpoint=True),)),
+        ChatMessage("assistant", (ToolUsePart(ToolCall("c1", "weather", {"city": "Oslo"})),)),
+        ChatMessage("user", (ToolResultPart(ToolResult("c1", "minus four and snow")),)),
+    ),
+)
+
+
+@pytest.mark.parametrize("vendor", ["openai", "anthropic", "google"])
+def test_each_vendor_s_request_reads_as_a_transcript(vendor: str) -> None:
+    config = bot_config(
+        providers={"test": {"type": vendor, "model": "m", "api_key_env": "K"}}, provider="test"
+    )
+    provider = build_provider(config, Secrets({"K": "key-for-the-test"}))
+    sent: dict[str, Any] = json.loads(json.dumps(request_as_sent(provider, REQUEST), default=str))
+    page = transcript(sent)
+    shown = unescape(page)
+    assert "You are Salon." in shown
+    assert "Alice: weather in Oslo?" in shown
+    assert "[tool call" in shown
+    assert '"city": "Oslo"' in shown or '\\"city\\": \\"Oslo\\"' in shown
+    assert "minus four and snow" in shown
+    # OpenAI gives a result a turn of its own (role "tool"); the others a block in a turn.
+    assert "[tool result" in shown or 'class="turn role-tool"' in page
+    assert "tools: weather" in shown
+    assert "Alice:" in shown.split("stop:")[1]
+    if vendor == "anthropic":
+        assert "cache breakpoint" in shown
