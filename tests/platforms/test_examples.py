@@ -143,6 +143,29 @@ async def test_bob_answers_the_weather_in_seattle(
     assert [r.path for r in vendors[0].requests] == ["/v1/search", "/v1/forecast"]
 
 
+async def test_bob_answers_the_weather_keyword_with_one_final_pass(
+    fake_discord: DiscordServer,
+    llm_server: LLMServer,
+    vendors: Vendors,
+    serve_app: ServeApp,
+    tmp_path: Path,
+) -> None:
+    """``!weather Seattle`` calls the tool without the model; the model then turns the raw
+    result into an answer once, with no tools offered (001's keyword path)."""
+    llm_server.queue("Seattle: 52.7 °F, overcast. Bring a jacket.")
+    secrets = {"SERPAPI_API_KEY": "serp-key"}
+    patch = _bob_on_fakes(llm_server, vendors)
+    await _start("bob-bot", "bob", tmp_path, serve_app=serve_app, secrets=secrets, patch=patch)
+    alice = fake_discord.user("Alice")
+    await fake_discord.post(GENERAL, alice, "!weather Seattle")
+    (answer,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    assert answer["content"] == "Seattle: 52.7 °F, overcast. Bring a jacket."
+    (final,) = llm_server.requests
+    assert "tools" not in final.body
+    assert "52.7" in json.dumps(final.body["messages"], ensure_ascii=False)
+    assert [r.path for r in vendors[0].requests] == ["/v1/search", "/v1/forecast"]
+
+
 async def test_bob_generates_a_castle_on_the_slash_command(
     fake_discord: DiscordServer,
     llm_server: LLMServer,
