@@ -11,21 +11,17 @@ from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from salon.agent import Agent
 from salon.agent.tools import ToolRunner
 from salon.agent.traces import TraceWriter
 from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets, resolve_secrets
 from salon.errors import ConfigError, ConfigProblem
-from salon.integrations import integration_specs
 from salon.llm.base import Provider
 from salon.llm.factory import build_provider
 from salon.model import ChannelRef, Event, Participant, Schedule, ToolCall
 from salon.platforms.base import Platform
-from salon.platforms.discord import DiscordPlatform
-from salon.platforms.irc import IrcPlatform
-from salon.platforms.terminal import TerminalPlatform
 from salon.scheduler import Clock, Scheduler
 from salon.store.sqlite import SQLStore, sqlite_url
 from salon.tasks import TaskState, supervise
@@ -36,6 +32,9 @@ from salon.tools.outputs import OutputDir
 from salon.tools.servers import builtin_spec, configured_specs
 from salon.upkeep import Upkeep, Vitals
 from salon.web.links import activity_link
+
+if TYPE_CHECKING:
+    from salon.platforms.terminal import TerminalPlatform
 
 __all__ = ["BotApp", "data_dir", "database_url", "load_bot", "store_for"]
 
@@ -168,6 +167,8 @@ class BotApp:
         return self._agent
 
     def terminal(self, **kwargs: object) -> TerminalPlatform:
+        from salon.platforms.terminal import TerminalPlatform
+
         terminal = TerminalPlatform(
             bot=self.key,
             bot_name=self.config.name,
@@ -179,10 +180,17 @@ class BotApp:
         self.platforms[terminal.name] = terminal
         return terminal
 
+    def _integration_specs(self) -> list[ServerSpec]:
+        if not self.config.integrations.configured():
+            return []  # the vendors' servers (and what they import) load only when used
+        from salon.integrations import integration_specs
+
+        return integration_specs(self.config, self.secrets, root=self.root)
+
     def _server_specs(self, extra: Sequence[ServerSpec]) -> list[ServerSpec]:
         specs = [
             *configured_specs(self.config, self.secrets),
-            *integration_specs(self.config, self.secrets, root=self.root),
+            *self._integration_specs(),
             *extra,
         ]
         if self.config.builtin_tools:
@@ -303,6 +311,8 @@ class BotApp:
         platforms: list[Platform] = []
         discord_config = self.config.platforms.discord
         if discord_config is not None:
+            from salon.platforms.discord import DiscordPlatform  # each SDK only when used
+
             platforms.append(
                 DiscordPlatform(
                     bot=self.key,
@@ -318,6 +328,8 @@ class BotApp:
             )
         irc = self.config.platforms.irc
         if irc is not None:
+            from salon.platforms.irc import IrcPlatform
+
             platforms.append(
                 IrcPlatform(
                     bot=self.key,
@@ -443,8 +455,12 @@ class BotApp:
         """Whether this process fires ``schedule``: a sharded Discord bot's process fires
         those of the guilds on its own shards."""
         platform = self.platforms.get(schedule.channel.platform)
-        if isinstance(platform, DiscordPlatform):
-            return await platform.serves(schedule.channel)
+        if platform is None or platform.name != "discord":
+            return True
+        from salon.platforms.discord import DiscordPlatform  # loaded: the platform runs
+
+        assert isinstance(platform, DiscordPlatform)
+        return await platform.serves(schedule.channel)
         return True
 
     async def _release_lease(self) -> None:

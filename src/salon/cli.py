@@ -4,27 +4,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
 import shlex
 import shutil
 import signal
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from salon import __version__, trace_cli
 from salon.agent.dispatch import TOLD_IN_CHANNEL
 from salon.app import BotApp, data_dir, load_bot, store_for
-from salon.config import BotConfig, ConfigSet, Redactor, Secrets, WebConfig, load_config_dir
+from salon.config import BotConfig, ConfigSet, Redactor, Secrets, load_config_dir
 from salon.config.check import check_bots
 from salon.config.example import write_example
+from salon.config.models import IntegrationsConfig
 from salon.config.pipeline import keyword_problems
 from salon.config.shards import shard_groups, with_shards
-from salon.errors import ConfigError, ConfigProblem, SalonError, StoreError
-from salon.integrations import INTEGRATIONS
+from salon.errors import CannotServe, ConfigError, ConfigProblem, SalonError, StoreError
 from salon.llm.probe import probe
 from salon.logsetup import configure_logging
 from salon.supervisor import BotProcessSpec, Supervisor
@@ -35,13 +34,12 @@ from salon.tools_cli import (
     serve_builtin,
     serve_integration,
 )
-from salon.web.app import build_app, web_settings
-from salon.web.context import secret_values
-from salon.web.server import bind, serving
 
 __all__ = ["main"]
 
 logger = logging.getLogger("salon")
+
+_INTEGRATIONS = tuple(IntegrationsConfig.model_fields)  # their servers load only when used
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -94,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
                 "--only",
                 metavar="NAME",
                 default="salon",
-                help=f"the server to offer: salon (built-ins) or {', '.join(INTEGRATIONS)}",
+                help=f"the server to offer: salon (built-ins) or {', '.join(_INTEGRATIONS)}",
             )
         if name == "call":
             command.add_argument("tool")
@@ -392,8 +390,11 @@ def _supervise(configs: ConfigSet, shards: str | None) -> int:
         for group in shard_groups(cfg, shards)
     ]
     supervisor = Supervisor(configs.root, specs)
-    chosen = web_settings(configs)
-    site = _WebSite(configs, chosen[0], chosen[1], redactor) if chosen else None
+    site = None
+    if any("web" in c.model_fields_set for c in configs.bots.values()):
+        from salon import web_cli  # the web server's packages only where it runs
+
+        site = web_cli.site_for(configs, redactor)
 
     async def _main() -> None:
         supervisor.install_signal_handlers()
@@ -405,57 +406,20 @@ def _supervise(configs: ConfigSet, shards: str | None) -> int:
 
     try:
         asyncio.run(_main())
-    except (_CannotServe, StoreError) as exc:
+    except (CannotServe, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
 
 
-class _CannotServe(Exception):
-    """The web server's socket cannot be had (the port is taken, the address is wrong)."""
-
-
-class _WebSite:
-    """The fleet's web server: the store of the bot whose ``web:`` section configures it."""
-
-    def __init__(self, configs: ConfigSet, key: str, settings: WebConfig, redactor: Redactor):
-        self.configs = configs
-        self.key = key
-        self.settings = settings
-        self.redactor = redactor.merged(secret_values(configs, os.environ))
-
-    @contextlib.asynccontextmanager
-    async def serving(
-        self, host: str | None = None, port: int | None = None
-    ) -> AsyncIterator[None]:
-        host = host or self.settings.host
-        port = self.settings.port if port is None else port
-        try:
-            sock = bind(host, port)
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            raise _CannotServe(f"the web server cannot listen on {host}:{port}: {reason}") from exc
-        config = self.configs.bots[self.key]
-        store = store_for(self.configs.root, config, redact=self.redactor)
-        await store.open()
-        try:
-            app = build_app(
-                store=store, configs=self.configs, settings=self.settings, redact=self.redactor
-            )
-            async with serving(app, sock) as server:
-                logger.info("web server on %s (store of bot %s)", server.url, self.key)
-                yield
-        finally:
-            await store.close()
-
-
 def _web(root: Path, host: str | None, port: int | None) -> int:
     """``salon web``: the web server alone, until SIGINT or SIGTERM."""
+    from salon import web_cli  # the web server's packages only where it runs
+
     configs = load_config_dir(root)
-    chosen = web_settings(configs)
-    key = chosen[0] if chosen else sorted(configs.bots)[0]
-    site = _WebSite(configs, key, configs.bots[key].web, Redactor())
-    _setup_logging(configs, key, site.redactor, stem="web")
+    site = web_cli.site_for(configs, Redactor(), alone=True)
+    assert site is not None
+    _setup_logging(configs, site.key, site.redactor, stem="web")
 
     async def _main() -> None:
         stop = asyncio.Event()
@@ -467,7 +431,7 @@ def _web(root: Path, host: str | None, port: int | None) -> int:
 
     try:
         asyncio.run(_main())
-    except (_CannotServe, StoreError) as exc:
+    except (CannotServe, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

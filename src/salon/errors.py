@@ -104,3 +104,7 @@ class PlatformError(SalonError):
 
 class StoreError(SalonError):
     pass
+
+
+class CannotServe(SalonError):
+    """The web server's socket cannot be had (the port is taken, the address is wrong)."""

@@ -10,7 +10,6 @@ from pathlib import Path
 from salon.app import BotApp
 from salon.config import BotConfig, Secrets
 from salon.config.targets import channel_key
-from salon.integrations import IntegrationUnavailable, build_integration_server, server_for
 from salon.llm.base import ProviderTraits
 from salon.model import ToolCall
 from salon.store.sqlite import SQLStore
@@ -97,6 +96,8 @@ async def serve_builtin(key: str, store: SQLStore) -> int:
 
 async def serve_integration(config: BotConfig, root: Path, secrets: Secrets, name: str) -> int:
     """One integration over stdio, with the bot's settings for it (or the defaults)."""
+    from salon.integrations import IntegrationUnavailable, server_for  # only when served
+
     try:
         server = server_for(config, name, secrets, root)
     except IntegrationUnavailable as exc:
@@ -109,6 +110,8 @@ async def serve_integration(config: BotConfig, root: Path, secrets: Secrets, nam
 async def offline_tool_names(key: str, bot: BotConfig, secrets: Secrets, root: Path) -> set[str]:
     """Names of the tools Salon serves itself (built-ins, integrations), without starting
     anything: what ``salon check`` compares keywords with."""
+    from salon.integrations import IntegrationUnavailable, build_integration_server
+
     names: set[str] = set()
     servers = []
     if bot.builtin_tools:

@@ -1,0 +1,65 @@
+"""Serving the web server from the command line: beside ``salon run``'s supervisor, or
+alone (``salon web``). Kept out of ``salon.cli`` so that a bot process, which never
+serves it, does not import the web server's packages."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+
+from salon.app import store_for
+from salon.config import ConfigSet, Redactor, WebConfig
+from salon.errors import CannotServe
+from salon.web.app import build_app, web_settings
+from salon.web.context import secret_values
+from salon.web.server import bind, serving
+
+__all__ = ["WebSite", "site_for"]
+
+logger = logging.getLogger("salon")
+
+
+def site_for(configs: ConfigSet, redactor: Redactor, *, alone: bool = False) -> WebSite | None:
+    """The fleet's web server as the config sets it: the first bot (by name) with a ``web:``
+    section, else None (``alone``: ``salon web`` serves the first bot's defaults)."""
+    chosen = web_settings(configs)
+    if chosen is None and not alone:
+        return None
+    key, settings = chosen or (sorted(configs.bots)[0], configs.bots[sorted(configs.bots)[0]].web)
+    return WebSite(configs, key, settings, redactor)
+
+
+class WebSite:
+    """The fleet's web server: the store of the bot whose ``web:`` section configures it."""
+
+    def __init__(self, configs: ConfigSet, key: str, settings: WebConfig, redactor: Redactor):
+        self.configs = configs
+        self.key = key
+        self.settings = settings
+        self.redactor = redactor.merged(secret_values(configs, os.environ))
+
+    @contextlib.asynccontextmanager
+    async def serving(
+        self, host: str | None = None, port: int | None = None
+    ) -> AsyncIterator[None]:
+        host = host or self.settings.host
+        port = self.settings.port if port is None else port
+        try:
+            sock = bind(host, port)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise CannotServe(f"the web server cannot listen on {host}:{port}: {reason}") from exc
+        config = self.configs.bots[self.key]
+        store = store_for(self.configs.root, config, redact=self.redactor)
+        await store.open()
+        try:
+            app = build_app(
+                store=store, configs=self.configs, settings=self.settings, redact=self.redactor
+            )
+            async with serving(app, sock) as server:
+                logger.info("web server on %s (store of bot %s)", server.url, self.key)
+                yield
+        finally:
+            await store.close()
