@@ -15,9 +15,11 @@ from salon.agent import Agent
 from salon.agent.tools import ToolRunner
 from salon.agent.traces import TraceWriter
 from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets, resolve_secrets
+from salon.errors import ConfigError, ConfigProblem
 from salon.integrations import integration_specs
 from salon.llm.base import Provider
 from salon.llm.factory import build_provider
+from salon.llm.local import local_problem
 from salon.model import ChannelRef, Event, Participant
 from salon.platforms.base import Platform
 from salon.platforms.discord import DiscordPlatform
@@ -63,7 +65,25 @@ def load_bot(
     key, config = configs.bot(name)
     env = os.environ if environ is None else environ
     secrets = resolve_secrets(config, env, configs.locator(key), tools_only=tools_only)
+    if not tools_only and (problems := local_model_problems(configs, key)):
+        raise ConfigError(problems)
     return key, config, secrets
+
+
+def local_model_problems(configs: ConfigSet, key: str) -> list[ConfigProblem]:
+    """Each local provider the bot uses that cannot run here (no extra, no model file)."""
+    locate = configs.locator(key)
+    seen: set[str] = set()
+    problems: list[ConfigProblem] = []
+    for config in configs.configs_in_use(key):
+        name, settings = config.provider, config.provider_config()
+        if name in seen or settings.type != "local":
+            continue
+        seen.add(name)
+        found = local_problem(settings)
+        if found is not None:
+            problems.append(locate(f"providers.{name}.{found[0]}", found[1]))
+    return problems
 
 
 class BotApp:

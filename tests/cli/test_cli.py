@@ -22,7 +22,7 @@ def test_init_writes_a_config_that_checks(
     assert "ok: bot assistant (Assistant) via openai, model llama3.2" in out
     # running init again keeps the user's edits
     (root / "shared.yaml").write_text((root / "shared.yaml").read_text() + "\n# mine\n")
-    assert main(["init", str(root)]) == 0
+    assert main(["init", str(root), "--provider", "openai"]) == 0
     assert "# mine" in (root / "shared.yaml").read_text()
 
 
@@ -30,7 +30,7 @@ def test_check_reports_missing_secret_and_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "c"
-    main(["init", str(root)])
+    main(["init", str(root), "--provider", "openai"])
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert main(["check", str(root)]) == 2
     err = capsys.readouterr().err
@@ -43,7 +43,7 @@ def test_check_reports_a_blank_secret(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "c"
-    main(["init", str(root)])
+    main(["init", str(root), "--provider", "openai"])
     monkeypatch.setenv("OPENAI_API_KEY", " ")
     assert main(["check", str(root)]) == 2
     assert capsys.readouterr().err.splitlines() == [
