@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +44,8 @@ class Generation:
     prepare: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     finished: threading.Event = field(default_factory=threading.Event)
-    tokens: int = 0  # chunks of text generated, counted as they come
+    chunks: int = 0  # chunks generated, counted as they come
+    context_tokens: int = 0  # tokens in the model's context when it stopped
 
 
 class _End:
@@ -61,8 +62,9 @@ class Engine:
         self._load = load
         self._model: Any = None
         self._turn = threading.Lock()  # held by the generation using the model
-        self._count = threading.Lock()  # guards _in_flight
+        self._count = threading.Condition()  # guards _in_flight; notified when one leaves
         self._in_flight = 0
+        self.generated = 0  # chunks generated over the engine's life
         self.users = 0  # providers holding this engine (see acquire_engine)
 
     @property
@@ -78,13 +80,17 @@ class Engine:
                     provider=self.name,
                 )
             self._in_flight += 1
+            self._count.notify_all()
 
     def _leave(self) -> None:
         with self._count:
             self._in_flight -= 1
+            self._count.notify_all()
 
-    def model_if_loaded(self) -> Any:
-        return self._model
+    def wait_in_flight(self, count: int, timeout: float) -> bool:
+        """Block until ``count`` requests run or wait (0: idle); False on timeout."""
+        with self._count:
+            return self._count.wait_for(lambda: self._in_flight == count, timeout)
 
     def model(self) -> Any:
         """The loaded model (loading it on first use); call only holding the turn."""
@@ -92,7 +98,7 @@ class Engine:
             self._model = self._load()
         return self._model
 
-    async def run(self, job: Generation, queue_size: int) -> AsyncIterator[Any]:
+    async def run(self, job: Generation, queue_size: int) -> AsyncGenerator[Any, None]:
         """Chunks of ``job`` as the model makes them; the model stops at its next token
         when this iterator is closed or its task cancelled. Refused (a retryable
         ProviderError) when ``queue_size`` requests already wait."""
@@ -144,12 +150,14 @@ class Engine:
             for chunk in stream:
                 if job.cancel.is_set():
                     return
-                job.tokens += 1
+                job.chunks += 1
+                self.generated += 1
                 emit(chunk)
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
+            job.context_tokens = int(getattr(model, "n_tokens", 0))
 
     def close(self) -> None:
         """Free the model (waiting for a generation still running to stop)."""

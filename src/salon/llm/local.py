@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ def model_file(config: ProviderConfig) -> Path | None:
 
 def local_problem(config: ProviderConfig) -> tuple[str, str] | None:
     """(key, reason) when a local provider cannot run here: no extra, no model file."""
-    if importlib.util.find_spec("llama_cpp") is None:
+    if not _extra_installed():
         return "type", f"the local provider needs llama-cpp-python: {INSTALL_HINT}"
     path = model_file(config)
     if path is None:
@@ -94,6 +95,13 @@ def local_problem(config: ProviderConfig) -> tuple[str, str] | None:
     if not path.is_file():
         return "model_path", f"no model file at {path}"
     return None
+
+
+def _extra_installed() -> bool:
+    try:
+        return importlib.util.find_spec("llama_cpp") is not None
+    except (ImportError, ValueError):  # ValueError: blocked in sys.modules
+        return False
 
 
 def _load_llama(path: Path, config: ProviderConfig, name: str) -> Any:
@@ -129,6 +137,11 @@ class LocalProvider:
         self._engine = engine
         self._owns_engine = engine is None
 
+    @property
+    def engine(self) -> Engine | None:
+        """The shared model this provider generates with (None before its first request)."""
+        return self._engine
+
     def _engine_in_use(self) -> Engine:
         if self._engine is None:
             path = model_file(self._config)
@@ -152,19 +165,23 @@ class LocalProvider:
             prepare=lambda model, kwargs: fit_to_context(model, kwargs, self._config),
         )
         reason: str | None = None
+        produced = 0
         try:
-            async for chunk in engine.run(job, self._config.queue_size):
-                choice = chunk["choices"][0] if chunk.get("choices") else {}
-                delta = choice.get("delta") or {}
-                text = delta.get("content") if job.chat else choice.get("text")
-                if text:
-                    yield TextDelta(text)
-                reason = choice.get("finish_reason") or reason
+            # Closed at once when the caller stops: that is what stops the model.
+            async with aclosing(engine.run(job, self._config.queue_size)) as chunks:
+                async for chunk in chunks:
+                    choice = chunk["choices"][0] if chunk.get("choices") else {}
+                    delta = choice.get("delta") or {}
+                    text = delta.get("content") if job.chat else choice.get("text")
+                    if text:
+                        produced += 1
+                        yield TextDelta(text)
+                    reason = choice.get("finish_reason") or reason
         except _LLAMA_ERRORS as exc:  # llama.cpp's failures, as one line
             raise ProviderError(f"{self.name}: {exc}", provider=self.name, retryable=False) from exc
-        model = engine.model_if_loaded()
-        context_tokens = getattr(model, "n_tokens", 0) if model is not None else 0
-        usage = Usage(input_tokens=max(context_tokens - job.tokens, 0), output_tokens=job.tokens)
+        # llama.cpp streams about one token per chunk; the rest of the context is the prompt.
+        prompt = max(job.context_tokens - produced, 0)
+        usage = Usage(input_tokens=prompt, output_tokens=produced)
         yield UsageEvent(usage)
         if reason:
             yield StopEvent(str(reason))
