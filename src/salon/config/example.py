@@ -38,7 +38,7 @@ providers:
     # model_path: ~/models/qwen2.5-1.5b-instruct-q4_k_m.gguf   # any GGUF file
     context_length: 4096            # tokens the model sees; the oldest text is cut to fit
     max_tokens: 512                 # cap on one answer
-    # threads: 4                    # CPU threads (default: llama.cpp's choice)
+    # threads: 4                    # CPU threads (default: all it may use)
 
 # Where the database and the log files go (relative to this directory).
 data_dir: data

@@ -185,7 +185,10 @@ class ProviderConfig(_Strict):
         default=4096, ge=256, le=1_048_576, description="local: the context window, in tokens"
     )
     threads: int | None = Field(
-        default=None, ge=1, le=1024, description="local: CPU threads (default: llama.cpp's)"
+        default=None,
+        ge=1,
+        le=1024,
+        description="local: CPU threads (default: every CPU Salon may use)",
     )
     max_tokens: int = Field(
         default=512, gt=0, le=MAX_OUTPUT_TOKENS, description="local: cap on one answer's tokens"

@@ -46,6 +46,7 @@ class Generation:
     finished: threading.Event = field(default_factory=threading.Event)
     chunks: int = 0  # chunks generated, counted as they come
     context_tokens: int = 0  # tokens in the model's context when it stopped
+    reused_tokens: int = 0  # leading tokens the previous request left evaluated
 
 
 class _End:
@@ -143,6 +144,7 @@ class Engine:
 
     def _generate(self, job: Generation, emit: Callable[[Any], None]) -> None:
         model = self.model()
+        before = _context(model)
         kwargs = job.prepare(model, job.kwargs) if job.prepare is not None else job.kwargs
         method = model.create_chat_completion if job.chat else model.create_completion
         stream: Iterator[dict[str, Any]] = method(**kwargs, stream=True)
@@ -157,7 +159,9 @@ class Engine:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
-            job.context_tokens = int(getattr(model, "n_tokens", 0))
+            after = _context(model)
+            job.context_tokens = len(after)
+            job.reused_tokens = _common_prefix(before, after)
 
     def close(self) -> None:
         """Free the model (waiting for a generation still running to stop)."""
@@ -165,6 +169,23 @@ class Engine:
             model, self._model = self._model, None
             if model is not None and hasattr(model, "close"):
                 model.close()
+
+
+def _context(model: Any) -> list[int]:
+    """The tokens the model holds evaluated (llama-cpp-python reuses their longest common
+    prefix with the next prompt)."""
+    held = getattr(model, "input_ids", None)
+    count = int(getattr(model, "n_tokens", 0))
+    return [int(t) for t in held[:count]] if held is not None else []
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    count = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        count += 1
+    return count
 
 
 class _Engines:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from pathlib import Path
@@ -104,6 +105,15 @@ def _extra_installed() -> bool:
         return False
 
 
+def _usable_cpus() -> int:
+    """Every CPU this process may run on (llama-cpp-python's own default is half the
+    machine's, which on a small machine leaves a core idle while the answer is made)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on macOS
+        return max(1, os.cpu_count() or 1)
+
+
 def _load_llama(path: Path, config: ProviderConfig, name: str) -> Any:
     try:
         import llama_cpp
@@ -117,7 +127,7 @@ def _load_llama(path: Path, config: ProviderConfig, name: str) -> Any:
         return llama_cpp.Llama(
             model_path=str(path),
             n_ctx=config.context_length,
-            n_threads=config.threads,
+            n_threads=config.threads or _usable_cpus(),
             verbose=False,
         )
     except (ValueError, OSError, RuntimeError) as exc:
@@ -179,9 +189,11 @@ class LocalProvider:
                     reason = choice.get("finish_reason") or reason
         except _LLAMA_ERRORS as exc:  # llama.cpp's failures, as one line
             raise ProviderError(f"{self.name}: {exc}", provider=self.name, retryable=False) from exc
-        # llama.cpp streams about one token per chunk; the rest of the context is the prompt.
+        # llama.cpp streams about one token per chunk; the rest of the context is the prompt,
+        # whose beginning the previous request may have left evaluated (a cache read).
         prompt = max(job.context_tokens - produced, 0)
-        usage = Usage(input_tokens=prompt, output_tokens=produced)
+        read = min(job.reused_tokens, prompt)
+        usage = Usage(input_tokens=prompt - read, output_tokens=produced, cache_read_tokens=read)
         yield UsageEvent(usage)
         if reason:
             yield StopEvent(str(reason))
