@@ -16,6 +16,7 @@ from bench import (
     faults,
     kill9,
     load,
+    local,
     tools,
     traces,
 )
@@ -32,6 +33,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "kill9": kill9.run,
     "load": load.run,
     "trace_query": traces.run,
+    "local": local.run,
 }
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "default_model_path",
     "local_problem",
     "model_file",
+    "usable_cpus",
 ]
 
 logger = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ def _extra_installed() -> bool:
         return False
 
 
-def _usable_cpus() -> int:
+def usable_cpus() -> int:
     """Every CPU this process may run on (llama-cpp-python's own default is half the
     machine's, which on a small machine leaves a core idle while the answer is made)."""
     try:
@@ -127,7 +128,7 @@ def _load_llama(path: Path, config: ProviderConfig, name: str) -> Any:
         return llama_cpp.Llama(
             model_path=str(path),
             n_ctx=config.context_length,
-            n_threads=config.threads or _usable_cpus(),
+            n_threads=config.threads or usable_cpus(),
             verbose=False,
         )
     except (ValueError, OSError, RuntimeError) as exc:
