@@ -18,6 +18,7 @@ from bench import (
     integrations,
     kill9,
     load,
+    local,
     pipeline,
     postgres,
     tools,
@@ -45,6 +46,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "pg_activation_overhead": postgres.activation_ratio,
     "pg_chatlog_search": postgres.chatlog_search,
     "schedule_claims": postgres.claims,
+    "local": local.run,
 }
 
 

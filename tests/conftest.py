@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import os
 import textwrap
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
@@ -10,6 +12,7 @@ import pytest
 
 from salon.app import BotApp
 from salon.config import BotConfig
+from salon.llm.local import default_model_path
 from salon.platforms.base import Platform
 from tests.databases import Database, postgres_database, sqlite_database
 from tests.fakes.llm_server import LLMServer
@@ -87,3 +90,15 @@ async def serve_app() -> AsyncIterator[ServeApp]:
         stop.set()
         await asyncio.wait_for(task, 15)
         await app.__aexit__(None, None, None)
+
+
+@pytest.fixture
+def local_model() -> Path:
+    """The SmolLM2 file of the ``local`` extra. Skipped where the extra is not installed,
+    except in CI, where scripts/test installs it and its absence is a failure."""
+    path = default_model_path()
+    if importlib.util.find_spec("llama_cpp") is None or path is None:
+        if os.environ.get("CI"):
+            pytest.fail("the local extra is missing in CI: scripts/test installs it")
+        pytest.skip("the local extra is not installed (scripts/install --local)")
+    return path

@@ -20,6 +20,7 @@ from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets, resolve_
 from salon.errors import ConfigError, ConfigProblem
 from salon.llm.base import Provider
 from salon.llm.factory import build_provider
+from salon.llm.local import local_problem
 from salon.model import ChannelRef, Event, Participant, Schedule, ToolCall
 from salon.platforms.base import Platform
 from salon.scheduler import Clock, Scheduler
@@ -36,7 +37,7 @@ from salon.web.links import activity_link
 if TYPE_CHECKING:
     from salon.platforms.terminal import TerminalPlatform
 
-__all__ = ["BotApp", "data_dir", "database_url", "load_bot", "store_for"]
+__all__ = ["BotApp", "data_dir", "database_url", "load_bot", "local_model_problems", "store_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +94,25 @@ def load_bot(
     key, config = configs.bot(name)
     env = os.environ if environ is None else environ
     secrets = resolve_secrets(config, env, configs.locator(key), tools_only=tools_only)
+    if not tools_only and (problems := local_model_problems(configs, key)):
+        raise ConfigError(problems)
     return key, config, secrets
+
+
+def local_model_problems(configs: ConfigSet, key: str) -> list[ConfigProblem]:
+    """Each local provider the bot uses that cannot run here (no extra, no model file)."""
+    locate = configs.locator(key)
+    seen: set[str] = set()
+    problems: list[ConfigProblem] = []
+    for config in configs.configs_in_use(key):
+        name, settings = config.provider, config.provider_config()
+        if name in seen or settings.type != "local":
+            continue
+        seen.add(name)
+        found = local_problem(settings)
+        if found is not None:
+            problems.append(locate(f"providers.{name}.{found[0]}", found[1]))
+    return problems
 
 
 class BotApp:

@@ -16,10 +16,10 @@ from typing import Any
 
 from salon import __version__, trace_cli
 from salon.agent.dispatch import TOLD_IN_CHANNEL
-from salon.app import BotApp, data_dir, load_bot, store_for
+from salon.app import BotApp, data_dir, load_bot, local_model_problems, store_for
 from salon.config import BotConfig, ConfigSet, Redactor, Secrets, load_config_dir
 from salon.config.check import check_bots
-from salon.config.example import write_example
+from salon.config.example import PROVIDERS, write_example
 from salon.config.models import IntegrationsConfig
 from salon.config.pipeline import keyword_problems
 from salon.config.shards import shard_groups, with_shards
@@ -51,9 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("dir", nargs="?", default=".", type=Path)
     init.add_argument("--bot", default="assistant", help="name of the example bot")
     init.add_argument(
-        "--model",
-        default=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
-        help="model for the example provider (default: $OPENAI_MODEL or gpt-4o-mini)",
+        "--model", help="model for the example provider (default: $OPENAI_MODEL or gpt-4o-mini)"
+    )
+    init.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        help="the bot's provider (default: openai when --model or an OPENAI_ variable is "
+        "set, anthropic when ANTHROPIC_API_KEY is, else local)",
     )
 
     check = sub.add_parser("check", help="validate a config directory and its secrets")
@@ -65,7 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     chat = sub.add_parser("chat", help="talk to a bot in this terminal")
-    chat.add_argument("dir", nargs="?", default=".", type=Path)
+    chat.add_argument(
+        "dir", nargs="?", type=Path, help="default: here, or the built-in bot if here is none"
+    )
     chat.add_argument("--bot", help="which bot (needed when there are several)")
 
     run = sub.add_parser("run", help="run every bot, one process each, restarting crashes")
@@ -133,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "init":
-            return _init(args.dir, args.bot, args.model)
+            return _init(args.dir, args.bot, args.model, args.provider)
         if args.command == "check":
             return _check(args.dir, live=args.live)
         if args.command == "chat":
@@ -153,12 +159,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _init(root: Path, bot: str, model: str) -> int:
-    for path, written in write_example(root, model=model, bot=bot):
+def _init(root: Path, bot: str, model: str | None, provider: str | None) -> int:
+    provider = provider or _provider_from_environment(model)
+    model = model or (os.environ.get("OPENAI_MODEL") if provider == "openai" else None)
+    for path, written in write_example(root, model=model, bot=bot, provider=provider):
         print(f"{'wrote' if written else 'kept existing'} {path}")
     salon, where = _salon_command(), shlex.quote(str(root))
     print(f"next: {salon} check {where} && {salon} chat {where}")
     return 0
+
+
+_OPENAI_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL")
+
+
+def _provider_from_environment(model: str | None) -> str:
+    """The provider a new config should use: the one the user has set up, else local."""
+    if model or any(os.environ.get(name) for name in _OPENAI_VARIABLES):
+        return "openai"
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic"
+    return "local"
 
 
 def _salon_command() -> str:
@@ -192,6 +212,7 @@ def _check(root: Path, *, live: bool = False) -> int:
         print(line)
     problems = list(report.problems)
     for key, secrets in report.ready:
+        problems.extend(local_model_problems(configs, key))
         problems.extend(_keyword_problems(key, configs.bots[key], secrets, configs))
     if problems:
         raise ConfigError(problems)
@@ -256,7 +277,35 @@ def _setup_logging(
     )
 
 
-def _chat(root: Path, bot: str | None) -> int:
+def _is_config_dir(path: Path) -> bool:
+    return (path / "bots").is_dir() or (path / "shared.yaml").is_file()
+
+
+def _builtin_bot_dir() -> Path:
+    """Where the built-in bot keeps its config and memory: Salon's folder in the user's
+    data directory ($XDG_DATA_HOME, else ~/.local/share)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "salon" / "default"
+
+
+def _chat_root(root: Path | None) -> Path:
+    """The directory named, else here when it holds a config, else the built-in bot's
+    (written on first use, with the provider the environment has, else the local model)."""
+    if root is not None:
+        return root
+    here = Path(".")
+    if _is_config_dir(here):
+        return here
+    builtin = _builtin_bot_dir()
+    if not _is_config_dir(builtin):
+        model = os.environ.get("OPENAI_MODEL")
+        write_example(builtin, model=model, provider=_provider_from_environment(model))
+        print(f"(the built-in bot: its config and memory are in {builtin})", file=sys.stderr)
+    return builtin
+
+
+def _chat(root: Path | None, bot: str | None) -> int:
+    root = _chat_root(root)
     configs = load_config_dir(root)
     key, config, secrets = load_bot(configs, bot)
     console = _setup_logging(configs, key, secrets.redactor(), stem=f"chat-{key}", short=True)

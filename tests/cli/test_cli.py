@@ -22,7 +22,7 @@ def test_init_writes_a_config_that_checks(
     assert "ok: bot assistant (Assistant) via openai, model llama3.2" in out
     # running init again keeps the user's edits
     (root / "shared.yaml").write_text((root / "shared.yaml").read_text() + "\n# mine\n")
-    assert main(["init", str(root)]) == 0
+    assert main(["init", str(root), "--provider", "openai"]) == 0
     assert "# mine" in (root / "shared.yaml").read_text()
 
 
@@ -30,7 +30,7 @@ def test_check_reports_missing_secret_and_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "c"
-    main(["init", str(root)])
+    main(["init", str(root), "--provider", "openai"])
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert main(["check", str(root)]) == 2
     err = capsys.readouterr().err
@@ -43,7 +43,7 @@ def test_check_reports_a_blank_secret(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "c"
-    main(["init", str(root)])
+    main(["init", str(root), "--provider", "openai"])
     monkeypatch.setenv("OPENAI_API_KEY", " ")
     assert main(["check", str(root)]) == 2
     assert capsys.readouterr().err.splitlines() == [
@@ -136,3 +136,33 @@ def test_init_run_as_a_module_names_the_script_beside_python(
     beside = Path(sys.executable).parent / "salon"
     expected = str(beside) if beside.is_file() else f"{sys.executable} -m salon"
     assert next_line(capsys) == f"next: {expected} check b && {expected} chat b"
+
+
+@pytest.mark.parametrize(
+    ("variables", "arguments", "provider"),
+    [
+        ({}, [], "local"),
+        ({"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1"}, [], "openai"),
+        ({"OPENAI_MODEL": "llama3.2"}, [], "openai"),
+        ({}, ["--model", "llama3.2"], "openai"),
+        ({"ANTHROPIC_API_KEY": "sk-ant-test"}, [], "anthropic"),
+        ({"ANTHROPIC_API_KEY": "sk-ant-test"}, ["--provider", "local"], "local"),
+    ],
+)
+def test_init_uses_the_provider_the_environment_has_else_the_local_model(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    variables: dict[str, str],
+    arguments: list[str],
+    provider: str,
+) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    root = tmp_path / "c"
+    assert main(["init", str(root), *arguments]) == 0
+    bot = (root / "bots" / "assistant.yaml").read_text()
+    assert f"\nprovider: {provider}  " in bot
+    if "llama3.2" in str(variables) + str(arguments):
+        assert "    model: llama3.2\n" in (root / "shared.yaml").read_text()

@@ -66,7 +66,7 @@ async def test_secret_never_appears_in_output_logs_or_errors(
     llm_server: LLMServer, tmp_path: Path
 ) -> None:
     root = tmp_path / "mine"
-    main(["init", str(root)])
+    main(["init", str(root), "--provider", "openai"])
     shared = root / "shared.yaml"
     shared.write_text(shared.read_text().replace("retries: 2", "retries: 0") + "log_level: DEBUG\n")
     llm_server.queue(Scripted(status=401, error_message=f"Incorrect API key provided: {SECRET}"))
@@ -84,7 +84,7 @@ async def test_missing_secret_stops_chat_before_connecting(
     llm_server: LLMServer, tmp_path: Path
 ) -> None:
     root = tmp_path / "mine"
-    main(["init", str(root)])
+    main(["init", str(root), "--provider", "openai"])
     env = {"OPENAI_BASE_URL": llm_server.base_url + "/v1", "OPENAI_API_KEY": ""}
     code, _out, err = await salon("chat", str(root), stdin="hi\n", env=env)
     assert code == 2
@@ -112,8 +112,8 @@ def alive(pid: int) -> bool:
 
 async def test_run_supervises_restarts_and_stops_cleanly(tmp_path: Path) -> None:
     root = tmp_path / "two"
-    main(["init", str(root), "--bot", "ann"])
-    main(["init", str(root), "--bot", "ben"])
+    main(["init", str(root), "--bot", "ann", "--provider", "openai"])
+    main(["init", str(root), "--bot", "ben", "--provider", "openai"])
     shared = root / "shared.yaml"
     shared.write_text(shared.read_text() + "restart_backoff_initial: 0.05\n")
     proc = await asyncio.create_subprocess_exec(
@@ -204,7 +204,7 @@ async def test_a_provider_failure_in_chat_is_one_readable_line(
     llm_server: LLMServer, tmp_path: Path
 ) -> None:
     root = tmp_path / "mine"
-    main(["init", str(root)])
+    main(["init", str(root), "--provider", "openai"])
     quick_retries(root, 1)
     llm_server.queue(*[Scripted(status=500, error_message="model melted")] * 2)
     code, out, err = await salon("chat", str(root), stdin="hi\n", env=chat_env(llm_server))
@@ -221,7 +221,7 @@ async def test_piped_chat_waits_for_the_answer_after_the_input_ends(
     llm_server: LLMServer, tmp_path: Path
 ) -> None:
     root = tmp_path / "mine"
-    main(["init", str(root)])
+    main(["init", str(root), "--provider", "openai"])
     resume = asyncio.Event()
     llm_server.queue(Scripted(chunks=["Slow ", "answer."], pause_before_chunk=1, resume=resume))
     proc = await asyncio.create_subprocess_exec(
@@ -251,7 +251,7 @@ async def test_a_line_over_a_mebibyte_is_cut_and_the_chat_goes_on(
     llm_server: LLMServer, tmp_path: Path
 ) -> None:
     root = tmp_path / "mine"
-    main(["init", str(root)])
+    main(["init", str(root), "--provider", "openai"])
     llm_server.queue("Got both.")
     huge = "x" * (2 << 20)
     code, out, err = await salon("chat", str(root), stdin=f"{huge}\nhi\n", env=chat_env(llm_server))
@@ -273,5 +273,8 @@ async def test_check_live_passes_on_a_fresh_init(llm_server: LLMServer, tmp_path
     assert code == 0, out + err
     lines = [line for line in out.splitlines() if line.startswith("live:")]
     assert re.fullmatch(r"live: provider openai \(model tiny\): \d+ ms: 'ok'", lines[0])
-    assert lines[1:] == ["live: provider anthropic: skipped (unused)"]
+    assert lines[1:] == [
+        "live: provider anthropic: skipped (unused)",
+        "live: provider local: skipped (unused)",
+    ]
     assert [r.path for r in llm_server.requests] == ["/v1/chat/completions"]

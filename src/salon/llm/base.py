@@ -31,6 +31,7 @@ __all__ = [
     "parse_arguments",
     "request_as_sent",
     "shown_images",
+    "transcript_text",
     "wire_body",
 ]
 
@@ -239,3 +240,18 @@ def _shown_image(key: str, value: Any) -> Any:
 
 def _digest(data: bytes) -> str:
     return f"<image: {len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]}>"
+
+
+def transcript_text(request: LLMRequest) -> str:
+    """A prefill request as one raw text: the transcript (its assistant turns, in order).
+    The chat framing around it (system prompt, the opening user turn) means nothing to a
+    base model, and images cannot travel as text. With the text tool protocol on, its tool
+    list (which opens the first user turn) goes on top: the model must see the tools."""
+    transcript = "".join(
+        part.text
+        for message in request.messages
+        if message.role == "assistant"
+        for part in message.parts
+        if isinstance(part, TextPart)
+    )
+    return request.tool_listing + transcript

@@ -38,6 +38,10 @@ def build_provider(bot: BotConfig, secrets: Secrets, *, http_client: Any = None)
             http_client=http_client,
             aws=aws,
         )
+    elif config.type == "local":
+        from salon.llm.local import LocalProvider
+
+        inner = LocalProvider(bot.provider, config)
     elif config.type == "google":
         from salon.llm.google import GoogleProvider
 

@@ -37,13 +37,14 @@ from salon.llm.base import (
     ToolUsePart,
     UsageEvent,
     parse_arguments,
+    transcript_text,
 )
 from salon.model import ToolCall, Usage
 
 if TYPE_CHECKING:
     from openai._types import RequestOptions
 
-__all__ = ["OpenAIProvider", "to_openai_messages"]
+__all__ = ["OpenAIProvider", "to_openai_messages", "transcript_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -165,21 +166,6 @@ class OpenAIProvider:
 
 def _continues(request: LLMRequest) -> bool:
     return bool(request.messages) and request.messages[-1].role == "assistant"
-
-
-def transcript_text(request: LLMRequest) -> str:
-    """A prefill request as one raw text: the transcript (its assistant turns, in order).
-    The chat framing around it (system prompt, the opening user turn) means nothing to a
-    base model, and images cannot travel as text. With the text tool protocol on, its tool
-    list (which opens the first user turn) goes on top: the model must see the tools."""
-    transcript = "".join(
-        part.text
-        for message in request.messages
-        if message.role == "assistant"
-        for part in message.parts
-        if isinstance(part, TextPart)
-    )
-    return request.tool_listing + transcript
 
 
 def to_openai_messages(

@@ -1,0 +1,167 @@
+"""The local provider's own logic: the bounded queue, cancellation between tokens, fitting
+the prompt to the context, config errors. The model here is a stand-in with llama-cpp-
+python's streaming shapes; tests/llm/test_local_model.py runs the real one."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from salon.config import ProviderConfig
+from salon.errors import ProviderError
+from salon.llm._local_engine import Engine, EngineKey
+from salon.llm.base import ChatMessage, LLMRequest, StopEvent, TextDelta, UsageEvent
+from salon.llm.local import LocalProvider, fit_to_context
+
+
+class GatedModel:
+    """Streams ``words`` as llama-cpp-python does (completion chunks with ``text``), one
+    for each ``allow``; ``started`` is set when a generation begins."""
+
+    def __init__(self, words: list[str]) -> None:
+        self.words = words
+        self.allowed = threading.Semaphore(0)
+        self.started = threading.Event()
+        self.calls: list[dict[str, Any]] = []
+        self.n_tokens = 0
+
+    def create_completion(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        self.calls.append(kwargs)
+        self.started.set()
+        for word in self.words:
+            if not self.allowed.acquire(timeout=10):
+                raise RuntimeError("the test never allowed this token")
+            self.n_tokens += 1
+            yield {"choices": [{"text": word, "finish_reason": None}]}
+        yield {"choices": [{"text": "", "finish_reason": "stop"}]}
+
+    def allow(self, count: int) -> None:
+        self.allowed.release(count)
+
+    def tokenize(self, text: bytes, add_bos: bool = True) -> list[int]:
+        return [1] * len(text.split())
+
+    def token_bos(self) -> int:
+        return 1
+
+
+def scripted_engine(model: GatedModel) -> Engine:
+    return Engine(EngineKey("stand-in.gguf", 4096, None), lambda: model)
+
+
+def config(**overrides: Any) -> ProviderConfig:
+    return ProviderConfig.model_validate({"type": "local", "model": "m", **overrides})
+
+
+def prefill(text: str = "Ann: hi\n\nBot:", max_tokens: int = 100) -> LLMRequest:
+    messages = (ChatMessage.text("user", "go"), ChatMessage.text("assistant", text))
+    return LLMRequest(model="m", messages=messages, prefill=True, max_tokens=max_tokens)
+
+
+async def drain(provider: LocalProvider, request: LLMRequest) -> list[Any]:
+    return [event async for event in provider.stream(request)]
+
+
+async def test_a_prefill_request_is_a_raw_completion_streamed_as_text() -> None:
+    model = GatedModel(["Hello", " there"])
+    model.allow(2)
+    provider = LocalProvider("local", config(), engine=scripted_engine(model))
+    events = await drain(provider, prefill())
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hello", " there"]
+    assert [e.reason for e in events if isinstance(e, StopEvent)] == ["stop"]
+    usage = next(e.usage for e in events if isinstance(e, UsageEvent))
+    assert usage.output_tokens == 2
+    assert model.calls[0]["prompt"] == "Ann: hi\n\nBot:"
+
+
+async def test_requests_beyond_the_queue_are_refused_and_the_rest_answered() -> None:
+    model = GatedModel(["a"])
+    provider = LocalProvider("local", config(queue_size=1), engine=scripted_engine(model))
+    running = asyncio.create_task(drain(provider, prefill()))
+    assert await asyncio.to_thread(model.started.wait, 10)
+    waiting = asyncio.create_task(drain(provider, prefill()))
+    engine = provider.engine
+    assert engine is not None
+    assert await asyncio.to_thread(engine.wait_in_flight, 2, 10)
+    with pytest.raises(ProviderError, match="busy \\(1 requests waiting\\)") as refused:
+        await drain(provider, prefill())
+    assert refused.value.retryable
+    model.allow(2)
+    async with asyncio.timeout(10):
+        answers = await asyncio.gather(running, waiting)
+    assert all(any(isinstance(e, TextDelta) for e in events) for events in answers)
+    assert await asyncio.to_thread(engine.wait_in_flight, 0, 10)
+
+
+async def test_closing_the_stream_stops_the_model_at_its_next_token() -> None:
+    model = GatedModel(["w"] * 1000)
+    provider = LocalProvider("local", config(), engine=scripted_engine(model))
+    model.allow(1)
+    stream = provider.stream(prefill(max_tokens=1000))
+    first = await anext(stream)
+    assert first == TextDelta("w")
+    await stream.aclose()  # type: ignore[attr-defined]
+    model.allow(1000)
+    engine = provider.engine
+    assert engine is not None
+    assert await asyncio.to_thread(engine.wait_in_flight, 0, 10)
+    assert engine.generated <= 2  # the token in hand when the close came, at most
+
+
+async def test_a_cancelled_request_still_waiting_never_reaches_the_model() -> None:
+    model = GatedModel(["a"])
+    provider = LocalProvider("local", config(), engine=scripted_engine(model))
+    running = asyncio.create_task(drain(provider, prefill()))
+    assert await asyncio.to_thread(model.started.wait, 10)
+    waiting = asyncio.create_task(drain(provider, prefill()))
+    engine = provider.engine
+    assert engine is not None
+    assert await asyncio.to_thread(engine.wait_in_flight, 2, 10)
+    waiting.cancel()
+    model.allow(1)
+    await running
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert await asyncio.to_thread(engine.wait_in_flight, 0, 10)
+    assert len(model.calls) == 1
+
+
+def test_a_long_transcript_keeps_its_newest_tokens() -> None:
+    words = " ".join(f"w{i}" for i in range(1000))
+    fitted = fit_to_context(
+        GatedModel([]), {"prompt": words, "max_tokens": 56}, config(context_length=256)
+    )
+    assert len(fitted["prompt"]) == 200
+
+
+def test_a_long_chat_drops_its_oldest_turns_but_keeps_the_system_prompt() -> None:
+    messages = [{"role": "system", "content": "be brief"}] + [
+        {"role": "user", "content": " ".join(["word"] * 50)} for _ in range(10)
+    ]
+    fitted = fit_to_context(
+        GatedModel([]), {"messages": messages, "max_tokens": 56}, config(context_length=256)
+    )
+    assert fitted["messages"][0]["content"] == "be brief"
+    assert 1 < len(fitted["messages"]) < len(messages)
+    assert fitted["messages"][-1] is messages[-1]
+
+
+def test_answer_length_is_capped_by_the_provider_and_the_window() -> None:
+    provider = LocalProvider("local", config(max_tokens=300, context_length=512))
+    assert provider.wire(prefill(max_tokens=1000))["max_tokens"] == 256
+    provider = LocalProvider("local", config(max_tokens=100))
+    assert provider.wire(prefill(max_tokens=1000))["max_tokens"] == 100
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("context_length", 100), ("queue_size", 0), ("threads", 0), ("max_tokens", 0)],
+)
+def test_impossible_local_settings_are_refused(key: str, value: int) -> None:
+    with pytest.raises(ValidationError, match=key):
+        config(**{key: value})
