@@ -93,9 +93,9 @@ def _fingerprint(recorder: Recorder, pending: PendingCall) -> _Seen:
     ids: list[str | None] = []
     hashes: list[int] = []
     sizes: list[int] = []
-    for message in scene.messages:
-        ids.append(message.id)
-        hashes.append(hash((message.author.id, message.text)))
+    for message in scene.messages:  # no tuple per message: a long chat's trace would
+        ids.append(message.id)  # hand the collector hundreds of objects
+        hashes.append(hash(message.text) * 31 + hash(message.author.id))
         sizes.append(len(message.text) + len(message.author.name) + 2)
     first = recorder.calls[0].request if recorder.calls else request
     for turn in request.messages[len(first.messages) :]:  # tool turns, a planning turn

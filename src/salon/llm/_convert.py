@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from salon.llm.base import ChatMessage
+if TYPE_CHECKING:  # salon.llm.base uses this module too
+    from salon.llm.base import ChatMessage
 
 __all__ = ["Converted"]
 

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from salon.llm._convert import Converted
 from salon.model import UNPARSED_ARGUMENTS, ToolCall, ToolResult, Usage
 
 __all__ = [
@@ -194,25 +195,33 @@ def _may_carry_images(request: LLMRequest) -> bool:
 
 
 def _neutral(request: LLMRequest) -> dict[str, Any]:
-    def part(p: ContentPart) -> dict[str, Any]:
-        if isinstance(p, TextPart):
-            return {"text": p.text, **({"cache_breakpoint": True} if p.cache_breakpoint else {})}
-        if isinstance(p, ImagePart):
-            return {"image": {"media_type": p.media_type, "data": p.data}}
-        if isinstance(p, ToolUsePart):
-            return {"tool_use": {"id": p.call.id, "name": p.call.name, "input": p.call.arguments}}
-        return {"tool_result": {"id": p.result.call_id, "content": p.result.content}}
-
     return {
         "model": request.model,
         "system": request.system,
-        "messages": [
-            {"role": m.role, "content": [part(p) for p in m.parts]} for m in request.messages
-        ],
+        "messages": [_NEUTRAL_TURNS(m) for m in request.messages],
         "tools": [t.name for t in request.tools],
         "stop": list(request.stop),
         "max_tokens": request.max_tokens,
     }
+
+
+def _neutral_turn(message: ChatMessage) -> dict[str, Any]:
+    return {"role": message.role, "content": [_neutral_part(p) for p in message.parts]}
+
+
+def _neutral_part(p: ContentPart) -> dict[str, Any]:
+    if isinstance(p, TextPart):
+        return {"text": p.text, **({"cache_breakpoint": True} if p.cache_breakpoint else {})}
+    if isinstance(p, ImagePart):
+        return {"image": {"media_type": p.media_type, "data": p.data}}
+    if isinstance(p, ToolUsePart):
+        return {"tool_use": {"id": p.call.id, "name": p.call.name, "input": p.call.arguments}}
+    return {"tool_result": {"id": p.result.call_id, "content": p.result.content}}
+
+
+# Salon's own form of each turn, made once per turn object (render memos reuse them): a
+# trace of a long chat would otherwise build thousands of objects for the collector.
+_NEUTRAL_TURNS = Converted(_neutral_turn)
 
 
 def shown_images(value: Any) -> Any:

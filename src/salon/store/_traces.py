@@ -131,7 +131,7 @@ class TraceMethods:
         ids: list[int] = []
         async with self.engine.begin() as conn:
             for trace in batch:
-                result = await conn.execute(sa.insert(traces).values(self._trace_row(trace)))
+                result = await conn.execute(sa.insert(traces), self._trace_row(trace))
                 key = result.inserted_primary_key
                 trace_id = int(key[0]) if key else 0
                 ids.append(trace_id)
