@@ -212,3 +212,21 @@ async def test_traits_survive_the_wrappers(
     provider = any_provider(llm_server, vendor)
     assert provider.traits == ProviderTraits(prefix_cache=True, cache_markers=markers)
     await provider.aclose()
+
+
+async def test_anthropic_is_sent_no_sampling_temperature(
+    llm_server: LLMServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Anthropic's API (2026-10-21, what SDK 2.x sends) refuses temperature and the SDK no
+    longer takes it: a bot configured with one still answers, without it, and the log says
+    once that it is ignored."""
+    provider = provider_for(llm_server, "anthropic")
+    warm = LLMRequest(model="m1", messages=(ChatMessage.text("user", "hi"),), temperature=0.7)
+    for _ in range(2):
+        llm_server.queue("fine")
+        events = [event async for event in provider.stream(warm)]
+        assert text_of(events) == "fine"
+    assert all("temperature" not in r.body for r in llm_server.requests)
+    said = [r for r in caplog.records if "temperature" in r.getMessage()]
+    assert len(said) == 1
+    await provider.aclose()

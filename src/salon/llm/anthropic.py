@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 from typing import Any
@@ -30,6 +31,8 @@ from salon.model import ToolCall, Usage
 
 __all__ = ["AnthropicProvider", "to_anthropic_messages"]
 
+logger = logging.getLogger(__name__)
+
 _OPENING_TURN = "(the conversation so far)"
 
 
@@ -53,6 +56,7 @@ class AnthropicProvider:
         self._config = config
         self._marker = _marker(config.cache_ttl)
         self._converted = Converted(partial(_message, marker=self._marker))
+        self._told_temperature = False
         common: dict[str, Any] = {
             "base_url": base_url,
             "max_retries": 0,  # RetryingProvider owns retries
@@ -94,8 +98,11 @@ class AnthropicProvider:
         }
         if request.system:
             kwargs["system"] = _system(request, self._marker)
-        if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
+        if request.temperature is not None and not self._told_temperature:
+            # The API (2026-10-21, what the SDK sends) refuses sampling settings, and the
+            # SDK no longer takes them: the bot answers without, and the log says so once.
+            logger.warning("%s: temperature is not sent: Anthropic's API refuses it", self.name)
+            self._told_temperature = True
         if request.stop:
             kwargs["stop_sequences"] = list(request.stop)
         if request.tools:
