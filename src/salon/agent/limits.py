@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from operator import attrgetter
 
 from salon.agent.limitbook import LimitBook
 from salon.agent.recording import Recorder
@@ -189,9 +190,14 @@ def _exempt(requester: Participant, config: BotConfig) -> bool:
     return bool(config.limits.exempt_authorized and roles and roles & set(requester.roles))
 
 
+_TEXT = attrgetter("text")
+
+
 def _estimate(config: BotConfig, scene: Scene | None, price_of: PriceOf) -> tuple[float, float]:
     """(tokens, dollars) an answer may spend: its context and its longest answer."""
-    chars = len(config.system_prompt) + sum(len(m.text) for m in scene.messages) if scene else 0
+    # map and attrgetter keep this walk over the whole context in C: it runs every answer.
+    texts = map(_TEXT, scene.messages) if scene else ()
+    chars = len(config.system_prompt) + sum(map(len, texts)) if scene else 0
     prompt = chars // _CHARS_PER_TOKEN
     tokens = float(prompt + config.max_tokens)
     price = price_of(config.model_name(), config.prices)
