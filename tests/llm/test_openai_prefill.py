@@ -229,6 +229,8 @@ async def test_the_body_sent_is_the_wire_body_with_the_key_as_bearer(
     assert sent.path == "/v1/chat/completions"
     assert sent.body == provider.wire(request)  # type: ignore[attr-defined]
     assert sent.body["top_k"] == 5
+    assert "extra_body" not in sent.body
+    assert "extra_headers" not in sent.body
     assert sent.headers["authorization"] == "Bearer sk-test-123"
     assert sent.headers["x-title"] == "salon"
     await provider.aclose()

@@ -19,6 +19,7 @@ __all__ = [
     "close_stream",
     "request_extras",
     "sdk_timeout",
+    "sent_body",
     "stream_sdk",
 ]
 
@@ -61,6 +62,15 @@ def add_extras(
         kwargs["extra_body"] = body
     if headers:
         kwargs["extra_headers"] = headers
+
+
+def sent_body(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """SDK ``kwargs`` as what goes out: the JSON body, extra fields merged in as the SDK
+    merges them, and the extra headers."""
+    plain = dict(kwargs)
+    headers: dict[str, str] = plain.pop("extra_headers", None) or {}
+    extra: dict[str, Any] = plain.pop("extra_body", None) or {}
+    return {**plain, **extra}, headers
 
 
 class Decoder(Protocol):

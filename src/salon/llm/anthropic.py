@@ -12,7 +12,7 @@ import anthropic
 
 from salon.config import ProviderConfig
 from salon.llm._convert import Converted
-from salon.llm._sdk import add_extras, sdk_timeout, stream_sdk
+from salon.llm._sdk import add_extras, sdk_timeout, sent_body, stream_sdk
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -86,8 +86,7 @@ class AnthropicProvider:
     def wire(self, request: LLMRequest) -> dict[str, Any]:
         """The JSON body this request goes out as (extra fields merged in, as the SDK does)."""
         kwargs = self._kwargs(request)
-        kwargs.pop("extra_headers", None)
-        return {**kwargs, **kwargs.pop("extra_body", {})}
+        return sent_body(kwargs)[0]
 
     def _kwargs(self, request: LLMRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {

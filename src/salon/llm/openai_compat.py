@@ -22,7 +22,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from salon.config import ProviderConfig
 from salon.llm._convert import Converted
-from salon.llm._sdk import add_extras, sdk_timeout, stream_sdk
+from salon.llm._sdk import add_extras, sdk_timeout, sent_body, stream_sdk
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -92,8 +92,7 @@ class OpenAIProvider:
         """Open a stream with a body Salon built itself. The SDK's ``create`` would walk
         the whole body against its typed parameters first: tens of milliseconds for a long
         chat, most of an activation's CPU. Auth, errors and streaming stay the SDK's."""
-        headers = kwargs.pop("extra_headers", None)
-        body = {**kwargs, **kwargs.pop("extra_body", {})}
+        body, headers = sent_body(kwargs)
         options: RequestOptions = {"security": {"bearer_auth": True}}
         if headers:
             options["headers"] = headers
@@ -110,8 +109,7 @@ class OpenAIProvider:
         """The JSON body this request goes out as (extra fields merged in, as the SDK does)."""
         completions = request.prefill and self._config.prefill_style == "completions"
         kwargs = self._completion_kwargs(request) if completions else self._kwargs(request)
-        kwargs.pop("extra_headers", None)
-        return {**kwargs, **kwargs.pop("extra_body", {})}
+        return sent_body(kwargs)[0]
 
     def _completion_kwargs(self, request: LLMRequest) -> dict[str, Any]:
         stop = list(request.stop)
