@@ -21,14 +21,13 @@ import os
 import random
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import asyncpg
 from sqlalchemy.engine import make_url
+from tests.databases import throwaway_database
 
 from bench import activation, chatlog
 from bench.figures import Figure, percentile
@@ -42,18 +41,6 @@ WORKERS = 2
 Database = tuple[str, str | None]
 
 
-async def _admin(url: str, password: str | None) -> Any:
-    parts = make_url(url)
-    return await asyncpg.connect(
-        host=parts.host,
-        port=parts.port,
-        user=parts.username,
-        password=password,
-        database="postgres",
-        timeout=10,
-    )
-
-
 @asynccontextmanager
 async def fresh_database() -> AsyncIterator[Database]:
     """(URL, password) of a new database on the server, dropped afterwards."""
@@ -61,20 +48,8 @@ async def fresh_database() -> AsyncIterator[Database]:
     if not url:
         sys.exit(f"{URL_ENV} is not set: run through scripts/with-postgres (see bench/postgres.py)")
     password = os.environ.get(PASSWORD_ENV)
-    name = f"salon_bench_{uuid.uuid4().hex[:12]}"
-    admin = await _admin(url, password)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    try:
-        yield make_url(url).set(database=name).render_as_string(), password
-    finally:
-        admin = await _admin(url, password)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+    async with throwaway_database(url, password, "salon_bench") as database_url:
+        yield database_url, password
 
 
 async def activation_ratio() -> list[Figure]:

@@ -70,20 +70,28 @@ async def _admin(url: str, password: str | None) -> Any:
 
 
 @asynccontextmanager
-async def postgres_database() -> AsyncIterator[Database]:
-    """A new, empty database on the test server, dropped afterwards."""
-    url, password = postgres_server()
-    name = f"salon_test_{uuid.uuid4().hex[:12]}"
+async def throwaway_database(url: str, password: str | None, prefix: str) -> AsyncIterator[str]:
+    """The URL of a new database on the server at ``url``, dropped afterwards (tests and
+    the benchmarks share it)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = await _admin(url, password)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
     try:
-        yield Database("postgresql", make_url(url).set(database=name).render_as_string(), password)
+        yield make_url(url).set(database=name).render_as_string()
     finally:
         admin = await _admin(url, password)
         try:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
+
+
+@asynccontextmanager
+async def postgres_database() -> AsyncIterator[Database]:
+    """A new, empty database on the test server, dropped afterwards."""
+    url, password = postgres_server()
+    async with throwaway_database(url, password, "salon_test") as database_url:
+        yield Database("postgresql", database_url, password)

@@ -6,7 +6,7 @@ import random
 from datetime import UTC, datetime, timedelta
 
 from salon.context import is_visible, select_context
-from salon.context.view import ChannelView, ChannelViews, PlainIndex
+from salon.context.view import ChannelView, PlainIndex, channel_views
 from salon.model import ChannelRef, Message, Participant
 from tests.conftest import bot_config
 
@@ -65,13 +65,13 @@ def test_a_view_follows_a_sliding_history_exactly() -> None:
 
 
 def test_views_are_bounded_by_the_messages_they_hold() -> None:
-    views = ChannelViews(limit=100)
+    views = channel_views(limit=100)
     history = [Message(str(n), ROOM, PEOPLE[0], "hi", T) for n in range(30)]
     for name in "abcdef":
         view = views.get(name)
         view.update(history, bot_config())
         views.settle(view)
-    assert len(views._views) == 1  # each holds 60 (history and visible): one fits
+    assert len(views) == 1  # each holds 60 (history and visible): one fits
 
 
 def test_a_long_slide_is_compacted_and_stays_exact() -> None:

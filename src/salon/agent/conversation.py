@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import partial
-from typing import Generic, Literal, TypeVar
+from typing import Literal
 
 from salon.agent.output import LeadingLabel, ParagraphStream
 from salon.agent.planner import answer_request, parse_plan, planning_request
@@ -28,9 +25,9 @@ from salon.agent.toolrules import merge_results, split_calls
 from salon.agent.tools import ToolRunner, Turn
 from salon.config import BotConfig, Redactor
 from salon.context import ChatMemo, render_chat, render_prefill
-from salon.context.builder import RenderMemo
 from salon.context.prefill import PrefillMemo
 from salon.context.textproto import CallTextFilter, parse_calls
+from salon.context.view import ByChannel
 from salon.errors import ProviderError
 from salon.llm.base import (
     LLMRequest,
@@ -49,7 +46,6 @@ __all__ = ["Conversation", "Reply"]
 
 logger = logging.getLogger(__name__)
 
-M = TypeVar("M", bound=RenderMemo)
 _MEMO_MESSAGES = 200_000  # messages the channels' render memos may hold between them
 
 
@@ -115,8 +111,8 @@ class Conversation:
         self._redact = redactor
         self.max_tool_depth = max_tool_depth
         self._plans = 0
-        self._chat_memos = _Memos(ChatMemo)
-        self._prefill_memos = _Memos(PrefillMemo)
+        self._chat_memos = ByChannel(ChatMemo, _MEMO_MESSAGES)
+        self._prefill_memos = ByChannel(PrefillMemo, _MEMO_MESSAGES)
 
     async def answer(self, scene: Scene, provider: Provider, recorder: Recorder) -> None:
         """Answer in the scene's channel; usage is recorded even when the answer fails."""
@@ -135,22 +131,24 @@ class Conversation:
 
     def _render(self, scene: Scene, tools: ToolRunner | None) -> LLMRequest:
         config = scene.config
-        native = tools is not None and tools.native_offered()
-        key = scene.channel.key
-        render = (
-            partial(render_prefill, memo=self._prefill_memos.get(key))
-            if config.mode == "prefill"
-            else partial(render_chat, native_tools=native, memo=self._chat_memos.get(key))
-        )
-        request = render(
-            scene.messages,
-            scene.platform.self_participant,
-            config,
-            config.model_name(),
-            scene.records,
-            breakpoints=scene.breakpoints,
-            message_limit=scene.platform.max_message_chars,
-        )
+        me, model, key = scene.platform.self_participant, config.model_name(), scene.channel.key
+        limit = scene.platform.max_message_chars
+        if config.mode == "prefill":
+            prefill = self._prefill_memos.get(key)
+            request = render_prefill(
+                scene.messages, me, config, model, scene.records,
+                breakpoints=scene.breakpoints, message_limit=limit, memo=prefill,
+            )  # fmt: skip
+            self._prefill_memos.settle(prefill)
+        else:
+            native = tools is not None and tools.native_offered()
+            chat = self._chat_memos.get(key)
+            request = render_chat(
+                scene.messages, me, config, model, scene.records,
+                breakpoints=scene.breakpoints, message_limit=limit, memo=chat,
+                native_tools=native,
+            )  # fmt: skip
+            self._chat_memos.settle(chat)
         return tools.prepare(request) if tools is not None else request
 
     async def _record_usage(
@@ -368,27 +366,3 @@ class Conversation:
             parsed = parse_calls(hold_back.full, tools.schemas(), id_prefix=f"t{id(turn)}-")
             turn.raw, turn.calls = hold_back.full, parsed.calls
         return turn
-
-
-class _Memos(Generic[M]):
-    """Render memos by channel, the least recently used going first once they hold more
-    than ``_MEMO_MESSAGES`` messages between them."""
-
-    def __init__(self, make: Callable[[], M], limit: int = _MEMO_MESSAGES) -> None:
-        self._make = make
-        self._limit = limit
-        self._memos: OrderedDict[str, M] = OrderedDict()
-
-    def get(self, channel: str) -> M:
-        memo = self._memos.get(channel)
-        if memo is None:
-            memo = self._memos[channel] = self._make()
-            self._trim()
-        self._memos.move_to_end(channel)
-        return memo
-
-    def _trim(self) -> None:
-        held = sum(len(m.items) for m in self._memos.values())
-        while held > self._limit and len(self._memos) > 1:
-            _, memo = self._memos.popitem(last=False)
-            held -= len(memo.items)

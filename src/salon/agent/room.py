@@ -21,7 +21,7 @@ from salon.agent.recording import Recorder
 from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Resolved
 from salon.context import RollState, is_visible, m_command, roll, select_context
 from salon.context.history import expand_history
-from salon.context.view import ChannelView, ChannelViews
+from salon.context.view import ChannelView, channel_views
 from salon.errors import PlatformError
 from salon.model import (
     TAG_ASKED,
@@ -120,7 +120,7 @@ class Room:
         self._flagged: dict[tuple[str, str], None] = {}  # (message id, text) already flagged
         # Rolling states by channel, read from the store once, written after each answer.
         self._states: OrderedDict[str, RollState | None] = OrderedDict()
-        self._views = ChannelViews()
+        self._views = channel_views()
 
     async def config_in(self, platform: Platform, channel: ChannelRef) -> BotConfig:
         """The bot's config in ``channel``: its guild's layers and the pinned configs."""

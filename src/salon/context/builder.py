@@ -336,6 +336,11 @@ class RenderMemo:
         self.positions: dict[str, int] = {}  # message id -> index in ``items``
         self.marks: set[str] = set()  # ids in ``items`` that carried a breakpoint
 
+    @property
+    def size(self) -> int:
+        """How many messages the memo holds on to (for the bound on all memos)."""
+        return len(self.items)
+
     def unchanged(
         self, key: tuple[object, ...], items: tuple[Message, ...], marked: set[str]
     ) -> int:

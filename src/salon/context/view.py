@@ -12,32 +12,32 @@ from __future__ import annotations
 
 import bisect
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Generic, Protocol, TypeVar
 
 from salon.config import BotConfig
 from salon.context.builder import is_visible, select_context, truncated
 from salon.model import Message
 
-__all__ = ["ChannelView", "ChannelViews", "PlainIndex", "VisibleIndex"]
+__all__ = ["ByChannel", "ChannelView", "PlainIndex", "VisibleIndex", "channel_views"]
 
 _VIEWS_HOLD = 200_000  # messages all channels' views may hold on to between them
 _LOOK_BACK = 256  # new messages looked through for the previous newest one
 _COMPACT = 4096  # dropped entries kept before the lists are copied down
 
 
-class VisibleIndex:
+class VisibleIndex(Protocol):
     """Positions and text sizes in a list of visible messages (what ``roll`` asks)."""
 
-    def position(self, message_id: str) -> int | None:
-        raise NotImplementedError
+    def position(self, message_id: str) -> int | None: ...
 
     def chars_from(self, start: int) -> int:
         """The text size of the visible messages from ``start`` to the newest."""
-        raise NotImplementedError
+        ...
 
 
-class PlainIndex(VisibleIndex):
+class PlainIndex:
     """The index of a plain list, built once."""
 
     def __init__(self, visible: Sequence[Message]) -> None:
@@ -51,7 +51,7 @@ class PlainIndex(VisibleIndex):
         return sum(len(m.text) for m in self._visible[start:])
 
 
-class ChannelView(VisibleIndex):
+class ChannelView:
     def __init__(self) -> None:
         self._key: tuple[object, ...] | None = None
         self._history: tuple[Message, ...] = ()
@@ -166,27 +166,46 @@ class ChannelView(VisibleIndex):
         self._first = 0
 
 
-class ChannelViews:
-    """Views by channel; the least recently used go once they hold more than
-    ``_VIEWS_HOLD`` messages between them (a view gone is built again when needed)."""
+class HasSize(Protocol):
+    @property
+    def size(self) -> int:
+        """How many messages it holds on to."""
+        ...
 
-    def __init__(self, limit: int = _VIEWS_HOLD) -> None:
+
+S = TypeVar("S", bound=HasSize)
+
+
+class ByChannel(Generic[S]):
+    """One ``S`` per channel (a view, a render memo); the least recently used go once they
+    hold more than ``limit`` messages between them (one gone is made again when needed)."""
+
+    def __init__(self, make: Callable[[], S], limit: int) -> None:
+        self._make = make
         self._limit = limit
-        self._views: OrderedDict[str, ChannelView] = OrderedDict()
-        self._held = 0  # sizes as of each view's last use
+        self._items: OrderedDict[str, S] = OrderedDict()
+        self._held = 0  # sizes as of each one's last use
 
-    def get(self, channel: str) -> ChannelView:
-        view = self._views.pop(channel, None)
-        if view is None:
-            view = ChannelView()
+    def get(self, channel: str) -> S:
+        item = self._items.pop(channel, None)
+        if item is None:
+            item = self._make()
         else:
-            self._held -= view.size
-        self._views[channel] = view
-        return view
+            self._held -= item.size
+        self._items[channel] = item
+        return item
 
-    def settle(self, view: ChannelView) -> None:
-        """Count a view's new size after an update; trim the least recently used."""
-        self._held += view.size
-        while self._held > self._limit and len(self._views) > 1:
-            _, gone = self._views.popitem(last=False)
+    def settle(self, item: S) -> None:
+        """Count an item's new size after its use; trim the least recently used."""
+        self._held += item.size
+        while self._held > self._limit and len(self._items) > 1:
+            _, gone = self._items.popitem(last=False)
             self._held -= gone.size
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def channel_views(limit: int = _VIEWS_HOLD) -> ByChannel[ChannelView]:
+    """Views by channel, bounded by the messages they hold."""
+    return ByChannel(ChannelView, limit)

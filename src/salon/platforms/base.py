@@ -9,6 +9,7 @@ raises ``Unsupported`` (a ``PlatformError``), as any other refusal would.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -156,7 +157,7 @@ class Platform(Protocol):
         """Whether the platform's connection is up now (for health)."""
 
 
-class PlatformBase:
+class PlatformBase(ABC):
     """What a platform without an ability does: nothing pinned, no replies or links, no
     typing indicator, and ``Unsupported`` for deleting and reacting. Adapters inherit this
     and override what their platform has, listing it in ``capabilities``."""
@@ -169,6 +170,7 @@ class PlatformBase:
     def can(self, capability: Capability) -> bool:
         return capability in self.capabilities
 
+    @abstractmethod
     async def send(
         self,
         channel: ChannelRef,
@@ -177,7 +179,7 @@ class PlatformBase:
         files: Sequence[Attachment] = (),
         note: bool = False,
     ) -> Message:
-        raise NotImplementedError  # every adapter sends
+        """Every adapter sends; ``progress`` here posts through it."""
 
     async def progress(
         self, channel: ChannelRef, key: str, text: str, *, done: bool = False
