@@ -12,10 +12,13 @@ The ``*_openai`` figures run the targeted conversation against an OpenAI-type pr
 billed as OpenAI's automatic prefix caching (no markers, reads from 1 024 tokens in steps
 of 128; ``AutoPrefixBilling``), rolling on, beside the same with a sliding window.
 
-The targeted figures use ``rolling_threshold: 100``. With the default 50 a roll comes every
-10th activation here, and a roll rewrites the whole prompt (its front moved), so at most
-about 9 in 10 prompts can be read from the cache: the ``*_default`` figures show that run.
-The ``*_prefill`` figures repeat the targeted run in prefill mode.
+The targeted figures use ``rolling_threshold: 200`` with ``rolling_budget: average`` (a roll
+cuts to 300 messages, so the window holds about the 400 of the sliding one on average). A
+roll rewrites the whole prompt (its front moved), so rolls must be rare for the cache to
+answer most of the input: the ``*_default`` figures run the defaults (50, ``floor``: a roll
+cuts to the budget, at most about 9 in 10 prompts are read), the ``*_floor`` figures a
+threshold of 100 with ``floor`` (the targeted setting until session 5). The ``*_prefill``
+figures repeat the targeted run in prefill mode.
 """
 
 from __future__ import annotations
@@ -44,7 +47,13 @@ SYSTEM = "You are Salon, a friendly regular of this channel. Keep answers short 
 
 
 def _config(
-    base_url: str, *, caching: bool, threshold: int, mode: str, vendor: str = "anthropic"
+    base_url: str,
+    *,
+    caching: bool,
+    threshold: int,
+    mode: str,
+    vendor: str = "anthropic",
+    budget: str = "floor",
 ) -> BotConfig:
     base = base_url + ("/v1" if vendor == "openai" else "")
     return BotConfig.model_validate(
@@ -63,6 +72,7 @@ def _config(
             "mode": mode,
             "prompt_caching": caching,
             "rolling_threshold": threshold,
+            "rolling_budget": budget,
             "builtin_tools": False,
         }
     )
@@ -78,14 +88,24 @@ def _lines(seed: int = 7) -> list[tuple[int, str]]:
 
 
 async def conversation(
-    *, caching: bool, threshold: int = 50, mode: str = "chat", vendor: str = "anthropic"
+    *,
+    caching: bool,
+    threshold: int = 50,
+    mode: str = "chat",
+    vendor: str = "anthropic",
+    budget: str = "floor",
 ) -> tuple[Bill, Usage]:
     """Bill of the whole conversation, and the cache tokens the store recorded."""
     billing = CacheBilling() if vendor == "anthropic" else AutoPrefixBilling()
     async with LLMServer(billing=billing) as server:
         server.default = Scripted(text="Sounds good to me, let us do that.")
         config = _config(
-            server.base_url, caching=caching, threshold=threshold, mode=mode, vendor=vendor
+            server.base_url,
+            caching=caching,
+            threshold=threshold,
+            mode=mode,
+            vendor=vendor,
+            budget=budget,
         )
         provider = build_provider(config, Secrets({"KEY": "k"}))
         with tempfile.TemporaryDirectory() as tmp:
@@ -120,17 +140,25 @@ async def conversation(
     return billing.total, recorded
 
 
+THRESHOLD, BUDGET = 200, "average"  # the targeted setting
+
+
 async def run() -> list[Figure]:
     sliding, _ = await conversation(caching=False)
-    rolling, recorded = await conversation(caching=True, threshold=100)
+    rolling, recorded = await conversation(caching=True, threshold=THRESHOLD, budget=BUDGET)
     default, _ = await conversation(caching=True, threshold=50)
-    prefill, _ = await conversation(caching=True, threshold=100, mode="prefill")
+    floor, _ = await conversation(caching=True, threshold=100)
+    prefill, _ = await conversation(
+        caching=True, mode="prefill", threshold=THRESHOLD, budget=BUDGET
+    )
     prefill_sliding, _ = await conversation(caching=False, mode="prefill")
     billed = (rolling.input_tokens, rolling.cache_read_tokens, rolling.cache_write_tokens)
     stored = (recorded.input_tokens, recorded.cache_read_tokens, recorded.cache_write_tokens)
     if stored != billed:  # the usage recorded per activation must add up to the bill
         raise AssertionError(f"the store recorded {stored}, the server billed {billed}")
-    openai, _ = await conversation(caching=True, threshold=100, vendor="openai")
+    openai, _ = await conversation(
+        caching=True, vendor="openai", threshold=THRESHOLD, budget=BUDGET
+    )
     openai_sliding, _ = await conversation(caching=False, vendor="openai")
     return [
         Figure("cache_read_share", _share(rolling), "fraction", target=0.96, direction="min"),
@@ -140,6 +168,8 @@ async def run() -> list[Figure]:
         Figure("billed_cost_ratio_openai", openai.cost / openai_sliding.cost, "ratio"),
         Figure("cache_read_share_default", _share(default), "fraction"),
         Figure("billed_cost_ratio_default", default.cost / sliding.cost, "ratio"),
+        Figure("cache_read_share_floor", _share(floor), "fraction"),
+        Figure("billed_cost_ratio_floor", floor.cost / sliding.cost, "ratio"),
         Figure("cache_read_share_prefill", _share(prefill), "fraction"),
         Figure("billed_cost_ratio_prefill", prefill.cost / prefill_sliding.cost, "ratio"),
         Figure("rolling_input_tokens", rolling.total_tokens, "tokens"),

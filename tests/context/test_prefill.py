@@ -231,3 +231,42 @@ def test_prefix_up_to_the_breakpoint_is_byte_identical_between_rolls(
     assert not again.rolled
     later = render_prefill(again.messages, ME, config, "m", breakpoint_id=again.breakpoint_id)
     assert _prefix(later) == _prefix(request)
+
+
+def test_an_average_budget_rolls_below_it_by_half_the_threshold() -> None:
+    config = prefill_config(
+        recency_window_messages=6,
+        rolling_threshold=4,
+        cache_breakpoint_offset=0,
+        rolling_budget="average",
+    )
+    history = [msg(i, ALICE if i % 2 else BOB, f"m{i}") for i in range(10)]
+    first = roll(history, None, config, select_context(history, config), ME.id)
+    assert first.rolled
+    assert [m.text for m in first.messages] == ["m6", "m7", "m8", "m9"]  # 6 - 4/2
+    grown = [*history, *(msg(i, ALICE, f"m{i}") for i in range(10, 14))]
+    again = roll(grown, first.state, config, select_context(grown, config), ME.id)
+    assert again.rolled  # four arrivals; between the rolls the window held 4 to 7 messages
+    assert [m.text for m in again.messages] == ["m10", "m11", "m12", "m13"]
+
+
+def test_an_average_budget_keeps_what_a_short_channel_has() -> None:
+    config = prefill_config(
+        recency_window_messages=6, rolling_threshold=4, rolling_budget="average"
+    )
+    history = [msg(i, ALICE, f"m{i}") for i in range(3)]
+    first = roll(history, None, config, select_context(history, config), ME.id)
+    assert [m.text for m in first.messages] == ["m0", "m1", "m2"]
+
+
+def test_an_average_budget_cuts_characters_in_proportion() -> None:
+    config = prefill_config(
+        recency_window_messages=10,
+        recency_window_characters=100,
+        rolling_threshold=10,
+        rolling_budget="average",
+    )
+    history = [msg(i, ALICE, "x" * 20) for i in range(8)]
+    first = roll(history, None, config, select_context(history, config), ME.id)
+    # Five messages by count (10 - 10/2) and 50 characters (100 x 5/10): two messages of 20.
+    assert len(first.messages) == 2

@@ -628,6 +628,11 @@ class BotConfig(_Strict):
 
     prompt_caching: bool = Field(default=True, description="Anthropic cache breakpoints")
     rolling_threshold: int = Field(default=50, ge=1)
+    rolling_budget: Literal["floor", "average"] = Field(
+        default="floor",
+        description="what the recency budgets are to a rolling window: the least it keeps "
+        "after a roll, or the size it holds on average (a roll cuts below them)",
+    )
     hard_max_characters: int = Field(default=500_000, gt=0)
     cache_breakpoint_offset: int = Field(default=5, ge=0)
 

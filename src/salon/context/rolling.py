@@ -5,7 +5,9 @@ the request up to the breakpoint is byte-identical from one activation to the ne
 provider's prompt cache can answer it). When ``rolling_threshold`` messages have arrived
 since the last roll, or the kept messages exceed ``hard_max_characters``, or the message the
 window starts at is gone, the window is cut back to the recency budgets and the breakpoint
-moves to ``cache_breakpoint_offset`` messages below the newest.
+moves to ``cache_breakpoint_offset`` messages below the newest. With ``rolling_budget:
+average`` the cut goes below the budgets by half the threshold, so that the window holds
+them on average rather than at least.
 
 Two more breakpoints ride along: one on the newest message, so the next activation can
 read everything up to it from the cache, and one on the newest message of the previous
@@ -84,7 +86,25 @@ def roll(
                 False,
                 tuple(sorted(found, key=present.__getitem__)),
             )
-    return _cut(window or list(visible[-1:]), config)
+    return _cut(_below_budget(window, config) or list(visible[-1:]), config)
+
+
+def _below_budget(window: list[Message], config: BotConfig) -> list[Message]:
+    """What a roll keeps of ``window`` (the recency budgets' pick). With ``rolling_budget:
+    average`` the budgets shrink by half the threshold, in messages and in proportion in
+    characters, so that the window, growing between rolls, holds them on average."""
+    if config.rolling_budget != "average" or not window:
+        return window
+    budget = config.recency_window_messages
+    messages = max(1, budget - config.rolling_threshold // 2)
+    characters = config.recency_window_characters * messages // budget
+    kept = window[-messages:]
+    used = sum(len(m.text) for m in kept)
+    start = 0
+    while used > characters and start < len(kept) - 1:
+        used -= len(kept[start].text)
+        start += 1
+    return kept[start:]
 
 
 def _cut(window: list[Message], config: BotConfig) -> Rolled:
