@@ -23,8 +23,9 @@ from pathlib import Path
 from bench.figures import Figure, percentile
 from salon.agent import Agent
 from salon.agent.traces import TraceWriter
-from salon.config import BotConfig
+from salon.config import BotConfig, ProviderConfig
 from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDelta, UsageEvent
+from salon.llm.openai_compat import OpenAIProvider
 from salon.model import ChannelRef, Message, Participant, Usage
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sqlite import SQLStore, sqlite_url
@@ -36,22 +37,30 @@ REPLY = "A short answer of one paragraph, as most chat replies are."
 
 
 class _TimedProvider:
+    """Answers at once. Between being handed the request and answering it builds the JSON
+    body an OpenAI-type provider sends (the real provider's code, no network), as every
+    real provider does: its ``wire`` is what traces store, so a trace reuses that work."""
+
     name = "timed"
     traits = ProviderTraits()
 
     def __init__(self) -> None:
         self.handed: int = 0
         self.answered: int = 0
+        config = ProviderConfig(type="openai", model="m", base_url="http://127.0.0.1:9/v1")
+        self._body = OpenAIProvider("timed", config, api_key="k", base_url=config.base_url)
+        self.wire = self._body.wire
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
         self.handed = time.perf_counter_ns()
+        self.wire(request)  # the provider's own work: outside both measured spans
         self.answered = time.perf_counter_ns()
         yield TextDelta(REPLY)
         yield UsageEvent(Usage(input_tokens=1, output_tokens=1))
         yield StopEvent("end_turn")
 
     async def aclose(self) -> None:
-        return None
+        await self._body.aclose()
 
 
 class _TimedPlatform(MemoryPlatform):

@@ -14,8 +14,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 from salon import trace_cli
+from salon.agent.traces import TraceWriter
 from salon.app import BotApp
-from salon.config import Secrets
+from salon.config import Price, Secrets, TracesConfig
 from salon.errors import ProviderError
 from salon.llm import FakeProvider, FakeReply
 from salon.llm.factory import build_provider
@@ -190,3 +191,34 @@ async def test_a_cache_break_names_its_cause_and_the_read_shares_sit_side_by_sid
         await app.store.close()
     assert f"prefix: edited message at message 3 ({old.id})" in shown
     assert "edited message" in listed.splitlines()[1]
+
+
+async def test_a_secret_in_a_long_request_is_redacted_where_messages_are_encoded_once(
+    tmp_path: Path,
+) -> None:
+    provider = FakeProvider([FakeReply(("One.",)), FakeReply(("Two.",))])
+    app = make_app(tmp_path, provider)
+    platform = MemoryPlatform(bot_name="Salon")
+    room = platform.channel("dm", is_direct=True)
+    for i in range(12):
+        who = platform.self_participant if i % 2 else ALICE  # a turn each: none merged
+        platform.add(room, who, f"line {i}" + (f" with {SECRET}" if i == 4 else ""))
+    async with running(app, platform):
+        await ask(app, platform, "first", 1)
+        await ask(app, platform, "second", 2)  # the same messages, from the encoder's memory
+        bodies = [
+            (await app.store.get_trace(s.id) or (None, {}))[1]
+            for s in await app.store.list_traces()
+        ]
+    for body in bodies:
+        texts = [m["content"][0]["text"] for m in body["calls"][0]["request"]["messages"]]
+        assert len(texts) >= 12
+        assert SECRET not in repr(body)
+        assert any(t.endswith("line 4 with ***") for t in texts)
+
+
+def test_the_trace_writer_prices_with_the_prices_of_a_reloaded_config() -> None:
+    writer = TraceWriter(store=None, settings=TracesConfig(), prices={})  # type: ignore[arg-type]
+    assert writer._price("house-model") is None
+    writer.prices = {"house-model": Price(input=1.0, output=2.0)}
+    assert writer._price("house-model") == Price(input=1.0, output=2.0)

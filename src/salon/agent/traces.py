@@ -21,8 +21,10 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import add, attrgetter
 
 from salon.agent.recording import PendingCall, Recorder
 from salon.config import BotConfig, Price, TracesConfig
@@ -37,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 _BATCH = 50
 _CHANNELS = 4096  # channels whose previous call is remembered for the diagnosis
+_MODELS = 256  # models whose price is remembered
 _PRUNE_EVERY = 600.0  # seconds
 _SIDE_CALLS = frozenset({"evaluate", "gate"})  # the pipeline's calls with prompts of their own
 _CHARS_PER_TOKEN = 4  # for telling a large cache write: rough, as tokenizers differ
@@ -86,24 +89,27 @@ class CacheDiagnosis:
             self._seen.popitem(last=False)
 
 
+_ID, _TEXT, _AUTHOR, _NAME = (attrgetter(n) for n in ("id", "text", "author", "name"))
+
+
 def _fingerprint(recorder: Recorder, pending: PendingCall) -> _Seen:
     scene = recorder.scene
     assert scene is not None
     request = pending.request
-    ids: list[str | None] = []
-    hashes: list[int] = []
-    sizes: list[int] = []
-    for message in scene.messages:  # no tuple per message: a long chat's trace would
-        ids.append(message.id)  # hand the collector hundreds of objects
-        hashes.append(hash(message.text) * 31 + hash(message.author.id))
-        sizes.append(len(message.text) + len(message.author.name) + 2)
+    messages = scene.messages
+    # Walked with map() in C: a Python loop over a long chat was most of a trace's cost.
+    ids: list[str | None] = list(map(_ID, messages))
+    texts = list(map(_TEXT, messages))
+    authors = list(map(_AUTHOR, messages))
+    hashes = list(map(hash, zip(texts, map(_ID, authors), strict=True)))
+    names = map(len, map(_NAME, authors))
+    sizes = list(map(add, map(len, texts), map(add, names, repeat(2))))
     first = recorder.calls[0].request if recorder.calls else request
     for turn in request.messages[len(first.messages) :]:  # tool turns, a planning turn
         ids.append(None)
         hashes.append(hash((turn.role, turn.plain_text)))
         sizes.append(len(turn.plain_text))
-    marked = set(scene.breakpoints)
-    marks = frozenset(i for i, m in enumerate(scene.messages) if m.id in marked)
+    marks = frozenset(_positions(ids, scene.breakpoints))
     tools = hash(tuple((t.name, repr(t.input_schema)) for t in request.tools))
     tools_size = sum(
         len(t.name) + len(t.description) + len(repr(t.input_schema)) for t in request.tools
@@ -119,6 +125,14 @@ def _fingerprint(recorder: Recorder, pending: PendingCall) -> _Seen:
         marks=marks,
         fixed=len(request.system) + tools_size + len(request.tool_listing),
     )
+
+
+def _positions(ids: list[str | None], wanted: Iterable[str]) -> Iterator[int]:
+    for message_id in wanted:
+        try:
+            yield ids.index(message_id)
+        except ValueError:
+            continue
 
 
 def _compare(
@@ -146,6 +160,11 @@ def _compare(
 
 
 def _first_difference(previous: _Seen, seen: _Seen) -> int:
+    common = min(len(previous.hashes), len(seen.hashes))
+    if previous.hashes[:common] == seen.hashes[:common] and (
+        previous.ids[:common] == seen.ids[:common]
+    ):  # the usual case, compared in C
+        return common
     for index, (a, b) in enumerate(zip(previous.hashes, seen.hashes, strict=False)):
         if a != b or previous.ids[index] != seen.ids[index]:
             return index
@@ -192,6 +211,7 @@ class TraceWriter:
     ) -> None:
         self.store = store
         self.settings = settings
+        self._price_of: OrderedDict[str, Price | None] = OrderedDict()  # by model name
         self.prices = dict(prices)
         self.diagnosis = CacheDiagnosis()
         self._queue: asyncio.Queue[Recorder] = asyncio.Queue(maxsize=queue_size)
@@ -233,11 +253,28 @@ class TraceWriter:
     def build(self, recorder: Recorder) -> Trace:
         trace = recorder.trace
         for pending in recorder.calls:
-            call = _call_trace(pending, self.prices)
+            call = _call_trace(pending, self._price(pending.request.model))
             if pending.kind not in _SIDE_CALLS:  # their own prompts: no prefix to compare
                 self.diagnosis.observe(trace.channel, recorder, pending, call)
             trace.calls.append(call)
         return trace
+
+    @property
+    def prices(self) -> dict[str, Price]:
+        return self._prices
+
+    @prices.setter
+    def prices(self, prices: dict[str, Price]) -> None:  # a config reload sets new ones
+        self._prices = prices
+        self._price_of.clear()
+
+    def _price(self, model: str) -> Price | None:
+        """``price_for`` walks the whole table: remembered per model."""
+        if model not in self._price_of:
+            self._price_of[model] = price_for(model, self.prices)
+            if len(self._price_of) > _MODELS:
+                self._price_of.popitem(last=False)
+        return self._price_of[model]
 
     async def prune(self) -> None:
         """Keep traces within their age and size bounds (supervised by the app)."""
@@ -252,7 +289,7 @@ class TraceWriter:
             await asyncio.sleep(_PRUNE_EVERY)
 
 
-def _call_trace(pending: PendingCall, prices: Mapping[str, Price]) -> CallTrace:
+def _call_trace(pending: PendingCall, price: Price | None) -> CallTrace:
     request, usage = pending.request, pending.usage
     return CallTrace(
         kind=pending.kind,
@@ -267,7 +304,7 @@ def _call_trace(pending: PendingCall, prices: Mapping[str, Price]) -> CallTrace:
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
         cost=call_cost(
-            price_for(request.model, prices),
+            price,
             usage,
             write_factor=pending.provider.traits.cache_write_factor,
         ),

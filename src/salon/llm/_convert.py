@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:  # salon.llm.base uses this module too
-    from salon.llm.base import ChatMessage
+    from salon.llm.base import ChatMessage, LLMRequest
 
-__all__ = ["Converted"]
+__all__ = ["ByRequest", "Converted"]
 
 T = TypeVar("T")
 _REMEMBERED = 50_000  # turns whose vendor form is kept, over all channels
@@ -38,3 +38,27 @@ class Converted(Generic[T]):
         if len(self._done) > self._limit:
             self._done.popitem(last=False)
         return form
+
+
+_REQUESTS = 64  # requests whose body is kept: those in flight, and their traces after
+
+
+class ByRequest(Generic[T]):
+    """What was built for each of the last few requests, by request object: the body a
+    provider sent is what the request's trace stores, without building it twice."""
+
+    def __init__(self, build: Callable[[LLMRequest], T], limit: int = _REQUESTS) -> None:
+        self._build = build
+        self._limit = limit
+        self._done: OrderedDict[int, tuple[LLMRequest, T]] = OrderedDict()
+
+    def __call__(self, request: LLMRequest) -> T:
+        key = id(request)
+        found = self._done.get(key)
+        if found is not None and found[0] is request:
+            return found[1]
+        built = self._build(request)
+        self._done[key] = (request, built)
+        if len(self._done) > self._limit:
+            self._done.popitem(last=False)
+        return built

@@ -11,7 +11,7 @@ from typing import Any
 import anthropic
 
 from salon.config import ProviderConfig
-from salon.llm._convert import Converted
+from salon.llm._convert import ByRequest, Converted
 from salon.llm._sdk import add_extras, sdk_timeout, sent_body, stream_sdk
 from salon.llm.base import (
     ChatMessage,
@@ -55,6 +55,7 @@ class AnthropicProvider:
         self.traits = ProviderTraits(cache_markers=True, cache_write_factor=1.6 if hour else 1.0)
         self._config = config
         self._marker = _marker(config.cache_ttl)
+        self._kwargs = ByRequest(self._build_kwargs)  # stream and trace: built once
         self._converted = Converted(partial(_message, marker=self._marker))
         self._told_temperature = False
         common: dict[str, Any] = {
@@ -88,7 +89,7 @@ class AnthropicProvider:
         kwargs = self._kwargs(request)
         return sent_body(kwargs)[0]
 
-    def _kwargs(self, request: LLMRequest) -> dict[str, Any]:
+    def _build_kwargs(self, request: LLMRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,

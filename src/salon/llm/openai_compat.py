@@ -21,7 +21,7 @@ from openai.types import Completion
 from openai.types.chat import ChatCompletionChunk
 
 from salon.config import ProviderConfig
-from salon.llm._convert import Converted
+from salon.llm._convert import ByRequest, Converted
 from salon.llm._sdk import add_extras, sdk_timeout, sent_body, stream_sdk
 from salon.llm.base import (
     ChatMessage,
@@ -64,6 +64,7 @@ class OpenAIProvider:
         self.name = name
         self.traits = ProviderTraits()
         self._config = config
+        self._kwargs = ByRequest(self._build_kwargs)  # stream and trace: built once
         self._converted = Converted(_messages)
         # Local servers (Ollama, vLLM) need no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(
@@ -129,7 +130,7 @@ class OpenAIProvider:
         add_extras(kwargs, self._config, request)
         return kwargs
 
-    def _kwargs(self, request: LLMRequest) -> dict[str, Any]:
+    def _build_kwargs(self, request: LLMRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": request.model,
             "messages": to_openai_messages(request, self._converted),

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from salon.store._dialects import upsert
 from salon.store._tables import bot_health, inbox, trace_messages, trace_tools, traces
+from salon.store._tracejson import TraceEncoder
 from salon.trace import BotHealth, CallTrace, CostRow, InboxEvent, Trace, TraceSummary
 
 __all__ = ["LATENCY_BUCKETS", "TraceMethods"]
@@ -79,6 +80,7 @@ class TraceMethods:
     """Mixed into ``SQLStore``; needs ``engine`` and ``_redact``."""
 
     _redact: Callable[[str], str] | None
+    _trace_encoder: TraceEncoder
 
     if TYPE_CHECKING:  # SQLStore's
 
@@ -96,7 +98,7 @@ class TraceMethods:
         prompt += totals["cache_write_tokens"]
         shares = [c.expected_read_share for c in answer_calls if c.expected_read_share is not None]
         broken = next((cause for c in trace.calls if (cause := _cause(c))), None)
-        body = self._clean(json.dumps(trace.body(), ensure_ascii=False, default=str))
+        body = self._trace_encoder.encode(trace.body())
         packed = zlib.compress(body.encode("utf-8"), 6)
         last = trace.calls[-1] if trace.calls else None
         return {
