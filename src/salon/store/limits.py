@@ -17,11 +17,10 @@ __all__ = ["Admission", "Charge", "LimitStore", "Refusal", "Settlement"]
 
 @dataclass(frozen=True, slots=True)
 class Charge:
-    """A budget an activation draws on: it holds ``amount`` while it runs."""
+    """A budget an activation draws on (it holds its estimated spend while it runs)."""
 
-    key: str  # "user:<id>", "channel:<key>", "guild:<id>" with the unit
+    key: str  # "user:<id>", "channel:<key>", "guild:<id>" with the unit ("...:usd" in dollars)
     limit: float
-    amount: float
 
 
 @dataclass(frozen=True, slots=True)
