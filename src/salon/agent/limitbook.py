@@ -158,8 +158,8 @@ class LimitBook:
             budget.spent += item.spent
             if estimate in budget.pending:
                 budget.pending.discard(estimate)
-            else:
-                budget.held -= item.held
+            else:  # counted by an admission that came while it ran
+                budget.held -= estimate.value[budget.unit]
 
     def spent(self, key: str, day: int) -> tuple[float, float]:
         """(spent, held) as this process counts them."""
