@@ -81,16 +81,7 @@ class Limits:
         if terms is None:
             return Hold(None)
         now = self.clock()
-        admission = Admission(
-            now,
-            int(now // _DAY),
-            terms.rate_key,
-            terms.rate_limit,
-            terms.rate_window,
-            terms.cooldown_key,
-            terms.cooldown,
-            terms.charges,
-        )
+        admission = Admission(now, int(now // _DAY), *terms[2:])
         await self.book.load(admission)
         estimate = NO_ESTIMATE
         if model_calls and admission.charges:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
 __all__ = ["Admission", "Charge", "LimitStore", "Refusal", "Settlement"]
 
@@ -23,8 +23,10 @@ class Charge:
     limit: float
 
 
-@dataclass(frozen=True, slots=True)
-class Admission:
+class Admission(NamedTuple):
+    """An activation's request, cooldown and budgets, at the moment it was admitted (a
+    tuple: one is made per activation, and a frozen dataclass costs several times more)."""
+
     now: float  # epoch seconds
     day: int  # UTC day number, the period of budgets
     rate_key: str | None = None
