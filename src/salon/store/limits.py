@@ -49,7 +49,7 @@ class Settlement:
     """What a finished activation spent against one budget, and what it had held."""
 
     key: str
-    held: float
+    held: float  # its estimate, or 0 when no other admission needed it worked out
     spent: float
 
 
