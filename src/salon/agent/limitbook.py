@@ -115,18 +115,21 @@ class LimitBook:
     def take(self, admission: Admission, estimate: Estimate = NO_ESTIMATE) -> Refusal | None:
         """Refuse, or take the request and hold ``estimate`` on each budget: no await, so
         nothing runs in between."""
-        refusal = self._refusal(admission)
+        day = admission.day
+        budgets = [self._spend[charge.key, day] for charge in admission.charges]
+        refusal = self._refusal(admission, budgets)
         if refusal is not None:
             return refusal
         if admission.rate_key is not None:
             self._requests[admission.rate_key].append(admission.now)
         if admission.cooldown_key is not None:
             self._marks.keep(admission.cooldown_key, admission.now + admission.cooldown)
-        for charge in admission.charges:
-            self._spend[charge.key, admission.day].pending.add(estimate)
+        if estimate is not NO_ESTIMATE:
+            for budget in budgets:
+                budget.pending.add(estimate)
         return None
 
-    def _refusal(self, admission: Admission) -> Refusal | None:
+    def _refusal(self, admission: Admission, budgets: Sequence[_Spend]) -> Refusal | None:
         if admission.cooldown_key is not None:
             until = self._marks.get(admission.cooldown_key, 0.0)
             if until > admission.now:
@@ -141,8 +144,7 @@ class LimitBook:
             if len(times) >= admission.rate_limit:
                 # The request that frees a place is the oldest of the newest ``rate_limit``.
                 return Refusal("rate", admission.rate_key, times[0] + admission.rate_window)
-        for charge in admission.charges:
-            budget = self._spend[charge.key, admission.day]
+        for charge, budget in zip(admission.charges, budgets, strict=True):
             if budget.pending:  # activations running on this budget: their holds count now
                 budget.count_pending()
             if budget.spent + budget.held >= charge.limit:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import attrgetter
+from typing import NamedTuple
 
 from salon.agent.limitbook import NO_ESTIMATE, Estimate, LimitBook
 from salon.agent.recording import Recorder
@@ -44,8 +44,7 @@ _TERMS_KEPT = 4096  # (channel, requester) pairs whose limits are remembered
 PriceOf = Callable[[str, Mapping[str, Price]], Price | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Hold:
+class Hold(NamedTuple):
     """What an admitted activation took (its request, its holds), to record when it ends."""
 
     admission: Admission | None
