@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
+import pytest
+
+from salon.errors import StoreError
 from salon.store.limits import Admission, LimitStore, Settlement
-from salon.store.sqlite import SQLStore, sqlite_url
+from tests.databases import Database
 
 DAY = int(time.time() // 86400) - 1  # yesterday: old rows (8 days) are pruned
 NOON = DAY * 86400.0 + 43200
 
 
-async def test_records_read_back_by_window_and_day(tmp_path: Path) -> None:
-    store = SQLStore(sqlite_url(tmp_path / "s.db"))
-    await store.open()
+async def test_records_read_back_by_window_and_day(database: Database) -> None:
+    store = await database.open_store()
     try:
         assert isinstance(store, LimitStore)
         for offset in (0.0, 10.0, 20.0):
@@ -44,14 +45,33 @@ async def test_records_read_back_by_window_and_day(tmp_path: Path) -> None:
         await store.close()
 
 
-async def test_rows_older_than_eight_days_are_pruned(tmp_path: Path) -> None:
-    store = SQLStore(sqlite_url(tmp_path / "s.db"))
-    await store.open()
+async def test_rows_older_than_eight_days_are_pruned(database: Database) -> None:
+    store = await database.open_store()
     try:
         old = time.time() - 9 * 86400
         await store.record("bot", Admission(now=old, day=int(old // 86400)), [])
         for _ in range(1000):  # the first record prunes, and every thousandth after
             await store.record("bot", Admission(now=old, day=0, rate_key="r", rate_limit=1), [])
         assert await store.rate_events("bot", "r", 0, 10_000) == []
+    finally:
+        await store.close()
+
+
+async def test_rows_that_could_not_be_written_are_written_with_the_next(
+    database: Database,
+) -> None:
+    store = await database.open_store()
+    try:
+        admission = Admission(now=NOON, day=DAY, rate_key="rate:alice", rate_limit=5)
+        await store.record("bot", admission, [Settlement("user:alice:tokens", 0, 40)])
+        async with store.engine.begin() as conn:  # the table away: the write fails
+            await conn.exec_driver_sql("ALTER TABLE limit_events RENAME TO limit_events_away")
+        with pytest.raises(StoreError):
+            await store.flush_limits()
+        async with store.engine.begin() as conn:
+            await conn.exec_driver_sql("ALTER TABLE limit_events_away RENAME TO limit_events")
+        await store.record("bot", admission, [Settlement("user:alice:tokens", 0, 2)])
+        assert await store.spent("bot", "user:alice:tokens", DAY) == 42
+        assert await store.rate_events("bot", "rate:alice", NOON - 1, 5) == [NOON, NOON]
     finally:
         await store.close()

@@ -8,6 +8,7 @@ fills one argument of the keyword's tool. ``help`` is built in: it lists the key
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +40,8 @@ class KeywordMatch:
 
 def match_keyword(message: Message, me: Participant, config: BotConfig) -> KeywordMatch | None:
     """The keyword the message starts with, if it is one of the bot's."""
-    if not config.keywords:
+    # Every message of a keyword-routed bot comes here: most have no "!" at all.
+    if not config.keywords or "!" not in message.text:
         return None
     text = _without_mention(message.text, (config.name, me.name))
     first, _, rest = text.strip().partition(" ")
@@ -54,11 +56,15 @@ def match_keyword(message: Message, me: Participant, config: BotConfig) -> Keywo
 
 def _without_mention(text: str, names: tuple[str, ...]) -> str:
     for name in names:
-        pattern = rf"^\s*@?{re.escape(name)}(?![\w-])[:,]?\s*"
-        stripped = re.sub(pattern, "", text, count=1, flags=re.IGNORECASE)
+        stripped = _mention(name).sub("", text, count=1)
         if stripped != text:
             return stripped
     return text
+
+
+@functools.lru_cache(maxsize=256)
+def _mention(name: str) -> re.Pattern[str]:
+    return re.compile(rf"^\s*@?{re.escape(name)}(?![\w-])[:,]?\s*", re.IGNORECASE)
 
 
 def internal_tools(config: BotConfig) -> frozenset[str]:

@@ -4,9 +4,10 @@ guild per UTC day (tokens or dollars), a cooldown per channel.
 An activation is admitted or refused as a whole against the counts in memory
 (``LimitBook``: exact within the process, read from the store at first use). While it runs
 it holds an estimate of its spend on each budget (the context's characters / 4 plus
-``max_tokens``); when it ends, its real spend (every call it made, priced) replaces the
-hold and the activation is recorded in the store. So twenty activations at once cannot all
-take the last of a budget. A refusal is said once per person and limit, as a note with the
+``max_tokens``, worked out only if another admission to the budget comes while it runs);
+when it ends, its real spend (every call it made, priced) replaces the hold and the
+activation is recorded in the store. So twenty activations at once cannot all take the
+last of a budget. A refusal is said once per person and limit, as a note with the
 reset time; until the reset, that person gets silence.
 """
 
@@ -15,11 +16,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import attrgetter
+from typing import NamedTuple
 
-from salon.agent.limitbook import LimitBook
+from salon.agent.limitbook import NO_ESTIMATE, Estimate, LimitBook
 from salon.agent.recording import Recorder
 from salon.agent.room import Activation, Scene
 from salon.config import BotConfig, Price
@@ -37,17 +38,17 @@ logger = logging.getLogger(__name__)
 _DAY = 86400.0
 _CHARS_PER_TOKEN = 4  # for the estimate held while an answer runs
 _PRICES_KEPT = 256  # models whose price is remembered
+_TERMS_KEPT = 4096  # (channel, requester) pairs whose limits are remembered
 
 
 PriceOf = Callable[[str, Mapping[str, Price]], Price | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Hold:
+class Hold(NamedTuple):
     """What an admitted activation took (its request, its holds), to record when it ends."""
 
     admission: Admission | None
-    charges: tuple[Charge, ...] = ()
+    estimate: Estimate = NO_ESTIMATE
 
 
 class Limits:
@@ -59,6 +60,7 @@ class Limits:
         # Prices by model while the config's table stays the same object: the lookup walks
         # the whole table, too slow for every activation.
         self._prices: dict[str, tuple[Mapping[str, Price], Price | None]] = {}
+        self._terms: dict[tuple[object, ...], tuple[BotConfig, object, Admission | None]] = {}
 
     def _price(self, model: str, overrides: Mapping[str, Price]) -> Price | None:
         known = self._prices.get(model)
@@ -74,50 +76,32 @@ class Limits:
         self, activation: Activation, config: BotConfig, scene: Scene | None, *, model_calls: bool
     ) -> Hold | Refusal:
         """Take the activation's request and holds, or say which limit refuses it."""
-        now = self.clock()
-        admission = self._admission(activation, config, scene, now, model_calls=model_calls)
-        if admission is None:
+        terms = self._terms_for(activation, config)
+        if terms is None:
             return Hold(None)
+        now = self.clock()
+        admission = Admission(now, int(now // _DAY), *terms[2:])
         await self.book.load(admission)
-        refusal = self.book.take(admission)
-        return refusal if refusal is not None else Hold(admission, admission.charges)
+        estimate = NO_ESTIMATE
+        if model_calls and admission.charges:
+            estimate = Estimate(lambda: _estimate(config, scene, self._price))
+        refusal = self.book.take(admission, estimate)
+        return refusal if refusal is not None else Hold(admission, estimate)
 
-    def _admission(
-        self,
-        activation: Activation,
-        config: BotConfig,
-        scene: Scene | None,
-        now: float,
-        *,
-        model_calls: bool,
-    ) -> Admission | None:
-        limits = config.limits
-        requester = activation.requester
-        if not limits.any or _exempt(requester, config):
-            return None
+    def _terms_for(self, activation: Activation, config: BotConfig) -> Admission | None:
+        """The limits that apply to this requester in this channel (an admission with no
+        time yet); None when none do. Kept while the config stays the same object."""
+        requester, channel = activation.requester, activation.channel
         asked = activation.trigger is not None  # a person asked (not a schedule)
-        who = _person(requester)
-        budgets = _budgets(config, activation.channel, who)
-        estimate = (0.0, 0.0)
-        if model_calls and budgets:
-            estimate = _estimate(config, scene, self._price)
-        charges = tuple(
-            Charge(f"{scope}:{budget_unit(budget)}", _limit(budget), _amount(budget, estimate))
-            for scope, budget in budgets
-        )
-        rate = limits.user_rate if asked else None
-        return Admission(
-            now=now,
-            day=int(now // _DAY),
-            rate_key=f"rate:{who}" if rate else None,
-            rate_limit=rate.requests if rate else 0,
-            rate_window=rate.per_seconds if rate else 0.0,
-            cooldown_key=f"cooldown:{activation.channel.key}"
-            if asked and limits.channel_cooldown
-            else None,
-            cooldown=limits.channel_cooldown,
-            charges=charges,
-        )
+        key = (channel.key, channel.guild_id, requester.id, requester.identity, asked)
+        known = self._terms.get(key)
+        if known is not None and known[0] is config and known[1] == requester.roles:
+            return known[2]
+        if len(self._terms) >= _TERMS_KEPT:
+            self._terms.clear()
+        terms = _terms(activation, config, asked=asked)
+        self._terms[key] = (config, requester.roles, terms)
+        return terms
 
     async def settle(self, hold: Hold, config: BotConfig, recorder: Recorder) -> None:
         """Replace the holds with what every call of the activation really cost, and record
@@ -125,11 +109,14 @@ class Limits:
         if hold.admission is None:
             return
         tokens, cost = _spend(config, recorder, self._price)
+        held = hold.estimate.value if hold.estimate.known else (0.0, 0.0)
         settlements = [
-            Settlement(c.key, c.amount, cost if c.key.endswith(":usd") else tokens)
-            for c in hold.charges
+            Settlement(c.key, held[1], cost)
+            if c.key.endswith(":usd")
+            else Settlement(c.key, held[0], tokens)
+            for c in hold.admission.charges
         ]
-        self.book.settle(hold.admission.day, settlements)
+        self.book.settle(hold.admission.day, hold.estimate, settlements)
         try:
             await self.store.record(self.bot, hold.admission, settlements)
         except StoreError:  # memory still counts it; only a restart would forget it
@@ -157,16 +144,37 @@ class Limits:
         recorder.said(text, note=True)
 
 
+def _terms(activation: Activation, config: BotConfig, *, asked: bool) -> Admission | None:
+    limits = config.limits
+    requester = activation.requester
+    if not limits.any or _exempt(requester, config):
+        return None
+    who = _person(requester)
+    budgets = _budgets(config, activation.channel, who)
+    charges = tuple(
+        Charge(f"{scope}:{budget_unit(budget)}", _limit(budget)) for scope, budget in budgets
+    )
+    rate = limits.user_rate if asked else None
+    return Admission(
+        now=0.0,
+        day=0,
+        rate_key=f"rate:{who}" if rate else None,
+        rate_limit=rate.requests if rate else 0,
+        rate_window=rate.per_seconds if rate else 0.0,
+        cooldown_key=f"cooldown:{activation.channel.key}"
+        if asked and limits.channel_cooldown
+        else None,
+        cooldown=limits.channel_cooldown,
+        charges=charges,
+    )
+
+
 def budget_unit(budget: Budget) -> str:
     return "usd" if budget.cost is not None else "tokens"
 
 
 def _limit(budget: Budget) -> float:
     return float(budget.cost if budget.cost is not None else budget.tokens or 0)
-
-
-def _amount(budget: Budget, estimate: tuple[float, float]) -> float:
-    return estimate[1] if budget.cost is not None else estimate[0]
 
 
 def _budgets(config: BotConfig, channel: ChannelRef, who: str) -> list[tuple[str, Budget]]:

@@ -114,14 +114,17 @@ class Pipeline:
             await self._note(attempt, help_text(config))
             attempt.recorder.trace.pipeline["keyword"] = {"word": match.word}
             return True
-        if await self._paused(attempt):
+        # Steps that are off are not entered: this runs on every activation.
+        breaker = config.loop_breaker.bot_messages_per_minute
+        if breaker and await self._paused(attempt):
             return False
         scene = None
         if match is None or match.keyword.final_pass:
             scene = await self._scene(attempt)
-            if scene is None or await self._breaker_trips(attempt, scene):
+            if scene is None or (breaker and await self._breaker_trips(attempt, scene)):
                 return False
-            if match is None and not await self._speak_gate(attempt, scene):
+            gate = match is None and config.speak_gate.enabled
+            if gate and not await self._speak_gate(attempt, scene):
                 return False
         return await self._limited(attempt, scene, match)
 

@@ -43,7 +43,9 @@ class LimitMethods:
 
     _limits_lock: asyncio.Lock | None = None
     _limit_records = 0
-    _limit_rows: list[dict[str, Any]] | None = None
+    # What record() was given, turned into rows only when written: an answer allocates
+    # nothing that outlives it but this entry.
+    _limit_queue: list[tuple[str, Admission, Sequence[Settlement]]] | None = None
     _limit_flush: asyncio.Task[None] | None = None
 
     async def record(
@@ -51,9 +53,9 @@ class LimitMethods:
     ) -> None:
         """Queue the rows; they are written together within ``_LINGER`` seconds (a busy bot
         writes once per batch, not once per answer) and before any read or close."""
-        if self._limit_rows is None:
-            self._limit_rows = []
-        self._limit_rows += _rows(bot, admission, settlements)
+        if self._limit_queue is None:
+            self._limit_queue = []
+        self._limit_queue.append((bot, admission, settlements))
         self._limit_records += 1
         if self._limit_flush is None or self._limit_flush.done():
             self._limit_flush = asyncio.create_task(self._flush_later(), name="limits-writer")
@@ -63,7 +65,8 @@ class LimitMethods:
         if self._limits_lock is None:
             self._limits_lock = asyncio.Lock()
         async with self._limits_lock:
-            rows, self._limit_rows = self._limit_rows or [], []
+            queued, self._limit_queue = self._limit_queue or [], []
+            rows = [row for entry in queued for row in _rows(*entry)]
             prune = self._limit_records >= _PRUNE_EVERY
             if prune:
                 self._limit_records = 0
@@ -77,7 +80,7 @@ class LimitMethods:
                         old = limit_events.c.at < time.time() - _KEEP_SECONDS
                         await conn.execute(sa.delete(limit_events).where(old))
             except SQLAlchemyError as exc:
-                self._limit_rows = rows + self._limit_rows  # kept for the next try
+                self._limit_queue = queued + self._limit_queue  # kept for the next try
                 raise StoreError(f"cannot record limits: {exc}") from exc
 
     async def close_limits(self) -> None:

@@ -10,22 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
 __all__ = ["Admission", "Charge", "LimitStore", "Refusal", "Settlement"]
 
 
 @dataclass(frozen=True, slots=True)
 class Charge:
-    """A budget an activation draws on: it holds ``amount`` while it runs."""
+    """A budget an activation draws on (it holds its estimated spend while it runs)."""
 
-    key: str  # "user:<id>", "channel:<key>", "guild:<id>" with the unit
+    key: str  # "user:<id>", "channel:<key>", "guild:<id>" with the unit ("...:usd" in dollars)
     limit: float
-    amount: float
 
 
-@dataclass(frozen=True, slots=True)
-class Admission:
+class Admission(NamedTuple):
+    """An activation's request, cooldown and budgets, at the moment it was admitted (a
+    tuple: one is made per activation, and a frozen dataclass costs several times more)."""
+
     now: float  # epoch seconds
     day: int  # UTC day number, the period of budgets
     rate_key: str | None = None
@@ -48,7 +49,7 @@ class Settlement:
     """What a finished activation spent against one budget, and what it had held."""
 
     key: str
-    held: float
+    held: float  # its estimate, or 0 when no other admission needed it worked out
     spent: float
 
 
