@@ -28,6 +28,7 @@ from salon.agent.recording import PendingCall, Recorder
 from salon.config import BotConfig, Price, TracesConfig
 from salon.config.prices import call_cost, price_for
 from salon.llm.base import request_as_sent
+from salon.model import Message
 from salon.store.base import Store
 from salon.trace import CallTrace, Divergence, Trace
 
@@ -57,6 +58,7 @@ class _Seen:
     sizes: tuple[int, ...]
     marks: frozenset[int]  # entries that end a cache block
     fixed: int  # characters before the messages: system prompt and tool definitions
+    messages: tuple[Message, ...] = ()  # the context's, for the next call's shared prefix
 
 
 class CacheDiagnosis:
@@ -71,10 +73,10 @@ class CacheDiagnosis:
         scene = recorder.scene
         if scene is None:
             return
-        seen = _fingerprint(recorder, pending)
         previous = self._seen.get(channel)
+        seen, same = _fingerprint(recorder, pending, previous)
         markers = pending.provider.traits.cache_markers
-        divergence, readable = _compare(previous, seen, cut=scene.cut, markers=markers)
+        divergence, readable = _compare(previous, seen, cut=scene.cut, markers=markers, same=same)
         call.divergence = divergence
         total = seen.fixed + sum(seen.sizes)
         if previous is not None and total:
@@ -86,15 +88,32 @@ class CacheDiagnosis:
             self._seen.popitem(last=False)
 
 
-def _fingerprint(recorder: Recorder, pending: PendingCall) -> _Seen:
+def _shared(previous: _Seen | None, messages: tuple[Message, ...]) -> int:
+    """How many leading context messages are the very objects of the previous call's."""
+    if previous is None:
+        return 0
+    same = 0
+    for old, new in zip(previous.messages, messages, strict=False):
+        if old is not new:
+            break
+        same += 1
+    return same
+
+
+def _fingerprint(
+    recorder: Recorder, pending: PendingCall, previous: _Seen | None
+) -> tuple[_Seen, int]:
+    """The call's fingerprint, and how many leading entries are those of ``previous``
+    (taken from it, not computed again: a channel's context changes at its end)."""
     scene = recorder.scene
     assert scene is not None
     request = pending.request
-    ids: list[str | None] = []
-    hashes: list[int] = []
-    sizes: list[int] = []
-    for message in scene.messages:  # no tuple per message: a long chat's trace would
-        ids.append(message.id)  # hand the collector hundreds of objects
+    same = _shared(previous, scene.messages)
+    ids: list[str | None] = list(previous.ids[:same]) if previous else []
+    hashes: list[int] = list(previous.hashes[:same]) if previous else []
+    sizes: list[int] = list(previous.sizes[:same]) if previous else []
+    for message in scene.messages[same:]:  # no tuple per message: a long chat's trace
+        ids.append(message.id)  # would hand the collector hundreds of objects
         hashes.append(hash(message.text) * 31 + hash(message.author.id))
         sizes.append(len(message.text) + len(message.author.name) + 2)
     first = recorder.calls[0].request if recorder.calls else request
@@ -108,7 +127,7 @@ def _fingerprint(recorder: Recorder, pending: PendingCall) -> _Seen:
     tools_size = sum(
         len(t.name) + len(t.description) + len(repr(t.input_schema)) for t in request.tools
     )
-    return _Seen(
+    seen = _Seen(
         model=request.model,
         system=hash(request.system),
         tools=hash((tools, request.tool_listing)),
@@ -118,14 +137,17 @@ def _fingerprint(recorder: Recorder, pending: PendingCall) -> _Seen:
         sizes=tuple(sizes),
         marks=marks,
         fixed=len(request.system) + tools_size + len(request.tool_listing),
+        messages=scene.messages,
     )
+    return seen, same
 
 
 def _compare(
-    previous: _Seen | None, seen: _Seen, *, cut: bool, markers: bool
+    previous: _Seen | None, seen: _Seen, *, cut: bool, markers: bool, same: int = 0
 ) -> tuple[Divergence, int]:
-    """Where ``seen`` first differs from ``previous``, why, and how many of its characters
-    the provider could read from its cache."""
+    """Where ``seen`` first differs from ``previous`` (their first ``same`` entries are
+    known equal), why, and how many of its characters the provider could read from its
+    cache."""
     if previous is None:
         return Divergence(-1, None, "first call"), 0
     for changed, cause in (
@@ -135,7 +157,7 @@ def _compare(
     ):
         if changed:
             return Divergence(-1, None, cause), 0
-    index = _first_difference(previous, seen)
+    index = _first_difference(previous, seen, same)
     cause = _cause(previous, seen, index, cut=cut)
     upto = index
     if markers:  # the cache holds prefixes that end at a marker of the previous request
@@ -145,11 +167,12 @@ def _compare(
     return Divergence(index, message_id, cause), previous.fixed + sum(seen.sizes[:upto])
 
 
-def _first_difference(previous: _Seen, seen: _Seen) -> int:
-    for index, (a, b) in enumerate(zip(previous.hashes, seen.hashes, strict=False)):
-        if a != b or previous.ids[index] != seen.ids[index]:
+def _first_difference(previous: _Seen, seen: _Seen, start: int = 0) -> int:
+    end = min(len(previous.hashes), len(seen.hashes))
+    for index in range(start, end):
+        if previous.hashes[index] != seen.hashes[index] or previous.ids[index] != seen.ids[index]:
             return index
-    return min(len(previous.hashes), len(seen.hashes))
+    return end
 
 
 def _cause(previous: _Seen, seen: _Seen, index: int, *, cut: bool) -> str:
