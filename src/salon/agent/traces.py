@@ -42,6 +42,7 @@ _PRUNE_EVERY = 600.0  # seconds
 _SIDE_CALLS = frozenset({"evaluate", "gate"})  # the pipeline's calls with prompts of their own
 _CHARS_PER_TOKEN = 4  # for telling a large cache write: rough, as tokenizers differ
 _WRITE_SLACK = 512  # tokens a cache write may exceed its estimate by before it is flagged
+_MODELS = 256  # models whose price is remembered
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +217,7 @@ class TraceWriter:
         self.store = store
         self.settings = settings
         self.prices = dict(prices)
+        self._price_of: dict[str, Price | None] = {}  # by model: the lookup sorts the tables
         self.diagnosis = CacheDiagnosis()
         self._queue: asyncio.Queue[Recorder] = asyncio.Queue(maxsize=queue_size)
         self.dropped = 0
@@ -256,11 +258,18 @@ class TraceWriter:
     def build(self, recorder: Recorder) -> Trace:
         trace = recorder.trace
         for pending in recorder.calls:
-            call = _call_trace(pending, self.prices)
+            call = _call_trace(pending, self._price(pending.request.model))
             if pending.kind not in _SIDE_CALLS:  # their own prompts: no prefix to compare
                 self.diagnosis.observe(trace.channel, recorder, pending, call)
             trace.calls.append(call)
         return trace
+
+    def _price(self, model: str) -> Price | None:
+        if model not in self._price_of:
+            if len(self._price_of) >= _MODELS:
+                self._price_of.clear()
+            self._price_of[model] = price_for(model, self.prices)
+        return self._price_of[model]
 
     async def prune(self) -> None:
         """Keep traces within their age and size bounds (supervised by the app)."""
@@ -275,7 +284,7 @@ class TraceWriter:
             await asyncio.sleep(_PRUNE_EVERY)
 
 
-def _call_trace(pending: PendingCall, prices: Mapping[str, Price]) -> CallTrace:
+def _call_trace(pending: PendingCall, price: Price | None) -> CallTrace:
     request, usage = pending.request, pending.usage
     return CallTrace(
         kind=pending.kind,
@@ -290,7 +299,7 @@ def _call_trace(pending: PendingCall, prices: Mapping[str, Price]) -> CallTrace:
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
         cost=call_cost(
-            price_for(request.model, prices),
+            price,
             usage,
             write_factor=pending.provider.traits.cache_write_factor,
         ),

@@ -110,7 +110,7 @@ class TraceMethods:
             for call, request in zip(data["calls"], delta[1], strict=True):
                 call["request"] = request
         body = self._clean(json.dumps(data, ensure_ascii=False, default=str))
-        packed = zlib.compress(body.encode("utf-8"), 6)
+        packed = _packed(body.encode("utf-8"))
         last = trace.calls[-1] if trace.calls else None
         return {
             "bot": trace.bot,
@@ -447,6 +447,15 @@ def _resolved(base_id: int, earlier: Sequence[Any], body: dict[str, Any]) -> dic
         previous = current
     resolve(body, previous)
     return body
+
+
+def _packed(raw: bytes) -> bytes:
+    """zlib at level 6, with a window no larger than the body: the default one (32 KiB
+    and its tables, about 256 KiB set up per call) cost a referring trace's small body more
+    than its JSON. ``zlib.decompress`` reads any window size."""
+    window = min(15, max(9, len(raw).bit_length()))
+    packer = zlib.compressobj(6, zlib.DEFLATED, window, max(1, window - 7))
+    return packer.compress(raw) + packer.flush()
 
 
 def _unpacked(packed: bytes) -> dict[str, Any]:
