@@ -262,7 +262,10 @@ traces = sa.Table(
     sa.Column("total_ms", sa.Float, nullable=False),
     sa.Column("size", sa.Integer, nullable=False),  # bytes of body, for the size bound
     sa.Column("body", sa.LargeBinary, nullable=False),  # zlib-compressed JSON
+    # The channel's keyframe whose messages this body's requests refer to (version 13).
+    sa.Column("base_id", sa.Integer, nullable=True),
     sa.Index("ix_traces_started", "started_at"),
+    sa.Index("ix_traces_base", "base_id"),
     sa.Index("ix_traces_bot_started", "bot", "started_at"),
     sa.Index("ix_traces_channel_started", "channel", "started_at"),
     sa.Index("ix_traces_outcome_started", "outcome", "started_at"),
@@ -383,6 +386,14 @@ def _m12_limits(conn: Connection) -> None:
         table.create(conn)
 
 
+def _m13_trace_keyframes(conn: Connection) -> None:
+    """Trace bodies may refer to an earlier trace of their channel (salon.store._trace_delta).
+    Version 9 creates ``traces`` from the current table, so a new database has the column."""
+    if "base_id" not in {c["name"] for c in sa.inspect(conn).get_columns("traces")}:
+        conn.execute(sa.text("ALTER TABLE traces ADD COLUMN base_id INTEGER"))
+    next(i for i in traces.indexes if i.name == "ix_traces_base").create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -396,6 +407,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
     (10, _m10_postgres_search),
     (11, _m11_process_leases),
     (12, _m12_limits),
+    (13, _m13_trace_keyframes),
 ]
 
 

@@ -15,11 +15,11 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from salon.store._dialects import upsert
 from salon.store._tables import bot_health, inbox, trace_messages, trace_tools, traces
-from salon.store._tracejson import TraceEncoder
+from salon.store._trace_delta import Keyframes, resolve
 from salon.trace import BotHealth, CallTrace, CostRow, InboxEvent, Trace, TraceSummary
 
 __all__ = ["LATENCY_BUCKETS", "TraceMethods"]
@@ -80,7 +80,7 @@ class TraceMethods:
     """Mixed into ``SQLStore``; needs ``engine`` and ``_redact``."""
 
     _redact: Callable[[str], str] | None
-    _trace_encoder: TraceEncoder
+    _keyframes: Keyframes | None = None  # made on the first write: a mixin has no __init__
 
     if TYPE_CHECKING:  # SQLStore's
 
@@ -90,7 +90,14 @@ class TraceMethods:
     def _clean(self, text: str) -> str:
         return self._redact(text) if self._redact is not None else text
 
-    def _trace_row(self, trace: Trace) -> dict[str, Any]:
+    def _frames(self) -> Keyframes:
+        if self._keyframes is None:
+            self._keyframes = Keyframes()
+        return self._keyframes
+
+    def _trace_row(
+        self, trace: Trace, delta: tuple[int, list[dict[str, Any]]] | None = None
+    ) -> dict[str, Any]:
         totals = trace.totals()
         answer_calls = [c for c in trace.calls if c.kind != "plan"]
         first = next((c for c in trace.calls if c.first_token_ms is not None), None)
@@ -98,8 +105,12 @@ class TraceMethods:
         prompt += totals["cache_write_tokens"]
         shares = [c.expected_read_share for c in answer_calls if c.expected_read_share is not None]
         broken = next((cause for c in trace.calls if (cause := _cause(c))), None)
-        body = self._trace_encoder.encode(trace.body())
-        packed = zlib.compress(body.encode("utf-8"), 6)
+        data = trace.body()
+        if delta is not None:  # the requests as references to the channel's keyframe
+            for call, request in zip(data["calls"], delta[1], strict=True):
+                call["request"] = request
+        body = self._clean(json.dumps(data, ensure_ascii=False, default=str))
+        packed = _packed(body.encode("utf-8"))
         last = trace.calls[-1] if trace.calls else None
         return {
             "bot": trace.bot,
@@ -126,34 +137,45 @@ class TraceMethods:
             "total_ms": (trace.ended_at - trace.started_at) * 1000,
             "size": len(packed),
             "body": packed,
+            "base_id": delta[0] if delta is not None else None,
         }
 
     async def write_traces(self, batch: Sequence[Trace]) -> list[int]:
         """Store traces in one transaction; returns their ids."""
         ids: list[int] = []
-        async with self.engine.begin() as conn:
-            for trace in batch:
-                result = await conn.execute(sa.insert(traces), self._trace_row(trace))
-                key = result.inserted_primary_key
-                trace_id = int(key[0]) if key else 0
-                ids.append(trace_id)
-                links = [{"message_id": t["id"], "trace_id": trace_id} for t in trace.triggers]
-                if links:
-                    await conn.execute(sa.insert(trace_messages), links)
-                uses = [
-                    {
-                        "trace_id": trace_id,
-                        "bot": trace.bot,
-                        "tool": t.name,
-                        "outcome": _tool_outcome(t.verdict, t.is_error),
-                        "duration_ms": t.duration_ms,
-                        "started_at": trace.started_at,
-                    }
-                    for t in trace.tools
-                ]
-                if uses:
-                    await conn.execute(sa.insert(trace_tools), uses)
+        frames = self._frames()
+        try:
+            async with self.engine.begin() as conn:
+                for trace in batch:
+                    ids.append(await self._insert_trace(conn, trace, frames))
+        except BaseException:  # rolled back: the groups' newest traces may be gone
+            frames.forget()
+            raise
         return ids
+
+    async def _insert_trace(self, conn: AsyncConnection, trace: Trace, frames: Keyframes) -> int:
+        delta = frames.delta(trace)
+        result = await conn.execute(sa.insert(traces), self._trace_row(trace, delta))
+        key = result.inserted_primary_key
+        trace_id = int(key[0]) if key else 0
+        links = [{"message_id": t["id"], "trace_id": trace_id} for t in trace.triggers]
+        if links:
+            await conn.execute(sa.insert(trace_messages), links)
+        uses = [
+            {
+                "trace_id": trace_id,
+                "bot": trace.bot,
+                "tool": t.name,
+                "outcome": _tool_outcome(t.verdict, t.is_error),
+                "duration_ms": t.duration_ms,
+                "started_at": trace.started_at,
+            }
+            for t in trace.tools
+        ]
+        if uses:
+            await conn.execute(sa.insert(trace_tools), uses)
+        frames.wrote(trace, trace_id, delta[0] if delta is not None else None)
+        return trace_id
 
     async def prune_traces(
         self, *, max_age: float, max_bytes: int, now: float | None = None
@@ -170,23 +192,30 @@ class TraceMethods:
             if not total or total <= max_bytes:
                 return gone
             oldest = sa.select(traces.c.id).order_by(traces.c.started_at).limit(_PRUNE_BATCH)
-            deleted = await self._delete_traces(oldest)
+            deleted = await self._delete_traces(oldest, cascade=True)
             if not deleted:
                 return gone
             gone += deleted
 
-    async def _delete_traces(self, chosen: sa.Select[Any]) -> int:
+    async def _delete_traces(self, chosen: sa.Select[Any], *, cascade: bool = False) -> int:
+        """Delete the chosen traces, each group (a keyframe and the traces referring to
+        it) only whole; with ``cascade``, when no group is wholly chosen, the chosen
+        traces' groups go whole."""
         async with self.engine.begin() as conn:
-            ids = list((await conn.execute(chosen)).scalars())
+            ids = set((await conn.execute(chosen)).scalars())
             if not ids:
                 return 0
+            deleted, groups = await _whole_groups(conn, ids)
+            if not deleted and cascade:
+                deleted = set().union(*groups.values())
             for table, column in (
                 (trace_messages, trace_messages.c.trace_id),
                 (trace_tools, trace_tools.c.trace_id),
                 (traces, traces.c.id),
             ):
-                await conn.execute(sa.delete(table).where(column.in_(ids)))
-        return len(ids)
+                await conn.execute(sa.delete(table).where(column.in_(deleted)))
+        self._frames().forget(groups)
+        return len(deleted)
 
     async def list_traces(
         self,
@@ -219,12 +248,23 @@ class TraceMethods:
 
     async def get_trace(self, trace_id: int) -> tuple[TraceSummary, dict[str, Any]] | None:
         """A trace's summary and its whole body."""
-        query = sa.select(*_SUMMARY, traces.c.body).where(traces.c.id == trace_id)
+        query = sa.select(*_SUMMARY, traces.c.base_id, traces.c.body)
         async with self.engine.connect() as conn:
-            row = (await conn.execute(query)).first()
+            row = (await conn.execute(query.where(traces.c.id == trace_id))).first()
+            base_id = row[-2] if row is not None else None
+            earlier: list[Any] = []
+            if base_id is not None:  # the group up to this trace, oldest first
+                group = sa.or_(
+                    traces.c.id == base_id,
+                    sa.and_(traces.c.base_id == base_id, traces.c.id < trace_id),
+                )
+                found = sa.select(traces.c.id, traces.c.body).where(group).order_by(traces.c.id)
+                earlier = list((await conn.execute(found)).all())
         if row is None:
             return None
-        body: dict[str, Any] = json.loads(zlib.decompress(row[-1]).decode("utf-8"))
+        body = _unpacked(row[-1])
+        if base_id is not None:
+            body = _resolved(base_id, earlier, body)
         return _summary(row), body
 
     async def trace_for_message(self, message_id: str) -> int | None:
@@ -375,6 +415,52 @@ class TraceMethods:
                 if (await conn.execute(claim)).rowcount:
                     taken.append(InboxEvent(*row))
         return taken
+
+
+async def _whole_groups(
+    conn: AsyncConnection, ids: set[int]
+) -> tuple[set[int], dict[int, set[int]]]:
+    """Of ``ids``, those whose group is wholly among them; and every group touched, by
+    keyframe id, with all its members."""
+    chosen = (
+        await conn.execute(sa.select(traces.c.id, traces.c.base_id).where(traces.c.id.in_(ids)))
+    ).all()
+    keyframes = {base if base is not None else trace_id for trace_id, base in chosen}
+    members = sa.select(traces.c.id, traces.c.base_id).where(traces.c.base_id.in_(keyframes))
+    groups: dict[int, set[int]] = {k: {k} for k in keyframes}
+    for trace_id, base in (await conn.execute(members)).all():
+        groups[base].add(trace_id)
+    whole = [g for g in groups.values() if g <= ids]
+    return set().union(*whole), groups
+
+
+def _resolved(base_id: int, earlier: Sequence[Any], body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with its requests whole, from its group's earlier rows (oldest first)."""
+    if not earlier or earlier[0][0] != base_id:
+        resolve(body, None)  # the keyframe is gone: nothing before the tails can be shown
+        return body
+    previous: dict[str, Any] | None = None
+    for _, packed in earlier:
+        current = _unpacked(packed)
+        if previous is not None:
+            resolve(current, previous)
+        previous = current
+    resolve(body, previous)
+    return body
+
+
+def _packed(raw: bytes) -> bytes:
+    """zlib at level 6, with a window no larger than the body: the default one (32 KiB
+    and its tables, about 256 KiB set up per call) cost a referring trace's small body more
+    than its JSON. ``zlib.decompress`` reads any window size."""
+    window = min(15, max(9, len(raw).bit_length()))
+    packer = zlib.compressobj(6, zlib.DEFLATED, window, max(1, window - 7))
+    return packer.compress(raw) + packer.flush()
+
+
+def _unpacked(packed: bytes) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(zlib.decompress(packed).decode("utf-8"))
+    return body
 
 
 def _cause(call: CallTrace) -> str | None:

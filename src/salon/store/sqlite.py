@@ -39,7 +39,6 @@ from salon.store._tables import (
     schema_migrations,
     usage_log,
 )
-from salon.store._tracejson import TraceEncoder
 from salon.store._traces import TraceMethods
 from salon.tasks import TaskState
 
@@ -75,7 +74,6 @@ class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
         self.owner = owner or uuid.uuid4().hex[:12]
         self._password = password
         self._redact = redact
-        self._trace_encoder = TraceEncoder(redact)
         self._engine: AsyncEngine | None = None
         self._writer: BatchWriter
 
