@@ -1,11 +1,13 @@
 """integration_call_overhead_ratio and tool_cache_hit_p50_us: the weather integration.
 
-Overhead: ``get_weather`` through the ToolHub (the integration's MCP server in-process,
-schema validation, its request queue, result conversion) against the same HTTP requests made
-directly with httpx2 (the client library the integration uses), JSON decoded, on one kept
-connection pool. Both talk to the same loopback Open-Meteo fake in the same run; calls
-alternate so machine noise falls on both alike; the cache is off. The ratio of the p50s is
-the figure.
+Overhead: ``get_weather`` through the ToolHub (the integration's native tool set called
+in-process: argument model, its request queue, result conversion) against the same HTTP
+requests made directly with httpx2 (the client library the integration uses), JSON decoded,
+on one kept connection pool. For comparison, the same tool set served as an MCP server
+(``salon tools serve``'s wrapping) reached through the hub over the SDK's in-process client
+and session (``integration_call_mcp_p50_us``: how every call went before the tools became
+native). All talk to the same loopback Open-Meteo fake in the same run; calls alternate so
+machine noise falls on all alike; the cache is off. The ratio of the p50s is the figure.
 
 Cache hit: the same call with the cache on, after one miss: what a repeated lookup costs
 through the hub, and the cache's own lookup inside the server (normalized key, TTL check).
@@ -27,7 +29,7 @@ from salon.config import BotConfig, Secrets
 from salon.integrations import integration_specs
 from salon.integrations._discipline import ResultCache, cache_key
 from salon.model import ToolCall
-from salon.tools.hub import ToolHub
+from salon.tools.hub import MessageHandler, ServerSpec, ToolHub
 
 WARMUP = 30
 RUNS = 500
@@ -51,6 +53,22 @@ async def _hub(fake: OpenMeteoFake, root: Path, cache_ttl: float) -> ToolHub:
     return ToolHub(specs)
 
 
+async def _mcp_hub(fake: OpenMeteoFake, root: Path) -> ToolHub:
+    """The same integration as an MCP server, in-process, through the SDK's client."""
+    from mcp import Client
+
+    from salon.tools.mcp_serve import to_mcp_server
+
+    (native,) = integration_specs(_config(fake.base_url, 0), Secrets({}), root=root)
+    assert native.tools is not None
+    server = to_mcp_server(native.tools)
+
+    def connect(on_message: MessageHandler) -> Client:
+        return Client(server, message_handler=on_message, cache=None)
+
+    return ToolHub([ServerSpec("weather", connect=connect, timeout=native.timeout)])
+
+
 async def _direct(client: httpx2.AsyncClient, urls: list[str]) -> list[Any]:
     answers = []
     for url in urls:
@@ -61,9 +79,12 @@ async def _direct(client: httpx2.AsyncClient, urls: list[str]) -> list[Any]:
 
 
 async def _overhead(fake: OpenMeteoFake, root: Path) -> list[Figure]:
-    hub_samples: list[float] = []
-    direct_samples: list[float] = []
-    async with await _hub(fake, root, cache_ttl=0) as hub, httpx2.AsyncClient() as client:
+    samples: dict[str, list[float]] = {"hub": [], "mcp": [], "direct": []}
+    async with (
+        await _hub(fake, root, cache_ttl=0) as hub,
+        await _mcp_hub(fake, root) as mcp_hub,
+        httpx2.AsyncClient() as client,
+    ):
         first = await hub.call(CALL)
         assert not first.is_error, first.content
         # The very requests the integration made, replayed as they were sent.
@@ -71,18 +92,25 @@ async def _overhead(fake: OpenMeteoFake, root: Path) -> list[Figure]:
         for i in range(WARMUP + RUNS):
             start = time.perf_counter_ns()
             result = await hub.call(CALL)
-            middle = time.perf_counter_ns()
+            native_end = time.perf_counter_ns()
             await _direct(client, urls)
-            end = time.perf_counter_ns()
+            direct_end = time.perf_counter_ns()
+            over_mcp = await mcp_hub.call(CALL)
+            mcp_end = time.perf_counter_ns()
             assert not result.is_error, result.content
+            assert over_mcp.content == result.content, over_mcp.content
             if i >= WARMUP:
-                hub_samples.append((middle - start) / 1000)
-                direct_samples.append((end - middle) / 1000)
-    hub_p50, direct_p50 = percentile(hub_samples, 50), percentile(direct_samples, 50)
+                samples["hub"].append((native_end - start) / 1000)
+                samples["direct"].append((direct_end - native_end) / 1000)
+                samples["mcp"].append((mcp_end - direct_end) / 1000)
+    hub_p50, direct_p50 = percentile(samples["hub"], 50), percentile(samples["direct"], 50)
+    mcp_p50 = percentile(samples["mcp"], 50)
     return [
         Figure("integration_call_hub_p50_us", hub_p50, "us"),
         Figure("integration_call_direct_p50_us", direct_p50, "us"),
+        Figure("integration_call_mcp_p50_us", mcp_p50, "us"),
         Figure("integration_call_overhead_ratio", hub_p50 / direct_p50, "x", target=1.2),
+        Figure("integration_call_mcp_overhead_ratio", mcp_p50 / direct_p50, "x"),
     ]
 
 

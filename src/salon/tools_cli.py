@@ -88,7 +88,9 @@ async def serve_builtin(key: str, store: SQLStore) -> int:
         async def nobody(_channel: str) -> list[str]:
             return []
 
-        await build_builtin_server(key, store, nobody).run_stdio_async()
+        from salon.tools.mcp_serve import to_mcp_server  # MCP only for the outside client
+
+        await to_mcp_server(build_builtin_server(key, store, nobody)).run_stdio_async()
     finally:
         await store.close()
     return 0
@@ -97,13 +99,14 @@ async def serve_builtin(key: str, store: SQLStore) -> int:
 async def serve_integration(config: BotConfig, root: Path, secrets: Secrets, name: str) -> int:
     """One integration over stdio, with the bot's settings for it (or the defaults)."""
     from salon.integrations import IntegrationUnavailable, server_for  # only when served
+    from salon.tools.mcp_serve import to_mcp_server
 
     try:
         server = server_for(config, name, secrets, root)
     except IntegrationUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    await server.run_stdio_async()
+    await to_mcp_server(server).run_stdio_async()
     return 0
 
 
@@ -130,7 +133,7 @@ async def offline_tool_names(key: str, bot: BotConfig, secrets: Secrets, root: P
         except IntegrationUnavailable:
             continue  # reported by check_integrations
     for server in servers:
-        names.update(tool.name for tool in await server.list_tools())
+        names.update(server.tools)
     return names
 
 

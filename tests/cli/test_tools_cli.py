@@ -1,12 +1,17 @@
-"""`salon tools call --channel`: a channel key of a platform the bot has, or a clear error."""
+"""`salon tools call --channel`: a channel key of a platform the bot has, or a clear error;
+`salon tools serve`: the built-ins for an outside MCP client."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from mcp import Client, StdioServerParameters
+from mcp.types import TextContent
 
 from salon.app import database_url
 from salon.cli import main
@@ -15,6 +20,7 @@ from salon.model import ChannelRef, Message, Participant
 from salon.store.sqlite import SQLStore
 from tests.conftest import WriteConfig
 
+REPO = Path(__file__).resolve().parents[2]
 SHARED = """\
 providers:
   p: {type: openai, model: m, base_url: "http://127.0.0.1:9/v1"}
@@ -96,3 +102,33 @@ def test_a_wrong_channel_is_one_line_naming_the_key(
     captured = capsys.readouterr()
     assert captured.err.splitlines() == [expected]
     assert captured.out == ""
+
+
+async def test_salon_tools_serve_offers_the_builtins_over_stdio(write_config: WriteConfig) -> None:
+    """The native built-ins, wrapped for an outside MCP client: listing, results, errors."""
+    root = write_config(SHARED, bot=IRC)
+    await log_line(root, ChannelRef("irc", "#salon"), "hello from irc")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "salon", "tools", "serve", str(root)],
+        env=dict(os.environ),
+        cwd=str(REPO),
+    )
+    async with Client(params, cache=None) as client:
+        listed = {t.name: t for t in (await asyncio.wait_for(client.list_tools(), 20)).tools}
+        recent = await asyncio.wait_for(
+            client.call_tool("get_recent_messages", {"channel": "irc:#salon"}), 20
+        )
+        wrong = await asyncio.wait_for(
+            client.call_tool("get_current_time", {"timezone": "Nowhere/Else"}), 20
+        )
+    assert "channel" in listed["get_recent_messages"].input_schema["properties"]
+    notes = listed["get_current_time"].annotations
+    assert notes is not None
+    assert notes.read_only_hint is True
+    assert recent.structured_content is not None
+    assert "hello from irc" in recent.structured_content["result"]
+    assert wrong.is_error
+    (text,) = wrong.content
+    assert isinstance(text, TextContent)
+    assert text.text.startswith("Error executing tool get_current_time: ")

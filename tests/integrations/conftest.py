@@ -7,9 +7,10 @@ from typing import TypeVar
 
 import pytest
 from mcp import Client
-from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent
 
+from salon.tools.mcp_serve import to_mcp_server
+from salon.tools.native import ToolSet
 from tests.fakes.vendors.accuweather import AccuWeatherFake
 from tests.fakes.vendors.comfyui import ComfyUIFake
 from tests.fakes.vendors.espn import EspnFake
@@ -95,8 +96,9 @@ def images_of(result: CallToolResult) -> list[ImageContent]:
     return [b for b in result.content if isinstance(b, ImageContent)]
 
 
-def connect(server: MCPServer) -> Client:
-    return Client(server, cache=None)
+def connect(server: ToolSet) -> Client:
+    """An MCP client of the set as ``salon tools serve`` offers it."""
+    return Client(to_mcp_server(server), cache=None)
 
 
 async def within(awaitable: Awaitable[T]) -> T:

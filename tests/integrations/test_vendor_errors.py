@@ -115,3 +115,24 @@ def test_retry_after_as_seconds_or_a_date() -> None:
     assert retry_after_seconds("Wed, 21 Oct 2026 07:28:00 GMT", now=1792567650.0) == 30.0
     assert retry_after_seconds("soon") is None
     assert retry_after_seconds(None) is None
+
+
+def test_a_query_is_encoded_as_httpx2_encodes_params() -> None:
+    import httpx2
+
+    from salon.integrations._http import with_query
+
+    params = {
+        "q": "São Paulo & more, 100%",
+        "flag": True,
+        "off": False,
+        "none": None,
+        "n": 3,
+        "x": -122.33207,
+        "ids": ["a b", 2],
+    }
+    url = "http://127.0.0.1:9/v1/search"
+    built = httpx2.Request("GET", url, params=params).url
+    assert httpx2.Request("GET", with_query(url, params)).url == built
+    assert with_query(url, {}) == url
+    assert with_query(url + "?k=1", {"a": 1}) == url + "?k=1&a=1"

@@ -1,9 +1,10 @@
-"""Vendor abilities as MCP servers: weather, nfl, search, greynoise, comfyui, pixellab.
+"""Vendor abilities as native tool sets: weather, nfl, search, greynoise, comfyui, pixellab.
 
-Each integration is an ``MCPServer`` with typed tools, MCP annotations (lookups read-only,
+Each integration is a ``ToolSet`` with typed tools, MCP annotations (lookups read-only,
 generations not), its own FIFO queue, timeout and cache, and its vendor's HTTP client
-(httpx2, pointed at ``base_url`` when set). The bot reaches them in-process
-(``integration_specs``); ``salon tools serve --only NAME`` offers one over stdio.
+(httpx2, pointed at ``base_url`` when set). The hub calls them in-process, directly
+(``integration_specs``); ``salon tools serve --only NAME`` wraps one into an MCP server
+over stdio.
 """
 
 from __future__ import annotations
@@ -11,9 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-
-from mcp import Client
-from mcp.server.mcpserver import MCPServer
 
 from salon.config import (
     BotConfig,
@@ -36,7 +34,8 @@ from salon.integrations.nfl import build_nfl_server
 from salon.integrations.pixellab import build_pixellab_server
 from salon.integrations.search import build_search_server
 from salon.integrations.weather import build_weather_server
-from salon.tools.hub import MessageHandler, ServerSpec
+from salon.tools.hub import ServerSpec
+from salon.tools.native import ToolSet
 
 __all__ = [
     "INTEGRATIONS",
@@ -78,8 +77,8 @@ def build_integration_server(
     lookup: Lookup,
     root: Path,
     clock: Clock = time.monotonic,
-) -> MCPServer:
-    """One integration's server; IntegrationUnavailable says what is missing."""
+) -> ToolSet:
+    """One integration's tool set; IntegrationUnavailable says what is missing."""
     if name not in _BUILDERS:
         raise IntegrationUnavailable(f"no integration {name!r} (known: {', '.join(INTEGRATIONS)})")
     reason = unavailable_reason(name, config, lookup, root)
@@ -91,20 +90,17 @@ def build_integration_server(
         raise IntegrationUnavailable(f"{name}: {exc}") from None
 
 
-def server_for(bot: BotConfig, name: str, secrets: Secrets, root: Path) -> MCPServer:
+def server_for(bot: BotConfig, name: str, secrets: Secrets, root: Path) -> ToolSet:
     """``salon tools serve --only NAME``: the bot's settings, or the defaults."""
     if name not in _BUILDERS:
         raise IntegrationUnavailable(f"no integration {name!r} (known: {', '.join(INTEGRATIONS)})")
     return build_integration_server(name, _config_for(bot, name), lookup=secrets.get, root=root)
 
 
-def _spec(name: str, server: MCPServer, config: IntegrationConfig) -> ServerSpec:
-    def connect(on_message: MessageHandler) -> Client:
-        return Client(server, message_handler=on_message, cache=None)
-
+def _spec(name: str, tools: ToolSet, config: IntegrationConfig) -> ServerSpec:
     # The hub's own limit must outlast a call's wait in the queue plus its run.
     timeout = config.queue_timeout + config.timeout + _SPEC_MARGIN
-    return ServerSpec(name=name, connect=connect, timeout=timeout, start_timeout=10.0)
+    return ServerSpec(name=name, tools=tools, timeout=timeout, start_timeout=10.0)
 
 
 def integration_specs(

@@ -182,6 +182,8 @@ class Discipline:
         self, tool: str, arguments: Mapping[str, Any], work: Callable[[], Awaitable[str]]
     ) -> str:
         """A read-only result: from the cache, or fetched in turn and then kept."""
+        if self.cache.ttl <= 0:  # caching is off: no key to make
+            return await self.queue.run(work, self.timeout)
         key = cache_key(tool, arguments)
         found = self.cache.get(key)
         if found is not None:

@@ -9,17 +9,19 @@ model as an error result. Secrets stay in headers or parameters and never in tha
 from __future__ import annotations
 
 import email.utils
+import functools
 import json
 import logging
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote_plus
 
 import httpx2
 
 from salon.errors import ToolError
 
-__all__ = ["USER_AGENT", "VendorError", "VendorHttp", "retry_after_seconds"]
+__all__ = ["USER_AGENT", "VendorError", "VendorHttp", "retry_after_seconds", "with_query"]
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +140,7 @@ class VendorHttp:
     ) -> tuple[bytes, str]:
         """Download a file, refusing one larger than ``max_bytes``; (data, content type)."""
         wanted = {"Accept": "*/*", **(headers or {})}
-        request = self.client.build_request("GET", url, params=params, headers=wanted)
+        request = self.client.build_request("GET", with_query(url, params), headers=wanted)
         try:
             response = await self.client.send(request, stream=True)
             try:
@@ -162,7 +164,7 @@ class VendorHttp:
     ) -> httpx2.Response:
         try:
             response = await self.client.request(
-                method, url, params=params, headers=headers, json=json_body
+                method, with_query(url, params), headers=headers, json=json_body
             )
             await response.aread()
         except httpx2.HTTPError as exc:
@@ -214,6 +216,31 @@ class VendorHttp:
             return VendorError(f"could not reach {self.service}; check its base_url or the network")
         logger.info("%s: %s: %s", self.service, type(exc).__name__, exc)
         return VendorError(f"the connection to {self.service} failed; try again later")
+
+
+def _query_value(value: Any) -> str:
+    """A parameter as httpx2 writes it: booleans in lower case, None as nothing."""
+    if value is True or value is False:
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+# Most names and many values repeat on every call (field lists, units): quoted once.
+_quoted = functools.lru_cache(maxsize=512)(quote_plus)
+
+
+def with_query(url: str, params: Mapping[str, Any] | None) -> str:
+    """``url`` with ``params`` encoded as httpx2 encodes them (``urlencode``'s form). Done
+    here because httpx2 parses the URL again to merge its ``params``: half the cost of
+    building a request."""
+    if not params:
+        return url
+    query = "&".join(
+        f"{_quoted(str(key))}={_quoted(_query_value(item))}"
+        for key, value in params.items()
+        for item in (value if isinstance(value, list | tuple) else (value,))
+    )
+    return f"{url}{'&' if '?' in url else '?'}{query}"
 
 
 async def _read_capped(response: httpx2.Response, max_bytes: int, service: str) -> bytes:

@@ -7,7 +7,8 @@ ComfyUI's WebSocket (``/ws?clientId=``) first, then queues the workflow (``POST 
 with the same ``client_id``), follows ``progress``, ``executed``, ``execution_success`` and
 ``execution_error`` for its ``prompt_id`` (older servers end with ``executing`` and a null
 node), reads the images from ``/history/{prompt_id}`` when the messages did not name them,
-and fetches them from ``/view``. Progress goes out as MCP progress notifications.
+and fetches them from ``/view``. Progress goes to the hub (as MCP progress notifications
+when served over MCP).
 """
 
 from __future__ import annotations
@@ -17,13 +18,10 @@ import json
 import logging
 import random
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import websockets
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, ImageContent
 from pydantic import Field
 from websockets.asyncio.client import ClientConnection, connect
 
@@ -38,8 +36,9 @@ from salon.integrations._server import (
     expect_shape,
     guarded,
     image_block,
-    lifespan_for,
 )
+from salon.tools.base import Progress
+from salon.tools.native import Image, Result, ToolSet
 
 __all__ = ["ComfyUI", "build_comfyui_server", "fill_template"]
 
@@ -49,8 +48,6 @@ SERVICE = "ComfyUI"
 _WS_MAX_MESSAGE = 32 * 1024 * 1024  # preview frames arrive as binary messages
 _HISTORY_TRIES = 3
 _STATUS_WAIT = 5.0
-
-Progress = Callable[[float, float | None, str], Awaitable[None]]
 
 
 def fill_template(template: Any, values: dict[str, Any]) -> Any:
@@ -97,7 +94,7 @@ class ComfyUI:
 
     async def generate(
         self, values: dict[str, Any], report: Progress
-    ) -> tuple[list[dict[str, Any]], list[ImageContent]]:
+    ) -> tuple[list[dict[str, Any]], list[Image]]:
         client_id = uuid.uuid4().hex
         graph = fill_template(self.workflow, values)
         try:
@@ -163,7 +160,7 @@ class ComfyUI:
             await _next_status(ws)
         raise VendorError("ComfyUI finished but its history has no images; check the workflow")
 
-    async def _fetch(self, files: list[dict[str, Any]]) -> list[ImageContent]:
+    async def _fetch(self, files: list[dict[str, Any]]) -> list[Image]:
         finals = [f for f in files if f.get("type") == "output"] or files
         if not finals:
             raise VendorError("ComfyUI's workflow produced no image; it needs a SaveImage node")
@@ -217,35 +214,33 @@ def _size(value: int | None, default: int, config: ComfyUIIntegration) -> int:
 
 def build_comfyui_server(
     config: ComfyUIIntegration, *, lookup: Lookup, root: Path, clock: Clock
-) -> MCPServer:
+) -> ToolSet:
     path = workflow_path(config, root)
     if path is None:  # salon.config.integrations keeps such a config from being built
         raise ValueError("comfyui needs a workflow")
     http = VendorHttp(SERVICE, timeout=config.timeout)
     comfy = ComfyUI(http, config, load_workflow(path))
     discipline = Discipline(SERVICE, config, clock)
-    server = MCPServer(
+    server = ToolSet(
         "comfyui",
         instructions="Image generation on a ComfyUI server.",
-        lifespan=lifespan_for(http),
+        resources=[http],
     )
 
     @server.tool(annotations=GENERATES, structured_output=False)
     async def generate_image(  # noqa: PLR0917 - the model passes these by name
-        ctx: Context,
+        progress: Progress,
         prompt: Annotated[str, Field(min_length=1, max_length=2000, description="the picture")],
         negative_prompt: Annotated[str, Field(max_length=1000, description="what to avoid")] = "",
         width: Annotated[int | None, Field(ge=64, le=8192)] = None,
         height: Annotated[int | None, Field(ge=64, le=8192)] = None,
         seed: Annotated[int | None, Field(ge=0, le=2**53)] = None,
-    ) -> CallToolResult:
+    ) -> Result:
         """Generate an image from a text prompt with ComfyUI (takes a while; progress is
         reported). The image is shown in the channel."""
         wanted = {"prompt": prompt, "negative_prompt": negative_prompt, "seed": seed}
         sizes = (width, height)
-        return await guarded(
-            SERVICE, lambda: _generate(comfy, discipline, wanted, sizes, ctx.report_progress)
-        )
+        return await guarded(SERVICE, lambda: _generate(comfy, discipline, wanted, sizes, progress))
 
     return server
 
@@ -256,7 +251,7 @@ async def _generate(
     wanted: dict[str, Any],
     sizes: tuple[int | None, int | None],
     report: Progress,
-) -> CallToolResult:
+) -> Result:
     config = comfy.config
     seed = wanted["seed"]
     values = {

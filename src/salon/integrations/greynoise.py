@@ -14,8 +14,6 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult
 from pydantic import Field
 
 from salon.config import GreyNoiseIntegration
@@ -26,9 +24,9 @@ from salon.integrations._server import (
     Lookup,
     expect_shape,
     guarded,
-    lifespan_for,
     text_result,
 )
+from salon.tools.native import Result, ToolSet
 
 __all__ = ["build_greynoise_server", "public_ipv4"]
 
@@ -127,24 +125,24 @@ def _client(config: GreyNoiseIntegration, lookup: Lookup) -> tuple[VendorHttp, b
 
 def build_greynoise_server(
     config: GreyNoiseIntegration, *, lookup: Lookup, root: Path, clock: Clock
-) -> MCPServer:
+) -> ToolSet:
     http, enterprise = _client(config, lookup)
     greynoise = GreyNoise(http, config.base_url, enterprise)
     discipline = Discipline(SERVICE, config, clock)
-    server = MCPServer(
+    server = ToolSet(
         "greynoise",
         instructions="IP intelligence from GreyNoise: internet scanners and known services.",
-        lifespan=lifespan_for(http),
+        resources=[http],
     )
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
     async def greynoise_ip_address(
         ip: Annotated[str, Field(min_length=2, max_length=64, description="an IPv4 address")],
-    ) -> CallToolResult:
+    ) -> Result:
         """What GreyNoise knows about an IP address: internet scanner or known service,
         malicious or benign, and when it was last seen."""
 
-        async def run() -> CallToolResult:
+        async def run() -> Result:
             address = public_ipv4(ip)
             text = await discipline.cached(
                 "greynoise_ip_address", {"ip": address}, lambda: greynoise.lookup(address)

@@ -13,8 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult
 from pydantic import Field
 
 from salon.config import NflIntegration
@@ -26,9 +24,9 @@ from salon.integrations._server import (
     error_result,
     expect_shape,
     guarded,
-    lifespan_for,
     text_result,
 )
+from salon.tools.native import Result, ToolSet
 
 __all__ = ["TEAMS", "build_nfl_server", "find_team"]
 
@@ -194,14 +192,14 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 def build_nfl_server(
     config: NflIntegration, *, lookup: Lookup, root: Path, clock: Clock
-) -> MCPServer:
+) -> ToolSet:
     http = VendorHttp(SERVICE, timeout=config.timeout)
     espn = Espn(http, config.base_url)
     discipline = Discipline(SERVICE, config, clock)
-    server = MCPServer(
+    server = ToolSet(
         "nfl",
         instructions="NFL scores, team schedules and news (ESPN).",
-        lifespan=lifespan_for(http),
+        resources=[http],
     )
     _add_scoreboard(server, espn, discipline)
     _add_team_tools(server, espn, discipline)
@@ -210,14 +208,14 @@ def build_nfl_server(
 
 async def _answer(
     discipline: Discipline, tool: str, arguments: dict[str, Any], work: Callable[[], Any]
-) -> CallToolResult:
-    async def run() -> CallToolResult:
+) -> Result:
+    async def run() -> Result:
         return text_result(await discipline.cached(tool, arguments, work))
 
     return await guarded(SERVICE, run)
 
 
-def _add_scoreboard(server: MCPServer, espn: Espn, discipline: Discipline) -> None:
+def _add_scoreboard(server: ToolSet, espn: Espn, discipline: Discipline) -> None:
     @server.tool(annotations=READ_ONLY, structured_output=False)
     async def nfl_scoreboard(
         date: Annotated[
@@ -226,7 +224,7 @@ def _add_scoreboard(server: MCPServer, espn: Espn, discipline: Discipline) -> No
         week: Annotated[int | None, Field(ge=1, le=23, description="week of the season")] = None,
         season_type: SeasonType = "regular",
         season: Annotated[int | None, Field(ge=1970, le=2100, description="e.g. 2026")] = None,
-    ) -> CallToolResult:
+    ) -> Result:
         """NFL games with scores and status: today's by default, or one day, or one week."""
         arguments = {"date": date, "week": week, "season_type": season_type, "season": season}
         return await _answer(
@@ -237,12 +235,12 @@ def _add_scoreboard(server: MCPServer, espn: Espn, discipline: Discipline) -> No
         )
 
 
-def _add_team_tools(server: MCPServer, espn: Espn, discipline: Discipline) -> None:
+def _add_team_tools(server: ToolSet, espn: Espn, discipline: Discipline) -> None:
     @server.tool(annotations=READ_ONLY, structured_output=False)
     async def nfl_team_schedule(
         team: Annotated[str, Field(min_length=2, max_length=40, description="'KC' or 'Chiefs'")],
         season: Annotated[int | None, Field(ge=1970, le=2100)] = None,
-    ) -> CallToolResult:
+    ) -> Result:
         """A team's recent results and next games."""
         try:
             code = find_team(team)
@@ -257,7 +255,7 @@ def _add_team_tools(server: MCPServer, espn: Espn, discipline: Discipline) -> No
     async def nfl_headlines(
         team: Annotated[str | None, Field(max_length=40, description="only this team's")] = None,
         limit: Annotated[int, Field(ge=1, le=20)] = 5,
-    ) -> CallToolResult:
+    ) -> Result:
         """The latest NFL news headlines, for the league or one team."""
         try:
             code = find_team(team) if team else None

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult
 from pydantic import Field
 
 from salon.config import PixelLabIntegration
@@ -36,8 +34,9 @@ from salon.integrations._server import (
     expect_shape,
     guarded,
     image_block,
-    lifespan_for,
 )
+from salon.tools.base import Progress
+from salon.tools.native import Result, ToolSet
 
 __all__ = ["ImageStore", "PixelLab", "StoredImage", "build_pixellab_server"]
 
@@ -250,7 +249,7 @@ class PixelLab:
 Made = list[tuple[str, StoredImage, str | None]]  # (label, image, public url)
 
 
-def _shown(title: str, made: Made) -> CallToolResult:
+def _shown(title: str, made: Made) -> Result:
     """The listing for the model (label, id, url) and the images, named, for the channel."""
     lines = [title]
     images = []
@@ -266,41 +265,41 @@ def _directions(made: list[tuple[StoredImage, str | None]]) -> Made:
 
 def build_pixellab_server(
     config: PixelLabIntegration, *, lookup: Lookup, root: Path, clock: Clock
-) -> MCPServer:
+) -> ToolSet:
     key = lookup(config.api_key_env)
     if not key:  # salon.config.integrations keeps such a config from being built
         raise ValueError(f"pixellab needs its key in {config.api_key_env}")
     http = VendorHttp(SERVICE, timeout=config.timeout, key_hint=f"the key in {config.api_key_env}")
     lab = PixelLab(http, config, key)
     discipline = Discipline(SERVICE, config, clock)
-    server = MCPServer(
+    server = ToolSet(
         "pixellab",
         instructions="Pixel art from PixelLab: sprites, images, rotations, animations. "
         "Images are shown in the channel; refer to them by their ids (px3).",
-        lifespan=lifespan_for(http),
+        resources=[http],
     )
     _add_generation_tools(server, lab, discipline)
     _add_editing_tools(server, lab, discipline)
     return server
 
 
-def _add_generation_tools(server: MCPServer, lab: PixelLab, discipline: Discipline) -> None:
+def _add_generation_tools(server: ToolSet, lab: PixelLab, discipline: Discipline) -> None:
     @server.tool(annotations=GENERATES, structured_output=False)
     async def generate_sprite(  # noqa: PLR0917 - the model passes these by name
-        ctx: Context,
+        progress: Progress,
         description: Annotated[str, Field(min_length=1, max_length=2000)],
         directions: Literal[4, 8] = 4,
         size: Literal[16, 32, 64, 128] = 64,
         view: View | None = None,
         seed: Annotated[int | None, Field(ge=0, le=2**31)] = None,
-    ) -> CallToolResult:
+    ) -> Result:
         """A game sprite of a character or object facing 4 or 8 directions (takes up to a few
         minutes). Each direction's image is shown and gets an id for rotate/animate."""
 
-        async def run() -> CallToolResult:
+        async def run() -> Result:
             options = {"view": view, "seed": seed}
             how, made = await discipline.run(
-                lambda: lab.sprite(description, directions, size, options, ctx.report_progress)
+                lambda: lab.sprite(description, directions, size, options, progress)
             )
             title = f"Sprite {description!r}, {size}x{size}, {len(made)} directions ({how}):"
             return _shown(title, _directions(made))
@@ -315,11 +314,11 @@ def _add_generation_tools(server: MCPServer, lab: PixelLab, discipline: Discipli
         no_background: bool = False,
         isometric: bool = False,
         seed: Annotated[int | None, Field(ge=0, le=2**31)] = None,
-    ) -> CallToolResult:
+    ) -> Result:
         """One pixel art image (up to 400x400), optionally isometric or on a transparent
         background. The image is shown and gets an id."""
 
-        async def run() -> CallToolResult:
+        async def run() -> Result:
             options = {"no_background": no_background, "isometric": isometric, "seed": seed}
             image = await discipline.run(lambda: lab.pixflux(description, (width, height), options))
             title = f"Pixel art {description!r}, {width}x{height}:"
@@ -328,16 +327,16 @@ def _add_generation_tools(server: MCPServer, lab: PixelLab, discipline: Discipli
         return await guarded(SERVICE, run)
 
 
-def _add_editing_tools(server: MCPServer, lab: PixelLab, discipline: Discipline) -> None:
+def _add_editing_tools(server: ToolSet, lab: PixelLab, discipline: Discipline) -> None:
     @server.tool(annotations=GENERATES, structured_output=False)
     async def rotate_sprite(
         image_id: Annotated[str, Field(min_length=2, max_length=20, description="e.g. px3")],
         to_directions: Annotated[list[Direction], Field(min_length=1, max_length=8)],
         from_direction: Direction = "south",
-    ) -> CallToolResult:
+    ) -> Result:
         """The same sprite turned to other directions (up to 8), from an earlier image id."""
 
-        async def run() -> CallToolResult:
+        async def run() -> Result:
             image = lab.store.get(image_id)
             if max(image.width, image.height) > _ROTATE_MAX:
                 raise VendorError(f"PixelLab rotates images up to {_ROTATE_MAX}x{_ROTATE_MAX}")
@@ -358,10 +357,10 @@ def _add_editing_tools(server: MCPServer, lab: PixelLab, discipline: Discipline)
         action: Annotated[str, Field(min_length=1, max_length=500, description="e.g. walk")],
         direction: Direction = "east",
         view: View = "side",
-    ) -> CallToolResult:
+    ) -> Result:
         """Four animation frames of a 64x64 sprite doing an action (walk, jump, attack)."""
 
-        async def run() -> CallToolResult:
+        async def run() -> Result:
             image = lab.store.get(image_id)
             if (image.width, image.height) != (_ANIMATION_SIZE, _ANIMATION_SIZE):
                 raise VendorError("PixelLab animates 64x64 sprites only: make one with size 64")

@@ -11,8 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult
 from pydantic import Field
 
 from salon.config import SearchIntegration
@@ -23,9 +21,9 @@ from salon.integrations._server import (
     Lookup,
     expect_shape,
     guarded,
-    lifespan_for,
     text_result,
 )
+from salon.tools.native import Result, ToolSet
 
 __all__ = ["SerpApi", "build_search_server"]
 
@@ -106,17 +104,17 @@ def _format(query: str, overview: dict[str, Any], results: list[dict[str, Any]],
 
 def build_search_server(
     config: SearchIntegration, *, lookup: Lookup, root: Path, clock: Clock
-) -> MCPServer:
+) -> ToolSet:
     key = lookup(config.api_key_env)
     if not key:  # salon.config.integrations keeps such a config from being built
         raise ValueError(f"search needs its key in {config.api_key_env}")
     http = VendorHttp(SERVICE, timeout=config.timeout, key_hint=f"the key in {config.api_key_env}")
     serpapi = SerpApi(http, config, key)
     discipline = Discipline(SERVICE, config, clock)
-    server = MCPServer(
+    server = ToolSet(
         "search",
         instructions="Web search: Google results and Google's AI overview (SerpAPI).",
-        lifespan=lifespan_for(http),
+        resources=[http],
     )
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
@@ -125,12 +123,12 @@ def build_search_server(
         results: Annotated[
             int | None, Field(ge=1, le=10, description="how many results (default 5)")
         ] = None,
-    ) -> CallToolResult:
+    ) -> Result:
         """Search the web with Google: the AI overview when there is one, then the results
         (title, link, snippet)."""
         count = results or config.results
 
-        async def run() -> CallToolResult:
+        async def run() -> Result:
             text = await discipline.cached(
                 "web_search",
                 {"query": query, "results": count},

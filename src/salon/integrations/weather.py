@@ -11,8 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol
 
-from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult
 from pydantic import Field
 
 from salon.config import WeatherIntegration
@@ -23,9 +21,9 @@ from salon.integrations._server import (
     Lookup,
     expect_shape,
     guarded,
-    lifespan_for,
     text_result,
 )
+from salon.tools.native import Result, ToolSet
 
 __all__ = ["AccuWeather", "OpenMeteo", "build_weather_server"]
 
@@ -247,13 +245,13 @@ def _source(config: WeatherIntegration, lookup: Lookup) -> tuple[WeatherSource, 
 
 def build_weather_server(
     config: WeatherIntegration, *, lookup: Lookup, root: Path, clock: Clock
-) -> MCPServer:
+) -> ToolSet:
     source, http = _source(config, lookup)
     discipline = Discipline(source.name, config, clock)
-    server = MCPServer(
+    server = ToolSet(
         "weather",
         instructions=f"Current weather and a short forecast, from {source.name}.",
-        lifespan=lifespan_for(http),
+        resources=[http],
     )
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
@@ -265,13 +263,13 @@ def build_weather_server(
             Units | None, Field(description="metric (°C, km/h) or imperial (°F, mph)")
         ] = None,
         days: Annotated[int | None, Field(ge=1, le=5, description="days of forecast")] = None,
-    ) -> CallToolResult:
+    ) -> Result:
         """Current conditions and the forecast for the next days at a place."""
         chosen: Units = units or config.units
         count = days or config.forecast_days
         arguments = {"location": location, "units": chosen, "days": count}
 
-        async def fetch() -> CallToolResult:
+        async def fetch() -> Result:
             text = await discipline.cached(
                 "get_weather", arguments, lambda: source.report(location.strip(), chosen, count)
             )
@@ -280,7 +278,7 @@ def build_weather_server(
         return await guarded(source.name, fetch)
 
     @server.tool(annotations=READ_ONLY, structured_output=False)
-    def get_coolest_cities() -> CallToolResult:
+    def get_coolest_cities() -> Result:
         """A list of cool cities worth asking about (ask get_weather about any of them)."""
         return text_result("Cool cities: " + ", ".join(config.cities))
 

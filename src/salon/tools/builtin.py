@@ -1,7 +1,7 @@
-"""Salon's own tools, as an MCP server.
+"""Salon's own tools, as a native tool set.
 
-The agent reaches them in-process through the SDK (no subprocess, no framing); ``salon tools
-serve`` offers the same server over stdio to any MCP client. The chat-log tools read the
+The hub calls them in-process, directly; ``salon tools serve`` wraps the same set into an
+MCP server over stdio for any MCP client. The chat-log tools read the
 store; ``channel`` is filled in by Salon with the channel of the activation, so a bot only
 ever reads the room it is answering in.
 """
@@ -12,11 +12,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeVar
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
-
+from salon.errors import ToolError
 from salon.model import ChannelRef, ChatLine, Participant, Schedule
+from salon.tools.native import Annotations, ToolSet
 from salon.tools.timing import next_occurrence, parse_when, zone
 
 __all__ = [
@@ -37,7 +35,7 @@ HIDDEN_ARGUMENTS = frozenset(
 )
 OPERATOR = "operator"
 """Requester id of whoever runs ``salon tools call``: the bot's operator."""
-_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False)
+_READ_ONLY = Annotations(read_only=True, destructive=False)
 _MAX_LIMIT = 200
 
 
@@ -130,15 +128,15 @@ def _checked(check: Callable[[], _T]) -> _T:
 
 def build_builtin_server(
     bot: str, log: ChatLogQueries, users_of: UsersOf, book: ScheduleBook | None = None
-) -> MCPServer:
-    server = MCPServer("salon", instructions="Salon's built-in tools: time, chat log, schedules.")
+) -> ToolSet:
+    server = ToolSet("salon", instructions="Salon's built-in tools: time, chat log, schedules.")
     _add_chat_tools(server, bot, log, users_of)
     if book is not None:
         _add_schedule_tools(server, bot, book)
     return server
 
 
-def _add_chat_tools(server: MCPServer, bot: str, log: ChatLogQueries, users_of: UsersOf) -> None:
+def _add_chat_tools(server: ToolSet, bot: str, log: ChatLogQueries, users_of: UsersOf) -> None:
     @server.tool(annotations=_READ_ONLY)
     def get_current_time(timezone: str = "UTC") -> str:
         """The current date and time in an IANA timezone such as Europe/Paris."""
@@ -184,7 +182,7 @@ def _add_chat_tools(server: MCPServer, bot: str, log: ChatLogQueries, users_of: 
         return ", ".join(users) if users else "nobody is known to be here"
 
 
-def _add_schedule_tools(server: MCPServer, bot: str, book: ScheduleBook) -> None:
+def _add_schedule_tools(server: ToolSet, bot: str, book: ScheduleBook) -> None:
     @server.tool()
     async def schedule_create(  # noqa: PLR0917 - the model passes these by name
         when: str,

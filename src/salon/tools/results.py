@@ -16,15 +16,18 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-import mcp_types
+from typing import TYPE_CHECKING, Any
 
 from salon.model import Attachment, ToolResult
 from salon.tools.inline import Blob, describe, split_inline
 from salon.tools.outputs import OutputDir, file_name
 
-__all__ = ["MAX_RESULT_CHARS", "META_NAME", "META_URL", "to_result"]
+if TYPE_CHECKING:  # the SDK's types load only with an MCP server (``_block_parts``)
+    import mcp_types
+
+    from salon.tools.native import Result
+
+__all__ = ["MAX_RESULT_CHARS", "META_NAME", "META_URL", "native_result", "to_result"]
 
 META_NAME = "salon/name"  # what a file is (a direction, a file name), for the channel
 META_URL = "salon/url"  # where its vendor publishes it, when it does
@@ -71,6 +74,8 @@ def _decoded(encoded: str) -> bytes | None:
 
 
 def _block_parts(block: mcp_types.ContentBlock) -> list[Part]:
+    import mcp_types  # loaded with the first MCP server, not before
+
     if isinstance(block, mcp_types.TextContent):
         return _text_parts(block.text)
     if isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
@@ -137,6 +142,29 @@ async def to_result(
     blocks = [_block_parts(block) for block in raw.content]
     if not any(blocks) and raw.structured_content is not None:
         blocks = [_text_parts(json.dumps(raw.structured_content, ensure_ascii=False))]
+    return await _finish(call_id, blocks, bool(raw.is_error), outputs, owner)
+
+
+async def native_result(
+    call_id: str, raw: Result, *, outputs: OutputDir | None = None, owner: str = ""
+) -> ToolResult:
+    """A native tool's result as a ``ToolResult``: its images are files already."""
+    blocks: list[list[Part]] = [
+        _text_parts(part)
+        if isinstance(part, str)
+        else [_file(part.data, part.mime_type, part.name or "", part.url or "")]
+        for part in raw.content
+    ]
+    return await _finish(call_id, blocks, raw.is_error, outputs, owner)
+
+
+async def _finish(
+    call_id: str,
+    blocks: list[list[Part]],
+    is_error: bool,
+    outputs: OutputDir | None,
+    owner: str,
+) -> ToolResult:
     files = [p for parts in blocks for p in parts if isinstance(p, Attachment)]
     if files and outputs is not None:
         kept = await asyncio.to_thread(_saved, files, outputs, owner)
@@ -150,7 +178,7 @@ async def to_result(
         text = text[:MAX_RESULT_CHARS] + " …[truncated]"
     parts = [p for parts in blocks for p in parts]
     shown = _unique([p for p in parts if isinstance(p, Attachment)])
-    return ToolResult(call_id, text, is_error=bool(raw.is_error), attachments=tuple(shown))
+    return ToolResult(call_id, text, is_error=is_error, attachments=tuple(shown))
 
 
 def _unique(files: list[Attachment]) -> list[Attachment]:

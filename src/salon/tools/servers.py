@@ -1,17 +1,21 @@
-"""ServerSpecs from config: stdio and streamable-HTTP servers, and the built-in one."""
+"""ServerSpecs from config: stdio and streamable-HTTP MCP servers, and the built-in set.
+
+The MCP SDK is imported when a configured server is first connected, never for a bot
+that has none.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.server.mcpserver import MCPServer
-from mcp.shared._httpx_utils import create_mcp_http_client
+from typing import TYPE_CHECKING
 
 from salon.config import BotConfig, McpServerConfig, Secrets
 from salon.tools.builtin import HIDDEN_ARGUMENTS
 from salon.tools.hub import MessageHandler, ServerSpec
+from salon.tools.native import ToolSet
+
+if TYPE_CHECKING:
+    from mcp import Client, StdioServerParameters
 
 __all__ = ["BUILTIN_SERVER", "builtin_spec", "configured_specs"]
 
@@ -19,6 +23,8 @@ BUILTIN_SERVER = "salon"
 
 
 def _stdio(config: McpServerConfig, secrets: Secrets) -> StdioServerParameters:
+    from mcp import StdioServerParameters
+
     env = dict(config.env)
     for key, env_name in config.env_from.items():
         env[key] = secrets.get(env_name) or ""
@@ -45,10 +51,11 @@ def configured_specs(bot: BotConfig, secrets: Secrets) -> list[ServerSpec]:
 
 def _make_connect(server: McpServerConfig, secrets: Secrets) -> Callable[[MessageHandler], Client]:
     if server.command is not None:
-        params = _stdio(server, secrets)
 
         def connect_stdio(on_message: MessageHandler) -> Client:
-            return Client(params, message_handler=on_message, cache=None)
+            from mcp import Client
+
+            return Client(_stdio(server, secrets), message_handler=on_message, cache=None)
 
         return connect_stdio
     headers = dict(server.headers)
@@ -57,6 +64,10 @@ def _make_connect(server: McpServerConfig, secrets: Secrets) -> Callable[[Messag
     url = server.url or ""
 
     def connect_http(on_message: MessageHandler) -> Client:
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
         http = create_mcp_http_client(headers=headers)
         transport = streamable_http_client(url, http_client=http)
         return Client(transport, message_handler=on_message, cache=None)
@@ -64,13 +75,10 @@ def _make_connect(server: McpServerConfig, secrets: Secrets) -> Callable[[Messag
     return connect_http
 
 
-def builtin_spec(server: MCPServer) -> ServerSpec:
-    def connect(on_message: MessageHandler) -> Client:
-        return Client(server, message_handler=on_message, cache=None)
-
+def builtin_spec(tools: ToolSet) -> ServerSpec:
     return ServerSpec(
         name=BUILTIN_SERVER,
-        connect=connect,
+        tools=tools,
         timeout=60.0,
         start_timeout=10.0,
         hidden_arguments=HIDDEN_ARGUMENTS,

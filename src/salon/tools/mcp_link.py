@@ -1,0 +1,247 @@
+"""The hub's side of an external MCP server (stdio or streamable HTTP, or an SDK server
+in-process): connect, list tools, follow list changes, ping, reconnect with backoff.
+
+Imported by the hub only when a bot has such a server, so a bot without one never loads
+the MCP SDK (or jsonschema, which checks arguments against the schemas servers publish).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+import mcp_types
+from mcp import Client
+from mcp.client.session import IncomingMessage
+from mcp.shared.exceptions import MCPError
+
+from salon.errors import ToolError
+from salon.model import ToolResult
+from salon.tools.base import Progress, ToolSpec
+from salon.tools.hub import CallContext, ServerGone, ServerSpec, describe, without_hidden
+from salon.tools.results import to_result
+
+__all__ = ["McpServerLink"]
+
+logger = logging.getLogger(__name__)
+
+_RESTARTING_CODES = frozenset({mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT})
+
+
+class McpServerLink:
+    """One MCP server's connection, owned by the task running ``run``."""
+
+    def __init__(
+        self, spec: ServerSpec, on_change: Callable[[], None], backoff: tuple[float, float]
+    ):
+        self.spec = spec
+        self.client: Client | None = None
+        self.tools: list[ToolSpec] = []
+        self.ready = asyncio.Event()
+        self.first_attempt = asyncio.Event()
+        self.last_error: str | None = None
+        self.failures = 0
+        self.connections = 0  # successful connections so far (a restart makes one more)
+        self._connected = asyncio.Condition()
+        self._restart = asyncio.Event()
+        self._stale = asyncio.Event()
+        self._on_change = on_change
+        self._backoff = backoff
+        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        assert spec.connect is not None  # the hub links only servers it connects to
+        self._connect = spec.connect
+
+    async def run(self) -> None:
+        delay = self._backoff[0]
+        while True:
+            self._restart.clear()
+            try:
+                async with self._connect(self._on_message) as client:
+                    await self._load_tools(client)
+                    self.client, self.last_error, self.failures = client, None, 0
+                    self.ready.set()
+                    self.first_attempt.set()
+                    async with self._connected:
+                        self.connections += 1
+                        self._connected.notify_all()
+                    delay = self._backoff[0]
+                    logger.info("MCP server %s: %d tools", self.spec.name, len(self.tools))
+                    await self._serve(client)
+            except Exception as exc:  # a server's failure must never take the hub down
+                self.failures += 1
+                self.last_error = describe(exc)
+                if self.failures == 1 or self.failures % 10 == 0:  # a dead server, not a flood
+                    logger.warning(
+                        "MCP server %s failed (%d in a row): %s",
+                        self.spec.name,
+                        self.failures,
+                        self.last_error,
+                    )
+            finally:
+                self.client = None
+                self.ready.clear()
+                self.first_attempt.set()
+            await asyncio.sleep(delay)
+            delay = min(max(delay * 2, 0.05), self._backoff[1])
+
+    async def wait_connections(self, count: int) -> None:
+        async with self._connected:
+            await self._connected.wait_for(lambda: self.connections >= count)
+
+    async def _serve(self, client: Client) -> None:
+        helpers = [
+            asyncio.create_task(self._follow_changes(client)),
+            asyncio.create_task(self._reload_when_stale(client)),
+            asyncio.create_task(self._watch(client)),
+        ]
+        try:
+            await self._restart.wait()
+            logger.warning("MCP server %s: restarting", self.spec.name)
+        finally:
+            for task in helpers:
+                task.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+
+    async def _watch(self, client: Client) -> None:
+        """Ping the server while it is idle: one that died or hung is restarted now, before
+        a call needs it, not when that call fails."""
+        interval = self.spec.health_interval
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                async with asyncio.timeout(min(interval, 10.0)):
+                    await client.send_ping()
+            except Exception as exc:  # any failure to answer is the same news
+                self.last_error = f"stopped answering: {describe(exc)}"
+                logger.warning("MCP server %s %s; restarting it", self.spec.name, self.last_error)
+                self.restart()
+                return
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self._stale.set()
+
+    async def _reload_when_stale(self, client: Client) -> None:
+        while True:
+            await self._stale.wait()
+            self._stale.clear()
+            try:
+                await self.reload(client)
+            except (MCPError, OSError) as exc:
+                logger.warning("MCP server %s: could not reload tools: %s", self.spec.name, exc)
+
+    async def _follow_changes(self, client: Client) -> None:
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _ in subscription:
+                    await self.reload(client)
+        except Exception as exc:  # older servers notify through the message handler instead
+            logger.debug("MCP server %s: no change subscription (%s)", self.spec.name, exc)
+
+    async def reload(self, client: Client | None = None) -> None:
+        client = client or self.client
+        if client is not None:
+            await self._load_tools(client)
+            self._on_change()
+
+    async def _load_tools(self, client: Client) -> None:
+        tools: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        for _ in range(100):  # a server that pages forever must not hang us
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        self.tools = [_spec(self.spec, tool) for tool in tools]
+        self._on_change()
+
+    def restart(self) -> None:
+        """Drop the connection now; calls wait for the owner task to bring up a new one."""
+        self.client = None
+        self.ready.clear()
+        self._restart.set()
+
+    async def call(
+        self, call_id: str, remote_name: str, arguments: dict[str, Any], context: CallContext
+    ) -> ToolResult:
+        raw = await self._call(remote_name, arguments, context.progress)
+        return await to_result(call_id, raw, outputs=context.outputs, owner=context.owner)
+
+    def check(self, spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
+        return _invalid_arguments(spec, arguments, self._validator(spec))
+
+    def _validator(self, spec: ToolSpec) -> jsonschema.protocols.Validator:
+        validator = self._validators.get(spec.name)
+        if validator is None or validator.schema is not spec.input_schema:
+            cls = jsonschema.validators.validator_for(
+                spec.input_schema, jsonschema.Draft202012Validator
+            )
+            validator = cls(spec.input_schema)
+            self._validators[spec.name] = validator
+        return validator
+
+    async def _call(
+        self, remote_name: str, arguments: dict[str, Any], progress: Progress | None
+    ) -> mcp_types.CallToolResult:
+        if not self.ready.is_set():
+            try:
+                await asyncio.wait_for(self.ready.wait(), self.spec.start_timeout)
+            except TimeoutError:
+                reason = self.last_error or "not started"
+                raise ToolError(f"MCP server {self.spec.name} is unavailable: {reason}") from None
+        client = self.client
+        if client is None:
+            raise ToolError(f"MCP server {self.spec.name} is unavailable")
+        timeout = self.spec.timeout
+        try:
+            async with asyncio.timeout(timeout + 5):
+                return await client.call_tool(
+                    remote_name,
+                    arguments,
+                    read_timeout_seconds=timeout,
+                    progress_callback=progress,
+                )
+        except TimeoutError:
+            self.restart()
+            raise ToolError(
+                f"{remote_name} timed out after {timeout:g}s; restarting server"
+            ) from None
+        except MCPError as exc:
+            if exc.code in _RESTARTING_CODES:
+                self.restart()
+                raise ServerGone(f"{remote_name} failed: {exc.message}; restarting server") from exc
+            raise ToolError(f"{remote_name} failed: {exc.message}") from exc
+        except (OSError, RuntimeError) as exc:
+            self.restart()
+            raise ServerGone(f"{remote_name} failed: {describe(exc)}; restarting server") from exc
+
+
+def _spec(server: ServerSpec, tool: mcp_types.Tool) -> ToolSpec:
+    schema = without_hidden(tool.input_schema, server.hidden_arguments)
+    notes = tool.annotations
+    return ToolSpec(
+        name=tool.name,
+        server=server.name,
+        remote_name=tool.name,
+        description=tool.description or "",
+        input_schema=schema,
+        read_only=notes.read_only_hint if notes else None,
+        destructive=notes.destructive_hint if notes else None,
+    )
+
+
+def _invalid_arguments(
+    spec: ToolSpec, arguments: dict[str, Any], validator: jsonschema.protocols.Validator
+) -> str | None:
+    try:
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+    except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType):
+        return None  # the server's schema is broken: let the server judge the arguments
+    if not errors:
+        return None
+    lines = [f"{'.'.join(map(str, e.path)) or '(arguments)'}: {e.message}" for e in errors[:5]]
+    return f"invalid arguments for {spec.name}: " + "; ".join(lines)
