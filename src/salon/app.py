@@ -19,7 +19,7 @@ from salon.agent.traces import TraceWriter
 from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets, resolve_secrets
 from salon.errors import ConfigError, ConfigProblem
 from salon.llm.base import Provider
-from salon.llm.factory import build_provider
+from salon.llm.factory import build_provider, warm_provider
 from salon.llm.local import local_problem
 from salon.model import ChannelRef, Event, Participant, Schedule, ToolCall
 from salon.platforms.base import Platform
@@ -140,7 +140,7 @@ class BotApp:
         self.secrets = secrets
         owner = uuid.uuid4().hex[:12]  # this process, in the store's claims and leases
         self.store = store_for(root, config, owner=owner, secrets=secrets)
-        self.provider = provider or build_provider(config, secrets)
+        self.provider = provider or build_provider(config, secrets, deferred=True)
         self._providers: dict[str, Provider] = {config.provider: self.provider}
         self.platforms: dict[str, Platform] = {}
         self.scheduler = Scheduler(
@@ -227,7 +227,7 @@ class BotApp:
     def provider_for(self, config: BotConfig) -> Provider:
         """The provider a guild or channel config names (built once, closed at the end)."""
         if config.provider not in self._providers:
-            provider = build_provider(config, self.secrets)
+            provider = build_provider(config, self.secrets, deferred=True)
             self._providers[config.provider] = provider
             self._stack.push_async_callback(provider.aclose)
         return self._providers[config.provider]
@@ -427,6 +427,8 @@ class BotApp:
                 await platform.start(agent.submit)
                 logger.info("bot %s is on %s", self.key, platform.name)
             await self._close_stale_approvals()
+            # Ready: the provider's SDK loads now, before the first answer needs it.
+            running.append(asyncio.create_task(self._warm(), name=f"warm-{self.key}"))
             await until.wait()
             await self._drain(grace)
             await self._flush_traces()
@@ -438,6 +440,12 @@ class BotApp:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
             await self._release_lease()
+
+    async def _warm(self) -> None:
+        try:
+            await warm_provider(self.provider)
+        except Exception:  # the first request builds it again and says what fails
+            logger.exception("bot %s: could not load its provider ahead of use", self.key)
 
     def reconfigure(self, configs: ConfigSet) -> None:
         """A reloaded config directory: the bot's new config applies from the next activation

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from salon import __version__, trace_cli
+from salon import __version__
 from salon.agent.dispatch import TOLD_IN_CHANNEL
 from salon.app import BotApp, data_dir, load_bot, local_model_problems, store_for
 from salon.config import BotConfig, ConfigSet, Redactor, Secrets, load_config_dir
@@ -365,6 +365,8 @@ def _tools(args: argparse.Namespace) -> int:
 def _trace(args: argparse.Namespace) -> int:
     """``salon trace``: the store of the config directory's bots (the first bot's, when
     bots keep separate stores: choose with ``data_dir`` or ``database_url``)."""
+    from salon import trace_cli  # a bot process never loads it
+
     configs = load_config_dir(args.dir)
     first = configs.bots[sorted(configs.bots)[0]]
     store = store_for(configs.root, first)

@@ -10,7 +10,7 @@ import httpx2
 
 from salon.config import ProviderConfig
 from salon.llm._errors import MALFORMED_STREAM_ERRORS, translate_sdk_error
-from salon.llm.base import LLMRequest, StreamEvent
+from salon.llm.base import LLMRequest, StreamEvent, close_stream
 
 __all__ = [
     "BACKSTOP",
@@ -104,10 +104,3 @@ async def stream_sdk(
         await close_stream(stream)  # also when the caller stops early or a deadline cancels
     for event in decoder.finish():
         yield event
-
-
-async def close_stream(stream: object) -> None:
-    """Close an SDK stream or async generator, releasing its connection."""
-    close = getattr(stream, "aclose", None) or getattr(stream, "close", None)
-    if close is not None:
-        await close()

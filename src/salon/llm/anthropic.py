@@ -17,7 +17,6 @@ from salon.llm.base import (
     ChatMessage,
     ImagePart,
     LLMRequest,
-    ProviderTraits,
     StopEvent,
     StreamEvent,
     TextDelta,
@@ -25,6 +24,7 @@ from salon.llm.base import (
     ToolCallEvent,
     ToolUsePart,
     UsageEvent,
+    anthropic_traits,
     parse_arguments,
 )
 from salon.model import ToolCall, Usage
@@ -50,9 +50,7 @@ class AnthropicProvider:
         """``aws`` (region, keys, profile) selects the Bedrock client: the same Messages API
         and streaming events, reached through AWS with SigV4 signing or a Bedrock API key."""
         self.name = name
-        hour = config.cache_ttl == "1h"
-        # 1-hour writes cost 2x input; the price table holds the 5-minute 1.25x.
-        self.traits = ProviderTraits(cache_markers=True, cache_write_factor=1.6 if hour else 1.0)
+        self.traits = anthropic_traits(config.cache_ttl)
         self._config = config
         self._marker = _marker(config.cache_ttl)
         self._kwargs = ByRequest(self._build_kwargs)  # stream and trace: built once

@@ -29,6 +29,8 @@ __all__ = [
     "ToolResultPart",
     "ToolUsePart",
     "UsageEvent",
+    "anthropic_traits",
+    "close_stream",
     "parse_arguments",
     "request_as_sent",
     "shown_images",
@@ -167,6 +169,19 @@ class Provider(Protocol):
     def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]: ...
 
     async def aclose(self) -> None: ...
+
+
+def anthropic_traits(cache_ttl: str | None) -> ProviderTraits:
+    """An Anthropic server's traits; 1-hour cache writes cost 2x input where the price
+    table holds the 5-minute 1.25x."""
+    return ProviderTraits(cache_markers=True, cache_write_factor=1.6 if cache_ttl == "1h" else 1.0)
+
+
+async def close_stream(stream: object) -> None:
+    """Close an SDK stream or async generator, releasing its connection."""
+    close = getattr(stream, "aclose", None) or getattr(stream, "close", None)
+    if close is not None:
+        await close()
 
 
 def request_as_sent(provider: Provider, request: LLMRequest) -> dict[str, Any]:

@@ -17,8 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from salon.errors import ProviderError
-from salon.llm._sdk import close_stream
-from salon.llm.base import LLMRequest, Provider, StreamEvent, wire_body
+from salon.llm.base import LLMRequest, Provider, StreamEvent, close_stream, wire_body
 
 __all__ = ["DeadlineProvider"]
 

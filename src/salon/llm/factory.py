@@ -2,17 +2,109 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib
+from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Any
 
-from salon.config import BotConfig, Secrets
-from salon.llm.base import Provider
+from salon.config import BotConfig, ProviderConfig, Secrets
+from salon.llm.base import (
+    LLMRequest,
+    Provider,
+    ProviderTraits,
+    StreamEvent,
+    anthropic_traits,
+    wire_body,
+)
 from salon.llm.deadline import DeadlineProvider
 from salon.llm.retry import RetryingProvider
 
-__all__ = ["build_provider"]
+__all__ = ["DeferredProvider", "build_provider", "warm_provider"]
+
+# The vendor providers' modules: each imports its SDK, a good fraction of a second.
+_MODULES = {
+    "anthropic": "salon.llm.anthropic",
+    "bedrock": "salon.llm.anthropic",
+    "google": "salon.llm.google",
+    "openai": "salon.llm.openai_compat",
+}
 
 
-def build_provider(bot: BotConfig, secrets: Secrets, *, http_client: Any = None) -> Provider:
+class DeferredProvider:
+    """A vendor provider built at its first use, or by ``warm()``: a bot reaches its
+    platforms' ready without importing the SDK, and warms it right after."""
+
+    def __init__(
+        self, name: str, traits: ProviderTraits, module: str, build: Callable[[], Provider]
+    ) -> None:
+        self.name = name
+        self.traits = traits
+        self._module = module
+        self._build = build
+        self._inner: Provider | None = None
+
+    @property
+    def inner(self) -> Provider:
+        if self._inner is None:
+            self._inner = self._build()
+        return self._inner
+
+    def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        return self.inner.stream(request)
+
+    def wire(self, request: LLMRequest) -> dict[str, Any]:
+        return wire_body(self.inner, request)
+
+    async def warm(self) -> None:
+        """Import the SDK in a thread (the event loop keeps serving), then build."""
+        await asyncio.to_thread(importlib.import_module, self._module)
+        _ = self.inner
+
+    async def aclose(self) -> None:
+        if self._inner is not None:
+            await self._inner.aclose()
+
+
+async def warm_provider(provider: Provider) -> None:
+    """Build a deferred provider inside ``provider``'s wrappers now, if there is one."""
+    found: Any = provider
+    while found is not None and not isinstance(found, DeferredProvider):
+        found = getattr(found, "inner", None)
+    if found is not None:
+        await found.warm()
+
+
+def _traits(config: ProviderConfig) -> ProviderTraits:
+    if config.type in {"anthropic", "bedrock"}:
+        return anthropic_traits(config.cache_ttl)
+    return ProviderTraits()
+
+
+def build_provider(
+    bot: BotConfig, secrets: Secrets, *, http_client: Any = None, deferred: bool = False
+) -> Provider:
+    """``bot``'s provider with its deadlines and retries; ``deferred``: the vendor SDK
+    loads at the first request or ``warm_provider``, not now."""
+    config = bot.provider_config()
+    inner: Provider
+    if deferred and config.type in _MODULES:
+        build = partial(_vendor_provider, bot, secrets, http_client)
+        inner = DeferredProvider(bot.provider, _traits(config), _MODULES[config.type], build)
+    else:
+        inner = _vendor_provider(bot, secrets, http_client)
+    timed = DeadlineProvider(
+        inner, first_token_timeout=config.first_token_timeout, timeout=config.timeout
+    )
+    return RetryingProvider(
+        timed,
+        retries=config.retries,
+        backoff_initial=config.backoff_initial,
+        backoff_max=config.backoff_max,
+    )
+
+
+def _vendor_provider(bot: BotConfig, secrets: Secrets, http_client: Any) -> Provider:
     config = bot.provider_config()
     api_key = secrets.get(config.api_key_env)
     base_url = secrets.get(config.base_url_env) or config.base_url
@@ -52,12 +144,4 @@ def build_provider(bot: BotConfig, secrets: Secrets, *, http_client: Any = None)
         inner = OpenAIProvider(
             bot.provider, config, api_key=api_key, base_url=base_url, http_client=http_client
         )
-    timed = DeadlineProvider(
-        inner, first_token_timeout=config.first_token_timeout, timeout=config.timeout
-    )
-    return RetryingProvider(
-        timed,
-        retries=config.retries,
-        backoff_initial=config.backoff_initial,
-        backoff_max=config.backoff_max,
-    )
+    return inner

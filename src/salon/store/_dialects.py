@@ -3,12 +3,12 @@ replace a row with the same key, the database's clock, and the chat-log search."
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
@@ -36,10 +36,16 @@ def store_url(url: str, password: str | None = None) -> URL:
     return parsed
 
 
+def _dialect(dialect: str) -> Any:
+    """SQLAlchemy's module of ``dialect``: only the one in use is imported."""
+    name = "postgresql" if dialect == "postgresql" else "sqlite"
+    return importlib.import_module(f"sqlalchemy.dialects.{name}")
+
+
 def insert_ignoring(dialect: str, table: sa.Table) -> Any:
     """INSERT that does nothing when a row with the same key exists (rowcount 0): no
     error, so no aborted transaction and no line in PostgreSQL's log."""
-    module: Any = postgresql if dialect == "postgresql" else sqlite
+    module = _dialect(dialect)
     return module.insert(table).on_conflict_do_nothing()
 
 
@@ -53,7 +59,7 @@ def upsert(
 ) -> Any:
     """INSERT, or UPDATE the row with the same ``keys`` (its ``update`` columns; default:
     all the others): one statement, safe between processes that write the row at once."""
-    module: Any = postgresql if dialect == "postgresql" else sqlite
+    module = _dialect(dialect)
     statement = module.insert(table).values(dict(values))
     columns = update if update is not None else [k for k in values if k not in keys]
     changed = {k: statement.excluded[k] for k in columns}
