@@ -10,8 +10,6 @@ import signal
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.fakes.discord_server import DiscordServer
 from tests.fakes.llm_server import LLMServer
 
@@ -92,7 +90,6 @@ async def test_an_openai_bot_is_ready_without_other_sdks_or_the_trace_cli(tmp_pa
     assert _loaded(modules, NEVER_BEFORE_READY) == []
 
 
-@pytest.mark.xfail(reason="the MCP SDK imports Starlette and uvicorn (branch native2)")
 async def test_an_openai_bot_is_ready_without_the_web_server(tmp_path: Path) -> None:
     modules = await _modules_at_ready(tmp_path)
     assert _loaded(modules, WEB_SERVER) == []
