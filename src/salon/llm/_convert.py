@@ -1,4 +1,4 @@
-"""Vendor forms of chat messages, remembered by message object.
+"""Vendor forms of chat messages (and request bodies), remembered by object.
 
 A channel's render reuses the turns that did not change since its last activation (the
 same ``ChatMessage`` objects), so each turn is converted to a vendor's JSON once, not once
@@ -9,56 +9,34 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
-if TYPE_CHECKING:  # salon.llm.base uses this module too
-    from salon.llm.base import ChatMessage, LLMRequest
+__all__ = ["REQUESTS", "Converted"]
 
-__all__ = ["ByRequest", "Converted"]
-
+K = TypeVar("K")
 T = TypeVar("T")
 _REMEMBERED = 50_000  # turns whose vendor form is kept, over all channels
+REQUESTS = 64  # requests whose body is kept: those in flight, and their traces after
 
 
-class Converted(Generic[T]):
-    def __init__(self, convert: Callable[[ChatMessage], T], limit: int = _REMEMBERED) -> None:
+class Converted(Generic[K, T]):
+    """``convert(key)`` remembered by key object, for the last ``limit`` keys: turns (their
+    vendor form) or requests (the body a provider sent, which the trace stores)."""
+
+    def __init__(self, convert: Callable[[K], T], limit: int = _REMEMBERED) -> None:
         self._convert = convert
         self._limit = limit
-        # id -> (the message, its form): holding the message keeps its id from being reused
-        self._done: OrderedDict[int, tuple[ChatMessage, T]] = OrderedDict()
+        # id -> (the key, its form): holding the key keeps its id from being reused
+        self._done: OrderedDict[int, tuple[K, T]] = OrderedDict()
 
-    def __call__(self, message: ChatMessage) -> T:
-        key = id(message)
-        found = self._done.get(key)
-        if found is not None and found[0] is message:
-            self._done.move_to_end(key)
+    def __call__(self, key: K) -> T:
+        at = id(key)
+        found = self._done.get(at)
+        if found is not None and found[0] is key:
+            self._done.move_to_end(at)
             return found[1]
-        form = self._convert(message)
-        self._done[key] = (message, form)
+        form = self._convert(key)
+        self._done[at] = (key, form)
         if len(self._done) > self._limit:
             self._done.popitem(last=False)
         return form
-
-
-_REQUESTS = 64  # requests whose body is kept: those in flight, and their traces after
-
-
-class ByRequest(Generic[T]):
-    """What was built for each of the last few requests, by request object: the body a
-    provider sent is what the request's trace stores, without building it twice."""
-
-    def __init__(self, build: Callable[[LLMRequest], T], limit: int = _REQUESTS) -> None:
-        self._build = build
-        self._limit = limit
-        self._done: OrderedDict[int, tuple[LLMRequest, T]] = OrderedDict()
-
-    def __call__(self, request: LLMRequest) -> T:
-        key = id(request)
-        found = self._done.get(key)
-        if found is not None and found[0] is request:
-            return found[1]
-        built = self._build(request)
-        self._done[key] = (request, built)
-        if len(self._done) > self._limit:
-            self._done.popitem(last=False)
-        return built

@@ -11,7 +11,7 @@ from typing import Any
 import anthropic
 
 from salon.config import ProviderConfig
-from salon.llm._convert import ByRequest, Converted
+from salon.llm._convert import REQUESTS, Converted
 from salon.llm._sdk import add_extras, sdk_timeout, sent_body, stream_sdk
 from salon.llm.base import (
     ChatMessage,
@@ -53,7 +53,7 @@ class AnthropicProvider:
         self.traits = anthropic_traits(config.cache_ttl)
         self._config = config
         self._marker = _marker(config.cache_ttl)
-        self._kwargs = ByRequest(self._build_kwargs)  # stream and trace: built once
+        self._kwargs = Converted(self._build_kwargs, REQUESTS)  # stream and trace: built once
         self._converted = Converted(partial(_message, marker=self._marker))
         self._told_temperature = False
         common: dict[str, Any] = {

@@ -21,7 +21,7 @@ from openai.types import Completion
 from openai.types.chat import ChatCompletionChunk
 
 from salon.config import ProviderConfig
-from salon.llm._convert import ByRequest, Converted
+from salon.llm._convert import REQUESTS, Converted
 from salon.llm._sdk import add_extras, sdk_timeout, sent_body, stream_sdk
 from salon.llm.base import (
     ChatMessage,
@@ -64,7 +64,7 @@ class OpenAIProvider:
         self.name = name
         self.traits = ProviderTraits()
         self._config = config
-        self._kwargs = ByRequest(self._build_kwargs)  # stream and trace: built once
+        self._kwargs = Converted(self._build_kwargs, REQUESTS)  # stream and trace: built once
         self._converted = Converted(_messages)
         # Local servers (Ollama, vLLM) need no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(
