@@ -3,12 +3,14 @@ discord.py pointed at the loopback fake (``BENCH_DISCORD_API``, ``BENCH_DISCORD_
 
 ``BENCH_OPENAI_CREATE=1`` sends requests through the SDK's ``chat.completions.create``
 instead of Salon's own body, the request path before it was changed: the baseline that
-``discord_activation_cpu_ms`` is compared with in the same run. ``BENCH_PROFILE=FILE``
-writes a cProfile of the whole process to FILE when it stops.
+``discord_activation_cpu_ms`` is compared with in the same run. It starts as the ``salon``
+command does (``salon.launch``). ``BENCH_PROFILE=FILE`` writes a cProfile of the whole
+process to FILE when it stops.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from typing import Any
@@ -34,10 +36,11 @@ def _use_the_sdk_create() -> None:
 
 
 def main() -> int:
+    gc.disable()  # as salon.launch does first: discord.py loads here, before it
     _point_discord_at_the_fake()
     if os.environ.get("BENCH_OPENAI_CREATE") == "1":
         _use_the_sdk_create()
-    from salon.cli import main as salon
+    from salon.launch import main as salon
 
     argv = ["run", sys.argv[1], "--bot", sys.argv[2]]
     profile = os.environ.get("BENCH_PROFILE")

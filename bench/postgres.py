@@ -26,12 +26,12 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
-from sqlalchemy.engine import make_url
 from tests.databases import throwaway_database
 
 from bench import activation, chatlog
 from bench.figures import Figure, percentile
 from salon.model import ChannelRef, Participant, Schedule
+from salon.store._dialects import parse_url
 from salon.store.sqlite import SQLStore
 
 URL_ENV = "SALON_TEST_DATABASE_URL"
@@ -69,7 +69,7 @@ async def activation_ratio() -> list[Figure]:
 
 async def _populate(database: Database, rng: random.Random, words: list[str]) -> None:
     """Bulk-load the million lines with COPY (setup, not measured), then ANALYZE."""
-    parts = make_url(database[0])
+    parts = parse_url(database[0])
     conn = await asyncpg.connect(
         host=parts.host,
         port=parts.port,

@@ -17,8 +17,8 @@ from typing import Any
 
 import asyncpg
 import pytest
-from sqlalchemy.engine import make_url
 
+from salon.store._dialects import parse_url
 from salon.store.sqlite import SQLStore, sqlite_url
 
 URL_ENV = "SALON_TEST_DATABASE_URL"
@@ -58,7 +58,7 @@ def postgres_server() -> tuple[str, str | None]:
 
 
 async def _admin(url: str, password: str | None) -> Any:
-    parts = make_url(url)
+    parts = parse_url(url)
     return await asyncpg.connect(
         host=parts.host,
         port=parts.port,
@@ -80,7 +80,7 @@ async def throwaway_database(url: str, password: str | None, prefix: str) -> Asy
     finally:
         await admin.close()
     try:
-        yield make_url(url).set(database=name).render_as_string()
+        yield parse_url(url).with_database(name).render()
     finally:
         admin = await _admin(url, password)
         try:

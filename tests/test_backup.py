@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy.engine import make_url
 
 from salon.model import ChannelRef, Message, Participant
+from salon.store._dialects import parse_url
 from salon.store.sqlite import SQLStore
 from tests.databases import Database, sqlite_database
 
@@ -79,7 +79,7 @@ async def test_sqlite_backup_and_restore_as_documented(tmp_path: Path) -> None:
 async def test_postgres_backup_and_restore_as_documented(
     pg_database: Database, tmp_path: Path
 ) -> None:
-    url = make_url(pg_database.url)
+    url = parse_url(pg_database.url)
     libpq = {
         "PGHOST": url.host or "",
         "PGPORT": str(url.port),

@@ -1,3 +1,3 @@
-from salon.cli import main
+from salon.launch import main
 
 raise SystemExit(main())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import shlex
@@ -137,6 +138,8 @@ def _trace_parser(sub: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command != "run" or args.bot is None:
+        _started()  # a bot process says so itself, once its store is open
     try:
         if args.command == "init":
             return _init(args.dir, args.bot, args.model, args.provider)
@@ -157,6 +160,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _started() -> None:
+    """Start-up is over: the garbage collector that ``salon.launch`` paused runs again,
+    without walking what was loaded until now. Nothing happens where it was not paused
+    (``main`` called from Python)."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def _init(root: Path, bot: str, model: str | None, provider: str | None) -> int:
@@ -418,6 +430,7 @@ async def _run_one(app: BotApp) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with app:
+        _started()
         logger.info("bot %s running (pid %d)", app.key, os.getpid())
         platforms = app.unattended_platforms()
         if not platforms:

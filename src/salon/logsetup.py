@@ -106,6 +106,6 @@ def configure_logging(
         daily.setFormatter(RedactingFormatter(redactor))
         root.addHandler(daily)
     root.setLevel(level)
-    for noisy in ("httpx2", "httpx", "httpcore", "openai", "anthropic", "aiosqlite"):
+    for noisy in ("httpx2", "httpx", "httpcore", "openai", "anthropic"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
     return console

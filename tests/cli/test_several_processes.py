@@ -12,12 +12,11 @@ import sys
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-
-import sqlalchemy as sa
+from typing import Any
 
 from salon.config.example import write_example
 from salon.model import ChannelRef, Participant, Schedule
-from salon.store._tables import processes, schedule_fires
+from salon.store.sqlite import SQLStore
 from tests.databases import Database
 from tests.fakes.llm_server import LLMServer, Recorded, Scripted
 
@@ -155,9 +154,7 @@ async def test_two_processes_answer_each_occurrence_once_and_a_kill_loses_none(
         await asyncio.wait_for(victim.reading, 10)  # what it printed before is in the pipe
         await wait_until(lambda: len(everyone) >= COUNT, [survivor], 120)
         await survivor.stop()
-    open_left = await rows(
-        store, sa.select(schedule_fires).where(schedule_fires.c.status == "claimed")
-    )
+    open_left = await rows(store, "SELECT * FROM schedule_fires WHERE status = 'claimed'")
     await store.close()
     schedule_ids = {n + 1 for n in range(COUNT)}
     assert schedule_ids - set(everyone) == set()  # none lost
@@ -171,14 +168,14 @@ async def test_two_processes_answer_each_occurrence_once_and_a_kill_loses_none(
     )
 
 
-async def rows(store: object, query: sa.Select[object]) -> list[object]:
-    async with store.engine.connect() as conn:  # type: ignore[attr-defined]
-        return list((await conn.execute(query)).all())
+async def rows(store: SQLStore, query: str, params: dict[str, Any] | None = None) -> list[Any]:
+    async with store.db.connect() as conn:
+        return list(await conn.fetch(query, params))
 
 
-async def open_claims_of(store: object, pid: int) -> set[int]:
-    owner = sa.select(processes.c.owner).where(processes.c.pid == pid).scalar_subquery()
-    query = sa.select(schedule_fires.c.schedule_id).where(
-        schedule_fires.c.status == "claimed", schedule_fires.c.owner == owner
+async def open_claims_of(store: SQLStore, pid: int) -> set[int]:
+    query = (
+        "SELECT schedule_id FROM schedule_fires WHERE status = 'claimed'"
+        " AND owner = (SELECT owner FROM processes WHERE pid = :pid)"
     )
-    return {int(r[0]) for r in await rows(store, query)}  # type: ignore[index]
+    return {int(r[0]) for r in await rows(store, query, {"pid": pid})}

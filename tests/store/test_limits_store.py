@@ -64,12 +64,12 @@ async def test_rows_that_could_not_be_written_are_written_with_the_next(
     try:
         admission = Admission(now=NOON, day=DAY, rate_key="rate:alice", rate_limit=5)
         await store.record("bot", admission, [Settlement("user:alice:tokens", 0, 40)])
-        async with store.engine.begin() as conn:  # the table away: the write fails
-            await conn.exec_driver_sql("ALTER TABLE limit_events RENAME TO limit_events_away")
+        async with store.db.begin() as conn:  # the table away: the write fails
+            await conn.execute("ALTER TABLE limit_events RENAME TO limit_events_away")
         with pytest.raises(StoreError):
             await store.flush_limits()
-        async with store.engine.begin() as conn:
-            await conn.exec_driver_sql("ALTER TABLE limit_events_away RENAME TO limit_events")
+        async with store.db.begin() as conn:
+            await conn.execute("ALTER TABLE limit_events_away RENAME TO limit_events")
         await store.record("bot", admission, [Settlement("user:alice:tokens", 0, 2)])
         assert await store.spent("bot", "user:alice:tokens", DAY) == 42
         assert await store.rate_events("bot", "rate:alice", NOON - 1, 5) == [NOON, NOON]

@@ -6,11 +6,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from salon.errors import StoreError
 from salon.model import ChannelRef, Message, Participant, Usage
-from salon.store.sqlite import MIGRATIONS, SQLStore, schema_migrations, sqlite_url
+from salon.store.sqlite import MIGRATIONS, SQLStore, sqlite_url
 from tests.databases import Database
 
 ROOM = ChannelRef("terminal", "local")
@@ -24,8 +23,8 @@ def line(i: int, text: str) -> Message:
 async def test_migrations_run_once(database: Database) -> None:
     for _ in range(2):
         store = await database.open_store()
-        async with store.engine.connect() as conn:
-            versions = (await conn.execute(sa.select(schema_migrations.c.version))).scalars().all()
+        async with store.db.connect() as conn:
+            versions = [r[0] for r in await conn.fetch("SELECT version FROM schema_migrations")]
         await store.close()
         assert sorted(versions) == [v for v, _ in MIGRATIONS]
 
@@ -33,16 +32,16 @@ async def test_migrations_run_once(database: Database) -> None:
 async def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
     store = SQLStore(sqlite_url(tmp_path / "s.db"))
     await store.open()
-    async with store.engine.connect() as conn:
-        mode = (await conn.execute(sa.text("PRAGMA journal_mode"))).scalar()
+    async with store.db.connect() as conn:
+        mode = await conn.fetchval("PRAGMA journal_mode")
     await store.close()
     assert mode == "wal"
 
 
 async def test_a_newer_schema_is_refused(database: Database) -> None:
     store = await database.open_store()
-    async with store.engine.begin() as conn:
-        await conn.execute(sa.insert(schema_migrations).values(version=999, applied_at=0.0))
+    async with store.db.begin() as conn:
+        await conn.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (999, 0)")
     await store.close()
     with pytest.raises(StoreError, match="newer than this Salon"):
         await database.open_store()

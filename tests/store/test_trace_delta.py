@@ -11,9 +11,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
-from salon.store._tables import migrate, schema_migrations, traces
+from salon.store._tables import migrate
 from salon.store.sqlite import SQLStore
 from salon.trace import CallTrace, Trace
 from tests.databases import Database
@@ -67,9 +66,9 @@ def conversation(rounds: int, *, start: float) -> tuple[list[Trace], list[list[T
 
 
 async def rows(store: SQLStore) -> list[Any]:
-    query = sa.select(traces.c.id, traces.c.base_id, traces.c.size, traces.c.body)
-    async with store.engine.connect() as conn:
-        return list((await conn.execute(query.order_by(traces.c.id))).all())
+    query = "SELECT id, base_id, size, body FROM traces ORDER BY id"
+    async with store.db.connect() as conn:
+        return list(await conn.fetch(query))
 
 
 async def test_each_trace_reads_back_the_request_as_sent(store: SQLStore) -> None:
@@ -84,16 +83,18 @@ async def test_each_trace_reads_back_the_request_as_sent(store: SQLStore) -> Non
         assert list(request) == ["model", "system", "messages", "max_tokens"]
         assert request["messages"] == messages
     stored = await rows(store)
-    referring = [r for r in stored if r.base_id is not None]
+    referring = [r for r in stored if r["base_id"] is not None]
     assert len(referring) >= 10  # all but the first of each group
-    assert max(r.size for r in referring) < min(r.size for r in stored if r.base_id is None)
+    assert max(r["size"] for r in referring) < min(
+        r["size"] for r in stored if r["base_id"] is None
+    )
 
 
 async def test_no_secret_in_a_stored_body_whole_or_referring(store: SQLStore) -> None:
     written, _ = conversation(8, start=time.time())
     for trace in written:
         await store.write_traces([trace])
-    bodies = [zlib.decompress(r.body).decode() for r in await rows(store)]
+    bodies = [zlib.decompress(r["body"]).decode() for r in await rows(store)]
     assert not [b for b in bodies if SECRET in b]
     assert any("***" in b for b in bodies)
 
@@ -107,7 +108,7 @@ async def test_retention_deletes_a_group_only_whole(store: SQLStore) -> None:
         trace.started_at -= 10 * 86400
     ids = [i for t in written for i in await store.write_traces([t])]
     stored = await rows(store)
-    assert [r.base_id for r in stored] == [None, ids[0], ids[0], None, ids[3], ids[3]]
+    assert [r["base_id"] for r in stored] == [None, ids[0], ids[0], None, ids[3], ids[3]]
     assert await store.prune_traces(max_age=7 * 86400, max_bytes=10**9, now=now) == 0
     found = await store.get_trace(ids[2])
     assert found is not None
@@ -126,8 +127,8 @@ async def test_a_trace_whose_keyframe_was_removed_by_hand_shows_its_tail(
 ) -> None:
     written, sent = conversation(6, start=time.time())
     ids = [i for t in written for i in await store.write_traces([t])]
-    async with store.engine.begin() as conn:
-        await conn.execute(sa.delete(traces).where(traces.c.id == ids[0]))
+    async with store.db.begin() as conn:
+        await conn.execute("DELETE FROM traces WHERE id = :id", {"id": ids[0]})
     found = await store.get_trace(ids[2])
     assert found is not None
     body = found[1]
@@ -140,7 +141,7 @@ async def test_a_trace_after_pruning_starts_a_new_group(store: SQLStore) -> None
     await store.write_traces(written[:2])
     await store.prune_traces(max_age=1, max_bytes=10**9, now=time.time() + 10)
     (trace_id,) = await store.write_traces(written[2:3])
-    assert (await rows(store))[-1].base_id is None
+    assert (await rows(store))[-1]["base_id"] is None
     found = await store.get_trace(trace_id)
     assert found is not None
     assert found[1]["calls"][0]["request"]["messages"] == sent[2]
@@ -149,15 +150,15 @@ async def test_a_trace_after_pruning_starts_a_new_group(store: SQLStore) -> None
 async def test_migration_13_gives_an_older_traces_table_its_base_column(
     store: SQLStore,
 ) -> None:
-    async with store.engine.begin() as conn:  # the table as version 12 left it
-        await conn.execute(sa.text("DROP INDEX ix_traces_base"))
-        await conn.execute(sa.text("ALTER TABLE traces DROP COLUMN base_id"))
-        await conn.execute(sa.delete(schema_migrations).where(schema_migrations.c.version == 13))
-    async with store.engine.begin() as conn:
-        await conn.run_sync(migrate)
+    async with store.db.begin() as conn:  # the table as version 12 left it
+        await conn.execute("DROP INDEX ix_traces_base")
+        await conn.execute("ALTER TABLE traces DROP COLUMN base_id")
+        await conn.execute("DELETE FROM schema_migrations WHERE version = 13")
+    async with store.db.begin() as conn:
+        await migrate(conn)
     written, sent = conversation(6, start=time.time())
     ids = await store.write_traces(written[:2])
     found = await store.get_trace(ids[1])
     assert found is not None
     assert found[1]["calls"][0]["request"]["messages"] == sent[1]
-    assert (await rows(store))[1].base_id == ids[0]
+    assert (await rows(store))[1]["base_id"] == ids[0]

@@ -8,9 +8,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
-import sqlalchemy as sa
 
-from salon.store._tables import traces
 from salon.store.sqlite import SQLStore
 from salon.trace import BotHealth, CallTrace, Divergence, ToolTrace, Trace
 from tests.databases import Database
@@ -78,8 +76,8 @@ async def test_a_secret_never_reaches_a_stored_trace(store: SQLStore) -> None:
     failing = make_trace(1)
     failing.outcome, failing.error = "error", f"bad key {SECRET}"
     await store.write_traces([failing])
-    async with store.engine.connect() as conn:
-        (row,) = (await conn.execute(sa.select(traces))).all()
+    async with store.db.connect() as conn:
+        (row,) = await conn.fetch("SELECT * FROM traces")
     stored = [zlib.decompress(v).decode() if isinstance(v, bytes) else str(v) for v in row]
     assert not [v for v in stored if SECRET in v]
     (summary,) = await store.list_traces()

@@ -14,10 +14,7 @@ import asyncio
 import logging
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine
-
+from salon.store._db import Database, DatabaseError
 from salon.tasks import TaskState, supervise
 
 __all__ = ["BatchWriter"]
@@ -29,9 +26,9 @@ _MAX_QUEUED = 100_000  # past this, `add` waits for the writer (back-pressure, n
 
 
 class BatchWriter:
-    def __init__(self, engine: AsyncEngine, table: sa.Table) -> None:
-        self._engine = engine
-        self._table = table
+    def __init__(self, db: Database, insert: str) -> None:
+        self._db = db
+        self._insert = insert
         self._rows: list[dict[str, Any]] = []
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
@@ -75,9 +72,9 @@ class BatchWriter:
         while self._rows:
             batch = self._rows[:_MAX_BATCH]
             try:
-                async with self._engine.begin() as conn:
-                    await conn.execute(sa.insert(self._table), batch)
-            except SQLAlchemyError:
+                async with self._db.begin() as conn:
+                    await conn.executemany(self._insert, batch)
+            except DatabaseError:
                 logger.exception("could not write %d chat-log lines", len(batch))
             del self._rows[: len(batch)]  # only now: a crash in between keeps them queued
         self._idle.set()

@@ -3,75 +3,170 @@ replace a row with the same key, the database's clock, and the chat-log search."
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
-
-import sqlalchemy as sa
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from salon.errors import StoreError
+from salon.store._db import Database, open_postgres, open_sqlite
 
-__all__ = ["chat_search", "db_now", "insert_ignoring", "store_url", "upsert"]
+__all__ = [
+    "DatabaseURL",
+    "chat_search",
+    "connect",
+    "db_now",
+    "insert_ignoring",
+    "insert_sql",
+    "parse_url",
+    "upsert",
+]
 
-_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
-_ALIASES = {"postgres": "postgresql"}
+# The drivers SQLAlchemy's URLs named are accepted too: configs written for earlier
+# versions keep working.
+_BACKENDS = {
+    "sqlite": "sqlite",
+    "sqlite+aiosqlite": "sqlite",
+    "sqlite+pysqlite": "sqlite",
+    "postgresql": "postgresql",
+    "postgres": "postgresql",
+    "postgresql+asyncpg": "postgresql",
+}
 
 
-def store_url(url: str, password: str | None = None) -> URL:
-    """The URL to connect with: the async driver of each database (``postgresql://`` means
-    asyncpg, ``sqlite://`` aiosqlite) and the password, which never comes from YAML."""
+@dataclass(frozen=True)
+class DatabaseURL:
+    """A parsed ``database_url``: ``sqlite:///path`` (``sqlite://`` alone: in memory) or
+    ``postgresql://user@host:port/database``."""
+
+    backend: str  # "sqlite" or "postgresql"
+    path: str = ""  # SQLite: the file, or ":memory:"
+    host: str | None = None
+    port: int | None = None
+    username: str | None = None
+    password: str | None = None
+    database: str | None = None
+    query: Mapping[str, str] = field(default_factory=dict)
+
+    def with_database(self, name: str) -> DatabaseURL:
+        return replace(self, database=name)
+
+    def render(self, *, hide_password: bool = True) -> str:
+        if self.backend == "sqlite":
+            return f"sqlite:///{self.path}" if self.path != ":memory:" else "sqlite://"
+        user = quote(self.username or "", safe="")
+        if self.password is not None:
+            user += ":" + ("***" if hide_password else quote(self.password, safe=""))
+        where = self.host or ""
+        if self.port is not None:
+            where += f":{self.port}"
+        text = f"postgresql://{user + '@' if user else ''}{where}/{self.database or ''}"
+        if self.query:
+            text += "?" + "&".join(f"{k}={quote(v, safe='/')}" for k, v in self.query.items())
+        return text
+
+
+def parse_url(url: str, password: str | None = None) -> DatabaseURL:
+    """``password`` completes the URL (it never comes from YAML)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise StoreError("database_url is not a database URL")
+    backend = _BACKENDS.get(scheme.lower())
+    if backend is None:
+        name = scheme.split("+", 1)[0]
+        raise StoreError(f"database_url: {name} is not supported (use sqlite or postgresql)")
+    if backend == "sqlite":
+        path = rest[1:] if rest.startswith("/") else rest
+        return DatabaseURL("sqlite", path=unquote(path) or ":memory:")
     try:
-        parsed = make_url(url)
-    except ArgumentError:
+        parts = urlsplit(f"postgresql://{rest}")
+        port = parts.port
+    except ValueError:
         raise StoreError("database_url is not a database URL") from None
-    backend = _ALIASES.get(parsed.get_backend_name(), parsed.get_backend_name())
-    if backend not in _DRIVERS:
-        raise StoreError(f"database_url: {backend} is not supported (use sqlite or postgresql)")
-    parsed = parsed.set(drivername=_DRIVERS[backend])
-    if password is not None:
-        parsed = parsed.set(password=password)
-    return parsed
+    return DatabaseURL(
+        "postgresql",
+        host=parts.hostname,
+        port=port,
+        username=unquote(parts.username) if parts.username else None,
+        password=password if password is not None else _unquoted(parts.password),
+        database=unquote(parts.path.lstrip("/")) or None,
+        query=dict(parse_qsl(parts.query)),
+    )
 
 
-def _dialect(dialect: str) -> Any:
-    """SQLAlchemy's module of ``dialect``: only the one in use is imported."""
-    name = "postgresql" if dialect == "postgresql" else "sqlite"
-    return importlib.import_module(f"sqlalchemy.dialects.{name}")
+def _unquoted(text: str | None) -> str | None:
+    return unquote(text) if text is not None else None
 
 
-def insert_ignoring(dialect: str, table: sa.Table) -> Any:
-    """INSERT that does nothing when a row with the same key exists (rowcount 0): no
-    error, so no aborted transaction and no line in PostgreSQL's log."""
-    module = _dialect(dialect)
-    return module.insert(table).on_conflict_do_nothing()
+async def connect(url: DatabaseURL) -> Database:
+    if url.backend == "sqlite":
+        return await open_sqlite(url.path)
+    return await open_postgres(
+        host=url.host,
+        port=url.port,
+        user=url.username,
+        database=url.database,
+        password=url.password,
+        options=url.query,
+    )
+
+
+def _quoted(column: str) -> str:
+    return f'"{column}"'
+
+
+@lru_cache(maxsize=256)
+def insert_sql(table: str, columns: tuple[str, ...], suffix: str = "") -> str:
+    names = ", ".join(_quoted(c) for c in columns)
+    values = ", ".join(f":{c}" for c in columns)
+    return f"INSERT INTO {table} ({names}) VALUES ({values}){suffix}"
+
+
+def insert_ignoring(table: str, columns: Sequence[str]) -> str:
+    """INSERT that does nothing when a row with the same key exists (0 rows changed): no
+    error, so no aborted transaction and no line in PostgreSQL's log. The same words on
+    both databases."""
+    return insert_sql(table, tuple(columns), " ON CONFLICT DO NOTHING")
 
 
 def upsert(
-    dialect: str,
-    table: sa.Table,
-    values: Mapping[str, Any],
-    keys: list[str],
+    table: str,
+    columns: Sequence[str],
+    keys: Sequence[str],
     *,
-    update: list[str] | None = None,
-) -> Any:
+    update: Sequence[str] | None = None,
+    values: Mapping[str, str] | None = None,
+) -> str:
     """INSERT, or UPDATE the row with the same ``keys`` (its ``update`` columns; default:
-    all the others): one statement, safe between processes that write the row at once."""
-    module = _dialect(dialect)
-    statement = module.insert(table).values(dict(values))
-    columns = update if update is not None else [k for k in values if k not in keys]
-    changed = {k: statement.excluded[k] for k in columns}
-    return statement.on_conflict_do_update(index_elements=keys, set_=changed)
+    all the others): one statement, safe between processes that write the row at once.
+    ``values``: SQL for a column instead of its parameter."""
+    names = ", ".join(_quoted(c) for c in columns)
+    given = values or {}
+    placed = ", ".join(given.get(c, f":{c}") for c in columns)
+    changed = update if update is not None else [c for c in columns if c not in keys]
+    sets = ", ".join(f"{_quoted(c)} = excluded.{_quoted(c)}" for c in changed)
+    conflict = ", ".join(_quoted(k) for k in keys)
+    return (
+        f"INSERT INTO {table} ({names}) VALUES ({placed}) "
+        f"ON CONFLICT ({conflict}) DO UPDATE SET {sets}"
+    )
 
 
-def db_now(dialect: str) -> sa.ColumnElement[Any]:
+def db_now(dialect: str) -> str:
     """The database's clock in epoch seconds: processes on several machines compare
     leases on one clock, whatever their own say."""
     if dialect == "postgresql":
-        return sa.cast(sa.func.extract("epoch", sa.func.clock_timestamp()), sa.Float)
-    return (sa.func.julianday("now") - 2440587.5) * 86400.0
+        return "CAST(extract(epoch FROM clock_timestamp()) AS FLOAT)"
+    return "((julianday('now') - 2440587.5) * 86400.0)"
+
+
+def utc_day(dialect: str, column: str) -> str:
+    """The UTC day of an epoch-seconds ``column`` as YYYY-MM-DD."""
+    if dialect == "sqlite":
+        return f"strftime('%Y-%m-%d', {column}, 'unixepoch')"
+    return f"to_char(timezone('UTC', to_timestamp({column})), 'YYYY-MM-DD')"
 
 
 def chat_search(
@@ -83,15 +178,16 @@ def chat_search(
     user: str | None,
     since: datetime | None,
     limit: int,
-) -> sa.TextClause:
-    """Lines matching every term (each a phrase, case-insensitive), newest first.
+) -> tuple[str, dict[str, Any]]:
+    """Lines matching every term (each a phrase, case-insensitive), newest first: the SQL
+    and its parameters.
 
     SQLite walks FTS5's matches newest first (CROSS JOIN keeps that order) and stops at
     ``limit``. PostgreSQL matches the stored tsvector: its planner weighs each word by the
     lexeme statistics of that column, taking the GIN index for rare words and walking the
     channel's newest lines for common ones."""
     filters = ["c.bot = :bot", "c.channel = :channel", "c.kind IN ('message', 'action')"]
-    params: dict[str, object] = {"bot": bot, "channel": channel, "limit": limit}
+    params: dict[str, Any] = {"bot": bot, "channel": channel, "limit": limit}
     if user:
         filters.append("lower(c.author_name) = :user")
         params["user"] = user.lower()
@@ -107,7 +203,7 @@ def chat_search(
             f"WHERE chat_log_fts MATCH :match AND {where} "
             "ORDER BY chat_log_fts.rowid DESC LIMIT :limit"
         )
-        return sa.text(sql).bindparams(**params)
+        return sql, params
     phrases = []
     for n, term in enumerate(terms):
         params[f"t{n}"] = term
@@ -117,4 +213,4 @@ def chat_search(
         f"WHERE c.search @@ ({' && '.join(phrases)}) AND {where} "
         "ORDER BY c.id DESC LIMIT :limit"
     )
-    return sa.text(sql).bindparams(**params)
+    return sql, params

@@ -15,12 +15,9 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from salon.errors import StoreError
-from salon.store._tables import limit_events, limit_marks
+from salon.store._db import Database, DatabaseError
+from salon.store._dialects import insert_sql
 from salon.store.limits import Admission, Settlement
 
 __all__ = ["LimitMethods"]
@@ -31,15 +28,16 @@ _KEEP_SECONDS = 8 * 86400  # longer than the longest rate window (7 days) and a 
 _PRUNE_EVERY = 1000  # records between deletions of old rows
 _LINGER = 0.05  # seconds queued rows wait for others to join them
 _DAY = 86400.0
+_INSERT = insert_sql("limit_events", ("bot", "key", "at", "amount"))
 
 
 class LimitMethods:
-    """Mixed into ``SQLStore``; needs ``engine``."""
+    """Mixed into ``SQLStore``; needs ``db``."""
 
     if TYPE_CHECKING:  # SQLStore's
 
         @property
-        def engine(self) -> AsyncEngine: ...
+        def db(self) -> Database: ...
 
     _limits_lock: asyncio.Lock | None = None
     _limit_records = 0
@@ -73,13 +71,13 @@ class LimitMethods:
             if not rows and not prune:
                 return
             try:
-                async with self.engine.begin() as conn:
-                    if rows:
-                        await conn.execute(sa.insert(limit_events), rows)
-                    if prune:
-                        old = limit_events.c.at < time.time() - _KEEP_SECONDS
-                        await conn.execute(sa.delete(limit_events).where(old))
-            except SQLAlchemyError as exc:
+                statements: list[tuple[str, Any]] = [(_INSERT, rows)]
+                if prune:
+                    old = {"before": time.time() - _KEEP_SECONDS}
+                    statements.append(("DELETE FROM limit_events WHERE at < :before", old))
+                async with self.db.begin() as conn:
+                    await conn.many(statements)
+            except DatabaseError as exc:
                 self._limit_queue = queued + self._limit_queue  # kept for the next try
                 raise StoreError(f"cannot record limits: {exc}") from exc
 
@@ -100,42 +98,41 @@ class LimitMethods:
 
     async def rate_events(self, bot: str, key: str, since: float, limit: int) -> list[float]:
         await self.flush_limits()
-        c = limit_events.c
         query = (
-            sa.select(c.at)
-            .where(c.bot == bot, c.key == key, c.at > since)
-            .order_by(c.at.desc())
-            .limit(limit)
+            'SELECT at FROM limit_events WHERE bot = :bot AND "key" = :key AND at > :since'
+            " ORDER BY at DESC LIMIT :limit"
         )
-        async with self.engine.connect() as conn:
-            return sorted(float(at) for at in (await conn.execute(query)).scalars())
+        params = {"bot": bot, "key": key, "since": since, "limit": limit}
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, params)
+        return sorted(float(r[0]) for r in rows)
 
     async def spent(self, bot: str, key: str, day: int) -> float:
         await self.flush_limits()
-        c = limit_events.c
-        query = sa.select(sa.func.coalesce(sa.func.sum(c.amount), 0.0)).where(
-            c.bot == bot, c.key == key, c.at >= day * _DAY, c.at < (day + 1) * _DAY
+        query = (
+            "SELECT coalesce(sum(amount), 0.0) FROM limit_events"
+            ' WHERE bot = :bot AND "key" = :key AND at >= :start AND at < :end'
         )
-        async with self.engine.connect() as conn:
-            return float((await conn.execute(query)).scalar() or 0.0)
+        params = {"bot": bot, "key": key, "start": day * _DAY, "end": (day + 1) * _DAY}
+        async with self.db.connect() as conn:
+            return float(await conn.fetchval(query, params) or 0.0)
 
     async def set_mark(self, bot: str, key: str, until: float) -> None:
         if self._limits_lock is None:
             self._limits_lock = asyncio.Lock()
-        c = limit_marks.c
+        row = {"bot": bot, "key": key, "until": until}
         # One process's writes in turn: an update-or-insert must not race its twin.
-        async with self._limits_lock, self.engine.begin() as conn:
+        async with self._limits_lock, self.db.begin() as conn:
             moved = await conn.execute(
-                sa.update(limit_marks).where(c.bot == bot, c.key == key).values(until=until)
+                'UPDATE limit_marks SET until = :until WHERE bot = :bot AND "key" = :key', row
             )
-            if not moved.rowcount:
-                await conn.execute(sa.insert(limit_marks).values(bot=bot, key=key, until=until))
+            if not moved:
+                await conn.execute(insert_sql("limit_marks", ("bot", "key", "until")), row)
 
     async def mark(self, bot: str, key: str) -> float | None:
-        c = limit_marks.c
-        query = sa.select(c.until).where(c.bot == bot, c.key == key)
-        async with self.engine.connect() as conn:
-            value = (await conn.execute(query)).scalar()
+        query = 'SELECT until FROM limit_marks WHERE bot = :bot AND "key" = :key'
+        async with self.db.connect() as conn:
+            value = await conn.fetchval(query, {"bot": bot, "key": key})
         return float(value) if value is not None else None
 
 

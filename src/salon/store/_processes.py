@@ -21,14 +21,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-import sqlalchemy as sa
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from salon.errors import StoreError
 from salon.model import ChannelRef, Participant, Schedule
+from salon.store._db import Connection, Database, DatabaseError
 from salon.store._dialects import db_now, insert_ignoring, upsert
-from salon.store._tables import approvals, processes, schedule_fires, schedules
 
 __all__ = ["SCHEDULES_CHANNEL", "ProcessMethods", "row_to_schedule"]
 
@@ -38,21 +34,21 @@ _CHECK_TIMEOUT = 10.0
 
 
 class ProcessMethods:
-    """Mixed into ``SQLStore``; needs ``engine`` and ``owner``."""
+    """Mixed into ``SQLStore``; needs ``db`` and ``owner``."""
 
     owner: str
 
     if TYPE_CHECKING:  # SQLStore's
 
         @property
-        def engine(self) -> AsyncEngine: ...
+        def db(self) -> Database: ...
 
     @property
     def _dialect(self) -> str:
-        return self.engine.dialect.name
+        return self.db.dialect
 
-    def _live_owners(self) -> sa.Select[Any]:
-        return sa.select(processes.c.owner).where(processes.c.lease_until > db_now(self._dialect))
+    def _live_owners(self) -> str:
+        return f"SELECT owner FROM processes WHERE lease_until > {db_now(self._dialect)}"
 
     async def renew_lease(self, bot: str, seconds: float) -> None:
         """Hold (or take) this process's lease for ``seconds`` more."""
@@ -62,16 +58,18 @@ class ProcessMethods:
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "started_at": time.time(),
-            "lease_until": db_now(self._dialect) + seconds,
+            "seconds": float(seconds),
         }
-        statement = upsert(self._dialect, processes, values, ["owner"], update=["lease_until"])
-        async with self.engine.begin() as conn:
-            await conn.execute(statement)
+        columns = ("owner", "bot", "host", "pid", "started_at", "lease_until")
+        until = {"lease_until": f"{db_now(self._dialect)} + :seconds"}
+        statement = upsert("processes", columns, ["owner"], update=["lease_until"], values=until)
+        async with self.db.begin() as conn:
+            await conn.execute(statement, values)
 
     async def release_lease(self) -> None:
         """A clean stop: what this process left open may be taken over at once."""
-        async with self.engine.begin() as conn:
-            await conn.execute(sa.delete(processes).where(processes.c.owner == self.owner))
+        async with self.db.begin() as conn:
+            await conn.execute("DELETE FROM processes WHERE owner = :owner", {"owner": self.owner})
 
     async def claim_fire(self, schedule_id: int, due: datetime, owner: str) -> bool:
         """Claim one occurrence; exactly one caller, in any process, ever gets True. The
@@ -83,65 +81,70 @@ class ProcessMethods:
             "owner": owner,
             "status": "claimed",
         }
-        async with self.engine.begin() as conn:
-            result = await conn.execute(insert_ignoring(self._dialect, schedule_fires), row)
-        return bool(result.rowcount)
+        async with self.db.begin() as conn:
+            changed = await conn.execute(insert_ignoring("schedule_fires", tuple(row)), row)
+        return bool(changed)
 
     async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:
         """The occurrence's activation has ended (``done``: answered or its failure told;
         ``dropped``: it could not be delivered; ``skipped``: too late)."""
-        table = schedule_fires
+        params = {
+            "status": status,
+            "now": time.time(),
+            "id": schedule_id,
+            "due": int(due.timestamp()),
+        }
         try:
-            async with self.engine.begin() as conn:
+            async with self.db.begin() as conn:
                 await conn.execute(
-                    sa.update(table)
-                    .where(table.c.schedule_id == schedule_id, table.c.due == int(due.timestamp()))
-                    .values(status=status, completed_at=time.time())
+                    "UPDATE schedule_fires SET status = :status, completed_at = :now"
+                    " WHERE schedule_id = :id AND due = :due",
+                    params,
                 )
-        except SQLAlchemyError as exc:
+        except DatabaseError as exc:
             raise StoreError(f"store write failed: {exc}") from exc
 
     async def take_over_fires(self, bot: str, owner: str) -> list[tuple[Schedule, datetime]]:
         """Claims of ``bot`` left open by processes whose lease is gone, now ``owner``'s:
         each occurrence is answered again, so none is lost to a crash or a stop."""
-        fires, plans = schedule_fires, schedules
         query = (
-            sa.select(plans, fires.c.due, fires.c.owner)
-            .join(fires, fires.c.schedule_id == plans.c.id)
-            .where(plans.c.bot == bot, fires.c.status == "claimed", fires.c.owner != owner)
-            .where(fires.c.owner.not_in(self._live_owners()))
-            .order_by(fires.c.due)
+            "SELECT s.*, f.due AS fire_due, f.owner AS fire_owner"
+            " FROM schedules AS s JOIN schedule_fires AS f ON f.schedule_id = s.id"
+            " WHERE s.bot = :bot AND f.status = 'claimed' AND f.owner != :owner"
+            f" AND f.owner NOT IN ({self._live_owners()})"
+            " ORDER BY f.due"
+        )
+        move = (
+            "UPDATE schedule_fires SET owner = :owner WHERE schedule_id = :id AND due = :due"
+            " AND owner = :was AND status = 'claimed'"
         )
         taken: list[tuple[Schedule, datetime]] = []
-        async with self.engine.begin() as conn:
-            for row in (await conn.execute(query)).all():
-                moved = await conn.execute(
-                    sa.update(fires)
-                    .where(fires.c.schedule_id == row.id, fires.c.due == row.due)
-                    .where(fires.c.owner == row.owner, fires.c.status == "claimed")
-                    .values(owner=owner)
-                )
-                if moved.rowcount:
-                    taken.append((row_to_schedule(row), datetime.fromtimestamp(row.due, UTC)))
+        async with self.db.begin() as conn:
+            for row in await conn.fetch(query, {"bot": bot, "owner": owner}):
+                due = row["fire_due"]
+                params = {"owner": owner, "id": row["id"], "due": due, "was": row["fire_owner"]}
+                if await conn.execute(move, params):
+                    taken.append((row_to_schedule(row), datetime.fromtimestamp(due, UTC)))
         return taken
 
     async def stale_approvals(self, bot: str) -> list[tuple[int, str, str]]:
         """(id, channel key, tool) of approvals still pending whose process is gone: no
         one can answer them any more. A living process's own stay open."""
-        c = approvals.c
         query = (
-            sa.select(c.id, c.channel, c.tool)
-            .where(c.bot == bot, c.status == "pending", c.owner != self.owner)
-            .where(c.owner.not_in(self._live_owners()))
+            "SELECT id, channel, tool FROM approvals"
+            " WHERE bot = :bot AND status = 'pending' AND owner != :owner"
+            f" AND owner NOT IN ({self._live_owners()})"
         )
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, {"bot": bot, "owner": self.owner})
         return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
-    async def _announce_schedules(self, conn: AsyncConnection, bot: str) -> None:
+    async def _announce_schedules(self, conn: Connection, bot: str) -> None:
         """Within the writing transaction: listeners hear of it when it commits."""
         if self._dialect == "postgresql":
-            await conn.execute(sa.select(sa.func.pg_notify(SCHEDULES_CHANNEL, bot)))
+            await conn.fetch(
+                "SELECT pg_notify(:channel, :bot)", {"channel": SCHEDULES_CHANNEL, "bot": bot}
+            )
 
     def schedule_notices(self, bot: str) -> AsyncIterator[None] | None:
         """On PostgreSQL: an iterator that yields once when it starts listening (anything
@@ -164,9 +167,7 @@ class ProcessMethods:
             if heard.empty():
                 heard.put_nowait(None)  # wakes the wait, which then sees `lost`
 
-        async with self.engine.connect() as conn:
-            raw = await conn.get_raw_connection()
-            driver: Any = raw.driver_connection
+        async with self.db.listening() as driver:
             await driver.add_listener(SCHEDULES_CHANNEL, on_notify)
             driver.add_termination_listener(on_lost)
             try:
@@ -202,18 +203,19 @@ async def _next_notice(driver: Any, heard: asyncio.Queue[None], lost: asyncio.Ev
 
 
 def row_to_schedule(row: Any) -> Schedule:
-    zone = ZoneInfo(row.timezone)
+    zone = ZoneInfo(row["timezone"])
+    at, next_due = row["at"], row["next_due"]
     return Schedule(
-        id=int(row.id),
-        bot=row.bot,
-        channel=ChannelRef.from_key(row.channel),
-        prompt=row.prompt,
-        timezone=row.timezone,
-        cron=row.cron,
-        at=datetime.fromtimestamp(row.at, tz=zone) if row.at is not None else None,
+        id=int(row["id"]),
+        bot=row["bot"],
+        channel=ChannelRef.from_key(row["channel"]),
+        prompt=row["prompt"],
+        timezone=row["timezone"],
+        cron=row["cron"],
+        at=datetime.fromtimestamp(at, tz=zone) if at is not None else None,
         created_by=Participant(
-            row.created_by_id, row.created_by_name, identity=row.created_by_identity
+            row["created_by_id"], row["created_by_name"], identity=row["created_by_identity"]
         ),
-        next_due=datetime.fromtimestamp(row.next_due, tz=UTC) if row.next_due else None,
-        active=bool(row.active),
+        next_due=datetime.fromtimestamp(next_due, tz=UTC) if next_due else None,
+        active=bool(row["active"]),
     )

@@ -1,91 +1,93 @@
-"""Tables and append-only migrations of the SQL store."""
+"""Tables and append-only migrations of the SQL store.
+
+Each migration is the SQL it ran when it was written, for both databases; what differs
+between them is a word per column type (``{serial}`` and the like, filled in by
+``_ddl``). A database is at the version of the newest migration recorded in
+``schema_migrations``.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from collections.abc import Awaitable, Callable
 
 from salon.errors import StoreError
+from salon.store._db import Connection
 
-metadata = sa.MetaData()
-
-# 64-bit on PostgreSQL; SQLite's INTEGER is 64-bit already, and an id column must stay
-# exactly INTEGER there to be the rowid (the full-text index hangs on it).
-BigInt = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+__all__ = ["CONVERSATION_KINDS", "MIGRATIONS", "migrate"]
 
 CONVERSATION_KINDS = ("message", "action")
 """Chat-log kinds that are conversation; joins, parts, notices and the like are not."""
 
-schema_migrations = sa.Table(
-    "schema_migrations",
-    metadata,
-    sa.Column("version", sa.Integer, primary_key=True),
-    sa.Column("applied_at", sa.Float, nullable=False),
-)
-
-chat_log = sa.Table(
-    "chat_log",
-    metadata,
-    sa.Column("id", BigInt, primary_key=True, autoincrement=True),
-    sa.Column("bot", sa.String, nullable=False),
-    sa.Column("channel", sa.String, nullable=False),
-    sa.Column("message_id", sa.String, nullable=False),
-    sa.Column("author_id", sa.String, nullable=False),
-    sa.Column("author_name", sa.String, nullable=False),
-    sa.Column("author_is_bot", sa.Boolean, nullable=False),
-    sa.Column("kind", sa.String, nullable=False),
-    sa.Column("text", sa.Text, nullable=False),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Index("ix_chat_log_bot_channel_id", "bot", "channel", "id"),
-    sa.Index("ix_chat_log_channel_time", "channel", "created_at"),
-)
-
-usage_log = sa.Table(
-    "usage_log",
-    metadata,
-    sa.Column("id", BigInt, primary_key=True, autoincrement=True),
-    sa.Column("bot", sa.String, nullable=False),
-    sa.Column("channel", sa.String, nullable=False),
-    sa.Column("provider", sa.String, nullable=False),
-    sa.Column("model", sa.String, nullable=False),
-    sa.Column("input_tokens", sa.Integer, nullable=False),
-    sa.Column("output_tokens", sa.Integer, nullable=False),
-    sa.Column("cache_read_tokens", sa.Integer, nullable=False),
-    sa.Column("cache_write_tokens", sa.Integer, nullable=False),
-    sa.Column("created_at", sa.Float, nullable=False),
-)
+# SQLite's INTEGER is 64-bit, and an id column must be exactly INTEGER there to be the
+# rowid (the full-text index hangs on it); PostgreSQL numbers rows with sequences.
+_TYPES = {
+    "sqlite": {"serial": "INTEGER", "bigserial": "INTEGER", "bigint": "INTEGER", "blob": "BLOB"},
+    "postgresql": {
+        "serial": "SERIAL",
+        "bigserial": "BIGSERIAL",
+        "bigint": "BIGINT",
+        "blob": "BYTEA",
+    },
+}
 
 
-approvals = sa.Table(
-    "approvals",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("bot", sa.String, nullable=False),
-    sa.Column("channel", sa.String, nullable=False),
-    sa.Column("tool", sa.String, nullable=False),
-    sa.Column("arguments", sa.Text, nullable=False),
-    sa.Column("requester", sa.String, nullable=False),
-    sa.Column("status", sa.String, nullable=False),  # pending, approved, cancelled, timeout, closed
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Column("decided_at", sa.Float, nullable=True),
-    sa.Column("owner", sa.String, nullable=False, server_default=""),  # the asking process
-    sa.Index("ix_approvals_bot_status", "bot", "status"),
-)
+def _ddl(conn: Connection, *statements: str) -> list[str]:
+    return [s.format(**_TYPES[conn.dialect]) for s in statements]
 
 
-def _m1_chat_log_and_usage(conn: Connection) -> None:
-    chat_log.create(conn)
-    usage_log.create(conn)
+async def _run(conn: Connection, *statements: str) -> None:
+    for statement in _ddl(conn, *statements):
+        await conn.execute(statement)
 
 
-def _m2_chat_log_search(conn: Connection) -> None:
+_SCHEMA_MIGRATIONS = """CREATE TABLE IF NOT EXISTS schema_migrations (
+    version {serial} NOT NULL,
+    applied_at FLOAT NOT NULL,
+    PRIMARY KEY (version)
+)"""
+
+
+async def _m1_chat_log_and_usage(conn: Connection) -> None:
+    await _run(
+        conn,
+        """CREATE TABLE chat_log (
+            id {bigserial} NOT NULL,
+            bot VARCHAR NOT NULL,
+            channel VARCHAR NOT NULL,
+            message_id VARCHAR NOT NULL,
+            author_id VARCHAR NOT NULL,
+            author_name VARCHAR NOT NULL,
+            author_is_bot BOOLEAN NOT NULL,
+            kind VARCHAR NOT NULL,
+            text TEXT NOT NULL,
+            created_at FLOAT NOT NULL,
+            PRIMARY KEY (id)
+        )""",
+        "CREATE INDEX ix_chat_log_channel_time ON chat_log (channel, created_at)",
+        "CREATE INDEX ix_chat_log_bot_channel_id ON chat_log (bot, channel, id)",
+        """CREATE TABLE usage_log (
+            id {bigserial} NOT NULL,
+            bot VARCHAR NOT NULL,
+            channel VARCHAR NOT NULL,
+            provider VARCHAR NOT NULL,
+            model VARCHAR NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cache_read_tokens INTEGER NOT NULL,
+            cache_write_tokens INTEGER NOT NULL,
+            created_at FLOAT NOT NULL,
+            PRIMARY KEY (id)
+        )""",
+    )
+
+
+async def _m2_chat_log_search(conn: Connection) -> None:
     """Full-text index over the chat log (SQLite FTS5), kept in step by triggers."""
-    if conn.dialect.name != "sqlite":
+    if conn.dialect != "sqlite":
         return
-    statements = [
+    await _run(
+        conn,
         "CREATE VIRTUAL TABLE chat_log_fts USING fts5("
         "text, content='chat_log', content_rowid='id', tokenize='unicode61')",
         "CREATE TRIGGER chat_log_ai AFTER INSERT ON chat_log BEGIN "
@@ -94,307 +96,266 @@ def _m2_chat_log_search(conn: Connection) -> None:
         "INSERT INTO chat_log_fts(chat_log_fts, rowid, text) "
         "VALUES ('delete', old.id, old.text); END",
         "INSERT INTO chat_log_fts(rowid, text) SELECT id, text FROM chat_log",
-    ]
-    for statement in statements:
-        conn.exec_driver_sql(statement)
+    )
 
 
-def _m3_approvals(conn: Connection) -> None:
-    # As it was at version 3; version 11 adds the owner.
-    sa.Table(
-        "approvals",
-        sa.MetaData(),
-        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-        sa.Column("bot", sa.String, nullable=False),
-        sa.Column("channel", sa.String, nullable=False),
-        sa.Column("tool", sa.String, nullable=False),
-        sa.Column("arguments", sa.Text, nullable=False),
-        sa.Column("requester", sa.String, nullable=False),
-        sa.Column("status", sa.String, nullable=False),
-        sa.Column("created_at", sa.Float, nullable=False),
-        sa.Column("decided_at", sa.Float, nullable=True),
-        sa.Index("ix_approvals_bot_status", "bot", "status"),
-    ).create(conn)
+async def _m3_approvals(conn: Connection) -> None:
+    # Version 11 adds the owner.
+    await _run(
+        conn,
+        """CREATE TABLE approvals (
+            id {serial} NOT NULL,
+            bot VARCHAR NOT NULL,
+            channel VARCHAR NOT NULL,
+            tool VARCHAR NOT NULL,
+            arguments TEXT NOT NULL,
+            requester VARCHAR NOT NULL,
+            status VARCHAR NOT NULL,
+            created_at FLOAT NOT NULL,
+            decided_at FLOAT,
+            PRIMARY KEY (id)
+        )""",
+        "CREATE INDEX ix_approvals_bot_status ON approvals (bot, status)",
+    )
 
 
-schedules = sa.Table(
-    "schedules",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("bot", sa.String, nullable=False),
-    sa.Column("channel", sa.String, nullable=False),
-    sa.Column("cron", sa.String, nullable=True),
-    sa.Column("at", sa.Float, nullable=True),  # one-shot: UTC timestamp
-    sa.Column("timezone", sa.String, nullable=False),
-    sa.Column("prompt", sa.Text, nullable=False),
-    sa.Column("created_by_id", sa.String, nullable=False),
-    sa.Column("created_by_name", sa.String, nullable=False),
-    sa.Column("created_by_identity", sa.String, nullable=False, server_default=""),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Column("next_due", sa.Float, nullable=True),  # None once it will never fire again
-    sa.Column("active", sa.Boolean, nullable=False),
-    sa.Index("ix_schedules_bot_active", "bot", "active"),
-)
-
-schedule_fires = sa.Table(
-    "schedule_fires",
-    metadata,
-    sa.Column("schedule_id", sa.Integer, primary_key=True),
-    sa.Column("due", BigInt, primary_key=True),  # the occurrence, UTC epoch seconds
-    sa.Column("fired_at", sa.Float, nullable=False),
-    sa.Column("owner", sa.String, nullable=False),
-    # claimed until its activation ends: then done (answered or told), or dropped
-    sa.Column("status", sa.String, nullable=False, server_default="done"),
-    sa.Column("completed_at", sa.Float, nullable=True),
-)
-
-
-def _m4_schedules(conn: Connection) -> None:
-    # As they were at version 4; version 8 adds the claim's status and the creator's identity.
-    meta = sa.MetaData()
-    sa.Table(
-        "schedules",
-        meta,
-        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-        sa.Column("bot", sa.String, nullable=False),
-        sa.Column("channel", sa.String, nullable=False),
-        sa.Column("cron", sa.String, nullable=True),
-        sa.Column("at", sa.Float, nullable=True),
-        sa.Column("timezone", sa.String, nullable=False),
-        sa.Column("prompt", sa.Text, nullable=False),
-        sa.Column("created_by_id", sa.String, nullable=False),
-        sa.Column("created_by_name", sa.String, nullable=False),
-        sa.Column("created_at", sa.Float, nullable=False),
-        sa.Column("next_due", sa.Float, nullable=True),
-        sa.Column("active", sa.Boolean, nullable=False),
-        sa.Index("ix_schedules_bot_active", "bot", "active"),
-    ).create(conn)
-    sa.Table(
-        "schedule_fires",
-        meta,
-        sa.Column("schedule_id", sa.Integer, primary_key=True),
-        sa.Column("due", BigInt, primary_key=True),
-        sa.Column("fired_at", sa.Float, nullable=False),
-        sa.Column("owner", sa.String, nullable=False),
-    ).create(conn)
+async def _m4_schedules(conn: Connection) -> None:
+    # Version 8 adds the claim's status and the creator's identity. ``at`` is a one-shot's
+    # UTC timestamp; ``next_due`` is NULL once the schedule will never fire again; ``due``
+    # is an occurrence, UTC epoch seconds.
+    await _run(
+        conn,
+        """CREATE TABLE schedules (
+            id {serial} NOT NULL,
+            bot VARCHAR NOT NULL,
+            channel VARCHAR NOT NULL,
+            cron VARCHAR,
+            at FLOAT,
+            timezone VARCHAR NOT NULL,
+            prompt TEXT NOT NULL,
+            created_by_id VARCHAR NOT NULL,
+            created_by_name VARCHAR NOT NULL,
+            created_at FLOAT NOT NULL,
+            next_due FLOAT,
+            active BOOLEAN NOT NULL,
+            PRIMARY KEY (id)
+        )""",
+        "CREATE INDEX ix_schedules_bot_active ON schedules (bot, active)",
+        """CREATE TABLE schedule_fires (
+            schedule_id INTEGER NOT NULL,
+            due {bigint} NOT NULL,
+            fired_at FLOAT NOT NULL,
+            owner VARCHAR NOT NULL,
+            PRIMARY KEY (schedule_id, due)
+        )""",
+    )
 
 
-monitored_channels = sa.Table(
-    "monitored_channels",
-    metadata,
-    sa.Column("bot", sa.String, primary_key=True),
-    sa.Column("channel", sa.String, primary_key=True),  # channel key
-    sa.Column("added_by", sa.String, nullable=False),
-    sa.Column("added_at", sa.Float, nullable=False),
-)
+async def _m5_monitored_channels(conn: Connection) -> None:
+    await _run(
+        conn,
+        """CREATE TABLE monitored_channels (
+            bot VARCHAR NOT NULL,
+            channel VARCHAR NOT NULL,
+            added_by VARCHAR NOT NULL,
+            added_at FLOAT NOT NULL,
+            PRIMARY KEY (bot, channel)
+        )""",
+    )
 
 
-def _m5_monitored_channels(conn: Connection) -> None:
-    monitored_channels.create(conn)
+async def _m6_rolling_state(conn: Connection) -> None:
+    # Version 7 adds tail_id.
+    await _run(
+        conn,
+        """CREATE TABLE rolling_state (
+            bot VARCHAR NOT NULL,
+            channel VARCHAR NOT NULL,
+            anchor_id VARCHAR NOT NULL,
+            breakpoint_id VARCHAR,
+            head_id VARCHAR NOT NULL,
+            breakpoint_time FLOAT,
+            PRIMARY KEY (bot, channel)
+        )""",
+    )
 
 
-rolling_state = sa.Table(
-    "rolling_state",
-    metadata,
-    sa.Column("bot", sa.String, primary_key=True),
-    sa.Column("channel", sa.String, primary_key=True),
-    sa.Column("anchor_id", sa.String, nullable=False),
-    sa.Column("breakpoint_id", sa.String, nullable=True),
-    sa.Column("head_id", sa.String, nullable=False),
-    sa.Column("breakpoint_time", sa.Float, nullable=True),
-    sa.Column("tail_id", sa.String, nullable=True),
-)
+async def _m7_rolling_tail(conn: Connection) -> None:
+    await _run(conn, "ALTER TABLE rolling_state ADD COLUMN tail_id VARCHAR")
 
 
-def _m6_rolling_state(conn: Connection) -> None:
-    # As it was at version 6; version 7 adds tail_id.
-    sa.Table(
-        "rolling_state",
-        sa.MetaData(),
-        sa.Column("bot", sa.String, primary_key=True),
-        sa.Column("channel", sa.String, primary_key=True),
-        sa.Column("anchor_id", sa.String, nullable=False),
-        sa.Column("breakpoint_id", sa.String, nullable=True),
-        sa.Column("head_id", sa.String, nullable=False),
-        sa.Column("breakpoint_time", sa.Float, nullable=True),
-    ).create(conn)
-
-
-def _m7_rolling_tail(conn: Connection) -> None:
-    conn.execute(sa.text("ALTER TABLE rolling_state ADD COLUMN tail_id VARCHAR"))
-
-
-def _m8_schedule_claims(conn: Connection) -> None:
-    """Occurrences are claimed, then completed; existing ones were answered already."""
-    for statement in (
+async def _m8_schedule_claims(conn: Connection) -> None:
+    """Occurrences are claimed (until their activation ends: then done, answered or told,
+    or dropped); existing ones were answered already."""
+    await _run(
+        conn,
         "ALTER TABLE schedule_fires ADD COLUMN status VARCHAR NOT NULL DEFAULT 'done'",
         "ALTER TABLE schedule_fires ADD COLUMN completed_at FLOAT",
         "ALTER TABLE schedules ADD COLUMN created_by_identity VARCHAR NOT NULL DEFAULT ''",
-    ):
-        conn.execute(sa.text(statement))
+    )
 
 
-traces = sa.Table(
-    "traces",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("bot", sa.String, nullable=False),
-    sa.Column("platform", sa.String, nullable=False),
-    sa.Column("channel", sa.String, nullable=False),
-    sa.Column("started_at", sa.Float, nullable=False),
-    sa.Column("ended_at", sa.Float, nullable=False),
-    sa.Column("outcome", sa.String, nullable=False),
-    sa.Column("error", sa.Text, nullable=True),
-    sa.Column("error_kind", sa.String, nullable=True),
-    sa.Column("requester_id", sa.String, nullable=False),
-    sa.Column("requester", sa.String, nullable=False),
-    sa.Column("trigger_id", sa.String, nullable=True),
-    sa.Column("model", sa.String, nullable=False),
-    sa.Column("input_tokens", sa.Integer, nullable=False),
-    sa.Column("output_tokens", sa.Integer, nullable=False),
-    sa.Column("cache_read_tokens", sa.Integer, nullable=False),
-    sa.Column("cache_write_tokens", sa.Integer, nullable=False),
-    sa.Column("cost", sa.Float, nullable=False),
-    sa.Column("read_share", sa.Float, nullable=True),
-    sa.Column("expected_read_share", sa.Float, nullable=True),
-    sa.Column("cache_break", sa.String, nullable=True),
-    sa.Column("first_token_ms", sa.Float, nullable=True),
-    sa.Column("total_ms", sa.Float, nullable=False),
-    sa.Column("size", sa.Integer, nullable=False),  # bytes of body, for the size bound
-    sa.Column("body", sa.LargeBinary, nullable=False),  # zlib-compressed JSON
-    # The channel's keyframe whose messages this body's requests refer to (version 13).
-    sa.Column("base_id", sa.Integer, nullable=True),
-    sa.Index("ix_traces_started", "started_at"),
-    sa.Index("ix_traces_base", "base_id"),
-    sa.Index("ix_traces_bot_started", "bot", "started_at"),
-    sa.Index("ix_traces_channel_started", "channel", "started_at"),
-    sa.Index("ix_traces_outcome_started", "outcome", "started_at"),
-)
-
-trace_messages = sa.Table(
-    "trace_messages",
-    metadata,
-    sa.Column("message_id", sa.String, nullable=False),
-    sa.Column("trace_id", sa.Integer, nullable=False),
-    sa.Index("ix_trace_messages_message", "message_id"),
-    sa.Index("ix_trace_messages_trace", "trace_id"),
-)
-
-trace_tools = sa.Table(
-    "trace_tools",
-    metadata,
-    sa.Column("trace_id", sa.Integer, nullable=False),
-    sa.Column("bot", sa.String, nullable=False),
-    sa.Column("tool", sa.String, nullable=False),
-    sa.Column("outcome", sa.String, nullable=False),  # ok, error, denied, cancelled
-    sa.Column("duration_ms", sa.Float, nullable=False),
-    sa.Column("started_at", sa.Float, nullable=False),
-    sa.Index("ix_trace_tools_trace", "trace_id"),
-)
-
-bot_health = sa.Table(
-    "bot_health",
-    metadata,
-    sa.Column("bot", sa.String, primary_key=True),
-    sa.Column("pid", sa.Integer, nullable=False),
-    sa.Column("host", sa.String, nullable=False),
-    sa.Column("started_at", sa.Float, nullable=False),
-    sa.Column("updated_at", sa.Float, nullable=False),
-    sa.Column("platforms", sa.Text, nullable=False),  # JSON
-    sa.Column("last_event_at", sa.Float, nullable=True),
-    sa.Column("last_answer_at", sa.Float, nullable=True),
-    sa.Column("queue_depth", sa.Integer, nullable=False),
-    sa.Column("tasks", sa.Text, nullable=False),  # JSON
-    sa.Column("reload_error", sa.Text, nullable=True),
-)
-
-inbox = sa.Table(
-    "inbox",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("bot", sa.String, nullable=False),
-    sa.Column("channel", sa.String, nullable=False),
-    sa.Column("text", sa.Text, nullable=False),
-    sa.Column("author", sa.String, nullable=False),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Column("taken_at", sa.Float, nullable=True),
-    sa.Column("taken_by", sa.String, nullable=True),
-    sa.Index("ix_inbox_bot_taken", "bot", "taken_at"),
-)
+async def _m9_traces_health_inbox(conn: Connection) -> None:
+    # ``size``: bytes of ``body`` (zlib-compressed JSON), for the size bound. ``base_id``
+    # (version 13, so a new database has it at once): the channel's keyframe whose
+    # messages this body's requests refer to. bot_health's platforms and tasks are JSON.
+    await _run(
+        conn,
+        """CREATE TABLE traces (
+            id {serial} NOT NULL,
+            bot VARCHAR NOT NULL,
+            platform VARCHAR NOT NULL,
+            channel VARCHAR NOT NULL,
+            started_at FLOAT NOT NULL,
+            ended_at FLOAT NOT NULL,
+            outcome VARCHAR NOT NULL,
+            error TEXT,
+            error_kind VARCHAR,
+            requester_id VARCHAR NOT NULL,
+            requester VARCHAR NOT NULL,
+            trigger_id VARCHAR,
+            model VARCHAR NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cache_read_tokens INTEGER NOT NULL,
+            cache_write_tokens INTEGER NOT NULL,
+            cost FLOAT NOT NULL,
+            read_share FLOAT,
+            expected_read_share FLOAT,
+            cache_break VARCHAR,
+            first_token_ms FLOAT,
+            total_ms FLOAT NOT NULL,
+            size INTEGER NOT NULL,
+            body {blob} NOT NULL,
+            base_id INTEGER,
+            PRIMARY KEY (id)
+        )""",
+        "CREATE INDEX ix_traces_channel_started ON traces (channel, started_at)",
+        "CREATE INDEX ix_traces_outcome_started ON traces (outcome, started_at)",
+        "CREATE INDEX ix_traces_base ON traces (base_id)",
+        "CREATE INDEX ix_traces_bot_started ON traces (bot, started_at)",
+        "CREATE INDEX ix_traces_started ON traces (started_at)",
+        """CREATE TABLE trace_messages (
+            message_id VARCHAR NOT NULL,
+            trace_id INTEGER NOT NULL
+        )""",
+        "CREATE INDEX ix_trace_messages_trace ON trace_messages (trace_id)",
+        "CREATE INDEX ix_trace_messages_message ON trace_messages (message_id)",
+        """CREATE TABLE trace_tools (
+            trace_id INTEGER NOT NULL,
+            bot VARCHAR NOT NULL,
+            tool VARCHAR NOT NULL,
+            outcome VARCHAR NOT NULL,
+            duration_ms FLOAT NOT NULL,
+            started_at FLOAT NOT NULL
+        )""",
+        "CREATE INDEX ix_trace_tools_trace ON trace_tools (trace_id)",
+        """CREATE TABLE bot_health (
+            bot VARCHAR NOT NULL,
+            pid INTEGER NOT NULL,
+            host VARCHAR NOT NULL,
+            started_at FLOAT NOT NULL,
+            updated_at FLOAT NOT NULL,
+            platforms TEXT NOT NULL,
+            last_event_at FLOAT,
+            last_answer_at FLOAT,
+            queue_depth INTEGER NOT NULL,
+            tasks TEXT NOT NULL,
+            reload_error TEXT,
+            PRIMARY KEY (bot)
+        )""",
+        """CREATE TABLE inbox (
+            id {serial} NOT NULL,
+            bot VARCHAR NOT NULL,
+            channel VARCHAR NOT NULL,
+            text TEXT NOT NULL,
+            author VARCHAR NOT NULL,
+            created_at FLOAT NOT NULL,
+            taken_at FLOAT,
+            taken_by VARCHAR,
+            PRIMARY KEY (id)
+        )""",
+        "CREATE INDEX ix_inbox_bot_taken ON inbox (bot, taken_at)",
+    )
 
 
-def _m9_traces_health_inbox(conn: Connection) -> None:
-    for table in (traces, trace_messages, trace_tools, bot_health, inbox):
-        table.create(conn)
-
-
-def _m10_postgres_search(conn: Connection) -> None:
+async def _m10_postgres_search(conn: Connection) -> None:
     """Full-text search over the chat log on PostgreSQL (SQLite has FTS5 since version 2):
     a stored tsvector of each line, GIN-indexed. The ``simple`` configuration lowercases
     and neither stems nor drops stop words, as FTS5's unicode61 tokenizer does."""
-    if conn.dialect.name != "postgresql":
+    if conn.dialect != "postgresql":
         return
-    conn.exec_driver_sql(
+    await _run(
+        conn,
         "ALTER TABLE chat_log ADD COLUMN search tsvector "
-        "GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED"
+        "GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED",
+        "CREATE INDEX ix_chat_log_search ON chat_log USING gin (search)",
     )
-    conn.exec_driver_sql("CREATE INDEX ix_chat_log_search ON chat_log USING gin (search)")
 
 
-processes = sa.Table(
-    "processes",
-    metadata,
-    sa.Column("owner", sa.String, primary_key=True),  # one running process of a bot
-    sa.Column("bot", sa.String, nullable=False),
-    sa.Column("host", sa.String, nullable=False),
-    sa.Column("pid", sa.Integer, nullable=False),
-    sa.Column("started_at", sa.Float, nullable=False),
-    sa.Column("lease_until", sa.Float, nullable=False),  # the database's clock, epoch seconds
-)
+async def _m11_process_leases(conn: Connection) -> None:
+    """Processes hold leases (``lease_until`` on the database's clock, epoch seconds);
+    approvals name their process, so another takes over only what a process whose lease
+    ran out left."""
+    await _run(
+        conn,
+        """CREATE TABLE processes (
+            owner VARCHAR NOT NULL,
+            bot VARCHAR NOT NULL,
+            host VARCHAR NOT NULL,
+            pid INTEGER NOT NULL,
+            started_at FLOAT NOT NULL,
+            lease_until FLOAT NOT NULL,
+            PRIMARY KEY (owner)
+        )""",
+        "ALTER TABLE approvals ADD COLUMN owner VARCHAR NOT NULL DEFAULT ''",
+        "CREATE INDEX ix_schedule_fires_status ON schedule_fires (status)",
+    )
 
 
-def _m11_process_leases(conn: Connection) -> None:
-    """Processes hold leases; approvals name their process, so another takes over only
-    what a process whose lease ran out left."""
-    processes.create(conn)
-    conn.execute(sa.text("ALTER TABLE approvals ADD COLUMN owner VARCHAR NOT NULL DEFAULT ''"))
-    conn.execute(sa.text("CREATE INDEX ix_schedule_fires_status ON schedule_fires (status)"))
+async def _m12_limits(conn: Connection) -> None:
+    # ``key``: rate:…, cooldown:…, user:…:tokens, …; ``amount``: 1 for a request, tokens
+    # or dollars spent.
+    await _run(
+        conn,
+        """CREATE TABLE limit_events (
+            id {serial} NOT NULL,
+            bot VARCHAR NOT NULL,
+            "key" VARCHAR NOT NULL,
+            at FLOAT NOT NULL,
+            amount FLOAT NOT NULL,
+            PRIMARY KEY (id)
+        )""",
+        'CREATE INDEX ix_limit_events_bot_key_at ON limit_events (bot, "key", at)',
+        """CREATE TABLE limit_marks (
+            bot VARCHAR NOT NULL,
+            "key" VARCHAR NOT NULL,
+            until FLOAT NOT NULL,
+            PRIMARY KEY (bot, "key")
+        )""",
+    )
 
 
-limit_events = sa.Table(
-    "limit_events",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("bot", sa.String, nullable=False),
-    sa.Column("key", sa.String, nullable=False),  # rate:…, cooldown:…, user:…:tokens, …
-    sa.Column("at", sa.Float, nullable=False),
-    sa.Column("amount", sa.Float, nullable=False),  # 1 for a request; tokens or dollars spent
-    sa.Index("ix_limit_events_bot_key_at", "bot", "key", "at"),
-)
-
-limit_marks = sa.Table(
-    "limit_marks",
-    metadata,
-    sa.Column("bot", sa.String, primary_key=True),
-    sa.Column("key", sa.String, primary_key=True),
-    sa.Column("until", sa.Float, nullable=False),
-)
+async def _columns(conn: Connection, table: str) -> set[str]:
+    if conn.dialect == "sqlite":
+        return {row[1] for row in await conn.fetch(f"PRAGMA table_info({table})")}
+    rows = await conn.fetch(
+        "SELECT column_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND table_name = :table",
+        {"table": table},
+    )
+    return {row[0] for row in rows}
 
 
-def _m12_limits(conn: Connection) -> None:
-    for table in (limit_events, limit_marks):
-        table.create(conn)
-
-
-def _m13_trace_keyframes(conn: Connection) -> None:
+async def _m13_trace_keyframes(conn: Connection) -> None:
     """Trace bodies may refer to an earlier trace of their channel (salon.store._trace_delta).
-    Version 9 creates ``traces`` from the current table, so a new database has the column."""
-    if "base_id" not in {c["name"] for c in sa.inspect(conn).get_columns("traces")}:
-        conn.execute(sa.text("ALTER TABLE traces ADD COLUMN base_id INTEGER"))
-    next(i for i in traces.indexes if i.name == "ix_traces_base").create(conn, checkfirst=True)
+    Version 9 creates ``traces`` with the column, so a new database has it already."""
+    if "base_id" not in await _columns(conn, "traces"):
+        await _run(conn, "ALTER TABLE traces ADD COLUMN base_id INTEGER")
+    await _run(conn, "CREATE INDEX IF NOT EXISTS ix_traces_base ON traces (base_id)")
 
 
-MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
+MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
     (3, _m3_approvals),
@@ -411,14 +372,18 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [
 ]
 
 
-def migrate(conn: Connection) -> None:
-    schema_migrations.create(conn, checkfirst=True)
-    done = set(conn.execute(sa.select(schema_migrations.c.version)).scalars())
+async def migrate(conn: Connection) -> None:
+    """Apply the migrations the database has not seen, in one transaction (``conn``)."""
+    await _run(conn, _SCHEMA_MIGRATIONS)
+    done = {int(r[0]) for r in await conn.fetch("SELECT version FROM schema_migrations")}
     newest = max(v for v, _ in MIGRATIONS)
     if done and max(done) > newest:
         raise StoreError(f"database schema v{max(done)} is newer than this Salon (v{newest})")
     for version, apply in MIGRATIONS:
         if version in done:
             continue
-        apply(conn)
-        conn.execute(sa.insert(schema_migrations).values(version=version, applied_at=time.time()))
+        await apply(conn)
+        await conn.execute(
+            "INSERT INTO schema_migrations (version, applied_at) VALUES (:version, :at)",
+            {"version": version, "at": time.time()},
+        )

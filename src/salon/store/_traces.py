@@ -14,11 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Literal
 
-import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
-from salon.store._dialects import upsert
-from salon.store._tables import bot_health, inbox, trace_messages, trace_tools, traces
+from salon.store._db import Connection, Database, in_list
+from salon.store._dialects import insert_sql, upsert, utc_day
 from salon.store._trace_delta import Keyframes, resolve
 from salon.trace import BotHealth, CallTrace, CostRow, InboxEvent, Trace, TraceSummary
 
@@ -28,44 +25,86 @@ LATENCY_BUCKETS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)  # seconds
 _PRUNE_BATCH = 500
 GroupBy = Literal["bot", "channel", "user", "day"]
 
-_SUMMARY = (
-    traces.c.id,
-    traces.c.bot,
-    traces.c.platform,
-    traces.c.channel,
-    traces.c.started_at,
-    traces.c.ended_at,
-    traces.c.outcome,
-    traces.c.error,
-    traces.c.requester,
-    traces.c.trigger_id,
-    traces.c.model,
-    traces.c.input_tokens,
-    traces.c.output_tokens,
-    traces.c.cache_read_tokens,
-    traces.c.cache_write_tokens,
-    traces.c.cost,
-    traces.c.read_share,
-    traces.c.expected_read_share,
-    traces.c.cache_break,
-    traces.c.first_token_ms,
-    traces.c.total_ms,
+_SUMMARY_COLUMNS = (
+    "id",
+    "bot",
+    "platform",
+    "channel",
+    "started_at",
+    "ended_at",
+    "outcome",
+    "error",
+    "requester",
+    "trigger_id",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost",
+    "read_share",
+    "expected_read_share",
+    "cache_break",
+    "first_token_ms",
+    "total_ms",
 )
-
+_SUMMARY = ", ".join(_SUMMARY_COLUMNS)
 
 # Activations, then tokens of each kind, then cost: what every total reports.
 _TOTALS = (
-    sa.func.count(),
-    sa.func.sum(traces.c.input_tokens),
-    sa.func.sum(traces.c.output_tokens),
-    sa.func.sum(traces.c.cache_read_tokens),
-    sa.func.sum(traces.c.cache_write_tokens),
-    sa.func.sum(traces.c.cost),
+    "count(*), sum(input_tokens), sum(output_tokens), sum(cache_read_tokens),"
+    " sum(cache_write_tokens), sum(cost)"
+)
+
+_TRACE_COLUMNS = (
+    "bot",
+    "platform",
+    "channel",
+    "started_at",
+    "ended_at",
+    "outcome",
+    "error",
+    "error_kind",
+    "requester_id",
+    "requester",
+    "trigger_id",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost",
+    "read_share",
+    "expected_read_share",
+    "cache_break",
+    "first_token_ms",
+    "total_ms",
+    "size",
+    "body",
+    "base_id",
+)
+_INSERT_TRACE = insert_sql("traces", _TRACE_COLUMNS, " RETURNING id")
+_INSERT_LINK = insert_sql("trace_messages", ("message_id", "trace_id"))
+_INSERT_TOOL = insert_sql(
+    "trace_tools", ("trace_id", "bot", "tool", "outcome", "duration_ms", "started_at")
+)
+_HEALTH_COLUMNS = (
+    "bot",
+    "pid",
+    "host",
+    "started_at",
+    "updated_at",
+    "platforms",
+    "last_event_at",
+    "last_answer_at",
+    "queue_depth",
+    "tasks",
+    "reload_error",
 )
 
 
 def _summary(row: Any) -> TraceSummary:
-    return TraceSummary(*row[: len(_SUMMARY)])
+    return TraceSummary(*tuple(row)[: len(_SUMMARY_COLUMNS)])
 
 
 def _tool_outcome(verdict: str, is_error: bool) -> str:
@@ -77,7 +116,7 @@ def _tool_outcome(verdict: str, is_error: bool) -> str:
 
 
 class TraceMethods:
-    """Mixed into ``SQLStore``; needs ``engine`` and ``_redact``."""
+    """Mixed into ``SQLStore``; needs ``db`` and ``_redact``."""
 
     _redact: Callable[[str], str] | None
     _keyframes: Keyframes | None = None  # made on the first write: a mixin has no __init__
@@ -85,7 +124,7 @@ class TraceMethods:
     if TYPE_CHECKING:  # SQLStore's
 
         @property
-        def engine(self) -> AsyncEngine: ...
+        def db(self) -> Database: ...
 
     def _clean(self, text: str) -> str:
         return self._redact(text) if self._redact is not None else text
@@ -145,7 +184,7 @@ class TraceMethods:
         ids: list[int] = []
         frames = self._frames()
         try:
-            async with self.engine.begin() as conn:
+            async with self.db.begin() as conn:
                 for trace in batch:
                     ids.append(await self._insert_trace(conn, trace, frames))
         except BaseException:  # rolled back: the groups' newest traces may be gone
@@ -153,14 +192,10 @@ class TraceMethods:
             raise
         return ids
 
-    async def _insert_trace(self, conn: AsyncConnection, trace: Trace, frames: Keyframes) -> int:
+    async def _insert_trace(self, conn: Connection, trace: Trace, frames: Keyframes) -> int:
         delta = frames.delta(trace)
-        result = await conn.execute(sa.insert(traces), self._trace_row(trace, delta))
-        key = result.inserted_primary_key
-        trace_id = int(key[0]) if key else 0
+        trace_id = int(await conn.fetchval(_INSERT_TRACE, self._trace_row(trace, delta)) or 0)
         links = [{"message_id": t["id"], "trace_id": trace_id} for t in trace.triggers]
-        if links:
-            await conn.execute(sa.insert(trace_messages), links)
         uses = [
             {
                 "trace_id": trace_id,
@@ -172,8 +207,7 @@ class TraceMethods:
             }
             for t in trace.tools
         ]
-        if uses:
-            await conn.execute(sa.insert(trace_tools), uses)
+        await conn.many([(_INSERT_LINK, links), (_INSERT_TOOL, uses)])
         frames.wrote(trace, trace_id, delta[0] if delta is not None else None)
         return trace_id
 
@@ -184,36 +218,41 @@ class TraceMethods:
         bodies fit in ``max_bytes``; returns how many went."""
         now = time.time() if now is None else now
         gone = 0
-        old = sa.select(traces.c.id).where(traces.c.started_at < now - max_age)
-        gone += await self._delete_traces(old)
+        old = "SELECT id FROM traces WHERE started_at < :before"
+        gone += await self._delete_traces(old, {"before": now - max_age})
         while True:
-            async with self.engine.connect() as conn:
-                total = (await conn.execute(sa.select(sa.func.sum(traces.c.size)))).scalar()
+            async with self.db.connect() as conn:
+                total = await conn.fetchval("SELECT sum(size) FROM traces")
             if not total or total <= max_bytes:
                 return gone
-            oldest = sa.select(traces.c.id).order_by(traces.c.started_at).limit(_PRUNE_BATCH)
-            deleted = await self._delete_traces(oldest, cascade=True)
+            oldest = "SELECT id FROM traces ORDER BY started_at LIMIT :limit"
+            deleted = await self._delete_traces(oldest, {"limit": _PRUNE_BATCH}, cascade=True)
             if not deleted:
                 return gone
             gone += deleted
 
-    async def _delete_traces(self, chosen: sa.Select[Any], *, cascade: bool = False) -> int:
+    async def _delete_traces(
+        self, chosen: str, params: dict[str, Any], *, cascade: bool = False
+    ) -> int:
         """Delete the chosen traces, each group (a keyframe and the traces referring to
         it) only whole; with ``cascade``, when no group is wholly chosen, the chosen
         traces' groups go whole."""
-        async with self.engine.begin() as conn:
-            ids = set((await conn.execute(chosen)).scalars())
+        async with self.db.begin() as conn:
+            ids = {int(r[0]) for r in await conn.fetch(chosen, params)}
             if not ids:
                 return 0
             deleted, groups = await _whole_groups(conn, ids)
             if not deleted and cascade:
                 deleted = set().union(*groups.values())
             for table, column in (
-                (trace_messages, trace_messages.c.trace_id),
-                (trace_tools, trace_tools.c.trace_id),
-                (traces, traces.c.id),
+                ("trace_messages", "trace_id"),
+                ("trace_tools", "trace_id"),
+                ("traces", "id"),
             ):
-                await conn.execute(sa.delete(table).where(column.in_(deleted)))
+                for chunk in _chunks(sorted(deleted)):
+                    which: dict[str, Any] = {}
+                    listed = in_list("id", chunk, which)
+                    await conn.execute(f"DELETE FROM {table} WHERE {column} IN {listed}", which)
         self._frames().forget(groups)
         return len(deleted)
 
@@ -229,37 +268,44 @@ class TraceMethods:
         limit: int = 50,
     ) -> list[TraceSummary]:
         """The newest traces first, filtered."""
-        query = sa.select(*_SUMMARY).order_by(traces.c.started_at.desc(), traces.c.id.desc())
+        filters: list[str] = []
+        params: dict[str, Any] = {"limit": max(1, min(limit, 1000))}
         for column, value in (
-            (traces.c.bot, bot),
-            (traces.c.channel, channel),
-            (traces.c.outcome, outcome),
-            (traces.c.requester, user),
+            ("bot", bot),
+            ("channel", channel),
+            ("outcome", outcome),
+            ("requester", user),
         ):
             if value is not None:
-                query = query.where(column == value)
+                filters.append(f"{column} = :{column}")
+                params[column] = value
         if before_id is not None:
-            query = query.where(traces.c.id < before_id)
+            filters.append("id < :before_id")
+            params["before_id"] = before_id
         if since is not None:
-            query = query.where(traces.c.started_at >= since)
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query.limit(max(1, min(limit, 1000))))).all()
+            filters.append("started_at >= :since")
+            params["since"] = since
+        where = f" WHERE {' AND '.join(filters)}" if filters else ""
+        query = (
+            f"SELECT {_SUMMARY} FROM traces{where} ORDER BY started_at DESC, id DESC LIMIT :limit"
+        )
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, params)
         return [_summary(r) for r in rows]
 
     async def get_trace(self, trace_id: int) -> tuple[TraceSummary, dict[str, Any]] | None:
         """A trace's summary and its whole body."""
-        query = sa.select(*_SUMMARY, traces.c.base_id, traces.c.body)
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(query.where(traces.c.id == trace_id))).first()
+        query = f"SELECT {_SUMMARY}, base_id, body FROM traces WHERE id = :id"
+        async with self.db.connect() as conn:
+            row = await conn.fetchrow(query, {"id": trace_id})
             base_id = row[-2] if row is not None else None
             earlier: list[Any] = []
             if base_id is not None:  # the group up to this trace, oldest first
-                group = sa.or_(
-                    traces.c.id == base_id,
-                    sa.and_(traces.c.base_id == base_id, traces.c.id < trace_id),
+                found = (
+                    "SELECT id, body FROM traces"
+                    " WHERE id = :base OR (base_id = :base AND id < :id) ORDER BY id"
                 )
-                found = sa.select(traces.c.id, traces.c.body).where(group).order_by(traces.c.id)
-                earlier = list((await conn.execute(found)).all())
+                earlier = list(await conn.fetch(found, {"base": base_id, "id": trace_id}))
         if row is None:
             return None
         body = _unpacked(row[-1])
@@ -270,29 +316,32 @@ class TraceMethods:
     async def trace_for_message(self, message_id: str) -> int | None:
         """The newest trace a message triggered."""
         query = (
-            sa.select(trace_messages.c.trace_id)
-            .where(trace_messages.c.message_id == message_id)
-            .order_by(trace_messages.c.trace_id.desc())
-            .limit(1)
+            "SELECT trace_id FROM trace_messages WHERE message_id = :id"
+            " ORDER BY trace_id DESC LIMIT 1"
         )
-        async with self.engine.connect() as conn:
-            found = (await conn.execute(query)).scalar()
+        async with self.db.connect() as conn:
+            found = await conn.fetchval(query, {"id": message_id})
         return int(found) if found is not None else None
 
     async def cost_by(self, by: GroupBy, *, since: float | None = None) -> list[CostRow]:
         """Activations, tokens and cost per bot, channel, user or (UTC) day."""
-        c = traces.c
-        key: Any = {
-            "bot": c.bot,
-            "channel": c.channel,
-            "user": c.requester,
-            "day": _day(self.engine.dialect.name),
+        key = {
+            "bot": "bot",
+            "channel": "channel",
+            "user": "requester",
+            "day": utc_day(self.db.dialect, "started_at"),
         }[by]
-        query = sa.select(key.label("key"), *_TOTALS).group_by(key)
+        params: dict[str, Any] = {}
+        where = ""
         if since is not None:
-            query = query.where(c.started_at >= since)
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query.order_by(sa.func.sum(c.cost).desc()))).all()
+            where = " WHERE started_at >= :since"
+            params["since"] = since
+        query = (
+            f"SELECT {key} AS group_key, {_TOTALS} FROM traces{where}"
+            f" GROUP BY {key} ORDER BY sum(cost) DESC"
+        )
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, params)
         return [
             CostRow(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), float(r[6]))
             for r in rows
@@ -300,21 +349,20 @@ class TraceMethods:
 
     async def daily(self, *, bot: str | None = None, days: int = 30) -> list[dict[str, Any]]:
         """Per UTC day: activations, cost, billed and expected cache read shares."""
-        c = traces.c
-        day = _day(self.engine.dialect.name)
-        prompt = c.input_tokens + c.cache_read_tokens + c.cache_write_tokens
-        query = sa.select(
-            day.label("day"),
-            sa.func.count(),
-            sa.func.sum(c.cost),
-            sa.func.sum(c.cache_read_tokens),
-            sa.func.sum(prompt),
-            sa.func.avg(c.expected_read_share),
-        ).where(c.started_at >= time.time() - days * 86400)
+        day = utc_day(self.db.dialect, "started_at")
+        params: dict[str, Any] = {"since": time.time() - days * 86400}
+        where = "started_at >= :since"
         if bot is not None:
-            query = query.where(c.bot == bot)
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query.group_by(day).order_by(day))).all()
+            where += " AND bot = :bot"
+            params["bot"] = bot
+        query = (
+            f"SELECT {day} AS day, count(*), sum(cost), sum(cache_read_tokens),"
+            " sum(input_tokens + cache_read_tokens + cache_write_tokens),"
+            f" avg(expected_read_share) FROM traces WHERE {where}"
+            f" GROUP BY {day} ORDER BY {day}"
+        )
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, params)
         return [
             {
                 "day": str(r[0]),
@@ -328,30 +376,25 @@ class TraceMethods:
 
     async def trace_metrics(self) -> dict[str, Any]:
         """Totals for Prometheus: per bot and outcome, per error kind, per tool, latency."""
-        c, t = traces.c, trace_tools.c
-        by_outcome = sa.select(c.bot, c.outcome, *_TOTALS).group_by(c.bot, c.outcome)
-        latency = sa.select(
-            c.bot,
-            *(
-                sa.func.sum(sa.case((c.first_token_ms <= b * 1000, 1), else_=0))
-                for b in LATENCY_BUCKETS
-            ),
-            sa.func.count(c.first_token_ms),
-            sa.func.sum(c.first_token_ms),
-        ).group_by(c.bot)
-        tools = sa.select(t.bot, t.tool, t.outcome, sa.func.count()).group_by(
-            t.bot, t.tool, t.outcome
+        by_outcome = f"SELECT bot, outcome, {_TOTALS} FROM traces GROUP BY bot, outcome"
+        buckets = ", ".join(
+            f"sum(CASE WHEN first_token_ms <= {b * 1000:g} THEN 1 ELSE 0 END)"
+            for b in LATENCY_BUCKETS
         )
+        latency = (
+            f"SELECT bot, {buckets}, count(first_token_ms), sum(first_token_ms)"
+            " FROM traces GROUP BY bot"
+        )
+        tools = "SELECT bot, tool, outcome, count(*) FROM trace_tools GROUP BY bot, tool, outcome"
         errors = (
-            sa.select(c.bot, c.error_kind, sa.func.count())
-            .where(c.outcome == "error")
-            .group_by(c.bot, c.error_kind)
+            "SELECT bot, error_kind, count(*) FROM traces WHERE outcome = 'error'"
+            " GROUP BY bot, error_kind"
         )
-        async with self.engine.connect() as conn:
-            outcomes = (await conn.execute(by_outcome)).all()
-            latencies = (await conn.execute(latency)).all()
-            uses = (await conn.execute(tools)).all()
-            failures = (await conn.execute(errors)).all()
+        async with self.db.connect() as conn:
+            outcomes = await conn.fetch(by_outcome)
+            latencies = await conn.fetch(latency)
+            uses = await conn.fetch(tools)
+            failures = await conn.fetch(errors)
         return {
             "outcomes": [tuple(r) for r in outcomes],
             "latency": [tuple(r) for r in latencies],
@@ -364,17 +407,17 @@ class TraceMethods:
         values = asdict(health)
         values["platforms"] = json.dumps(health.platforms)
         values["tasks"] = json.dumps(health.tasks)
-        statement = upsert(self.engine.dialect.name, bot_health, values, ["bot"])
-        async with self.engine.begin() as conn:
-            await conn.execute(statement)
+        statement = upsert("bot_health", tuple(values), ["bot"])
+        async with self.db.begin() as conn:
+            await conn.execute(statement, values)
 
     async def health_reports(self) -> list[BotHealth]:
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(sa.select(bot_health))).mappings().all()
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(f"SELECT {', '.join(_HEALTH_COLUMNS)} FROM bot_health")
         return [
             BotHealth(
                 **{
-                    **row,
+                    **dict(zip(_HEALTH_COLUMNS, row, strict=True)),
                     "platforms": json.loads(row["platforms"]),
                     "tasks": json.loads(row["tasks"]),
                 }
@@ -390,45 +433,56 @@ class TraceMethods:
             "author": author,
             "created_at": time.time(),
         }
-        async with self.engine.begin() as conn:
-            result = await conn.execute(sa.insert(inbox).values(row))
-            key = result.inserted_primary_key
-        return int(key[0]) if key else 0
+        async with self.db.begin() as conn:
+            key = await conn.fetchval(insert_sql("inbox", tuple(row), " RETURNING id"), row)
+        return int(key or 0)
 
     async def take_events(self, bot: str, owner: str, *, limit: int = 100) -> list[InboxEvent]:
         """Claim waiting events of ``bot``: each is taken by exactly one caller."""
-        c = inbox.c
         waiting = (
-            sa.select(c.id, c.bot, c.channel, c.text, c.author, c.created_at)
-            .where(c.bot == bot, c.taken_at.is_(None))
-            .order_by(c.id)
-            .limit(limit)
+            "SELECT id, bot, channel, text, author, created_at FROM inbox"
+            " WHERE bot = :bot AND taken_at IS NULL ORDER BY id LIMIT :limit"
+        )
+        claim = (
+            "UPDATE inbox SET taken_at = :now, taken_by = :owner"
+            " WHERE id = :id AND taken_at IS NULL"
         )
         taken: list[InboxEvent] = []
-        async with self.engine.begin() as conn:
-            for row in (await conn.execute(waiting)).all():
-                claim = (
-                    sa.update(inbox)
-                    .where(c.id == row.id, c.taken_at.is_(None))
-                    .values(taken_at=time.time(), taken_by=owner)
-                )
-                if (await conn.execute(claim)).rowcount:
-                    taken.append(InboxEvent(*row))
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(waiting, {"bot": bot, "limit": limit})
+        if not rows:  # the usual case: nothing waits, and nothing is locked to see it
+            return taken
+        async with self.db.begin() as conn:
+            for row in rows:
+                params = {"now": time.time(), "owner": owner, "id": row[0]}
+                if await conn.execute(claim, params):
+                    taken.append(InboxEvent(*tuple(row)))
         return taken
 
 
-async def _whole_groups(
-    conn: AsyncConnection, ids: set[int]
-) -> tuple[set[int], dict[int, set[int]]]:
+async def _pairs(conn: Connection, column: str, values: set[int]) -> list[tuple[int, Any]]:
+    """(id, base_id) of the traces whose ``column`` is among ``values``."""
+    found: list[tuple[int, Any]] = []
+    for chunk in _chunks(sorted(values)):
+        params: dict[str, Any] = {}
+        listed = in_list("v", chunk, params)
+        query = f"SELECT id, base_id FROM traces WHERE {column} IN {listed}"
+        found += [(int(r[0]), r[1]) for r in await conn.fetch(query, params)]
+    return found
+
+
+def _chunks(values: list[int], size: int = 500) -> list[list[int]]:
+    """Lists short enough for one statement's parameters on either database."""
+    return [values[i : i + size] for i in range(0, len(values), size)]
+
+
+async def _whole_groups(conn: Connection, ids: set[int]) -> tuple[set[int], dict[int, set[int]]]:
     """Of ``ids``, those whose group is wholly among them; and every group touched, by
     keyframe id, with all its members."""
-    chosen = (
-        await conn.execute(sa.select(traces.c.id, traces.c.base_id).where(traces.c.id.in_(ids)))
-    ).all()
+    chosen = await _pairs(conn, "id", ids)
     keyframes = {base if base is not None else trace_id for trace_id, base in chosen}
-    members = sa.select(traces.c.id, traces.c.base_id).where(traces.c.base_id.in_(keyframes))
     groups: dict[int, set[int]] = {k: {k} for k in keyframes}
-    for trace_id, base in (await conn.execute(members)).all():
+    for trace_id, base in await _pairs(conn, "base_id", keyframes):
         groups[base].add(trace_id)
     whole = [g for g in groups.values() if g <= ids]
     return set().union(*whole), groups
@@ -469,11 +523,3 @@ def _cause(call: CallTrace) -> str | None:
     if call.divergence is None or call.divergence.cause in ("new messages", "first call"):
         return None
     return call.divergence.cause
-
-
-def _day(dialect: str) -> Any:
-    """The UTC day of ``started_at`` as YYYY-MM-DD."""
-    if dialect == "sqlite":
-        return sa.func.strftime("%Y-%m-%d", traces.c.started_at, "unixepoch")
-    utc = sa.func.timezone("UTC", sa.func.to_timestamp(traces.c.started_at))
-    return sa.func.to_char(utc, "YYYY-MM-DD")

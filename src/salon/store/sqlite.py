@@ -1,9 +1,9 @@
-"""The SQL store: SQLAlchemy 2 async Core; SQLite (WAL) by default, PostgreSQL (asyncpg)
-when ``database_url`` names one.
+"""The SQL store: SQLite (WAL) by default, PostgreSQL when ``database_url`` names one.
 
-Migrations are append-only functions, each applied once and recorded in
-``schema_migrations``; a database newer than this code is refused rather than guessed at.
-The same migrations build both databases; what differs lives in ``_dialects``.
+SQL is written out, with ``:name`` parameters, and run through ``salon.store._db``;
+what differs between the two databases lives in ``_dialects``. Migrations are append-only
+functions, each applied once and recorded in ``schema_migrations``; a database newer than
+this code is refused rather than guessed at.
 """
 
 from __future__ import annotations
@@ -16,45 +16,56 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy import event
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-
 from salon.errors import StoreError
 from salon.model import ChannelRef, ChatLine, Message, Participant, Schedule, Usage
 from salon.store._batch import BatchWriter
-from salon.store._dialects import chat_search, insert_ignoring, store_url, upsert
+from salon.store._db import Database, DatabaseError
+from salon.store._dialects import (
+    chat_search,
+    connect,
+    insert_ignoring,
+    insert_sql,
+    parse_url,
+    upsert,
+)
 from salon.store._limits import LimitMethods
 from salon.store._processes import ProcessMethods, row_to_schedule
-from salon.store._tables import (
-    CONVERSATION_KINDS,
-    MIGRATIONS,
-    approvals,
-    chat_log,
-    migrate,
-    monitored_channels,
-    rolling_state,
-    schedules,
-    schema_migrations,
-    usage_log,
-)
+from salon.store._tables import CONVERSATION_KINDS, MIGRATIONS, migrate
 from salon.store._traces import TraceMethods
 from salon.tasks import TaskState
 
-__all__ = ["MIGRATIONS", "SQLStore", "schema_migrations", "sqlite_url"]
+__all__ = ["MIGRATIONS", "SQLStore", "sqlite_url"]
+
+_CONVERSATION = "kind IN (" + ", ".join(f"'{k}'" for k in CONVERSATION_KINDS) + ")"
+_CHAT_LOG_COLUMNS = (
+    "bot",
+    "channel",
+    "message_id",
+    "author_id",
+    "author_name",
+    "author_is_bot",
+    "kind",
+    "text",
+    "created_at",
+)
+_SCHEDULE_COLUMNS = (
+    "bot",
+    "channel",
+    "cron",
+    "at",
+    "timezone",
+    "prompt",
+    "created_by_id",
+    "created_by_name",
+    "created_by_identity",
+    "created_at",
+    "next_due",
+    "active",
+)
 
 
 def sqlite_url(path: Path) -> str:
-    return f"sqlite+aiosqlite:///{path}"
-
-
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    cursor = dbapi_conn.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
-    cursor.close()
+    return f"sqlite:///{path}"
 
 
 class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
@@ -74,42 +85,43 @@ class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
         self.owner = owner or uuid.uuid4().hex[:12]
         self._password = password
         self._redact = redact
-        self._engine: AsyncEngine | None = None
+        self._db: Database | None = None
         self._writer: BatchWriter
 
     @property
-    def engine(self) -> AsyncEngine:
-        if self._engine is None:
+    def db(self) -> Database:
+        if self._db is None:
             raise StoreError("store is not open")
-        return self._engine
+        return self._db
+
+    @property
+    def dialect(self) -> str:
+        return self.db.dialect
 
     async def open(self) -> None:
-        url = store_url(self.url, self._password)
-        if url.get_backend_name() == "postgresql":
-            # pre_ping: a connection the server dropped (a restart, a failover) is replaced
-            engine = create_async_engine(url, pool_pre_ping=True, pool_size=8)
-        else:
-            engine = create_async_engine(url)
-            event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        url = parse_url(self.url, self._password)
         try:
-            async with engine.begin() as conn:
-                await conn.run_sync(migrate)
-        except (SQLAlchemyError, StoreError, OSError) as exc:
-            await engine.dispose()
-            if isinstance(exc, StoreError):
-                raise
-            where = url.render_as_string(hide_password=True)
-            raise StoreError(f"cannot open the store at {where}: {_first_line(exc)}") from exc
-        self._engine = engine
-        self._writer = BatchWriter(engine, chat_log)
+            db = await connect(url)
+        except DatabaseError as exc:
+            raise StoreError(f"cannot open the store at {url.render()}: {exc}") from exc
+        try:
+            async with db.begin() as conn:
+                await migrate(conn)
+        except BaseException as exc:
+            await db.close()
+            if isinstance(exc, DatabaseError):
+                raise StoreError(f"cannot open the store at {url.render()}: {exc}") from exc
+            raise
+        self._db = db
+        self._writer = BatchWriter(db, insert_sql("chat_log", _CHAT_LOG_COLUMNS))
         self._writer.start()
 
     async def close(self) -> None:
-        if self._engine is not None:
+        if self._db is not None:
             await self._writer.close()
             await self.close_limits()
-            await self._engine.dispose()
-            self._engine = None
+            await self._db.close()
+            self._db = None
 
     @property
     def writer_state(self) -> TaskState:
@@ -143,34 +155,32 @@ class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
     async def forget_message(self, bot: str, message_id: str) -> None:
         """Remove a logged line (one that could not be shown after all)."""
         await self._writer.flush()
-        table = chat_log
         await self._execute(
-            sa.delete(table).where(table.c.bot == bot, table.c.message_id == message_id)
+            "DELETE FROM chat_log WHERE bot = :bot AND message_id = :id",
+            {"bot": bot, "id": message_id},
         )
 
     async def chat_history(
         self, bot: str, channel: ChannelRef, *, limit: int, before_id: str | None = None
     ) -> Sequence[Message]:
-        query = (
-            sa.select(chat_log)
-            .where(chat_log.c.bot == bot, chat_log.c.channel == channel.key)
-            .where(chat_log.c.kind.in_(CONVERSATION_KINDS))
-            .order_by(chat_log.c.id.desc())
-            .limit(limit)
-        )
+        params: dict[str, Any] = {"bot": bot, "channel": channel.key, "limit": limit}
+        before = ""
         if before_id is not None:
-            anchor = (
-                sa.select(chat_log.c.id)
-                .where(chat_log.c.bot == bot, chat_log.c.channel == channel.key)
-                .where(chat_log.c.message_id == before_id)
-                .scalar_subquery()
+            before = (
+                " AND id < (SELECT id FROM chat_log WHERE bot = :bot AND channel = :channel"
+                " AND message_id = :before)"
             )
-            query = query.where(chat_log.c.id < anchor)
+            params["before"] = before_id
+        query = (
+            "SELECT message_id, author_id, author_name, author_is_bot, kind, text, created_at"
+            f" FROM chat_log WHERE bot = :bot AND channel = :channel AND {_CONVERSATION}"
+            f"{before} ORDER BY id DESC LIMIT :limit"
+        )
         await self._writer.flush()
         try:
-            async with self.engine.connect() as conn:
-                rows = (await conn.execute(query)).all()
-        except SQLAlchemyError as exc:
+            async with self.db.connect() as conn:
+                rows = await conn.fetch(query, params)
+        except DatabaseError as exc:
             raise StoreError(f"cannot read the chat log: {exc}") from exc
         return [_row_to_message(row, channel) for row in reversed(rows)]
 
@@ -189,44 +199,44 @@ class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
         if not terms:
             return []
         await self._writer.flush()
-        dialect = self.engine.dialect.name
-        if dialect in ("sqlite", "postgresql"):
-            search = chat_search(
-                dialect,
-                bot=bot,
-                channel=channel_key,
-                terms=terms,
-                user=user,
-                since=since,
-                limit=limit,
-            )
-            return await self._lines(search, custom_plan=dialect == "postgresql")
-        c = chat_log.c
-        statement = self._line_query(bot, channel_key, user, since).limit(limit)
-        for term in terms:
-            statement = statement.where(c.text.ilike(f"%{_escape_like(term)}%", escape="\\"))
-        return await self._lines(statement)
+        sql, params = chat_search(
+            self.dialect,
+            bot=bot,
+            channel=channel_key,
+            terms=terms,
+            user=user,
+            since=since,
+            limit=limit,
+        )
+        return await self._lines(sql, params, custom_plan=self.dialect == "postgresql")
 
     async def recent_chat(
         self, bot: str, channel_key: str, *, limit: int = 50, since: datetime | None = None
     ) -> list[ChatLine]:
         """The newest conversation lines, oldest first."""
-        lines = await self._lines(self._line_query(bot, channel_key, None, since).limit(limit))
+        params: dict[str, Any] = {"bot": bot, "channel": channel_key, "limit": limit}
+        after = ""
+        if since is not None:
+            after = " AND created_at >= :since"
+            params["since"] = since.timestamp()
+        sql = (
+            "SELECT created_at, author_name, text, kind FROM chat_log"
+            f" WHERE bot = :bot AND channel = :channel AND {_CONVERSATION}{after}"
+            " ORDER BY id DESC LIMIT :limit"
+        )
+        lines = await self._lines(sql, params)
         return lines[::-1]
 
     async def channel_stats(self, bot: str, channel_key: str) -> dict[str, object]:
         """Counts per person in one statement, so the figures agree with each other."""
-        c = chat_log.c
         query = (
-            sa.select(
-                c.author_name, sa.func.count(), sa.func.min(c.created_at), sa.func.max(c.created_at)
-            )
-            .where(c.bot == bot, c.channel == channel_key, c.kind.in_(CONVERSATION_KINDS))
-            .group_by(c.author_name)
+            "SELECT author_name, count(*), min(created_at), max(created_at) FROM chat_log"
+            f" WHERE bot = :bot AND channel = :channel AND {_CONVERSATION}"
+            " GROUP BY author_name"
         )
         await self._writer.flush()
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, {"bot": bot, "channel": channel_key})
         ranked = sorted(rows, key=lambda r: (-int(r[1]), str(r[0])))
         return {
             "messages": sum(int(r[1]) for r in rows),
@@ -236,33 +246,21 @@ class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
             "top_posters": {str(r[0]): int(r[1]) for r in ranked[:5]},
         }
 
-    def _line_query(
-        self, bot: str, channel_key: str, user: str | None, since: datetime | None
-    ) -> sa.Select[Any]:
-        c = chat_log.c
-        statement = (
-            sa.select(c.created_at, c.author_name, c.text, c.kind)
-            .where(c.bot == bot, c.channel == channel_key, c.kind.in_(CONVERSATION_KINDS))
-            .order_by(c.id.desc())
-        )
-        if user:
-            statement = statement.where(sa.func.lower(c.author_name) == user.lower())
-        if since is not None:
-            statement = statement.where(c.created_at >= since.timestamp())
-        return statement
-
     async def _lines(
-        self, statement: sa.Executable, *, custom_plan: bool = False
+        self, sql: str, params: dict[str, Any], *, custom_plan: bool = False
     ) -> list[ChatLine]:
         """``custom_plan``: plan for these very words (PostgreSQL), not a plan reused for
         any words, which would walk a whole channel for a rare one."""
         await self._writer.flush()
         try:
-            async with self.engine.begin() as conn:
-                if custom_plan:
-                    await conn.execute(sa.text("SET LOCAL plan_cache_mode = force_custom_plan"))
-                rows = (await conn.execute(statement)).all()
-        except SQLAlchemyError as exc:
+            if custom_plan:
+                async with self.db.begin() as conn:
+                    await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+                    rows = await conn.fetch(sql, params)
+            else:
+                async with self.db.connect() as conn:
+                    rows = await conn.fetch(sql, params)
+        except DatabaseError as exc:
             raise StoreError(f"cannot read the chat log: {exc}") from exc
         return [ChatLine(datetime.fromtimestamp(r[0], tz=UTC), r[1], r[2], r[3]) for r in rows]
 
@@ -279,26 +277,22 @@ class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
             "created_at": time.time(),
             "owner": self.owner,
         }
-        async with self.engine.begin() as conn:
-            result = await conn.execute(sa.insert(approvals).values(row))
-            key = result.inserted_primary_key
-        return int(key[0]) if key else 0
+        async with self.db.begin() as conn:
+            key = await conn.fetchval(insert_sql("approvals", tuple(row), " RETURNING id"), row)
+        return int(key or 0)
 
     async def close_approval(self, approval_id: int, status: str) -> None:
-        statement = (
-            sa.update(approvals)
-            .where(approvals.c.id == approval_id, approvals.c.status == "pending")
-            .values(status=status, decided_at=time.time())
+        await self._execute(
+            "UPDATE approvals SET status = :status, decided_at = :now"
+            " WHERE id = :id AND status = 'pending'",
+            {"status": status, "now": time.time(), "id": approval_id},
         )
-        await self._execute(statement)
 
     async def pending_approvals(self, bot: str) -> list[tuple[int, str, str]]:
         """(id, channel key, tool) of approvals still open, by any process."""
-        query = sa.select(approvals.c.id, approvals.c.channel, approvals.c.tool).where(
-            approvals.c.bot == bot, approvals.c.status == "pending"
-        )
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+        query = "SELECT id, channel, tool FROM approvals WHERE bot = :bot AND status = 'pending'"
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, {"bot": bot})
         return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     async def create_schedule(self, schedule: Schedule) -> Schedule:
@@ -316,106 +310,112 @@ class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
             "next_due": schedule.next_due.timestamp() if schedule.next_due else None,
             "active": True,
         }
-        async with self.engine.begin() as conn:
-            result = await conn.execute(sa.insert(schedules).values(row))
-            key = result.inserted_primary_key
+        statement = insert_sql("schedules", _SCHEDULE_COLUMNS, " RETURNING id")
+        async with self.db.begin() as conn:
+            key = await conn.fetchval(statement, row)
             await self._announce_schedules(conn, schedule.bot)
-        return replace(schedule, id=int(key[0]) if key else 0)
+        return replace(schedule, id=int(key or 0))
 
     async def schedules(
         self, bot: str, *, channel_key: str | None = None, active_only: bool = True
     ) -> list[Schedule]:
-        query = sa.select(schedules).where(schedules.c.bot == bot).order_by(schedules.c.id)
+        params: dict[str, Any] = {"bot": bot}
+        where = "bot = :bot"
         if channel_key is not None:
-            query = query.where(schedules.c.channel == channel_key)
+            where += " AND channel = :channel"
+            params["channel"] = channel_key
         if active_only:
-            query = query.where(schedules.c.active.is_(True))
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+            where += " AND active"
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(f"SELECT * FROM schedules WHERE {where} ORDER BY id", params)
         return [row_to_schedule(row) for row in rows]
 
     async def cancel_schedule(self, bot: str, schedule_id: int) -> bool:
         statement = (
-            sa.update(schedules)
-            .where(schedules.c.bot == bot, schedules.c.id == schedule_id)
-            .where(schedules.c.active.is_(True))
-            .values(active=False, next_due=None)
+            "UPDATE schedules SET active = :off, next_due = NULL"
+            " WHERE bot = :bot AND id = :id AND active"
         )
-        async with self.engine.begin() as conn:
-            result = await conn.execute(statement)
+        async with self.db.begin() as conn:
+            changed = await conn.execute(statement, {"off": False, "bot": bot, "id": schedule_id})
             await self._announce_schedules(conn, bot)
-        return bool(result.rowcount)
+        return bool(changed)
 
     async def set_next_due(self, schedule_id: int, next_due: datetime | None) -> None:
         """Move a schedule on; ``None`` ends it (a one-shot that fired)."""
-        values: dict[str, object] = {"next_due": next_due.timestamp() if next_due else None}
+        params: dict[str, Any] = {
+            "id": schedule_id,
+            "due": next_due.timestamp() if next_due else None,
+        }
+        ending = ""
         if next_due is None:
-            values["active"] = False
-        await self._execute(
-            sa.update(schedules).where(schedules.c.id == schedule_id).values(values)
-        )
+            ending = ", active = :off"
+            params["off"] = False
+        await self._execute(f"UPDATE schedules SET next_due = :due{ending} WHERE id = :id", params)
 
     async def schedules_signature(self, bot: str) -> tuple[int, int]:
         """(newest id, active count) of a bot's schedules: it changes when any process
         creates or cancels one, so a running scheduler can poll it cheaply."""
-        c = schedules.c
-        query = sa.select(
-            sa.func.coalesce(sa.func.max(c.id), 0),
-            sa.func.count().filter(c.active.is_(True)),
-        ).where(c.bot == bot)
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(query)).one()
+        query = (
+            "SELECT coalesce(max(id), 0), count(*) FILTER (WHERE active)"
+            " FROM schedules WHERE bot = :bot"
+        )
+        async with self.db.connect() as conn:
+            (row,) = await conn.fetch(query, {"bot": bot})
         return int(row[0]), int(row[1])
 
     async def monitored(self, bot: str) -> set[str]:
         """Keys of the channels where the bot reads (and may answer) every message."""
-        query = sa.select(monitored_channels.c.channel).where(monitored_channels.c.bot == bot)
-        async with self.engine.connect() as conn:
-            return set((await conn.execute(query)).scalars())
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(
+                "SELECT channel FROM monitored_channels WHERE bot = :bot", {"bot": bot}
+            )
+        return {r[0] for r in rows}
 
     async def set_monitored(self, bot: str, channel_key: str, on: bool, by: str = "") -> bool:
         """Add or remove a monitored channel; returns whether anything changed."""
-        table = monitored_channels
-        async with self.engine.begin() as conn:
+        async with self.db.begin() as conn:
             if not on:
-                result = await conn.execute(
-                    sa.delete(table).where(table.c.bot == bot, table.c.channel == channel_key)
+                changed = await conn.execute(
+                    "DELETE FROM monitored_channels WHERE bot = :bot AND channel = :channel",
+                    {"bot": bot, "channel": channel_key},
                 )
-                return bool(result.rowcount)
+                return bool(changed)
             row = {"bot": bot, "channel": channel_key, "added_by": by, "added_at": time.time()}
-            result = await conn.execute(insert_ignoring(self.engine.dialect.name, table), row)
-        return bool(result.rowcount)
+            changed = await conn.execute(insert_ignoring("monitored_channels", tuple(row)), row)
+        return bool(changed)
 
     async def rolling_state(self, bot: str, channel_key: str) -> dict[str, Any] | None:
-        table = rolling_state
-        query = sa.select(table).where(table.c.bot == bot, table.c.channel == channel_key)
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(query)).first()
+        query = (
+            "SELECT anchor_id, breakpoint_id, head_id, breakpoint_time, tail_id"
+            " FROM rolling_state WHERE bot = :bot AND channel = :channel"
+        )
+        async with self.db.connect() as conn:
+            row = await conn.fetchrow(query, {"bot": bot, "channel": channel_key})
         if row is None:
             return None
-        when = row.breakpoint_time
+        when = row["breakpoint_time"]
         return {
-            "anchor_id": row.anchor_id,
-            "breakpoint_id": row.breakpoint_id,
-            "head_id": row.head_id,
+            "anchor_id": row["anchor_id"],
+            "breakpoint_id": row["breakpoint_id"],
+            "head_id": row["head_id"],
             "breakpoint_time": datetime.fromtimestamp(when, tz=UTC) if when else None,
-            "tail_id": row.tail_id,
+            "tail_id": row["tail_id"],
         }
 
     async def save_rolling_state(self, bot: str, channel_key: str, state: dict[str, Any]) -> None:
-        table = rolling_state
         when = state.get("breakpoint_time")
-        values = {
+        row = {
+            "bot": bot,
+            "channel": channel_key,
             "anchor_id": state["anchor_id"],
             "breakpoint_id": state["breakpoint_id"],
             "head_id": state["head_id"],
             "breakpoint_time": when.timestamp() if when else None,
             "tail_id": state.get("tail_id"),
         }
-        row = {"bot": bot, "channel": channel_key, **values}
-        statement = upsert(self.engine.dialect.name, table, row, ["bot", "channel"])
-        async with self.engine.begin() as conn:
-            await conn.execute(statement)
+        statement = upsert("rolling_state", tuple(row), ["bot", "channel"])
+        async with self.db.begin() as conn:
+            await conn.execute(statement, row)
 
     async def record_usage(
         self, bot: str, channel_key: str, provider: str, model: str, usage: Usage
@@ -431,35 +431,24 @@ class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
             "cache_write_tokens": usage.cache_write_tokens,
             "created_at": time.time(),
         }
-        await self._execute(sa.insert(usage_log).values(row))
+        await self._execute(insert_sql("usage_log", tuple(row)), row)
 
     async def usage_totals(self, bot: str) -> Usage:
-        cols = usage_log.c
-        query = sa.select(
-            sa.func.coalesce(sa.func.sum(cols.input_tokens), 0),
-            sa.func.coalesce(sa.func.sum(cols.output_tokens), 0),
-            sa.func.coalesce(sa.func.sum(cols.cache_read_tokens), 0),
-            sa.func.coalesce(sa.func.sum(cols.cache_write_tokens), 0),
-        ).where(cols.bot == bot)
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(query)).one()
+        query = (
+            "SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),"
+            " coalesce(sum(cache_read_tokens), 0), coalesce(sum(cache_write_tokens), 0)"
+            " FROM usage_log WHERE bot = :bot"
+        )
+        async with self.db.connect() as conn:
+            (row,) = await conn.fetch(query, {"bot": bot})
         return Usage(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
 
-    async def _execute(self, statement: sa.Executable) -> None:
+    async def _execute(self, statement: str, params: dict[str, Any]) -> None:
         try:
-            async with self.engine.begin() as conn:
-                await conn.execute(statement)
-        except SQLAlchemyError as exc:
+            async with self.db.begin() as conn:
+                await conn.execute(statement, params)
+        except DatabaseError as exc:
             raise StoreError(f"store write failed: {exc}") from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _iso(timestamp: float | None) -> str | None:
@@ -467,7 +456,7 @@ def _iso(timestamp: float | None) -> str | None:
 
 
 def _row_to_message(row: Any, channel: ChannelRef) -> Message:
-    author = Participant(row.author_id, row.author_name, is_bot=row.author_is_bot)
-    created = datetime.fromtimestamp(row.created_at, tz=UTC)
-    text = f"/me {row.text}" if row.kind == "action" else row.text
-    return Message(row.message_id, channel, author, text, created)
+    author = Participant(row["author_id"], row["author_name"], is_bot=bool(row["author_is_bot"]))
+    created = datetime.fromtimestamp(row["created_at"], tz=UTC)
+    text = f"/me {row['text']}" if row["kind"] == "action" else row["text"]
+    return Message(row["message_id"], channel, author, text, created)

@@ -1,0 +1,410 @@
+"""The store's database connection: SQL text with ``:name`` parameters, on SQLite or
+PostgreSQL.
+
+SQLite is the standard library's ``sqlite3`` on one connection per process, driven from a
+single worker thread; a process's transactions take turns on it (SQLite writes one at a
+time anyway, and WAL lets other processes read meanwhile). A transaction starts with
+``BEGIN IMMEDIATE``, so a read followed by a write never fails on a lock another process
+took in between; its first statement travels to the worker with the ``BEGIN`` and a few
+statements sent with :meth:`Connection.many` share one trip.
+
+PostgreSQL is an asyncpg pool. The ``:name`` parameters become ``$1``, ``$2``… once per
+statement text (kept in a bounded memo). A connection the server closed is replaced when
+the pool hands it out next.
+
+Driver errors reach the caller as :class:`DatabaseError` (a ``StoreError``), with the
+driver's first line and never the password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import lru_cache
+from typing import Any, Protocol, TypeVar
+
+from salon.errors import StoreError
+
+__all__ = [
+    "Connection",
+    "Database",
+    "DatabaseError",
+    "Params",
+    "Row",
+    "in_list",
+    "open_postgres",
+    "open_sqlite",
+]
+
+Params = Mapping[str, Any]
+Row = Any  # sqlite3.Row or asyncpg.Record: row[0], row["name"], len(row), iteration
+T = TypeVar("T")
+
+_CONNECT_TIMEOUT = 10.0  # seconds to reach PostgreSQL
+_COMMAND_TIMEOUT = 60.0  # seconds any one statement may take there
+_BUSY_TIMEOUT_MS = 5000  # SQLite: how long to wait for another process's write lock
+_POOL_SIZE = 8
+
+
+class DatabaseError(StoreError):
+    """A statement or connection failed; the message is the driver's first line."""
+
+
+class Connection(Protocol):
+    """One connection, inside a transaction (``Database.begin``) or not (``connect``)."""
+
+    dialect: str
+
+    async def execute(self, sql: str, params: Params | None = None) -> int:
+        """Run one statement; returns the rows it changed."""
+        ...
+
+    async def executemany(self, sql: str, rows: Sequence[Params]) -> None: ...
+
+    async def fetch(self, sql: str, params: Params | None = None) -> list[Row]: ...
+
+    async def fetchrow(self, sql: str, params: Params | None = None) -> Row | None: ...
+
+    async def fetchval(self, sql: str, params: Params | None = None) -> Any: ...
+
+    async def many(self, statements: Sequence[tuple[str, Params | Sequence[Params]]]) -> None:
+        """Run statements in order (a sequence of rows: once per row), in as few trips to
+        the database as the driver allows."""
+        ...
+
+
+class Database(Protocol):
+    dialect: str
+
+    def begin(self) -> AbstractAsyncContextManager[Connection]:
+        """A transaction: committed when the block ends, rolled back if it raises."""
+        ...
+
+    def connect(self) -> AbstractAsyncContextManager[Connection]:
+        """A connection for reads; each statement sees what is committed when it runs."""
+        ...
+
+    def listening(self) -> AbstractAsyncContextManager[Any]:
+        """PostgreSQL: a driver connection of its own, for LISTEN."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def in_list(name: str, values: Sequence[Any], params: dict[str, Any]) -> str:
+    """``(:name_0, :name_1, …)`` for ``IN``, its values added to ``params``; ``(NULL)``
+    (which matches nothing) for no values."""
+    if not values:
+        return "(NULL)"
+    names = []
+    for i, value in enumerate(values):
+        params[f"{name}_{i}"] = value
+        names.append(f":{name}_{i}")
+    return f"({', '.join(names)})"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# --- SQLite -------------------------------------------------------------------------------
+
+
+class _SQLiteConnection:
+    dialect = "sqlite"
+
+    def __init__(self, db: _SQLite, *, transaction: bool) -> None:
+        self._db = db
+        self._begin = transaction  # BEGIN is sent with the first statement
+
+    def _opening(self) -> str | None:
+        if self._begin:
+            self._begin = False
+            return "BEGIN IMMEDIATE"
+        return None
+
+    async def execute(self, sql: str, params: Params | None = None) -> int:
+        opening = self._opening()
+
+        def run(raw: sqlite3.Connection) -> int:
+            if opening:
+                raw.execute(opening)
+            return raw.execute(sql, params or {}).rowcount
+
+        return await self._db.call(run)
+
+    async def executemany(self, sql: str, rows: Sequence[Params]) -> None:
+        await self.many([(sql, rows)])
+
+    async def many(self, statements: Sequence[tuple[str, Params | Sequence[Params]]]) -> None:
+        opening = self._opening()
+
+        def run(raw: sqlite3.Connection) -> None:
+            if opening:
+                raw.execute(opening)
+            for sql, params in statements:
+                if isinstance(params, Mapping):
+                    raw.execute(sql, params)
+                elif params:
+                    raw.executemany(sql, params)
+
+        await self._db.call(run)
+
+    async def fetch(self, sql: str, params: Params | None = None) -> list[Row]:
+        opening = self._opening()
+
+        def run(raw: sqlite3.Connection) -> list[Row]:
+            if opening:
+                raw.execute(opening)
+            return raw.execute(sql, params or {}).fetchall()
+
+        return await self._db.call(run)
+
+    async def fetchrow(self, sql: str, params: Params | None = None) -> Row | None:
+        rows = await self.fetch(sql, params)
+        return rows[0] if rows else None
+
+    async def fetchval(self, sql: str, params: Params | None = None) -> Any:
+        row = await self.fetchrow(sql, params)
+        return row[0] if row is not None else None
+
+    async def finish(self, commit: bool) -> None:
+        if self._begin:  # nothing was sent: nothing to end
+            return
+
+        def end(raw: sqlite3.Connection) -> None:
+            if raw.in_transaction:
+                raw.execute("COMMIT" if commit else "ROLLBACK")
+
+        await self._db.call(end)
+
+
+class _SQLite:
+    """One sqlite3 connection, used only from its worker thread."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="salon-sqlite")
+        self._raw: sqlite3.Connection | None = None
+        self._turn = asyncio.Lock()
+
+    async def open(self) -> None:
+        def connect() -> sqlite3.Connection:
+            raw = sqlite3.connect(
+                self._path,
+                timeout=_BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,  # autocommit; transactions are BEGIN/COMMIT by hand
+                check_same_thread=False,  # the worker thread only, but not the opener's
+            )
+            raw.row_factory = sqlite3.Row
+            raw.execute("PRAGMA journal_mode=WAL")
+            raw.execute("PRAGMA synchronous=NORMAL")
+            raw.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            return raw
+
+        self._raw = await self._in_worker(connect)
+
+    async def _in_worker(self, fn: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._worker, fn)
+        except (sqlite3.Error, OSError) as exc:
+            raise DatabaseError(_first_line(exc)) from exc
+
+    async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        raw = self._raw
+        if raw is None:
+            raise StoreError("store is not open")
+        return await self._in_worker(lambda: fn(raw))
+
+    @asynccontextmanager
+    async def begin(self) -> AsyncIterator[Connection]:
+        async with self._turn:
+            conn = _SQLiteConnection(self, transaction=True)
+            try:
+                yield conn
+                await conn.finish(commit=True)
+            except BaseException:  # a failed COMMIT too: nothing stays open for the next
+                await asyncio.shield(conn.finish(commit=False))
+                raise
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[Connection]:
+        async with self._turn:
+            yield _SQLiteConnection(self, transaction=False)
+
+    def listening(self) -> AbstractAsyncContextManager[Any]:
+        raise StoreError("SQLite has no LISTEN")
+
+    async def close(self) -> None:
+        raw, self._raw = self._raw, None
+        if raw is not None:
+            async with self._turn:
+                await self._in_worker(raw.close)
+        self._worker.shutdown(wait=False)
+
+
+async def open_sqlite(path: str) -> Database:
+    """``path``: a file, or ``:memory:``."""
+    db = _SQLite(path)
+    try:
+        await db.open()
+    except BaseException:
+        await db.close()
+        raise
+    return db
+
+
+# --- PostgreSQL ---------------------------------------------------------------------------
+
+# A string literal (left as it is), or a :name that is not part of a ::cast.
+_PARAM = re.compile(r"'(?:[^']|'')*'|(?<![:\w]):([A-Za-z_]\w*)")
+
+
+@lru_cache(maxsize=512)
+def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with ``:name`` as ``$n`` (a name used twice is one number), and the names
+    in number order."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return match.group(0)
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    return _PARAM.sub(number, sql), tuple(names)
+
+
+def _args(names: tuple[str, ...], params: Params | None) -> list[Any]:
+    if not names:
+        return []
+    if params is None:
+        raise DatabaseError(f"missing parameter: {names[0]}")
+    return [params[n] for n in names]
+
+
+def _pg_errors() -> tuple[type[BaseException], ...]:
+    import asyncpg
+
+    # ValueError: a malformed connection option
+    return (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError, ValueError)
+
+
+class _PostgresConnection:
+    dialect = "postgresql"
+
+    def __init__(self, raw: Any, errors: tuple[type[BaseException], ...]) -> None:
+        self._raw = raw
+        self._errors = errors
+
+    async def _run(self, method: str, sql: str, params: Params | None) -> Any:
+        text, names = _numbered(sql)
+        try:
+            return await getattr(self._raw, method)(text, *_args(names, params))
+        except self._errors as exc:
+            raise DatabaseError(_first_line(exc)) from exc
+
+    async def execute(self, sql: str, params: Params | None = None) -> int:
+        status = await self._run("execute", sql, params)
+        last = str(status).rsplit(" ", 1)[-1]
+        return int(last) if last.isdigit() else 0
+
+    async def executemany(self, sql: str, rows: Sequence[Params]) -> None:
+        if not rows:
+            return
+        text, names = _numbered(sql)
+        try:
+            await self._raw.executemany(text, [_args(names, row) for row in rows])
+        except self._errors as exc:
+            raise DatabaseError(_first_line(exc)) from exc
+
+    async def many(self, statements: Sequence[tuple[str, Params | Sequence[Params]]]) -> None:
+        for sql, params in statements:
+            if isinstance(params, Mapping):
+                await self.execute(sql, params)
+            else:
+                await self.executemany(sql, params)
+
+    async def fetch(self, sql: str, params: Params | None = None) -> list[Row]:
+        return list(await self._run("fetch", sql, params))
+
+    async def fetchrow(self, sql: str, params: Params | None = None) -> Row | None:
+        return await self._run("fetchrow", sql, params)
+
+    async def fetchval(self, sql: str, params: Params | None = None) -> Any:
+        return await self._run("fetchval", sql, params)
+
+
+class _Postgres:
+    dialect = "postgresql"
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._errors = _pg_errors()
+
+    @asynccontextmanager
+    async def _acquired(self) -> AsyncIterator[Any]:
+        try:
+            async with self._pool.acquire(timeout=_CONNECT_TIMEOUT) as raw:
+                yield raw
+        except DatabaseError:
+            raise
+        except self._errors as exc:
+            raise DatabaseError(_first_line(exc)) from exc
+
+    @asynccontextmanager
+    async def begin(self) -> AsyncIterator[Connection]:
+        async with self._acquired() as raw, raw.transaction():
+            yield _PostgresConnection(raw, self._errors)
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[Connection]:
+        async with self._acquired() as raw:
+            yield _PostgresConnection(raw, self._errors)
+
+    def listening(self) -> AbstractAsyncContextManager[Any]:
+        return self._acquired()
+
+    async def close(self) -> None:
+        try:
+            await asyncio.wait_for(self._pool.close(), _CONNECT_TIMEOUT)
+        except self._errors:  # TimeoutError is among them
+            self._pool.terminate()
+
+
+async def open_postgres(
+    *,
+    host: str | None,
+    port: int | None,
+    user: str | None,
+    database: str | None,
+    password: str | None,
+    options: Mapping[str, str],
+) -> Database:
+    import asyncpg
+
+    try:
+        pool = await asyncpg.create_pool(
+            host=options.get("host", host),
+            port=port,
+            user=user,
+            database=database,
+            password=password,
+            min_size=1,
+            max_size=_POOL_SIZE,
+            timeout=_CONNECT_TIMEOUT,
+            command_timeout=_COMMAND_TIMEOUT,
+        )
+    except _pg_errors() as exc:
+        raise DatabaseError(_first_line(exc)) from exc
+    return _Postgres(pool)
