@@ -244,3 +244,44 @@ async def test_a_store_made_by_an_earlier_salon_reads_back_and_takes_writes(
     await made.open()
     await made.close()
     assert _schema(new) == _schema(path)  # the same tables and indexes, word for word
+
+
+async def test_a_write_only_transaction_is_one_trip_to_the_sqlite_thread(tmp_path: Path) -> None:
+    store = SQLStore(sqlite_url(tmp_path / "s.db"))
+    await store.open()
+    trips = 0
+    call = store.db.call  # type: ignore[attr-defined]
+
+    async def counted(fn: object) -> object:
+        nonlocal trips
+        trips += 1
+        return await call(fn)
+
+    store.db.call = counted  # type: ignore[attr-defined]
+    try:
+        await store.save_rolling_state(
+            "bot", ROOM.key, {"anchor_id": "a", "breakpoint_id": None, "head_id": "h"}
+        )
+        await store.record_usage("bot", ROOM.key, "llm", "m", Usage(1, 2, 3, 4))
+        assert trips == 2
+        async with store.db.begin() as conn:  # a read waits: BEGIN goes with it, then COMMIT
+            await conn.fetchval("SELECT count(*) FROM usage_log")
+        assert trips == 4
+    finally:
+        await store.close()
+
+
+async def test_a_deferred_statement_that_fails_fails_its_transaction(database: Database) -> None:
+    store = await database.open_store()
+    good = "INSERT INTO limit_marks (bot, \"key\", until) VALUES ('b', 'kept?', 1.0)"
+
+    async def write_then_fail() -> None:
+        async with store.db.begin() as conn:
+            await conn.many([(good, {}), ("INSERT INTO no_such_table VALUES (1)", {})])
+
+    try:
+        with pytest.raises(DatabaseError, match=r"no_such_table|does not exist"):
+            await write_then_fail()
+        assert await store.mark("b", "kept?") is None
+    finally:
+        await store.close()

@@ -64,12 +64,12 @@ class ProcessMethods:
         until = {"lease_until": f"{db_now(self._dialect)} + :seconds"}
         statement = upsert("processes", columns, ["owner"], update=["lease_until"], values=until)
         async with self.db.begin() as conn:
-            await conn.execute(statement, values)
+            await conn.many([(statement, values)])
 
     async def release_lease(self) -> None:
         """A clean stop: what this process left open may be taken over at once."""
         async with self.db.begin() as conn:
-            await conn.execute("DELETE FROM processes WHERE owner = :owner", {"owner": self.owner})
+            await conn.many([("DELETE FROM processes WHERE owner = :owner", {"owner": self.owner})])
 
     async def claim_fire(self, schedule_id: int, due: datetime, owner: str) -> bool:
         """Claim one occurrence; exactly one caller, in any process, ever gets True. The
@@ -96,11 +96,11 @@ class ProcessMethods:
         }
         try:
             async with self.db.begin() as conn:
-                await conn.execute(
+                done = (
                     "UPDATE schedule_fires SET status = :status, completed_at = :now"
-                    " WHERE schedule_id = :id AND due = :due",
-                    params,
+                    " WHERE schedule_id = :id AND due = :due"
                 )
+                await conn.many([(done, params)])
         except DatabaseError as exc:
             raise StoreError(f"store write failed: {exc}") from exc
 

@@ -409,7 +409,7 @@ class TraceMethods:
         values["tasks"] = json.dumps(health.tasks)
         statement = upsert("bot_health", tuple(values), ["bot"])
         async with self.db.begin() as conn:
-            await conn.execute(statement, values)
+            await conn.many([(statement, values)])
 
     async def health_reports(self) -> list[BotHealth]:
         async with self.db.connect() as conn:

@@ -415,7 +415,7 @@ class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
         }
         statement = upsert("rolling_state", tuple(row), ["bot", "channel"])
         async with self.db.begin() as conn:
-            await conn.execute(statement, row)
+            await conn.many([(statement, row)])
 
     async def record_usage(
         self, bot: str, channel_key: str, provider: str, model: str, usage: Usage
@@ -446,7 +446,7 @@ class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
     async def _execute(self, statement: str, params: dict[str, Any]) -> None:
         try:
             async with self.db.begin() as conn:
-                await conn.execute(statement, params)
+                await conn.many([(statement, params)])
         except DatabaseError as exc:
             raise StoreError(f"store write failed: {exc}") from exc
 
