@@ -1,6 +1,6 @@
 """A bot process loads what its config uses: with one OpenAI-type provider on Discord, no
-other vendor's SDK, web server or trace CLI is imported by the time it is ready, and the
-provider's own SDK is loaded after ready, before the first answer."""
+other vendor's SDK, web server, trace CLI or cron parser is imported by the time it is
+ready, and the provider's own SDK is loaded after ready, before the first answer."""
 
 from __future__ import annotations
 
@@ -24,7 +24,14 @@ def _dump(*_):
 signal.signal(signal.SIGUSR1, _dump)
 """
 
-NEVER_BEFORE_READY = ["anthropic", "google.genai", "salon.trace_cli", "salon.web.app"]
+NEVER_BEFORE_READY = [
+    "anthropic",
+    "google.genai",
+    "salon.trace_cli",
+    "salon.web.app",
+    "croniter",  # loads at a bot's first schedule
+    "sqlalchemy",  # the store writes its SQL itself
+]
 WEB_SERVER = ["starlette", "uvicorn"]  # still loaded by the MCP SDK until it leaves this path
 
 

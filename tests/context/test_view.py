@@ -71,7 +71,16 @@ def test_views_are_bounded_by_the_messages_they_hold() -> None:
         view = views.get(name)
         view.update(history, bot_config())
         views.settle(view)
-    assert len(views) == 1  # each holds 60 (history and visible): one fits
+    assert len(views) == 3  # each holds 30 messages (once, though in two lists): three fit
+
+
+def test_a_view_counts_what_slid_out_but_is_kept_until_compaction() -> None:
+    view = ChannelView()
+    channel = [Message(str(n), ROOM, PEOPLE[0], "hi", T) for n in range(60)]
+    view.update(channel[:30], bot_config())
+    assert view.size == 30
+    view.update(channel[10:40], bot_config())  # 10 slid out, still held; 10 new
+    assert view.size == 40
 
 
 def test_a_long_slide_is_compacted_and_stays_exact() -> None:

@@ -70,6 +70,10 @@ def test_a_postgres_url_keeps_its_parts_and_never_shows_the_password() -> None:
     assert url.with_database("other").render() == (
         "postgresql://salon:***@db.internal:5433/other?host=/run/pg"
     )
+    # asyncpg reads the URL as written (sslmode, socket directories, …)
+    tls = parse_url("postgres+asyncpg://salon@db/bots?sslmode=verify-full")
+    assert tls.dsn == "postgresql://salon@db/bots?sslmode=verify-full"
+    assert tls.with_database("t").dsn == "postgresql://salon@db/t?sslmode=verify-full"
 
 
 @pytest.mark.parametrize(

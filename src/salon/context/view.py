@@ -77,8 +77,10 @@ class ChannelView:
 
     @property
     def size(self) -> int:
-        """How many messages the view holds on to (for the bound on all views)."""
-        return len(self._history) + len(self._all)
+        """How many messages the view holds on to (for the bound on all views): the history
+        it was given, and those that slid out of it but are kept until the next compaction
+        (the visible ones are in both lists, and count once)."""
+        return len(self._history) + self._first
 
     def update(self, history: Sequence[Message], config: BotConfig) -> None:
         """Take the channel's history as it is now (oldest first)."""

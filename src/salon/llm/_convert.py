@@ -15,7 +15,8 @@ __all__ = ["REQUESTS", "Converted"]
 
 K = TypeVar("K")
 T = TypeVar("T")
-_REMEMBERED = 50_000  # turns whose vendor form is kept, over all channels
+_REMEMBERED = 200_000  # turns whose vendor form is kept, over all channels (as many as the
+# render memos hold: a smaller bound made every activation of 1 000 channels in turn miss)
 REQUESTS = 64  # requests whose body is kept: those in flight, and their traces after
 
 

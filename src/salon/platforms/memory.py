@@ -235,6 +235,8 @@ class MemoryPlatform(PlatformBase):
         if self.fail_pins:
             raise self.fail_pins.pop(0)
         ids = set(self.pins.get(channel.key, []))
+        if not ids:  # most channels: no walk of their history
+            return []
         return [m for m in self._channels.get(channel.key, []) if m.id in ids]
 
     async def delete_message(self, channel: ChannelRef, message_id: str) -> None:

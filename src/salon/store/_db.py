@@ -403,23 +403,14 @@ class _Postgres:
             self._pool.terminate()
 
 
-async def open_postgres(
-    *,
-    host: str | None,
-    port: int | None,
-    user: str | None,
-    database: str | None,
-    password: str | None,
-    options: Mapping[str, str],
-) -> Database:
+async def open_postgres(dsn: str, *, password: str | None) -> Database:
+    """``dsn``: a ``postgresql://`` URL as libpq reads it (``sslmode``, a socket directory
+    as ``host``…); ``password`` completes it."""
     import asyncpg
 
     try:
         pool = await asyncpg.create_pool(
-            host=options.get("host", host),
-            port=port,
-            user=user,
-            database=database,
+            dsn,
             password=password,
             min_size=1,
             max_size=_POOL_SIZE,

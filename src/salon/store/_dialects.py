@@ -24,16 +24,9 @@ __all__ = [
     "upsert",
 ]
 
-# The drivers SQLAlchemy's URLs named are accepted too: configs written for earlier
-# versions keep working.
-_BACKENDS = {
-    "sqlite": "sqlite",
-    "sqlite+aiosqlite": "sqlite",
-    "sqlite+pysqlite": "sqlite",
-    "postgresql": "postgresql",
-    "postgres": "postgresql",
-    "postgresql+asyncpg": "postgresql",
-}
+# A driver after "+" (as in SQLAlchemy's URLs, which configs of earlier versions used) is
+# ignored: SQLite is always sqlite3 and PostgreSQL asyncpg.
+_BACKENDS = {"sqlite": "sqlite", "postgresql": "postgresql", "postgres": "postgresql"}
 
 
 @dataclass(frozen=True)
@@ -49,9 +42,12 @@ class DatabaseURL:
     password: str | None = None
     database: str | None = None
     query: Mapping[str, str] = field(default_factory=dict)
+    dsn: str = ""  # PostgreSQL: the URL as written, for asyncpg (which reads sslmode and the rest)
 
     def with_database(self, name: str) -> DatabaseURL:
-        return replace(self, database=name)
+        parts = urlsplit(self.dsn)
+        dsn = parts._replace(path="/" + quote(name, safe="")).geturl() if self.dsn else ""
+        return replace(self, database=name, dsn=dsn)
 
     def render(self, *, hide_password: bool = True) -> str:
         if self.backend == "sqlite":
@@ -73,9 +69,9 @@ def parse_url(url: str, password: str | None = None) -> DatabaseURL:
     scheme, sep, rest = url.partition("://")
     if not sep:
         raise StoreError("database_url is not a database URL")
-    backend = _BACKENDS.get(scheme.lower())
+    name = scheme.lower().split("+", 1)[0]
+    backend = _BACKENDS.get(name)
     if backend is None:
-        name = scheme.split("+", 1)[0]
         raise StoreError(f"database_url: {name} is not supported (use sqlite or postgresql)")
     if backend == "sqlite":
         path = rest[1:] if rest.startswith("/") else rest
@@ -87,6 +83,7 @@ def parse_url(url: str, password: str | None = None) -> DatabaseURL:
         raise StoreError("database_url is not a database URL") from None
     return DatabaseURL(
         "postgresql",
+        dsn=f"postgresql://{rest}",
         host=parts.hostname,
         port=port,
         username=unquote(parts.username) if parts.username else None,
@@ -103,14 +100,7 @@ def _unquoted(text: str | None) -> str | None:
 async def connect(url: DatabaseURL) -> Database:
     if url.backend == "sqlite":
         return await open_sqlite(url.path)
-    return await open_postgres(
-        host=url.host,
-        port=url.port,
-        user=url.username,
-        database=url.database,
-        password=url.password,
-        options=url.query,
-    )
+    return await open_postgres(url.dsn, password=url.password)
 
 
 def _quoted(column: str) -> str:

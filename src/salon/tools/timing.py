@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+if TYPE_CHECKING:
+    from croniter import croniter
 
 __all__ = ["ParsedWhen", "latest_occurrence", "next_occurrence", "parse_when", "zone"]
 
@@ -20,6 +22,13 @@ __all__ = ["ParsedWhen", "latest_occurrence", "next_occurrence", "parse_when", "
 class ParsedWhen:
     cron: str | None
     at: datetime | None  # aware, in the schedule's timezone
+
+
+def _croniter() -> type[croniter]:
+    """croniter (with dateutil) loads at the first schedule, not with every bot."""
+    from croniter import croniter
+
+    return croniter
 
 
 def zone(name: str) -> ZoneInfo:
@@ -34,7 +43,7 @@ def parse_when(when: str, timezone: str, now: datetime) -> ParsedWhen:
     text = when.strip()
     tz = zone(timezone)
     if len(text.split()) in (5, 6) and not text[:4].isdigit():
-        if not croniter.is_valid(text):
+        if not _croniter().is_valid(text):
             raise ValueError(
                 f"invalid cron expression {text!r} (five fields: min hour day month weekday)"
             )
@@ -57,7 +66,7 @@ def parse_when(when: str, timezone: str, now: datetime) -> ParsedWhen:
 def next_occurrence(cron: str, timezone: str, after: datetime) -> datetime:
     """The first occurrence strictly after ``after``, in UTC."""
     start = after.astimezone(zone(timezone))
-    found: datetime = croniter(cron, start).get_next(datetime)
+    found: datetime = _croniter()(cron, start).get_next(datetime)
     return found.astimezone(UTC)
 
 
@@ -65,5 +74,5 @@ def latest_occurrence(cron: str, timezone: str, at_or_before: datetime) -> datet
     """The last occurrence at or before ``at_or_before``, in UTC."""
     following = next_occurrence(cron, timezone, at_or_before)
     start = following.astimezone(zone(timezone))
-    found: datetime = croniter(cron, start).get_prev(datetime)
+    found: datetime = _croniter()(cron, start).get_prev(datetime)
     return found.astimezone(UTC)
