@@ -20,9 +20,10 @@ driver's first line and never the password.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import lru_cache
@@ -322,18 +323,49 @@ def _pg_errors() -> tuple[type[BaseException], ...]:
 
 
 class _PostgresConnection:
+    """As on SQLite, a transaction holds back what nobody waits for: a transaction of one
+    such statement is that statement alone (atomic by itself, one round trip instead of
+    BEGIN, the statement and COMMIT); otherwise BEGIN goes before the first statement that
+    must run and the held ones go before it or before COMMIT."""
+
     dialect = "postgresql"
 
-    def __init__(self, raw: Any, errors: tuple[type[BaseException], ...]) -> None:
+    def __init__(
+        self, raw: Any, errors: tuple[type[BaseException], ...], *, transaction: bool
+    ) -> None:
         self._raw = raw
         self._errors = errors
+        self._transaction = transaction
+        self._open: Any = None  # the asyncpg transaction, once begun
+        self._queued: list[tuple[str, Params | Sequence[Params]]] = []
 
-    async def _run(self, method: str, sql: str, params: Params | None) -> Any:
-        text, names = _numbered(sql)
+    async def _guarded(self, work: Awaitable[T]) -> T:
         try:
-            return await getattr(self._raw, method)(text, *_args(names, params))
+            return await work
         except self._errors as exc:
             raise DatabaseError(_first_line(exc)) from exc
+
+    async def _ready(self) -> None:
+        """BEGIN if it is still due, then what was held back."""
+        if self._transaction and self._open is None:
+            self._open = self._raw.transaction()
+            await self._guarded(self._open.start())
+        queued, self._queued = self._queued, []
+        for sql, params in queued:
+            await self._now(sql, params)
+
+    async def _now(self, sql: str, params: Params | Sequence[Params]) -> None:
+        text, names = _numbered(sql)
+        if isinstance(params, Mapping):
+            await self._guarded(self._raw.execute(text, *_args(names, params)))
+        elif params:
+            rows = [_args(names, row) for row in params]
+            await self._guarded(self._raw.executemany(text, rows))
+
+    async def _run(self, method: str, sql: str, params: Params | None) -> Any:
+        await self._ready()
+        text, names = _numbered(sql)
+        return await self._guarded(getattr(self._raw, method)(text, *_args(names, params)))
 
     async def execute(self, sql: str, params: Params | None = None) -> int:
         status = await self._run("execute", sql, params)
@@ -341,20 +373,12 @@ class _PostgresConnection:
         return int(last) if last.isdigit() else 0
 
     async def executemany(self, sql: str, rows: Sequence[Params]) -> None:
-        if not rows:
-            return
-        text, names = _numbered(sql)
-        try:
-            await self._raw.executemany(text, [_args(names, row) for row in rows])
-        except self._errors as exc:
-            raise DatabaseError(_first_line(exc)) from exc
+        await self.many([(sql, rows)])
 
     async def many(self, statements: Sequence[tuple[str, Params | Sequence[Params]]]) -> None:
-        for sql, params in statements:
-            if isinstance(params, Mapping):
-                await self.execute(sql, params)
-            else:
-                await self.executemany(sql, params)
+        self._queued.extend(statements)
+        if not self._transaction:
+            await self._ready()
 
     async def fetch(self, sql: str, params: Params | None = None) -> list[Row]:
         return list(await self._run("fetch", sql, params))
@@ -364,6 +388,24 @@ class _PostgresConnection:
 
     async def fetchval(self, sql: str, params: Params | None = None) -> Any:
         return await self._run("fetchval", sql, params)
+
+    async def finish(self, commit: bool) -> None:
+        if not commit:
+            self._queued.clear()
+            if self._open is not None:
+                with contextlib.suppress(*self._errors):  # a dead connection: the pool drops it
+                    await self._open.rollback()
+            return
+        if self._open is None:
+            queued = self._queued
+            if not queued:
+                return
+            if len(queued) == 1 and isinstance(queued[0][1], Mapping):
+                self._queued = []
+                await self._now(*queued[0])
+                return
+        await self._ready()
+        await self._guarded(self._open.commit())
 
 
 class _Postgres:
@@ -385,22 +427,41 @@ class _Postgres:
 
     @asynccontextmanager
     async def begin(self) -> AsyncIterator[Connection]:
-        async with self._acquired() as raw, raw.transaction():
-            yield _PostgresConnection(raw, self._errors)
+        async with self._acquired() as raw:
+            conn = _PostgresConnection(raw, self._errors, transaction=True)
+            try:
+                yield conn
+                await conn.finish(commit=True)
+            except BaseException:
+                await asyncio.shield(conn.finish(commit=False))
+                raise
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[Connection]:
         async with self._acquired() as raw:
-            yield _PostgresConnection(raw, self._errors)
+            yield _PostgresConnection(raw, self._errors, transaction=False)
 
-    def listening(self) -> AbstractAsyncContextManager[Any]:
-        return self._acquired()
+    @asynccontextmanager
+    async def listening(self) -> AsyncIterator[Any]:
+        async with self._acquired() as raw:
+            try:
+                yield raw
+            finally:  # the pool's light reset leaves LISTEN to whoever used it
+                with contextlib.suppress(*self._errors):
+                    await raw.execute("UNLISTEN *")
 
     async def close(self) -> None:
         try:
             await asyncio.wait_for(self._pool.close(), _CONNECT_TIMEOUT)
         except self._errors:  # TimeoutError is among them
             self._pool.terminate()
+
+
+async def _light_reset(_raw: Any) -> None:
+    """What the pool does to a connection given back, beyond rolling back a transaction left
+    open (which it always does): nothing. The store sets nothing for a session (only SET
+    LOCAL, which ends with its transaction), and ``listening`` ends its own LISTEN; the
+    default reset was one more round trip after every statement."""
 
 
 async def open_postgres(dsn: str, *, password: str | None) -> Database:
@@ -416,6 +477,7 @@ async def open_postgres(dsn: str, *, password: str | None) -> Database:
             max_size=_POOL_SIZE,
             timeout=_CONNECT_TIMEOUT,
             command_timeout=_COMMAND_TIMEOUT,
+            reset=_light_reset,
         )
     except _pg_errors() as exc:
         raise DatabaseError(_first_line(exc)) from exc
