@@ -417,13 +417,18 @@ class _Postgres:
 
     @asynccontextmanager
     async def _acquired(self) -> AsyncIterator[Any]:
+        """A pooled connection; only getting it is translated here (the statements are
+        by ``_PostgresConnection``), so what the block raises passes through as it is."""
         try:
-            async with self._pool.acquire(timeout=_CONNECT_TIMEOUT) as raw:
-                yield raw
-        except DatabaseError:
-            raise
+            raw = await self._pool.acquire(timeout=_CONNECT_TIMEOUT)
         except self._errors as exc:
             raise DatabaseError(_first_line(exc)) from exc
+        try:
+            yield raw
+        finally:
+            # A connection that cannot be reset is closed by the pool, which makes a new one.
+            with contextlib.suppress(*self._errors):
+                await self._pool.release(raw)
 
     @asynccontextmanager
     async def begin(self) -> AsyncIterator[Connection]:
