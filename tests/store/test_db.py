@@ -10,6 +10,7 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from salon.errors import StoreError
@@ -287,5 +288,29 @@ async def test_a_deferred_statement_that_fails_fails_its_transaction(database: D
         with pytest.raises(DatabaseError, match=r"no_such_table|does not exist"):
             await write_then_fail()
         assert await store.mark("b", "kept?") is None
+    finally:
+        await store.close()
+
+
+async def test_connections_the_server_dropped_are_replaced(pg_database: Database) -> None:
+    """A PostgreSQL restart or failover closes the pool's connections: the next use gets a
+    new one instead of failing."""
+    store = await pg_database.open_store()
+    try:
+        await store.set_mark("b", "before", 1.0)
+        url = parse_url(pg_database.url, pg_database.password)
+        admin = await asyncpg.connect(url.with_database("postgres").dsn, password=url.password)
+        try:
+            dropped = await admin.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = $1 AND pid <> pg_backend_pid()",
+                url.database,
+            )
+        finally:
+            await admin.close()
+        assert dropped >= 1
+        assert await store.mark("b", "before") == 1.0
+        await store.set_mark("b", "after", 2.0)
+        assert await store.mark("b", "after") == 2.0
     finally:
         await store.close()

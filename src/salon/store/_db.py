@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol, TypeVar
 
@@ -41,6 +43,8 @@ __all__ = [
     "open_postgres",
     "open_sqlite",
 ]
+
+logger = logging.getLogger(__name__)
 
 Params = Mapping[str, Any]
 Row = Any  # sqlite3.Row or asyncpg.Record: row[0], row["name"], len(row), iteration
@@ -319,7 +323,14 @@ def _pg_errors() -> tuple[type[BaseException], ...]:
     import asyncpg
 
     # ValueError: a malformed connection option
-    return (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError, ValueError)
+    return (
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+        asyncpg.InternalClientError,
+        OSError,
+        TimeoutError,
+        ValueError,
+    )
 
 
 class _PostgresConnection:
@@ -330,26 +341,42 @@ class _PostgresConnection:
 
     dialect = "postgresql"
 
-    def __init__(
-        self, raw: Any, errors: tuple[type[BaseException], ...], *, transaction: bool
-    ) -> None:
-        self._raw = raw
-        self._errors = errors
+    def __init__(self, db: _Postgres, held: _Held, *, transaction: bool) -> None:
+        self._db = db
+        self._held = held
+        self._errors = db.errors
         self._transaction = transaction
         self._open: Any = None  # the asyncpg transaction, once begun
         self._queued: list[tuple[str, Params | Sequence[Params]]] = []
+        self._sent = False  # whether anything reached the server on this connection
 
-    async def _guarded(self, work: Awaitable[T]) -> T:
+    async def _guarded(self, work: Callable[[Any], Awaitable[T]]) -> T:
+        """``work(connection)``. A connection the server dropped (a restart, a failover)
+        fails its first trip; when nothing was sent on it yet, the trip is made again on a
+        new connection (what SQLAlchemy's pre-ping gave, without a ping per use)."""
         try:
-            return await work
+            try:
+                return await work(self._held.raw)
+            except self._db.lost as exc:
+                if self._sent or not self._db.was_lost(exc, self._held.raw):
+                    raise
+                logger.info("database connection lost (%s); taking a new one", _first_line(exc))
+                await self._db.renew(self._held)
+                return await work(self._held.raw)
+            finally:
+                self._sent = True
         except self._errors as exc:
             raise DatabaseError(_first_line(exc)) from exc
 
     async def _ready(self) -> None:
         """BEGIN if it is still due, then what was held back."""
         if self._transaction and self._open is None:
-            self._open = self._raw.transaction()
-            await self._guarded(self._open.start())
+
+            async def start(raw: Any) -> None:
+                self._open = raw.transaction()
+                await self._open.start()
+
+            await self._guarded(start)
         queued, self._queued = self._queued, []
         for sql, params in queued:
             await self._now(sql, params)
@@ -357,15 +384,17 @@ class _PostgresConnection:
     async def _now(self, sql: str, params: Params | Sequence[Params]) -> None:
         text, names = _numbered(sql)
         if isinstance(params, Mapping):
-            await self._guarded(self._raw.execute(text, *_args(names, params)))
+            args = _args(names, params)
+            await self._guarded(lambda raw: raw.execute(text, *args))
         elif params:
             rows = [_args(names, row) for row in params]
-            await self._guarded(self._raw.executemany(text, rows))
+            await self._guarded(lambda raw: raw.executemany(text, rows))
 
     async def _run(self, method: str, sql: str, params: Params | None) -> Any:
         await self._ready()
         text, names = _numbered(sql)
-        return await self._guarded(getattr(self._raw, method)(text, *_args(names, params)))
+        args = _args(names, params)
+        return await self._guarded(lambda raw: getattr(raw, method)(text, *args))
 
     async def execute(self, sql: str, params: Params | None = None) -> int:
         status = await self._run("execute", sql, params)
@@ -405,35 +434,72 @@ class _PostgresConnection:
                 await self._now(*queued[0])
                 return
         await self._ready()
-        await self._guarded(self._open.commit())
+        await self._guarded(lambda _raw: self._open.commit())
+
+
+@dataclass
+class _Held:
+    raw: Any  # the pooled asyncpg connection a block uses
 
 
 class _Postgres:
     dialect = "postgresql"
 
     def __init__(self, pool: Any) -> None:
+        import asyncpg
+
         self._pool = pool
-        self._errors = _pg_errors()
+        self.errors = _pg_errors()
+        # What a connection the server dropped raises on its next use.
+        self._dropped: tuple[type[BaseException], ...] = (
+            asyncpg.PostgresConnectionError,  # SQLSTATE class 08
+            asyncpg.AdminShutdownError,
+            asyncpg.CrashShutdownError,
+            asyncpg.CannotConnectNowError,
+            # what asyncpg says when the server's notice of the drop arrived while idle:
+            # the statement was not sent
+            asyncpg.InternalClientError,
+            ConnectionError,
+        )
+        self.lost = (*self._dropped, asyncpg.InterfaceError)
+
+    def was_lost(self, exc: BaseException, raw: Any) -> bool:
+        """Whether ``exc`` says the connection is gone (InterfaceError also reports
+        mistakes of the caller's, so it counts only when the connection is closed)."""
+        return isinstance(exc, self._dropped) or bool(raw.is_closed())
+
+    async def _get(self) -> Any:
+        try:
+            return await self._pool.acquire(timeout=_CONNECT_TIMEOUT)
+        except self.errors as exc:
+            raise DatabaseError(_first_line(exc)) from exc
+
+    async def _give_back(self, raw: Any) -> None:
+        # A connection that cannot be reset is closed by the pool, which makes a new one.
+        with contextlib.suppress(*self.errors):
+            await self._pool.release(raw)
+
+    async def renew(self, held: _Held) -> None:
+        """Give a dropped connection back (the pool closes it) and hold a new one."""
+        dead, held.raw = held.raw, None
+        await self._give_back(dead)
+        held.raw = await self._get()
 
     @asynccontextmanager
-    async def _acquired(self) -> AsyncIterator[Any]:
+    async def _acquired(self) -> AsyncIterator[_Held]:
         """A pooled connection; only getting it is translated here (the statements are
         by ``_PostgresConnection``), so what the block raises passes through as it is."""
+        held = _Held(await self._get())
         try:
-            raw = await self._pool.acquire(timeout=_CONNECT_TIMEOUT)
-        except self._errors as exc:
-            raise DatabaseError(_first_line(exc)) from exc
-        try:
-            yield raw
+            yield held
         finally:
-            # A connection that cannot be reset is closed by the pool, which makes a new one.
-            with contextlib.suppress(*self._errors):
-                await self._pool.release(raw)
+            if held.raw is not None:
+                await self._give_back(held.raw)
 
     @asynccontextmanager
     async def begin(self) -> AsyncIterator[Connection]:
-        async with self._acquired() as raw:
-            conn = _PostgresConnection(raw, self._errors, transaction=True)
+        async with self._acquired() as held:
+            conn = _PostgresConnection(self, held, transaction=True)
             try:
                 yield conn
                 await conn.finish(commit=True)
@@ -443,22 +509,22 @@ class _Postgres:
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[Connection]:
-        async with self._acquired() as raw:
-            yield _PostgresConnection(raw, self._errors, transaction=False)
+        async with self._acquired() as held:
+            yield _PostgresConnection(self, held, transaction=False)
 
     @asynccontextmanager
     async def listening(self) -> AsyncIterator[Any]:
-        async with self._acquired() as raw:
+        async with self._acquired() as held:
             try:
-                yield raw
+                yield held.raw
             finally:  # the pool's light reset leaves LISTEN to whoever used it
-                with contextlib.suppress(*self._errors):
-                    await raw.execute("UNLISTEN *")
+                with contextlib.suppress(*self.errors):
+                    await held.raw.execute("UNLISTEN *")
 
     async def close(self) -> None:
         try:
             await asyncio.wait_for(self._pool.close(), _CONNECT_TIMEOUT)
-        except self._errors:  # TimeoutError is among them
+        except self.errors:  # TimeoutError is among them
             self._pool.terminate()
 
 
