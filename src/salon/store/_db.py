@@ -10,8 +10,9 @@ took in between. Each trip to the worker costs CPU, so a transaction makes few: 
 (:meth:`Connection.many`) with the next one or the ``COMMIT``.
 
 PostgreSQL is an asyncpg pool. The ``:name`` parameters become ``$1``, ``$2``… once per
-statement text (kept in a bounded memo). A connection the server closed is replaced when
-the pool hands it out next.
+statement text (kept in a bounded memo). A connection the server dropped (a restart, a
+failover) fails its block's first trip; nothing was sent on it, so that trip is made again
+on a new connection.
 
 Driver errors reach the caller as :class:`DatabaseError` (a ``StoreError``), with the
 driver's first line and never the password.
