@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+from dataclasses import replace
 from html import unescape
 from typing import Any
 
@@ -11,12 +13,14 @@ import pytest
 from salon.config import Secrets
 from salon.llm.base import (
     ChatMessage,
+    ImagePart,
     LLMRequest,
     TextPart,
     ToolDefinition,
     ToolResultPart,
     ToolUsePart,
     request_as_sent,
+    wire_body,
 )
 from salon.llm.factory import build_provider
 from salon.model import ToolCall, ToolResult
@@ -56,3 +60,24 @@ def test_each_vendor_s_request_reads_as_a_transcript(vendor: str) -> None:
     assert "Alice:" in shown.split("stop:")[1]
     if vendor == "anthropic":
         assert "cache breakpoint" in shown
+
+
+@pytest.mark.parametrize("vendor", ["openai", "anthropic", "google"])
+def test_a_request_as_sent_keeps_an_image_as_its_size_and_hash(vendor: str) -> None:
+    config = bot_config(
+        providers={"test": {"type": vendor, "model": "m", "api_key_env": "K"}}, provider="test"
+    )
+    provider = build_provider(config, Secrets({"K": "key-for-the-test"}))
+    picture = bytes(range(256)) * 8
+    with_image = replace(
+        REQUEST,
+        messages=(
+            *REQUEST.messages,
+            ChatMessage("user", (TextPart("Bob: look"), ImagePart("image/png", picture))),
+        ),
+    )
+    sent = json.dumps(request_as_sent(provider, with_image), default=str)
+    assert "<image: 2048 bytes, sha256 " in sent
+    assert base64.b64encode(picture).decode()[:64] not in sent
+    text_only = replace(REQUEST, messages=REQUEST.messages[:1])
+    assert request_as_sent(provider, text_only) == wire_body(provider, text_only)

@@ -7,6 +7,8 @@ import hashlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter
 from typing import Any, Literal, Protocol
 
 from salon.llm._convert import Converted
@@ -184,6 +186,9 @@ async def close_stream(stream: object) -> None:
         await close()
 
 
+_PARTS = attrgetter("parts")
+
+
 def request_as_sent(provider: Provider, request: LLMRequest) -> dict[str, Any]:
     """The body ``provider`` sends for ``request`` (its ``wire``, where it has one; else
     Salon's own form of the request), with images as their size and hash."""
@@ -202,11 +207,12 @@ def wire_body(provider: Provider, request: LLMRequest) -> dict[str, Any]:
 
 
 def _may_carry_images(request: LLMRequest) -> bool:
-    return any(
-        type(part) is ImagePart or type(part) is ToolResultPart
-        for message in request.messages
-        for part in message.parts
-    )
+    # Walked with map() in C: over a long chat the Python loop cost about 100 µs a trace.
+    kinds = map(type, chain.from_iterable(map(_PARTS, request.messages)))
+    return any(map(_IMAGE_CARRIERS.__contains__, kinds))
+
+
+_IMAGE_CARRIERS = frozenset({ImagePart, ToolResultPart})  # parts that may hold an image
 
 
 def _neutral(request: LLMRequest) -> dict[str, Any]:
