@@ -11,7 +11,7 @@ import json
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from salon.store._db import Connection, Database, in_list
@@ -25,29 +25,8 @@ LATENCY_BUCKETS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)  # seconds
 _PRUNE_BATCH = 500
 GroupBy = Literal["bot", "channel", "user", "day"]
 
-_SUMMARY_COLUMNS = (
-    "id",
-    "bot",
-    "platform",
-    "channel",
-    "started_at",
-    "ended_at",
-    "outcome",
-    "error",
-    "requester",
-    "trigger_id",
-    "model",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cost",
-    "read_share",
-    "expected_read_share",
-    "cache_break",
-    "first_token_ms",
-    "total_ms",
-)
+# A summary is the first columns of a row, in the order of its fields.
+_SUMMARY_COLUMNS = tuple(f.name for f in fields(TraceSummary))
 _SUMMARY = ", ".join(_SUMMARY_COLUMNS)
 
 # Activations, then tokens of each kind, then cost: what every total reports.
@@ -56,51 +35,11 @@ _TOTALS = (
     " sum(cache_write_tokens), sum(cost)"
 )
 
-_TRACE_COLUMNS = (
-    "bot",
-    "platform",
-    "channel",
-    "started_at",
-    "ended_at",
-    "outcome",
-    "error",
-    "error_kind",
-    "requester_id",
-    "requester",
-    "trigger_id",
-    "model",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cost",
-    "read_share",
-    "expected_read_share",
-    "cache_break",
-    "first_token_ms",
-    "total_ms",
-    "size",
-    "body",
-    "base_id",
-)
-_INSERT_TRACE = insert_sql("traces", _TRACE_COLUMNS, " RETURNING id")
 _INSERT_LINK = insert_sql("trace_messages", ("message_id", "trace_id"))
 _INSERT_TOOL = insert_sql(
     "trace_tools", ("trace_id", "bot", "tool", "outcome", "duration_ms", "started_at")
 )
-_HEALTH_COLUMNS = (
-    "bot",
-    "pid",
-    "host",
-    "started_at",
-    "updated_at",
-    "platforms",
-    "last_event_at",
-    "last_answer_at",
-    "queue_depth",
-    "tasks",
-    "reload_error",
-)
+_HEALTH_COLUMNS = tuple(f.name for f in fields(BotHealth))  # as ``beat`` writes them
 
 
 def _summary(row: Any) -> TraceSummary:
@@ -194,7 +133,10 @@ class TraceMethods:
 
     async def _insert_trace(self, conn: Connection, trace: Trace, frames: Keyframes) -> int:
         delta = frames.delta(trace)
-        trace_id = int(await conn.fetchval(_INSERT_TRACE, self._trace_row(trace, delta)) or 0)
+        row = self._trace_row(trace, delta)
+        trace_id = int(
+            await conn.fetchval(insert_sql("traces", tuple(row), " RETURNING id"), row) or 0
+        )
         links = [{"message_id": t["id"], "trace_id": trace_id} for t in trace.triggers]
         uses = [
             {

@@ -48,20 +48,6 @@ _CHAT_LOG_COLUMNS = (
     "text",
     "created_at",
 )
-_SCHEDULE_COLUMNS = (
-    "bot",
-    "channel",
-    "cron",
-    "at",
-    "timezone",
-    "prompt",
-    "created_by_id",
-    "created_by_name",
-    "created_by_identity",
-    "created_at",
-    "next_due",
-    "active",
-)
 
 
 def sqlite_url(path: Path) -> str:
@@ -310,7 +296,7 @@ class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
             "next_due": schedule.next_due.timestamp() if schedule.next_due else None,
             "active": True,
         }
-        statement = insert_sql("schedules", _SCHEDULE_COLUMNS, " RETURNING id")
+        statement = insert_sql("schedules", tuple(row), " RETURNING id")
         async with self.db.begin() as conn:
             key = await conn.fetchval(statement, row)
             await self._announce_schedules(conn, schedule.bot)
