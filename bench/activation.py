@@ -14,11 +14,13 @@ instantly. The LLM's own time is excluded by construction; store writes after th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 from bench.figures import Figure, percentile
 from salon.agent import Agent
@@ -91,6 +93,82 @@ def _config(mode: str = "chat", window: int | None = None) -> BotConfig:
     )
 
 
+class _Rig:
+    """One bot on the memory platform, with the timed provider and a store of its own,
+    ready for activations: ``traces``, every activation is traced, as in a bot (the
+    writer works between activations, outside the measured spans). Activations go round
+    ``channels`` channels of ``history`` messages each; ``database``: (URL, password) of
+    the store, else a SQLite file."""
+
+    def __init__(
+        self,
+        config: BotConfig,
+        *,
+        traces: bool = False,
+        history: int = HISTORY,
+        channels: int = 1,
+        database: tuple[str, str | None] | None = None,
+    ) -> None:
+        self._config, self._traces = config, traces
+        self._history, self._channels, self._database = history, channels, database
+        self._stack = contextlib.AsyncExitStack()
+        self._count = 0
+
+    async def __aenter__(self) -> _Rig:
+        stack = self._stack
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        url, password = self._database or (sqlite_url(Path(tmp) / "bench.db"), None)
+        self.store = store = SQLStore(url, password=password)
+        await store.open()
+        stack.push_async_callback(store.close)
+        self.provider = _TimedProvider()
+        self.platform = platform = _TimedPlatform()
+        config = self._config
+        self.writer = TraceWriter(store=store, settings=config.traces, prices=config.prices)
+        self.agent = Agent(
+            bot="bench",
+            config=config,
+            provider=self.provider,
+            platforms={"memory": platform},
+            store=store,
+            traces=self.writer if self._traces else None,
+        )
+        await platform.start(self.agent.submit)
+        tasks = [asyncio.create_task(self.agent.run()), asyncio.create_task(self.writer.run())]
+
+        async def stop() -> None:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        stack.push_async_callback(stop)
+        self.rooms = [platform.channel(f"room{c}", is_direct=True) for c in range(self._channels)]
+        self.people = [Participant(f"u{i}", f"User{i}") for i in range(8)]
+        for room in self.rooms:
+            for i in range(self._history):
+                platform.add(room, self.people[i % 8], f"message number {i} with a few words in it")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def activation(self, pause: float = 0.0) -> float:
+        """One activation's overhead in microseconds; then ``pause`` seconds idle."""
+        i, self._count = self._count, self._count + 1
+        platform, provider = self.platform, self.provider
+        platform.sent_event.clear()
+        start = time.perf_counter_ns()
+        await platform.post(self.rooms[i % self._channels], self.people[i % 8], f"question {i}?")
+        await platform.sent_event.wait()
+        await self.agent.wait_idle()
+        await self.writer.flush()
+        if pause:
+            await asyncio.sleep(pause)
+        inbound = provider.handed - start
+        outbound = platform.sent_at - provider.answered
+        return (inbound + outbound) / 1000
+
+
 async def measure(
     config: BotConfig,
     runs: int = RUNS,
@@ -103,57 +181,42 @@ async def measure(
     database: tuple[str, str | None] | None = None,
     pause: float = 0.0,
 ) -> list[float]:
-    """Overhead samples in microseconds; ``traces``: every activation is traced, as in a
-    bot (the writer works between activations, outside the measured spans). Activations
-    go round ``channels`` channels of ``history`` messages each; ``at_end`` runs after the
-    last one, with everything still in memory; ``database``: (URL, password) of the store,
-    else a SQLite file; ``pause``: seconds the process idles between activations."""
-    with tempfile.TemporaryDirectory() as tmp:
-        url, password = database or (sqlite_url(Path(tmp) / "bench.db"), None)
-        store = SQLStore(url, password=password)
-        await store.open()
-        provider = _TimedProvider()
-        platform = _TimedPlatform()
-        writer = TraceWriter(store=store, settings=config.traces, prices=config.prices)
-        agent = Agent(
-            bot="bench",
-            config=config,
-            provider=provider,
-            platforms={"memory": platform},
-            store=store,
-            traces=writer if traces else None,
-        )
-        await platform.start(agent.submit)
-        runner = asyncio.create_task(agent.run())
-        writing = asyncio.create_task(writer.run())
-        rooms = [platform.channel(f"room{c}", is_direct=True) for c in range(channels)]
-        people = [Participant(f"u{i}", f"User{i}") for i in range(8)]
-        for room in rooms:
-            for i in range(history):
-                platform.add(room, people[i % 8], f"message number {i} with a few words in it")
-        samples: list[float] = []
-        try:
-            for i in range(warmup + runs):
-                platform.sent_event.clear()
-                start = time.perf_counter_ns()
-                await platform.post(rooms[i % channels], people[i % 8], f"question {i}?")
-                await platform.sent_event.wait()
-                await agent.wait_idle()
-                await writer.flush()
-                if pause:
-                    await asyncio.sleep(pause)
-                inbound = provider.handed - start
-                outbound = platform.sent_at - provider.answered
-                if i >= warmup:
-                    samples.append((inbound + outbound) / 1000)
-            if at_end is not None:
-                at_end()
-        finally:
-            for task in (runner, writing):
-                task.cancel()
-            await asyncio.gather(runner, writing, return_exceptions=True)
-            await store.close()
+    """Overhead samples in microseconds (see ``_Rig``); ``at_end`` runs after the last
+    activation, with everything still in memory; ``pause``: seconds the process idles
+    between activations."""
+    samples: list[float] = []
+    rig = _Rig(config, traces=traces, history=history, channels=channels, database=database)
+    async with rig:
+        for i in range(warmup + runs):
+            sample = await rig.activation(pause)
+            if i >= warmup:
+                samples.append(sample)
+        if at_end is not None:
+            at_end()
     return samples
+
+
+async def interleaved(
+    first: dict[str, Any], second: dict[str, Any], runs: int = RUNS, *, pause: float = 0.0
+) -> tuple[list[float], list[float]]:
+    """Samples of two rigs (``_Rig``'s keywords) in one process, taking turns two
+    activations at a time: the machine's speed drifts by more than the figures compared
+    within seconds, and turns this short put both arms in the same moments. Only the
+    second of each two is kept: it follows an activation of its own arm (a traced one
+    follows the writer's work for the trace before it), as in a bot that is one or the
+    other."""
+    config = _config()
+    a_samples: list[float] = []
+    b_samples: list[float] = []
+    async with _Rig(config, **first) as a, _Rig(config, **second) as b:
+        for _ in range(WARMUP):
+            await a.activation(pause)
+            await b.activation(pause)
+        for _ in range(runs):
+            for rig, samples in ((a, a_samples), (b, b_samples)):
+                await rig.activation(pause)
+                samples.append(await rig.activation(pause))
+    return a_samples, b_samples
 
 
 # Between two activations a bot idles; so do both arms of trace_overhead, for as long.
@@ -161,22 +224,15 @@ PAUSE = 0.005
 
 
 async def trace_overhead() -> list[Figure]:
-    """Activation overhead with traces on over traces off, alternating rounds of each.
+    """Activation overhead with traces on over traces off, interleaved (``interleaved``).
 
     Both arms idle ``PAUSE`` seconds between activations (outside the spans). On these
     machines an activation that follows an idle moment takes about twice as long as one
     run straight after another (even a 2 ms sleep with no work does it), and back to back
     only the traced arm idled (waiting for its writer's database thread), so that ratio
     compared cold activations with hot ones; it is reported too, without a target."""
-    off: list[float] = []
-    on: list[float] = []
-    hot_off: list[float] = []
-    hot_on: list[float] = []
-    for _ in range(4):
-        off += await measure(_config(), RUNS // 4, pause=PAUSE)
-        on += await measure(_config(), RUNS // 4, traces=True, pause=PAUSE)
-        hot_off += await measure(_config(), RUNS // 8)
-        hot_on += await measure(_config(), RUNS // 8, traces=True)
+    off, on = await interleaved({}, {"traces": True}, RUNS, pause=PAUSE)
+    hot_off, hot_on = await interleaved({}, {"traces": True}, RUNS // 2)
     return [
         Figure("trace_overhead_ratio", percentile(on, 50) / percentile(off, 50), "x", target=1.10),
         Figure("activation_overhead_traced_p50_us", percentile(on, 50), "us"),

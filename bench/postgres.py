@@ -53,26 +53,16 @@ async def fresh_database() -> AsyncIterator[Database]:
 
 
 async def activation_ratio() -> list[Figure]:
-    """Activation overhead with the store on PostgreSQL over SQLite. Both arms idle alike
-    between activations (``activation.PAUSE``; see ``activation.trace_overhead``): back to
-    back, the PostgreSQL arm idled while its writes after each answer crossed the network
-    and the SQLite arm hardly did; that ratio is reported too, without a target."""
-    config = activation._config()
-    sqlite: list[float] = []
-    postgres: list[float] = []
-    hot_sqlite: list[float] = []
-    hot_postgres: list[float] = []
-    pause = activation.PAUSE
+    """Activation overhead with the store on PostgreSQL over SQLite, the two taking turns
+    in one process (``activation.interleaved``). Both arms idle alike between activations
+    (``activation.PAUSE``; see ``activation.trace_overhead``): back to back, the
+    PostgreSQL arm idled while its writes after each answer crossed the network and the
+    SQLite arm hardly did; that ratio is reported too, without a target."""
+    runs = activation.RUNS
     async with fresh_database() as database:
-        for _ in range(4):
-            sqlite += await activation.measure(config, activation.RUNS // 4, pause=pause)
-            postgres += await activation.measure(
-                config, activation.RUNS // 4, database=database, pause=pause
-            )
-            hot_sqlite += await activation.measure(config, activation.RUNS // 8)
-            hot_postgres += await activation.measure(
-                config, activation.RUNS // 8, database=database
-            )
+        on_pg = {"database": database}
+        sqlite, postgres = await activation.interleaved({}, on_pg, runs, pause=activation.PAUSE)
+        hot_sqlite, hot_postgres = await activation.interleaved({}, on_pg, runs // 2)
     ratio = percentile(postgres, 50) / percentile(sqlite, 50)
     return [
         Figure("pg_activation_overhead_ratio", ratio, "x", target=1.3),

@@ -30,6 +30,7 @@ from salon.agent.recording import PendingCall, Recorder
 from salon.config import BotConfig, Price, TracesConfig
 from salon.config.prices import call_cost, price_for
 from salon.llm.base import request_as_sent
+from salon.model import Message
 from salon.store.base import Store
 from salon.trace import CallTrace, Divergence, Trace
 
@@ -44,6 +45,7 @@ _PRUNE_EVERY = 600.0  # seconds
 _SIDE_CALLS = frozenset({"evaluate", "gate"})  # the pipeline's calls with prompts of their own
 _CHARS_PER_TOKEN = 4  # for telling a large cache write: rough, as tokenizers differ
 _WRITE_SLACK = 512  # tokens a cache write may exceed its estimate by before it is flagged
+_SLIDE = 64  # how far a window may have slid for the previous call's entries to be reused
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,7 @@ class _Seen:
     system: int
     tools: int
     config: BotConfig | None
+    messages: tuple[Message, ...]  # the scene's: the first entries are theirs
     ids: tuple[str | None, ...]
     hashes: tuple[int, ...]
     sizes: tuple[int, ...]
@@ -74,8 +77,8 @@ class CacheDiagnosis:
         scene = recorder.scene
         if scene is None:
             return
-        seen = _fingerprint(recorder, pending)
         previous = self._seen.get(channel)
+        seen = _fingerprint(recorder, pending, previous)
         markers = pending.provider.traits.cache_markers
         divergence, readable = _compare(previous, seen, cut=scene.cut, markers=markers)
         call.divergence = divergence
@@ -92,18 +95,27 @@ class CacheDiagnosis:
 _ID, _TEXT, _AUTHOR, _NAME = (attrgetter(n) for n in ("id", "text", "author", "name"))
 
 
-def _fingerprint(recorder: Recorder, pending: PendingCall) -> _Seen:
+def _fingerprint(recorder: Recorder, pending: PendingCall, previous: _Seen | None) -> _Seen:
     scene = recorder.scene
     assert scene is not None
     request = pending.request
     messages = scene.messages
+    start, count = _reusable(previous, messages)
+    ids: list[str | None] = []
+    hashes: list[int] = []
+    sizes: list[int] = []
+    if previous is not None and count:  # the same message objects: the same entries
+        ids += previous.ids[start : start + count]
+        hashes += previous.hashes[start : start + count]
+        sizes += previous.sizes[start : start + count]
     # Walked with map() in C: a Python loop over a long chat was most of a trace's cost.
-    ids: list[str | None] = list(map(_ID, messages))
-    texts = list(map(_TEXT, messages))
-    authors = list(map(_AUTHOR, messages))
-    hashes = list(map(hash, zip(texts, map(_ID, authors), strict=True)))
+    new = messages[count:]
+    ids += map(_ID, new)
+    texts = list(map(_TEXT, new))
+    authors = list(map(_AUTHOR, new))
+    hashes += map(hash, zip(texts, map(_ID, authors), strict=True))
     names = map(len, map(_NAME, authors))
-    sizes = list(map(add, map(len, texts), map(add, names, repeat(2))))
+    sizes += map(add, map(len, texts), map(add, names, repeat(2)))
     first = recorder.calls[0].request if recorder.calls else request
     for turn in request.messages[len(first.messages) :]:  # tool turns, a planning turn
         ids.append(None)
@@ -119,12 +131,31 @@ def _fingerprint(recorder: Recorder, pending: PendingCall) -> _Seen:
         system=hash(request.system),
         tools=hash((tools, request.tool_listing)),
         config=scene.config,
+        messages=messages,
         ids=tuple(ids),
         hashes=tuple(hashes),
         sizes=tuple(sizes),
         marks=marks,
         fixed=len(request.system) + tools_size + len(request.tool_listing),
     )
+
+
+def _reusable(previous: _Seen | None, messages: tuple[Message, ...]) -> tuple[int, int]:
+    """(where, how many): ``messages`` starts with that many of the previous call's scene
+    messages, from that index on (a window slides: the oldest go). The previous entries
+    for them hold, as a message object never changes. (0, 0) when nothing is reusable."""
+    if previous is None or not messages or not previous.messages:
+        return 0, 0
+    old = previous.messages
+    try:  # ids compare in C; an edit or a roll makes the check below fail
+        start = previous.ids.index(messages[0].id, 0, min(len(old), _SLIDE))
+    except ValueError:
+        return 0, 0
+    count = min(len(old) - start, len(messages))
+    # Tuples compare item by item, identity first: the same objects cost no __eq__.
+    if messages[:count] != old[start : start + count]:
+        return 0, 0
+    return start, count
 
 
 def _positions(ids: list[str | None], wanted: Iterable[str]) -> Iterator[int]:

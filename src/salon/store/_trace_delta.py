@@ -48,6 +48,9 @@ def _messages(request: dict[str, Any]) -> list[Any] | None:
 
 def _shared(base: list[Any], messages: list[Any]) -> int:
     """How many leading messages the two lists share (the same turn objects, mostly)."""
+    common = min(len(base), len(messages))
+    if base[:common] == messages[:common]:  # the usual case, compared in C (identity first)
+        return common
     count = 0
     for old, new in zip(base, messages, strict=False):
         if old is not new and old != new:

@@ -1,0 +1,68 @@
+"""The cache diagnosis reuses the previous call's entries for the messages it shares:
+the result must equal a diagnosis made from scratch, however the window moved."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from salon.agent.traces import _fingerprint
+from salon.llm import LLMRequest
+from salon.model import ChannelRef, Message, Participant
+
+ROOM = ChannelRef("memory", "room")
+PEOPLE = [Participant(f"u{i}", f"User {i}") for i in range(3)]
+
+
+def chat(n: int, start: int = 0) -> list[Message]:
+    when = datetime(2026, 11, 23, tzinfo=UTC)
+    return [
+        Message(f"m{i}", ROOM, PEOPLE[i % 3], f"message {i} says something", when)
+        for i in range(start, start + n)
+    ]
+
+
+def call(messages: list[Message]) -> tuple[Any, Any]:
+    request = LLMRequest(model="m", messages=(), system="be kind")
+    scene = SimpleNamespace(messages=tuple(messages), breakpoints=(), config=None)
+    return SimpleNamespace(scene=scene, calls=[]), SimpleNamespace(request=request)
+
+
+def entries(previous: Any, messages: list[Message]) -> tuple[Any, ...]:
+    seen = _fingerprint(*call(messages), previous)
+    return seen.ids, seen.hashes, seen.sizes
+
+
+def moved(before: list[Message], how: str) -> list[Message]:
+    after = list(before)
+    if how == "slid":  # the two oldest went, two new came
+        after = after[2:] + chat(2, start=100)
+    elif how == "slid and edited":
+        after = after[2:] + chat(2, start=100)
+        after[5] = replace(after[5], text="edited since")
+    elif how == "edited":
+        after[7] = replace(after[7], text="edited since, and longer than it was")
+    elif how == "author renamed":
+        after[3] = replace(after[3], author=Participant("u9", "Someone Else"))
+    elif how == "rolled":  # cut back to its newest few
+        after = after[-4:] + chat(1, start=200)
+    elif how == "deleted":
+        del after[4]
+    elif how == "emptied":
+        after = []
+    return after
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["same", "slid", "slid and edited", "edited", "author renamed", "rolled", "deleted", "emptied"],
+)
+def test_entries_reused_from_the_previous_call_equal_entries_made_afresh(how: str) -> None:
+    before = chat(20)
+    previous = _fingerprint(*call(before), None)
+    after = moved(before, how)
+    assert entries(previous, after) == entries(None, after)
