@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
-from bench.figures import Figure, percentile
+from bench.figures import Figure, percentile, settled_rss_mib
 from salon.agent import Agent
 from salon.agent.traces import TraceWriter
 from salon.config import BotConfig, ProviderConfig
@@ -93,7 +91,7 @@ def _config(mode: str = "chat", window: int | None = None) -> BotConfig:
     )
 
 
-class _Rig:
+class Rig:
     """One bot on the memory platform, with the timed provider and a store of its own,
     ready for activations: ``traces``, every activation is traced, as in a bot (the
     writer works between activations, outside the measured spans). Activations go round
@@ -114,7 +112,7 @@ class _Rig:
         self._stack = contextlib.AsyncExitStack()
         self._count = 0
 
-    async def __aenter__(self) -> _Rig:
+    async def __aenter__(self) -> Rig:
         stack = self._stack
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
         url, password = self._database or (sqlite_url(Path(tmp) / "bench.db"), None)
@@ -181,11 +179,11 @@ async def measure(
     database: tuple[str, str | None] | None = None,
     pause: float = 0.0,
 ) -> list[float]:
-    """Overhead samples in microseconds (see ``_Rig``); ``at_end`` runs after the last
+    """Overhead samples in microseconds (see ``Rig``); ``at_end`` runs after the last
     activation, with everything still in memory; ``pause``: seconds the process idles
     between activations."""
     samples: list[float] = []
-    rig = _Rig(config, traces=traces, history=history, channels=channels, database=database)
+    rig = Rig(config, traces=traces, history=history, channels=channels, database=database)
     async with rig:
         for i in range(warmup + runs):
             sample = await rig.activation(pause)
@@ -197,25 +195,35 @@ async def measure(
 
 
 async def interleaved(
-    first: dict[str, Any], second: dict[str, Any], runs: int = RUNS, *, pause: float = 0.0
+    a: Rig,
+    b: Rig,
+    runs: int = RUNS,
+    *,
+    pause: float = 0.0,
+    warmup: tuple[int, int] = (WARMUP, WARMUP),
+    turn: int = 2,
+    settle: int = 1,
 ) -> tuple[list[float], list[float]]:
-    """Samples of two rigs (``_Rig``'s keywords) in one process, taking turns two
+    """``runs`` samples of each of two rigs in one process, taking turns ``turn``
     activations at a time: the machine's speed drifts by more than the figures compared
-    within seconds, and turns this short put both arms in the same moments. Only the
-    second of each two is kept: it follows an activation of its own arm (a traced one
-    follows the writer's work for the trace before it), as in a bot that is one or the
-    other."""
-    config = _config()
+    within seconds, and short turns put both arms in the same moments. The first
+    ``settle`` activations of a turn are not kept: what is kept follows an activation of its
+    own arm (a traced one follows the writer's work for the trace before it), as in a bot
+    that is one or the other. Where locality is what is compared (one channel against
+    many), a turn must be long enough for each arm to touch its own data again first."""
     a_samples: list[float] = []
     b_samples: list[float] = []
-    async with _Rig(config, **first) as a, _Rig(config, **second) as b:
-        for _ in range(WARMUP):
+    async with a, b:
+        for _ in range(warmup[0]):
             await a.activation(pause)
+        for _ in range(warmup[1]):
             await b.activation(pause)
-        for _ in range(runs):
+        while len(a_samples) < runs:
             for rig, samples in ((a, a_samples), (b, b_samples)):
-                await rig.activation(pause)
-                samples.append(await rig.activation(pause))
+                for n in range(turn):
+                    sample = await rig.activation(pause)
+                    if n >= settle and len(samples) < runs:
+                        samples.append(sample)
     return a_samples, b_samples
 
 
@@ -231,8 +239,8 @@ async def trace_overhead() -> list[Figure]:
     run straight after another (even a 2 ms sleep with no work does it), and back to back
     only the traced arm idled (waiting for its writer's database thread), so that ratio
     compared cold activations with hot ones; it is reported too, without a target."""
-    off, on = await interleaved({}, {"traces": True}, RUNS, pause=PAUSE)
-    hot_off, hot_on = await interleaved({}, {"traces": True}, RUNS // 2)
+    off, on = await interleaved(Rig(_config()), Rig(_config(), traces=True), pause=PAUSE)
+    hot_off, hot_on = await interleaved(Rig(_config()), Rig(_config(), traces=True), RUNS // 2)
     return [
         Figure("trace_overhead_ratio", percentile(on, 50) / percentile(off, 50), "x", target=1.10),
         Figure("activation_overhead_traced_p50_us", percentile(on, 50), "us"),
@@ -246,22 +254,34 @@ async def trace_overhead() -> list[Figure]:
 
 
 async def growth() -> list[Figure]:
-    """How the overhead grows with the window and with the number of active channels."""
-    small = await measure(_config(window=400), RUNS // 2, history=400)
-    large = await measure(_config(window=4000), RUNS // 2, history=4000)
+    """How the overhead grows with the window and with the number of active channels, each
+    pair of arms taking turns (``interleaved``) long enough to keep each arm's locality."""
+    small, large = await interleaved(
+        Rig(_config(window=400), history=400),
+        Rig(_config(window=4000), history=4000),
+        RUNS // 2,
+        turn=25,
+        settle=5,
+    )
     # Every channel is warm (answered once before) in both: the steady state is compared.
-    few = await measure(_config(window=100), 2000, history=100, channels=10, warmup=200)
-    many = await measure(_config(window=100), 2000, history=100, channels=1000, warmup=1000)
+    # A turn visits each of the ten channels once before its samples are kept.
+    few, many = await interleaved(
+        Rig(_config(window=100), history=100, channels=10),
+        Rig(_config(window=100), history=100, channels=1000),
+        2000,
+        warmup=(200, 1000),
+        turn=60,
+        settle=10,
+    )
     rss: list[float] = []
-    gc.collect()
-    before = _rss_kib()
+    before = settled_rss_mib()
     await measure(
         _config(window=100),
         1000,
         history=100,
         channels=1000,
         warmup=0,
-        at_end=lambda: rss.append(_rss_kib()),
+        at_end=lambda: rss.append(settled_rss_mib()),
     )
     by_window = percentile(large, 50) / percentile(small, 50)
     by_channels = percentile(many, 50) / percentile(few, 50)
@@ -270,14 +290,8 @@ async def growth() -> list[Figure]:
         Figure("overhead_growth_1000_vs_10_channels", by_channels, "x", target=1.5),
         Figure("activation_overhead_4000_p50_us", percentile(large, 50), "us"),
         Figure("activation_overhead_1000_channels_p50_us", percentile(many, 50), "us"),
-        Figure("rss_per_cached_channel_kib", (rss[0] - before) / 1000, "KiB"),
+        Figure("rss_per_cached_channel_kib", (rss[0] - before) * 1024 / 1000, "KiB"),
     ]
-
-
-def _rss_kib() -> float:
-    """This process's resident memory."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * 4096 / 1024
 
 
 async def run() -> list[Figure]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import json
 import math
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-__all__ = ["Figure", "percentile"]
+__all__ = ["Figure", "percentile", "settled_rss_mib"]
 
 
 @dataclass(frozen=True)
@@ -42,3 +45,15 @@ def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     rank = max(math.ceil(q / 100 * len(ordered)), 1)
     return ordered[rank - 1]
+
+
+def settled_rss_mib() -> float:
+    """This process's resident memory once garbage is collected and malloc has handed its
+    free pages back: unsettled, what earlier benchmarks in the process freed leaves during a
+    measurement and reads as memory shrinking."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * 4096 / (1 << 20)

@@ -2,7 +2,8 @@
 
 ``load_dropped_events``: mentions posted minus mentions an ended activation answered (a
 coalesced mention counts as answered: the activation read the room after it). Must be 0.
-``load_rss_growth_mib``: the process's resident memory after the run over after warm-up.
+``load_rss_growth_mib``: the process's resident memory at the end of the run (the agent and its
+channels alive) over after warm-up, each read after a collection and a ``malloc_trim``.
 ``load_latency_p50_ms``: from a mention to the first message of its answer.
 """
 
@@ -15,7 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from bench.figures import Figure, percentile
+from bench.figures import Figure, percentile, settled_rss_mib
 from salon.agent import Agent
 from salon.config import BotConfig
 from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDelta, UsageEvent
@@ -57,12 +58,6 @@ class _Platform(MemoryPlatform):
         return message
 
 
-def _rss_mib() -> float:
-    with open("/proc/self/statm") as statm:
-        pages = int(statm.read().split()[1])
-    return pages * 4096 / (1 << 20)
-
-
 def _config() -> BotConfig:
     return BotConfig.model_validate(
         {
@@ -101,7 +96,7 @@ async def measure(
             total = int(rate * seconds)
             for n in range(total):
                 if n == total // 10:
-                    warm_rss = _rss_mib()
+                    warm_rss = settled_rss_mib()
                 room = rooms[rng.randrange(channels)]
                 _settle(platform, pending, latencies)
                 pending.setdefault(room.key, time.monotonic())
@@ -110,13 +105,14 @@ async def measure(
                 await asyncio.sleep(max(0.0, start + (n + 1) / rate - time.monotonic()))
             await asyncio.wait_for(agent.wait_idle(), 600)
             _settle(platform, pending, latencies)
+            rss_growth = settled_rss_mib() - warm_rss  # the agent and its channels still alive
         finally:
             runner.cancel()
             await asyncio.gather(runner, return_exceptions=True)
             await store.close()
     return {
         "dropped": posted - agent.stats.triggers,
-        "rss_growth": _rss_mib() - warm_rss,
+        "rss_growth": rss_growth,
         "latency_p50": percentile(latencies, 50) * 1000 if latencies else 0.0,
     }
 

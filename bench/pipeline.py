@@ -3,7 +3,7 @@
 pipeline_overhead_ratio: activation overhead (as ``activation_overhead`` measures it) with
 keywords, a per-user rate limit, per-user, channel and guild budgets and a channel cooldown
 configured (evaluator and gate off, every request admitted), over none: two bots in one
-process, asked in turn.
+process taking turns two activations at a time, each idling 5 ms between activations.
 
 evaluator_tokens_saved_share: a 400-message room whose topic changed 50 messages ago; a
 scripted evaluator keeps exactly the messages of the new topic. The share of prompt
@@ -16,12 +16,10 @@ import asyncio
 import json
 import re
 import tempfile
-import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
-from bench.activation import HISTORY, RUNS, WARMUP, _config, _TimedPlatform, _TimedProvider
+from bench.activation import PAUSE, Rig, _config, interleaved
 from bench.figures import Figure, percentile
 from salon.agent import Agent
 from salon.config import BotConfig
@@ -33,7 +31,6 @@ from salon.store.sqlite import SQLStore, sqlite_url
 
 ROOM = 400
 NEW_TOPIC = 50
-PEOPLE = [Participant(f"u{i}", f"User{i}") for i in range(8)]
 
 
 def _pipeline_config() -> BotConfig:
@@ -51,64 +48,11 @@ def _pipeline_config() -> BotConfig:
     return BotConfig.model_validate(data)
 
 
-@dataclass
-class _Bot:
-    agent: Agent
-    platform: _TimedPlatform
-    provider: _TimedProvider
-    task: asyncio.Task[None]
-
-
-async def _bot(config: BotConfig, store: SQLStore) -> _Bot:
-    provider, platform = _TimedProvider(), _TimedPlatform()
-    agent = Agent(
-        bot="bench", config=config, provider=provider, platforms={"memory": platform}, store=store
-    )
-    await platform.start(agent.submit)
-    room = platform.channel("room", is_direct=True)
-    for i in range(HISTORY):
-        platform.add(room, PEOPLE[i % 8], f"message number {i} with a few words in it")
-    return _Bot(agent, platform, provider, asyncio.create_task(agent.run()))
-
-
-async def _overhead(bot: _Bot, i: int) -> float:
-    """One activation's overhead in microseconds, as ``bench.activation.measure`` takes it."""
-    bot.platform.sent_event.clear()
-    start = time.perf_counter_ns()
-    await bot.platform.post(bot.platform.channel("room", is_direct=True), PEOPLE[i % 8], f"q {i}?")
-    await bot.platform.sent_event.wait()
-    await bot.agent.wait_idle()
-    inbound = bot.provider.handed - start
-    outbound = bot.platform.sent_at - bot.provider.answered
-    return (inbound + outbound) / 1000
-
-
 async def pipeline_overhead() -> list[Figure]:
-    """Two bots in one process, asked in turn, so a busy machine slows both alike."""
-    off: list[float] = []
-    on: list[float] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        stores = [SQLStore(sqlite_url(Path(tmp) / f"{n}.db")) for n in ("off", "on")]
-        for store in stores:
-            await store.open()
-        plain = await _bot(_config(), stores[0])
-        piped = await _bot(_pipeline_config(), stores[1])
-        try:
-            for i in range(WARMUP + RUNS):
-                first, second = (plain, piped) if i % 2 else (piped, plain)
-                took = {
-                    id(first): await _overhead(first, i),
-                    id(second): await _overhead(second, i),
-                }
-                if i >= WARMUP:
-                    off.append(took[id(plain)])
-                    on.append(took[id(piped)])
-        finally:
-            for bot in (plain, piped):
-                bot.task.cancel()
-                await asyncio.gather(bot.task, return_exceptions=True)
-            for store in stores:
-                await store.close()
+    """Two bots in one process taking turns (``bench.activation.interleaved``), so the
+    machine's drift falls on both alike; both idle ``PAUSE`` between activations, as
+    ``trace_overhead``'s arms do and a bot does."""
+    off, on = await interleaved(Rig(_config()), Rig(_pipeline_config()), pause=PAUSE)
     return [
         Figure("pipeline_overhead_ratio", percentile(on, 50) / percentile(off, 50), "x", 1.10),
         Figure("activation_overhead_pipeline_p50_us", percentile(on, 50), "us"),

@@ -58,11 +58,14 @@ async def activation_ratio() -> list[Figure]:
     (``activation.PAUSE``; see ``activation.trace_overhead``): back to back, the
     PostgreSQL arm idled while its writes after each answer crossed the network and the
     SQLite arm hardly did; that ratio is reported too, without a target."""
-    runs = activation.RUNS
+    config, runs, rig = activation._config(), activation.RUNS, activation.Rig
     async with fresh_database() as database:
-        on_pg = {"database": database}
-        sqlite, postgres = await activation.interleaved({}, on_pg, runs, pause=activation.PAUSE)
-        hot_sqlite, hot_postgres = await activation.interleaved({}, on_pg, runs // 2)
+        sqlite, postgres = await activation.interleaved(
+            rig(config), rig(config, database=database), runs, pause=activation.PAUSE
+        )
+        hot_sqlite, hot_postgres = await activation.interleaved(
+            rig(config), rig(config, database=database), runs // 2
+        )
     ratio = percentile(postgres, 50) / percentile(sqlite, 50)
     return [
         Figure("pg_activation_overhead_ratio", ratio, "x", target=1.3),

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from salon.agent.traces import _fingerprint
-from salon.llm import LLMRequest
+from salon.agent.traces import CacheDiagnosis, _fingerprint
+from salon.llm import LLMRequest, ProviderTraits
 from salon.model import ChannelRef, Message, Participant
+from salon.trace import CallTrace
 
 ROOM = ChannelRef("memory", "room")
 PEOPLE = [Participant(f"u{i}", f"User {i}") for i in range(3)]
@@ -66,3 +67,14 @@ def test_entries_reused_from_the_previous_call_equal_entries_made_afresh(how: st
     previous = _fingerprint(*call(before), None)
     after = moved(before, how)
     assert entries(previous, after) == entries(None, after)
+
+
+def test_the_diagnosis_holds_a_bounded_number_of_messages_across_channels() -> None:
+    diagnosis = CacheDiagnosis(max_channels=100, max_messages=1000)
+    for n in range(10):
+        recorder, pending = call(chat(400, start=1000 * n))
+        pending.provider = SimpleNamespace(traits=ProviderTraits())
+        recorder.scene.cut = False
+        diagnosis.observe(f"room{n}", recorder, pending, CallTrace("answer", "p", "m", {}, 0.0))
+    assert diagnosis.messages_held <= 1000
+    assert "room9" in diagnosis.channels  # the newest stays

@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 _BATCH = 50
 _CHANNELS = 4096  # channels whose previous call is remembered for the diagnosis
+_MESSAGES = 200_000  # messages those calls may hold between them (as the views do)
 _MODELS = 256  # models whose price is remembered
 _PRUNE_EVERY = 600.0  # seconds
 _SIDE_CALLS = frozenset({"evaluate", "gate"})  # the pipeline's calls with prompts of their own
@@ -66,9 +67,19 @@ class _Seen:
 
 
 class CacheDiagnosis:
-    def __init__(self, max_channels: int = _CHANNELS) -> None:
+    """The previous call of each recent channel, bounded by channels and by the messages
+    their calls hold between them (each holds its scene's message objects)."""
+
+    def __init__(self, max_channels: int = _CHANNELS, max_messages: int = _MESSAGES) -> None:
         self._seen: OrderedDict[str, _Seen] = OrderedDict()
         self._max = max_channels
+        self._max_messages = max_messages
+        self.messages_held = 0
+
+    @property
+    def channels(self) -> list[str]:
+        """The channels remembered, least recent first."""
+        return list(self._seen)
 
     def observe(
         self, channel: str, recorder: Recorder, pending: PendingCall, call: CallTrace
@@ -86,10 +97,17 @@ class CacheDiagnosis:
         if previous is not None and total:
             call.expected_read_share = readable / total
             _flag_large_write(call, seen, readable, markers)
+        self._remember(channel, seen)
+
+    def _remember(self, channel: str, seen: _Seen) -> None:
+        if (replaced := self._seen.pop(channel, None)) is not None:
+            self.messages_held -= len(replaced.ids)
         self._seen[channel] = seen
-        self._seen.move_to_end(channel)
-        while len(self._seen) > self._max:
-            self._seen.popitem(last=False)
+        self.messages_held += len(seen.ids)
+        while len(self._seen) > 1 and (
+            len(self._seen) > self._max or self.messages_held > self._max_messages
+        ):
+            self.messages_held -= len(self._seen.popitem(last=False)[1].ids)
 
 
 _ID, _TEXT, _AUTHOR, _NAME = (attrgetter(n) for n in ("id", "text", "author", "name"))
