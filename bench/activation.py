@@ -211,6 +211,8 @@ async def interleaved(
     own arm (a traced one follows the writer's work for the trace before it), as in a bot
     that is one or the other. Where locality is what is compared (one channel against
     many), a turn must be long enough for each arm to touch its own data again first."""
+    if not 0 <= settle < turn:
+        raise ValueError("a turn must keep at least one activation")
     a_samples: list[float] = []
     b_samples: list[float] = []
     async with a, b:
