@@ -7,15 +7,12 @@ import asyncio
 import logging
 from collections.abc import Coroutine
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pydle  # type: ignore[import-untyped]
 from pydle.features.whox import WHOXSupport  # type: ignore[import-untyped]
 
-if TYPE_CHECKING:
-    from salon.platforms.irc import IrcPlatform
-
-__all__ = ["Client"]
+__all__ = ["Client", "ClientEvents"]
 
 logger = logging.getLogger(__name__)
 
@@ -26,15 +23,36 @@ _LINE: ContextVar[Any] = ContextVar("salon_irc_line", default=None)
 """The server line being handled in order, for the handlers pydle calls with a nick only."""
 
 
+class ClientEvents(Protocol):
+    """What a ``Client`` tells its owner (the IRC platform), in the order the server sent it."""
+
+    async def client_connected(self, client: Client) -> None:
+        """Registration is done: join the channels."""
+
+    def client_disconnected(self, client: Client, expected: bool) -> None:
+        """The connection ended (``expected`` when we asked for it)."""
+
+    def channel_joined(self, client: Client, channel: str) -> None:
+        """The server confirmed one of our own JOINs."""
+
+    async def line(
+        self, kind: str, target: str, nick: str, text: str, *, private: bool = False
+    ) -> None:
+        """Someone wrote ``text`` (``kind`` is "message" or "action") in ``target``."""
+
+    async def channel_event(self, kind: str, target: str, nick: str, text: str) -> None:
+        """A notice, join, part, kick, quit or nick change seen in channel ``target``."""
+
+
 class Client(pydle.Client):  # type: ignore[misc]
-    """pydle's client with its callbacks routed to the platform."""
+    """pydle's client with its callbacks routed to its owner's ``ClientEvents``."""
 
     RECONNECT_ON_ERROR = False
     stall_seconds = 30.0  # an in-order line taking longer is logged and left to finish alone
 
-    def __init__(self, platform: IrcPlatform, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, events: ClientEvents, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.platform = platform
+        self.events = events
         self._tasks: set[asyncio.Task[Any]] = set()
         self._asking: set[asyncio.Task[Any]] = set()
 
@@ -108,40 +126,38 @@ class Client(pydle.Client):  # type: ignore[misc]
 
     async def on_connect(self) -> None:
         await super().on_connect()
-        await self.platform._on_connect(self)
+        await self.events.client_connected(self)
 
     async def on_disconnect(self, expected: bool) -> None:
         for task in list(self._asking):
             task.cancel()  # no reply will come on this connection
         await super().on_disconnect(expected)
-        self.platform._on_disconnect(self, expected)
+        self.events.client_disconnected(self, expected)
 
     async def on_channel_message(self, target: str, by: str, message: str) -> None:
-        await self.platform._on_line("message", target, by, message)
+        await self.events.line("message", target, by, message)
 
     async def on_private_message(self, target: str, by: str, message: str) -> None:
-        await self.platform._on_line("message", by, by, message, private=True)
+        await self.events.line("message", by, by, message, private=True)
 
     async def on_ctcp_action(self, by: str, target: str, contents: str) -> None:
         private = not self.is_channel(target)
-        await self.platform._on_line(
-            "action", by if private else target, by, contents, private=private
-        )
+        await self.events.line("action", by if private else target, by, contents, private=private)
 
     async def on_notice(self, target: str, by: str, message: str) -> None:
         if by and self.is_channel(target) and not self.is_same_nick(by, self.nickname):
-            await self.platform._log_event("notice", target, by, message)
+            await self.events.channel_event("notice", target, by, message)
 
     async def on_join(self, channel: str, user: str) -> None:
-        await self.platform._log_event("join", channel, user, "")
+        await self.events.channel_event("join", channel, user, "")
         if self.is_same_nick(user, self.nickname):
-            self.platform._joined_channel(self, channel)
+            self.events.channel_joined(self, channel)
 
     async def on_part(self, channel: str, user: str, message: str | None = None) -> None:
-        await self.platform._log_event("part", channel, user, message or "")
+        await self.events.channel_event("part", channel, user, message or "")
 
     async def on_kick(self, channel: str, target: str, by: str, reason: str | None = None) -> None:
-        await self.platform._log_event("kick", channel, by, f"{target} {reason or ''}".strip())
+        await self.events.channel_event("kick", channel, by, f"{target} {reason or ''}".strip())
         if self.is_same_nick(target, self.nickname):
             await self.join(channel)  # kicked: come back
 
@@ -151,7 +167,7 @@ class Client(pydle.Client):  # type: ignore[misc]
         await super().on_raw_quit(message)
         for channel in where:
             reason = message.params[0] if message.params else ""
-            await self.platform._log_event("quit", channel, nick, reason)
+            await self.events.channel_event("quit", channel, nick, reason)
 
     async def on_raw_nick(self, message: Any) -> None:
         old = self._parse_user(message.source)[0]
@@ -159,7 +175,7 @@ class Client(pydle.Client):  # type: ignore[misc]
         where = [c for c, info in self.channels.items() if old in info["users"]]
         await super().on_raw_nick(message)
         for channel in where:
-            await self.platform._log_event("nick", channel, old, new)
+            await self.events.channel_event("nick", channel, old, new)
 
     def identity(self, nick: str) -> str:
         """The strongest identity the server vouches for behind ``nick`` on the line being

@@ -294,7 +294,9 @@ class IrcPlatform(PlatformBase):
             kwargs["sasl_password"] = self._secrets.get(self.config.sasl_password_env)
         return Client(self, self.config.nick, **kwargs)
 
-    async def _on_connect(self, client: Client) -> None:
+    # The client's events (``ClientEvents``), in the order the server sent them.
+
+    async def client_connected(self, client: Client) -> None:
         if client is not self._client:
             return
         self._joining = {c.lower() for c in self.config.channels}
@@ -304,7 +306,7 @@ class IrcPlatform(PlatformBase):
         if not self._joining:
             self._all_joined.set()
 
-    def _joined_channel(self, client: Client, channel: str) -> None:
+    def channel_joined(self, client: Client, channel: str) -> None:
         """The server confirmed one of our JOINs (also after a kick)."""
         if client is self._client and channel.lower() in self._joining:
             self._joining.discard(channel.lower())
@@ -318,7 +320,7 @@ class IrcPlatform(PlatformBase):
         self._connected.set()
         self._joined.set()
 
-    def _on_disconnect(self, client: Client, expected: bool) -> None:
+    def client_disconnected(self, client: Client, expected: bool) -> None:
         if client is self._client:
             if not expected:
                 logger.warning("IRC: connection lost")
@@ -338,7 +340,7 @@ class IrcPlatform(PlatformBase):
         client = self._client
         return client is not None and client.is_same_nick(nick, client.nickname)
 
-    async def _log_event(self, kind: str, target: str, nick: str, text: str) -> None:
+    async def channel_event(self, kind: str, target: str, nick: str, text: str) -> None:
         if self._stopping:
             return
         message = Message(
@@ -372,7 +374,7 @@ class IrcPlatform(PlatformBase):
         async with self._seen_changed:
             await self._seen_changed.wait_for(lambda: (kind, nick.lower()) in self._seen)
 
-    async def _on_line(
+    async def line(
         self, kind: str, target: str, nick: str, text: str, *, private: bool = False
     ) -> None:
         if self._stopping or self._is_me(nick):
