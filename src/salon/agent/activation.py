@@ -1,15 +1,30 @@
-"""Whether a message should make the bot answer."""
+"""What an answer is owed for and made of: whether a message should make the bot answer
+(``should_activate``), the ``Activation`` that owes it, and the ``Scene`` it is made of."""
 
 from __future__ import annotations
 
 import random
 import re
+from dataclasses import dataclass
 
 from salon.config import BotConfig
-from salon.context import is_visible, m_command
-from salon.model import Message, Participant
+from salon.context import RollState, is_visible, m_command
+from salon.model import (
+    TAG_ASKED,
+    TAG_MONITORED,
+    ChannelRef,
+    Event,
+    Message,
+    MessageEvent,
+    Participant,
+    ScheduledEvent,
+    ToolRecord,
+)
+from salon.platforms.base import Platform
 
-__all__ = ["should_activate"]
+__all__ = ["SCHEDULER", "Activation", "Scene", "should_activate"]
+
+SCHEDULER = Participant("scheduler", "Scheduler")  # the author of a schedule's prompt
 
 
 def _names_bot(text: str, name: str) -> bool:
@@ -46,3 +61,69 @@ def should_activate(
     if config.reply_on_random > 0:
         return (rng or random.Random()).randrange(config.reply_on_random) == 0
     return False
+
+
+@dataclass
+class Activation:
+    """One answer owed in a channel; triggers arriving while it waits join it."""
+
+    channel: ChannelRef
+    triggers: list[Event]
+    queued_at: float | None = None  # time.perf_counter() when its first event arrived
+
+    @property
+    def trigger(self) -> Message | None:
+        """The newest message that asked, when a message (not a schedule) did."""
+        last = self.triggers[-1]
+        return last.message if isinstance(last, MessageEvent) else None
+
+    @property
+    def requester(self) -> Participant:
+        """Who answers approvals: the last person who asked, or whoever set the schedule."""
+        for event in reversed(self.triggers):
+            if isinstance(event, MessageEvent):
+                return event.message.author
+        last = self.triggers[-1]
+        assert isinstance(last, ScheduledEvent)
+        return last.schedule.created_by
+
+    @property
+    def monitored(self) -> bool:
+        last = self.triggers[-1]
+        return isinstance(last, MessageEvent) and TAG_MONITORED in last.message.tags
+
+    def extra(self) -> list[Message]:
+        """Messages outside the channel's history that end this context: schedules'
+        prompts and ``/ask`` questions."""
+        return [_extra_message(e) for e in self.triggers if _is_extra(e)]
+
+
+@dataclass(frozen=True)
+class Scene:
+    platform: Platform
+    channel: ChannelRef
+    config: BotConfig
+    messages: tuple[Message, ...]  # what the model sees, oldest first
+    requester: Participant
+    breakpoints: tuple[str, ...] = ()  # ids of messages that end a prompt-cache block
+    records: tuple[ToolRecord, ...] = ()  # past tool calls among those messages
+    rolled: RollState | None = None  # a new rolling state, to store once answered
+    cut: bool = False  # the rolling window was cut back for this answer
+
+    @property
+    def after(self) -> str | None:
+        """The newest message: this answer's tool calls go after it."""
+        return self.messages[-1].id if self.messages else None
+
+
+def _is_extra(event: Event) -> bool:
+    return isinstance(event, ScheduledEvent) or TAG_ASKED in event.message.tags
+
+
+def _extra_message(event: Event) -> Message:
+    if isinstance(event, MessageEvent):
+        return event.message
+    schedule = event.schedule
+    text = f"(scheduled task #{schedule.id}, set by {schedule.created_by.name}) {schedule.prompt}"
+    stamp = int(event.due.timestamp())
+    return Message(f"schedule-{schedule.id}-{stamp}", schedule.channel, SCHEDULER, text, event.due)

@@ -17,10 +17,10 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from salon.agent.activation import Scene
 from salon.agent.output import LeadingLabel, ParagraphStream
 from salon.agent.planner import answer_request, parse_plan, planning_request
 from salon.agent.recording import Recorder
-from salon.agent.room import Scene
 from salon.agent.toolrules import merge_results, split_calls
 from salon.agent.tools import ToolRunner, Turn
 from salon.config import BotConfig, Redactor

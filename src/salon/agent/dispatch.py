@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from salon.agent.activation import should_activate
+from salon.agent.activation import Activation, should_activate
 from salon.agent.conversation import Conversation
 from salon.agent.pipeline import Attempt, Pipeline
 from salon.agent.recording import Recorder
-from salon.agent.room import Activation, Room
+from salon.agent.room import Room
 from salon.agent.tools import ToolRunner
 from salon.agent.traces import TraceWriter
 from salon.config import BotConfig, ChannelConfigs, Redactor

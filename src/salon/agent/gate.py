@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from salon.agent.room import Activation
+from salon.agent.activation import Activation
 from salon.config import BotConfig
 from salon.config.pipeline import SpeakGateConfig
 from salon.model import TAG_ASKED, Message, Participant

@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from operator import attrgetter
 from typing import NamedTuple
 
+from salon.agent.activation import Activation, Scene
 from salon.agent.limitbook import NO_ESTIMATE, Estimate, LimitBook
 from salon.agent.recording import Recorder
-from salon.agent.room import Activation, Scene
 from salon.config import BotConfig, Price
 from salon.config.pipeline import Budget
 from salon.config.prices import call_cost, price_for

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from salon.agent.activation import Activation, Scene
 from salon.agent.conversation import Conversation, Reply
 from salon.agent.evaluator import evaluator_prompt, parse_keep, select, split
 from salon.agent.gate import GateStats, addressed, bot_runs_last_minute, gate_prompt, gate_says_yes
@@ -25,7 +26,7 @@ from salon.agent.keywords import KeywordMatch, help_text, keyword_call, match_ke
 from salon.agent.limits import Hold, Limits
 from salon.agent.output import ParagraphStream
 from salon.agent.recording import Recorder
-from salon.agent.room import Activation, Room, Scene
+from salon.agent.room import Room
 from salon.agent.sidecall import side_call, side_config, side_request
 from salon.agent.tools import ToolRunner
 from salon.config import BotConfig, Redactor

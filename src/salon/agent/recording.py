@@ -12,8 +12,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from salon.agent.activation import Activation, Scene
 from salon.errors import (
     ConfigError,
     PlatformError,
@@ -26,9 +27,6 @@ from salon.llm.base import LLMRequest, Provider
 from salon.model import Event, MessageEvent, ScheduledEvent, Usage
 from salon.platforms.base import Platform
 from salon.trace import CallKind, ToolTrace, Trace
-
-if TYPE_CHECKING:
-    from salon.agent.room import Activation, Scene
 
 __all__ = ["PendingCall", "Recorder"]
 

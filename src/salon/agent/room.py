@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 
+from salon.agent.activation import Activation, Scene
 from salon.agent.recording import Recorder
 from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Resolved
 from salon.context import RollState, is_visible, m_command, roll, select_context
@@ -24,83 +25,24 @@ from salon.context.history import expand_history
 from salon.context.view import ChannelView, channel_views
 from salon.errors import PlatformError
 from salon.model import (
-    TAG_ASKED,
-    TAG_MONITORED,
     TAG_REPLY_CHAIN,
     ChannelRef,
-    Event,
     Message,
-    MessageEvent,
     Participant,
-    ScheduledEvent,
     ToolRecord,
 )
 from salon.platforms.base import Capability, Platform
 from salon.store.base import Store
 from salon.tools.log import ToolLog
 
-__all__ = ["LOOP_EMOJI", "SCHEDULER", "WARNING_EMOJI", "Activation", "Room", "Scene"]
+__all__ = ["LOOP_EMOJI", "WARNING_EMOJI", "Room"]
 
 logger = logging.getLogger(__name__)
 
 LOOP_EMOJI = "\U0001f501"  # 🔁: "we bots have talked enough"
 WARNING_EMOJI = "\u26a0\ufe0f"  # ⚠️ on a pinned config that was skipped
-SCHEDULER = Participant("scheduler", "Scheduler")
 _FLAGGED_LIMIT = 4096  # skipped pinned configs remembered, so each is flagged once
 _STATE_CACHE = 4096  # channels whose rolling state is kept in memory
-
-
-@dataclass
-class Activation:
-    """One answer owed in a channel; triggers arriving while it waits join it."""
-
-    channel: ChannelRef
-    triggers: list[Event]
-    queued_at: float | None = None  # time.perf_counter() when its first event arrived
-
-    @property
-    def trigger(self) -> Message | None:
-        """The newest message that asked, when a message (not a schedule) did."""
-        last = self.triggers[-1]
-        return last.message if isinstance(last, MessageEvent) else None
-
-    @property
-    def requester(self) -> Participant:
-        """Who answers approvals: the last person who asked, or whoever set the schedule."""
-        for event in reversed(self.triggers):
-            if isinstance(event, MessageEvent):
-                return event.message.author
-        last = self.triggers[-1]
-        assert isinstance(last, ScheduledEvent)
-        return last.schedule.created_by
-
-    @property
-    def monitored(self) -> bool:
-        last = self.triggers[-1]
-        return isinstance(last, MessageEvent) and TAG_MONITORED in last.message.tags
-
-    def extra(self) -> list[Message]:
-        """Messages outside the channel's history that end this context: schedules'
-        prompts and ``/ask`` questions."""
-        return [_extra_message(e) for e in self.triggers if _is_extra(e)]
-
-
-@dataclass(frozen=True)
-class Scene:
-    platform: Platform
-    channel: ChannelRef
-    config: BotConfig
-    messages: tuple[Message, ...]  # what the model sees, oldest first
-    requester: Participant
-    breakpoints: tuple[str, ...] = ()  # ids of messages that end a prompt-cache block
-    records: tuple[ToolRecord, ...] = ()  # past tool calls among those messages
-    rolled: RollState | None = None  # a new rolling state, to store once answered
-    cut: bool = False  # the rolling window was cut back for this answer
-
-    @property
-    def after(self) -> str | None:
-        """The newest message: this answer's tool calls go after it."""
-        return self.messages[-1].id if self.messages else None
 
 
 class Room:
@@ -335,16 +277,3 @@ def _bot_chain_too_long(history: Sequence[Message], trigger: Message, config: Bo
             break
         chain += 1
     return chain >= config.max_bot_reply_chain_depth
-
-
-def _is_extra(event: Event) -> bool:
-    return isinstance(event, ScheduledEvent) or TAG_ASKED in event.message.tags
-
-
-def _extra_message(event: Event) -> Message:
-    if isinstance(event, MessageEvent):
-        return event.message
-    schedule = event.schedule
-    text = f"(scheduled task #{schedule.id}, set by {schedule.created_by.name}) {schedule.prompt}"
-    stamp = int(event.due.timestamp())
-    return Message(f"schedule-{schedule.id}-{stamp}", schedule.channel, SCHEDULER, text, event.due)
