@@ -2,7 +2,7 @@
 
 A 1 000-message conversation among four people; every fifth message mentions the bot, so
 200 activations. The real anthropic SDK talks to the loopback fake server, which bills like
-the API's prompt cache (``tests/fakes/billing.py``: a prefix seen before at 0.1x, a newly
+the API's prompt cache (``fakes/billing.py``: a prefix seen before at 0.1x, a newly
 written prefix at 1.25x, the rest at 1x). The same conversation runs twice with the same
 recency window (400 messages): once rolling with cache breakpoints (``prompt_caching: true``,
 the defaults: roll every 50 messages, breakpoint 5 below the newest), once as a plain
@@ -28,8 +28,8 @@ import random
 import tempfile
 from pathlib import Path
 
-from tests.fakes.billing import AutoPrefixBilling, Bill, CacheBilling
-from tests.fakes.llm_server import LLMServer, Scripted
+from fakes.billing import AutoPrefixBilling, Bill, CacheBilling
+from fakes.llm_server import LLMServer, Scripted
 
 from bench.figures import Figure
 from salon.agent import Agent

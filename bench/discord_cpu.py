@@ -23,8 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.fakes.discord_server import DiscordServer
-from tests.fakes.llm_server import LLMServer, Scripted
+from fakes.discord_server import DiscordServer
+from fakes.llm_server import LLMServer, Scripted
 
 from bench.figures import Figure
 

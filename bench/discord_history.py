@@ -1,6 +1,6 @@
 """history_requests_per_activation: REST history requests an activation costs on Discord.
 
-The real discord.py against the loopback fake of Discord (``tests/fakes``), a provider
+The real discord.py against the loopback fake of Discord (``fakes``), a provider
 that answers at once, 200 activations; before each, three people write, one earlier message
 is edited and one deleted. The first activation fills the cache (a 450-message fetch is five
 requests); the figure is the steady state after it.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import discord
 import yarl
-from tests.fakes.discord_server import DiscordServer
+from fakes.discord_server import DiscordServer
 
 from bench.figures import Figure
 from salon.app import BotApp

@@ -17,7 +17,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from tests.fakes.llm_server import FAULTS, LLMServer, Scripted
+from fakes.llm_server import FAULTS, LLMServer, Scripted
 
 from bench.figures import Figure
 from salon.agent import Agent

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from tests.fakes.vendors.open_meteo import OpenMeteoFake
+from fakes.vendors.open_meteo import OpenMeteoFake
 
 from bench.figures import Figure, percentile
 from salon.config import BotConfig, Secrets

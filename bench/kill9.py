@@ -27,7 +27,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.fakes.llm_server import LLMServer, Recorded, Scripted
+from fakes.llm_server import LLMServer, Recorded, Scripted
 
 from bench.figures import Figure
 from salon.config.example import write_example

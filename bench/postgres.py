@@ -26,7 +26,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
-from tests.databases import throwaway_database
+from fakes.databases import throwaway_database
 
 from bench import activation, chatlog
 from bench.figures import Figure, percentile

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.databases import Database, postgres_database, sqlite_database
+from fakes.llm_server import LLMServer
 
 from salon.app import BotApp
 from salon.config import BotConfig
 from salon.llm.local import default_model_path
 from salon.platforms.base import Platform
-from tests.databases import Database, postgres_database, sqlite_database
-from tests.fakes.llm_server import LLMServer
 
 
 @pytest.fixture

@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from fakes.databases import Database, sqlite_database
 
 from salon.model import ChannelRef, Message, Participant
 from salon.store._dialects import parse_url
 from salon.store.sqlite import SQLStore
-from tests.databases import Database, sqlite_database
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "DEPLOYMENT.md"
 ROOM = ChannelRef("irc", "#room")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.fakes.billing import CacheBilling
+from fakes.billing import CacheBilling
 
 MARK = {"type": "ephemeral"}
 
@@ -42,7 +42,7 @@ def test_reads_the_longest_seen_prefix_and_writes_up_to_the_last_mark() -> None:
 
 
 def test_automatic_prefix_caching_reads_in_steps_of_128_from_1024_tokens() -> None:
-    from tests.fakes.billing import AutoPrefixBilling
+    from fakes.billing import AutoPrefixBilling
 
     billing = AutoPrefixBilling()
 

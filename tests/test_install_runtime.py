@@ -18,8 +18,7 @@ from pathlib import Path
 from subprocess import PIPE
 
 import pytest
-
-from tests.fakes.llm_server import LLMServer
+from fakes.llm_server import LLMServer
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(600)

@@ -7,13 +7,14 @@ import io
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from fakes.clock import FakeClock
+
 from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply, ToolResultPart
 from salon.model import Participant, ToolCall
 from salon.platforms.memory import MemoryPlatform
 from tests.conftest import bot_config
-from tests.fakes.clock import FakeClock
 from tests.platforms.test_terminal import lines_from
 
 ALICE = Participant("alice", "Alice")

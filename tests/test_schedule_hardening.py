@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.clock import FakeClock
 
 from salon.app import BotApp
 from salon.config import Secrets
@@ -20,7 +21,6 @@ from salon.model import ChannelRef, Participant, Schedule, ToolCall
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sqlite import SQLStore, sqlite_url
 from tests.conftest import bot_config
-from tests.fakes.clock import FakeClock
 
 ALICE = Participant("alice", "Alice")
 T0 = datetime(2026, 11, 22, 20, 0, tzinfo=UTC)

@@ -7,13 +7,13 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from fakes.clock import FakeClock
+from fakes.databases import Database
 
 from salon.model import ChannelRef, Event, Participant, Schedule, ScheduledEvent
 from salon.scheduler import Scheduler
 from salon.store.sqlite import SQLStore
 from salon.tools.timing import next_occurrence
-from tests.databases import Database
-from tests.fakes.clock import FakeClock
 
 ROOM = ChannelRef("memory", "room")
 ALICE = Participant("alice", "Alice")

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from fakes.llm_server import LLMServer
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
@@ -22,7 +23,6 @@ from salon.store.sqlite import SQLStore
 from salon.tools.hub import ToolHub
 from salon.tools.log import ToolLog
 from tests.conftest import bot_config
-from tests.fakes.llm_server import LLMServer
 from tests.tools.conftest import in_process
 
 

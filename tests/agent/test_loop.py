@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from fakes.providers import GatedProvider
+
 from salon.errors import PlatformError, ProviderError
 from salon.llm import FakeProvider, FakeReply
 from salon.model import Participant
 from tests.agent.conftest import StartAgent
-from tests.fakes.providers import GatedProvider
 
 ALICE = Participant("alice", "Alice")
 BOB_BOT = Participant("bob", "Bob", is_bot=True)

@@ -7,13 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fakes.llm_server import LLMServer, Recorded, Scripted
+
 from salon.model import TAG_MONITORED, MessageEvent, Participant
 from salon.store.sqlite import SQLStore
 from tests.agent.conftest import StartAgent
 from tests.agent.pipeline_kit import pipeline_agent
 from tests.agent.test_prefill_agent import ANTHROPIC, breakpoint_text
 from tests.agent.test_with_real_sdk import real_provider
-from tests.fakes.llm_server import LLMServer, Recorded, Scripted
 
 ALICE = Participant("alice", "Alice")
 BOB = Participant("bob", "Bob")

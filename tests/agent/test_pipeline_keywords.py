@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fakes.llm_server import LLMServer, Scripted
+
 from salon.model import Participant
 from salon.store.sqlite import SQLStore
 from tests.agent.pipeline_kit import pipeline_agent
-from tests.fakes.llm_server import LLMServer, Scripted
 
 ALICE = Participant("alice", "Alice")
 KEYWORDS: dict[str, Any] = {

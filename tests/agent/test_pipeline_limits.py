@@ -8,13 +8,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fakes.llm_server import LLMServer, Scripted
+
 from salon.config import ChannelConfigs
 from salon.config.pipeline import RateLimit
 from salon.model import Participant
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sqlite import SQLStore, sqlite_url
 from tests.agent.pipeline_kit import pipeline_agent
-from tests.fakes.llm_server import LLMServer, Scripted
 
 ALICE = Participant("alice", "Alice")
 RATE: dict[str, Any] = {"user_rate": {"requests": 20, "per_seconds": 3600}}

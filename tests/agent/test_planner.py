@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from fakes.llm_server import LLMServer
 from mcp import Client, StdioServerParameters
 
 from salon.agent import Agent
@@ -19,7 +20,6 @@ from salon.store.sqlite import SQLStore
 from salon.tools.hub import MessageHandler, ServerSpec, ToolHub
 from tests.agent.test_with_real_sdk import real_provider
 from tests.conftest import bot_config
-from tests.fakes.llm_server import LLMServer
 from tests.tools.conftest import MCP_SERVER_TIME
 
 ALICE = Participant("alice", "Alice")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from fakes.llm_server import LLMServer, Scripted
+
 from salon.model import Participant
 from tests.agent.conftest import StartAgent
 from tests.agent.test_with_real_sdk import real_provider
-from tests.fakes.llm_server import LLMServer, Scripted
 
 ALICE = Participant("alice", "Alice")
 ANTHROPIC = {"test": {"type": "anthropic", "model": "m", "api_key_env": "TEST_KEY"}}

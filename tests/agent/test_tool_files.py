@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.vendors.images import tiny_png
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 
@@ -23,7 +24,6 @@ from salon.llm.base import TextPart, ToolResultPart, ToolUsePart
 from salon.model import TAG_NOTE, Participant, ToolCall
 from salon.platforms.memory import MemoryPlatform
 from tests.conftest import bot_config
-from tests.fakes.vendors.images import tiny_png
 from tests.tools.conftest import in_process
 
 ALICE = Participant("alice", "Alice")

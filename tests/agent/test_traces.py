@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.billing import CacheBilling
+from fakes.llm_server import LLMServer
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
@@ -23,8 +25,6 @@ from salon.llm.factory import build_provider
 from salon.model import Participant, ToolCall
 from salon.platforms.memory import MemoryPlatform
 from tests.conftest import bot_config
-from tests.fakes.billing import CacheBilling
-from tests.fakes.llm_server import LLMServer
 from tests.tools.conftest import in_process
 
 ALICE = Participant("alice", "Alice")

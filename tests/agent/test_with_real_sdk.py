@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from fakes.llm_server import LLMServer, Scripted
 
 from salon.config import Secrets
 from salon.llm.factory import build_provider
 from salon.model import Participant
 from tests.agent.conftest import StartAgent
 from tests.conftest import bot_config
-from tests.fakes.llm_server import LLMServer, Scripted
 
 ALICE = Participant("alice", "Alice")
 VENDORS = ["openai", "anthropic"]
@@ -95,9 +95,10 @@ async def test_malformed_stream_is_reported(
 async def test_a_server_refusing_tools_gets_asked_without_them(
     llm_server: LLMServer, start_agent: StartAgent
 ) -> None:
+    from fakes import mcp_server
+
     from salon.agent.tools import ToolRunner
     from salon.tools.hub import ToolHub
-    from tests.fakes import mcp_server
     from tests.tools.conftest import in_process
 
     llm_server.queue(

@@ -10,8 +10,8 @@ import signal
 import sys
 from pathlib import Path
 
-from tests.fakes.discord_server import DiscordServer
-from tests.fakes.llm_server import LLMServer
+from fakes.discord_server import DiscordServer
+from fakes.llm_server import LLMServer
 
 # On SIGUSR1 the bot process prints the names of its loaded modules on one line.
 SITECUSTOMIZE = """\

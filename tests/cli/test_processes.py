@@ -10,8 +10,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from fakes.llm_server import LLMServer, Scripted
+
 from salon.cli import main
-from tests.fakes.llm_server import LLMServer, Scripted
 
 SECRET = "sk-live-Zq8vT3pLx0RkW9"
 

@@ -14,11 +14,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from fakes.databases import Database
+from fakes.llm_server import LLMServer, Recorded, Scripted
+
 from salon.config.example import write_example
 from salon.model import ChannelRef, Participant, Schedule
 from salon.store.sqlite import SQLStore
-from tests.databases import Database
-from tests.fakes.llm_server import LLMServer, Recorded, Scripted
 
 COUNT = 1000
 VICTIM_KEY = "k-victim"

@@ -11,9 +11,9 @@ import signal
 import sys
 from pathlib import Path
 
-from tests.databases import Database
-from tests.fakes.discord_server import DiscordServer, shard_of
-from tests.fakes.llm_server import LLMServer, Recorded, Scripted
+from fakes.databases import Database
+from fakes.discord_server import DiscordServer, shard_of
+from fakes.llm_server import LLMServer, Recorded, Scripted
 
 SECOND_GUILD = str(1 << 22)  # (id >> 22) % 2 == 1: shard 1's guild; guild "1" is shard 0's
 LOBBY = "20"

@@ -6,18 +6,18 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from fakes.vendors.accuweather import AccuWeatherFake
+from fakes.vendors.comfyui import ComfyUIFake
+from fakes.vendors.espn import EspnFake
+from fakes.vendors.greynoise import GreyNoiseFake
+from fakes.vendors.open_meteo import OpenMeteoFake
+from fakes.vendors.pixellab import PixelLabFake
+from fakes.vendors.serpapi import SerpApiFake
 from mcp import Client
 from mcp.types import CallToolResult, ImageContent, TextContent
 
 from salon.tools.mcp_serve import to_mcp_server
 from salon.tools.native import ToolSet
-from tests.fakes.vendors.accuweather import AccuWeatherFake
-from tests.fakes.vendors.comfyui import ComfyUIFake
-from tests.fakes.vendors.espn import EspnFake
-from tests.fakes.vendors.greynoise import GreyNoiseFake
-from tests.fakes.vendors.open_meteo import OpenMeteoFake
-from tests.fakes.vendors.pixellab import PixelLabFake
-from tests.fakes.vendors.serpapi import SerpApiFake
 
 T = TypeVar("T")
 WAIT = 10.0  # seconds any event in these tests may take before the test fails

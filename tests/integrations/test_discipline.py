@@ -6,13 +6,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from fakes.vendors.base import Reply
+from fakes.vendors.open_meteo import OpenMeteoFake
 
 from salon.config import WeatherIntegration
 from salon.integrations._discipline import CallQueue, ResultCache, cache_key
 from salon.integrations._http import VendorError
 from salon.integrations.weather import build_weather_server
-from tests.fakes.vendors.base import Reply
-from tests.fakes.vendors.open_meteo import OpenMeteoFake
 from tests.integrations.conftest import ManualClock, connect, no_secrets, text_of, within
 
 

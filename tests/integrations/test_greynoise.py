@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fakes.vendors.base import Reply
+from fakes.vendors.greynoise import GOOGLE_DNS, SCANNER, GreyNoiseFake
 from mcp.server.mcpserver import MCPServer
 
 from salon.config import GreyNoiseIntegration
 from salon.integrations.greynoise import build_greynoise_server
-from tests.fakes.vendors.base import Reply
-from tests.fakes.vendors.greynoise import GOOGLE_DNS, SCANNER, GreyNoiseFake
 from tests.integrations.conftest import ManualClock, connect, no_secrets, secrets_of, text_of
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fakes.vendors.base import Reply
+from fakes.vendors.espn import EspnFake
 from mcp.server.mcpserver import MCPServer
 
 from salon.config import NflIntegration
 from salon.integrations._http import VendorError
 from salon.integrations.nfl import build_nfl_server, find_team
-from tests.fakes.vendors.base import Reply
-from tests.fakes.vendors.espn import EspnFake
 from tests.integrations.conftest import ManualClock, connect, no_secrets, text_of
 
 PATH = "/apis/site/v2/sports/football/nfl"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
+from fakes.vendors.images import tiny_png
+from fakes.vendors.pixellab import PixelLabFake
 from mcp.server.mcpserver import MCPServer
 
 from salon.config import PixelLabIntegration
 from salon.integrations.pixellab import build_pixellab_server
-from tests.fakes.vendors.images import tiny_png
-from tests.fakes.vendors.pixellab import PixelLabFake
 from tests.integrations.conftest import ManualClock, connect, images_of, secrets_of, text_of
 
 
@@ -182,7 +182,7 @@ async def test_vendor_refusals(pixellab: PixelLabFake, tmp_path: Path, clock: Ma
 async def test_the_documented_envelope_is_read_too(
     pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
 ) -> None:
-    from tests.fakes.vendors.base import Reply
+    from fakes.vendors.base import Reply
 
     image = {
         "type": "base64",

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fakes.vendors.accuweather import AccuWeatherFake
+from fakes.vendors.open_meteo import OpenMeteoFake, Place
+
 from salon.config import WeatherIntegration
 from salon.integrations.weather import build_weather_server
-from tests.fakes.vendors.accuweather import AccuWeatherFake
-from tests.fakes.vendors.open_meteo import OpenMeteoFake, Place
 from tests.integrations.conftest import ManualClock, connect, no_secrets, secrets_of, text_of
 
 

@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from fakes.vendors.comfyui import ComfyUIFake
+from fakes.vendors.open_meteo import OpenMeteoFake
 from mcp import Client, StdioServerParameters
 
 from salon.app import BotApp
@@ -26,8 +28,6 @@ from salon.model import ToolCall
 from salon.tools.hub import ToolHub
 from salon.tools.policy import decide
 from tests.conftest import WriteConfig, bot_config
-from tests.fakes.vendors.comfyui import ComfyUIFake
-from tests.fakes.vendors.open_meteo import OpenMeteoFake
 from tests.integrations.conftest import ROOT, text_of, within
 
 PROVIDERS = "providers:\n  p:\n    type: openai\n    model: m\n"

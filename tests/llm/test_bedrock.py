@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fakes.llm_server import LLMServer, Scripted
 
 from salon.config import Secrets, load_config_dir, resolve_secrets
 from salon.errors import ConfigError
@@ -13,7 +14,6 @@ from salon.llm import ChatMessage, LLMRequest, TextDelta, TextPart, UsageEvent
 from salon.llm.factory import build_provider
 from salon.model import Usage
 from tests.conftest import WriteConfig, bot_config
-from tests.fakes.llm_server import LLMServer, Scripted
 
 CREDENTIALS = {"AWS_KEY": "AKIDTESTKEY", "AWS_SECRET": "test-secret-value"}
 

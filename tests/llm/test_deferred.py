@@ -4,13 +4,13 @@ request or when warmed after ready, and answers the same as one built at once.""
 from __future__ import annotations
 
 import pytest
+from fakes.llm_server import LLMServer, Scripted
 
 from salon.config import Secrets
 from salon.llm import ChatMessage, LLMRequest, Provider, TextDelta
 from salon.llm.base import wire_body
 from salon.llm.factory import DeferredProvider, build_provider, warm_provider
 from tests.conftest import bot_config
-from tests.fakes.llm_server import LLMServer, Scripted
 
 
 def _deferred(server: LLMServer, vendor: str) -> tuple[Provider, DeferredProvider]:

@@ -4,11 +4,11 @@ type through its real SDK against the loopback fake server."""
 from __future__ import annotations
 
 import pytest
+from fakes.llm_server import LLMServer, Scripted
 
 from salon.errors import ProviderError
 from salon.llm import StreamEvent
 from salon.llm._errors import redact_url
-from tests.fakes.llm_server import LLMServer, Scripted
 from tests.llm._vendors import VENDORS, collect, provider_for, request, text_of
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from fakes.llm_server import FAULTS, LLMServer, Scripted
 
 from salon.errors import ProviderError, RateLimited
 from salon.llm import StreamEvent
-from tests.fakes.llm_server import FAULTS, LLMServer, Scripted
 from tests.llm._vendors import collect, provider_for, request, stops, text_of
 
 GUARD = 15
@@ -110,7 +110,7 @@ async def test_a_seeded_rate_spreads_the_same_faults_every_run() -> None:
 
 
 def test_every_fault_is_documented() -> None:
-    from tests.fakes import llm_server
+    from fakes import llm_server
 
     assert llm_server.__doc__ is not None
     for fault in FAULTS:

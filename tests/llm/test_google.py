@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 
 import pytest
+from fakes.llm_server import LLMServer, Scripted
 
 from salon.config import Secrets
 from salon.errors import ProviderError, RateLimited
@@ -24,7 +25,6 @@ from salon.llm.base import ToolResultPart, ToolUsePart
 from salon.llm.factory import build_provider
 from salon.model import ToolCall, ToolResult, Usage
 from tests.conftest import bot_config
-from tests.fakes.llm_server import LLMServer, Scripted
 
 
 def gemini(server: LLMServer, **settings: object) -> Provider:

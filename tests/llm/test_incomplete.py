@@ -4,9 +4,9 @@ format, so the agent can tell a finished answer from a truncated one."""
 from __future__ import annotations
 
 import pytest
+from fakes.llm_server import LLMServer, Scripted
 
 from salon.llm import ChatMessage, LLMRequest, ToolCallEvent, ToolDefinition, UsageEvent
-from tests.fakes.llm_server import LLMServer, Scripted
 from tests.llm._vendors import VENDORS, collect, provider_for, request, stops, text_of
 
 FINISH = {"openai": "stop", "anthropic": "end_turn", "google": "stop", "bedrock": "end_turn"}

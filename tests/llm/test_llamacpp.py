@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from fakes.llm_server import LLMServer, Scripted
 
 from salon.llm import (
     ChatMessage,
@@ -16,7 +17,6 @@ from salon.llm import (
     ToolUsePart,
 )
 from salon.model import ToolCall, ToolResult
-from tests.fakes.llm_server import LLMServer, Scripted
 from tests.llm._vendors import collect, provider_for, stops, text_of
 
 SCHEMA = {"type": "object", "properties": {"tz": {"type": "string"}}}

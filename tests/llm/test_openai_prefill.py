@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fakes.llm_server import Flavour, LLMServer, Scripted
 
 from salon.config import Secrets, load_config_dir
 from salon.context import render_prefill
@@ -13,7 +14,6 @@ from salon.llm import ChatMessage, LLMRequest, Provider, TextDelta
 from salon.llm.factory import build_provider
 from salon.model import ChannelRef, Message, Participant
 from tests.conftest import WriteConfig, bot_config
-from tests.fakes.llm_server import Flavour, LLMServer, Scripted
 
 ROOM = ChannelRef("memory", "room")
 ALICE = Participant("alice", "Alice")

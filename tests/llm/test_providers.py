@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from fakes.llm_server import LLMServer, Scripted
 
 from salon.config import Secrets
 from salon.errors import ProviderError, RateLimited
@@ -18,7 +19,6 @@ from salon.llm import (
 from salon.llm.factory import build_provider
 from salon.model import Usage
 from tests.conftest import bot_config
-from tests.fakes.llm_server import LLMServer, Scripted
 
 VENDORS = ["openai", "anthropic"]
 

@@ -9,11 +9,11 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+from fakes.llm_server import LLMServer, Scripted
 
 from salon.config import ProviderConfig
 from salon.errors import ProviderError
 from salon.llm import StreamEvent
-from tests.fakes.llm_server import LLMServer, Scripted
 from tests.llm._vendors import VENDORS, collect, provider_for, request, text_of
 
 GUARD = 15  # seconds: far beyond what the settings below allow, far below the old 120 s

@@ -10,6 +10,8 @@ from typing import Any
 import discord
 import pytest
 import yarl
+from fakes.discord_server import DiscordServer, FakeUser
+from fakes.llm_server import LLMServer
 
 from salon.app import BotApp
 from salon.config import Secrets
@@ -17,8 +19,6 @@ from salon.llm import FakeProvider, Provider
 from salon.llm.factory import build_provider
 from salon.platforms.discord import DiscordPlatform
 from tests.conftest import ServeApp, bot_config
-from tests.fakes.discord_server import DiscordServer, FakeUser
-from tests.fakes.llm_server import LLMServer
 
 
 @pytest.fixture

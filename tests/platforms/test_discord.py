@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from fakes.discord_server import DiscordServer
 
 from salon.llm import FakeProvider, FakeReply
 from salon.model import ToolCall
-from tests.fakes.discord_server import DiscordServer
 from tests.platforms.conftest import Start
 
 GENERAL, RANDOM = "10", "11"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+from fakes.discord_server import DiscordServer
 
 from salon.app import BotApp
 from salon.config import Secrets
@@ -16,7 +17,6 @@ from salon.llm import FakeProvider
 from salon.platforms.discord import DiscordPlatform
 from salon.store.sqlite import SQLStore, sqlite_url
 from tests.conftest import ServeApp, bot_config
-from tests.fakes.discord_server import DiscordServer
 from tests.web.conftest import ACTIVITY_KEY, serving, write_fleet
 
 GENERAL = "10"

@@ -10,11 +10,11 @@ import logging
 from pathlib import Path
 
 import pytest
+from fakes.discord_server import DiscordServer
+from fakes.llm_server import LLMServer, Scripted
 
 from salon.llm import FakeProvider, FakeReply
 from salon.model import ToolCall
-from tests.fakes.discord_server import DiscordServer
-from tests.fakes.llm_server import LLMServer, Scripted
 from tests.platforms.conftest import GENERAL, Start, ask, real_provider, shown
 
 TYPING, SENDING = "POST /channels/10/typing", "POST /channels/10/messages"

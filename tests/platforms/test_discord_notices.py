@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from fakes.discord_server import DiscordServer, FakeUser
+
 from salon.llm import FakeProvider
 from salon.model import TAG_NOTE, ChannelRef
-from tests.fakes.discord_server import DiscordServer, FakeUser
 from tests.platforms.conftest import GENERAL, RANDOM, Start, ask, shown
 
 SILENT = 1 << 12  # SUPPRESS_NOTIFICATIONS

@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from fakes.discord_server import DiscordServer
 
 from salon.llm import FakeProvider, FakeReply
 from salon.model import Approval, ApprovalRequest, ChannelRef, Participant, ToolCall
-from tests.fakes.discord_server import DiscordServer
 from tests.platforms.conftest import GENERAL, RANDOM, Start, ask, shown
 
 MEMBER_LOOKUP = "GET /guilds/1/members/{}"

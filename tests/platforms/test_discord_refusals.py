@@ -7,12 +7,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from fakes.discord_server import DiscordServer
 
 from salon.errors import PlatformError
 from salon.llm import FakeProvider
 from salon.model import ApprovalRequest, ChannelRef, Message, Participant
 from salon.platforms.discord import DiscordPlatform
-from tests.fakes.discord_server import DiscordServer
 from tests.platforms.conftest import GENERAL, Start, ask
 
 HERE = ChannelRef("discord", GENERAL, name="general", guild_id="1")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from fakes.discord_server import DiscordServer, FakeUser
+
 from salon.llm import FakeProvider
-from tests.fakes.discord_server import DiscordServer, FakeUser
 from tests.platforms.conftest import Start
 
 GENERAL, RANDOM = "10", "11"

@@ -4,9 +4,10 @@ that no event of that guild keeps exact."""
 
 from __future__ import annotations
 
+from fakes.discord_server import DiscordServer
+
 from salon.llm import FakeProvider, FakeReply
 from salon.model import ChannelRef
-from tests.fakes.discord_server import DiscordServer
 from tests.platforms.conftest import GENERAL, Start, ask
 
 OTHER_GUILD = str(1 << 22)  # shard 1 of 2; the fake's own guild "1" is shard 0's

@@ -3,11 +3,12 @@ sprite's directions linked), and a job's progress as one message edited as it go
 
 from __future__ import annotations
 
+from fakes.discord_server import DiscordServer
+from fakes.discord_wire import SUPPRESS_NOTIFICATIONS
+from fakes.vendors.images import tiny_png
+
 from salon.llm import FakeProvider
 from salon.model import Attachment, ChannelRef
-from tests.fakes.discord_server import DiscordServer
-from tests.fakes.discord_wire import SUPPRESS_NOTIFICATIONS
-from tests.fakes.vendors.images import tiny_png
 from tests.platforms.conftest import GENERAL, Start
 
 HERE = ChannelRef("discord", GENERAL)

@@ -13,6 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.discord_server import DiscordServer
+from fakes.llm_server import LLMServer
+from fakes.llm_wire import Scripted
+from fakes.vendors.comfyui import ComfyUIFake
+from fakes.vendors.images import tiny_png
+from fakes.vendors.open_meteo import OpenMeteoFake
+from fakes.vendors.pixellab import PixelLabFake
 
 from salon.app import BotApp
 from salon.cli import main
@@ -20,13 +27,6 @@ from salon.config import BotConfig, Secrets
 from salon.config.loader import load_config_dir
 from salon.platforms.discord import DiscordPlatform
 from tests.conftest import ServeApp
-from tests.fakes.discord_server import DiscordServer
-from tests.fakes.llm_server import LLMServer
-from tests.fakes.llm_wire import Scripted
-from tests.fakes.vendors.comfyui import ComfyUIFake
-from tests.fakes.vendors.images import tiny_png
-from tests.fakes.vendors.open_meteo import OpenMeteoFake
-from tests.fakes.vendors.pixellab import PixelLabFake
 from tests.platforms.conftest import GENERAL, ask
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.irc import Human, IrcServer, StubServer
 
 from salon.app import BotApp
 from salon.config import IrcConfig, Secrets
@@ -20,7 +21,6 @@ from salon.platforms._irc_client import Client
 from salon.platforms.base import PlatformBase
 from salon.platforms.irc import IrcPlatform, TokenBucket, dot_lines, irc_lines
 from tests.conftest import ServeApp, bot_config
-from tests.fakes.irc import Human, IrcServer, StubServer
 from tests.platforms.test_approvals import danger_server
 from tests.tools.conftest import in_process
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.irc import Human, IrcServer
 
 from salon.app import BotApp
 from salon.config import Secrets
@@ -16,7 +17,6 @@ from salon.llm import FakeProvider
 from salon.platforms.irc import IrcPlatform
 from tests.agent.pipeline_kit import weather_server
 from tests.conftest import ServeApp, bot_config
-from tests.fakes.irc import Human, IrcServer
 from tests.tools.conftest import in_process
 
 BOT = "salonbot"

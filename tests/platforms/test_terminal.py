@@ -61,7 +61,7 @@ async def test_quit_word_ends_the_session_without_activation(tmp_path: Path) -> 
 
 
 async def test_a_silent_model_is_said_to_be_still_waited_for(tmp_path: Path) -> None:
-    from tests.fakes.providers import GatedProvider
+    from fakes.providers import GatedProvider
 
     provider = GatedProvider()
     out = io.StringIO()

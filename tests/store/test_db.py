@@ -12,13 +12,13 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from fakes.databases import Database
 
 from salon.errors import StoreError
 from salon.model import ChannelRef, Message, Participant, Usage
 from salon.store._db import DatabaseError, _numbered, in_list
 from salon.store._dialects import parse_url
 from salon.store.sqlite import SQLStore, sqlite_url
-from tests.databases import Database
 
 OLD_STORE = Path(__file__).parent / "data" / "salon-v13.db"
 ROOM = ChannelRef("memory", "room")

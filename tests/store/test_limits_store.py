@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 import pytest
+from fakes.databases import Database
 
 from salon.errors import StoreError
 from salon.store.limits import Admission, LimitStore, Settlement
-from tests.databases import Database
 
 DAY = int(time.time() // 86400) - 1  # yesterday: old rows (8 days) are pruned
 NOON = DAY * 86400.0 + 43200

@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from fakes.databases import Database
 
 from salon.errors import StoreError
 from salon.model import ChannelRef, Message, Participant, Usage
 from salon.store.sqlite import MIGRATIONS, SQLStore, sqlite_url
-from tests.databases import Database
 
 ROOM = ChannelRef("terminal", "local")
 ALICE = Participant("a", "Alice")

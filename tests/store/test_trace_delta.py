@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from fakes.databases import Database
 
 from salon.store._tables import migrate
 from salon.store.sqlite import SQLStore
 from salon.trace import CallTrace, Trace
-from tests.databases import Database
 
 SECRET = "sk-delta-secret-999"
 Turn = dict[str, Any]

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
+from fakes.databases import Database
 
 from salon.store.sqlite import SQLStore
 from salon.trace import BotHealth, CallTrace, Divergence, ToolTrace, Trace
-from tests.databases import Database
 
 SECRET = "sk-trace-secret-777"
 

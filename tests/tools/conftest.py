@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from fakes import mcp_server
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 
 from salon.tools.hub import MessageHandler, ServerSpec
-from tests.fakes import mcp_server
 
 REPO = Path(__file__).resolve().parents[2]
 MCP_SERVER_TIME = Path(sys.executable).parent / "mcp-server-time"
@@ -20,7 +20,7 @@ MCP_SERVER_TIME = Path(sys.executable).parent / "mcp-server-time"
 
 def stdio_kit(name: str = "kit", *, timeout: float = 10.0) -> ServerSpec:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "tests.fakes.mcp_server"], cwd=str(REPO)
+        command=sys.executable, args=["-m", "fakes.mcp_server"], cwd=str(REPO)
     )
 
     def connect(on_message: MessageHandler) -> Client:

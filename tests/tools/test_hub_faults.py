@@ -9,12 +9,12 @@ import signal
 import sys
 from dataclasses import replace
 
+from fakes import mcp_server
 from mcp import Client, StdioServerParameters
 
 from salon.config import Redactor
 from salon.model import ToolCall
 from salon.tools.hub import MessageHandler, ServerSpec, ToolHub
-from tests.fakes import mcp_server
 from tests.tools.conftest import REPO, in_process, stdio_kit
 
 SECRET = "mcp-s3cret-value-42"
@@ -62,7 +62,7 @@ async def test_a_lookup_cut_by_the_servers_death_is_asked_again() -> None:
 async def test_a_secret_the_server_hands_back_is_redacted_at_the_hub() -> None:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "tests.fakes.mcp_server"],
+        args=["-m", "fakes.mcp_server"],
         cwd=str(REPO),
         env={"SERVICE_TOKEN": SECRET, "PATH": os.environ.get("PATH", "")},
     )

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import pytest
+from fakes.vendors.images import tiny_png
 from mcp import Client
 from mcp.types import ImageContent, TextContent
 from pydantic import Field
@@ -23,7 +24,6 @@ from salon.tools.hub import ServerSpec, ToolHub
 from salon.tools.mcp_serve import to_mcp_server
 from salon.tools.native import Annotations, Image, Result, ToolSet
 from salon.tools.outputs import OutputDir
-from tests.fakes.vendors.images import tiny_png
 
 PNG = tiny_png(4, 4, 90)
 LOOKUP = Annotations(read_only=True, destructive=False, idempotent=True, open_world=True)

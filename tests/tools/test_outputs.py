@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from fakes.vendors.images import tiny_png
 from mcp.server.mcpserver import MCPServer
 from mcp.types import (
     BlobResourceContents,
@@ -24,7 +25,6 @@ from salon.model import ToolCall
 from salon.tools.hub import ToolHub
 from salon.tools.inline import scrub, split_inline
 from salon.tools.outputs import OutputDir, file_name
-from tests.fakes.vendors.images import tiny_png
 from tests.tools.conftest import in_process
 
 PNG = tiny_png(4, 4, 90)

@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from fakes.billing import CacheBilling
+from fakes.llm_server import LLMServer
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from salon.app import BotApp
@@ -19,8 +21,6 @@ from salon.llm.factory import build_provider
 from salon.model import Participant
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sqlite import SQLStore, sqlite_url
-from tests.fakes.billing import CacheBilling
-from tests.fakes.llm_server import LLMServer
 from tests.web.conftest import ACTIVITY_KEY, Site, serving
 from tests.web.data import sample_traces, write_sample
 from tests.web.test_health_metrics_events import beat

@@ -51,8 +51,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from tests.fakes.discord_rest import RestRoutes
-from tests.fakes.discord_wire import (
+from fakes.discord_rest import RestRoutes
+from fakes.discord_wire import (
     APP_FLAGS_MESSAGE_CONTENT,
     BOOST,
     DEFAULT,

@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.discord_wire import (
+from fakes.discord_wire import (
     APP_FLAGS_MESSAGE_CONTENT,
     COMMAND,
     DEFAULT,

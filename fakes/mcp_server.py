@@ -1,6 +1,6 @@
 """A small MCP server for tests, run over stdio or streamable HTTP.
 
-python -m tests.fakes.mcp_server            # stdio
+python -m fakes.mcp_server            # stdio
 """
 
 from __future__ import annotations

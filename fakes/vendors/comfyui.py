@@ -22,8 +22,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from tests.fakes.vendors.base import VendorFake, json_response
-from tests.fakes.vendors.images import tiny_png
+from fakes.vendors.base import VendorFake, json_response
+from fakes.vendors.images import tiny_png
 
 __all__ = ["ComfyUIFake", "RunPlan"]
 

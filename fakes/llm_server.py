@@ -54,9 +54,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal
 
-from tests.fakes.billing import AutoPrefixBilling, CacheBilling
-from tests.fakes.llm_wire import Recorded, Scripted, Wire, complete_body, error_body
-from tests.fakes.llm_wire import wire as wire_for
+from fakes.billing import AutoPrefixBilling, CacheBilling
+from fakes.llm_wire import Recorded, Scripted, Wire, complete_body, error_body
+from fakes.llm_wire import wire as wire_for
 
 __all__ = ["FAULTS", "Flavour", "LLMServer", "Recorded", "Scripted"]
 

@@ -13,7 +13,7 @@ import ipaddress
 
 from aiohttp import web
 
-from tests.fakes.vendors.base import VendorFake, json_response
+from fakes.vendors.base import VendorFake, json_response
 
 __all__ = ["GreyNoiseFake"]
 
