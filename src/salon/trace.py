@@ -25,7 +25,13 @@ __all__ = [
     "CallTrace",
     "CostRow",
     "Divergence",
+    "EvaluatorStep",
+    "GateStep",
     "InboxEvent",
+    "KeywordStep",
+    "LimitRefusal",
+    "LoopBreak",
+    "PipelineRecord",
     "ToolTrace",
     "Trace",
     "TraceSummary",
@@ -98,6 +104,67 @@ class ToolTrace:
     approval: dict[str, Any] | None = None  # {"answer", "by", "at"} when a person was asked
 
 
+@dataclass(frozen=True, slots=True)
+class KeywordStep:
+    word: str
+    tool: str | None = None  # None for !help, answered as a note
+
+
+@dataclass(frozen=True, slots=True)
+class LimitRefusal:
+    limit: str  # the kind of limit: rate, cooldown, budget
+    key: str
+    reset_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class LoopBreak:
+    bot_messages: int  # bot messages in the last minute
+    until: float  # the pause's end (epoch seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class GateStep:
+    decision: Literal["speak", "quiet", "unreadable", "failed"]
+    answer: str | None = None  # the start of the gate's answer, when it gave one
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluatorStep:
+    kept: int | None = None
+    dropped: tuple[str, ...] | None = None  # ids of the messages left out
+    error: str | None = None  # why the whole context was used instead
+    answer: str | None = None  # the start of an unreadable answer
+
+
+@dataclass(slots=True)
+class PipelineRecord:
+    """What the steps before the model decided in one activation; a step that did not act
+    stays None. Stored in the trace's body as a mapping of the steps that acted."""
+
+    keyword: KeywordStep | None = None
+    refused: LimitRefusal | None = None
+    paused_until: float | None = None
+    loop_breaker: LoopBreak | None = None
+    speak_gate: GateStep | None = None
+    evaluator: EvaluatorStep | None = None
+    final_pass: bool = False
+    final_pass_error: str | None = None  # the final pass failed: the raw result was sent
+
+    def body(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for name in ("keyword", "refused", "loop_breaker", "speak_gate", "evaluator"):
+            step = getattr(self, name)
+            if step is not None:
+                data[name] = _set_fields(step)
+        if self.paused_until is not None:
+            data["paused_until"] = self.paused_until
+        if self.final_pass:
+            error = self.final_pass_error
+            data["final_pass"] = True if error is None else f"failed: {error}"
+        return data
+
+
 @dataclass(slots=True)
 class Trace:
     bot: str
@@ -118,7 +185,7 @@ class Trace:
     notes: list[str] = field(default_factory=list)  # Salon's own words in the channel
     timings: dict[str, float] = field(default_factory=dict)  # phase -> milliseconds
     # What the pipeline decided: keyword, limits, speak gate, messages the evaluator dropped.
-    pipeline: dict[str, Any] = field(default_factory=dict)
+    pipeline: PipelineRecord = field(default_factory=PipelineRecord)
 
     def totals(self) -> dict[str, float]:
         usage: dict[str, float] = {
@@ -136,11 +203,22 @@ class Trace:
         data = _fields(self)
         data["calls"] = [_call_body(call) for call in self.calls]
         data["tools"] = [_fields(tool) for tool in self.tools]
+        data["pipeline"] = self.pipeline.body()
         return data
 
 
 def _fields(value: Any) -> dict[str, Any]:
     return {name: getattr(value, name) for name in value.__slots__}
+
+
+def _set_fields(value: Any) -> dict[str, Any]:
+    """The fields that are set (not None), tuples as lists: JSON as the trace stores it."""
+    data: dict[str, Any] = {}
+    for name in value.__slots__:
+        item = getattr(value, name)
+        if item is not None:
+            data[name] = list(item) if isinstance(item, tuple) else item
+    return data
 
 
 def _call_body(call: CallTrace) -> dict[str, Any]:

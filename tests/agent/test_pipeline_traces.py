@@ -10,6 +10,13 @@ from salon.llm import FakeProvider, FakeReply
 from salon.model import TAG_MONITORED, MessageEvent, Participant
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sqlite import SQLStore
+from salon.trace import (
+    EvaluatorStep,
+    GateStep,
+    KeywordStep,
+    LimitRefusal,
+    PipelineRecord,
+)
 from tests.agent.conftest import StartAgent
 from tests.agent.test_traces import ALICE, make_app, running
 
@@ -103,3 +110,26 @@ async def test_reply_on_random_asks_the_gate_and_a_keyword_skips_it(
     await agent.wait_idle()
     assert len(provider.requests) == 1  # only the gate's call
     assert platform.sent[0].text.startswith("Salon answers these keywords:")
+
+
+def test_pipeline_steps_are_stored_as_the_steps_that_acted() -> None:
+    """The typed record is stored in the shape traces always had, so stored traces and
+    their readers (``salon trace show``, the activity page) need no change."""
+    record = PipelineRecord(
+        keyword=KeywordStep("weather", "get_weather"),
+        refused=LimitRefusal("rate", "user:1", 12.5),
+        speak_gate=GateStep("quiet", "no"),
+        evaluator=EvaluatorStep(kept=3, dropped=("m1", "m2")),
+        final_pass=True,
+        final_pass_error="HTTP 500",
+    )
+    assert record.body() == {
+        "keyword": {"word": "weather", "tool": "get_weather"},
+        "refused": {"limit": "rate", "key": "user:1", "reset_at": 12.5},
+        "speak_gate": {"decision": "quiet", "answer": "no"},
+        "evaluator": {"kept": 3, "dropped": ["m1", "m2"]},
+        "final_pass": "failed: HTTP 500",
+    }
+    assert PipelineRecord().body() == {}
+    help_only = PipelineRecord(keyword=KeywordStep("help"), paused_until=7.0)
+    assert help_only.body() == {"keyword": {"word": "help"}, "paused_until": 7.0}

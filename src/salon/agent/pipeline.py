@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Literal
 
 from salon.agent.activation import Activation, Scene
 from salon.agent.conversation import Conversation, Reply
@@ -36,7 +37,14 @@ from salon.model import Message, Participant, ToolCall, ToolRecord, ToolResult
 from salon.platforms.base import Platform
 from salon.store.base import Store
 from salon.store.limits import LimitStore, Refusal
-from salon.trace import CallKind
+from salon.trace import (
+    CallKind,
+    EvaluatorStep,
+    GateStep,
+    KeywordStep,
+    LimitRefusal,
+    LoopBreak,
+)
 
 __all__ = ["Attempt", "Pipeline"]
 
@@ -113,7 +121,7 @@ class Pipeline:
             match = match_keyword(trigger, attempt.platform.self_participant, config)
         if match is not None and match.is_help:
             await self._note(attempt, help_text(config))
-            attempt.recorder.trace.pipeline["keyword"] = {"word": match.word}
+            attempt.recorder.trace.pipeline.keyword = KeywordStep(match.word)
             return True
         # Steps that are off are not entered: this runs on every activation.
         breaker = config.loop_breaker.bot_messages_per_minute
@@ -156,11 +164,9 @@ class Pipeline:
         )
         if not isinstance(verdict, Refusal):
             return verdict
-        attempt.recorder.trace.pipeline["refused"] = {
-            "limit": verdict.kind,
-            "key": verdict.key,
-            "reset_at": verdict.reset_at,
-        }
+        attempt.recorder.trace.pipeline.refused = LimitRefusal(
+            verdict.kind, verdict.key, verdict.reset_at
+        )
         logger.info("%s refused in %s: %s", verdict.kind, activation.channel.key, verdict.key)
         await self.limits.tell_once(
             platform=attempt.platform,
@@ -220,7 +226,7 @@ class Pipeline:
         """The keyword's call and its result; None when it could not be made or failed
         (said in the channel)."""
         tool = match.keyword.tool or ""
-        attempt.recorder.trace.pipeline["keyword"] = {"word": match.word, "tool": tool}
+        attempt.recorder.trace.pipeline.keyword = KeywordStep(match.word, tool)
         runner = self._runner(attempt.config)
         spec = runner.tools.get(tool) if runner is not None else None
         if runner is None or spec is None:
@@ -258,7 +264,7 @@ class Pipeline:
     ) -> None:
         """The model turns the raw result into an answer once; if it cannot, the raw result
         is the answer."""
-        attempt.recorder.trace.pipeline["final_pass"] = True
+        attempt.recorder.trace.pipeline.final_pass = True
         final = Conversation(
             bot=self.bot,
             store=self.store,
@@ -271,7 +277,7 @@ class Pipeline:
             await self._answer(attempt, scene, final, evaluate=evaluate)
         except ProviderError as exc:
             logger.warning("the final pass failed (%s); sending the raw result", exc)
-            attempt.recorder.trace.pipeline["final_pass"] = f"failed: {exc}"
+            attempt.recorder.trace.pipeline.final_pass_error = str(exc)
             if attempt.recorder.trace.answer == shown:
                 await self._say(attempt, raw)
 
@@ -304,7 +310,7 @@ class Pipeline:
             self._remember_pause(key, await self._marks.mark(self.bot, f"pause:{key}") or 0.0)
         paused = self._pauses.get(key, 0.0) > self._clock()
         if paused:
-            attempt.recorder.trace.pipeline["paused_until"] = self._pauses[key]
+            attempt.recorder.trace.pipeline.paused_until = self._pauses[key]
         return paused
 
     async def _breaker_trips(self, attempt: Attempt, scene: Scene) -> bool:
@@ -318,7 +324,7 @@ class Pipeline:
         until = now + breaker.pause
         key = attempt.activation.channel.key
         self._remember_pause(key, until)
-        attempt.recorder.trace.pipeline["loop_breaker"] = {"bot_messages": runs, "until": until}
+        attempt.recorder.trace.pipeline.loop_breaker = LoopBreak(runs, until)
         if self._marks is not None:
             await self._marks.set_mark(self.bot, f"pause:{key}", until)
         logger.warning("%s: %d bot messages in a minute; pausing", key, runs)
@@ -352,7 +358,7 @@ class Pipeline:
         except ProviderError as exc:
             self.gate_stats.failed += 1
             logger.warning("speak gate failed in %s (%s); staying quiet", scene.channel.key, exc)
-            attempt.recorder.trace.pipeline["speak_gate"] = {"decision": "failed"}
+            attempt.recorder.trace.pipeline.speak_gate = GateStep("failed")
             return False
         decision = gate_says_yes(answer, config.name, settings)
         if decision:
@@ -361,8 +367,10 @@ class Pipeline:
             self.gate_stats.no += 1
         pending = attempt.recorder.calls[-1]
         self.gate_stats.tokens += pending.usage.input_tokens + pending.usage.output_tokens
-        verdict = "speak" if decision else ("quiet" if decision is False else "unreadable")
-        attempt.recorder.trace.pipeline["speak_gate"] = {"decision": verdict, "answer": answer[:80]}
+        verdict: Literal["speak", "quiet", "unreadable"] = (
+            "speak" if decision else ("quiet" if decision is False else "unreadable")
+        )
+        attempt.recorder.trace.pipeline.speak_gate = GateStep(verdict, answer[:80])
         logger.info("speak gate in %s: %s (%r)", scene.channel.key, verdict, answer[:80])
         return bool(decision)
 
@@ -384,15 +392,15 @@ class Pipeline:
             answer = await self._side(attempt, side, request, "evaluate")
         except ProviderError as exc:
             logger.warning("context evaluator failed (%s); the whole context is used", exc)
-            trace["evaluator"] = {"error": str(exc)}
+            trace.evaluator = EvaluatorStep(error=str(exc))
             return scene
         keep = parse_keep(answer, len(judged.eligible))
         if keep is None:
             logger.warning("context evaluator answered %r; the whole context is used", answer[:200])
-            trace["evaluator"] = {"error": "unreadable answer", "answer": answer[:200]}
+            trace.evaluator = EvaluatorStep(error="unreadable answer", answer=answer[:200])
             return scene
         chosen, dropped = select(scene.messages, judged, keep, settings)
-        trace["evaluator"] = {"kept": len(chosen), "dropped": dropped}
+        trace.evaluator = EvaluatorStep(kept=len(chosen), dropped=tuple(dropped))
         kept = {m.id for m in chosen}
         marks = tuple(b for b in scene.breakpoints if b in kept)
         return replace(scene, messages=chosen, breakpoints=marks)
