@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench.figures import Figure, percentile, settled_rss_mib
 from salon.agent import Agent
-from salon.agent.traces import TraceWriter
+from salon.agent.recording.traces import TraceWriter
 from salon.config import BotConfig, ProviderConfig
 from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDelta, UsageEvent
 from salon.llm.openai_compat import OpenAIProvider

@@ -14,8 +14,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from salon.agent import Agent
-from salon.agent.tools import ToolRunner
-from salon.agent.traces import TraceWriter
+from salon.agent.conversation.toolrunner import ToolRunner
+from salon.agent.recording.traces import TraceWriter
 from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets, resolve_secrets
 from salon.errors import ConfigError, ConfigProblem
 from salon.llm.base import Provider

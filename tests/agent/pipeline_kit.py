@@ -14,7 +14,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 from salon.agent import Agent
-from salon.agent.tools import ToolRunner
+from salon.agent.conversation.toolrunner import ToolRunner
 from salon.config import Secrets
 from salon.llm import Provider
 from salon.llm.factory import build_provider

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from salon.agent.limitbook import Estimate, LimitBook
+from salon.agent.pipeline.limitbook import Estimate, LimitBook
 from salon.store.limits import Admission, Charge, Refusal, Settlement
 from salon.store.sqlite import SQLStore, sqlite_url
 

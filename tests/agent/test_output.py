@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from salon.agent.output import ParagraphStream, split_message
+from salon.agent.conversation.output import ParagraphStream, split_message
 
 
 def fences_balanced(piece: str) -> bool:

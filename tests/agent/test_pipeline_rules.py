@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from salon.agent.evaluator import parse_keep, select, split
-from salon.agent.gate import bot_runs_last_minute, gate_says_yes
-from salon.agent.keywords import keyword_call, match_keyword
-from salon.agent.limits import refusal_text
+from salon.agent.pipeline.evaluator import parse_keep, select, split
+from salon.agent.pipeline.gate import bot_runs_last_minute, gate_says_yes
+from salon.agent.pipeline.keywords import keyword_call, match_keyword
+from salon.agent.pipeline.limits import refusal_text
 from salon.config.pipeline import ContextEvaluatorConfig, SpeakGateConfig
 from salon.model import TAG_REPLY_CHAIN, ChannelRef, Message, Participant, ToolSpec
 from salon.store.limits import Refusal
@@ -105,7 +105,7 @@ def test_min_depth_is_kept_max_depth_bounds_and_the_cached_prefix_is_never_judge
 
 
 def test_reply_chain_messages_are_marked_for_the_evaluator() -> None:
-    from salon.agent.evaluator import evaluator_prompt
+    from salon.agent.pipeline.evaluator import evaluator_prompt
 
     settings = ContextEvaluatorConfig(enabled=True)
     chained = message(1, "old question", tags=frozenset({TAG_REPLY_CHAIN}))

@@ -11,8 +11,8 @@ from fakes.llm_server import LLMServer
 from mcp import Client, StdioServerParameters
 
 from salon.agent import Agent
-from salon.agent.planner import Plan, answer_request, parse_plan
-from salon.agent.tools import ToolRunner
+from salon.agent.conversation.planner import Plan, answer_request, parse_plan
+from salon.agent.conversation.toolrunner import ToolRunner
 from salon.llm import ChatMessage, LLMRequest
 from salon.model import Participant, ToolCall, ToolResult
 from salon.platforms.memory import MemoryPlatform

@@ -13,7 +13,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 from salon.agent import Agent
-from salon.agent.tools import ToolRunner
+from salon.agent.conversation.toolrunner import ToolRunner
 from salon.config import Redactor
 from salon.llm import FakeProvider, FakeReply, ToolResultPart, ToolUsePart
 from salon.model import Participant, ToolCall

@@ -16,7 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 from salon import trace_cli
-from salon.agent.traces import TraceWriter
+from salon.agent.recording.traces import TraceWriter
 from salon.app import BotApp
 from salon.config import Price, Secrets, TracesConfig
 from salon.errors import ProviderError

@@ -97,7 +97,7 @@ async def test_a_server_refusing_tools_gets_asked_without_them(
 ) -> None:
     from fakes import mcp_server
 
-    from salon.agent.tools import ToolRunner
+    from salon.agent.conversation.toolrunner import ToolRunner
     from salon.tools.hub import ToolHub
     from tests.tools.conftest import in_process
 

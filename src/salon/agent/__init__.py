@@ -2,7 +2,7 @@
 sees) and the conversation (rendering, streaming, tools, output)."""
 
 from salon.agent.activation import should_activate
+from salon.agent.conversation.output import ParagraphStream, split_message
 from salon.agent.dispatch import Agent
-from salon.agent.output import ParagraphStream, split_message
 
 __all__ = ["Agent", "ParagraphStream", "should_activate", "split_message"]

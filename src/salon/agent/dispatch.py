@@ -22,12 +22,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from salon.agent.activation import Activation, should_activate
-from salon.agent.conversation import Conversation
-from salon.agent.pipeline import Attempt, Pipeline
-from salon.agent.recording import Recorder
+from salon.agent.conversation.answer import Conversation
+from salon.agent.conversation.toolrunner import ToolRunner
+from salon.agent.pipeline.steps import Attempt, Pipeline
+from salon.agent.recording.recorder import Recorder
+from salon.agent.recording.traces import TraceWriter
 from salon.agent.room import Room
-from salon.agent.tools import ToolRunner
-from salon.agent.traces import TraceWriter
 from salon.config import BotConfig, ChannelConfigs, Redactor
 from salon.errors import SalonError
 from salon.llm.base import Provider
@@ -289,7 +289,7 @@ class Agent:
         config = resolved.config
         provider = self._provider_for(config)
         rolling = config.prompt_caching and provider.traits.prefix_cache
-        # The room, the pipeline's steps (salon.agent.pipeline), then the conversation.
+        # The room, the pipeline's steps (salon.agent.pipeline.steps), then the conversation.
         attempt = Attempt(platform, activation, config, provider, recorder, rolling)
         return await self.pipeline.run(attempt)
 

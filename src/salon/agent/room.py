@@ -18,7 +18,7 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 
 from salon.agent.activation import Activation, Scene
-from salon.agent.recording import Recorder
+from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Resolved
 from salon.context import RollState, is_visible, m_command, roll, select_context
 from salon.context.history import expand_history

@@ -722,7 +722,7 @@ class BotConfig(_Strict):
                 raise PydanticCustomError("database_url", problem)
         return url
 
-    # The pipeline in front of the model (salon.config.pipeline, salon.agent.pipeline).
+    # The pipeline in front of the model (salon.config.pipeline, salon.agent.pipeline.steps).
     keywords: dict[str, KeywordConfig] = Field(
         default_factory=dict, description="!word: a tool called without the model"
     )

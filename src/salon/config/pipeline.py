@@ -3,6 +3,7 @@ the loop breaker by rate and the speak gate. Every part is optional and off by d
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -17,6 +18,7 @@ __all__ = [
     "LoopBreakerConfig",
     "RateLimit",
     "SpeakGateConfig",
+    "internal_tools",
     "normalize_keyword",
 ]
 
@@ -70,6 +72,11 @@ class KeywordConfig(_Strict):
     context_evaluator: bool | None = Field(
         default=None, description="filter the history of the final pass; unset: the bot's"
     )
+
+
+def internal_tools(keywords: Mapping[str, KeywordConfig]) -> frozenset[str]:
+    """Tools reached only through ``internal`` keywords: never offered to the model."""
+    return frozenset(k.tool for k in keywords.values() if k.internal and k.tool)
 
 
 class ContextEvaluatorConfig(_Strict):

@@ -2,7 +2,7 @@
 cooldowns' starts, spend per budget and UTC day, and marks that say until when something
 holds.
 
-The agent decides in memory (``salon.agent.limits``) and records here, so the counts
+The agent decides in memory (``salon.agent.pipeline.limits``) and records here, so the counts
 survive a restart; it reads a key back from here the first time it meets it.
 """
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from salon.agent.activation import Scene
-from salon.agent.output import LeadingLabel, ParagraphStream
-from salon.agent.planner import answer_request, parse_plan, planning_request
-from salon.agent.recording import Recorder
-from salon.agent.toolrules import merge_results, split_calls
-from salon.agent.tools import ToolRunner, Turn
+from salon.agent.conversation.output import LeadingLabel, ParagraphStream
+from salon.agent.conversation.planner import answer_request, parse_plan, planning_request
+from salon.agent.conversation.toolrules import merge_results, split_calls
+from salon.agent.conversation.toolrunner import ToolRunner, Turn
+from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, Redactor
 from salon.context import ChatMemo, render_chat, render_prefill
 from salon.context.prefill import PrefillMemo

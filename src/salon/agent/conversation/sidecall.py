@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from salon.agent.recording import Recorder
+from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig
 from salon.errors import ProviderError
 from salon.llm.base import ChatMessage, LLMRequest, Provider, TextDelta, TextPart, UsageEvent

@@ -3,7 +3,7 @@
 The recorder is on the path of every answer, so it only keeps references and timestamps:
 the request objects, the scene, the provider. Turning them into a stored ``Trace``
 (rendering requests as sent, comparing with the previous call, pricing, redacting) is the
-trace writer's work, done after the answer (``salon.agent.traces``).
+trace writer's work, done after the answer (``salon.agent.recording.traces``).
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from salon.agent.keywords import internal_tools
-from salon.agent.recording import Recorder
+from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, Redactor
+from salon.config.pipeline import internal_tools
 from salon.context.textproto import CALLS_CLOSE, format_results, render_tool_list
 from salon.llm.base import (
     ChatMessage,
@@ -133,7 +133,7 @@ class ToolRunner:
         return self.config.tool_mode == "text" or self.config.mode == "prefill"
 
     def offered(self) -> list[ToolSpec]:
-        hidden = internal_tools(self.config)  # reached only through their keywords
+        hidden = internal_tools(self.config.keywords)  # reached only through their keywords
         return [
             s
             for s in self.tools.specs()

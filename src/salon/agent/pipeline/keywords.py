@@ -21,7 +21,6 @@ __all__ = [
     "KeywordMatch",
     "argument_for",
     "help_text",
-    "internal_tools",
     "keyword_call",
     "match_keyword",
 ]
@@ -65,11 +64,6 @@ def _without_mention(text: str, names: tuple[str, ...]) -> str:
 @functools.lru_cache(maxsize=256)
 def _mention(name: str) -> re.Pattern[str]:
     return re.compile(rf"^\s*@?{re.escape(name)}(?![\w-])[:,]?\s*", re.IGNORECASE)
-
-
-def internal_tools(config: BotConfig) -> frozenset[str]:
-    """Tools reached only through ``internal`` keywords: never offered to the model."""
-    return frozenset(k.tool for k in config.keywords.values() if k.internal and k.tool)
 
 
 def help_text(config: BotConfig) -> str:

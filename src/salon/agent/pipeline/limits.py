@@ -21,8 +21,8 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from salon.agent.activation import Activation, Scene
-from salon.agent.limitbook import NO_ESTIMATE, Estimate, LimitBook
-from salon.agent.recording import Recorder
+from salon.agent.pipeline.limitbook import NO_ESTIMATE, Estimate, LimitBook
+from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, Price
 from salon.config.pipeline import Budget
 from salon.config.prices import call_cost, price_for

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from operator import add, attrgetter
 
-from salon.agent.recording import PendingCall, Recorder
+from salon.agent.recording.recorder import PendingCall, Recorder
 from salon.config import BotConfig, Price, TracesConfig
 from salon.config.prices import call_cost, price_for
 from salon.llm.base import request_as_sent

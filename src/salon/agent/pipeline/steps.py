@@ -20,16 +20,22 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from salon.agent.activation import Activation, Scene
-from salon.agent.conversation import Conversation, Reply
-from salon.agent.evaluator import evaluator_prompt, parse_keep, select, split
-from salon.agent.gate import GateStats, addressed, bot_runs_last_minute, gate_prompt, gate_says_yes
-from salon.agent.keywords import KeywordMatch, help_text, keyword_call, match_keyword
-from salon.agent.limits import Hold, Limits
-from salon.agent.output import ParagraphStream
-from salon.agent.recording import Recorder
+from salon.agent.conversation.answer import Conversation, Reply
+from salon.agent.conversation.output import ParagraphStream
+from salon.agent.conversation.sidecall import side_call, side_config, side_request
+from salon.agent.conversation.toolrunner import ToolRunner
+from salon.agent.pipeline.evaluator import evaluator_prompt, parse_keep, select, split
+from salon.agent.pipeline.gate import (
+    GateStats,
+    addressed,
+    bot_runs_last_minute,
+    gate_prompt,
+    gate_says_yes,
+)
+from salon.agent.pipeline.keywords import KeywordMatch, help_text, keyword_call, match_keyword
+from salon.agent.pipeline.limits import Hold, Limits
+from salon.agent.recording.recorder import Recorder
 from salon.agent.room import Room
-from salon.agent.sidecall import side_call, side_config, side_request
-from salon.agent.tools import ToolRunner
 from salon.config import BotConfig, Redactor
 from salon.errors import ProviderError
 from salon.llm.base import LLMRequest, Provider
