@@ -29,6 +29,7 @@ __all__ = [
     "MessageEvent",
     "Participant",
     "Policy",
+    "RollState",
     "Schedule",
     "ScheduledEvent",
     "ToolCall",
@@ -352,3 +353,14 @@ class ToolRecord:
             call=ToolCall(str(call["id"]), str(call["name"]), dict(call["arguments"])),
             result=ToolResult(str(call["id"]), str(result["content"]), bool(result["is_error"])),
         )
+
+
+@dataclass(frozen=True)
+class RollState:
+    """What must survive between activations (and restarts) for one bot and channel."""
+
+    anchor_id: str  # the oldest message kept since the last roll
+    breakpoint_id: str | None  # the message the cache breakpoint sits on
+    head_id: str  # the newest message at the last roll
+    breakpoint_time: datetime | None = None  # where to look if that message vanishes
+    tail_id: str | None = None  # the newest message of the previous activation

@@ -68,4 +68,4 @@ async def test_prefill_requests_keep_their_breakpoint(
     assert "".join(first_marked) == "".join(marked[:2])  # what the first request wrote
     state = await agent.store.rolling_state("salon", dm.key)
     assert state is not None
-    assert state["breakpoint_id"] == "5"
+    assert state.breakpoint_id == "5"

@@ -15,7 +15,7 @@ import pytest
 from fakes.databases import Database
 
 from salon.errors import StoreError
-from salon.model import ChannelRef, Message, Participant, Usage
+from salon.model import ChannelRef, Message, Participant, RollState, Usage
 from salon.store._db import DatabaseError, _numbered, in_list
 from salon.store._dialects import parse_url
 from salon.store.sqlite import SQLStore, sqlite_url
@@ -225,7 +225,7 @@ async def test_a_store_made_by_an_earlier_salon_reads_back_and_takes_writes(
         assert await store.usage_totals("bot") == Usage(100, 20, 80, 10)
         state = await store.rolling_state("bot", ROOM.key)
         assert state is not None
-        assert state["breakpoint_id"] == "m2"
+        assert state.breakpoint_id == "m2"
         assert await store.monitored("bot") == {ROOM.key}
         summaries = await store.list_traces()
         assert len(summaries) == 4
@@ -265,7 +265,7 @@ async def test_a_write_only_transaction_is_one_trip_to_the_sqlite_thread(tmp_pat
     store.db.call = counted  # type: ignore[attr-defined]
     try:
         await store.save_rolling_state(
-            "bot", ROOM.key, {"anchor_id": "a", "breakpoint_id": None, "head_id": "h"}
+            "bot", ROOM.key, RollState(anchor_id="a", breakpoint_id=None, head_id="h")
         )
         await store.record_usage("bot", ROOM.key, "llm", "m", Usage(1, 2, 3, 4))
         assert trips == 2

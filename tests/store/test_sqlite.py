@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 from fakes.databases import Database
 
 from salon.errors import StoreError
-from salon.model import ChannelRef, Message, Participant, Usage
+from salon.model import ChannelRef, Message, Participant, RollState, Usage
 from salon.store.sqlite import MIGRATIONS, SQLStore, sqlite_url
 
 ROOM = ChannelRef("terminal", "local")
@@ -109,10 +110,12 @@ async def test_rolling_state_and_monitored_channels_are_written_twice_safely(
     database: Database,
 ) -> None:
     one, two = await database.open_store(), await database.open_store()
-    state = {"anchor_id": "a", "breakpoint_id": None, "head_id": "h", "tail_id": None}
+    state = RollState(anchor_id="a", breakpoint_id=None, head_id="h")
     await one.save_rolling_state("b", "k", state)
-    await two.save_rolling_state("b", "k", {**state, "head_id": "h2"})
-    assert (await one.rolling_state("b", "k") or {})["head_id"] == "h2"
+    await two.save_rolling_state("b", "k", replace(state, head_id="h2"))
+    saved = await one.rolling_state("b", "k")
+    assert saved is not None
+    assert saved.head_id == "h2"
     assert await one.set_monitored("b", "irc:#x", True)
     assert not await two.set_monitored("b", "irc:#x", True)
     assert await one.monitored("b") == {"irc:#x"}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from salon.agent.activation import Activation, Scene
@@ -161,7 +161,7 @@ class Room:
         self._states.move_to_end(key)
         while len(self._states) > _STATE_CACHE:
             self._states.popitem(last=False)
-        await self.store.save_rolling_state(self.bot, key, asdict(scene.rolled))
+        await self.store.save_rolling_state(self.bot, key, scene.rolled)
 
     async def _history(
         self, platform: Platform, channel: ChannelRef, config: BotConfig, depth: int
@@ -227,7 +227,7 @@ class Room:
             self._states.move_to_end(key)
             return self._states[key]
         saved = await self.store.rolling_state(self.bot, key)
-        state = self._states[key] = RollState(**saved) if saved else None
+        state = self._states[key] = saved
         return state
 
     async def _reply_chain(

@@ -19,24 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 
 from salon.config import BotConfig
 from salon.context.view import PlainIndex, VisibleIndex
-from salon.model import Message
+from salon.model import Message, RollState
 
 __all__ = ["RollState", "Rolled", "roll"]
-
-
-@dataclass(frozen=True)
-class RollState:
-    """What must survive between activations (and restarts) for one bot and channel."""
-
-    anchor_id: str  # the oldest message kept since the last roll
-    breakpoint_id: str | None  # the message the cache breakpoint sits on
-    head_id: str  # the newest message at the last roll
-    breakpoint_time: datetime | None = None  # where to look if that message vanishes
-    tail_id: str | None = None  # the newest message of the previous activation
 
 
 @dataclass(frozen=True)

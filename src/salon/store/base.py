@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
-from salon.model import ChannelRef, Message, Usage
+from salon.model import ChannelRef, Message, RollState, Usage
 from salon.trace import Trace
 
 __all__ = ["Store"]
@@ -34,12 +34,10 @@ class Store(Protocol):
         self, bot: str, channel_key: str, provider: str, model: str, usage: Usage
     ) -> None: ...
 
-    async def rolling_state(self, bot: str, channel_key: str) -> dict[str, Any] | None:
+    async def rolling_state(self, bot: str, channel_key: str) -> RollState | None:
         """The rolling-context state of a channel (anchor, breakpoint, head), if any."""
 
-    async def save_rolling_state(
-        self, bot: str, channel_key: str, state: dict[str, Any]
-    ) -> None: ...
+    async def save_rolling_state(self, bot: str, channel_key: str, state: RollState) -> None: ...
 
     async def open_approval(
         self, bot: str, channel_key: str, tool: str, arguments: str, requester: str

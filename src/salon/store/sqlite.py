@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from salon.errors import StoreError
-from salon.model import ChannelRef, ChatLine, Message, Participant, Schedule, Usage
+from salon.model import ChannelRef, ChatLine, Message, Participant, RollState, Schedule, Usage
 from salon.store._batch import BatchWriter
 from salon.store._db import Database, DatabaseError
 from salon.store._dialects import (
@@ -370,7 +370,7 @@ class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
             changed = await conn.execute(insert_ignoring("monitored_channels", tuple(row)), row)
         return bool(changed)
 
-    async def rolling_state(self, bot: str, channel_key: str) -> dict[str, Any] | None:
+    async def rolling_state(self, bot: str, channel_key: str) -> RollState | None:
         query = (
             "SELECT anchor_id, breakpoint_id, head_id, breakpoint_time, tail_id"
             " FROM rolling_state WHERE bot = :bot AND channel = :channel"
@@ -380,24 +380,24 @@ class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
         if row is None:
             return None
         when = row["breakpoint_time"]
-        return {
-            "anchor_id": row["anchor_id"],
-            "breakpoint_id": row["breakpoint_id"],
-            "head_id": row["head_id"],
-            "breakpoint_time": datetime.fromtimestamp(when, tz=UTC) if when else None,
-            "tail_id": row["tail_id"],
-        }
+        return RollState(
+            anchor_id=row["anchor_id"],
+            breakpoint_id=row["breakpoint_id"],
+            head_id=row["head_id"],
+            breakpoint_time=datetime.fromtimestamp(when, tz=UTC) if when else None,
+            tail_id=row["tail_id"],
+        )
 
-    async def save_rolling_state(self, bot: str, channel_key: str, state: dict[str, Any]) -> None:
-        when = state.get("breakpoint_time")
+    async def save_rolling_state(self, bot: str, channel_key: str, state: RollState) -> None:
+        when = state.breakpoint_time
         row = {
             "bot": bot,
             "channel": channel_key,
-            "anchor_id": state["anchor_id"],
-            "breakpoint_id": state["breakpoint_id"],
-            "head_id": state["head_id"],
+            "anchor_id": state.anchor_id,
+            "breakpoint_id": state.breakpoint_id,
+            "head_id": state.head_id,
             "breakpoint_time": when.timestamp() if when else None,
-            "tail_id": state.get("tail_id"),
+            "tail_id": state.tail_id,
         }
         statement = upsert("rolling_state", tuple(row), ["bot", "channel"])
         async with self.db.begin() as conn:
