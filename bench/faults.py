@@ -23,7 +23,7 @@ from bench.figures import Figure
 from salon.agent import Agent
 from salon.config import BotConfig, Secrets
 from salon.llm.factory import build_provider
-from salon.model import TAG_NOTE, Participant
+from salon.model import Participant, Tag
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sqlite import SQLStore, sqlite_url
 
@@ -97,9 +97,9 @@ async def _rounds(
             if not said:
                 silent += 1
             duplicates += sum(c - 1 for c in Counter(m.text for m in said).values() if c > 1)
-            if any(TAG_NOTE not in m.tags for m in said):
+            if any(Tag.NOTE not in m.tags for m in said):
                 answered += 1
-            if any(TAG_NOTE in m.tags for m in said):
+            if any(Tag.NOTE in m.tags for m in said):
                 told += 1
     return {
         "activations": rounds * channels,

@@ -13,10 +13,6 @@ from enum import StrEnum
 from typing import Any, Literal
 
 __all__ = [
-    "TAG_ASKED",
-    "TAG_MONITORED",
-    "TAG_NOTE",
-    "TAG_REPLY_CHAIN",
     "UNPARSED_ARGUMENTS",
     "Approval",
     "ApprovalDecision",
@@ -32,6 +28,7 @@ __all__ = [
     "RollState",
     "Schedule",
     "ScheduledEvent",
+    "Tag",
     "ToolCall",
     "ToolRecord",
     "ToolResult",
@@ -125,7 +122,7 @@ class Message:
     reply_to_author_id: str | None = None
     attachments: tuple[Attachment, ...] = ()
     reactions: tuple[str, ...] = ()
-    tags: frozenset[str] = field(default_factory=frozenset)
+    tags: frozenset[Tag] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "text", clean_text(self.text))
@@ -244,17 +241,19 @@ class Verdict(StrEnum):
     CANCEL = "cancel"
 
 
-TAG_MONITORED = "monitored"
-"""Message tag: the channel is monitored (the bot reads every message there)."""
-TAG_ASKED = "asked"
-"""Message tag: a question asked outside the channel's history (a slash command)."""
+class Tag(StrEnum):
+    """What an adapter knows of a message at the edge, carried to the agent and renderers."""
 
-TAG_REPLY_CHAIN = "reply_chain"
-"""Message tag: brought into the context by a reply chain, from beyond the window."""
+    MONITORED = "monitored"
+    """The channel is monitored (the bot reads every message there)."""
+    ASKED = "asked"
+    """A question asked outside the channel's history (a slash command)."""
+    REPLY_CHAIN = "reply_chain"
+    """Brought into the context by a reply chain, from beyond the window."""
+    NOTE = "note"
+    """Salon's own words in a channel (a failure, an approval question, a cancelled tool),
+    not the bot's conversation; no bot reads them back as something said."""
 
-TAG_NOTE = "note"
-"""Message tag: Salon's own words in a channel (a failure, an approval question, a cancelled
-tool), not the bot's conversation; no bot reads them back as something said."""
 
 UNPARSED_ARGUMENTS = "__unparsed_arguments__"
 """Key of a tool call's arguments when the model's JSON could not be parsed."""

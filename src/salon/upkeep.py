@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from salon.config import BotConfig, ConfigSet, load_config_dir
 from salon.config.channels import PROCESS_KEYS
 from salon.errors import ConfigError
-from salon.model import TAG_ASKED, ChannelRef, Message, MessageEvent, Participant
+from salon.model import ChannelRef, Message, MessageEvent, Participant, Tag
 from salon.platforms.base import EventSink, Platform
 from salon.tasks import TaskState
 from salon.trace import BotHealth, InboxEvent
@@ -161,7 +161,7 @@ class Upkeep:
             event.text,
             datetime.fromtimestamp(event.created_at, UTC),
             mentions=(platform.self_participant,),
-            tags=frozenset({TAG_ASKED}),
+            tags=frozenset({Tag.ASKED}),
         )
         logger.info("event #%d from %s for %s", event.id, event.author, event.channel)
         await self.sink(MessageEvent(message))

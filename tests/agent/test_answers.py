@@ -6,7 +6,7 @@ from __future__ import annotations
 from salon.config import Redactor
 from salon.errors import ProviderError
 from salon.llm import FakeProvider, FakeReply, ProviderTraits
-from salon.model import TAG_NOTE, Participant
+from salon.model import Participant, Tag
 from tests.agent.conftest import StartAgent
 
 ALICE = Participant("alice", "Alice")
@@ -37,7 +37,7 @@ async def test_a_stream_broken_after_a_shown_paragraph_is_marked_as_cut_off(
     first, cut = platform.sent
     assert first.text == "First paragraph."
     assert cut.text.startswith("(the answer was cut off: ")
-    assert TAG_NOTE in cut.tags
+    assert Tag.NOTE in cut.tags
     assert len(provider.requests) == 1  # what was shown is not asked for twice
 
 
@@ -51,7 +51,7 @@ async def test_a_stream_that_never_finishes_ends_in_a_clear_error_not_silence(
     await agent.wait_idle()
     (told,) = platform.sent
     assert "ended before the model finished" in told.text
-    assert TAG_NOTE in told.tags
+    assert Tag.NOTE in told.tags
 
 
 async def test_salons_own_notes_never_come_back_as_the_bots_words(
@@ -100,7 +100,7 @@ async def test_an_empty_answer_is_said_to_be_empty(start_agent: StartAgent) -> N
     await agent.wait_idle()
     (note,) = platform.sent
     assert "nothing to say" in note.text
-    assert TAG_NOTE in note.tags
+    assert Tag.NOTE in note.tags
 
 
 async def test_a_secret_in_the_answer_is_redacted_before_it_is_posted(

@@ -9,7 +9,7 @@ from typing import Any
 
 from fakes.llm_server import LLMServer, Recorded, Scripted
 
-from salon.model import TAG_MONITORED, MessageEvent, Participant
+from salon.model import MessageEvent, Participant, Tag
 from salon.store.sqlite import SQLStore
 from tests.agent.conftest import StartAgent
 from tests.agent.pipeline_kit import pipeline_agent
@@ -148,7 +148,7 @@ async def test_with_the_gate_saying_no_a_monitored_message_gets_no_main_call(
         platform,
     ):
         room = platform.channel("room")
-        message = platform.add(room, ALICE, "nice weather today", tags=frozenset({TAG_MONITORED}))
+        message = platform.add(room, ALICE, "nice weather today", tags=frozenset({Tag.MONITORED}))
         await agent.submit(MessageEvent(message))
         await agent.wait_idle()
         stats = agent.pipeline.gate_stats

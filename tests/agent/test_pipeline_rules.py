@@ -12,7 +12,7 @@ from salon.agent.pipeline.gate import bot_runs_last_minute, gate_says_yes
 from salon.agent.pipeline.keywords import keyword_call, match_keyword
 from salon.agent.pipeline.limits import refusal_text
 from salon.config.pipeline import ContextEvaluatorConfig, SpeakGateConfig
-from salon.model import TAG_REPLY_CHAIN, ChannelRef, Message, Participant, ToolSpec
+from salon.model import ChannelRef, Message, Participant, Tag, ToolSpec
 from salon.store.limits import Refusal
 from tests.conftest import bot_config
 
@@ -108,7 +108,7 @@ def test_reply_chain_messages_are_marked_for_the_evaluator() -> None:
     from salon.agent.pipeline.evaluator import evaluator_prompt
 
     settings = ContextEvaluatorConfig(enabled=True)
-    chained = message(1, "old question", tags=frozenset({TAG_REPLY_CHAIN}))
+    chained = message(1, "old question", tags=frozenset({Tag.REPLY_CHAIN}))
     judged = split([chained, message(2, "new")], [], settings)
     prompt = evaluator_prompt(judged, "new", settings)
     assert "2. [reply chain] Alice: old question" in prompt

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from salon import trace_cli
 from salon.llm import FakeProvider, FakeReply
-from salon.model import TAG_MONITORED, MessageEvent, Participant
+from salon.model import MessageEvent, Participant, Tag
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sqlite import SQLStore
 from salon.trace import (
@@ -56,7 +56,7 @@ async def test_the_trace_and_counter_show_the_gate_saying_no(tmp_path: Path) -> 
     platform = MemoryPlatform(bot_name="Salon")
     room = platform.channel("room")
     async with running(app, platform):
-        message = platform.add(room, ALICE, "lovely day", tags=frozenset({TAG_MONITORED}))
+        message = platform.add(room, ALICE, "lovely day", tags=frozenset({Tag.MONITORED}))
         await app.agent.submit(MessageEvent(message))
         await app.agent.wait_idle()
         await app.traces.flush()

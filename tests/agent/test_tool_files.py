@@ -21,7 +21,7 @@ from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
 from salon.llm.base import TextPart, ToolResultPart, ToolUsePart
-from salon.model import TAG_NOTE, Participant, ToolCall
+from salon.model import Participant, Tag, ToolCall
 from salon.platforms.memory import MemoryPlatform
 from tests.conftest import bot_config
 from tests.tools.conftest import in_process
@@ -119,7 +119,7 @@ async def test_an_image_reaches_the_channel_saved_and_the_model_reads_its_path(
     assert saved.parent.parent.parent.parent == tmp_path / "data" / "outputs"
     assert saved.name == "Alice-castle.png"
     shown = [m for m in platform.sent if m.attachments]
-    assert [(m.text, m.tags) for m in shown] == [("(draw: what: castle)", frozenset({TAG_NOTE}))]
+    assert [(m.text, m.tags) for m in shown] == [("(draw: what: castle)", frozenset({Tag.NOTE}))]
     result = provider.requests[1].messages[-1].parts[0]
     assert isinstance(result, ToolResultPart)
     relative = saved.relative_to(tmp_path / "data").as_posix()
@@ -136,7 +136,7 @@ async def test_progress_is_one_note_edited_as_the_call_advances(tmp_path: Path) 
         await platform.post(platform.channel("dm", is_direct=True), ALICE, "paint")
         (note,) = await platform.wait_sent(1)  # the first report, while the call waits
         assert note.text == "⏳ draw: step 1/4 (25%)"
-        assert TAG_NOTE in note.tags
+        assert Tag.NOTE in note.tags
         gate.set()
         await asyncio.wait_for(app.agent.wait_idle(), 10)
     jobs = {key for key, _, _ in platform.progress_log}

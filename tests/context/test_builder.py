@@ -140,10 +140,10 @@ def test_paragraphs_of_an_answer_keep_their_breaks_and_size_cuts_join_with_a_spa
 
 def test_notes_and_the_hiding_emoji_in_text_hide_a_message() -> None:
     from salon.context import is_visible
-    from salon.model import TAG_NOTE
+    from salon.model import Tag
 
     config = bot_config()
-    note = Message("1", ROOM, ME, "⚠️ Salon could not answer", T, tags=frozenset({TAG_NOTE}))
+    note = Message("1", ROOM, ME, "⚠️ Salon could not answer", T, tags=frozenset({Tag.NOTE}))
     assert not is_visible(note, config)
     assert not is_visible(msg(2, ALICE, "do not read this \U0001fae5"), config)
     assert is_visible(msg(3, ALICE, "read this"), config)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fakes.discord_server import DiscordServer, FakeUser
 
 from salon.llm import FakeProvider
-from salon.model import TAG_NOTE, ChannelRef
+from salon.model import ChannelRef, Tag
 from tests.platforms.conftest import GENERAL, RANDOM, Start, ask, shown
 
 SILENT = 1 << 12  # SUPPRESS_NOTIFICATIONS
@@ -60,11 +60,11 @@ async def test_notes_are_sent_silent_and_read_back_as_notes(
     await ask(fake_discord, GENERAL, fake_discord.user("Alice"), "and?")
     await fake_discord.wait_bot_messages(GENERAL, 2)
     await app.agent.wait_idle()
-    assert TAG_NOTE in note.tags
+    assert Tag.NOTE in note.tags
     assert [m["flags"] for m in fake_discord.channels[GENERAL]] == [SILENT, 0, 0]
 
     def notes(messages: object) -> list[tuple[str, bool]]:
-        return [(m.text, TAG_NOTE in m.tags) for m in messages]  # type: ignore[attr-defined]
+        return [(m.text, Tag.NOTE in m.tags) for m in messages]  # type: ignore[attr-defined]
 
     expected = [
         ("(cancelled: wipe was not run)", True),

@@ -109,7 +109,7 @@ async def test_an_authorized_role_may_answer_and_is_named_in_the_decision(
 async def test_the_approval_prompt_is_a_note_and_stays_one_when_answered(
     fake_discord: DiscordServer, start_bot: Start
 ) -> None:
-    from salon.model import TAG_NOTE
+    from salon.model import Tag
     from tests.platforms.test_approvals import danger_server
     from tests.tools.conftest import in_process
 
@@ -131,7 +131,7 @@ async def test_the_approval_prompt_is_a_note_and_stays_one_when_answered(
     assert prompt["flags"] == 1 << 12
     platform.cache.forget()
     read = await platform.history(ChannelRef("discord", GENERAL, name="general"), limit=5)
-    notes = [m.text for m in read if TAG_NOTE in m.tags]
+    notes = [m.text for m in read if Tag.NOTE in m.tags]
     assert notes == [prompt["content"]]
 
 

@@ -10,14 +10,13 @@ from dataclasses import dataclass
 from salon.config import BotConfig
 from salon.context import RollState, is_visible, m_command
 from salon.model import (
-    TAG_ASKED,
-    TAG_MONITORED,
     ChannelRef,
     Event,
     Message,
     MessageEvent,
     Participant,
     ScheduledEvent,
+    Tag,
     ToolRecord,
 )
 from salon.platforms.base import Platform
@@ -90,7 +89,7 @@ class Activation:
     @property
     def monitored(self) -> bool:
         last = self.triggers[-1]
-        return isinstance(last, MessageEvent) and TAG_MONITORED in last.message.tags
+        return isinstance(last, MessageEvent) and Tag.MONITORED in last.message.tags
 
     def extra(self) -> list[Message]:
         """Messages outside the channel's history that end this context: schedules'
@@ -117,7 +116,7 @@ class Scene:
 
 
 def _is_extra(event: Event) -> bool:
-    return isinstance(event, ScheduledEvent) or TAG_ASKED in event.message.tags
+    return isinstance(event, ScheduledEvent) or Tag.ASKED in event.message.tags
 
 
 def _extra_message(event: Event) -> Message:

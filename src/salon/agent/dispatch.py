@@ -31,7 +31,7 @@ from salon.agent.room import Room
 from salon.config import BotConfig, ChannelConfigs, Redactor
 from salon.errors import SalonError
 from salon.llm.base import Provider
-from salon.model import TAG_MONITORED, ChannelRef, Event, MessageEvent, ScheduledEvent
+from salon.model import ChannelRef, Event, MessageEvent, ScheduledEvent, Tag
 from salon.platforms.base import Platform
 from salon.store.base import Store
 
@@ -215,7 +215,7 @@ class Agent:
                 event.message,
                 platform.self_participant,
                 config,
-                monitored=TAG_MONITORED in event.message.tags,
+                monitored=Tag.MONITORED in event.message.tags,
                 rng=self._rng,
             ) or self.pipeline.wants(event.message, platform.self_participant, config)
         except Exception:

@@ -24,13 +24,7 @@ from salon.context import RollState, is_visible, m_command, roll, select_context
 from salon.context.history import expand_history
 from salon.context.view import ChannelView, channel_views
 from salon.errors import PlatformError
-from salon.model import (
-    TAG_REPLY_CHAIN,
-    ChannelRef,
-    Message,
-    Participant,
-    ToolRecord,
-)
+from salon.model import ChannelRef, Message, Participant, Tag, ToolRecord
 from salon.platforms.base import Capability, Platform
 from salon.store.base import Store
 from salon.tools.log import ToolLog
@@ -253,7 +247,7 @@ class Room:
             return []
         chain = await platform.reply_chain(trigger)
         return [
-            replace(m, tags=m.tags | {TAG_REPLY_CHAIN})
+            replace(m, tags=m.tags | {Tag.REPLY_CHAIN})
             for m in chain
             if not in_window(m.id) and is_visible(m, config)
         ]

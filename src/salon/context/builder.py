@@ -26,7 +26,7 @@ from salon.llm.base import (
     ToolResultPart,
     ToolUsePart,
 )
-from salon.model import TAG_NOTE, TAG_REPLY_CHAIN, Message, Participant, ToolRecord
+from salon.model import Message, Participant, Tag, ToolRecord
 
 __all__ = [
     "REPLIED_TO_MARK",
@@ -70,7 +70,7 @@ def is_visible(message: Message, config: BotConfig) -> bool:
         return False
     if first in "mM@ " and m_command(text):
         return False
-    if message.tags and TAG_NOTE in message.tags:
+    if message.tags and Tag.NOTE in message.tags:
         return False
     hiding = config.hiding_reactions
     if message.reactions and not set(message.reactions).isdisjoint(hiding):
@@ -194,7 +194,7 @@ def message_text(message: Message) -> str:
 
 def reply_mark(message: Message) -> str:
     """What goes before a message's label when the reply chain brought it in."""
-    return REPLIED_TO_MARK if message.tags and TAG_REPLY_CHAIN in message.tags else ""
+    return REPLIED_TO_MARK if message.tags and Tag.REPLY_CHAIN in message.tags else ""
 
 
 def _file_texts(message: Message) -> str:

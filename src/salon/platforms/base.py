@@ -104,7 +104,7 @@ class Platform(Protocol):
     ) -> Message:
         """Post one message (already within ``max_message_chars``) and return it. A ``note``
         is Salon's own word (a failure, a cancelled tool): the platform marks it so that it
-        comes back from ``history`` tagged ``TAG_NOTE``, or not at all. ``files`` are
+        comes back from ``history`` tagged ``Tag.NOTE``, or not at all. ``files`` are
         uploaded where the platform takes files (images in embeds on Discord, with their
         ``label`` and ``url``); elsewhere each is a line with its link or saved path."""
 

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 
 from salon.errors import PlatformError
 from salon.model import (
-    TAG_NOTE,
     Approval,
     ApprovalDecision,
     ApprovalRequest,
@@ -20,6 +19,7 @@ from salon.model import (
     Message,
     MessageEvent,
     Participant,
+    Tag,
 )
 from salon.platforms.base import Capability, EventSink, PlatformBase
 
@@ -93,7 +93,7 @@ class MemoryPlatform(PlatformBase):
         *,
         mentions: Sequence[Participant] = (),
         reply_to: Message | None = None,
-        tags: frozenset[str] | None = None,
+        tags: frozenset[Tag] | None = None,
         files: Sequence[Attachment] = (),
     ) -> Message:
         """Put a message in the channel without telling the bot (history setup)."""
@@ -148,7 +148,7 @@ class MemoryPlatform(PlatformBase):
             raise self.fail_sends.pop(0)
         if len(text) > self.max_message_chars:
             raise PlatformError(f"message of {len(text)} chars over {self.max_message_chars}")
-        tags = frozenset({TAG_NOTE}) if note else None
+        tags = frozenset({Tag.NOTE}) if note else None
         message = self.add(channel, self._me, text, tags=tags, files=files)
         self.files.extend(files)
         async with self._sent_changed:

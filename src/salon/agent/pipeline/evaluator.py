@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from salon.config.pipeline import ContextEvaluatorConfig
-from salon.model import TAG_REPLY_CHAIN, Message
+from salon.model import Message, Tag
 
 __all__ = ["Judged", "evaluator_prompt", "parse_keep", "select", "split"]
 
@@ -46,7 +46,7 @@ def split(
 def evaluator_prompt(judged: Judged, request: str, settings: ContextEvaluatorConfig) -> str:
     lines = []
     for number, message in reversed(list(enumerate(judged.eligible, 1))):
-        mark = " [reply chain]" if TAG_REPLY_CHAIN in message.tags else ""
+        mark = " [reply chain]" if Tag.REPLY_CHAIN in message.tags else ""
         text = message.text.replace("\n", " ")[: settings.message_chars]
         lines.append(f"{number}.{mark} {message.author.name}: {text}")
     listing = "\n".join(lines)

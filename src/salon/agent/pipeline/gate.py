@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from salon.agent.activation import Activation
 from salon.config import BotConfig
 from salon.config.pipeline import SpeakGateConfig
-from salon.model import TAG_ASKED, Message, Participant
+from salon.model import Message, Participant, Tag
 
 __all__ = ["GateStats", "addressed", "bot_runs_last_minute", "gate_prompt", "gate_says_yes"]
 
@@ -51,7 +51,7 @@ def bot_runs_last_minute(messages: Sequence[Message], now: datetime) -> int:
 def addressed(activation: Activation, me: Participant, config: BotConfig) -> bool:
     """Whether the newest trigger asked the bot itself (the gate does not apply)."""
     trigger = activation.trigger
-    if trigger is None or activation.channel.is_direct or TAG_ASKED in trigger.tags:
+    if trigger is None or activation.channel.is_direct or Tag.ASKED in trigger.tags:
         return True
     if trigger.mentions_id(me.id) or trigger.reply_to_author_id == me.id:
         return True

@@ -14,7 +14,7 @@ from dataclasses import replace
 import aiohttp
 
 from salon.config import DiscordConfig
-from salon.model import TAG_NOTE, Attachment, Message
+from salon.model import Attachment, Message, Tag
 from salon.platforms.discord.refusals import NETWORK_ERRORS
 
 __all__ = ["AttachmentLoader"]
@@ -46,7 +46,7 @@ class AttachmentLoader:
         images_left = self.config.max_images if self.config.include_images else 0
         for index in range(len(out) - 1, -1, -1):  # the newest images first
             # Salon's notes (a tool's images among them) are never read back: not loaded.
-            if out[index].attachments and TAG_NOTE not in out[index].tags:
+            if out[index].attachments and Tag.NOTE not in out[index].tags:
                 loaded, images_left = await self._load_files(out[index], images_left)
                 if loaded != out[index]:
                     out[index] = loaded

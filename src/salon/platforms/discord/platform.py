@@ -28,9 +28,6 @@ from discord import app_commands
 from salon.config import DiscordConfig, Secrets
 from salon.errors import PlatformError
 from salon.model import (
-    TAG_ASKED,
-    TAG_MONITORED,
-    TAG_NOTE,
     Approval,
     ApprovalDecision,
     ApprovalRequest,
@@ -39,6 +36,7 @@ from salon.model import (
     Message,
     MessageEvent,
     Participant,
+    Tag,
 )
 from salon.platforms.base import Capability, EventSink, PlatformBase
 from salon.platforms.discord.attachments import AttachmentLoader
@@ -298,9 +296,9 @@ class DiscordPlatform(PlatformBase):
         converted = to_message(message, person=lambda user: self._person(user, guild))
         tags = set(converted.tags)
         if converted.channel.key in self._monitored:
-            tags.add(TAG_MONITORED)
+            tags.add(Tag.MONITORED)
         if self._is_note(message):
-            tags.add(TAG_NOTE)
+            tags.add(Tag.NOTE)
         return replace(converted, tags=frozenset(tags))
 
     def _is_note(self, message: discord.Message) -> bool:
@@ -871,10 +869,10 @@ class DiscordPlatform(PlatformBase):
             mentions=(self.self_participant,),
         )
         if self._sink is not None:
-            await self._sink(MessageEvent(_tagged(message, TAG_ASKED)))
+            await self._sink(MessageEvent(_tagged(message, Tag.ASKED)))
 
 
-def _tagged(message: Message, tag: str) -> Message:
+def _tagged(message: Message, tag: Tag) -> Message:
     return replace(message, tags=message.tags | {tag})
 
 
