@@ -40,6 +40,14 @@ logger = logging.getLogger(__name__)
 TIMELINE = 100
 PLOT_DAYS = 30
 FILTERS = ("bot", "channel", "outcome")
+MAX_ID_DIGITS = 18  # ids are 64-bit integers in the store
+
+
+def _row_id(text: str) -> int | None:
+    """A row id as the address gives it, or None when it is none (``²``, 5000 digits…)."""
+    if not text.isascii() or not text.isdigit() or len(text) > MAX_ID_DIGITS:
+        return None
+    return int(text)
 
 
 def _off(web: Web) -> Response:
@@ -134,8 +142,9 @@ async def rows(request: Request) -> Response:
     web: Web = request.app.state.web
     if not signed_in(web, request):
         return web.text("sign in first", 401)
-    after = request.query_params.get("after", "0")
-    newest = int(after) if after.isdigit() else 0
+    newest = _row_id(request.query_params.get("after", "0"))
+    if newest is None:
+        return web.text("after must be the id of a timeline row", 422)
     found = await web.store.list_traces(limit=TIMELINE, **_filters(request))  # type: ignore[arg-type]
     return web.html(timeline_rows([t for t in found if t.id > newest]))
 
@@ -146,7 +155,8 @@ async def trace(request: Request) -> Response:
         if request.query_params.get("fragment"):
             return web.text("sign in first", 401)
         return _login_page(web, request, 401)
-    found = await web.store.get_trace(int(request.path_params["trace_id"]))
+    trace_id = _row_id(request.path_params["trace_id"])
+    found = None if trace_id is None else await web.store.get_trace(trace_id)
     if found is None:
         return web.html(layout("Salon", '<p class="empty">No such trace.</p>'), 404)
     detail = trace_detail(*found)

@@ -62,7 +62,7 @@ def build_app(
         Route("/activity/login", activity.login, methods=["POST"]),
         Route("/activity/logout", activity.logout, methods=["POST"]),
         Route("/activity/rows", activity.rows),
-        Route("/activity/traces/{trace_id:int}", activity.trace),
+        Route("/activity/traces/{trace_id}", activity.trace),
         Route("/config", configurator.overview),
         Route("/config/edit", configurator.edit),
         Route("/config/edit", configurator.save, methods=["POST"]),

@@ -19,6 +19,7 @@ from salon.config import ConfigSet, Redactor, WebConfig, load_config_dir
 from salon.config.integrations import integration_secrets
 from salon.config.secrets import required_secrets
 from salon.errors import ConfigError
+from salon.model import clean_text
 from salon.store.sqlite import SQLStore
 
 __all__ = ["Fleet", "Web", "secret_values"]
@@ -138,7 +139,8 @@ class Web:
     def json(
         self, data: Any, status: int = 200, headers: Mapping[str, str] | None = None
     ) -> Response:
-        body = self.redact(json.dumps(data, ensure_ascii=False, default=str))
+        # clean_text: a lone surrogate echoed from a request would not encode.
+        body = self.redact(clean_text(json.dumps(data, ensure_ascii=False, default=str)))
         return Response(
             body,
             status_code=status,
