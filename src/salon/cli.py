@@ -114,6 +114,9 @@ def _parser() -> argparse.ArgumentParser:
     web.add_argument("dir", nargs="?", default=".", type=Path)
     web.add_argument("--host", help="bind address (default: web.host, 127.0.0.1)")
     web.add_argument("--port", type=int, help="port (default: web.port, 8787)")
+    link = sub.add_parser("config-link", help="print a link that signs in to the configurator")
+    link.add_argument("dir", nargs="?", default=".", type=Path)
+    link.add_argument("--port", type=int, help="the web server's port (default: web.port)")
     return parser
 
 
@@ -153,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _trace(args)
         if args.command == "web":
             return _web(args.dir, args.host, args.port)
+        if args.command == "config-link":
+            return _config_link(args.dir, args.port)
         return _run(args.dir, args.bot, args.shards)
     except ConfigError as exc:
         for problem in exc.problems:
@@ -473,6 +478,20 @@ def _supervise(configs: ConfigSet, shards: str | None) -> int:
     except (CannotServe, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _config_link(root: Path, port: int | None) -> int:
+    """``salon config-link``: a one-time link to the configurator, signed with the key."""
+    from salon import web_cli  # the web server's packages only where it runs
+
+    try:
+        link = web_cli.config_link(load_config_dir(root), os.environ, port)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(link)
+    print(web_cli.LINK_NOTE, file=sys.stderr)
     return 0
 
 

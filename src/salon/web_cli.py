@@ -5,18 +5,20 @@ serves it, does not import the web server's packages."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from salon.app import store_for
 from salon.config import ConfigSet, Redactor, WebConfig
 from salon.errors import CannotServe
 from salon.web.app import build_app, web_settings
 from salon.web.context import secret_values
+from salon.web.links import CONFIG_LINK_SECONDS, config_token
 from salon.web.server import bind, serving
 
-__all__ = ["WebSite", "site_for"]
+__all__ = ["WebSite", "config_link", "site_for"]
 
 logger = logging.getLogger("salon")
 
@@ -29,6 +31,43 @@ def site_for(configs: ConfigSet, redactor: Redactor, *, alone: bool = False) -> 
         return None
     key, settings = chosen or (sorted(configs.bots)[0], configs.bots[sorted(configs.bots)[0]].web)
     return WebSite(configs, key, settings, redactor)
+
+
+def _fleet_settings(configs: ConfigSet) -> WebConfig:
+    chosen = web_settings(configs)
+    return chosen[1] if chosen else configs.bots[sorted(configs.bots)[0]].web
+
+
+def _loopback_host(bound: str) -> str:
+    """The loopback address to open for a server bound to ``bound``."""
+    try:
+        address = ipaddress.ip_address(bound)
+    except ValueError:
+        return "127.0.0.1"
+    if address.is_loopback or address.is_unspecified:
+        loopback = "::1" if address.version == 6 else "127.0.0.1"
+        return f"[{loopback}]" if address.version == 6 else loopback
+    return "127.0.0.1"
+
+
+def config_link(configs: ConfigSet, environ: Mapping[str, str], port: int | None = None) -> str:
+    """A link to the configurator that signs in once, within ``CONFIG_LINK_SECONDS``
+    (``salon config-link``); ValueError saying what to set when the key is not set."""
+    settings = _fleet_settings(configs)
+    key = environ.get(settings.activity_key_env)
+    if not key:
+        raise ValueError(
+            f"{settings.activity_key_env} is not set: the configurator's links are signed "
+            "with the activity key (set it here and where the web server runs)"
+        )
+    port = settings.port if port is None else port
+    return f"http://{_loopback_host(settings.host)}:{port}/config?token={config_token(key)}"
+
+
+LINK_NOTE = (
+    f"valid {CONFIG_LINK_SECONDS // 60} minutes, once, from this machine "
+    "(the configurator answers loopback clients only)"
+)
 
 
 class WebSite:

@@ -186,3 +186,17 @@ async def test_sign_in_pauses_after_many_wrong_keys(site: Site) -> None:
     assert paused.status_code == 429
     assert "try again in a minute" in paused.text
     assert "salon_session" not in site.client.cookies
+
+
+async def test_an_id_that_is_no_id_is_a_clear_answer_not_a_crash(site: Site) -> None:
+    await write_sample(site.store)
+    await sign_in(site)
+    for after in ("²", "9" * 5000, "-3"):
+        rows = await site.client.get("/activity/rows", params={"after": after})
+        assert rows.status_code == 422, after
+        assert rows.text == "after must be the id of a timeline row"
+    for trace_id in ("9" * 30, "9" * 5000):
+        response = await site.client.get(f"/activity/traces/{trace_id}")
+        assert response.status_code == 404
+        assert "No such trace." in response.text
+    assert (await site.client.get("/activity/rows", params={"after": "0"})).status_code == 200

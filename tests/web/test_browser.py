@@ -175,8 +175,28 @@ async def test_an_activation_of_a_running_bot_opens_into_its_exact_request(
         await store.close()
 
 
+async def sign_in_with_a_link(
+    page: Page, port: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a person does: `salon config-link config`, then open the link it printed."""
+    from salon.cli import main
+    from tests.web.conftest import ENVIRON
+
+    for name, value in ENVIRON.items():
+        monkeypatch.setenv(name, value)
+    capsys.readouterr()
+    assert main(["config-link", "config", "--port", str(port)]) == 0
+    link = capsys.readouterr().out.strip()
+    await page.goto(link)
+    await expect(page).to_have_url(f"http://127.0.0.1:{port}/config")  # the page moves on
+    await expect(page.locator("h1")).to_have_text("Configurator")
+
+
 async def test_the_configurator_refuses_a_broken_edit_and_applies_a_good_one(
-    tmp_path: Path, browser: Browser, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    browser: Browser,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from tests.web.conftest import write_fleet
 
@@ -206,9 +226,12 @@ async def test_the_configurator_refuses_a_broken_edit_and_applies_a_good_one(
         await asyncio.wait_for(platform.started.wait(), 5)
         await store.open()
         try:
-            async with serving(root, store) as (_, url):
+            async with serving(root, store) as (server, url):
                 page = await browser.new_page(viewport={"width": 1280, "height": 900})
                 await page.goto(f"{url}/config/edit?file=bots/salon.yaml")
+                await expect(page.locator(".login")).to_contain_text("salon config-link")
+                await sign_in_with_a_link(page, server.port, capsys, monkeypatch)
+                await page.click("a[href='/config/edit?file=bots/salon.yaml']")
                 await page.fill("textarea", before + "max_tokens: -5\n")
                 await page.click("button[type=submit]")
                 problems = page.locator(".problems li")

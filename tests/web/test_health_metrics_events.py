@@ -7,11 +7,15 @@ import socket
 import subprocess
 import time
 from dataclasses import asdict
+from pathlib import Path
 
+import httpx2
 from prometheus_client.parser import text_string_to_metric_families
 
+from salon.config import WebConfig
+from salon.store.sqlite import SQLStore, sqlite_url
 from salon.trace import BotHealth, CallTrace, ToolTrace, Trace
-from tests.web.conftest import TRIGGER_TOKEN, Site
+from tests.web.conftest import TRIGGER_TOKEN, Site, serving, write_fleet
 
 AUTH = {"Authorization": f"Bearer {TRIGGER_TOKEN}"}
 
@@ -194,3 +198,40 @@ def _dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
+
+
+async def test_deeply_nested_json_gets_422_and_the_server_serves_on(tmp_path: Path) -> None:
+    """Nesting past Python's recursion limit is bad input like any other, not a crash."""
+    root = write_fleet(tmp_path)
+    store = SQLStore(sqlite_url(tmp_path / "salon.db"))
+    await store.open()
+    settings = WebConfig(max_event_bytes=1_000_000)
+    try:
+        async with (
+            serving(root, store, settings=settings) as (_, url),
+            httpx2.AsyncClient(base_url=url, timeout=30) as client,
+        ):
+            for raw in (b"[" * 100_000, b'{"text": ' * 100_000):
+                response = await client.post("/bots/salon/events", content=raw, headers=AUTH)
+                assert response.status_code == 422
+                (reason,) = response.json()["error"].splitlines()
+                assert "nested" in reason
+            body = {"channel": "irc:#salon", "text": "still here"}
+            response = await client.post("/bots/salon/events", json=body, headers=AUTH)
+            assert response.status_code == 202
+    finally:
+        await store.close()
+
+
+async def test_a_lone_surrogate_in_an_event_is_replaced_not_a_crash(site: Site) -> None:
+    """JSON may escape a lone surrogate, which no encoder (nor the store) accepts."""
+    raw = rb'{"channel": "irc:#salon", "text": "a\ud800b", "author": "C\udc00I"}'
+    response = await site.client.post("/bots/salon/events", content=raw, headers=AUTH)
+    assert response.status_code == 202
+    (event,) = await site.store.take_events("salon", "test")
+    assert (event.text, event.author) == ("a\ufffdb", "C\ufffdI")
+    for raw in (rb'{"channel": "irc:#sal\ud800on", "text": "hi"}', rb'{"\ud800": 1}'):
+        response = await site.client.post("/bots/salon/events", content=raw, headers=AUTH)
+        assert response.status_code == 422
+    assert "unknown field(s): \ufffd" in response.json()["error"]
+    assert await nothing_enqueued(site)

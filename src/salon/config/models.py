@@ -602,6 +602,11 @@ class WebConfig(_Strict):
     )
     link_minutes: float = Field(default=15.0, gt=0, description="lifetime of an /activity link")
     max_event_bytes: int = Field(default=16_384, gt=0, le=1_000_000)
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="host names requests may name besides localhost, addresses, host and "
+        "public_url's (against DNS rebinding)",
+    )
 
 
 class BotConfig(_Strict):

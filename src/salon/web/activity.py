@@ -33,13 +33,21 @@ from salon.web.links import LINK, token_valid
 from salon.web.pages import layout, money, share, timeline_rows, trace_detail
 from salon.web.plot import cost_plot
 
-__all__ = ["activity", "login", "logout", "rows", "trace"]
+__all__ = ["activity", "login", "login_page", "logout", "rows", "signed_in_page", "trace"]
 
 logger = logging.getLogger(__name__)
 
 TIMELINE = 100
 PLOT_DAYS = 30
 FILTERS = ("bot", "channel", "outcome")
+MAX_ID_DIGITS = 18  # ids are 64-bit integers in the store
+
+
+def _row_id(text: str) -> int | None:
+    """A row id as the address gives it, or None when it is none (``²``, 5000 digits…)."""
+    if not text.isascii() or not text.isdigit() or len(text) > MAX_ID_DIGITS:
+        return None
+    return int(text)
 
 
 def _off(web: Web) -> Response:
@@ -52,21 +60,51 @@ def _off(web: Web) -> Response:
     return web.html(layout("Salon activity", body), 503)
 
 
-def _login_page(web: Web, request: Request, status: int, message: str = "") -> Response:
+# Where a sign-in may go on to: the page that asked for it (never a URL from the form).
+NEXT_PAGES = {"/activity": "Salon activity", "/config": "Salon configurator"}
+CONFIG_HINT = (
+    "<p class=meta>Or run <code>salon config-link DIR</code> on this machine and open the "
+    "link it prints.</p>"
+)
+
+
+def login_page(
+    web: Web, request: Request, status: int, message: str = "", next_page: str = "/activity"
+) -> Response:
+    """The sign-in form; after it, ``next_page`` (one of ``NEXT_PAGES``)."""
     token, new = csrf_token(request)
     note = f'<p class="problems">{escape(message)}</p>' if message else ""
+    title = NEXT_PAGES.get(next_page, NEXT_PAGES["/activity"])
+    hint = (
+        CONFIG_HINT
+        if next_page == "/config"
+        else "<p class=meta>Or ask for a link with <code>/activity</code> in Discord.</p>"
+    )
     body = (
         '<form class="login panel" method="post" action="/activity/login">'
-        f"<h1>Salon activity</h1>{note}"
+        f"<h1>{escape(title)}</h1>{note}"
         '<label for="key">Activity key</label>'
         '<input id="key" name="key" type="password" autocomplete="current-password" autofocus>'
         f'<input type="hidden" name="csrf" value="{escape(token)}">'
-        "<button type=submit>Sign in</button>"
-        "<p class=meta>Or ask for a link with <code>/activity</code> in Discord.</p></form>"
+        f'<input type="hidden" name="next" value="{escape(next_page)}">'
+        f"<button type=submit>Sign in</button>{hint}</form>"
     )
-    response = web.html(layout("Salon activity: sign in", body), status)
+    response = web.html(layout(f"{title}: sign in", body), status)
     if new:
         keep_csrf(web, request, response, token)
+    return response
+
+
+def signed_in_page(web: Web, request: Request, next_page: str) -> Response:
+    """Answer to a link: a page of this site that sets the session and goes on to
+    ``next_page`` (a ``SameSite=Strict`` cookie set on a redirect from elsewhere would
+    not be sent)."""
+    body = f'<p class="login">Signed in. <a href="{next_page}">Go on</a>.</p>'
+    refresh = f'<meta http-equiv="refresh" content="0; url={next_page}">'
+    # The token must not travel on in a Referer, not even to this site.
+    no_referrer = {"Referrer-Policy": "no-referrer"}
+    response = web.html(layout(NEXT_PAGES[next_page], body, head=refresh), headers=no_referrer)
+    set_session(web, request, response)
     return response
 
 
@@ -79,16 +117,10 @@ async def activity(request: Request) -> Response:
     if token is not None:
         if not token_valid(key, LINK, token, now=web.now()):
             message = "This link is not valid or has expired: ask for a new one, or use the key."
-            return _login_page(web, request, 401, message)
-        body = '<p class="login">Signed in. <a href="/activity">Open the activity page</a>.</p>'
-        refresh = '<meta http-equiv="refresh" content="0; url=/activity">'
-        # The token must not travel on in a Referer, not even to this site.
-        no_referrer = {"Referrer-Policy": "no-referrer"}
-        response = web.html(layout("Salon activity", body, head=refresh), headers=no_referrer)
-        set_session(web, request, response)
-        return response
+            return login_page(web, request, 401, message)
+        return signed_in_page(web, request, "/activity")
     if not signed_in(web, request):
-        return _login_page(web, request, 401)
+        return login_page(web, request, 401)
     return await _page(web, request)
 
 
@@ -100,17 +132,20 @@ async def login(request: Request) -> Response:
     fields = await form(request)
     if fields is None:
         return web.html(layout("Salon", "<p>That form is too large.</p>"), 413)
+    next_page = fields.get("next", "/activity")
+    next_page = next_page if next_page in NEXT_PAGES else "/activity"
     refusal = post_refusal(request, fields)
     if refusal:
-        return _login_page(web, request, 403, refusal)
+        return login_page(web, request, 403, refusal, next_page)
     if web.login_paused():
-        return _login_page(web, request, 429, "Too many wrong keys lately: try again in a minute.")
+        paused = "Too many wrong keys lately: try again in a minute."
+        return login_page(web, request, 429, paused, next_page)
     given = fields.get("key", "")
     if not hmac.compare_digest(given.encode("utf-8"), key.encode("utf-8")):
         web.failed_logins.append(web.now())
         logger.warning("activity page: a sign-in with a wrong key")
-        return _login_page(web, request, 401, "That is not the activity key.")
-    response = RedirectResponse("/activity", status_code=303)
+        return login_page(web, request, 401, "That is not the activity key.", next_page)
+    response = RedirectResponse(next_page, status_code=303)
     set_session(web, request, response)
     return response
 
@@ -119,7 +154,7 @@ async def logout(request: Request) -> Response:
     web: Web = request.app.state.web
     fields = await form(request) or {}
     if post_refusal(request, fields):
-        return _login_page(web, request, 403, "Sign out again from the page.")
+        return login_page(web, request, 403, "Sign out again from the page.")
     response = RedirectResponse("/activity", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
     return response
@@ -134,8 +169,9 @@ async def rows(request: Request) -> Response:
     web: Web = request.app.state.web
     if not signed_in(web, request):
         return web.text("sign in first", 401)
-    after = request.query_params.get("after", "0")
-    newest = int(after) if after.isdigit() else 0
+    newest = _row_id(request.query_params.get("after", "0"))
+    if newest is None:
+        return web.text("after must be the id of a timeline row", 422)
     found = await web.store.list_traces(limit=TIMELINE, **_filters(request))  # type: ignore[arg-type]
     return web.html(timeline_rows([t for t in found if t.id > newest]))
 
@@ -145,8 +181,9 @@ async def trace(request: Request) -> Response:
     if not signed_in(web, request):
         if request.query_params.get("fragment"):
             return web.text("sign in first", 401)
-        return _login_page(web, request, 401)
-    found = await web.store.get_trace(int(request.path_params["trace_id"]))
+        return login_page(web, request, 401)
+    trace_id = _row_id(request.path_params["trace_id"])
+    found = None if trace_id is None else await web.store.get_trace(trace_id)
     if found is None:
         return web.html(layout("Salon", '<p class="empty">No such trace.</p>'), 404)
     detail = trace_detail(*found)

@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
@@ -17,6 +18,7 @@ from salon.web import activity, configurator
 from salon.web.assets import script, stylesheet
 from salon.web.context import Fleet, Web
 from salon.web.events import post_event
+from salon.web.guard import HostGuard
 from salon.web.health import health, metrics
 
 __all__ = ["build_app", "web_settings"]
@@ -62,13 +64,14 @@ def build_app(
         Route("/activity/login", activity.login, methods=["POST"]),
         Route("/activity/logout", activity.logout, methods=["POST"]),
         Route("/activity/rows", activity.rows),
-        Route("/activity/traces/{trace_id:int}", activity.trace),
+        Route("/activity/traces/{trace_id}", activity.trace),
         Route("/config", configurator.overview),
         Route("/config/edit", configurator.edit),
         Route("/config/edit", configurator.save, methods=["POST"]),
         Route("/static/salon.css", stylesheet),
         Route("/static/salon.js", script),
     ]
-    app = Starlette(routes=routes)
+    # Every route, the 404 of no route included, answers only to this server's names.
+    app = Starlette(routes=routes, middleware=[Middleware(HostGuard, settings=settings)])
     app.state.web = web
     return app

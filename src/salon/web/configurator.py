@@ -1,5 +1,8 @@
 """The configurator: a bot's YAML files, viewed and edited in the page, for loopback
-clients only (see ``salon.web.guard.loopback_refusal``).
+clients only (see ``salon.web.guard.loopback_refusal``) that are signed in: every local
+user reaches loopback, so being local is no credential. The session is the activity
+page's; ``salon config-link`` prints a link that signs in once, for a few minutes.
+Files that link outside the config directory are neither shown nor written.
 
 An edit is judged exactly as ``salon check`` judges the directory (``load_config_dir``,
 each bot's secrets, its integrations), on a copy of the directory with the edit in it;
@@ -26,8 +29,17 @@ from salon.config import ConfigSet, load_config_dir
 from salon.config.channels import PROCESS_KEYS
 from salon.config.check import check_bots
 from salon.errors import ConfigError
+from salon.web.activity import login_page, signed_in_page
 from salon.web.context import Web, config_files
-from salon.web.guard import csrf_token, form, keep_csrf, loopback_refusal, post_refusal
+from salon.web.guard import (
+    csrf_token,
+    form,
+    keep_csrf,
+    loopback_refusal,
+    post_refusal,
+    signed_in,
+)
+from salon.web.links import one_time_token
 from salon.web.pages import layout
 
 __all__ = ["edit", "overview", "save", "validate_edit"]
@@ -40,9 +52,58 @@ def _refused(web: Web, reason: str) -> Response:
     return web.html(layout("Salon configurator", f'<p class="problems">{escape(reason)}</p>'), 403)
 
 
+def _inside(root: Path, path: Path) -> bool:
+    """Whether ``path``, its links followed, is in the directory ``root``."""
+    return path.resolve().is_relative_to(root.resolve())
+
+
 def _files(web: Web) -> dict[str, Path]:
-    """The editable files, by their path relative to the config directory."""
-    return {str(p.relative_to(web.root)): p for p in config_files(web.root)}
+    """The editable files, by their path relative to the config directory: a file that
+    links elsewhere (``bots/x.yaml -> ~/.ssh/...``) is not one."""
+    found = {str(p.relative_to(web.root)): p for p in config_files(web.root)}
+    return {name: path for name, path in found.items() if _inside(web.root, path)}
+
+
+def _outside(web: Web) -> list[str]:
+    return [
+        str(p.relative_to(web.root)) for p in config_files(web.root) if not _inside(web.root, p)
+    ]
+
+
+def _off(web: Web) -> Response:
+    name = escape(web.settings.activity_key_env)
+    body = (
+        '<div class="login panel"><h1>The configurator is off</h1>'
+        f"<p>It wants the activity page's session: set the environment variable "
+        f"<code>{name}</code> to a long random key where the web server runs, then restart "
+        "it.</p></div>"
+    )
+    return web.html(layout("Salon configurator", body), 503)
+
+
+def _gate(web: Web, request: Request) -> Response | None:
+    """The answer for a request that may not use the configurator, or None."""
+    refusal = loopback_refusal(request)
+    if refusal:
+        return _refused(web, refusal)
+    key = web.activity_key()
+    if key is None:
+        return _off(web)
+    token = request.query_params.get("token")
+    if token is not None and request.url.path == "/config" and request.method == "GET":
+        return _take_link(web, request, key, token)
+    if not signed_in(web, request):
+        return login_page(web, request, 401, next_page="/config")
+    return None
+
+
+def _take_link(web: Web, request: Request, key: str, token: str) -> Response:
+    """A link from ``salon config-link``: valid, fresh and never used, or refused."""
+    taken = one_time_token(key, token, now=web.now())
+    why = taken if isinstance(taken, str) else web.take_link(*taken)
+    if why is not None:
+        return login_page(web, request, 401, f"{why}.", "/config")
+    return signed_in_page(web, request, "/config")
 
 
 def _copy_dir(root: Path, into: Path) -> None:
@@ -134,16 +195,26 @@ def _effective(configs: ConfigSet, bot: str, reload_error: str | None) -> str:
 
 async def overview(request: Request) -> Response:
     web: Web = request.app.state.web
-    refusal = loopback_refusal(request)
-    if refusal:
-        return _refused(web, refusal)
+    refused = _gate(web, request)
+    if refused:
+        return refused
     configs = await web.fleet.current()
     reports = {r.bot: r.reload_error for r in await web.store.health_reports()}
     links = "".join(
         f'<a href="/config/edit?file={escape(name)}">{escape(name)}</a>' for name in _files(web)
     )
-    bots = "".join(_effective(configs, b, reports.get(b)) for b in sorted(configs.bots))
-    body = f'<h1>Configurator</h1><div class="panel files">Edit: {links}</div>{bots}'
+    # A bot read from a file elsewhere is not shown either: that file is not this page's.
+    bots = "".join(
+        _effective(configs, b, reports.get(b))
+        for b in sorted(configs.bots)
+        if all(_inside(web.root, Path(layer.file)) for layer in configs.layers[b])
+    )
+    outside = "".join(
+        f'<p class="problems">{escape(name)} links outside the config directory: it cannot be '
+        "opened here.</p>"
+        for name in _outside(web)
+    )
+    body = f'<h1>Configurator</h1><div class="panel files">Edit: {links}</div>{outside}{bots}'
     return web.html(layout("Salon configurator", body, header=_header()))
 
 
@@ -175,9 +246,9 @@ def _editor(
 
 async def edit(request: Request) -> Response:
     web: Web = request.app.state.web
-    refusal = loopback_refusal(request)
-    if refusal:
-        return _refused(web, refusal)
+    refused = _gate(web, request)
+    if refused:
+        return refused
     name = request.query_params.get("file", "")
     path = _files(web).get(name)
     if path is None:
@@ -187,9 +258,9 @@ async def edit(request: Request) -> Response:
 
 async def save(request: Request) -> Response:
     web: Web = request.app.state.web
-    refusal = loopback_refusal(request)
-    if refusal:
-        return _refused(web, refusal)
+    refused = _gate(web, request)
+    if refused:
+        return refused
     fields = await form(request)
     if fields is None:
         return _refused(web, "the form is larger than a config file may be")
@@ -208,7 +279,8 @@ async def save(request: Request) -> Response:
     if problems:
         note = _problems(problems) + '<p class="meta">Nothing was saved.</p>'
         return _editor(web, request, name, text, status=422, note=note)
-    await asyncio.to_thread(_write, path, text)
+    # Through a link that stays in the directory (checked above), so the link stays.
+    await asyncio.to_thread(_write, path.resolve(), text)
     shown = "".join(f"<li>{escape(line)}</li>" for line in lines)
     note = (
         f'<div class="saved"><b>Saved.</b> Running bots apply it within a second.<ul>{shown}'

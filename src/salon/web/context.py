@@ -19,13 +19,16 @@ from salon.config import ConfigSet, Redactor, WebConfig, load_config_dir
 from salon.config.integrations import integration_secrets
 from salon.config.secrets import required_secrets
 from salon.errors import ConfigError
+from salon.model import clean_text
 from salon.store.sqlite import SQLStore
+from salon.web.links import CONFIG_LINK_SECONDS
 
 __all__ = ["Fleet", "Web", "secret_values"]
 
 logger = logging.getLogger(__name__)
 
 MAX_FAILED_LOGINS = 10  # per minute, for the whole server
+MAX_USED_LINKS = 1000  # configurator links taken and not yet expired (a few a day, really)
 
 # The browser may load nothing but this server's own files, and no page may be framed.
 CSP = (
@@ -106,6 +109,9 @@ class Web:
     redact: Redactor = field(default_factory=Redactor)
     # When sign-ins with a wrong key happened lately: past a few a minute, sign-in pauses.
     failed_logins: deque[float] = field(default_factory=lambda: deque(maxlen=MAX_FAILED_LOGINS))
+    # The nonces of configurator links taken, with their expiry: each signs in once.
+    used_links: dict[str, int] = field(default_factory=dict)
+    started_at: float = 0.0
 
     def login_paused(self) -> bool:
         recent = [t for t in self.failed_logins if self.now() - t < 60]
@@ -113,6 +119,22 @@ class Web:
 
     def __post_init__(self) -> None:
         self.redact = self.redact.merged(secret_values(self.fleet.configs, self.environ))
+        self.started_at = self.started_at or self.now()
+
+    def take_link(self, nonce: str, expires: int) -> str | None:
+        """Mark a configurator link used; why it cannot sign in, or None when it can."""
+        now = self.now()
+        # A link made before this server started may have been taken by the one before it.
+        if expires - CONFIG_LINK_SECONDS < self.started_at - 1:
+            return "This link was made before the web server started: make a new one"
+        for old in [n for n, until in self.used_links.items() if until <= now]:
+            del self.used_links[old]
+        if nonce in self.used_links:
+            return "This link was already used: make a new one"
+        if len(self.used_links) >= MAX_USED_LINKS:
+            return "Too many links were used lately: try again in a few minutes"
+        self.used_links[nonce] = expires
+        return None
 
     @property
     def root(self) -> Path:
@@ -138,7 +160,8 @@ class Web:
     def json(
         self, data: Any, status: int = 200, headers: Mapping[str, str] | None = None
     ) -> Response:
-        body = self.redact(json.dumps(data, ensure_ascii=False, default=str))
+        # clean_text: a lone surrogate echoed from a request would not encode.
+        body = self.redact(clean_text(json.dumps(data, ensure_ascii=False, default=str)))
         return Response(
             body,
             status_code=status,

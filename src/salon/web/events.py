@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from salon.config import BotConfig
 from salon.config.targets import channel_key
+from salon.model import clean_text
 from salon.web.context import Web
 
 __all__ = ["post_event"]
@@ -54,8 +55,13 @@ def _fields(data: Any) -> tuple[str, str, str] | str:
     unknown = sorted(set(data) - {"channel", "text", "author"})
     if unknown:
         return f"unknown field(s): {', '.join(unknown)} (allowed: channel, text, author)"
-    channel, text, author = data.get("channel"), data.get("text"), data.get("author", "outside")
-    if not isinstance(channel, str) or not channel:
+    channel = data.get("channel")
+    # JSON may escape a lone surrogate, which no encoder accepts: U+FFFD, as platforms do.
+    text, author = (
+        clean_text(v) if isinstance(v, str) else v
+        for v in (data.get("text"), data.get("author", "outside"))
+    )
+    if not isinstance(channel, str) or not channel or clean_text(channel) != channel:
         return "channel must be a channel key such as discord:123456 or irc:#salon"
     if not isinstance(text, str) or not text.strip():
         return "text must be a non-empty string"
@@ -93,6 +99,9 @@ async def _enqueue(web: Web, name: str, raw: bytes, config: BotConfig) -> Respon
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return web.json({"error": "the body is not JSON"}, 422)
+    except RecursionError:  # the parser's own bound on nesting, not a crash
+        reason = "the body is nested too deeply: send a JSON object with channel and text"
+        return web.json({"error": reason}, 422)
     fields = _fields(data)
     if isinstance(fields, str):
         return web.json({"error": fields}, 422)

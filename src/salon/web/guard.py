@@ -5,27 +5,36 @@
 - Every form carries a CSRF token that must equal the one in the browser's
   ``salon_csrf`` cookie (double submit), and a POST whose ``Origin`` names another host
   is refused.
+- Every route answers only requests whose ``Host`` names this server (``HostGuard``): a
+  page elsewhere whose name was made to resolve to this machine (DNS rebinding) sends its
+  own name, so it can neither read ``/health`` nor post sign-ins.
+- A POST that the browser says comes from elsewhere (``Origin``, ``Sec-Fetch-Site``) is
+  refused before anything else looks at it: it never counts toward the sign-in lockout.
 - The configurator answers loopback clients only: the peer address, the ``Host`` header
-  (against DNS rebinding) and the absence of any forwarding header (a proxy on the same
-  machine would make every client look local) are all checked.
+  and the absence of any forwarding header (a proxy on the same machine would make every
+  client look local) are all checked.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 import secrets
 from urllib.parse import parse_qs, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from salon.web.context import Web
+from salon.config import WebConfig
+from salon.web.context import HEADERS, Web
 from salon.web.links import SESSION, make_token, token_valid
 
 __all__ = [
     "CSRF_COOKIE",
     "SESSION_COOKIE",
+    "HostGuard",
     "csrf_token",
     "form",
     "loopback_refusal",
@@ -40,6 +49,11 @@ SESSION_SECONDS = 12 * 3600
 MAX_FORM_BYTES = 2_000_000  # a config file may be up to 1 000 000 bytes
 FORWARDING = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-real-ip")
 LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
+# What a browser's Sec-Fetch-Site says of a form of this page (``none``: typed or bookmarked).
+OWN_FETCH_SITES = {"same-origin", "none"}
+MAX_WARNED_HOSTS = 64
+
+logger = logging.getLogger(__name__)
 
 
 def _secure(web: Web, request: Request) -> bool:
@@ -104,6 +118,11 @@ def post_refusal(request: Request, fields: dict[str, str]) -> str | None:
     # "null" too: pages here send their origin, so an opaque one came from elsewhere.
     if origin is not None and urlsplit(origin).netloc != request.headers.get("host", ""):
         return "this form was sent from another site"
+    # Sent (to https and loopback addresses) even where Origin is not; a sibling
+    # subdomain (same-site) is another site too.
+    fetch_site = request.headers.get("sec-fetch-site")
+    if fetch_site is not None and fetch_site.lower() not in OWN_FETCH_SITES:
+        return "this form was sent from another site"
     expected = request.cookies.get(CSRF_COOKIE, "")
     given = fields.get("csrf", "")
     if not expected or not hmac.compare_digest(expected.encode(), given.encode()):
@@ -129,3 +148,77 @@ def loopback_refusal(request: Request) -> str | None:
     if host not in LOOPBACK_NAMES and not _loopback_address(host):
         return "the configurator answers only to localhost or 127.0.0.1 as the host name"
     return None
+
+
+def _host_name(header: str) -> str | None:
+    """The host name of a ``Host`` header, lower case, without port or final dot."""
+    try:
+        name = urlsplit(f"//{header}").hostname
+    except ValueError:  # "[::1", a port that is no number…
+        return None
+    return name.rstrip(".") if name else None
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def served_names(settings: WebConfig) -> frozenset[str]:
+    """The host names requests may name: localhost, the bind address, ``public_url``'s host
+    and ``allowed_hosts``. Any address is allowed too (see ``host_allowed``)."""
+    names = {"localhost", settings.host, *settings.allowed_hosts}
+    if settings.public_url:
+        names.add(urlsplit(settings.public_url).hostname or "")
+    return frozenset(n.strip().lower().rstrip(".") for n in names if n.strip())
+
+
+def host_allowed(names: frozenset[str], header: str) -> bool:
+    """Whether a ``Host`` header names this server. An address always does: a page can
+    make a browser send one only when the page itself came from that address, whereas a
+    rebound page sends the name it was loaded under."""
+    name = _host_name(header)
+    return name is not None and (name in names or _is_address(name))
+
+
+class HostGuard:
+    """ASGI middleware: a request whose ``Host`` names another server is refused (403)
+    before any route sees it."""
+
+    def __init__(self, app: ASGIApp, settings: WebConfig) -> None:
+        self.app = app
+        self.names = served_names(settings)
+        self.warned: set[str] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        header = next((v for k, v in scope["headers"] if k == b"host"), b"")
+        host = header.decode("latin-1")
+        if host_allowed(self.names, host):
+            await self.app(scope, receive, send)
+            return
+        self._warn(host)
+        refusal = Response(
+            "this server does not answer to that host name (see web.allowed_hosts)\n",
+            status_code=403,
+            media_type="text/plain",
+            headers=HEADERS,
+        )
+        await refusal(scope, receive, send)
+
+    def _warn(self, host: str) -> None:
+        """Once per name (a few dozen at most): monitoring may have been set up under a
+        name the config does not list yet."""
+        if host in self.warned or len(self.warned) >= MAX_WARNED_HOSTS:
+            return
+        self.warned.add(host)
+        logger.warning(
+            "web server: refused a request for host %r (not localhost, an address, "
+            "web.host, web.public_url's host or in web.allowed_hosts)",
+            host[:200],
+        )
