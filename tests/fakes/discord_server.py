@@ -19,6 +19,11 @@ adapter meets what it will meet in production:
   Retry-After and a JSON body, and every answer carries the rate-limit headers of its
   route. The ``Via`` header is what discord.py uses to tell an API 429 from a Cloudflare
   ban, and Discord's API answers carry it.
+- Mentions are parsed as Discord documents ``allowed_mentions``: without the field a
+  channel message notifies every user, role and @everyone/@here it names (roles only when
+  mentionable or the sender has Mention Everyone), an interaction answer or a webhook only
+  users; an invalid object (``parse: ["users"]`` beside a ``users`` list…) is a 400. Who
+  each message made or edited through REST notifies is recorded in ``pings``.
 - Message ``flags`` a client may set (SUPPRESS_NOTIFICATIONS …) are kept and echoed;
   an edit keeps the flags it does not name. A message over 2000 characters is refused.
 - Interactions: callbacks of type 4, 5, 6, 7 and 9 (204, or the callback response with
@@ -33,8 +38,9 @@ adapter meets what it will meet in production:
 
 Tests act as people with ``post``, ``edit``, ``delete``, ``react``, ``pin``, ``click``,
 ``command``, ``join``, ``leave`` and ``start_thread``; they read what the bot did in
-``channels``, count REST calls in ``calls`` (and their order in ``log``), take rights
-away with ``deny``, and script failures with ``fail_next`` and ``rate_limit``.
+``channels``, count REST calls in ``calls`` (and their order in ``log``), read who the
+bot notified in ``pings``, take rights away with ``deny``, and script failures with
+``fail_next`` and ``rate_limit``.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from aiohttp import WSMsgType, web
 
 from tests.fakes.discord_rest import RestRoutes
 from tests.fakes.discord_wire import (
+    ALL_PERMISSIONS,
     APP_FLAGS_MESSAGE_CONTENT,
     BOOST,
     DEFAULT,
@@ -70,10 +77,12 @@ from tests.fakes.discord_wire import (
     Failure,
     FakeUser,
     PendingInteraction,
+    Pinged,
     Refusal,
     error_response,
     json_response,
     now,
+    pinged_by,
 )
 
 __all__ = ["DiscordServer", "FakeUser", "shard_of"]
@@ -122,6 +131,10 @@ class DiscordServer(RestRoutes):
         self.webhook_posts: list[dict[str, Any]] = []
         self.roles: dict[str, list[str]] = {}  # user id -> role ids
         self.role_names: dict[str, str] = {"500": "mods"}  # the guild's roles
+        self.mentionable_roles: set[str] = set()  # roles anyone may ping
+        self.pings: list[Pinged] = []  # who each message made or edited through REST notifies
+        self.pings_allowed_roles: set[str] = set()  # what a test lets the bot ping
+        self.pings_allowed_everyone = False
         self.nicks: dict[str, str] = {u.id: u.nick for u in [self.bot, *self.people] if u.nick}
         self.left: set[str] = set()  # people who left the guild
         self.denied: dict[str, int] = {}  # channel id -> permission bits the bot lacks
@@ -528,6 +541,46 @@ class DiscordServer(RestRoutes):
         ]
         return event
 
+    def _mention(
+        self,
+        message: dict[str, Any],
+        route: str,
+        rules: dict[str, Any],
+        replied: dict[str, Any] | None = None,
+    ) -> None:
+        """Work out who ``message`` notifies under ``rules`` (Discord's allowed mentions),
+        set its ``mentions``, ``mention_roles`` and ``mention_everyone`` to that, and record
+        it in ``pings``."""
+        channel_id = message["channel_id"]
+        in_guild = self._in_guild(channel_id)
+        may_everyone = in_guild and bool(
+            self._bot_permissions(channel_id) & PERMISSIONS["MENTION_EVERYONE"]
+        )
+        roles = {r for r in self.role_names if may_everyone or r in self.mentionable_roles}
+        users, chosen_roles, everyone = pinged_by(
+            message["content"],
+            rules,
+            users={u.id for u in [self.bot, *self.people]},
+            roles=roles if in_guild else set(),
+            everyone=may_everyone,
+            replied=replied["author"]["id"] if replied is not None else None,
+        )
+        known = {u.id: u for u in [self.bot, *self.people]}
+        message["mentions"] = [known[u].payload() for u in sorted(users)]
+        message["mention_roles"] = sorted(chosen_roles)
+        message["mention_everyone"] = everyone
+        pinged = Pinged(route, message["id"], message["content"], users, chosen_roles, everyone)
+        self.pings.append(pinged)
+
+    def unexpected_pings(self) -> list[Pinged]:
+        """Notifications of @everyone, @here or roles the test did not allow."""
+        return [
+            p
+            for p in self.pings
+            if (p.everyone and not self.pings_allowed_everyone)
+            or p.roles - self.pings_allowed_roles
+        ]
+
     def _fake_user(self, user_id: str) -> FakeUser | None:
         return next((u for u in [self.bot, *self.people] if u.id == user_id), None)
 
@@ -558,7 +611,7 @@ class DiscordServer(RestRoutes):
         return payload
 
     def _bot_permissions(self, channel_id: str) -> int:
-        return ((1 << 41) - 1) & ~self.denied.get(channel_id, 0)
+        return ALL_PERMISSIONS & ~self.denied.get(channel_id, 0)
 
     def _overwrites(self, channel_id: str) -> list[dict[str, Any]]:
         denied = self.denied.get(channel_id, 0)
