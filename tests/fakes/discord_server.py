@@ -18,7 +18,8 @@ adapter meets what it will meet in production:
   Permissions, 404 with the Unknown … code, 429 with the X-RateLimit-* headers,
   Retry-After and a JSON body, and every answer carries the rate-limit headers of its
   route. The ``Via`` header is what discord.py uses to tell an API 429 from a Cloudflare
-  ban, and Discord's API answers carry it.
+  ban, and Discord's API answers carry it (``rate_limit(via=False)`` leaves it out, as a
+  REST proxy in between may).
 - Mentions are parsed as Discord documents ``allowed_mentions``: without the field a
   channel message notifies every user, role and @everyone/@here it names (roles only when
   mentionable or the sender has Mention Everyone), an interaction answer or a webhook only
@@ -121,6 +122,7 @@ class DiscordServer(RestRoutes):
         self.dm_channels: dict[str, str] = {}  # user id -> dm channel id
         self.calls: Counter[str] = Counter()
         self.log: list[str] = []  # every REST call in order, "METHOD /path"
+        self.log_times: list[float] = []  # time.monotonic() of each call in ``log``
         self.commands: list[dict[str, Any]] = []
         self.interaction_responses: list[dict[str, Any]] = []
         self.webhooks: list[dict[str, Any]] = []
@@ -373,10 +375,14 @@ class DiscordServer(RestRoutes):
         retry_after: float = 0.05,
         times: int = 1,
         scope: str = "user",
+        via: bool = True,
     ) -> None:
         """The next ``times`` matching requests get a 429 as Discord sends it; ``scope``
-        ``user``, ``shared`` (a resource limit) or ``global``."""
-        failure = Failure(method, fragment, 429, times, retry_after=retry_after, scope=scope)
+        ``user``, ``shared`` (a resource limit) or ``global``. Without ``via`` the answer
+        lacks the ``Via`` header, as when a REST proxy in between drops it."""
+        failure = Failure(
+            method, fragment, 429, times, retry_after=retry_after, scope=scope, via=via
+        )
         self._failures.append(failure)
 
     async def wait_bot_messages(
@@ -799,6 +805,7 @@ class DiscordServer(RestRoutes):
         key = f"{request.method} {path}"
         self.calls[key] += 1
         self.log.append(key)
+        self.log_times.append(time.monotonic())
         bucket = self._bucket(request.method, path)
         for failure in self._failures:
             matches = path == failure.fragment if failure.exact else failure.fragment in path
@@ -871,4 +878,7 @@ class DiscordServer(RestRoutes):
                 "X-RateLimit-Reset-After": f"{failure.retry_after:.3f}",
                 "X-RateLimit-Bucket": bucket[0],
             }
-        return json_response(body, 429, headers)
+        response = json_response(body, 429, headers)
+        if not failure.via:
+            del response.headers["Via"]
+        return response

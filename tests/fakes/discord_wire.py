@@ -111,6 +111,7 @@ class Failure:
     exact: bool = False  # the whole path, not a part of it
     retry_after: float = 0.05
     scope: str = "user"
+    via: bool = True  # a 429 without Via is what discord.py takes for a Cloudflare ban
 
 
 @dataclass

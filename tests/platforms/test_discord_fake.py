@@ -319,3 +319,13 @@ async def test_interaction_answers_parse_users_unless_told(
         ("follow-up", frozenset(), frozenset({"500"}), False),
         ("original", frozenset(), frozenset(), False),
     ]
+
+
+async def test_a_429_can_come_without_via(
+    fake_discord: DiscordServer, http: aiohttp.ClientSession
+) -> None:
+    fake_discord.rate_limit("POST", "/messages", retry_after=2.5, via=False)
+    async with http.post(f"channels/{GENERAL}/messages", json={"content": "hi"}) as response:
+        assert response.status == 429
+        assert "Via" not in response.headers
+        assert response.headers["Retry-After"] == "3"

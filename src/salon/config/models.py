@@ -487,6 +487,13 @@ class DiscordConfig(_Strict):
     )
     discord_backoff_max: float = Field(default=30.0, ge=0)
     send_retries: int = Field(default=3, ge=0)
+    rate_limit_wait_max: float = Field(
+        default=60.0,
+        ge=30,
+        le=3600,
+        description="seconds a 429's Retry-After may ask Salon to wait before it gives up "
+        "with an error (discord.py's own cap is at least 30)",
+    )
     mentions: DiscordMentions = Field(default_factory=DiscordMentions)
     api_base_url: Endpoint | None = Field(
         default=None,

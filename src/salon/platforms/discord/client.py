@@ -122,6 +122,7 @@ class Client(_Handlers):
             max_messages=None,
             guild_ready_timeout=platform.guild_ready_timeout,
             allowed_mentions=allowed_mentions(platform.config.mentions),
+            max_ratelimit_timeout=platform.config.rate_limit_wait_max,
         )
         self.platform = platform
         self.tree = app_commands.CommandTree(self)
@@ -136,6 +137,7 @@ class ShardedClient(_Handlers, discord.AutoShardedClient):
             max_messages=None,
             guild_ready_timeout=platform.guild_ready_timeout,
             allowed_mentions=allowed_mentions(platform.config.mentions),
+            max_ratelimit_timeout=platform.config.rate_limit_wait_max,
             shard_count=shard_count,
             shard_ids=shard_ids,
         )

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import discord
 from discord import app_commands
@@ -54,7 +54,13 @@ from salon.platforms.discord.convert import (
     to_message,
 )
 from salon.platforms.discord.members import MemberCache
-from salon.platforms.discord.refusals import NETWORK_ERRORS, refusal, translated, where
+from salon.platforms.discord.refusals import (
+    NETWORK_ERRORS,
+    refusal,
+    retry_after,
+    translated,
+    where,
+)
 from salon.platforms.discord.showing import FileBatch, ProgressBoard, file_batches
 from salon.platforms.discord.views import ButtonPrompt
 from salon.tasks import TaskState, supervise
@@ -78,6 +84,7 @@ _FETCH_MARGIN = 50  # extra messages fetched so deletions do not force a refetch
 _RANGE_CACHE = 32  # .history stretches kept (dropped on any edit or deletion in the channel)
 _MEMBER_CACHE = 5000  # guild members whose names and roles are kept
 _TOLD_CHANNELS = 1024  # channels whose problems were logged once
+_T = TypeVar("_T")
 _HISTORY = "Read Message History"
 _SEND = "Send Messages"
 
@@ -417,30 +424,52 @@ class DiscordPlatform(PlatformBase):
         *,
         silent: bool,
     ) -> Message:
-        nonce = uuid.uuid4().int % (1 << 63)  # Discord drops a repeat with the same nonce
+        nonce = _nonce()
         action = f"post in {where(target)}"
         extra: dict[str, Any] = {"embeds": list(batch.embeds)} if batch and batch.embeds else {}
+
+        def attempt() -> Awaitable[discord.Message]:
+            uploads = batch.uploads() if batch is not None else []  # fresh for each try
+            return target.send(content, files=uploads, nonce=nonce, silent=silent, **extra)
+
+        try:
+            sent = await self._retrying(attempt)
+        except discord.Forbidden as exc:
+            error = refusal(action, exc, needs=_SEND)
+            self._tell_once(channel, str(error))
+            raise error from exc
+        except (discord.DiscordException, *NETWORK_ERRORS) as exc:
+            raise refusal(action, exc, needs=_SEND) from exc
+        return (await self._converted([sent]))[0]
+
+    async def _retrying(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        """``call``, tried again (at most ``send_retries`` times) after a failure worth
+        another try; the last failure is raised as it came. A retried send keeps its
+        nonce, so Discord shows it once."""
         delay = 1.0
-        for attempt in range(self.config.send_retries + 1):
+        for tries in range(self.config.send_retries, -1, -1):
             try:
-                uploads = batch.uploads() if batch is not None else []
-                sent = await target.send(
-                    content, files=uploads, nonce=nonce, silent=silent, **extra
-                )
-            except discord.Forbidden as exc:
-                error = refusal(action, exc, needs=_SEND)
-                self._tell_once(channel, str(error))
-                raise error from exc
+                return await call()
             except (discord.DiscordException, *NETWORK_ERRORS) as exc:
-                passing = isinstance(exc, (discord.DiscordServerError, *NETWORK_ERRORS))
-                if not passing or attempt == self.config.send_retries:
-                    raise refusal(action, exc, needs=_SEND) from exc
-                logger.warning("Discord: send failed (%s); retrying in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
+                wait = self._wait_before_again(exc, delay)
+                if wait is None or tries == 0:
+                    raise
+                logger.warning("Discord: send failed (%s); retrying in %.1fs", exc, wait)
+                await asyncio.sleep(wait)
                 delay = min(delay * 2, self.config.discord_backoff_max)
-            else:
-                return (await self._converted([sent]))[0]
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _wait_before_again(self, exc: BaseException, backoff: float) -> float | None:
+        """Seconds to wait before trying again after ``exc``, or None not to: a server or
+        network error backs off; a 429 that discord.py did not wait out (one without
+        Discord's ``Via`` header, which it takes for a Cloudflare ban) waits its
+        Retry-After, unless that is more than ``rate_limit_wait_max``."""
+        if isinstance(exc, (discord.DiscordServerError, *NETWORK_ERRORS)):
+            return backoff
+        wait = retry_after(exc)
+        if wait is None or wait > self.config.rate_limit_wait_max:
+            return None
+        return wait
 
     async def progress(
         self, channel: ChannelRef, key: str, text: str, *, done: bool = False
@@ -486,8 +515,9 @@ class DiscordPlatform(PlatformBase):
             except (discord.DiscordException, *NETWORK_ERRORS) as exc:
                 self._webhooks.pop(home.id, None)  # perhaps deleted: look again next time
                 logger.info("Discord: no webhook in %s (%s); posting plainly", channel.key, exc)
+        nonce = _nonce()
         with translated(f"post the tool log in {where(target)}", needs=_SEND):
-            await target.send(body)
+            await self._retrying(lambda: target.send(body, nonce=nonce))
 
     async def _webhook(self, channel: discord.TextChannel) -> discord.Webhook:
         if channel.id not in self._webhooks:
@@ -737,8 +767,11 @@ class DiscordPlatform(PlatformBase):
             timeout=request.timeout,
         )
         text = f"{self._bot_name} wants to run {request.description}. Allow?"
+        nonce = _nonce()
         with translated(f"ask for approval in {where(target)}", needs=_SEND):
-            asked = await target.send(text, view=prompt, silent=True)
+            asked = await self._retrying(
+                lambda: target.send(text, view=prompt, silent=True, nonce=nonce)
+            )
         async with self._prompts_changed:
             self.open_prompts += 1
             self._prompts_changed.notify_all()
@@ -872,6 +905,11 @@ class DiscordPlatform(PlatformBase):
         )
         if self._sink is not None:
             await self._sink(MessageEvent(_tagged(message, TAG_ASKED)))
+
+
+def _nonce() -> int:
+    """A send's nonce: Discord drops a repeat with the same one."""
+    return uuid.uuid4().int % (1 << 63)
 
 
 def _tagged(message: Message, tag: str) -> Message:
