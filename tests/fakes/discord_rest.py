@@ -40,6 +40,13 @@ from tests.fakes.discord_wire import (
 __all__ = ["RestRoutes"]
 
 
+def _as_stored(command: dict[str, Any]) -> dict[str, Any]:
+    """A registered command as Discord keeps it: ``default_member_permissions`` is a
+    string of permission bits (or null: everyone)."""
+    needed = command.get("default_member_permissions")
+    return command | {"default_member_permissions": None if needed is None else str(needed)}
+
+
 class RestRoutes:
     """Discord's REST API as far as Salon uses it. (A mixin: ``DiscordServer`` has the
     state.)"""
@@ -92,7 +99,7 @@ class RestRoutes:
 
     async def _commands(self, request: web.Request) -> web.Response:
         if request.method == "PUT":
-            self.commands = await request.json()
+            self.commands = [_as_stored(c) for c in await request.json()]
         return json_response(
             [
                 {**c, "id": str(i + 1), "application_id": self.bot.id, "version": "1"}

@@ -27,6 +27,11 @@ adapter meets what it will meet in production:
   each message made or edited through REST notifies is recorded in ``pings``.
 - Message ``flags`` a client may set (SUPPRESS_NOTIFICATIONS …) are kept and echoed;
   an edit keeps the flags it does not name. A message over 2000 characters is refused.
+- Members have permissions: the owner (the first person) all of them, others what
+  @everyone (Discord's defaults for a new server: no Manage Channels, no Mention Everyone)
+  and their roles allow; an interaction's ``member`` carries them as ``permissions``. A
+  command registered with ``default_member_permissions`` is not offered to a member who
+  lacks one of them (``command`` raises ``NotOffered``).
 - Interactions: callbacks of type 4, 5, 6, 7 and 9 (204, or the callback response with
   ``with_response``), follow-ups and edits of the original through the interaction
   webhook; executing a webhook returns 204 unless ``wait``.
@@ -68,6 +73,7 @@ from tests.fakes.discord_wire import (
     GUILD_ID,
     HAS_THREAD,
     INTENT_GUILD_PRESENCES,
+    MEMBER_PERMISSIONS,
     PERMISSIONS,
     PINNED,
     REPLY,
@@ -77,6 +83,7 @@ from tests.fakes.discord_wire import (
     USER_JOIN,
     Failure,
     FakeUser,
+    NotOffered,
     PendingInteraction,
     Pinged,
     Refusal,
@@ -86,7 +93,10 @@ from tests.fakes.discord_wire import (
     pinged_by,
 )
 
-__all__ = ["DiscordServer", "FakeUser", "shard_of"]
+__all__ = ["DiscordServer", "FakeUser", "NotOffered", "shard_of"]
+
+
+BOT_ROLE = "600"  # the bot's managed role
 
 
 def shard_of(guild_id: str, shard_count: int) -> int:
@@ -133,6 +143,8 @@ class DiscordServer(RestRoutes):
         self.webhook_posts: list[dict[str, Any]] = []
         self.roles: dict[str, list[str]] = {}  # user id -> role ids
         self.role_names: dict[str, str] = {"500": "mods"}  # the guild's roles
+        self.role_permissions: dict[str, int] = {}  # role id -> permission bits (default 0)
+        self.everyone_permissions = MEMBER_PERMISSIONS  # the @everyone role's
         self.mentionable_roles: set[str] = set()  # roles anyone may ping
         self.pings: list[Pinged] = []  # who each message made or edited through REST notifies
         self.pings_allowed_roles: set[str] = set()  # what a test lets the bot ping
@@ -301,7 +313,10 @@ class DiscordServer(RestRoutes):
         return str(payload["id"])
 
     async def command(self, channel_id: str, user: FakeUser, name: str, **options: object) -> None:
-        """Someone runs a slash command: an INTERACTION_CREATE of type 2."""
+        """Someone runs a slash command: an INTERACTION_CREATE of type 2. In a guild,
+        a command whose ``default_member_permissions`` the person lacks is not offered to
+        them (``NotOffered``), as Discord hides it."""
+        self._offered(name, channel_id, user)
         kinds = {str: 3, int: 4, bool: 5}
         data = {
             "id": str(next(self._ids)),
@@ -317,6 +332,28 @@ class DiscordServer(RestRoutes):
             payload["token"], 2, channel_id, None
         )
         await self.dispatch("INTERACTION_CREATE", payload)
+
+    def _offered(self, name: str, channel_id: str, user: FakeUser) -> None:
+        registered = next((c for c in self.commands if c["name"] == name), None)
+        needed = (registered or {}).get("default_member_permissions")
+        if needed is None or not self._in_guild(channel_id):
+            return
+        has = self.member_permissions(user)
+        if not has & PERMISSIONS["ADMINISTRATOR"] and has & int(needed) != int(needed):
+            raise NotOffered(f"Discord does not offer /{name} to {user.name}")
+
+    def member_permissions(self, user: FakeUser) -> int:
+        """A member's permissions in the guild: the owner and administrators have all;
+        anyone else what @everyone and their roles allow (the fake has no per-channel
+        overwrites for people)."""
+        if user.id == self.people[0].id:
+            return ALL_PERMISSIONS  # the guild's owner
+        granted = self.everyone_permissions
+        for role in self.roles.get(user.id, []):
+            granted |= self.role_permissions.get(role, 0)
+        if user.id == self.bot.id or granted & PERMISSIONS["ADMINISTRATOR"]:
+            return ALL_PERMISSIONS
+        return granted
 
     async def start_thread(
         self, starter: dict[str, Any], name: str, by: FakeUser | None = None
@@ -438,7 +475,7 @@ class DiscordServer(RestRoutes):
         member: dict[str, Any] = {
             "nick": self.nicks.get(user.id),
             "avatar": None,
-            "roles": self.roles.get(user.id, []),
+            "roles": [BOT_ROLE] if user.id == self.bot.id else self.roles.get(user.id, []),
             "joined_at": "2026-01-01T00:00:00+00:00",
             "premium_since": None,
             "deaf": False,
@@ -611,7 +648,8 @@ class DiscordServer(RestRoutes):
         }
         if self._in_guild(channel_id):
             payload["guild_id"] = self.guild_of(channel_id)
-            payload["member"] = self._member(user) | {"permissions": str((1 << 41) - 1)}
+            permissions = self.member_permissions(user)  # the member's, in the channel
+            payload["member"] = self._member(user) | {"permissions": str(permissions)}
         else:
             payload["user"] = user.payload()
         return payload
@@ -664,7 +702,7 @@ class DiscordServer(RestRoutes):
         everyone = {
             "id": guild_id,
             "name": "@everyone",
-            "permissions": str((1 << 41) - 1),
+            "permissions": str(self.everyone_permissions),
             "position": 0,
             "color": 0,
             "hoist": False,
@@ -673,9 +711,19 @@ class DiscordServer(RestRoutes):
             "flags": 0,
         }
         roles = [
-            {**everyone, "id": role_id, "name": name, "permissions": "0", "position": 1}
+            {
+                **everyone,
+                "id": role_id,
+                "name": name,
+                "permissions": str(self.role_permissions.get(role_id, 0)),
+                "position": 1,
+                "mentionable": role_id in self.mentionable_roles,
+            }
             for role_id, name in self.role_names.items()
         ]
+        # A bot gets a managed role with the permissions of its invite.
+        bot_role = {**everyone, "id": BOT_ROLE, "name": self.bot.name, "managed": True}
+        roles.append(bot_role | {"permissions": str(ALL_PERMISSIONS), "position": 1})
         everybody = [u for u in [self.bot, *self.people] if self._is_member(u.id)]
         # Without GUILD_PRESENCES, GUILD_CREATE lists only the bot (and voice users).
         listed = everybody if self.intents & INTENT_GUILD_PRESENCES else [self.bot]

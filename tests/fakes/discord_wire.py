@@ -42,6 +42,11 @@ PERMISSIONS = {
     "ADMINISTRATOR": 1 << 3,
 }
 ALL_PERMISSIONS = (1 << 41) - 1
+# What an ordinary member may do (the bits of Discord's permission table): create invites,
+# add reactions, view channels, send messages, embed links, attach files, read history,
+# external emojis, connect, speak, change nickname, use application commands, public
+# threads, send in threads; not Administrator, Manage Channels or Mention Everyone.
+MEMBER_PERMISSIONS = sum(1 << bit for bit in (0, 6, 10, 11, 14, 15, 16, 18, 20, 21, 26, 31, 35, 38))
 
 ERRORS = {  # JSON error codes and their messages, as Discord words them
     0: "General error",
@@ -90,6 +95,11 @@ class FakeUser:
         if self.bot:
             user["bot"] = True  # optional in Discord's user object: absent for people
         return user
+
+
+class NotOffered(Exception):
+    """Discord does not offer a command to someone: they lack a permission its
+    ``default_member_permissions`` names, so they cannot run it."""
 
 
 class Refusal(Exception):

@@ -95,7 +95,20 @@ class MonitorStore(Protocol):
     async def set_monitored(self, bot: str, channel_key: str, on: bool, by: str = "") -> bool: ...
 
 
-SchedulesCommand = Callable[[ChannelRef, str], Awaitable[str]]
+class SchedulesCommand(Protocol):
+    """``/schedules``: lists the channel's schedules or cancels one. With ``requester``,
+    only a schedule they set (``others`` says who else may cancel one)."""
+
+    async def __call__(
+        self,
+        channel: ChannelRef,
+        words: str,
+        *,
+        requester: Participant | None = None,
+        others: str = "",
+    ) -> str: ...
+
+
 GenerateCommand = Callable[[ChannelRef, Participant, dict[str, Any]], Awaitable[str]]
 """``/generate``: runs the image tool for who asked, in the channel; says how it went."""
 ActivityLink = Callable[[], str]  # the answer to /activity: a short-lived link, or why not
@@ -798,11 +811,15 @@ class DiscordPlatform(PlatformBase):
     # -- slash commands -----------------------------------------------------------------
 
     def _register_commands(self, tree: app_commands.CommandTree[Any]) -> None:
+        # What changes the bot for everyone in a channel is offered to those who may manage
+        # it; server admins can give it to others in Discord's Integrations settings.
         @tree.command(name="monitor", description="Read and answer every message here")
+        @app_commands.default_permissions(manage_channels=True)
         async def monitor(interaction: discord.Interaction) -> None:
             await self._set_monitor(interaction, on=True)
 
         @tree.command(name="unmonitor", description="Stop reading every message here")
+        @app_commands.default_permissions(manage_channels=True)
         async def unmonitor(interaction: discord.Interaction) -> None:
             await self._set_monitor(interaction, on=False)
 
@@ -819,7 +836,12 @@ class DiscordPlatform(PlatformBase):
             if self._schedules is None:
                 await interaction.response.send_message("Schedules are off.", ephemeral=True)
                 return
-            text = await self._schedules(channel, f"cancel {cancel}" if cancel else "")
+            text = await self._schedules(
+                channel,
+                f"cancel {cancel}" if cancel else "",
+                requester=None if self._steers(interaction) else self._asker(interaction),
+                others="members with Manage Channels" + self._in_roles(),
+            )
             await interaction.response.send_message(text[:1900], ephemeral=True)
 
         @tree.command(name="activity", description="A short-lived link to the activity page")
@@ -827,6 +849,28 @@ class DiscordPlatform(PlatformBase):
             await interaction.response.send_message(
                 self._activity_answer(interaction), ephemeral=True
             )
+
+    def _asker(self, interaction: discord.Interaction) -> Participant:
+        return self._person(interaction.user, interaction.guild)
+
+    def _steers(self, interaction: discord.Interaction) -> bool:
+        """Whether who used a command may change the bot for others (cancel anyone's
+        schedule): in a server, a member with Manage Channels there who holds one of the
+        authorized roles when the bot has them; in DMs, nobody."""
+        if interaction.guild is None or not interaction.permissions.manage_channels:
+            return False
+        return not self._lacks_role(interaction)
+
+    def _lacks_role(self, interaction: discord.Interaction) -> bool:
+        """In a server, when the bot has authorized roles: whether the member holds none."""
+        if interaction.guild is None or not self._authorized_roles:
+            return False
+        return not set(self._asker(interaction).roles) & self._authorized_roles
+
+    def _in_roles(self) -> str:
+        if not self._authorized_roles:
+            return ""
+        return f" in the authorized roles ({', '.join(sorted(self._authorized_roles))})"
 
     def _activity_answer(self, interaction: discord.Interaction) -> str:
         """Only members of an authorized role get a link (it opens every bot's traces)."""
@@ -881,6 +925,16 @@ class DiscordPlatform(PlatformBase):
             logger.warning("Discord: could not answer /generate: %s", exc)
 
     async def _set_monitor(self, interaction: discord.Interaction, *, on: bool) -> None:
+        """Discord offers the command to who may manage the channel (or whom the server's
+        admins chose); Salon asks for an authorized role as well, when the bot has them."""
+        if self._lacks_role(interaction):
+            roles = ", ".join(sorted(self._authorized_roles))
+            await interaction.response.send_message(
+                f"Only members of the authorized roles ({roles}) can change what "
+                f"{self._bot_name} reads here.",
+                ephemeral=True,
+            )
+            return
         key = channel_ref(interaction.channel).key
         changed = await self._monitors.set_monitored(self._bot, key, on, str(interaction.user.id))
         if on:
