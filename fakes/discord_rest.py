@@ -18,6 +18,8 @@ from fakes.discord_wire import (
     INTERACTION_FLAGS,
     LOADING,
     MAX_CONTENT,
+    PARSE_ALL,
+    PARSE_USERS,
     PERMISSIONS,
     REPLY,
     SETTABLE_FLAGS,
@@ -30,12 +32,19 @@ from fakes.discord_wire import (
     error_response,
     json_response,
     kept_attachments,
-    mentions_user,
+    mention_rules,
     now,
     shown_embeds,
 )
 
 __all__ = ["RestRoutes"]
+
+
+def _as_stored(command: dict[str, Any]) -> dict[str, Any]:
+    """A registered command as Discord keeps it: ``default_member_permissions`` is a
+    string of permission bits (or null: everyone)."""
+    needed = command.get("default_member_permissions")
+    return command | {"default_member_permissions": None if needed is None else str(needed)}
 
 
 class RestRoutes:
@@ -90,7 +99,7 @@ class RestRoutes:
 
     async def _commands(self, request: web.Request) -> web.Response:
         if request.method == "PUT":
-            self.commands = await request.json()
+            self.commands = [_as_stored(c) for c in await request.json()]
         return json_response(
             [
                 {**c, "id": str(i + 1), "application_id": self.bot.id, "version": "1"}
@@ -162,17 +171,24 @@ class RestRoutes:
         if request.method == "PATCH":
             if message["author"]["id"] != acting.id:
                 raise Refusal(403, 50005)
-            self._apply_edit(message, *await body_and_files(request))
+            self._apply_edit(message, *await body_and_files(request), route="edit")
             await self.dispatch("MESSAGE_UPDATE", self._event_message(message))
             return json_response(message)
         raise KeyError(request.method)
 
     def _apply_edit(
-        self, message: dict[str, Any], body: dict[str, Any], files: Sequence[Upload] = ()
+        self,
+        message: dict[str, Any],
+        body: dict[str, Any],
+        files: Sequence[Upload] = (),
+        *,
+        route: str,
     ) -> None:
         """An edit changes what it names; flags only in their editable bits. With
         ``attachments`` the message keeps exactly the earlier files listed there, plus the
-        new uploads (Discord's "Editing Message Attachments")."""
+        new uploads (Discord's "Editing Message Attachments"). New content is parsed for
+        mentions under the edit's ``allowed_mentions`` (see ``mention_rules``)."""
+        rules = mention_rules(body, PARSE_ALL if route == "edit" else PARSE_USERS)
         for key in ("content", "components"):
             if body.get(key) is not None:
                 message[key] = body[key]
@@ -190,6 +206,8 @@ class RestRoutes:
         if body.get("flags") is not None:
             kept = message["flags"] & ~EDITABLE_FLAGS
             message["flags"] = kept | (int(body["flags"]) & EDITABLE_FLAGS)
+        if body.get("content") is not None or body.get("allowed_mentions") is not None:
+            self._mention(message, route, rules)
         message["edited_timestamp"] = now()
 
     async def _pins(self, request: web.Request, channel_id: str, rest: list[str]) -> web.Response:
@@ -239,6 +257,7 @@ class RestRoutes:
         if nonce and body.get("enforce_nonce") and str(nonce) in self._nonces:
             return json_response(self._nonces[str(nonce)])  # Discord's answer to a retried send
         content = body.get("content") or ""
+        rules = mention_rules(body, PARSE_ALL)
         embeds = body.get("embeds") or []
         names = [u.filename for u in files]
         if len(content) > MAX_CONTENT or embeds_refused(embeds, names):
@@ -250,10 +269,8 @@ class RestRoutes:
         reference = body.get("message_reference")
         replied = self._replied(channel_id, reference) if reference else None
         flags = int(body.get("flags") or 0) & SETTABLE_FLAGS
-        mentioned = [u for u in [self.bot, *self.people] if mentions_user(content, u.id)]
-        message = self._new_message(
-            channel_id, acting, content, mentions=mentioned, reply_to=replied, flags=flags
-        )
+        message = self._new_message(channel_id, acting, content, reply_to=replied, flags=flags)
+        self._mention(message, "message", rules, replied)
         if nonce is not None:
             message["nonce"] = nonce
             self._nonces[str(nonce)] = message
@@ -324,11 +341,13 @@ class RestRoutes:
         if request.method != "POST" or len(rest) != 2:
             raise KeyError(rest)
         body, files = await body_and_files(request)
+        rules = mention_rules(body, PARSE_USERS)
         self.webhook_posts.append(body)
         channel_id = request.query.get("thread_id") or hook["channel_id"]
         author = FakeUser(hook["id"], body.get("username") or hook["name"], bot=True)
         flags = int(body.get("flags") or 0) & SETTABLE_FLAGS
         message = self._new_message(channel_id, author, body.get("content", ""), flags=flags)
+        self._mention(message, "webhook", rules)
         message["webhook_id"] = hook["id"]
         message["application_id"] = hook["application_id"]
         self._attach(message, body, files)
@@ -353,10 +372,10 @@ class RestRoutes:
         if kind in (4, 5):
             flags = int(data.get("flags") or 0) & INTERACTION_FLAGS
             flags |= LOADING if kind == 5 else 0
-            message = await self._respond(pending, acting, data, files, flags)
+            message = await self._respond(pending, acting, data, files, flags, route="interaction")
         elif kind == 7 and pending.message_id is not None:
             message = self._find(pending.channel_id, pending.message_id)
-            self._apply_edit(message, data, files)
+            self._apply_edit(message, data, files, route="interaction")
             await self.dispatch("MESSAGE_UPDATE", self._event_message(message))
         if request.query.get("with_response") not in {"1", "true", "True"}:
             return web.Response(status=204)
@@ -377,11 +396,14 @@ class RestRoutes:
         data: dict[str, Any],
         files: Sequence[Upload],
         flags: int,
+        *,
+        route: str,
     ) -> dict[str, Any]:
         """A message made by an interaction response or follow-up (its files as a
         create's); an ephemeral one is seen only by who used the interaction, so it is in
         no channel and no event."""
         content = data.get("content") or ""
+        rules = mention_rules(data, PARSE_USERS)
         if len(content) > MAX_CONTENT or kept_attachments(data, files):
             raise Refusal(400, 50035)
         if embeds_refused(data.get("embeds") or [], [u.filename for u in files]):
@@ -389,6 +411,7 @@ class RestRoutes:
         kind = COMMAND if pending.kind == 2 else DEFAULT
         message = self._new_message(pending.channel_id, acting, content, kind=kind, flags=flags)
         self._attach(message, data, files)
+        self._mention(message, route, rules)
         message["application_id"] = acting.id
         message["webhook_id"] = acting.id
         pending.original = pending.original or message["id"]
@@ -404,7 +427,8 @@ class RestRoutes:
         if request.method == "POST" and not rest:
             body, files = await body_and_files(request)
             flags = int(body.get("flags") or 0) & INTERACTION_FLAGS
-            return json_response(await self._respond(pending, acting, body, files, flags))
+            made = await self._respond(pending, acting, body, files, flags, route="follow-up")
+            return json_response(made)
         if rest[:1] != ["messages"] or len(rest) != 2:
             raise KeyError(rest)
         message_id = pending.original if rest[1] == "@original" else rest[1]
@@ -412,7 +436,7 @@ class RestRoutes:
             pending.channel_id, message_id or ""
         )
         if request.method == "PATCH":
-            self._apply_edit(message, *await body_and_files(request))
+            self._apply_edit(message, *await body_and_files(request), route="original")
             message["flags"] &= ~LOADING
             if message["id"] not in self._ephemeral:
                 await self.dispatch("MESSAGE_UPDATE", self._event_message(message))

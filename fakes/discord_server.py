@@ -18,9 +18,20 @@ adapter meets what it will meet in production:
   Permissions, 404 with the Unknown … code, 429 with the X-RateLimit-* headers,
   Retry-After and a JSON body, and every answer carries the rate-limit headers of its
   route. The ``Via`` header is what discord.py uses to tell an API 429 from a Cloudflare
-  ban, and Discord's API answers carry it.
+  ban, and Discord's API answers carry it (``rate_limit(via=False)`` leaves it out, as a
+  REST proxy in between may).
+- Mentions are parsed as Discord documents ``allowed_mentions``: without the field a
+  channel message notifies every user, role and @everyone/@here it names (roles only when
+  mentionable or the sender has Mention Everyone), an interaction answer or a webhook only
+  users; an invalid object (``parse: ["users"]`` beside a ``users`` list…) is a 400. Who
+  each message made or edited through REST notifies is recorded in ``pings``.
 - Message ``flags`` a client may set (SUPPRESS_NOTIFICATIONS …) are kept and echoed;
   an edit keeps the flags it does not name. A message over 2000 characters is refused.
+- Members have permissions: the owner (the first person) all of them, others what
+  @everyone (Discord's defaults for a new server: no Manage Channels, no Mention Everyone)
+  and their roles allow; an interaction's ``member`` carries them as ``permissions``. A
+  command registered with ``default_member_permissions`` is not offered to a member who
+  lacks one of them (``command`` raises ``NotOffered``).
 - Interactions: callbacks of type 4, 5, 6, 7 and 9 (204, or the callback response with
   ``with_response``), follow-ups and edits of the original through the interaction
   webhook; executing a webhook returns 204 unless ``wait``.
@@ -33,8 +44,9 @@ adapter meets what it will meet in production:
 
 Tests act as people with ``post``, ``edit``, ``delete``, ``react``, ``pin``, ``click``,
 ``command``, ``join``, ``leave`` and ``start_thread``; they read what the bot did in
-``channels``, count REST calls in ``calls`` (and their order in ``log``), take rights
-away with ``deny``, and script failures with ``fail_next`` and ``rate_limit``.
+``channels``, count REST calls in ``calls`` (and their order in ``log``), read who the
+bot notified in ``pings``, take rights away with ``deny``, and script failures with
+``fail_next`` and ``rate_limit``.
 """
 
 from __future__ import annotations
@@ -53,6 +65,7 @@ from aiohttp import WSMsgType, web
 
 from fakes.discord_rest import RestRoutes
 from fakes.discord_wire import (
+    ALL_PERMISSIONS,
     APP_FLAGS_MESSAGE_CONTENT,
     BOOST,
     DEFAULT,
@@ -60,6 +73,7 @@ from fakes.discord_wire import (
     GUILD_ID,
     HAS_THREAD,
     INTENT_GUILD_PRESENCES,
+    MEMBER_PERMISSIONS,
     PERMISSIONS,
     PINNED,
     REPLY,
@@ -69,14 +83,20 @@ from fakes.discord_wire import (
     USER_JOIN,
     Failure,
     FakeUser,
+    NotOffered,
     PendingInteraction,
+    Pinged,
     Refusal,
     error_response,
     json_response,
     now,
+    pinged_by,
 )
 
-__all__ = ["DiscordServer", "FakeUser", "shard_of"]
+__all__ = ["DiscordServer", "FakeUser", "NotOffered", "shard_of"]
+
+
+BOT_ROLE = "600"  # the bot's managed role
 
 
 def shard_of(guild_id: str, shard_count: int) -> int:
@@ -112,6 +132,7 @@ class DiscordServer(RestRoutes):
         self.dm_channels: dict[str, str] = {}  # user id -> dm channel id
         self.calls: Counter[str] = Counter()
         self.log: list[str] = []  # every REST call in order, "METHOD /path"
+        self.log_times: list[float] = []  # time.monotonic() of each call in ``log``
         self.commands: list[dict[str, Any]] = []
         self.interaction_responses: list[dict[str, Any]] = []
         self.webhooks: list[dict[str, Any]] = []
@@ -122,6 +143,12 @@ class DiscordServer(RestRoutes):
         self.webhook_posts: list[dict[str, Any]] = []
         self.roles: dict[str, list[str]] = {}  # user id -> role ids
         self.role_names: dict[str, str] = {"500": "mods"}  # the guild's roles
+        self.role_permissions: dict[str, int] = {}  # role id -> permission bits (default 0)
+        self.everyone_permissions = MEMBER_PERMISSIONS  # the @everyone role's
+        self.mentionable_roles: set[str] = set()  # roles anyone may ping
+        self.pings: list[Pinged] = []  # who each message made or edited through REST notifies
+        self.pings_allowed_roles: set[str] = set()  # what a test lets the bot ping
+        self.pings_allowed_everyone = False
         self.nicks: dict[str, str] = {u.id: u.nick for u in [self.bot, *self.people] if u.nick}
         self.left: set[str] = set()  # people who left the guild
         self.denied: dict[str, int] = {}  # channel id -> permission bits the bot lacks
@@ -286,7 +313,10 @@ class DiscordServer(RestRoutes):
         return str(payload["id"])
 
     async def command(self, channel_id: str, user: FakeUser, name: str, **options: object) -> None:
-        """Someone runs a slash command: an INTERACTION_CREATE of type 2."""
+        """Someone runs a slash command: an INTERACTION_CREATE of type 2. In a guild,
+        a command whose ``default_member_permissions`` the person lacks is not offered to
+        them (``NotOffered``), as Discord hides it."""
+        self._offered(name, channel_id, user)
         kinds = {str: 3, int: 4, bool: 5}
         data = {
             "id": str(next(self._ids)),
@@ -302,6 +332,28 @@ class DiscordServer(RestRoutes):
             payload["token"], 2, channel_id, None
         )
         await self.dispatch("INTERACTION_CREATE", payload)
+
+    def _offered(self, name: str, channel_id: str, user: FakeUser) -> None:
+        registered = next((c for c in self.commands if c["name"] == name), None)
+        needed = (registered or {}).get("default_member_permissions")
+        if needed is None or not self._in_guild(channel_id):
+            return
+        has = self.member_permissions(user)
+        if not has & PERMISSIONS["ADMINISTRATOR"] and has & int(needed) != int(needed):
+            raise NotOffered(f"Discord does not offer /{name} to {user.name}")
+
+    def member_permissions(self, user: FakeUser) -> int:
+        """A member's permissions in the guild: the owner and administrators have all;
+        anyone else what @everyone and their roles allow (the fake has no per-channel
+        overwrites for people)."""
+        if user.id == self.people[0].id:
+            return ALL_PERMISSIONS  # the guild's owner
+        granted = self.everyone_permissions
+        for role in self.roles.get(user.id, []):
+            granted |= self.role_permissions.get(role, 0)
+        if user.id == self.bot.id or granted & PERMISSIONS["ADMINISTRATOR"]:
+            return ALL_PERMISSIONS
+        return granted
 
     async def start_thread(
         self, starter: dict[str, Any], name: str, by: FakeUser | None = None
@@ -360,10 +412,14 @@ class DiscordServer(RestRoutes):
         retry_after: float = 0.05,
         times: int = 1,
         scope: str = "user",
+        via: bool = True,
     ) -> None:
         """The next ``times`` matching requests get a 429 as Discord sends it; ``scope``
-        ``user``, ``shared`` (a resource limit) or ``global``."""
-        failure = Failure(method, fragment, 429, times, retry_after=retry_after, scope=scope)
+        ``user``, ``shared`` (a resource limit) or ``global``. Without ``via`` the answer
+        lacks the ``Via`` header, as when a REST proxy in between drops it."""
+        failure = Failure(
+            method, fragment, 429, times, retry_after=retry_after, scope=scope, via=via
+        )
         self._failures.append(failure)
 
     async def wait_bot_messages(
@@ -419,7 +475,7 @@ class DiscordServer(RestRoutes):
         member: dict[str, Any] = {
             "nick": self.nicks.get(user.id),
             "avatar": None,
-            "roles": self.roles.get(user.id, []),
+            "roles": [BOT_ROLE] if user.id == self.bot.id else self.roles.get(user.id, []),
             "joined_at": "2026-01-01T00:00:00+00:00",
             "premium_since": None,
             "deaf": False,
@@ -528,6 +584,46 @@ class DiscordServer(RestRoutes):
         ]
         return event
 
+    def _mention(
+        self,
+        message: dict[str, Any],
+        route: str,
+        rules: dict[str, Any],
+        replied: dict[str, Any] | None = None,
+    ) -> None:
+        """Work out who ``message`` notifies under ``rules`` (Discord's allowed mentions),
+        set its ``mentions``, ``mention_roles`` and ``mention_everyone`` to that, and record
+        it in ``pings``."""
+        channel_id = message["channel_id"]
+        in_guild = self._in_guild(channel_id)
+        may_everyone = in_guild and bool(
+            self._bot_permissions(channel_id) & PERMISSIONS["MENTION_EVERYONE"]
+        )
+        roles = {r for r in self.role_names if may_everyone or r in self.mentionable_roles}
+        users, chosen_roles, everyone = pinged_by(
+            message["content"],
+            rules,
+            users={u.id for u in [self.bot, *self.people]},
+            roles=roles if in_guild else set(),
+            everyone=may_everyone,
+            replied=replied["author"]["id"] if replied is not None else None,
+        )
+        known = {u.id: u for u in [self.bot, *self.people]}
+        message["mentions"] = [known[u].payload() for u in sorted(users)]
+        message["mention_roles"] = sorted(chosen_roles)
+        message["mention_everyone"] = everyone
+        pinged = Pinged(route, message["id"], message["content"], users, chosen_roles, everyone)
+        self.pings.append(pinged)
+
+    def unexpected_pings(self) -> list[Pinged]:
+        """Notifications of @everyone, @here or roles the test did not allow."""
+        return [
+            p
+            for p in self.pings
+            if (p.everyone and not self.pings_allowed_everyone)
+            or p.roles - self.pings_allowed_roles
+        ]
+
     def _fake_user(self, user_id: str) -> FakeUser | None:
         return next((u for u in [self.bot, *self.people] if u.id == user_id), None)
 
@@ -552,13 +648,14 @@ class DiscordServer(RestRoutes):
         }
         if self._in_guild(channel_id):
             payload["guild_id"] = self.guild_of(channel_id)
-            payload["member"] = self._member(user) | {"permissions": str((1 << 41) - 1)}
+            permissions = self.member_permissions(user)  # the member's, in the channel
+            payload["member"] = self._member(user) | {"permissions": str(permissions)}
         else:
             payload["user"] = user.payload()
         return payload
 
     def _bot_permissions(self, channel_id: str) -> int:
-        return ((1 << 41) - 1) & ~self.denied.get(channel_id, 0)
+        return ALL_PERMISSIONS & ~self.denied.get(channel_id, 0)
 
     def _overwrites(self, channel_id: str) -> list[dict[str, Any]]:
         denied = self.denied.get(channel_id, 0)
@@ -605,7 +702,7 @@ class DiscordServer(RestRoutes):
         everyone = {
             "id": guild_id,
             "name": "@everyone",
-            "permissions": str((1 << 41) - 1),
+            "permissions": str(self.everyone_permissions),
             "position": 0,
             "color": 0,
             "hoist": False,
@@ -614,9 +711,19 @@ class DiscordServer(RestRoutes):
             "flags": 0,
         }
         roles = [
-            {**everyone, "id": role_id, "name": name, "permissions": "0", "position": 1}
+            {
+                **everyone,
+                "id": role_id,
+                "name": name,
+                "permissions": str(self.role_permissions.get(role_id, 0)),
+                "position": 1,
+                "mentionable": role_id in self.mentionable_roles,
+            }
             for role_id, name in self.role_names.items()
         ]
+        # A bot gets a managed role with the permissions of its invite.
+        bot_role = {**everyone, "id": BOT_ROLE, "name": self.bot.name, "managed": True}
+        roles.append(bot_role | {"permissions": str(ALL_PERMISSIONS), "position": 1})
         everybody = [u for u in [self.bot, *self.people] if self._is_member(u.id)]
         # Without GUILD_PRESENCES, GUILD_CREATE lists only the bot (and voice users).
         listed = everybody if self.intents & INTENT_GUILD_PRESENCES else [self.bot]
@@ -746,6 +853,7 @@ class DiscordServer(RestRoutes):
         key = f"{request.method} {path}"
         self.calls[key] += 1
         self.log.append(key)
+        self.log_times.append(time.monotonic())
         bucket = self._bucket(request.method, path)
         for failure in self._failures:
             matches = path == failure.fragment if failure.exact else failure.fragment in path
@@ -818,4 +926,7 @@ class DiscordServer(RestRoutes):
                 "X-RateLimit-Reset-After": f"{failure.retry_after:.3f}",
                 "X-RateLimit-Bucket": bucket[0],
             }
-        return json_response(body, 429, headers)
+        response = json_response(body, 429, headers)
+        if not failure.via:
+            del response.headers["Via"]
+        return response

@@ -37,7 +37,16 @@ PERMISSIONS = {
     "READ_MESSAGE_HISTORY": 1 << 16,
     "ADD_REACTIONS": 1 << 6,
     "MANAGE_WEBHOOKS": 1 << 29,
+    "MENTION_EVERYONE": 1 << 17,
+    "MANAGE_CHANNELS": 1 << 4,
+    "ADMINISTRATOR": 1 << 3,
 }
+ALL_PERMISSIONS = (1 << 41) - 1
+# What an ordinary member may do (the bits of Discord's permission table): create invites,
+# add reactions, view channels, send messages, embed links, attach files, read history,
+# external emojis, connect, speak, change nickname, use application commands, public
+# threads, send in threads; not Administrator, Manage Channels or Mention Everyone.
+MEMBER_PERMISSIONS = sum(1 << bit for bit in (0, 6, 10, 11, 14, 15, 16, 18, 20, 21, 26, 31, 35, 38))
 
 ERRORS = {  # JSON error codes and their messages, as Discord words them
     0: "General error",
@@ -88,6 +97,11 @@ class FakeUser:
         return user
 
 
+class NotOffered(Exception):
+    """Discord does not offer a command to someone: they lack a permission its
+    ``default_member_permissions`` names, so they cannot run it."""
+
+
 class Refusal(Exception):
     """An HTTP error answer, raised from deep in a route."""
 
@@ -107,6 +121,7 @@ class Failure:
     exact: bool = False  # the whole path, not a part of it
     retry_after: float = 0.05
     scope: str = "user"
+    via: bool = True  # a 429 without Via is what discord.py takes for a Cloudflare ban
 
 
 @dataclass
@@ -251,8 +266,86 @@ def shown_embeds(embeds: list[dict[str, Any]], attachments: list[dict[str, Any]]
     return shown
 
 
-def mentions_user(content: str, user_id: str) -> bool:
-    return f"<@{user_id}>" in content or f"<@!{user_id}>" in content
+# Allowed mentions (Discord's "Allowed Mentions Object"). Without the field a channel
+# message parses every kind of mention; interaction responses, follow-ups and webhooks
+# parse only users. (What an edit without the field does is undocumented: the fake applies
+# the route's default, so a client that leaves it out of an edit is caught.)
+# (Without the field a reply notifies the author replied to; with it, only replied_user.)
+PARSE_ALL: dict[str, Any] = {"parse": ["users", "roles", "everyone"], "replied_user": True}
+PARSE_USERS: dict[str, Any] = {"parse": ["users"], "replied_user": True}
+_MENTION_TYPES = {"users", "roles", "everyone"}
+_MAX_MENTION_IDS = 100
+_USER_MENTION = re.compile(r"<@!?(\d+)>")
+_ROLE_MENTION = re.compile(r"<@&(\d+)>")
+_EVERYONE_MENTION = re.compile(r"@(?:everyone|here)")
+
+
+@dataclass(frozen=True)
+class Pinged:
+    """Who one message created or edited through a route notifies: ``route`` is
+    ``message``, ``edit``, ``webhook``, ``interaction``, ``follow-up`` or ``original``."""
+
+    route: str
+    message_id: str
+    content: str
+    users: frozenset[str]
+    roles: frozenset[str]
+    everyone: bool  # @everyone or @here
+
+
+def mention_rules(body: dict[str, Any], default: dict[str, Any]) -> dict[str, Any]:
+    """The request's ``allowed_mentions`` (the route's default without one). An object
+    Discord refuses is an Invalid Form Body (400, 50035): an unknown type in ``parse``,
+    ``parse`` naming ``users`` (``roles``) beside a non-empty ``users`` (``roles``) list
+    (documented as mutually exclusive), more than 100 ids, a non-boolean ``replied_user``."""
+    given = body.get("allowed_mentions")
+    if given is None:
+        return default
+    if not isinstance(given, dict):
+        raise Refusal(400, 50035)
+    parse = given.get("parse") or []
+    if not isinstance(parse, list) or not set(parse) <= _MENTION_TYPES:
+        raise Refusal(400, 50035)
+    for kind in ("users", "roles"):
+        ids = given.get(kind) or []
+        if not isinstance(ids, list) or len(ids) > _MAX_MENTION_IDS:
+            raise Refusal(400, 50035)
+        if ids and kind in parse:
+            raise Refusal(400, 50035)
+    if not isinstance(given.get("replied_user", False), bool):
+        raise Refusal(400, 50035)
+    return dict(given)
+
+
+def pinged_by(
+    content: str,
+    rules: dict[str, Any],
+    *,
+    users: set[str],
+    roles: set[str],
+    everyone: bool,
+    replied: str | None = None,
+) -> tuple[frozenset[str], frozenset[str], bool]:
+    """(user ids, role ids, @everyone/@here) that ``content`` notifies under ``rules``:
+    only mentions present in the content count (no phantom pings); ``users`` are the
+    accounts that exist, ``roles`` those the sender may ping (mentionable, or it has
+    Mention Everyone), ``everyone`` whether it may ping @everyone; ``replied`` is the
+    author of the message replied to (pinged by default, else with ``replied_user``)."""
+    parse = set(rules.get("parse") or [])
+    named_users = set(_USER_MENTION.findall(content)) & users
+    named_roles = set(_ROLE_MENTION.findall(content)) & roles
+    listed_users = {str(i) for i in rules.get("users") or []}
+    listed_roles = {str(i) for i in rules.get("roles") or []}
+    notified = named_users if "users" in parse else named_users & listed_users
+    if replied is not None and rules.get("replied_user", False):
+        notified |= {replied}
+    chosen_roles = named_roles if "roles" in parse else named_roles & listed_roles
+    said_everyone = _EVERYONE_MENTION.search(content) is not None
+    return (
+        frozenset(notified),
+        frozenset(chosen_roles),
+        everyone and said_everyone and "everyone" in parse,
+    )
 
 
 def now() -> str:

@@ -271,11 +271,25 @@ class BotApp:
     async def _submit(self, event: Event) -> None:
         await self.agent.submit(event)
 
-    async def schedules_command(self, channel: ChannelRef, words: str) -> str:
-        """``/schedules`` lists the channel's schedules; ``/schedules cancel N`` cancels one."""
+    async def schedules_command(
+        self,
+        channel: ChannelRef,
+        words: str,
+        *,
+        requester: Participant | None = None,
+        others: str = "",
+    ) -> str:
+        """``/schedules`` lists the channel's schedules; ``/schedules cancel N`` cancels one:
+        with ``requester``, only one they set (``others``: who else may, for the refusal)."""
         parts = words.split()
         if len(parts) == 2 and parts[0] == "cancel" and parts[1].lstrip("#").isdigit():
             number = int(parts[1].lstrip("#"))
+            if requester is not None:
+                asked = {s.id: s for s in await self.store.schedules(self.key)}.get(number)
+                if asked is not None and asked.created_by.id != requester.id:
+                    who = f"they or {others}" if others else "they"
+                    by = asked.created_by.name
+                    return f"Schedule #{number} was set by {by}: only {who} can cancel it."
             if await self.store.cancel_schedule(self.key, number):
                 self.scheduler.changed()
                 return f"cancelled schedule #{number}"

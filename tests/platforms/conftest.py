@@ -25,7 +25,8 @@ from tests.conftest import ServeApp, bot_config
 async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[DiscordServer]:
     """The fake Discord. Bots reach it through ``api_base_url`` and ``gateway_url``; the
     patches serve tests that drive discord.py's client directly, and put discord.py's
-    process-wide API base back afterwards."""
+    process-wide API base back afterwards. A test fails when the bot notified @everyone,
+    @here or a role it did not allow (``pings_allowed_everyone``, ``pings_allowed_roles``)."""
     server = DiscordServer()
     await server.start()
     monkeypatch.setattr(discord.http.Route, "BASE", server.api)
@@ -33,7 +34,9 @@ async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Discord
         discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(server.gateway)
     )
     yield server
+    unexpected = server.unexpected_pings()  # every test: no @everyone, @here or role ping
     await server.stop()
+    assert not unexpected, f"the bot notified what it may not: {unexpected}"
 
 
 Start = Callable[..., Any]

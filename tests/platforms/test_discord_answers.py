@@ -161,6 +161,38 @@ async def test_a_rate_limited_send_waits_and_posts_once(
     assert fake_discord.calls[SENDING] == 2  # the 429, then the send discord.py waited for
 
 
+async def test_a_429_without_via_is_waited_out_and_posted_once(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    """discord.py takes a 429 without ``Via`` for a Cloudflare ban and does not wait;
+    Salon waits Retry-After (whole seconds) and sends again."""
+    app, _ = await start_bot(FakeProvider(["exactly once"]))
+    fake_discord.rate_limit("POST", "/channels/10/messages", retry_after=0.5, via=False)
+    await ask(fake_discord, GENERAL, fake_discord.user("Alice"), "hi")
+    await fake_discord.wait_bot_messages(GENERAL, 1)
+    await app.agent.wait_idle()
+    assert said(fake_discord) == ["exactly once"]  # no error note, no second copy
+    sends = [
+        t for key, t in zip(fake_discord.log, fake_discord.log_times, strict=True) if key == SENDING
+    ]
+    assert len(sends) == 2
+    assert sends[1] - sends[0] >= 1.0  # Retry-After: 1
+
+
+@pytest.mark.parametrize("via", [True, False])
+async def test_a_429_asking_too_long_a_wait_is_one_clear_error(
+    fake_discord: DiscordServer, start_bot: Start, via: bool
+) -> None:
+    app, _ = await start_bot(FakeProvider(["never shown"]))
+    fake_discord.rate_limit("POST", "/channels/10/messages", retry_after=3600, via=via)
+    await ask(fake_discord, GENERAL, fake_discord.user("Alice"), "hi")
+    await fake_discord.wait_bot_messages(GENERAL, 1)
+    await app.agent.wait_idle()
+    (note,) = said(fake_discord)
+    assert "could not post in #general: rate limited for 3600s" in note, note
+    assert fake_discord.calls[SENDING] == 2  # the 429, then the note
+
+
 async def test_a_100_kb_answer_arrives_whole_in_order_within_the_limit(
     fake_discord: DiscordServer, start_bot: Start
 ) -> None:

@@ -256,3 +256,76 @@ async def test_an_edit_keeps_only_the_attachments_it_lists(
     async with http.patch(f"channels/{GENERAL}/messages/{message['id']}", data=edit) as response:
         edited = await response.json()
     assert [a["filename"] for a in edited["attachments"]] == ["a.png", "c.gif"]
+
+
+async def test_mentions_notify_as_allowed_mentions_says(
+    fake_discord: DiscordServer, http: aiohttp.ClientSession
+) -> None:
+    fake_discord.pings_allowed_everyone, fake_discord.pings_allowed_roles = True, {"500"}
+    alice, bob = fake_discord.user("Alice"), fake_discord.user("Bob")
+    content = f"@here <@&500> <@{alice.id}> <@{bob.id}>"
+
+    async def post(path: str, allowed: dict[str, Any] | None) -> int:
+        body: dict[str, Any] = {"content": content}
+        if allowed is not None:
+            body["allowed_mentions"] = allowed
+        async with http.post(path, json=body) as response:
+            return response.status
+
+    messages = f"channels/{GENERAL}/messages"
+    assert await post(messages, None) == 200  # a channel message parses everything
+    assert await post(messages, {"parse": []}) == 200
+    assert await post(messages, {"parse": ["everyone"], "users": [alice.id]}) == 200
+    for invalid in ({"parse": ["users"], "users": [alice.id]}, {"parse": ["nobody"]}):
+        async with http.post(messages, json={"content": content, "allowed_mentions": invalid}) as r:
+            assert (r.status, (await r.json())["code"]) == (400, 50035)
+    fake_discord.deny(GENERAL, "MENTION_EVERYONE")  # no @here, and the role is not mentionable
+    assert await post(messages, None) == 200
+    async with http.post(f"channels/{GENERAL}/webhooks", json={"name": "hook"}) as response:
+        hook = await response.json()
+    assert await post(f"webhooks/{hook['id']}/{hook['token']}", None) == 204
+    people = frozenset({alice.id, bob.id})
+    assert [(p.route, p.users, p.roles, p.everyone) for p in fake_discord.pings] == [
+        ("message", people, frozenset({"500"}), True),
+        ("message", frozenset(), frozenset(), False),
+        ("message", frozenset({alice.id}), frozenset(), True),
+        ("message", people, frozenset(), False),
+        ("webhook", people, frozenset(), False),  # a webhook parses only users by default
+    ]
+    first = fake_discord.channels[GENERAL][0]
+    assert (first["mention_everyone"], first["mention_roles"]) == (True, ["500"])
+
+
+async def test_interaction_answers_parse_users_unless_told(
+    fake_discord: DiscordServer, http: aiohttp.ClientSession
+) -> None:
+    fake_discord.pings_allowed_roles = {"500"}
+    alice = fake_discord.user("Alice")
+    await fake_discord.command(GENERAL, alice, "ask", question="hi")
+    ((interaction_id, pending),) = fake_discord._interactions.items()
+    content = f"@everyone <@&500> <@{alice.id}>"
+    callback = f"interactions/{interaction_id}/{pending.token}/callback"
+    async with http.post(callback, json={"type": 4, "data": {"content": content}}) as response:
+        assert response.status == 204
+    follow_up = f"webhooks/{fake_discord.bot.id}/{pending.token}"
+    allowed = {"parse": [], "roles": ["500"]}
+    async with http.post(follow_up, json={"content": content, "allowed_mentions": allowed}) as r:
+        assert r.status == 200
+    original = f"{follow_up}/messages/@original"
+    async with http.patch(original, json={"content": content, "allowed_mentions": {}}) as r:
+        assert r.status == 200
+    assert [(p.route, p.users, p.roles, p.everyone) for p in fake_discord.pings] == [
+        ("interaction", frozenset({alice.id}), frozenset(), False),
+        ("follow-up", frozenset(), frozenset({"500"}), False),
+        ("original", frozenset(), frozenset(), False),
+    ]
+
+
+async def test_a_429_can_come_without_via(
+    fake_discord: DiscordServer, http: aiohttp.ClientSession
+) -> None:
+    fake_discord.rate_limit("POST", "/messages", retry_after=2.5, via=False)
+    async with http.post(f"channels/{GENERAL}/messages", json={"content": "hi"}) as response:
+        assert response.status == 429
+        assert "Via" not in response.headers
+        assert response.headers["Retry-After"] == "3"

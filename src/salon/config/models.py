@@ -446,6 +446,29 @@ class IrcConfig(_Strict):
     )
 
 
+class DiscordMentions(_Strict):
+    """Who the bot's messages may notify: Discord's ``allowed_mentions``, sent with every
+    message, edit, webhook post and interaction answer. The model writes the text and the
+    tool arguments, so ``@everyone``, ``@here`` and role mentions notify nobody unless
+    listed here."""
+
+    users: bool = Field(default=True, description="people mentioned by name (@Alice)")
+    roles: list[str] = Field(
+        default_factory=list, description="ids of the roles that may be notified; no others are"
+    )
+    everyone: bool = Field(default=False, description="whether @everyone and @here notify")
+    replied_user: bool = Field(
+        default=True, description="whether a reply notifies the author of the message it answers"
+    )
+
+    @field_validator("roles")
+    @classmethod
+    def _role_ids(cls, roles: list[str]) -> list[str]:
+        if not all(r.isdigit() for r in roles):
+            raise PydanticCustomError("role_id", "role ids are numbers, e.g. '123456789'")
+        return roles
+
+
 class DiscordConfig(_Strict):
     """A Discord bot account. The token is read from ``token_env``."""
 
@@ -464,6 +487,14 @@ class DiscordConfig(_Strict):
     )
     discord_backoff_max: float = Field(default=30.0, ge=0)
     send_retries: int = Field(default=3, ge=0)
+    rate_limit_wait_max: float = Field(
+        default=60.0,
+        ge=30,
+        le=3600,
+        description="seconds a 429's Retry-After may ask Salon to wait before it gives up "
+        "with an error (discord.py's own cap is at least 30)",
+    )
+    mentions: DiscordMentions = Field(default_factory=DiscordMentions)
     api_base_url: Endpoint | None = Field(
         default=None,
         description="Discord's REST API, version included (a REST proxy such as nirn-proxy: "

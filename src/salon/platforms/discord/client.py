@@ -17,10 +17,12 @@ import discord
 import yarl
 from discord import app_commands
 
+from salon.config.models import DiscordMentions
+
 if TYPE_CHECKING:
     from salon.platforms.discord.platform import DiscordPlatform
 
-__all__ = ["AnyClient", "Client", "ShardedClient", "build_client"]
+__all__ = ["AnyClient", "Client", "ShardedClient", "allowed_mentions", "build_client"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +38,19 @@ def _intents() -> discord.Intents:
     intents.guild_reactions = True
     intents.dm_reactions = True
     return intents
+
+
+def allowed_mentions(config: DiscordMentions) -> discord.AllowedMentions:
+    """What the bot's messages may notify, as the config says: discord.py sends it with
+    every message, edit, webhook post and interaction answer of the client (without it
+    Discord notifies every @everyone, @here and role a channel message names)."""
+    roles = [discord.Object(id=int(r)) for r in config.roles]
+    return discord.AllowedMentions(
+        everyone=config.everyone,
+        users=config.users,
+        roles=roles or False,
+        replied_user=config.replied_user,
+    )
 
 
 def point_at(client: discord.Client, api_base_url: str | None, gateway_url: str | None) -> None:
@@ -103,7 +118,11 @@ class Client(_Handlers):
 
     def __init__(self, platform: DiscordPlatform) -> None:
         super().__init__(
-            intents=_intents(), max_messages=None, guild_ready_timeout=platform.guild_ready_timeout
+            intents=_intents(),
+            max_messages=None,
+            guild_ready_timeout=platform.guild_ready_timeout,
+            allowed_mentions=allowed_mentions(platform.config.mentions),
+            max_ratelimit_timeout=platform.config.rate_limit_wait_max,
         )
         self.platform = platform
         self.tree = app_commands.CommandTree(self)
@@ -117,6 +136,8 @@ class ShardedClient(_Handlers, discord.AutoShardedClient):
             intents=_intents(),
             max_messages=None,
             guild_ready_timeout=platform.guild_ready_timeout,
+            allowed_mentions=allowed_mentions(platform.config.mentions),
+            max_ratelimit_timeout=platform.config.rate_limit_wait_max,
             shard_count=shard_count,
             shard_ids=shard_ids,
         )

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import discord
 from discord import app_commands
@@ -52,7 +52,13 @@ from salon.platforms.discord.convert import (
     to_message,
 )
 from salon.platforms.discord.members import MemberCache
-from salon.platforms.discord.refusals import NETWORK_ERRORS, refusal, translated, where
+from salon.platforms.discord.refusals import (
+    NETWORK_ERRORS,
+    refusal,
+    retry_after,
+    translated,
+    where,
+)
 from salon.platforms.discord.showing import FileBatch, ProgressBoard, file_batches
 from salon.platforms.discord.views import ButtonPrompt
 from salon.tasks import TaskState, supervise
@@ -76,6 +82,7 @@ _FETCH_MARGIN = 50  # extra messages fetched so deletions do not force a refetch
 _RANGE_CACHE = 32  # .history stretches kept (dropped on any edit or deletion in the channel)
 _MEMBER_CACHE = 5000  # guild members whose names and roles are kept
 _TOLD_CHANNELS = 1024  # channels whose problems were logged once
+_T = TypeVar("_T")
 _HISTORY = "Read Message History"
 _SEND = "Send Messages"
 
@@ -86,7 +93,20 @@ class MonitorStore(Protocol):
     async def set_monitored(self, bot: str, channel_key: str, on: bool, by: str = "") -> bool: ...
 
 
-SchedulesCommand = Callable[[ChannelRef, str], Awaitable[str]]
+class SchedulesCommand(Protocol):
+    """``/schedules``: lists the channel's schedules or cancels one. With ``requester``,
+    only a schedule they set (``others`` says who else may cancel one)."""
+
+    async def __call__(
+        self,
+        channel: ChannelRef,
+        words: str,
+        *,
+        requester: Participant | None = None,
+        others: str = "",
+    ) -> str: ...
+
+
 GenerateCommand = Callable[[ChannelRef, Participant, dict[str, Any]], Awaitable[str]]
 """``/generate``: runs the image tool for who asked, in the channel; says how it went."""
 ActivityLink = Callable[[], str]  # the answer to /activity: a short-lived link, or why not
@@ -415,30 +435,52 @@ class DiscordPlatform(PlatformBase):
         *,
         silent: bool,
     ) -> Message:
-        nonce = uuid.uuid4().int % (1 << 63)  # Discord drops a repeat with the same nonce
+        nonce = _nonce()
         action = f"post in {where(target)}"
         extra: dict[str, Any] = {"embeds": list(batch.embeds)} if batch and batch.embeds else {}
+
+        def attempt() -> Awaitable[discord.Message]:
+            uploads = batch.uploads() if batch is not None else []  # fresh for each try
+            return target.send(content, files=uploads, nonce=nonce, silent=silent, **extra)
+
+        try:
+            sent = await self._retrying(attempt)
+        except discord.Forbidden as exc:
+            error = refusal(action, exc, needs=_SEND)
+            self._tell_once(channel, str(error))
+            raise error from exc
+        except (discord.DiscordException, *NETWORK_ERRORS) as exc:
+            raise refusal(action, exc, needs=_SEND) from exc
+        return (await self._converted([sent]))[0]
+
+    async def _retrying(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        """``call``, tried again (at most ``send_retries`` times) after a failure worth
+        another try; the last failure is raised as it came. A retried send keeps its
+        nonce, so Discord shows it once."""
         delay = 1.0
-        for attempt in range(self.config.send_retries + 1):
+        for tries in range(self.config.send_retries, -1, -1):
             try:
-                uploads = batch.uploads() if batch is not None else []
-                sent = await target.send(
-                    content, files=uploads, nonce=nonce, silent=silent, **extra
-                )
-            except discord.Forbidden as exc:
-                error = refusal(action, exc, needs=_SEND)
-                self._tell_once(channel, str(error))
-                raise error from exc
+                return await call()
             except (discord.DiscordException, *NETWORK_ERRORS) as exc:
-                passing = isinstance(exc, (discord.DiscordServerError, *NETWORK_ERRORS))
-                if not passing or attempt == self.config.send_retries:
-                    raise refusal(action, exc, needs=_SEND) from exc
-                logger.warning("Discord: send failed (%s); retrying in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
+                wait = self._wait_before_again(exc, delay)
+                if wait is None or tries == 0:
+                    raise
+                logger.warning("Discord: send failed (%s); retrying in %.1fs", exc, wait)
+                await asyncio.sleep(wait)
                 delay = min(delay * 2, self.config.discord_backoff_max)
-            else:
-                return (await self._converted([sent]))[0]
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _wait_before_again(self, exc: BaseException, backoff: float) -> float | None:
+        """Seconds to wait before trying again after ``exc``, or None not to: a server or
+        network error backs off; a 429 that discord.py did not wait out (one without
+        Discord's ``Via`` header, which it takes for a Cloudflare ban) waits its
+        Retry-After, unless that is more than ``rate_limit_wait_max``."""
+        if isinstance(exc, (discord.DiscordServerError, *NETWORK_ERRORS)):
+            return backoff
+        wait = retry_after(exc)
+        if wait is None or wait > self.config.rate_limit_wait_max:
+            return None
+        return wait
 
     async def progress(
         self, channel: ChannelRef, key: str, text: str, *, done: bool = False
@@ -484,8 +526,9 @@ class DiscordPlatform(PlatformBase):
             except (discord.DiscordException, *NETWORK_ERRORS) as exc:
                 self._webhooks.pop(home.id, None)  # perhaps deleted: look again next time
                 logger.info("Discord: no webhook in %s (%s); posting plainly", channel.key, exc)
+        nonce = _nonce()
         with translated(f"post the tool log in {where(target)}", needs=_SEND):
-            await target.send(body)
+            await self._retrying(lambda: target.send(body, nonce=nonce))
 
     async def _webhook(self, channel: discord.TextChannel) -> discord.Webhook:
         if channel.id not in self._webhooks:
@@ -735,8 +778,11 @@ class DiscordPlatform(PlatformBase):
             timeout=request.timeout,
         )
         text = f"{self._bot_name} wants to run {request.description}. Allow?"
+        nonce = _nonce()
         with translated(f"ask for approval in {where(target)}", needs=_SEND):
-            asked = await target.send(text, view=prompt, silent=True)
+            asked = await self._retrying(
+                lambda: target.send(text, view=prompt, silent=True, nonce=nonce)
+            )
         async with self._prompts_changed:
             self.open_prompts += 1
             self._prompts_changed.notify_all()
@@ -763,11 +809,15 @@ class DiscordPlatform(PlatformBase):
     # -- slash commands -----------------------------------------------------------------
 
     def _register_commands(self, tree: app_commands.CommandTree[Any]) -> None:
+        # What changes the bot for everyone in a channel is offered to those who may manage
+        # it; server admins can give it to others in Discord's Integrations settings.
         @tree.command(name="monitor", description="Read and answer every message here")
+        @app_commands.default_permissions(manage_channels=True)
         async def monitor(interaction: discord.Interaction) -> None:
             await self._set_monitor(interaction, on=True)
 
         @tree.command(name="unmonitor", description="Stop reading every message here")
+        @app_commands.default_permissions(manage_channels=True)
         async def unmonitor(interaction: discord.Interaction) -> None:
             await self._set_monitor(interaction, on=False)
 
@@ -784,7 +834,12 @@ class DiscordPlatform(PlatformBase):
             if self._schedules is None:
                 await interaction.response.send_message("Schedules are off.", ephemeral=True)
                 return
-            text = await self._schedules(channel, f"cancel {cancel}" if cancel else "")
+            text = await self._schedules(
+                channel,
+                f"cancel {cancel}" if cancel else "",
+                requester=None if self._steers(interaction) else self._asker(interaction),
+                others="members with Manage Channels" + self._in_roles(),
+            )
             await interaction.response.send_message(text[:1900], ephemeral=True)
 
         @tree.command(name="activity", description="A short-lived link to the activity page")
@@ -792,6 +847,28 @@ class DiscordPlatform(PlatformBase):
             await interaction.response.send_message(
                 self._activity_answer(interaction), ephemeral=True
             )
+
+    def _asker(self, interaction: discord.Interaction) -> Participant:
+        return self._person(interaction.user, interaction.guild)
+
+    def _steers(self, interaction: discord.Interaction) -> bool:
+        """Whether who used a command may change the bot for others (cancel anyone's
+        schedule): in a server, a member with Manage Channels there who holds one of the
+        authorized roles when the bot has them; in DMs, nobody."""
+        if interaction.guild is None or not interaction.permissions.manage_channels:
+            return False
+        return not self._lacks_role(interaction)
+
+    def _lacks_role(self, interaction: discord.Interaction) -> bool:
+        """In a server, when the bot has authorized roles: whether the member holds none."""
+        if interaction.guild is None or not self._authorized_roles:
+            return False
+        return not set(self._asker(interaction).roles) & self._authorized_roles
+
+    def _in_roles(self) -> str:
+        if not self._authorized_roles:
+            return ""
+        return f" in the authorized roles ({', '.join(sorted(self._authorized_roles))})"
 
     def _activity_answer(self, interaction: discord.Interaction) -> str:
         """Only members of an authorized role get a link (it opens every bot's traces)."""
@@ -846,6 +923,16 @@ class DiscordPlatform(PlatformBase):
             logger.warning("Discord: could not answer /generate: %s", exc)
 
     async def _set_monitor(self, interaction: discord.Interaction, *, on: bool) -> None:
+        """Discord offers the command to who may manage the channel (or whom the server's
+        admins chose); Salon asks for an authorized role as well, when the bot has them."""
+        if self._lacks_role(interaction):
+            roles = ", ".join(sorted(self._authorized_roles))
+            await interaction.response.send_message(
+                f"Only members of the authorized roles ({roles}) can change what "
+                f"{self._bot_name} reads here.",
+                ephemeral=True,
+            )
+            return
         key = channel_ref(interaction.channel).key
         changed = await self._monitors.set_monitored(self._bot, key, on, str(interaction.user.id))
         if on:
@@ -870,6 +957,11 @@ class DiscordPlatform(PlatformBase):
         )
         if self._sink is not None:
             await self._sink(MessageEvent(_tagged(message, Tag.ASKED)))
+
+
+def _nonce() -> int:
+    """A send's nonce: Discord drops a repeat with the same one."""
+    return uuid.uuid4().int % (1 << 63)
 
 
 def _tagged(message: Message, tag: Tag) -> Message:

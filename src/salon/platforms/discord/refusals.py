@@ -15,7 +15,7 @@ import discord
 
 from salon.errors import PlatformError
 
-__all__ = ["NETWORK_ERRORS", "refusal", "translated", "where"]
+__all__ = ["NETWORK_ERRORS", "refusal", "retry_after", "translated", "where"]
 
 NETWORK_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
 
@@ -43,12 +43,29 @@ def refusal(action: str, exc: BaseException, *, needs: str = "") -> PlatformErro
         return PlatformError(f"Discord could not {action}: server error {exc.status}")
     if isinstance(exc, discord.RateLimited):
         return PlatformError(f"Discord could not {action}: rate limited for {exc.retry_after:.0f}s")
+    if isinstance(exc, discord.HTTPException) and exc.status == 429:
+        wait = retry_after(exc)
+        said = f"rate limited for {wait:.0f}s" if wait is not None else "rate limited"
+        return PlatformError(f"Discord could not {action}: {said}")
     if isinstance(exc, discord.HTTPException):
-        said = "rate limited" if exc.status == 429 else _said(exc, "refused")
+        said = _said(exc, "refused")
         return PlatformError(f"Discord refused to {action}: {said} (HTTP {exc.status})")
     if isinstance(exc, NETWORK_ERRORS):
         return PlatformError(f"could not {action}: Discord is unreachable ({type(exc).__name__})")
     return PlatformError(f"could not {action}: {exc or type(exc).__name__}")
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The seconds a 429 that discord.py did not wait out asks for (its Retry-After
+    header); None for any other error, or a 429 that names no wait."""
+    if not isinstance(exc, discord.HTTPException) or exc.status != 429:
+        return None
+    header = getattr(exc.response, "headers", {}).get("Retry-After", "")
+    try:
+        wait = float(header)
+    except ValueError:
+        return None
+    return wait if wait >= 0 else None
 
 
 def _forbidden(exc: discord.Forbidden, needs: str) -> str:
