@@ -17,16 +17,17 @@ from salon.agent import Agent
 from salon.agent.conversation.toolrunner import ToolRunner
 from salon.agent.recording.traces import TraceWriter
 from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets, resolve_secrets
-from salon.errors import ConfigError, ConfigProblem
+from salon.errors import ConfigError, ConfigProblem, PlatformError, ToolError
 from salon.llm.base import Provider
 from salon.llm.factory import build_provider, warm_provider
 from salon.llm.local import local_problem
-from salon.model import ChannelRef, Event, Participant, Schedule, ToolCall
+from salon.model import ChannelRef, Event, Message, Participant, Schedule, ToolCall
 from salon.platforms.base import Platform
 from salon.scheduler import Clock, Scheduler
 from salon.store.sqlite import SQLStore, sqlite_url
 from salon.tasks import TaskState, supervise
 from salon.tools.builtin import OPERATOR, ScheduleBook, build_builtin_server
+from salon.tools.chatlog import log_only
 from salon.tools.hub import ServerSpec, ToolHub
 from salon.tools.log import ToolLog
 from salon.tools.outputs import OutputDir
@@ -220,7 +221,9 @@ class BotApp:
                 changed=self.scheduler.changed,
                 check_target=self.check_schedule_target,
             )
-            builtin = build_builtin_server(self.key, self.store, self._users_of, book)
+            builtin = build_builtin_server(
+                self.key, self.store, self._users_of, book, history=self._history_of
+            )
             specs.append(builtin_spec(builtin))
         return specs
 
@@ -338,6 +341,18 @@ class BotApp:
         channel = ChannelRef.from_key(channel_key)
         platform = self.platforms.get(channel.platform)
         return [] if platform is None else await platform.current_users(channel)
+
+    async def _history_of(self, channel: ChannelRef, limit: int) -> Sequence[Message]:
+        """A channel as its platform keeps it (Discord), for the chat-log tools. They read
+        only the channel being answered in, where the answer goes, so they show nobody a
+        channel they cannot read; a refusal (a missing permission) is the tool's error."""
+        platform = self.platforms.get(channel.platform)
+        if platform is None:  # salon tools call --channel discord:…: not connected
+            return await log_only(channel, limit)
+        try:
+            return await platform.history(channel, limit=limit)
+        except PlatformError as exc:
+            raise ToolError(str(exc)) from exc
 
     def unattended_platforms(self) -> list[Platform]:
         """The platforms of the config that run without a terminal (``salon run``)."""

@@ -123,10 +123,10 @@ async def test_a_cancelled_request_still_waiting_never_reaches_the_model() -> No
     assert engine is not None
     assert await asyncio.to_thread(engine.wait_in_flight, 2, 10)
     waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting  # its cancellation has landed before the model is free
     model.allow(1)
     await running
-    with pytest.raises(asyncio.CancelledError):
-        await waiting
     assert await asyncio.to_thread(engine.wait_in_flight, 0, 10)
     assert len(model.calls) == 1
 
@@ -158,10 +158,31 @@ def test_answer_length_is_capped_by_the_provider_and_the_window() -> None:
     assert provider.wire(prefill(max_tokens=1000))["max_tokens"] == 100
 
 
+def test_sampling_settings_reach_the_model_and_a_bots_temperature_wins() -> None:
+    sent = LocalProvider("local", config()).wire(prefill(max_tokens=1000))
+    assert (sent["max_tokens"], sent["temperature"], sent["top_p"]) == (256, 0.2, 0.9)
+    assert sent["repeat_penalty"] == 1.1
+    assert "seed" not in sent  # a new one each answer
+    provider = LocalProvider("local", config(temperature=0.7, repeat_penalty=1.0, seed=3))
+    sent = provider.wire(prefill())
+    assert (sent["temperature"], sent["repeat_penalty"], sent["seed"]) == (0.7, 1.0, 3)
+    bots = LLMRequest(model="m", messages=prefill().messages, prefill=True, temperature=0.0)
+    assert provider.wire(bots)["temperature"] == 0.0
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("context_length", 100), ("queue_size", 0), ("threads", 0), ("max_tokens", 0)],
+    [
+        ("context_length", 100),
+        ("queue_size", 0),
+        ("threads", 0),
+        ("max_tokens", 0),
+        ("temperature", 3),
+        ("top_p", 0),
+        ("repeat_penalty", 0.5),
+        ("seed", -1),
+    ],
 )
-def test_impossible_local_settings_are_refused(key: str, value: int) -> None:
+def test_impossible_local_settings_are_refused(key: str, value: float) -> None:
     with pytest.raises(ValidationError, match=key):
         config(**{key: value})

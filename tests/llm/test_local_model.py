@@ -129,3 +129,27 @@ def test_check_names_a_missing_model_file(local_model: Path, tmp_path: Path) -> 
         f"no model file at {missing}",
     )
     assert local_problem(config()) is None
+
+
+async def test_the_readmes_first_question_gets_a_short_answer_naming_paris(
+    local_model: Path,
+) -> None:
+    """What ``salon chat``'s built-in bot sends for the README's first question (its system
+    prompt, the terminal's ``you:``), sampled as the provider does by default, seed fixed."""
+    provider = LocalProvider("local", config(seed=18))
+    request = LLMRequest(
+        model="smol",
+        system="You are Assistant, a friendly and concise participant in a group chat.\n",
+        messages=(ChatMessage.text("user", "you: What is the capital of France?"),),
+        max_tokens=1024,  # the built-in bot's: the provider's cap is what holds
+    )
+    try:
+        async with asyncio.timeout(100):
+            events = [event async for event in provider.stream(request)]
+    finally:
+        await provider.aclose()
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    usage = next(e.usage for e in events if isinstance(e, UsageEvent))
+    assert usage.output_tokens < 100, text
+    assert "Paris" in text
+    assert [e.reason for e in events if isinstance(e, StopEvent)] == ["stop"]

@@ -37,7 +37,9 @@ providers:
     model: SmolLM2-135M-Instruct    # a label; the file is model_path
     # model_path: ~/models/qwen2.5-1.5b-instruct-q4_k_m.gguf   # any GGUF file
     context_length: 4096            # tokens the model sees; the oldest text is cut to fit
-    max_tokens: 512                 # cap on one answer
+    max_tokens: 256                 # cap on one answer
+    # temperature: 0.2              # sampling; a bot's own temperature wins
+    # repeat_penalty: 1.1           # 1 turns it off: the small model then repeats itself
     # threads: 4                    # CPU threads (default: all it may use)
 
 # Where the database and the log files go (relative to this directory).

@@ -226,10 +226,27 @@ class ProviderConfig(_Strict):
         description="local: CPU threads (default: every CPU Salon may use)",
     )
     max_tokens: int = Field(
-        default=512, gt=0, le=MAX_OUTPUT_TOKENS, description="local: cap on one answer's tokens"
+        default=256, gt=0, le=MAX_OUTPUT_TOKENS, description="local: cap on one answer's tokens"
     )
     queue_size: int = Field(
         default=8, ge=1, le=1000, description="local: requests that may wait for the model"
+    )
+    # Sampling for the small default model (SmolLM2's own recommendation, and llama.cpp's
+    # classic repeat penalty): without the penalty it can loop on a phrase to the cap.
+    temperature: float = Field(
+        default=0.2, ge=0, le=2, description="local: sampling temperature (a bot's wins)"
+    )
+    top_p: float = Field(
+        default=0.9, gt=0, le=1, description="local: nucleus sampling: the likeliest tokens kept"
+    )
+    repeat_penalty: float = Field(
+        default=1.1, ge=1, le=2, description="local: penalty on the last 64 tokens (1: none)"
+    )
+    seed: int | None = Field(
+        default=None,
+        ge=0,
+        lt=2**32,
+        description="local: the sampling seed, the same answer each time (default: a new one)",
     )
     retries: int = Field(default=2, ge=0, le=20)
     backoff_initial: float = Field(default=1.0, ge=0)

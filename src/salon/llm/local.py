@@ -207,16 +207,24 @@ class LocalProvider:
 
     def _kwargs(self, request: LLMRequest) -> dict[str, Any]:
         # Half the window at most, so a long answer never leaves the prompt no room.
-        limit = min(request.max_tokens, self._config.max_tokens, self._config.context_length // 2)
-        kwargs: dict[str, Any] = {"max_tokens": limit}
+        config = self._config
+        limit = min(request.max_tokens, config.max_tokens, config.context_length // 2)
+        # The bot's temperature where it sets one, else the provider's.
+        temperature = config.temperature if request.temperature is None else request.temperature
+        kwargs: dict[str, Any] = {
+            "max_tokens": limit,
+            "temperature": temperature,
+            "top_p": config.top_p,
+            "repeat_penalty": config.repeat_penalty,
+        }
         if request.prefill:
             kwargs["prompt"] = transcript_text(request)
         else:
             kwargs["messages"] = chat_messages(request)
         if request.stop:
             kwargs["stop"] = list(request.stop)
-        if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
+        if config.seed is not None:
+            kwargs["seed"] = config.seed
         return kwargs
 
     async def aclose(self) -> None:

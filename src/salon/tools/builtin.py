@@ -2,8 +2,9 @@
 
 The hub calls them in-process, directly; ``salon tools serve`` wraps the same set into an
 MCP server over stdio for any MCP client. The chat-log tools read the
-store; ``channel`` is filled in by Salon with the channel of the activation, so a bot only
-ever reads the room it is answering in.
+store's log for the terminal and IRC and the platform's own history elsewhere (see
+``salon.tools.chatlog``); ``channel`` is filled in by Salon with the channel of the
+activation, so a bot only ever reads the room it is answering in.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Protocol, TypeVar
 
 from salon.errors import ToolError
 from salon.model import ChannelRef, ChatLine, Participant, Schedule
+from salon.tools.chatlog import ChannelHistory, ChannelLog, ChatLogQueries, log_only
 from salon.tools.native import Annotations, ToolSet
 from salon.tools.timing import next_occurrence, parse_when, zone
 
@@ -37,27 +39,6 @@ OPERATOR = "operator"
 """Requester id of whoever runs ``salon tools call``: the bot's operator."""
 _READ_ONLY = Annotations(read_only=True, destructive=False)
 _MAX_LIMIT = 200
-
-
-class ChatLogQueries(Protocol):
-    """What the chat-log tools need from the store."""
-
-    async def search_chat(
-        self,
-        bot: str,
-        channel_key: str,
-        query: str,
-        *,
-        user: str | None = None,
-        since: datetime | None = None,
-        limit: int = 20,
-    ) -> list[ChatLine]: ...
-
-    async def recent_chat(
-        self, bot: str, channel_key: str, *, limit: int = 50, since: datetime | None = None
-    ) -> list[ChatLine]: ...
-
-    async def channel_stats(self, bot: str, channel_key: str) -> dict[str, object]: ...
 
 
 UsersOf = Callable[[str], Awaitable[Sequence[str]]]
@@ -127,10 +108,17 @@ def _checked(check: Callable[[], _T]) -> _T:
 
 
 def build_builtin_server(
-    bot: str, log: ChatLogQueries, users_of: UsersOf, book: ScheduleBook | None = None
+    bot: str,
+    log: ChatLogQueries,
+    users_of: UsersOf,
+    book: ScheduleBook | None = None,
+    *,
+    history: ChannelHistory = log_only,
 ) -> ToolSet:
+    """``history`` reads channels of platforms that keep their own (``log`` holds the
+    terminal's and IRC's); without it, the chat-log tools refuse those channels."""
     server = ToolSet("salon", instructions="Salon's built-in tools: time, chat log, schedules.")
-    _add_chat_tools(server, bot, log, users_of)
+    _add_chat_tools(server, bot, ChannelLog(log, history), users_of)
     if book is not None:
         _add_schedule_tools(server, bot, book)
     return server
