@@ -245,3 +245,16 @@ async def test_a_schedule_another_process_serves_is_left_to_it_and_looked_at_aga
     await running.advance(timedelta(seconds=1))
     await running.stop()
     assert [e.schedule.id for e in sink.events] == [schedule.id]
+
+
+async def test_a_stored_cron_with_seconds_never_fires_and_ends(store: SQLStore) -> None:
+    """Made before five fields were enforced (or written by hand): it would fire every
+    second, so the scheduler ends it instead, once, with a log line."""
+    sink = Collector(store)
+    schedule = await add(store, cron="* * * * * *")
+    running = await start(store, FakeClock(T0), sink)
+    await running.advance(timedelta(minutes=2))
+    await running.stop()
+    assert sink.events == []
+    assert [s.id for s in await store.schedules("bot", active_only=False)] == [schedule.id]
+    assert await store.schedules("bot") == []

@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from salon.model import Event, Schedule, ScheduledEvent
-from salon.tools.timing import latest_occurrence, next_occurrence
+from salon.tools.timing import CRON_FIELDS, latest_occurrence, next_occurrence
 
 __all__ = ["Clock", "Scheduler", "SystemClock"]
 
@@ -201,6 +201,15 @@ class Scheduler:
             await self._resting.wait_for(lambda: self.rests >= count)
 
     async def _fire(self, schedule: Schedule, now: datetime) -> None:
+        if schedule.cron and len(schedule.cron.split()) != CRON_FIELDS:
+            # Made before five fields were enforced: a seconds field fires every second.
+            logger.warning(
+                "schedule #%d: cron %r is not five fields (schedules go to the minute); ended",
+                schedule.id,
+                schedule.cron,
+            )
+            await self.store.set_next_due(schedule.id, None)
+            return
         if schedule.cron:
             occurrence = latest_occurrence(schedule.cron, schedule.timezone, now)
             following: datetime | None = next_occurrence(schedule.cron, schedule.timezone, now)
