@@ -18,8 +18,11 @@ import asyncio
 import logging
 import random
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Protocol, runtime_checkable
 
 from salon.agent.activation import should_activate
 from salon.agent.conversation import Conversation
@@ -31,7 +34,14 @@ from salon.agent.traces import TraceWriter
 from salon.config import BotConfig, ChannelConfigs, Redactor
 from salon.errors import SalonError
 from salon.llm.base import Provider
-from salon.model import TAG_MONITORED, ChannelRef, Event, MessageEvent, ScheduledEvent
+from salon.model import (
+    TAG_MONITORED,
+    ChannelRef,
+    Event,
+    Message,
+    MessageEvent,
+    ScheduledEvent,
+)
 from salon.platforms.base import Platform
 from salon.store.base import Store
 
@@ -43,6 +53,16 @@ _ERROR_TEXT_LIMIT = 300
 
 TOLD_IN_CHANNEL = "told_in_channel"
 """Log-record attribute: the people in the channel were told of this failure already."""
+
+_TAKEN_MESSAGES = 10_000  # message ids remembered against a platform's redelivery
+_CLOCK_SKEW = timedelta(minutes=1)  # between the platform's timestamps and ours
+
+
+@runtime_checkable
+class AnswerBook(Protocol):
+    """What the store says of messages an earlier process handled (its traces)."""
+
+    async def answered(self, bot: str, platform: str, message_id: str) -> bool: ...
 
 
 @dataclass
@@ -121,6 +141,12 @@ class Agent:
         self._idle = asyncio.Event()
         self._idle.set()
         self.stats = AgentStats()
+        # Platforms deliver at least once (Discord's gateway around a RESUME): a message id
+        # seen before never starts a second activation. Messages older than this process
+        # may have been answered by the one before it: the store's traces tell.
+        self._taken: OrderedDict[str, None] = OrderedDict()
+        self._started = datetime.now(UTC)
+        self._answers = store if isinstance(store, AnswerBook) else None
         self.last_event_at: float | None = None  # time.time() of the newest event
         self.last_answer_at: float | None = None  # of the newest answered activation
 
@@ -146,9 +172,39 @@ class Agent:
         return self._queue.qsize()
 
     async def submit(self, event: Event) -> None:
-        """The platforms' event sink; waits when the queue is full (back-pressure)."""
+        """The platforms' event sink; waits when the queue is full (back-pressure). A
+        message delivered again is dropped here."""
+        if isinstance(event, MessageEvent) and self._taken_before(event.message):
+            logger.info(
+                "message %s in %s delivered again; dropped",
+                event.message.id,
+                event.channel.key,
+            )
+            return
         self.last_event_at = time.time()
         await self._queue.put((time.perf_counter(), event))
+
+    def _taken_before(self, message: Message) -> bool:
+        """Whether this process was handed the message already (the newest
+        ``_TAKEN_MESSAGES`` ids); remembers it otherwise."""
+        key = f"{message.channel.platform}:{message.id}"
+        if key in self._taken:
+            return True
+        self._taken[key] = None
+        if len(self._taken) > _TAKEN_MESSAGES:
+            self._taken.popitem(last=False)
+        return False
+
+    async def _answered_before(self, message: Message) -> bool:
+        """For a message older than this process: whether an earlier process answered it.
+        Newer ones cost no store round trip (only this process can have seen them)."""
+        if self._answers is None or message.created_at >= self._started + _CLOCK_SKEW:
+            return False
+        try:
+            return await self._answers.answered(self.bot, message.channel.platform, message.id)
+        except Exception:  # answering twice is better than not answering
+            logger.exception("could not look up whether %s was answered", message.id)
+            return False
 
     async def run(self) -> None:
         """Process events until cancelled; activations in flight are cancelled with it."""
@@ -199,6 +255,9 @@ class Agent:
         for arrived, event in events:
             platform = self.platforms[event.channel.platform]
             if isinstance(event, MessageEvent) and not await self._activates(platform, event):
+                continue
+            if isinstance(event, MessageEvent) and await self._answered_before(event.message):
+                logger.info("message %s was answered before a restart; dropped", event.message.id)
                 continue
             if activation is None:
                 activation = Activation(event.channel, [event], queued_at=arrived)
