@@ -133,7 +133,9 @@ class ForgetfulStore:
     async def set_next_due(self, schedule_id: int, next_due: datetime | None) -> None:
         raise RuntimeError("process killed")
 
-    async def take_over_fires(self, bot: str, owner: str) -> list[tuple[Schedule, datetime]]:
+    async def take_over_fires(
+        self, bot: str, owner: str
+    ) -> list[tuple[Schedule, datetime, str | None]]:
         return await self.store.take_over_fires(bot, owner)
 
     async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:

@@ -8,9 +8,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from salon.app import BotApp
+from salon.app import SHUTDOWN_GRACE, BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider
+from salon.llm.base import Provider
 from salon.platforms.discord import DiscordPlatform
 from tests.conftest import bot_config
 from tests.fakes.discord_server import DiscordServer
@@ -38,7 +39,7 @@ async def test_a_message_delivered_twice_is_answered_once(
     assert said(fake_discord, RANDOM) == ["Answer two."]
 
 
-def make_app(fake: DiscordServer, tmp_path: Path, provider: FakeProvider) -> BotApp:
+def make_app(fake: DiscordServer, tmp_path: Path, provider: Provider) -> BotApp:
     config = bot_config(
         data_dir=str(tmp_path / "data"),
         platforms={
@@ -58,11 +59,14 @@ def make_app(fake: DiscordServer, tmp_path: Path, provider: FakeProvider) -> Bot
     )
 
 
-async def serve_until(app: BotApp, stop: asyncio.Event) -> Any:
+async def serve_until(
+    app: BotApp, stop: asyncio.Event, grace: float | None = SHUTDOWN_GRACE
+) -> Any:
+    """Serve the app's Discord until ``stop``; answers get ``grace`` seconds then."""
     (platform,) = app.unattended_platforms()
     assert isinstance(platform, DiscordPlatform)
     platform.guild_ready_timeout = 0.5
-    serving = asyncio.create_task(app.serve(stop, [platform]))
+    serving = asyncio.create_task(app.serve(stop, [platform], grace=grace))
     await asyncio.wait_for(platform.ready.wait(), 15)
     return serving
 

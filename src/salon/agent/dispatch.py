@@ -9,7 +9,9 @@ them). Different channels run concurrently, at most ``max_concurrent_activations
 The activation boundary is here: whatever goes wrong inside an activation is logged and
 told in the channel as a note, never propagated; a schedule's occurrence is completed in
 the store once its activation has ended (not when it is cancelled by a stop, so the next
-start answers it).
+start answers it, unless the first message of its answer went out: salon.agent.answerkey).
+A message delivered twice is handled once (``submit``), also across a restart (the store's
+traces).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from salon.agent.activation import should_activate
+from salon.agent.answerkey import FirstSend
 from salon.agent.conversation import Conversation
 from salon.agent.pipeline import Attempt, Pipeline
 from salon.agent.recording import Recorder
@@ -259,6 +262,9 @@ class Agent:
             if isinstance(event, MessageEvent) and await self._answered_before(event.message):
                 logger.info("message %s was answered before a restart; dropped", event.message.id)
                 continue
+            if isinstance(event, ScheduledEvent) and await self._shown_before(platform, event):
+                await self._complete_schedules([event], "done")
+                continue
             if activation is None:
                 activation = Activation(event.channel, [event], queued_at=arrived)
             else:
@@ -295,7 +301,8 @@ class Agent:
     async def _run_in_turn(self, key: str, lane: _Lane, activation: Activation) -> None:
         try:
             async with lane.lock:
-                lane.pending = None
+                lane.pending = None  # no trigger joins it from here on
+                activation.first_send = self._first_send(activation)
                 async with self._slots:
                     await self._activate_guarded(activation)
                 self.stats.activations += 1
@@ -356,6 +363,46 @@ class Agent:
         if self._providers is None or config.provider == self.config.provider:
             return self.provider
         return self._providers(config)
+
+    def _first_send(self, activation: Activation) -> FirstSend | None:
+        """For an answer that owes schedule occurrences: the key of its first message."""
+        fires = [
+            (event.schedule.id, event.due)
+            for event in activation.triggers
+            if isinstance(event, ScheduledEvent)
+        ]
+        if not fires:
+            return None
+        store = self.store
+
+        async def record(key: str) -> None:
+            await store.answering(fires, key)
+
+        return FirstSend(record)
+
+    async def _shown_before(self, platform: Platform, event: ScheduledEvent) -> bool:
+        """Whether the answer a stopped process began for this occurrence reached the
+        channel (its first message, under the recorded key): then it is not answered again.
+        Where the platform cannot tell, or asking fails, it is answered again."""
+        if event.answer_key is None:
+            return False
+        schedule = event.schedule
+        note = (
+            f"({self.config.name} restarted while answering scheduled task #{schedule.id}; "
+            "answering it now)"
+        )
+        try:
+            shown = await platform.sent_before(event.channel, event.answer_key, note=note)
+        except Exception:
+            logger.exception("schedule #%d: could not ask whether its answer went out", schedule.id)
+            return False
+        if shown is None:
+            logger.info(
+                "schedule #%d: %s cannot tell if its answer went out", schedule.id, platform.name
+            )
+        elif shown:
+            logger.info("schedule #%d: its answer went out before the restart", schedule.id)
+        return bool(shown)
 
     async def _complete_schedules(self, events: list[Event], status: str) -> None:
         for event in events:

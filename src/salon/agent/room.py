@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
+from salon.agent.answerkey import FirstSend
 from salon.agent.recording import Recorder
 from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Resolved
 from salon.context import RollState, is_visible, m_command, roll, select_context
@@ -57,6 +58,7 @@ class Activation:
     channel: ChannelRef
     triggers: list[Event]
     queued_at: float | None = None  # time.perf_counter() when its first event arrived
+    first_send: FirstSend | None = None  # set when it starts, if it answers schedules
 
     @property
     def trigger(self) -> Message | None:

@@ -78,6 +78,7 @@ _FETCH_MARGIN = 50  # extra messages fetched so deletions do not force a refetch
 _RANGE_CACHE = 32  # .history stretches kept (dropped on any edit or deletion in the channel)
 _MEMBER_CACHE = 5000  # guild members whose names and roles are kept
 _TOLD_CHANNELS = 1024  # channels whose problems were logged once
+_READY_WAIT = 60.0  # seconds sent_before waits for the connection, at start
 _HISTORY = "Read Message History"
 _SEND = "Send Messages"
 
@@ -398,12 +399,14 @@ class DiscordPlatform(PlatformBase):
         *,
         files: Sequence[Attachment] = (),
         note: bool = False,
+        key: str | None = None,
     ) -> Message:
-        """Images go in embeds (an attachment each, titled and linked), ten to a message."""
+        """Images go in embeds (an attachment each, titled and linked), ten to a message.
+        ``key`` is the first message's nonce (see ``sent_before``)."""
         target = await self._channel(channel)
         content = to_discord_mentions(text, self._known_people(channel, target))
         batches: list[FileBatch | None] = [*file_batches(files)] or [None]
-        first = await self._post(channel, target, content, batches[0], silent=note)
+        first = await self._post(channel, target, content, batches[0], silent=note, nonce=key)
         for batch in batches[1:]:
             await self._post(channel, target, "", batch, silent=note)
         return first
@@ -416,8 +419,10 @@ class DiscordPlatform(PlatformBase):
         batch: FileBatch | None,
         *,
         silent: bool,
+        nonce: int | str | None = None,
     ) -> Message:
-        nonce = uuid.uuid4().int % (1 << 63)  # Discord drops a repeat with the same nonce
+        if nonce is None:  # Discord drops a repeat with the same nonce
+            nonce = uuid.uuid4().int % (1 << 63)
         action = f"post in {where(target)}"
         extra: dict[str, Any] = {"embeds": list(batch.embeds)} if batch and batch.embeds else {}
         delay = 1.0
@@ -441,6 +446,17 @@ class DiscordPlatform(PlatformBase):
             else:
                 return (await self._converted([sent]))[0]
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
+        """Discord shows no nonce on a fetched message, but a message created with a nonce
+        this bot used in the last few minutes (``enforce_nonce``) comes back as the message
+        made then, and nothing new is posted. So ``note`` goes out under ``key``: another
+        message coming back is the one sent before. Past those minutes the note is posted
+        and the answer comes again (at least once)."""
+        await asyncio.wait_for(self.ready.wait(), _READY_WAIT)  # taken over at start
+        target = await self._channel(channel)
+        came_back = await self._post(channel, target, note, None, silent=True, nonce=key)
+        return came_back.text != note
 
     async def progress(
         self, channel: ChannelRef, key: str, text: str, *, done: bool = False
