@@ -1,6 +1,7 @@
 """kill -9 between a schedule's answer on screen and its occurrence completed in the store:
-the next process finds the answer under its key (the chat log, written before the screen)
-and completes the occurrence instead of answering it a second time."""
+the next process finds the answer under its key (the terminal: in the chat log, written
+before the screen; Discord: as the message's nonce) and completes the occurrence instead
+of answering it a second time."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from salon.config.example import write_example
 from salon.model import ChannelRef, Participant, Schedule
 from salon.store.sqlite import SQLStore, sqlite_url
+from tests.fakes.discord_server import DiscordServer
 from tests.fakes.llm_server import LLMServer, Scripted
 
 FIRST = "Assistant: Done: #1"
@@ -104,3 +106,77 @@ async def test_a_schedule_answer_shown_before_a_kill_is_not_answered_again(
         resume.set()
     assert AGAIN not in shown
     assert FIRST not in shown
+
+
+async def test_on_discord_a_schedule_answer_shown_before_a_kill_is_not_answered_again(
+    tmp_path: Path, llm_server: LLMServer
+) -> None:
+    """The same with ``salon run`` on the fake Discord (other processes: nothing patched):
+    the first message went out with the occurrence's nonce, and the next process's note
+    under that nonce brings the message back instead of posting."""
+    fake = DiscordServer()
+    await fake.start()
+    root = tmp_path / "config"
+    (root / "bots").mkdir(parents=True)
+    (root / "bots" / "assistant.yaml").write_text(
+        f"""\
+name: Assistant
+providers:
+  test: {{type: openai, model: m, base_url: "{llm_server.base_url}/v1", api_key_env: TEST_KEY,
+          retries: 0}}
+provider: test
+process_lease: 1
+platforms:
+  discord:
+    token_env: DISCORD_TOKEN
+    api_base_url: {fake.api}
+    gateway_url: {fake.gateway}
+""",
+        encoding="utf-8",
+    )
+    db = root / "data" / "salon.db"
+    env = {**os.environ, "DISCORD_TOKEN": "token-123", "TEST_KEY": "k"}
+    resume = asyncio.Event()
+    llm_server.queue(
+        Scripted(chunks=["Done: #1\n\n", "More."], pause_before_chunk=1, resume=resume)
+    )
+    llm_server.default.text = "Again: #1"
+
+    async def bot() -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "salon", "run", str(root), "--bot", "assistant",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, env=env,
+        )  # fmt: skip
+
+    try:
+        proc = await bot()
+        try:
+            await fake.wait_calls("PUT /applications/100/commands", 1, within=WAIT)  # ready
+            store = SQLStore(sqlite_url(db))
+            await store.open()
+            due = datetime.now(UTC)
+            channel = ChannelRef("discord", "10")
+            who = Participant("alice", "Alice")
+            await store.create_schedule(
+                Schedule(
+                    0, "assistant", channel, "task", "UTC", at=due, created_by=who, next_due=due
+                )
+            )
+            await store.close()
+            await fake.wait_bot_messages("10", 1, within=WAIT)  # noticed within a second
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            await proc.wait()
+        assert fire_status(db) == "claimed"
+
+        again = await bot()
+        try:
+            await until_done(db)
+        finally:
+            again.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(again.wait(), WAIT)
+            resume.set()
+        said = [m["content"] for m in fake.channels["10"] if m["author"]["id"] == fake.bot.id]
+    finally:
+        await fake.stop()
+    assert said == ["Done: #1"]
