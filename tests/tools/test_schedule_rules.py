@@ -69,6 +69,16 @@ async def test_a_cron_closer_together_than_the_minimum_is_refused(store: SQLStor
     assert len(await store.schedules("salon")) == 2
 
 
+async def test_a_daily_time_is_a_day_apart_across_daylight_saving(store: SQLStore) -> None:
+    """When Paris's clocks go back, croniter fires 02:00 twice, an hour apart: that is not
+    the interval the cron asks for."""
+    arguments = {"when": "0 2 * * *", "prompt": "p", "timezone": "Europe/Paris"}
+    result = await tools(store, min_interval=7200.0).call(
+        "schedule_create", arguments | {"channel": "memory:general", "requester_id": "alice"}
+    )
+    assert not result.is_error, result.content
+
+
 async def test_every_minute_is_the_default_minimum(store: SQLStore) -> None:
     assert not (await create(tools(store), "* * * * *")).is_error
 

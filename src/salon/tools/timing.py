@@ -101,20 +101,23 @@ def latest_occurrence(cron: str, timezone: str, at_or_before: datetime) -> datet
 
 
 def shortest_gap(cron: str, timezone: str, after: datetime) -> timedelta:
-    """The shortest time between two occurrences of ``cron``, looked for among the next
-    ``_GAP_SAMPLES`` occurrences within a year. Every allowed day has the same times, so
-    the closest times of a day show on the first day and the closest across midnight
-    within a year; that bounds the search without expanding the fields by hand."""
+    """The shortest time between two occurrences of ``cron`` on the clock of its timezone,
+    looked for among the next ``_GAP_SAMPLES`` occurrences within a year. Every allowed
+    day has the same times, so the closest times of a day show on the first day and the
+    closest across midnight within a year; that bounds the search without expanding the
+    fields by hand. On the clock, a daily time stays a day apart across daylight saving
+    (an hour shorter in real time), and the hour that repeats when clocks go back (croniter
+    fires it twice) is not taken for a gap."""
     it = _croniter()(cron, after.astimezone(zone(timezone)))
     previous: datetime = it.get_next(datetime)
     end = previous + _GAP_SPAN
     shortest: timedelta | None = None
     for _ in range(_GAP_SAMPLES):
         current: datetime = it.get_next(datetime)
-        gap = current.astimezone(UTC) - previous.astimezone(UTC)
-        shortest = gap if shortest is None else min(shortest, gap)
+        gap = current.replace(tzinfo=None) - previous.replace(tzinfo=None)
+        if gap > timedelta(0):
+            shortest = gap if shortest is None else min(shortest, gap)
         if current > end:
             break
         previous = current
-    assert shortest is not None  # the loop runs at least once
-    return shortest
+    return shortest if shortest is not None else _GAP_SPAN
