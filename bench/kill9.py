@@ -8,7 +8,11 @@ many times over. Every answer it printed must be in the chat log afterwards.
 ``salon chat`` is killed and started again at random moments; the model's answer names the
 schedules it was asked about, so the printed answers tell which were answered. After the
 last (clean) run, every schedule must have been answered; ``kill9_duplicate_schedule_answers``
-counts those answered twice (killed after the answer showed, before it was recorded).
+counts those answered twice (killed after the answer showed, before it was recorded: the
+next process finds the answer's first line under its key in the chat log and does not
+answer again). That window is milliseconds wide, so random kills seldom fall in it;
+``kill9_lingering_duplicate_answers`` runs the same with answers of two paragraphs, the
+second coming ``LINGER`` seconds after the first, which most kills fall into.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from salon.store.sqlite import SQLStore, sqlite_url
 
 ROUNDS = 30
 ANSWER = "Noted."
+LINGER = 2.0  # seconds between an answer's two paragraphs, in the lingering run
 
 
 def bot_lines(db: Path) -> int:
@@ -126,6 +131,14 @@ def _done(request: Recorded) -> Scripted:
     return Scripted(text="Done: " + " ".join(f"#{i}" for i in ids) if ids else "Nothing due.")
 
 
+def _done_lingering(request: Recorded) -> Scripted:
+    """As ``_done``, then a second paragraph ``LINGER`` seconds later."""
+    first = _done(request).text
+    resume = asyncio.Event()
+    asyncio.get_running_loop().call_later(LINGER, resume.set)
+    return Scripted(chunks=[first + "\n\n", "(done)"], pause_before_chunk=1, resume=resume)
+
+
 async def _schedules(root: Path, count: int, every: float) -> None:
     store = SQLStore(sqlite_url(root / "data" / "salon.db"))
     await store.open()
@@ -149,16 +162,37 @@ async def _schedules(root: Path, count: int, every: float) -> None:
         await store.close()
 
 
+async def _claims_settled(db: Path) -> None:
+    """Until no occurrence is claimed and not completed (the bot writes the database from
+    another process: polled)."""
+    while True:
+        with sqlite3.connect(db) as conn:
+            (open_claims,) = conn.execute(
+                "SELECT count(*) FROM schedule_fires WHERE status = 'claimed'"
+            ).fetchone()
+        if not open_claims:
+            return
+        await asyncio.sleep(0.1)
+
+
 async def _schedule_round(
-    root: Path, server: LLMServer, shown: Counter[int], seconds: float | None, count: int
+    root: Path,
+    server: LLMServer,
+    shown: Counter[int],
+    seconds: float | None,
+    count: int,
+    *,
+    after_answer: bool = False,
 ) -> None:
-    """One run, killed after ``seconds`` (None: ends cleanly once all ``count`` schedules
-    were answered, or after a minute)."""
+    """One run, killed after ``seconds`` (counted from its first answer on screen with
+    ``after_answer``, if one comes within ten seconds; None: ends cleanly once all
+    ``count`` schedules were answered and no claim is left open, or after a minute)."""
     proc = await _chat(root, server)
     assert proc.stdout is not None
     assert proc.stdin is not None
 
     all_shown = asyncio.Event()
+    answered = asyncio.Event()
     if len(shown) >= count:
         all_shown.set()
 
@@ -167,6 +201,7 @@ async def _schedule_round(
             found = _DONE.match(raw.decode(errors="replace").rstrip("\n"))
             if found:
                 shown.update(int(i) for i in found[1].replace("#", " ").split())
+                answered.set()
                 if len(shown) >= count:
                     all_shown.set()
 
@@ -174,29 +209,41 @@ async def _schedule_round(
     if seconds is None:
         with contextlib.suppress(TimeoutError):  # what is still missing then counts as lost
             await asyncio.wait_for(all_shown.wait(), 60)
+            # Claims of killed processes are taken over once their leases run out: until
+            # then an occurrence they showed may still be answered a second time.
+            await asyncio.wait_for(_claims_settled(root / "data" / "salon.db"), 60)
         proc.stdin.close()  # end of input: answers in progress still come, then it exits
         await asyncio.wait_for(proc.wait(), 60)
     else:
+        if after_answer:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(answered.wait(), 10)
         await asyncio.sleep(seconds)
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
     await asyncio.wait_for(reading, 10)
 
 
-async def measure_schedules(count: int = 60, every: float = 0.2, seed: int = 4) -> dict[str, int]:
+async def measure_schedules(
+    count: int = 60, every: float = 0.2, seed: int = 4, *, linger: bool = False
+) -> dict[str, int]:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "bots"
         write_example(root, model="m")
         (root / "data").mkdir()
         async with LLMServer() as server:
-            server.respond = _done
+            server.respond = _done_lingering if linger else _done
             await _schedules(root, count, every)
             shown: Counter[int] = Counter()
             last_due = time.monotonic() + 1 + count * every
             kills = 0
             while time.monotonic() < last_due + 1:
-                await _schedule_round(root, server, shown, rng.uniform(0.8, 2.5), count)
+                if linger:  # a moment while an answer is on screen, its end still to come
+                    wait = rng.uniform(0.0, LINGER)
+                    await _schedule_round(root, server, shown, wait, count, after_answer=True)
+                else:
+                    await _schedule_round(root, server, shown, rng.uniform(0.8, 2.5), count)
                 kills += 1
             await _schedule_round(root, server, shown, None, count)
     ids = set(range(1, count + 1))
@@ -210,10 +257,13 @@ async def measure_schedules(count: int = 60, every: float = 0.2, seed: int = 4) 
 async def run() -> list[Figure]:
     result = await measure()
     schedules = await measure_schedules()
+    lingering = await measure_schedules(linger=True)
     return [
         Figure("kill9_lost_shown_lines", result["lost"], "lines", target=0),
         Figure("kill9_shown_lines", result["shown"], "lines"),
         Figure("kill9_lost_schedule_answers", schedules["lost"], "schedules", target=0),
-        Figure("kill9_duplicate_schedule_answers", schedules["duplicates"], "schedules"),
+        Figure("kill9_duplicate_schedule_answers", schedules["duplicates"], "schedules", target=0),
+        Figure("kill9_lingering_duplicate_answers", lingering["duplicates"], "schedules", target=0),
+        Figure("kill9_lingering_lost_answers", lingering["lost"], "schedules", target=0),
         Figure("kill9_schedule_kills", schedules["kills"], "kills"),
     ]

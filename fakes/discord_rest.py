@@ -37,6 +37,8 @@ from fakes.discord_wire import (
     shown_embeds,
 )
 
+MAX_NONCE = 25  # characters of a message nonce (Create Message)
+
 __all__ = ["RestRoutes"]
 
 
@@ -254,8 +256,13 @@ class RestRoutes:
         self._check(channel_id, "SEND_MESSAGES")
         body, files = await body_and_files(request)
         nonce = body.get("nonce")
-        if nonce and body.get("enforce_nonce") and str(nonce) in self._nonces:
-            return json_response(self._nonces[str(nonce)])  # Discord's answer to a retried send
+        if nonce is not None and len(str(nonce)) > MAX_NONCE:
+            return error_response(400, 50035)
+        # enforce_nonce: a message this author made with the same nonce comes back instead
+        # (Discord keeps them a few minutes; the fake for its whole life).
+        seen = f"{acting.id}:{nonce}"
+        if nonce and body.get("enforce_nonce") and seen in self._nonces:
+            return json_response(self._nonces[seen])  # Discord's answer to a retried send
         content = body.get("content") or ""
         rules = mention_rules(body, PARSE_ALL)
         embeds = body.get("embeds") or []
@@ -273,7 +280,7 @@ class RestRoutes:
         self._mention(message, "message", rules, replied)
         if nonce is not None:
             message["nonce"] = nonce
-            self._nonces[str(nonce)] = message
+            self._nonces[seen] = message
         message["components"] = body.get("components") or []
         self._attach(message, body, files)
         return json_response(await self._publish(message))

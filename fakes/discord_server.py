@@ -232,6 +232,11 @@ class DiscordServer(RestRoutes):
             message["attachments"].append(self._attachment(filename, content_type, data))
         return await self._publish(message)
 
+    async def redeliver(self, message: dict[str, Any]) -> None:
+        """Dispatch a message's MESSAGE_CREATE once more, as the gateway may around a
+        RESUME (events are at least once); nothing new is posted."""
+        await self.dispatch("MESSAGE_CREATE", self._event_message(message))
+
     async def edit(self, message: dict[str, Any], content: str) -> None:
         message["content"] = content
         message["edited_timestamp"] = now()

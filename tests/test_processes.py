@@ -67,6 +67,22 @@ async def test_only_a_dead_processs_claims_are_taken_over(database: Database) ->
         await store.close()
 
 
+async def test_a_claim_taken_over_carries_the_key_its_answer_began_under(
+    database: Database,
+) -> None:
+    one, two = [s async for s in stores(database, "one", "two")]
+    began, quiet = await one.create_schedule(one_shot(T0)), await one.create_schedule(one_shot(T0))
+    await one.renew_lease("bot", 60)
+    for made in (began, quiet):
+        assert await one.claim_fire(made.id, T0, "one")
+    await one.answering([(began.id, T0)], "k1")  # its first message goes out next
+    await one.renew_lease("bot", -1)
+    taken = await two.take_over_fires("bot", "two")
+    assert sorted((s.id, key) for s, _, key in taken) == [(began.id, "k1"), (quiet.id, None)]
+    for store in (one, two):
+        await store.close()
+
+
 async def test_approvals_of_a_living_process_are_not_stale(database: Database) -> None:
     one, two = [s async for s in stores(database, "one", "two")]
     await one.renew_lease("bot", 60)

@@ -133,7 +133,9 @@ class ForgetfulStore:
     async def set_next_due(self, schedule_id: int, next_due: datetime | None) -> None:
         raise RuntimeError("process killed")
 
-    async def take_over_fires(self, bot: str, owner: str) -> list[tuple[Schedule, datetime]]:
+    async def take_over_fires(
+        self, bot: str, owner: str
+    ) -> list[tuple[Schedule, datetime, str | None]]:
         return await self.store.take_over_fires(bot, owner)
 
     async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:
@@ -245,3 +247,16 @@ async def test_a_schedule_another_process_serves_is_left_to_it_and_looked_at_aga
     await running.advance(timedelta(seconds=1))
     await running.stop()
     assert [e.schedule.id for e in sink.events] == [schedule.id]
+
+
+async def test_a_stored_cron_with_seconds_never_fires_and_ends(store: SQLStore) -> None:
+    """Made before five fields were enforced (or written by hand): it would fire every
+    second, so the scheduler ends it instead, once, with a log line."""
+    sink = Collector(store)
+    schedule = await add(store, cron="* * * * * *")
+    running = await start(store, FakeClock(T0), sink)
+    await running.advance(timedelta(minutes=2))
+    await running.stop()
+    assert sink.events == []
+    assert [s.id for s in await store.schedules("bot", active_only=False)] == [schedule.id]
+    assert await store.schedules("bot") == []

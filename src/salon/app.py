@@ -155,6 +155,7 @@ class BotApp:
             serves=self._serves,
         )
         self.outputs = OutputDir(data_dir(root, config), config.outputs, timezone=config.timezone)
+        self.schedule_book: ScheduleBook | None = None  # the schedule tools' rules
         specs = self._server_specs(extra_servers)
         self._server_names = {s.name for s in specs}
         self.hub = ToolHub(specs, redact=secrets.redactor(), outputs=self.outputs)
@@ -220,7 +221,10 @@ class BotApp:
                 now=self.scheduler.clock.now,
                 changed=self.scheduler.changed,
                 check_target=self.check_schedule_target,
+                min_interval=self.config.schedule_min_interval,
+                max_recurring=self.config.schedule_max_recurring,
             )
+            self.schedule_book = book
             builtin = build_builtin_server(
                 self.key, self.store, self._users_of, book, history=self._history_of
             )
@@ -483,6 +487,9 @@ class BotApp:
         self.channel_configs = configs.channel_configs(self.key)
         self.traces.settings, self.traces.prices = self.config.traces, dict(self.config.prices)
         self.scheduler.misfire_grace = timedelta(seconds=self.config.misfire_grace)
+        if self.schedule_book is not None:
+            self.schedule_book.min_interval = self.config.schedule_min_interval
+            self.schedule_book.max_recurring = self.config.schedule_max_recurring
         if self._agent is not None:
             self._agent.reconfigure(self.config, self.channel_configs)
 

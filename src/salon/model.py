@@ -181,6 +181,9 @@ class ScheduledEvent:
     schedule: Schedule
     due: datetime
     kind: Literal["scheduled"] = "scheduled"
+    # Taken over from a process that stopped: the key its answer's first message went out
+    # under (None: nothing was sent), to ask the platform whether it was shown.
+    answer_key: str | None = None
 
     @property
     def channel(self) -> ChannelRef:

@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from salon.model import Event, Schedule, ScheduledEvent
-from salon.tools.timing import latest_occurrence, next_occurrence
+from salon.tools.timing import CRON_FIELDS, latest_occurrence, next_occurrence
 
 __all__ = ["Clock", "Scheduler", "SystemClock"]
 
@@ -71,7 +71,9 @@ class ScheduleStore(Protocol):
         self, schedule_id: int, due: datetime, status: str = "done"
     ) -> None: ...
 
-    async def take_over_fires(self, bot: str, owner: str) -> list[tuple[Schedule, datetime]]: ...
+    async def take_over_fires(
+        self, bot: str, owner: str
+    ) -> list[tuple[Schedule, datetime, str | None]]: ...
 
     async def schedules_signature(self, bot: str) -> tuple[int, int]: ...
 
@@ -172,7 +174,7 @@ class Scheduler:
             await asyncio.sleep(self.poll_interval)
 
     async def _take_over(self) -> None:
-        for schedule, due in await self.store.take_over_fires(self.bot, self.owner):
+        for schedule, due, key in await self.store.take_over_fires(self.bot, self.owner):
             if self.clock.now() - due > self.misfire_grace:
                 logger.warning(
                     "schedule #%d: the unanswered occurrence at %s is older than the misfire "
@@ -187,7 +189,9 @@ class Scheduler:
                 schedule.id,
                 due.isoformat(),
             )
-            await self.sink(ScheduledEvent(schedule, due))
+            # With a key, its answer had begun: the agent asks the platform whether it
+            # was shown before answering (salon.agent.dispatch).
+            await self.sink(ScheduledEvent(schedule, due, answer_key=key))
 
     async def _rested(self) -> None:
         async with self._resting:
@@ -201,6 +205,15 @@ class Scheduler:
             await self._resting.wait_for(lambda: self.rests >= count)
 
     async def _fire(self, schedule: Schedule, now: datetime) -> None:
+        if schedule.cron and len(schedule.cron.split()) != CRON_FIELDS:
+            # Made before five fields were enforced: a seconds field fires every second.
+            logger.warning(
+                "schedule #%d: cron %r is not five fields (schedules go to the minute); ended",
+                schedule.id,
+                schedule.cron,
+            )
+            await self.store.set_next_due(schedule.id, None)
+            return
         if schedule.cron:
             occurrence = latest_occurrence(schedule.cron, schedule.timezone, now)
             following: datetime | None = next_occurrence(schedule.cron, schedule.timezone, now)

@@ -72,6 +72,19 @@ async def test_traces_are_listed_newest_first_and_read_whole(store: SQLStore) ->
     assert await store.trace_for_message("msg-2") == ids[2]
 
 
+async def test_a_message_counts_as_answered_by_its_bot_unless_a_stop_cut_it(
+    store: SQLStore,
+) -> None:
+    cut = make_trace(2)
+    cut.outcome = "cancelled"
+    await store.write_traces([make_trace(1), cut, make_trace(3, bot="other")])
+    assert await store.answered("salon", "memory", "msg-1")
+    assert not await store.answered("salon", "discord", "msg-1")  # another platform's id
+    assert not await store.answered("salon", "memory", "msg-2")  # cut by a stop: owed
+    assert not await store.answered("salon", "memory", "msg-3")  # another bot answered
+    assert not await store.answered("salon", "memory", "msg-4")
+
+
 async def test_a_secret_never_reaches_a_stored_trace(store: SQLStore) -> None:
     failing = make_trace(1)
     failing.outcome, failing.error = "error", f"bad key {SECRET}"

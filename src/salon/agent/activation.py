@@ -7,6 +7,7 @@ import random
 import re
 from dataclasses import dataclass
 
+from salon.agent.answerkey import FirstSend
 from salon.config import BotConfig
 from salon.context import RollState, is_visible, m_command
 from salon.model import (
@@ -69,6 +70,7 @@ class Activation:
     channel: ChannelRef
     triggers: list[Event]
     queued_at: float | None = None  # time.perf_counter() when its first event arrived
+    first_send: FirstSend | None = None  # set when it starts, if it answers schedules
 
     @property
     def trigger(self) -> Message | None:

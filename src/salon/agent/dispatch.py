@@ -9,7 +9,9 @@ them). Different channels run concurrently, at most ``max_concurrent_activations
 The activation boundary is here: whatever goes wrong inside an activation is logged and
 told in the channel as a note, never propagated; a schedule's occurrence is completed in
 the store once its activation has ended (not when it is cancelled by a stop, so the next
-start answers it).
+start answers it, unless the first message of its answer went out: salon.agent.answerkey).
+A message delivered twice is handled once (``submit``), also across a restart (the store's
+traces).
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ import asyncio
 import logging
 import random
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Protocol, runtime_checkable
 
 from salon.agent.activation import Activation, should_activate
+from salon.agent.answerkey import FirstSend
 from salon.agent.conversation.answer import Conversation
 from salon.agent.conversation.toolrunner import ToolRunner
 from salon.agent.pipeline.steps import Attempt, Pipeline
@@ -31,7 +37,7 @@ from salon.agent.room import Room
 from salon.config import BotConfig, ChannelConfigs, Redactor
 from salon.errors import SalonError
 from salon.llm.base import Provider
-from salon.model import ChannelRef, Event, MessageEvent, ScheduledEvent, Tag
+from salon.model import ChannelRef, Event, Message, MessageEvent, ScheduledEvent, Tag
 from salon.platforms.base import Platform
 from salon.store.base import Store
 
@@ -43,6 +49,16 @@ _ERROR_TEXT_LIMIT = 300
 
 TOLD_IN_CHANNEL = "told_in_channel"
 """Log-record attribute: the people in the channel were told of this failure already."""
+
+_TAKEN_MESSAGES = 10_000  # message ids remembered against a platform's redelivery
+_CLOCK_SKEW = timedelta(minutes=1)  # between the platform's timestamps and ours
+
+
+@runtime_checkable
+class AnswerBook(Protocol):
+    """What the store says of messages an earlier process handled (its traces)."""
+
+    async def answered(self, bot: str, platform: str, message_id: str) -> bool: ...
 
 
 @dataclass
@@ -121,6 +137,12 @@ class Agent:
         self._idle = asyncio.Event()
         self._idle.set()
         self.stats = AgentStats()
+        # Platforms deliver at least once (Discord's gateway around a RESUME): a message id
+        # seen before never starts a second activation. Messages older than this process
+        # may have been answered by the one before it: the store's traces tell.
+        self._taken: OrderedDict[str, None] = OrderedDict()
+        self._started = datetime.now(UTC)
+        self._answers = store if isinstance(store, AnswerBook) else None
         self.last_event_at: float | None = None  # time.time() of the newest event
         self.last_answer_at: float | None = None  # of the newest answered activation
 
@@ -146,9 +168,39 @@ class Agent:
         return self._queue.qsize()
 
     async def submit(self, event: Event) -> None:
-        """The platforms' event sink; waits when the queue is full (back-pressure)."""
+        """The platforms' event sink; waits when the queue is full (back-pressure). A
+        message delivered again is dropped here."""
+        if isinstance(event, MessageEvent) and self._taken_before(event.message):
+            logger.info(
+                "message %s in %s delivered again; dropped",
+                event.message.id,
+                event.channel.key,
+            )
+            return
         self.last_event_at = time.time()
         await self._queue.put((time.perf_counter(), event))
+
+    def _taken_before(self, message: Message) -> bool:
+        """Whether this process was handed the message already (the newest
+        ``_TAKEN_MESSAGES`` ids); remembers it otherwise."""
+        key = f"{message.channel.platform}:{message.id}"
+        if key in self._taken:
+            return True
+        self._taken[key] = None
+        if len(self._taken) > _TAKEN_MESSAGES:
+            self._taken.popitem(last=False)
+        return False
+
+    async def _answered_before(self, message: Message) -> bool:
+        """For a message older than this process: whether an earlier process answered it.
+        Newer ones cost no store round trip (only this process can have seen them)."""
+        if self._answers is None or message.created_at >= self._started + _CLOCK_SKEW:
+            return False
+        try:
+            return await self._answers.answered(self.bot, message.channel.platform, message.id)
+        except Exception:  # answering twice is better than not answering
+            logger.exception("could not look up whether %s was answered", message.id)
+            return False
 
     async def run(self) -> None:
         """Process events until cancelled; activations in flight are cancelled with it."""
@@ -200,6 +252,12 @@ class Agent:
             platform = self.platforms[event.channel.platform]
             if isinstance(event, MessageEvent) and not await self._activates(platform, event):
                 continue
+            if isinstance(event, MessageEvent) and await self._answered_before(event.message):
+                logger.info("message %s was answered before a restart; dropped", event.message.id)
+                continue
+            if isinstance(event, ScheduledEvent) and await self._shown_before(platform, event):
+                await self._complete_schedules([event], "done")
+                continue
             if activation is None:
                 activation = Activation(event.channel, [event], queued_at=arrived)
             else:
@@ -236,7 +294,8 @@ class Agent:
     async def _run_in_turn(self, key: str, lane: _Lane, activation: Activation) -> None:
         try:
             async with lane.lock:
-                lane.pending = None
+                lane.pending = None  # no trigger joins it from here on
+                activation.first_send = self._first_send(activation)
                 async with self._slots:
                     await self._activate_guarded(activation)
                 self.stats.activations += 1
@@ -297,6 +356,46 @@ class Agent:
         if self._providers is None or config.provider == self.config.provider:
             return self.provider
         return self._providers(config)
+
+    def _first_send(self, activation: Activation) -> FirstSend | None:
+        """For an answer that owes schedule occurrences: the key of its first message."""
+        fires = [
+            (event.schedule.id, event.due)
+            for event in activation.triggers
+            if isinstance(event, ScheduledEvent)
+        ]
+        if not fires:
+            return None
+        store = self.store
+
+        async def record(key: str) -> None:
+            await store.answering(fires, key)
+
+        return FirstSend(record)
+
+    async def _shown_before(self, platform: Platform, event: ScheduledEvent) -> bool:
+        """Whether the answer a stopped process began for this occurrence reached the
+        channel (its first message, under the recorded key): then it is not answered again.
+        Where the platform cannot tell, or asking fails, it is answered again."""
+        if event.answer_key is None:
+            return False
+        schedule = event.schedule
+        note = (
+            f"({self.config.name} restarted while answering scheduled task #{schedule.id}; "
+            "answering it now)"
+        )
+        try:
+            shown = await platform.sent_before(event.channel, event.answer_key, note=note)
+        except Exception:
+            logger.exception("schedule #%d: could not ask whether its answer went out", schedule.id)
+            return False
+        if shown is None:
+            logger.info(
+                "schedule #%d: %s cannot tell if its answer went out", schedule.id, platform.name
+            )
+        elif shown:
+            logger.info("schedule #%d: its answer went out before the restart", schedule.id)
+        return bool(shown)
 
     async def _complete_schedules(self, events: list[Event], status: str) -> None:
         for event in events:

@@ -711,6 +711,12 @@ class BotConfig(_Strict):
     misfire_grace: float = Field(
         default=3600.0, ge=0, description="seconds a missed schedule may still fire late"
     )
+    schedule_min_interval: float = Field(
+        default=60.0, ge=60, description="seconds a cron schedule's occurrences are apart, at least"
+    )
+    schedule_max_recurring: int = Field(
+        default=5, ge=0, description="active cron schedules one person may have"
+    )
     monitor_context_messages: int = Field(default=100, gt=0)
     monitor_context_age: float = Field(default=3600.0, gt=0, description="seconds")
 

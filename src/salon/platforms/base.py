@@ -101,12 +101,20 @@ class Platform(Protocol):
         *,
         files: Sequence[Attachment] = (),
         note: bool = False,
+        key: str | None = None,
     ) -> Message:
         """Post one message (already within ``max_message_chars``) and return it. A ``note``
         is Salon's own word (a failure, a cancelled tool): the platform marks it so that it
         comes back from ``history`` tagged ``Tag.NOTE``, or not at all. ``files`` are
         uploaded where the platform takes files (images in embeds on Discord, with their
-        ``label`` and ``url``); elsewhere each is a line with its link or saved path."""
+        ``label`` and ``url``); elsewhere each is a line with its link or saved path.
+        ``key`` (the first message of a schedule's answer, ``salon.agent.answerkey``): the
+        message goes out under it where ``sent_before`` can find it again."""
+
+    async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
+        """Whether a message went out under ``key`` in ``channel`` (a process that stopped
+        sent it). A platform that can only tell by sending posts ``note`` under the key
+        (Discord). None: the platform cannot tell."""
 
     async def progress(
         self, channel: ChannelRef, key: str, text: str, *, done: bool = False
@@ -178,8 +186,13 @@ class PlatformBase(ABC):
         *,
         files: Sequence[Attachment] = (),
         note: bool = False,
+        key: str | None = None,
     ) -> Message:
         """Every adapter sends; ``progress`` here posts through it."""
+
+    async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
+        """No ids kept and no log to read: a platform cannot tell (answered again)."""
+        return None
 
     async def progress(
         self, channel: ChannelRef, key: str, text: str, *, done: bool = False
@@ -243,6 +256,9 @@ class ChatLog(Protocol):
 
     async def forget_message(self, bot: str, message_id: str) -> None:
         """Take back a line logged before showing it, when showing it failed."""
+
+    async def logged(self, bot: str, channel: ChannelRef, message_id: str) -> bool:
+        """Whether the log holds this message (committed lines only)."""
 
     async def chat_history(
         self, bot: str, channel: ChannelRef, *, limit: int, before_id: str | None = None

@@ -418,6 +418,7 @@ class IrcPlatform(PlatformBase):
         *,
         files: Sequence[Attachment] = (),
         note: bool = False,
+        key: str | None = None,
     ) -> Message:
         client = self._require_client()
         notes = file_lines(files, local=False)
@@ -427,7 +428,8 @@ class IrcPlatform(PlatformBase):
             lines = [f"\x01ACTION {ln}\x01" for ln in irc_lines(body[4:], room)]
         else:
             lines = irc_lines(body, self._room("PRIVMSG", channel.name))
-        message = Message(uuid.uuid4().hex, channel, self.self_participant, body, datetime.now(UTC))
+        message_id = key or uuid.uuid4().hex
+        message = Message(message_id, channel, self.self_participant, body, datetime.now(UTC))
         # In the store before anyone sees it: a line shown must survive a crash.
         await self._record(message, "note" if note else "message", durable=True)
         shown = 0
@@ -440,6 +442,11 @@ class IrcPlatform(PlatformBase):
                 await self._log.forget_message(self._bot, message.id)
             raise
         return message
+
+    async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
+        """A line is committed to the chat log (under its key) before it is sent, and taken
+        back when sending it failed: found there, it went out."""
+        return await self._log.logged(self._bot, channel, key)
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         # Shown, never logged: a dot message is for people, and no bot reads it.

@@ -54,6 +54,7 @@ class MemoryPlatform(PlatformBase):
         self.started = asyncio.Event()
         self._sent_changed = asyncio.Condition()
         self.sent: list[Message] = []
+        self.keys: dict[tuple[str, str], Message] = {}  # (channel, key): sent under a key
         self.typing_log: list[tuple[str, str]] = []
         self.fail_sends: list[PlatformError] = []
         self.history_requests = 0
@@ -143,6 +144,7 @@ class MemoryPlatform(PlatformBase):
         *,
         files: Sequence[Attachment] = (),
         note: bool = False,
+        key: str | None = None,
     ) -> Message:
         if self.fail_sends:
             raise self.fail_sends.pop(0)
@@ -150,11 +152,16 @@ class MemoryPlatform(PlatformBase):
             raise PlatformError(f"message of {len(text)} chars over {self.max_message_chars}")
         tags = frozenset({Tag.NOTE}) if note else None
         message = self.add(channel, self._me, text, tags=tags, files=files)
+        if key is not None:
+            self.keys[channel.key, key] = message
         self.files.extend(files)
         async with self._sent_changed:
             self.sent.append(message)
             self._sent_changed.notify_all()
         return message
+
+    async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
+        return (channel.key, key) in self.keys
 
     async def progress(
         self, channel: ChannelRef, key: str, text: str, *, done: bool = False

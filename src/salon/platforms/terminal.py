@@ -165,8 +165,13 @@ class TerminalPlatform(PlatformBase):
             await self._log.log_message(self._bot, message)
             await sink(MessageEvent(message))
 
-    def _message(self, author: Participant, text: str) -> Message:
-        return Message(uuid.uuid4().hex, CHANNEL, author, text, datetime.now(UTC))
+    def _message(self, author: Participant, text: str, key: str | None = None) -> Message:
+        return Message(key or uuid.uuid4().hex, CHANNEL, author, text, datetime.now(UTC))
+
+    async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
+        """A line is committed to the chat log (under its key) just before it is written
+        out, with nothing awaited between: found there, it was shown."""
+        return await self._log.logged(self._bot, channel, key)
 
     async def send(
         self,
@@ -175,8 +180,9 @@ class TerminalPlatform(PlatformBase):
         *,
         files: Sequence[Attachment] = (),
         note: bool = False,
+        key: str | None = None,
     ) -> Message:
-        message = self._message(self._me, text)
+        message = self._message(self._me, text, key)
         # In the store before it is on screen: a line shown must survive a crash.
         await self._log.log_message(self._bot, message, "note" if note else "message", durable=True)
         notes = "".join(f"\n{line}" for line in file_lines(files, local=True))

@@ -16,7 +16,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -104,11 +104,29 @@ class ProcessMethods:
         except DatabaseError as exc:
             raise StoreError(f"store write failed: {exc}") from exc
 
-    async def take_over_fires(self, bot: str, owner: str) -> list[tuple[Schedule, datetime]]:
-        """Claims of ``bot`` left open by processes whose lease is gone, now ``owner``'s:
-        each occurrence is answered again, so none is lost to a crash or a stop."""
+    async def answering(self, fires: Sequence[tuple[int, datetime]], key: str) -> None:
+        """The first message of these occurrences' answer is about to go out under ``key``:
+        committed before it is sent, so whoever takes a claim over can ask for it."""
+        params = [{"key": key, "id": i, "due": int(due.timestamp())} for i, due in fires]
+        statement = (
+            "UPDATE schedule_fires SET answer_key = :key"
+            " WHERE schedule_id = :id AND due = :due AND status = 'claimed'"
+        )
+        try:
+            async with self.db.begin() as conn:
+                await conn.many([(statement, p) for p in params])
+        except DatabaseError as exc:
+            raise StoreError(f"store write failed: {exc}") from exc
+
+    async def take_over_fires(
+        self, bot: str, owner: str
+    ) -> list[tuple[Schedule, datetime, str | None]]:
+        """Claims of ``bot`` left open by processes whose lease is gone, now ``owner``'s,
+        with the key their answer's first message went out under, if it was sent: each
+        occurrence is answered again unless that message is found, so none is lost to a
+        crash or a stop, and one already shown is not shown twice."""
         query = (
-            "SELECT s.*, f.due AS fire_due, f.owner AS fire_owner"
+            "SELECT s.*, f.due AS fire_due, f.owner AS fire_owner, f.answer_key AS fire_key"
             " FROM schedules AS s JOIN schedule_fires AS f ON f.schedule_id = s.id"
             " WHERE s.bot = :bot AND f.status = 'claimed' AND f.owner != :owner"
             f" AND f.owner NOT IN ({self._live_owners()})"
@@ -118,13 +136,14 @@ class ProcessMethods:
             "UPDATE schedule_fires SET owner = :owner WHERE schedule_id = :id AND due = :due"
             " AND owner = :was AND status = 'claimed'"
         )
-        taken: list[tuple[Schedule, datetime]] = []
+        taken: list[tuple[Schedule, datetime, str | None]] = []
         async with self.db.begin() as conn:
             for row in await conn.fetch(query, {"bot": bot, "owner": owner}):
                 due = row["fire_due"]
                 params = {"owner": owner, "id": row["id"], "due": due, "was": row["fire_owner"]}
                 if await conn.execute(move, params):
-                    taken.append((row_to_schedule(row), datetime.fromtimestamp(due, UTC)))
+                    when = datetime.fromtimestamp(due, UTC)
+                    taken.append((row_to_schedule(row), when, row["fire_key"]))
         return taken
 
     async def stale_approvals(self, bot: str) -> list[tuple[int, str, str]]:

@@ -355,6 +355,12 @@ async def _m13_trace_keyframes(conn: Connection) -> None:
     await _run(conn, "CREATE INDEX IF NOT EXISTS ix_traces_base ON traces (base_id)")
 
 
+async def _m14_answer_keys(conn: Connection) -> None:
+    """The key the first message of an occurrence's answer went out under (set just before
+    it is sent), so a process taking the claim over can ask the platform whether it was."""
+    await _run(conn, "ALTER TABLE schedule_fires ADD COLUMN answer_key VARCHAR")
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -369,6 +375,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (11, _m11_process_leases),
     (12, _m12_limits),
     (13, _m13_trace_keyframes),
+    (14, _m14_answer_keys),
 ]
 
 

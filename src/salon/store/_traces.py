@@ -255,6 +255,19 @@ class TraceMethods:
             body = _resolved(base_id, earlier, body)
         return _summary(row), body
 
+    async def answered(self, bot: str, platform: str, message_id: str) -> bool:
+        """Whether an activation of ``bot`` that the message triggered has ended (answered,
+        stopped by a step, or its failure told: anything but cut by a stop), as its stored
+        trace says."""
+        query = (
+            "SELECT t.id FROM trace_messages AS m JOIN traces AS t ON t.id = m.trace_id"
+            " WHERE m.message_id = :id AND t.bot = :bot AND t.platform = :platform"
+            " AND t.outcome != 'cancelled' LIMIT 1"
+        )
+        params = {"id": message_id, "bot": bot, "platform": platform}
+        async with self.db.connect() as conn:
+            return await conn.fetchval(query, params) is not None
+
     async def trace_for_message(self, message_id: str) -> int | None:
         """The newest trace a message triggered."""
         query = (

@@ -52,6 +52,10 @@ class Store(Protocol):
     async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:
         """A schedule occurrence's activation ended (see ``salon.scheduler``)."""
 
+    async def answering(self, fires: Sequence[tuple[int, datetime]], key: str) -> None:
+        """The first message of these occurrences' answer goes out under ``key`` next
+        (see ``salon.agent.answerkey``)."""
+
     async def write_traces(self, batch: Sequence[Trace]) -> list[int]:
         """Store finished traces (see ``salon.trace``)."""
 

@@ -146,6 +146,17 @@ class SQLStore(TraceMethods, ProcessMethods, LimitMethods):
             {"bot": bot, "id": message_id},
         )
 
+    async def logged(self, bot: str, channel: ChannelRef, message_id: str) -> bool:
+        """Whether the chat log holds this message of the channel."""
+        await self._writer.flush()
+        query = (
+            "SELECT id FROM chat_log WHERE bot = :bot AND channel = :channel"
+            " AND message_id = :id LIMIT 1"
+        )
+        params = {"bot": bot, "channel": channel.key, "id": message_id}
+        async with self.db.connect() as conn:
+            return await conn.fetchval(query, params) is not None
+
     async def chat_history(
         self, bot: str, channel: ChannelRef, *, limit: int, before_id: str | None = None
     ) -> Sequence[Message]:

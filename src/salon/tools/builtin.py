@@ -17,7 +17,7 @@ from salon.errors import ToolError
 from salon.model import ChannelRef, ChatLine, Participant, Schedule
 from salon.tools.chatlog import ChannelHistory, ChannelLog, ChatLogQueries, log_only
 from salon.tools.native import Annotations, ToolSet
-from salon.tools.timing import next_occurrence, parse_when, zone
+from salon.tools.timing import ParsedWhen, next_occurrence, parse_when, shortest_gap, zone
 
 __all__ = [
     "CHANNEL_ARGUMENT",
@@ -71,12 +71,45 @@ class ScheduleBook:
         now: Callable[[], datetime],
         changed: Callable[[], None],
         check_target: TargetCheck | None = None,
+        min_interval: float = 60.0,
+        max_recurring: int = 5,
     ) -> None:
         self.store = store
         self.timezone = timezone
         self.now = now
         self.changed = changed
         self.check_target = check_target
+        self.min_interval = min_interval  # seconds between a cron's occurrences, at least
+        self.max_recurring = max_recurring  # active cron schedules per person (not operator)
+
+    async def check_recurring(self, bot: str, parsed: ParsedWhen, tz: str, who: str) -> None:
+        """Refuse a cron that fires too often, or one more than its creator may hold: a
+        schedule calls the model every time it fires."""
+        if parsed.cron is None:
+            return
+        gap = _checked(lambda: shortest_gap(parsed.cron or "", tz, self.now()))
+        if gap.total_seconds() < self.min_interval:
+            raise ToolError(
+                f"{parsed.cron!r} would fire as often as every {_span(gap.total_seconds())}; "
+                f"a schedule may fire at most every {_span(self.min_interval)}"
+            )
+        if who == OPERATOR:
+            return
+        held = [s for s in await self.store.schedules(bot) if s.cron and s.created_by.id == who]
+        if len(held) >= self.max_recurring:
+            raise ToolError(
+                f"you already have {len(held)} recurring schedules, the most one person may "
+                "have: cancel one first (schedule_list, then schedule_cancel)"
+            )
+
+
+def _span(seconds: float) -> str:
+    """A duration as people say it: whole hours or minutes where it is one."""
+    for unit, size in (("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds:g} seconds"
 
 
 def _since(hours: float | None) -> datetime | None:
@@ -201,6 +234,7 @@ def _add_schedule_tools(server: ToolSet, bot: str, book: ScheduleBook) -> None:
         problem = book.check_target(channel, where, requester) if book.check_target else None
         if problem is not None:
             raise ToolError(problem)
+        await book.check_recurring(bot, parsed, tz, requester.id)
         due = next_occurrence(parsed.cron, tz, now) if parsed.cron else parsed.at
         schedule = Schedule(
             id=0,

@@ -8,14 +8,26 @@ does not exist fires at the first moment after the gap).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 if TYPE_CHECKING:
     from croniter import croniter
 
-__all__ = ["ParsedWhen", "latest_occurrence", "next_occurrence", "parse_when", "zone"]
+__all__ = [
+    "CRON_FIELDS",
+    "ParsedWhen",
+    "latest_occurrence",
+    "next_occurrence",
+    "parse_when",
+    "shortest_gap",
+    "zone",
+]
+
+CRON_FIELDS = 5  # minute hour day month weekday: schedules go to the minute
+_GAP_SAMPLES = 1000  # occurrences looked at for the shortest gap ...
+_GAP_SPAN = timedelta(days=366)  # ... or this much time, whichever ends first
 
 
 @dataclass(frozen=True)
@@ -39,10 +51,20 @@ def zone(name: str) -> ZoneInfo:
 
 
 def parse_when(when: str, timezone: str, now: datetime) -> ParsedWhen:
-    """A cron expression or an ISO date-time; raises ValueError saying what is wrong."""
+    """A cron expression or an ISO date-time; raises ValueError saying what is wrong.
+
+    Cron has five fields: schedules go to the minute. croniter would also read a sixth
+    field (seconds) and a seventh (years); a seconds field let one schedule call the
+    model every second, so both are refused."""
     text = when.strip()
     tz = zone(timezone)
-    if len(text.split()) in (5, 6) and not text[:4].isdigit():
+    fields = len(text.split())
+    if fields in (6, 7) and not text[:4].isdigit():
+        raise ValueError(
+            f"{text!r} has {fields} fields; a cron expression has five fields (min hour day "
+            "month weekday): schedules go to the minute, with no seconds or years field"
+        )
+    if fields == CRON_FIELDS and not text[:4].isdigit():
         if not _croniter().is_valid(text):
             raise ValueError(
                 f"invalid cron expression {text!r} (five fields: min hour day month weekday)"
@@ -76,3 +98,26 @@ def latest_occurrence(cron: str, timezone: str, at_or_before: datetime) -> datet
     start = following.astimezone(zone(timezone))
     found: datetime = _croniter()(cron, start).get_prev(datetime)
     return found.astimezone(UTC)
+
+
+def shortest_gap(cron: str, timezone: str, after: datetime) -> timedelta:
+    """The shortest time between two occurrences of ``cron`` on the clock of its timezone,
+    looked for among the next ``_GAP_SAMPLES`` occurrences within a year. Every allowed
+    day has the same times, so the closest times of a day show on the first day and the
+    closest across midnight within a year; that bounds the search without expanding the
+    fields by hand. On the clock, a daily time stays a day apart across daylight saving
+    (an hour shorter in real time), and the hour that repeats when clocks go back (croniter
+    fires it twice) is not taken for a gap."""
+    it = _croniter()(cron, after.astimezone(zone(timezone)))
+    previous: datetime = it.get_next(datetime)
+    end = previous + _GAP_SPAN
+    shortest: timedelta | None = None
+    for _ in range(_GAP_SAMPLES):
+        current: datetime = it.get_next(datetime)
+        gap = current.replace(tzinfo=None) - previous.replace(tzinfo=None)
+        if gap > timedelta(0):
+            shortest = gap if shortest is None else min(shortest, gap)
+        if current > end:
+            break
+        previous = current
+    return shortest if shortest is not None else _GAP_SPAN

@@ -81,18 +81,25 @@ class Reply:
 
     async def say(self, text: str) -> None:
         text = self.redact(text)
+        key = await self._first_key()
         with self.recorder.phase("send"):
-            await self.platform.send(self.channel, text)
+            await self.platform.send(self.channel, text, key=key)
         self.sent += 1
         self.recorder.said(text)
 
     async def note(self, text: str) -> None:
         """Salon's own word in the channel; never read back as the bot's conversation."""
         text = self.redact(text)
+        key = await self._first_key()
         with self.recorder.phase("send"):
-            await self.platform.send(self.channel, text, note=True)
+            await self.platform.send(self.channel, text, note=True, key=key)
         self.sent += 1
         self.recorder.said(text, note=True)
+
+    async def _first_key(self) -> str | None:
+        """The key of a schedule's answer, for its first message (salon.agent.answerkey)."""
+        once = self.recorder.activation.first_send
+        return await once.take() if once is not None else None
 
 
 class Conversation:

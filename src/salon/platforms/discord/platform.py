@@ -83,6 +83,7 @@ _RANGE_CACHE = 32  # .history stretches kept (dropped on any edit or deletion in
 _MEMBER_CACHE = 5000  # guild members whose names and roles are kept
 _TOLD_CHANNELS = 1024  # channels whose problems were logged once
 _T = TypeVar("_T")
+_READY_WAIT = 60.0  # seconds sent_before waits for the connection, at start
 _HISTORY = "Read Message History"
 _SEND = "Send Messages"
 
@@ -416,12 +417,14 @@ class DiscordPlatform(PlatformBase):
         *,
         files: Sequence[Attachment] = (),
         note: bool = False,
+        key: str | None = None,
     ) -> Message:
-        """Images go in embeds (an attachment each, titled and linked), ten to a message."""
+        """Images go in embeds (an attachment each, titled and linked), ten to a message.
+        ``key`` is the first message's nonce (see ``sent_before``)."""
         target = await self._channel(channel)
         content = to_discord_mentions(text, self._known_people(channel, target))
         batches: list[FileBatch | None] = [*file_batches(files)] or [None]
-        first = await self._post(channel, target, content, batches[0], silent=note)
+        first = await self._post(channel, target, content, batches[0], silent=note, nonce=key)
         for batch in batches[1:]:
             await self._post(channel, target, "", batch, silent=note)
         return first
@@ -434,8 +437,10 @@ class DiscordPlatform(PlatformBase):
         batch: FileBatch | None,
         *,
         silent: bool,
+        nonce: int | str | None = None,
     ) -> Message:
-        nonce = _nonce()
+        if nonce is None:  # Discord drops a repeat with the same nonce
+            nonce = _nonce()
         action = f"post in {where(target)}"
         extra: dict[str, Any] = {"embeds": list(batch.embeds)} if batch and batch.embeds else {}
 
@@ -481,6 +486,17 @@ class DiscordPlatform(PlatformBase):
         if wait is None or wait > self.config.rate_limit_wait_max:
             return None
         return wait
+
+    async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
+        """Discord shows no nonce on a fetched message, but a message created with a nonce
+        this bot used in the last few minutes (``enforce_nonce``) comes back as the message
+        made then, and nothing new is posted. So ``note`` goes out under ``key``: another
+        message coming back is the one sent before. Past those minutes the note is posted
+        and the answer comes again (at least once)."""
+        await asyncio.wait_for(self.ready.wait(), _READY_WAIT)  # taken over at start
+        target = await self._channel(channel)
+        came_back = await self._post(channel, target, note, None, silent=True, nonce=key)
+        return came_back.text != note
 
     async def progress(
         self, channel: ChannelRef, key: str, text: str, *, done: bool = False
