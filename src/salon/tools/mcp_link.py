@@ -45,7 +45,9 @@ class McpServerLink:
         self.last_error: str | None = None
         self.failures = 0
         self.connections = 0  # successful connections so far (a restart makes one more)
-        self._connected = asyncio.Condition()
+        self.checks = 0  # health checks the server answered
+        self._in_flight = 0  # calls sent and not yet answered
+        self._counted = asyncio.Condition()
         self._restart = asyncio.Event()
         self._stale = asyncio.Event()
         self._on_change = on_change
@@ -64,9 +66,9 @@ class McpServerLink:
                     self.client, self.last_error, self.failures = client, None, 0
                     self.ready.set()
                     self.first_attempt.set()
-                    async with self._connected:
+                    async with self._counted:
                         self.connections += 1
-                        self._connected.notify_all()
+                        self._counted.notify_all()
                     delay = self._backoff[0]
                     logger.info("MCP server %s: %d tools", self.spec.name, len(self.tools))
                     await self._serve(client)
@@ -88,8 +90,13 @@ class McpServerLink:
             delay = min(max(delay * 2, 0.05), self._backoff[1])
 
     async def wait_connections(self, count: int) -> None:
-        async with self._connected:
-            await self._connected.wait_for(lambda: self.connections >= count)
+        async with self._counted:
+            await self._counted.wait_for(lambda: self.connections >= count)
+
+    async def wait_checks(self, count: int) -> None:
+        """Wait until the server has answered ``count`` health checks."""
+        async with self._counted:
+            await self._counted.wait_for(lambda: self.checks >= count)
 
     async def _serve(self, client: Client) -> None:
         helpers = [
@@ -107,15 +114,20 @@ class McpServerLink:
 
     async def _watch(self, client: Client) -> None:
         """Ping the server while it is idle: one that died or hung is restarted now, before
-        a call needs it, not when that call fails."""
+        a call needs it, not when that call fails. A call in flight is never cut short:
+        the server is only checked, and only restarted, while none is."""
         interval = self.spec.health_interval
         while True:
             await asyncio.sleep(interval)
-            try:
-                async with asyncio.timeout(min(interval, 10.0)):
-                    await client.send_ping()
-            except Exception as exc:  # any failure to answer is the same news
-                self.last_error = f"stopped answering: {describe(exc)}"
+            if self._in_flight:
+                continue  # the call learns of a death itself, and a busy server may be slow
+            problem = await _probe(client, min(interval, 10.0))
+            if problem is None:
+                async with self._counted:
+                    self.checks += 1
+                    self._counted.notify_all()
+            elif not self._in_flight:
+                self.last_error = f"stopped answering: {problem}"
                 logger.warning("MCP server %s %s; restarting it", self.spec.name, self.last_error)
                 self.restart()
                 return
@@ -197,6 +209,7 @@ class McpServerLink:
         if client is None:
             raise ToolError(f"MCP server {self.spec.name} is unavailable")
         timeout = self.spec.timeout
+        self._in_flight += 1
         try:
             async with asyncio.timeout(timeout + 5):
                 return await client.call_tool(
@@ -218,6 +231,29 @@ class McpServerLink:
         except (OSError, RuntimeError) as exc:
             self.restart()
             raise ServerGone(f"{remote_name} failed: {describe(exc)}; restarting server") from exc
+        finally:
+            self._in_flight -= 1
+
+
+async def _probe(client: Client, within: float) -> str | None:
+    """Why the server did not answer a ping ``within`` seconds; None when it answered.
+
+    Any answer proves the server alive, an error included: servers built with the MCP SDK
+    2.3 answer ping with "Method not found" (the 2026-07-28 protocol dropped it). Only the
+    client's own verdicts (connection closed, request timed out), a transport failure or
+    silence mean it is gone or hung."""
+    try:
+        async with asyncio.timeout(within):
+            await client.session.send_ping()  # the session's ping: no deprecation warning
+    except MCPError as exc:
+        if exc.code in _RESTARTING_CODES:
+            return exc.message
+        return None
+    except TimeoutError:
+        return f"no answer to a ping within {within:g}s"
+    except Exception as exc:  # a transport failure: the server is gone all the same
+        return describe(exc)
+    return None
 
 
 def _spec(server: ServerSpec, tool: mcp_types.Tool) -> ToolSpec:
