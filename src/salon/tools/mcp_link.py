@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonschema
 import mcp_types
@@ -40,6 +40,7 @@ class McpServerLink:
         self.spec = spec
         self.client: Client | None = None
         self.tools: list[ToolSpec] = []
+        self._lookups: frozenset[str] = frozenset()  # read-only tools: the hub asks again
         self.ready = asyncio.Event()
         self.first_attempt = asyncio.Event()
         self.last_error: str | None = None
@@ -121,15 +122,15 @@ class McpServerLink:
             await asyncio.sleep(interval)
             if self._in_flight:
                 continue  # the call learns of a death itself, and a busy server may be slow
-            problem = await _probe(client, min(interval, 10.0))
-            if problem is None:
+            found = await _probe(client, min(interval, 10.0))
+            if found is None:
                 async with self._counted:
                     self.checks += 1
                     self._counted.notify_all()
             elif not self._in_flight:
-                self.last_error = f"stopped answering: {problem}"
+                self.last_error = f"stopped answering: {found.problem}"
                 logger.warning("MCP server %s %s; restarting it", self.spec.name, self.last_error)
-                self.restart()
+                self.restart(client)
                 return
 
     async def _on_message(self, message: IncomingMessage) -> None:
@@ -169,10 +170,14 @@ class McpServerLink:
             if cursor is None:
                 break
         self.tools = [_spec(self.spec, tool) for tool in tools]
+        self._lookups = frozenset(t.remote_name for t in self.tools if t.read_only)
         self._on_change()
 
-    def restart(self) -> None:
-        """Drop the connection now; calls wait for the owner task to bring up a new one."""
+    def restart(self, client: Client | None = None) -> None:
+        """Drop the connection now; calls wait for the owner task to bring up a new one.
+        Given the ``client`` found at fault, a connection made since is left alone."""
+        if client is not None and client is not self.client:
+            return
         self.client = None
         self.ready.clear()
         self._restart.set()
@@ -196,9 +201,8 @@ class McpServerLink:
             self._validators[spec.name] = validator
         return validator
 
-    async def _call(
-        self, remote_name: str, arguments: dict[str, Any], progress: Progress | None
-    ) -> mcp_types.CallToolResult:
+    async def _current(self) -> Client:
+        """The connection, once there is one (waiting up to ``start_timeout``)."""
         if not self.ready.is_set():
             try:
                 await asyncio.wait_for(self.ready.wait(), self.spec.start_timeout)
@@ -208,6 +212,34 @@ class McpServerLink:
         client = self.client
         if client is None:
             raise ToolError(f"MCP server {self.spec.name} is unavailable")
+        return client
+
+    async def _reachable(self, client: Client, remote_name: str) -> Client:
+        """``client`` if the server answers a ping, else a new connection: a server that
+        died while idle (before the health check noticed) is restarted, and the call, which
+        never reached it, goes to the new one. Only a server proven gone, or silent while
+        nothing runs on it, is restarted: a busy one may just be slow to answer."""
+        found = await _probe(client, min(self.spec.health_interval, 10.0))
+        if found is None or (not found.gone and self._in_flight):
+            return client
+        self.last_error = f"stopped answering: {found.problem}"
+        logger.warning("MCP server %s %s; restarting it", self.spec.name, self.last_error)
+        self.restart(client)
+        try:
+            return await self._current()
+        except ToolError:
+            reason = self.last_error or "not started"
+            raise ToolError(
+                f"MCP server {self.spec.name} had stopped ({found.problem}) and is not back "
+                f"({reason}); {remote_name} was not run"
+            ) from None
+
+    async def _call(
+        self, remote_name: str, arguments: dict[str, Any], progress: Progress | None
+    ) -> mcp_types.CallToolResult:
+        client = await self._current()
+        if remote_name not in self._lookups:  # a lookup cut short is asked again anyway
+            client = await self._reachable(client, remote_name)
         timeout = self.spec.timeout
         self._in_flight += 1
         try:
@@ -219,23 +251,28 @@ class McpServerLink:
                     progress_callback=progress,
                 )
         except TimeoutError:
-            self.restart()
+            self.restart(client)
             raise ToolError(
                 f"{remote_name} timed out after {timeout:g}s; restarting server"
             ) from None
         except MCPError as exc:
             if exc.code in _RESTARTING_CODES:
-                self.restart()
+                self.restart(client)
                 raise ServerGone(f"{remote_name} failed: {exc.message}; restarting server") from exc
             raise ToolError(f"{remote_name} failed: {exc.message}") from exc
         except (OSError, RuntimeError) as exc:
-            self.restart()
+            self.restart(client)
             raise ServerGone(f"{remote_name} failed: {describe(exc)}; restarting server") from exc
         finally:
             self._in_flight -= 1
 
 
-async def _probe(client: Client, within: float) -> str | None:
+class _Unanswered(NamedTuple):
+    problem: str
+    gone: bool  # proven gone (the connection closed); else only silent
+
+
+async def _probe(client: Client, within: float) -> _Unanswered | None:
     """Why the server did not answer a ping ``within`` seconds; None when it answered.
 
     Any answer proves the server alive, an error included: servers built with the MCP SDK
@@ -246,13 +283,15 @@ async def _probe(client: Client, within: float) -> str | None:
         async with asyncio.timeout(within):
             await client.session.send_ping()  # the session's ping: no deprecation warning
     except MCPError as exc:
-        if exc.code in _RESTARTING_CODES:
-            return exc.message
+        if exc.code == mcp_types.REQUEST_TIMEOUT:
+            return _Unanswered(exc.message, gone=False)
+        if exc.code == mcp_types.CONNECTION_CLOSED:
+            return _Unanswered(exc.message, gone=True)
         return None
     except TimeoutError:
-        return f"no answer to a ping within {within:g}s"
+        return _Unanswered(f"no answer to a ping within {within:g}s", gone=False)
     except Exception as exc:  # a transport failure: the server is gone all the same
-        return describe(exc)
+        return _Unanswered(describe(exc), gone=True)
     return None
 
 
