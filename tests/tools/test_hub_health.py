@@ -13,11 +13,11 @@ from mcp.shared.exceptions import MCPError
 
 from salon.config import Secrets
 from salon.model import ToolCall
-from salon.tools.hub import MessageHandler, ServerSpec, ToolHub
+from salon.tools.hub import CallContext, MessageHandler, ServerSpec, ToolHub
 from salon.tools.mcp_link import McpServerLink
 from salon.tools.servers import configured_specs
 from tests.conftest import bot_config
-from tests.tools.conftest import MCP_SERVER_TIME, REPO
+from tests.tools.conftest import MCP_SERVER_TIME, REPO, stdio_kit
 
 KIT = StdioServerParameters(command=sys.executable, args=["-m", "tests.fakes.mcp_server"])
 TIME = StdioServerParameters(command=str(MCP_SERVER_TIME))
@@ -69,3 +69,25 @@ async def test_a_healthy_idle_server_is_left_alone() -> None:
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
+
+
+async def test_a_restart_waits_for_the_calls_in_flight() -> None:
+    started = asyncio.Event()
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        started.set()
+
+    link = McpServerLink(stdio_kit(), lambda: None, (0.05, 1))
+    running = asyncio.create_task(link.run())
+    try:
+        await asyncio.wait_for(link.ready.wait(), 20)
+        context = CallContext(progress, None, "")
+        call = asyncio.create_task(link.call("c1", "work", {"seconds": 1.0}, context))
+        await asyncio.wait_for(started.wait(), 10)  # the server has the call
+        link.restart(link.client)  # asked for while the call runs: it is not cut short
+        result = await asyncio.wait_for(call, 10)
+        await asyncio.wait_for(link.wait_connections(2), 20)  # then the restart happens
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+    assert (result.content, result.is_error) == ("worked 1.0", False)

@@ -48,6 +48,7 @@ class McpServerLink:
         self.connections = 0  # successful connections so far (a restart makes one more)
         self.checks = 0  # health checks the server answered
         self._in_flight = 0  # calls sent and not yet answered
+        self._draining = False  # a restart waits for the calls in flight to end
         self._counted = asyncio.Condition()
         self._restart = asyncio.Event()
         self._stale = asyncio.Event()
@@ -61,6 +62,7 @@ class McpServerLink:
         delay = self._backoff[0]
         while True:
             self._restart.clear()
+            self._draining = False
             try:
                 async with self._connect(self._on_message) as client:
                     await self._load_tools(client)
@@ -174,13 +176,18 @@ class McpServerLink:
         self._on_change()
 
     def restart(self, client: Client | None = None) -> None:
-        """Drop the connection now; calls wait for the owner task to bring up a new one.
-        Given the ``client`` found at fault, a connection made since is left alone."""
+        """Drop the connection; new calls wait for the owner task to bring up a new one.
+        Calls in flight are never cut short: the old connection is closed once they end
+        (each within its timeout; on a dead connection at once). Given the ``client``
+        found at fault, a connection made since is left alone."""
         if client is not None and client is not self.client:
             return
         self.client = None
         self.ready.clear()
-        self._restart.set()
+        if self._in_flight:
+            self._draining = True
+        else:
+            self._restart.set()
 
     async def call(
         self, call_id: str, remote_name: str, arguments: dict[str, Any], context: CallContext
@@ -265,6 +272,8 @@ class McpServerLink:
             raise ServerGone(f"{remote_name} failed: {describe(exc)}; restarting server") from exc
         finally:
             self._in_flight -= 1
+            if self._draining and not self._in_flight:
+                self._restart.set()
 
 
 class _Unanswered(NamedTuple):
