@@ -29,6 +29,13 @@ def build() -> MCPServer:
         await asyncio.sleep(seconds)
         return f"slept {seconds}"
 
+    @server.tool()
+    async def work(seconds: float, ctx: Context) -> str:
+        """Say it has started (a progress report), then take its time (side effects)."""
+        await ctx.report_progress(0, 1, "started")
+        await asyncio.sleep(seconds)
+        return f"worked {seconds}"
+
     @server.tool(annotations=ToolAnnotations(destructive_hint=True))
     def crash() -> str:
         """End the server process at once."""

@@ -196,13 +196,39 @@ Event = MessageEvent | ScheduledEvent
 @dataclass(frozen=True, slots=True)
 class ApprovalRequest:
     """A question to a person: may this tool run? Only ``requester`` or a member of one of
-    ``authorized_roles`` may answer; no answer within ``timeout`` seconds counts as cancel."""
+    ``authorized_roles`` may answer; no answer within ``timeout`` seconds counts as cancel.
+    With ``by_others`` (policy ``ask_admin``) the requester may only cancel: approval takes
+    someone else of an authorized role, or the operator (with no roles listed, only them)."""
 
     tool: str
     description: str
     requester: Participant
     authorized_roles: tuple[str, ...] = ()
     timeout: float = 300.0
+    by_others: bool = False
+
+    def may_answer(self, *, requester: bool, in_role: bool, operator: bool, approve: bool) -> bool:
+        """Whether a person may give this answer: the platform says whether they are the
+        requester, hold an authorized role, or are the operator (whatever that means there)."""
+        if not self.by_others:
+            return requester or in_role
+        if operator:
+            return True
+        if requester:
+            return not approve
+        return in_role and bool(self.authorized_roles)
+
+    def refusal(self) -> str:
+        """The line for someone who may not answer."""
+        name = self.requester.name
+        if not self.by_others:
+            return f"Only {name} can answer this."
+        if self.authorized_roles:
+            return (
+                f"Only someone other than {name} with an authorized role can approve this "
+                f"({name} can cancel it)."
+            )
+        return "Only the bot's operator can approve this."
 
 
 class Approval(StrEnum):
@@ -232,6 +258,7 @@ class Policy(StrEnum):
 
     ALLOW = "allow"
     ASK = "ask"
+    ASK_ADMIN = "ask_admin"  # asked of someone else of an authorized role, or the operator
     DENY = "deny"
 
 

@@ -193,6 +193,53 @@ async def test_approval_by_an_authorized_role(setup: Setup) -> None:
     assert ran == ["delete /a"]
 
 
+ADMIN_ONLY = {"delete": {"policy": "ask_admin"}}
+
+
+async def test_ask_admin_needs_someone_else_of_an_authorized_role(setup: Setup) -> None:
+    replies = [asks(ToolCall("c1", "delete", {"path": "/a"})), "Deleted."]
+    agent, platform, _, ran, _ = await setup(
+        replies, tool_policies=ADMIN_ONLY, authorized_roles=["admins"]
+    )
+    platform.roles["alice"] = {"admins"}  # a role does not let her approve her own call
+    platform.roles["mallory"] = {"admins"}
+    await platform.post(platform.channel("dm", is_direct=True), ALICE, "delete /a")
+    (pending,) = await platform.wait_approvals(1)
+    assert not platform.click(0, ALICE, approve=True)
+    assert pending.request.refusal() == (
+        "Only someone other than Alice with an authorized role can approve this "
+        "(Alice can cancel it)."
+    )
+    assert platform.click(0, MALLORY, approve=True)
+    await agent.wait_idle()
+    assert ran == ["delete /a"]
+
+
+async def test_ask_admin_without_roles_is_for_the_operator_alone(setup: Setup) -> None:
+    replies = [asks(ToolCall("c1", "delete", {"path": "/b"})), "Deleted."]
+    agent, platform, _, ran, _ = await setup(replies, tool_policies=ADMIN_ONLY)
+    platform.operators.add("op")
+    await platform.post(platform.channel("dm", is_direct=True), ALICE, "delete /b")
+    (pending,) = await platform.wait_approvals(1)
+    assert not platform.click(0, ALICE, approve=True)
+    assert not platform.click(0, MALLORY, approve=True)
+    assert pending.request.refusal() == "Only the bot's operator can approve this."
+    assert platform.click(0, Participant("op", "Operator"), approve=True)
+    await agent.wait_idle()
+    assert ran == ["delete /b"]
+
+
+async def test_under_ask_admin_the_requester_can_still_cancel(setup: Setup) -> None:
+    replies = [asks(ToolCall("c1", "delete", {"path": "/c"})), "never said"]
+    agent, platform, _, ran, _ = await setup(replies, tool_policies=ADMIN_ONLY)
+    await platform.post(platform.channel("dm", is_direct=True), ALICE, "delete /c")
+    await platform.wait_approvals(1)
+    assert platform.click(0, ALICE, approve=False)
+    await agent.wait_idle()
+    assert ran == []
+    assert platform.sent[-1].text == "(cancelled: delete was not run)"
+
+
 async def test_cancel_aborts_the_rest_of_the_activation(setup: Setup) -> None:
     replies = [asks(ToolCall("c1", "delete", {"path": "/etc"}), text="On it.\n\n"), "never said"]
     agent, platform, provider, ran, _ = await setup(replies)

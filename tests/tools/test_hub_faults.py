@@ -28,6 +28,36 @@ async def server_pid(hub: ToolHub) -> int:
     return int((await hub.call(call("pid"))).content)
 
 
+async def exited(pid: int) -> None:
+    """Until the process has ended: its pidfd turns readable then (nothing is reaped)."""
+    fd = os.pidfd_open(pid)
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(fd, lambda: ended.done() or ended.set_result(None))
+    try:
+        await asyncio.wait_for(ended, 10)
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+def kit_then(params: StdioServerParameters) -> ServerSpec:
+    """Our test server at the first start, ``params`` at every start after."""
+    first = stdio_kit().connect
+    assert first is not None
+    starts = 0
+
+    def connect(on_message: MessageHandler) -> Client:
+        nonlocal starts
+        starts += 1
+        if starts == 1:
+            return first(on_message)
+        return Client(params, message_handler=on_message, cache=None)
+
+    # A health check that never comes: only the call can find the server dead.
+    return ServerSpec("kit", connect, start_timeout=3, health_interval=3600)
+
+
 async def test_a_server_that_dies_while_idle_is_restarted_before_the_next_call() -> None:
     kit = replace(stdio_kit(), health_interval=0.2)
     async with ToolHub([kit], backoff_initial=0.05) as hub:
@@ -37,12 +67,42 @@ async def test_a_server_that_dies_while_idle_is_restarted_before_the_next_call()
     assert (result.content, result.is_error) == ("back", False)
 
 
+async def test_a_call_to_a_server_that_died_while_idle_runs_on_a_new_one() -> None:
+    kit = replace(stdio_kit(), health_interval=3600)  # no check finds it dead first
+    async with ToolHub([kit], backoff_initial=0.05) as hub:
+        pid = await server_pid(hub)
+        os.kill(pid, signal.SIGKILL)
+        await exited(pid)
+        result = await hub.call(call("pid"))  # it has side effects as far as Salon knows
+    assert not result.is_error, result.content
+    assert int(result.content) != pid
+
+
+async def test_a_call_to_a_dead_server_that_does_not_come_back_says_it_was_not_run() -> None:
+    broken = StdioServerParameters(command="/nonexistent/mcp-server")
+    async with ToolHub([kit_then(broken)], backoff_initial=0.05) as hub:
+        pid = await server_pid(hub)
+        os.kill(pid, signal.SIGKILL)
+        await exited(pid)
+        result = await hub.call(call("pid"))
+    assert result.is_error
+    assert "was not run" in result.content
+    assert "had stopped" in result.content
+    assert "may or may not" not in result.content
+
+
 async def test_a_call_cut_by_the_servers_death_fails_clearly_and_the_next_one_works() -> None:
+    started = asyncio.Event()
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        started.set()
+
     async with ToolHub([stdio_kit()], backoff_initial=0.05) as hub:
         pid = await server_pid(hub)
-        slow = asyncio.create_task(hub.call(call("slow", seconds=30)))
+        work = asyncio.create_task(hub.call(call("work", seconds=30), progress=progress))
+        await asyncio.wait_for(started.wait(), 10)  # the server has the call
         os.kill(pid, signal.SIGKILL)
-        cut = await asyncio.wait_for(slow, 20)
+        cut = await asyncio.wait_for(work, 20)
         after = await hub.call(call("echo", text="still here"))
     assert cut.is_error
     assert "restarting server" in cut.content

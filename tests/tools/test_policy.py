@@ -56,3 +56,13 @@ def test_a_deny_with_argument_rules_is_not_static() -> None:
     assert not statically_denied(spec(), config)
     assert decide(spec(), {"path": "/tmp/a"}, config) == "allow"
     assert decide(spec(), {"path": "/home/a"}, config) == "deny"
+
+
+def test_ask_admin_is_a_policy_of_its_own() -> None:
+    config = bot_config(
+        mcp_servers={"files": {**SERVER, "policy": "ask_admin"}},
+        tool_policies={"write": {"policy": "ask_admin"}},
+    )
+    assert decide(spec(), {}, config) == "ask_admin"
+    assert decide(spec("read"), {}, config) == "ask_admin"  # the server's policy
+    assert not statically_denied(spec(), config)

@@ -490,6 +490,14 @@ class IrcPlatform(PlatformBase):
     async def request_approval(
         self, channel: ChannelRef, request: ApprovalRequest
     ) -> ApprovalDecision:
+        if request.by_others:  # IRC has neither roles nor an operator: nobody could approve
+            text = (
+                f"{request.requester.name}: {request.description} needs the approval of "
+                "someone else with an authorized role, or of the bot's operator, and nobody "
+                "can give it on IRC."
+            )
+            await self.send(channel, text, note=True)
+            return ApprovalDecision(Approval.CANCELLED)
         future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
         self._questions[channel.key] = _Question(channel.key, request, future)
         who = request.requester

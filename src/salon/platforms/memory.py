@@ -61,6 +61,7 @@ class MemoryPlatform(PlatformBase):
         self.tool_logs: list[str] = []
         self.files: list[Attachment] = []
         self.roles: dict[str, set[str]] = {}
+        self.operators: set[str] = set()  # ids of who runs the bot (may answer any approval)
         self.deleted: list[str] = []
         self.fail_deletes: list[PlatformError] = []
         self.reactions: list[tuple[str, str]] = []
@@ -201,8 +202,11 @@ class MemoryPlatform(PlatformBase):
         """Someone presses Approve or Cancel; returns False when they may not answer."""
         pending = self.approvals[index]
         request = pending.request
-        allowed = who.id == request.requester.id or bool(
-            self.roles.get(who.id, set()) & set(request.authorized_roles)
+        allowed = request.may_answer(
+            requester=who.id == request.requester.id,
+            in_role=bool(self.roles.get(who.id, set()) & set(request.authorized_roles)),
+            operator=who.id in self.operators,
+            approve=approve,
         )
         if not allowed or pending.answer.done():
             return False

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonschema
 import mcp_types
@@ -40,12 +40,16 @@ class McpServerLink:
         self.spec = spec
         self.client: Client | None = None
         self.tools: list[ToolSpec] = []
+        self._lookups: frozenset[str] = frozenset()  # read-only tools: the hub asks again
         self.ready = asyncio.Event()
         self.first_attempt = asyncio.Event()
         self.last_error: str | None = None
         self.failures = 0
         self.connections = 0  # successful connections so far (a restart makes one more)
-        self._connected = asyncio.Condition()
+        self.checks = 0  # health checks the server answered
+        self._in_flight = 0  # calls sent and not yet answered
+        self._draining = False  # a restart waits for the calls in flight to end
+        self._counted = asyncio.Condition()
         self._restart = asyncio.Event()
         self._stale = asyncio.Event()
         self._on_change = on_change
@@ -58,15 +62,16 @@ class McpServerLink:
         delay = self._backoff[0]
         while True:
             self._restart.clear()
+            self._draining = False
             try:
                 async with self._connect(self._on_message) as client:
                     await self._load_tools(client)
                     self.client, self.last_error, self.failures = client, None, 0
                     self.ready.set()
                     self.first_attempt.set()
-                    async with self._connected:
+                    async with self._counted:
                         self.connections += 1
-                        self._connected.notify_all()
+                        self._counted.notify_all()
                     delay = self._backoff[0]
                     logger.info("MCP server %s: %d tools", self.spec.name, len(self.tools))
                     await self._serve(client)
@@ -88,8 +93,13 @@ class McpServerLink:
             delay = min(max(delay * 2, 0.05), self._backoff[1])
 
     async def wait_connections(self, count: int) -> None:
-        async with self._connected:
-            await self._connected.wait_for(lambda: self.connections >= count)
+        async with self._counted:
+            await self._counted.wait_for(lambda: self.connections >= count)
+
+    async def wait_checks(self, count: int) -> None:
+        """Wait until the server has answered ``count`` health checks."""
+        async with self._counted:
+            await self._counted.wait_for(lambda: self.checks >= count)
 
     async def _serve(self, client: Client) -> None:
         helpers = [
@@ -107,17 +117,22 @@ class McpServerLink:
 
     async def _watch(self, client: Client) -> None:
         """Ping the server while it is idle: one that died or hung is restarted now, before
-        a call needs it, not when that call fails."""
+        a call needs it, not when that call fails. A call in flight is never cut short:
+        the server is only checked, and only restarted, while none is."""
         interval = self.spec.health_interval
         while True:
             await asyncio.sleep(interval)
-            try:
-                async with asyncio.timeout(min(interval, 10.0)):
-                    await client.send_ping()
-            except Exception as exc:  # any failure to answer is the same news
-                self.last_error = f"stopped answering: {describe(exc)}"
+            if self._in_flight:
+                continue  # the call learns of a death itself, and a busy server may be slow
+            found = await _probe(client, min(interval, 10.0))
+            if found is None:
+                async with self._counted:
+                    self.checks += 1
+                    self._counted.notify_all()
+            elif not self._in_flight:
+                self.last_error = f"stopped answering: {found.problem}"
                 logger.warning("MCP server %s %s; restarting it", self.spec.name, self.last_error)
-                self.restart()
+                self.restart(client)
                 return
 
     async def _on_message(self, message: IncomingMessage) -> None:
@@ -157,13 +172,22 @@ class McpServerLink:
             if cursor is None:
                 break
         self.tools = [_spec(self.spec, tool) for tool in tools]
+        self._lookups = frozenset(t.remote_name for t in self.tools if t.read_only)
         self._on_change()
 
-    def restart(self) -> None:
-        """Drop the connection now; calls wait for the owner task to bring up a new one."""
+    def restart(self, client: Client | None = None) -> None:
+        """Drop the connection; new calls wait for the owner task to bring up a new one.
+        Calls in flight are never cut short: the old connection is closed once they end
+        (each within its timeout; on a dead connection at once). Given the ``client``
+        found at fault, a connection made since is left alone."""
+        if client is not None and client is not self.client:
+            return
         self.client = None
         self.ready.clear()
-        self._restart.set()
+        if self._in_flight:
+            self._draining = True
+        else:
+            self._restart.set()
 
     async def call(
         self, call_id: str, remote_name: str, arguments: dict[str, Any], context: CallContext
@@ -184,9 +208,8 @@ class McpServerLink:
             self._validators[spec.name] = validator
         return validator
 
-    async def _call(
-        self, remote_name: str, arguments: dict[str, Any], progress: Progress | None
-    ) -> mcp_types.CallToolResult:
+    async def _current(self) -> Client:
+        """The connection, once there is one (waiting up to ``start_timeout``)."""
         if not self.ready.is_set():
             try:
                 await asyncio.wait_for(self.ready.wait(), self.spec.start_timeout)
@@ -196,7 +219,36 @@ class McpServerLink:
         client = self.client
         if client is None:
             raise ToolError(f"MCP server {self.spec.name} is unavailable")
+        return client
+
+    async def _reachable(self, client: Client, remote_name: str) -> Client:
+        """``client`` if the server answers a ping, else a new connection: a server that
+        died while idle (before the health check noticed) is restarted, and the call, which
+        never reached it, goes to the new one. Only a server proven gone, or silent while
+        nothing runs on it, is restarted: a busy one may just be slow to answer."""
+        found = await _probe(client, min(self.spec.health_interval, 10.0))
+        if found is None or (not found.gone and self._in_flight):
+            return client
+        self.last_error = f"stopped answering: {found.problem}"
+        logger.warning("MCP server %s %s; restarting it", self.spec.name, self.last_error)
+        self.restart(client)
+        try:
+            return await self._current()
+        except ToolError:
+            reason = self.last_error or "not started"
+            raise ToolError(
+                f"MCP server {self.spec.name} had stopped ({found.problem}) and is not back "
+                f"({reason}); {remote_name} was not run"
+            ) from None
+
+    async def _call(
+        self, remote_name: str, arguments: dict[str, Any], progress: Progress | None
+    ) -> mcp_types.CallToolResult:
+        client = await self._current()
+        if remote_name not in self._lookups:  # a lookup cut short is asked again anyway
+            client = await self._reachable(client, remote_name)
         timeout = self.spec.timeout
+        self._in_flight += 1
         try:
             async with asyncio.timeout(timeout + 5):
                 return await client.call_tool(
@@ -206,18 +258,50 @@ class McpServerLink:
                     progress_callback=progress,
                 )
         except TimeoutError:
-            self.restart()
+            self.restart(client)
             raise ToolError(
                 f"{remote_name} timed out after {timeout:g}s; restarting server"
             ) from None
         except MCPError as exc:
             if exc.code in _RESTARTING_CODES:
-                self.restart()
+                self.restart(client)
                 raise ServerGone(f"{remote_name} failed: {exc.message}; restarting server") from exc
             raise ToolError(f"{remote_name} failed: {exc.message}") from exc
         except (OSError, RuntimeError) as exc:
-            self.restart()
+            self.restart(client)
             raise ServerGone(f"{remote_name} failed: {describe(exc)}; restarting server") from exc
+        finally:
+            self._in_flight -= 1
+            if self._draining and not self._in_flight:
+                self._restart.set()
+
+
+class _Unanswered(NamedTuple):
+    problem: str
+    gone: bool  # proven gone (the connection closed); else only silent
+
+
+async def _probe(client: Client, within: float) -> _Unanswered | None:
+    """Why the server did not answer a ping ``within`` seconds; None when it answered.
+
+    Any answer proves the server alive, an error included: servers built with the MCP SDK
+    2.3 answer ping with "Method not found" (the 2026-07-28 protocol dropped it). Only the
+    client's own verdicts (connection closed, request timed out), a transport failure or
+    silence mean it is gone or hung."""
+    try:
+        async with asyncio.timeout(within):
+            await client.session.send_ping()  # the session's ping: no deprecation warning
+    except MCPError as exc:
+        if exc.code == mcp_types.REQUEST_TIMEOUT:
+            return _Unanswered(exc.message, gone=False)
+        if exc.code == mcp_types.CONNECTION_CLOSED:
+            return _Unanswered(exc.message, gone=True)
+        return None
+    except TimeoutError:
+        return _Unanswered(f"no answer to a ping within {within:g}s", gone=False)
+    except Exception as exc:  # a transport failure: the server is gone all the same
+        return _Unanswered(describe(exc), gone=True)
+    return None
 
 
 def _spec(server: ServerSpec, tool: mcp_types.Tool) -> ToolSpec:

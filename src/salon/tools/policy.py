@@ -1,4 +1,4 @@
-"""Who may run which tool: allow, ask or deny.
+"""Who may run which tool: allow, ask (or ask_admin: someone else must approve) or deny.
 
 Order of precedence: the bot's ``tool_policies`` for the exposed name, then the server's
 ``tools`` rules, then the server's ``policy``, then the tool's MCP annotations (read-only ->

@@ -303,6 +303,7 @@ class ToolRunner:
             requester=requester,
             authorized_roles=tuple(self.config.authorized_roles),
             timeout=self.config.approval_timeout,
+            by_others=policy == Policy.ASK_ADMIN,
         )
         try:
             decision = await platform.request_approval(channel, request)

@@ -779,18 +779,24 @@ class DiscordPlatform(PlatformBase):
         self, channel: ChannelRef, request: ApprovalRequest
     ) -> ApprovalDecision:
         """Approve / Cancel buttons on a silent message (Salon's own words); only the
-        requester or a member of an authorized role (by name or id) may press them."""
+        requester or a member of an authorized role (by name or id) may press them (under
+        ``ask_admin``: see ``ApprovalRequest``; the operator is the application's owner)."""
         target = await self._channel(channel)
         roles = set(request.authorized_roles) | self._authorized_roles
 
         def may_answer(interaction: discord.Interaction) -> bool:
             who = self._person(interaction.user, interaction.guild)
-            return who.id == request.requester.id or bool(roles & set(who.roles))
+            return request.may_answer(
+                requester=who.id == request.requester.id,
+                in_role=bool(roles & set(who.roles)),
+                operator=self._is_operator(interaction.user),
+                approve=dict(interaction.data or {}).get("custom_id") == "salon:approve",
+            )
 
         prompt = ButtonPrompt(
             may_answer=may_answer,
             name_of=lambda interaction: self._person(interaction.user, interaction.guild).name,
-            refusal=f"Only {request.requester.name} can answer this.",
+            refusal=request.refusal(),
             timeout=request.timeout,
         )
         text = f"{self._bot_name} wants to run {request.description}. Allow?"
@@ -809,6 +815,15 @@ class DiscordPlatform(PlatformBase):
         if decision.answer is Approval.TIMEOUT:
             await self._close_unanswered(asked, text)
         return decision
+
+    def _is_operator(self, user: discord.abc.User) -> bool:
+        """The operator is who owns the bot's application (for a team's, the team's owner),
+        as Discord reported it at login."""
+        app = self._client.application if self._client else None
+        if app is None:
+            return False
+        owner = app.team.owner_id if app.team else app.owner.id
+        return user.id == owner
 
     async def _close_unanswered(self, asked: discord.Message, text: str) -> None:
         """Take the buttons off a prompt nobody answered, so nobody presses them later."""
