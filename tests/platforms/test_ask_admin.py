@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from fakes.irc import Human, IrcServer
 
 from salon.app import BotApp
 from salon.config import Secrets
@@ -17,7 +18,6 @@ from salon.llm import FakeProvider, FakeReply
 from salon.model import ToolCall
 from salon.platforms.irc import IrcPlatform
 from tests.conftest import ServeApp, bot_config
-from tests.fakes.irc import Human, IrcServer
 from tests.platforms.test_approvals import danger_server
 from tests.platforms.test_terminal import lines_from
 from tests.tools.conftest import in_process

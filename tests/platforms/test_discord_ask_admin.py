@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from fakes.discord_server import DiscordServer
+
 from salon.llm import FakeProvider, FakeReply
 from salon.model import ToolCall
-from tests.fakes.discord_server import DiscordServer
 from tests.platforms.conftest import GENERAL, Start
 from tests.platforms.test_approvals import danger_server
 from tests.tools.conftest import in_process

@@ -19,7 +19,7 @@ from salon.tools.servers import configured_specs
 from tests.conftest import bot_config
 from tests.tools.conftest import MCP_SERVER_TIME, REPO, stdio_kit
 
-KIT = StdioServerParameters(command=sys.executable, args=["-m", "tests.fakes.mcp_server"])
+KIT = StdioServerParameters(command=sys.executable, args=["-m", "fakes.mcp_server"])
 TIME = StdioServerParameters(command=str(MCP_SERVER_TIME))
 
 
@@ -27,7 +27,7 @@ def kit_from_config(health_interval: float) -> ServerSpec:
     """Our test server as a bot's config has it, with its health interval."""
     server = {
         "command": sys.executable,
-        "args": ["-m", "tests.fakes.mcp_server"],
+        "args": ["-m", "fakes.mcp_server"],
         "cwd": str(REPO),
         "health_interval": health_interval,
         "start_timeout": 20,
