@@ -29,7 +29,6 @@ LONG_FILES = {
 }
 CYCLES = [
     ["salon.platforms.discord.client", "salon.platforms.discord.platform"],
-    ["salon.tools.hub", "salon.tools.mcp_link"],
 ]
 BIG_CLASSES = {
     "salon.platforms.discord.platform.DiscordPlatform",

@@ -30,7 +30,10 @@ async def server_pid(hub: ToolHub) -> int:
 
 async def exited(pid: int) -> None:
     """Until the process has ended: its pidfd turns readable then (nothing is reaped)."""
-    fd = os.pidfd_open(pid)
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:  # already ended and reaped (by the SDK's transport)
+        return
     loop = asyncio.get_running_loop()
     ended: asyncio.Future[None] = loop.create_future()
     loop.add_reader(fd, lambda: ended.done() or ended.set_result(None))

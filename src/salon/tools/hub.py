@@ -12,22 +12,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
 from salon.errors import ToolError
 from salon.model import UNPARSED_ARGUMENTS, ToolCall, ToolResult
 from salon.tools.base import Progress, ToolSpec
+from salon.tools.link import (
+    CallContext,
+    Link,
+    MessageHandler,
+    ServerGone,
+    ServerSpec,
+    describe,
+    without_hidden,
+)
 from salon.tools.native import InvalidArguments, NativeTool, ToolSet
 from salon.tools.outputs import OutputDir
 from salon.tools.results import native_result
-
-if TYPE_CHECKING:
-    from mcp import Client
-    from mcp.client.session import MessageHandlerFnT as MessageHandler
-else:  # the same shape, without loading the SDK
-    MessageHandler = Callable[[Any], Awaitable[None]]
 
 __all__ = [
     "CallContext",
@@ -41,55 +44,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ServerSpec:
-    """How to reach one tool server: a native ``tools`` set, or an MCP server.
-
-    ``connect(on_message)`` makes a fresh, unentered MCP ``Client`` that passes server
-    notifications to ``on_message`` (how pre-2026 servers announce tool-list changes).
-    """
-
-    name: str
-    connect: Callable[[MessageHandler], Client] | None = None
-    tools: ToolSet | None = None
-    timeout: float = 360.0
-    start_timeout: float = 30.0
-    hidden_arguments: frozenset[str] = frozenset()  # filled in by Salon, not the model
-    health_interval: float = 10.0  # seconds between pings of an idle server
-
-
-class ServerGone(ToolError):
-    """The server's connection broke during a call: it is being restarted."""
-
-
-class CallContext(NamedTuple):
-    """What a server needs besides the arguments: where progress and files go."""
-
-    progress: Progress | None
-    outputs: OutputDir | None
-    owner: str
-
-
-class _Link(Protocol):
-    """One server as the hub holds it: a native tool set or an MCP connection."""
-
-    spec: ServerSpec
-    tools: list[ToolSpec]
-    ready: asyncio.Event
-    first_attempt: asyncio.Event
-    last_error: str | None
-
-    async def run(self) -> None: ...
-
-    async def wait_connections(self, count: int) -> None: ...
-
-    def check(self, spec: ToolSpec, arguments: dict[str, Any]) -> str | None: ...
-
-    async def call(
-        self, call_id: str, remote_name: str, arguments: dict[str, Any], context: CallContext
-    ) -> ToolResult: ...
 
 
 class _NativeLink:
@@ -154,16 +108,6 @@ def _native_spec(server: ServerSpec, tool: NativeTool) -> ToolSpec:
     )
 
 
-def without_hidden(schema: dict[str, Any] | None, hidden: frozenset[str]) -> dict[str, Any]:
-    """The schema the model sees: what Salon fills in itself is left out."""
-    schema = dict(schema or {"type": "object", "properties": {}})
-    if hidden:
-        properties = {k: v for k, v in (schema.get("properties") or {}).items() if k not in hidden}
-        required = [r for r in schema.get("required", []) if r not in hidden]
-        schema = {**schema, "properties": properties, "required": required}
-    return schema
-
-
 class ToolHub:
     """All tools of all servers in one registry, with schema checks before every call."""
 
@@ -184,7 +128,7 @@ class ToolHub:
         self._tasks: list[asyncio.Task[None]] = []
         self._registry: dict[str, ToolSpec] = {}
         self.changed: Callable[[], None] | None = None
-        self._servers: dict[str, _Link] = {}
+        self._servers: dict[str, Link] = {}
         for spec in servers:
             self._servers[spec.name] = _link(spec, self._rebuild, (backoff_initial, backoff_max))
         self._rebuild()  # native sets offer their tools from the start
@@ -291,7 +235,7 @@ class ToolHub:
 
     async def _run(
         self,
-        server: _Link,
+        server: Link,
         call: ToolCall,
         spec: ToolSpec,
         arguments: dict[str, Any],
@@ -310,15 +254,9 @@ class ToolHub:
             return ToolResult(call.id, str(exc), is_error=True)
 
 
-def _link(spec: ServerSpec, on_change: Callable[[], None], backoff: tuple[float, float]) -> _Link:
+def _link(spec: ServerSpec, on_change: Callable[[], None], backoff: tuple[float, float]) -> Link:
     if spec.tools is not None:
         return _NativeLink(spec, spec.tools)
     from salon.tools.mcp_link import McpServerLink  # the MCP SDK loads with the first server
 
     return McpServerLink(spec, on_change, backoff)
-
-
-def describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(describe(e) for e in exc.exceptions)
-    return f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)

@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 from salon.errors import ToolError
 from salon.model import ToolResult
 from salon.tools.base import Progress, ToolSpec
-from salon.tools.hub import CallContext, ServerGone, ServerSpec, describe, without_hidden
+from salon.tools.link import CallContext, ServerGone, ServerSpec, describe, without_hidden
 from salon.tools.results import to_result
 
 __all__ = ["McpServerLink"]

@@ -1,0 +1,98 @@
+"""What the hub and a server's link share: how to reach a server (``ServerSpec``), what a
+call carries besides its arguments (``CallContext``), the ``Link`` a server is held by, and
+the words for its failures. A module of its own so that the MCP link (``mcp_link``, loaded
+with the first MCP server) and the hub that loads it never import each other."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from salon.errors import ToolError
+from salon.model import ToolResult
+from salon.tools.base import Progress, ToolSpec
+from salon.tools.native import ToolSet
+from salon.tools.outputs import OutputDir
+
+if TYPE_CHECKING:
+    from mcp import Client
+    from mcp.client.session import MessageHandlerFnT as MessageHandler
+else:  # the same shape, without loading the SDK
+    MessageHandler = Callable[[Any], Awaitable[None]]
+
+__all__ = [
+    "CallContext",
+    "Link",
+    "MessageHandler",
+    "ServerGone",
+    "ServerSpec",
+    "describe",
+    "without_hidden",
+]
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """How to reach one tool server: a native ``tools`` set, or an MCP server.
+
+    ``connect(on_message)`` makes a fresh, unentered MCP ``Client`` that passes server
+    notifications to ``on_message`` (how pre-2026 servers announce tool-list changes).
+    """
+
+    name: str
+    connect: Callable[[MessageHandler], Client] | None = None
+    tools: ToolSet | None = None
+    timeout: float = 360.0
+    start_timeout: float = 30.0
+    hidden_arguments: frozenset[str] = frozenset()  # filled in by Salon, not the model
+    health_interval: float = 10.0  # seconds between pings of an idle server
+
+
+class ServerGone(ToolError):
+    """The server's connection broke during a call: it is being restarted."""
+
+
+class CallContext(NamedTuple):
+    """What a server needs besides the arguments: where progress and files go."""
+
+    progress: Progress | None
+    outputs: OutputDir | None
+    owner: str
+
+
+class Link(Protocol):
+    """One server as the hub holds it: a native tool set or an MCP connection."""
+
+    spec: ServerSpec
+    tools: list[ToolSpec]
+    ready: asyncio.Event
+    first_attempt: asyncio.Event
+    last_error: str | None
+
+    async def run(self) -> None: ...
+
+    async def wait_connections(self, count: int) -> None: ...
+
+    def check(self, spec: ToolSpec, arguments: dict[str, Any]) -> str | None: ...
+
+    async def call(
+        self, call_id: str, remote_name: str, arguments: dict[str, Any], context: CallContext
+    ) -> ToolResult: ...
+
+
+def without_hidden(schema: dict[str, Any] | None, hidden: frozenset[str]) -> dict[str, Any]:
+    """The schema the model sees: what Salon fills in itself is left out."""
+    schema = dict(schema or {"type": "object", "properties": {}})
+    if hidden:
+        properties = {k: v for k, v in (schema.get("properties") or {}).items() if k not in hidden}
+        required = [r for r in schema.get("required", []) if r not in hidden]
+        schema = {**schema, "properties": properties, "required": required}
+    return schema
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
