@@ -20,6 +20,8 @@ from typing import Literal
 from salon.agent.activation import Scene
 from salon.agent.conversation.output import LeadingLabel, ParagraphStream
 from salon.agent.conversation.planner import answer_request, parse_plan, planning_request
+from salon.agent.conversation.sidecall import side_call
+from salon.agent.conversation.stream import IncompleteStream, Streamed, read_stream, record_usage
 from salon.agent.conversation.toolrules import merge_results, split_calls
 from salon.agent.conversation.toolrunner import ToolRunner, Turn
 from salon.agent.recording.recorder import Recorder
@@ -32,10 +34,6 @@ from salon.errors import ProviderError
 from salon.llm.base import (
     LLMRequest,
     Provider,
-    StopEvent,
-    TextDelta,
-    ToolCallEvent,
-    UsageEvent,
 )
 from salon.llm.retry import backoff_delay
 from salon.model import ChannelRef, ToolCall, Usage
@@ -47,11 +45,6 @@ __all__ = ["Conversation", "Reply"]
 logger = logging.getLogger(__name__)
 
 _MEMO_MESSAGES = 200_000  # messages the channels' render memos may hold between them
-
-
-class IncompleteStream(ProviderError):
-    """The stream broke after it had begun, or ended without the model's finish reason.
-    (Failures before the first event are the provider wrapper's to retry.)"""
 
 
 @dataclass
@@ -134,7 +127,9 @@ class Conversation:
             if reply.sent == 0:
                 await reply.note(f"({scene.config.name} had nothing to say: the answer was empty)")
         finally:
-            await self._record_usage(scene, provider, request, reply.usage)
+            await record_usage(
+                self.store, self.bot, scene.channel.key, provider, request, reply.usage
+            )
 
     def _render(self, scene: Scene, tools: ToolRunner | None) -> LLMRequest:
         config = scene.config
@@ -157,18 +152,6 @@ class Conversation:
             )  # fmt: skip
             self._chat_memos.settle(chat)
         return tools.prepare(request) if tools is not None else request
-
-    async def _record_usage(
-        self, scene: Scene, provider: Provider, request: LLMRequest, usage: Usage
-    ) -> None:
-        if usage == Usage():
-            return
-        try:
-            await self.store.record_usage(
-                self.bot, scene.channel.key, provider.name, request.model, usage
-            )
-        except Exception:  # the answer is out; losing one usage row must not undo it
-            logger.exception("could not record usage in %s", scene.channel.key)
 
     async def _converse(
         self,
@@ -223,18 +206,11 @@ class Conversation:
     ) -> None:
         """Planner mode: ask for a JSON plan (not shown), run its tool, then answer."""
         specs = tools.offered()
-        text = ""
         planning = planning_request(request, specs)
-        pending = reply.recorder.call("plan", provider, planning)
         async with reply.platform.typing(reply.channel):
-            async for event in provider.stream(planning):
-                pending.first_event()
-                if isinstance(event, TextDelta):
-                    text += event.text
-                elif isinstance(event, UsageEvent):
-                    reply.usage += event.usage
-                    pending.usage += event.usage
-        pending.ended()
+            text = await side_call(
+                provider, planning, reply.recorder, "plan", store=self.store, bot=self.bot
+            )
         plan = parse_plan(text, {s.name for s in specs})
         if plan is None:
             logger.info("planner: no usable plan in %r; answering directly", text[:200])
@@ -329,37 +305,20 @@ class Conversation:
         hold_back = CallTextFilter() if text_mode else None
         label = LeadingLabel((config.name, reply.platform.self_participant.name, "assistant"))
         turn = Turn()
+
+        async def show(text: str) -> None:
+            visible = label.feed(hold_back.feed(text) if hold_back else text)
+            turn.text += visible
+            await reply.write(visible)
+
         pending = reply.recorder.call(kind, provider, request)
-        began = finished = False
+        streamed = Streamed(calls=turn.calls)  # the model's native calls go into the turn
         async with reply.platform.typing(reply.channel):  # while the model writes, not longer
             try:
-                async for event in provider.stream(request):
-                    if not began:
-                        began = True
-                        pending.first_event()
-                    if isinstance(event, TextDelta):
-                        visible = label.feed(
-                            hold_back.feed(event.text) if hold_back else event.text
-                        )
-                        turn.text += visible
-                        await reply.write(visible)
-                    elif isinstance(event, ToolCallEvent):
-                        turn.calls.append(event.call)
-                    elif isinstance(event, UsageEvent):
-                        reply.usage += event.usage
-                        pending.usage += event.usage
-                    elif isinstance(event, StopEvent):
-                        finished = True
-                        pending.stop_reason = event.reason
-            except ProviderError as exc:
-                pending.ended(str(exc))
-                if not began or isinstance(exc, IncompleteStream):
-                    raise
-                raise IncompleteStream(
-                    str(exc), provider=exc.provider, status=exc.status, retryable=exc.retryable
-                ) from exc
-        pending.ended(None if finished else "the stream ended before the model finished")
-        if not finished:
+                await read_stream(provider, request, pending, streamed, show)
+            finally:
+                reply.usage += streamed.usage
+        if not streamed.finished:
             raise IncompleteStream(
                 f"{provider.name}: the answer stream ended before the model finished",
                 provider=provider.name,

@@ -1,15 +1,14 @@
-"""Short calls the pipeline makes beside the answer (context evaluator, speak gate): their
-own prompt and model, nothing shown, usage recorded and traced like any call."""
+"""Short calls beside the answer (the context evaluator, the speak gate, the planner's
+plan): their own request, nothing shown, usage recorded and traced like any call."""
 
 from __future__ import annotations
 
 import logging
 
+from salon.agent.conversation.stream import Streamed, read_stream, record_usage
 from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig
-from salon.errors import ProviderError
-from salon.llm.base import ChatMessage, LLMRequest, Provider, TextDelta, TextPart, UsageEvent
-from salon.model import Usage
+from salon.llm.base import ChatMessage, LLMRequest, Provider, TextPart
 from salon.store.base import Store
 from salon.trace import CallKind
 
@@ -46,38 +45,12 @@ async def side_call(
     store: Store,
     bot: str,
 ) -> str:
-    """The call's whole text; a provider's failure is raised after it is traced."""
+    """The call's whole text, unshown; a provider's failure is raised after it is traced.
+    Its usage is stored as its own row."""
     pending = recorder.call(kind, provider, request)
-    text = ""
+    streamed = Streamed()
     try:
-        async for event in provider.stream(request):
-            pending.first_event()
-            if isinstance(event, TextDelta):
-                text += event.text
-            elif isinstance(event, UsageEvent):
-                pending.usage += event.usage
-        pending.ended()
-    except ProviderError as exc:
-        pending.ended(str(exc))
-        raise
+        await read_stream(provider, request, pending, streamed)
     finally:
-        if pending.total_ms is None:
-            pending.ended("interrupted")
-        await _record_usage(store, bot, recorder.trace.channel, provider, request, pending.usage)
-    return text
-
-
-async def _record_usage(  # noqa: PLR0917 - one row's columns
-    store: Store,
-    bot: str,
-    channel: str,
-    provider: Provider,
-    request: LLMRequest,
-    usage: Usage,
-) -> None:
-    if usage == Usage():
-        return
-    try:
-        await store.record_usage(bot, channel, provider.name, request.model, usage)
-    except Exception:  # losing one usage row must not stop the answer
-        logger.exception("could not record the usage of a side call")
+        await record_usage(store, bot, recorder.trace.channel, provider, request, streamed.usage)
+    return streamed.text

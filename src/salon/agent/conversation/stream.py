@@ -1,0 +1,107 @@
+"""The one loop over a provider's stream, and the usage row a call leaves.
+
+Every call the agent makes (the answer, the planner's plan, the pipeline's side calls)
+reads its stream here: the first event, text, tool calls, usage and the finish reason
+are noted on the call's trace as they come. A stream that breaks after it had begun is an
+``IncompleteStream``; what to do about it (ask again, or say the answer was cut off) is the
+caller's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from salon.agent.recording.recorder import PendingCall
+from salon.errors import ProviderError
+from salon.llm.base import (
+    LLMRequest,
+    Provider,
+    StopEvent,
+    TextDelta,
+    ToolCallEvent,
+    UsageEvent,
+)
+from salon.model import ToolCall, Usage
+from salon.store.base import Store
+
+__all__ = ["IncompleteStream", "Streamed", "read_stream", "record_usage"]
+
+logger = logging.getLogger(__name__)
+
+NOT_FINISHED = "the stream ended before the model finished"
+
+
+class IncompleteStream(ProviderError):
+    """The stream broke after it had begun, or ended without the model's finish reason.
+    (Failures before the first event are the provider wrapper's to retry.)"""
+
+
+@dataclass
+class Streamed:
+    """What a stream gave, as far as it went (kept by the caller when it breaks)."""
+
+    text: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    began: bool = False
+    finished: bool = False  # the model's finish reason came
+
+
+async def read_stream(
+    provider: Provider,
+    request: LLMRequest,
+    pending: PendingCall,
+    into: Streamed,
+    on_text: Callable[[str], Awaitable[None]] | None = None,
+) -> None:
+    """Read the call's stream into ``into``, handing each piece of text to ``on_text``.
+    A provider's failure after the first event is raised as an ``IncompleteStream``."""
+    try:
+        async for event in provider.stream(request):
+            if not into.began:
+                into.began = True
+                pending.first_event()
+            if isinstance(event, TextDelta):
+                into.text += event.text
+                if on_text is not None:
+                    await on_text(event.text)
+            elif isinstance(event, ToolCallEvent):
+                into.calls.append(event.call)
+            elif isinstance(event, UsageEvent):
+                into.usage += event.usage
+                pending.usage += event.usage
+            elif isinstance(event, StopEvent):
+                into.finished = True
+                pending.stop_reason = event.reason
+    except ProviderError as exc:
+        pending.ended(str(exc))
+        if not into.began or isinstance(exc, IncompleteStream):
+            raise
+        raise IncompleteStream(
+            str(exc), provider=exc.provider, status=exc.status, retryable=exc.retryable
+        ) from exc
+    else:
+        pending.ended(None if into.finished else NOT_FINISHED)
+    finally:
+        if pending.total_ms is None:  # cancelled, or a failure of our own on the way
+            pending.ended("interrupted")
+
+
+async def record_usage(  # noqa: PLR0917 - one row's columns
+    store: Store,
+    bot: str,
+    channel_key: str,
+    provider: Provider,
+    request: LLMRequest,
+    usage: Usage,
+) -> None:
+    """Store one call's (or one answer's) usage; a failure is logged, never raised: what
+    the call was for has happened, and losing one usage row must not undo it."""
+    if usage == Usage():
+        return
+    try:
+        await store.record_usage(bot, channel_key, provider.name, request.model, usage)
+    except Exception:
+        logger.exception("could not record usage in %s", channel_key)
