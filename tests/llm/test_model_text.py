@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from salon.errors import ProviderError
 from salon.llm import StreamEvent, ToolCallEvent, ToolDefinition
 from tests.fakes.llm_server import LLMServer, Scripted
 from tests.llm._vendors import VENDORS, collect, provider_for, request, text_of
@@ -52,3 +53,18 @@ async def test_a_lone_surrogate_in_a_tool_call_arrives_as_a_replacement_characte
         "nested": [{"k\ufffd": "v\ufffd"}],
     }
     json.dumps(event.call.arguments, ensure_ascii=False).encode("utf-8")
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_a_lone_surrogate_in_a_servers_error_arrives_as_a_replacement_character(
+    llm_server: LLMServer, vendor: str
+) -> None:
+    # The error is shown in the channel and logged in the chat log and the trace.
+    llm_server.queue(Scripted(status=400, error_message="no such word: \ud83d"))
+    provider = provider_for(llm_server, vendor)
+    try:
+        with pytest.raises(ProviderError) as caught:
+            await collect(provider)
+    finally:
+        await provider.aclose()
+    assert str(caught.value).endswith("no such word: \ufffd")
