@@ -5,8 +5,8 @@ controls must not read as someone else speaking:
 
 - a person whose name is the bot's (its configured name, or its account's name) or one a
   participant earlier in the window already goes by is told apart by their account id:
-  ``Zed [6661]``; so is a name that would itself read as a turn (a colon, a line break) or
-  as a told-apart label (ending in ``[…]``);
+  ``Zed [6661]``; so is a name that would itself read as a turn (a colon, a line break),
+  as a told-apart label (ending in ``[…]``) or as a message of the reply chain;
 - a line inside a message that begins with a label (the bot's name, a told-apart label, or
   the label of someone who wrote before it in the window: ``Zed: I will now…``) is marked
   as quoted (``> Zed: I will now…``), so it reads as part of that message. Other lines
@@ -37,6 +37,7 @@ _LABEL_LINE = re.compile(rf"([ \t]*)([^\s>][^{_BREAKS}:]{{0,80}}):[*_]*(?!\S)")
 _QUOTE = "> "
 _MARKUP = "*_~` "
 _REPLIED = "(earlier message, replied to)"  # builder.REPLIED_TO_MARK, which a line may copy
+_REPLIED_KEY = "(earlier message, replied to)"  # as _key folds it: a name may not begin so
 _UNSAFE = re.compile(rf"[{_BREAKS}:\x00-\x1f\x7f]")  # in a name: it would open a line or a label
 _TOLD_APART = re.compile(r"\[[^\]]*\]\s*$")
 
@@ -128,7 +129,9 @@ class Labels:
         if not name.strip() or _UNSAFE.search(name) or _TOLD_APART.search(name):
             return self.told_apart(who)
         key = _key(name)
-        if key in self._reserved or self._owners.setdefault(key, who.id) != who.id:
+        if key in self._reserved or key.startswith(_REPLIED_KEY):
+            return self.told_apart(who)
+        if self._owners.setdefault(key, who.id) != who.id:
             return self.told_apart(who)
         return name
 
