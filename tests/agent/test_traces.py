@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 from fakes.billing import CacheBilling
-from fakes.llm_server import LLMServer
+from fakes.llm_server import LLMServer, Scripted
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
@@ -222,3 +223,38 @@ def test_the_trace_writer_prices_with_the_prices_of_a_reloaded_config() -> None:
     assert writer._price("house-model") is None
     writer.prices = {"house-model": Price(input=1.0, output=2.0)}
     assert writer._price("house-model") == Price(input=1.0, output=2.0)
+
+
+async def test_a_lone_surrogate_from_the_model_is_shown_logged_and_traced(
+    tmp_path: Path, llm_server: LLMServer
+) -> None:
+    from fakes import mcp_server
+
+    broken = {"text": "half an emoji: \ud83d"}  # sent as the JSON escape "\ud83d"
+    llm_server.queue(
+        Scripted(tool_calls=[("call_1", "echo", broken)]),
+        Scripted(chunks=["It said \udc00", " back."]),
+    )
+    providers = {
+        "test": {
+            "type": "openai",
+            "model": "m",
+            "base_url": llm_server.base_url + "/v1",
+            "api_key_env": "SOME_KEY",
+            "backoff_initial": 0,
+        }
+    }
+    provider = build_provider(bot_config(providers=providers), Secrets({"SOME_KEY": SECRET}))
+    app = make_app(tmp_path, provider, [in_process(mcp_server.build(), "kit")], providers=providers)
+    platform = MemoryPlatform(bot_name="Salon")
+    async with running(app, platform):
+        await ask(app, platform, "say it back", 1)
+        (summary,) = await app.store.list_traces()
+        _, body = await app.store.get_trace(summary.id) or (None, {})
+    assert [m.text for m in platform.sent] == ["It said \ufffd back."]
+    (logged,) = (tmp_path / "data" / "tools").rglob("*.jsonl")
+    (line,) = logged.read_text(encoding="utf-8").splitlines()
+    assert json.loads(line)["call"]["arguments"] == {"text": "half an emoji: \ufffd"}
+    assert summary.outcome == "answered"
+    assert body["answer"] == "It said \ufffd back."
+    assert body["tools"][0]["arguments"] == {"text": "half an emoji: \ufffd"}

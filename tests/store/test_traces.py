@@ -165,3 +165,19 @@ async def test_cost_per_day_counts_utc_days_whatever_the_servers_time_zone(
     await store.write_traces([make_trace(1, when=late)])
     (day,) = await store.cost_by("day")
     assert day.key == "2026-01-01"
+
+
+async def test_a_trace_with_a_lone_surrogate_is_stored_with_a_replacement_character(
+    store: SQLStore,
+) -> None:
+    # The provider boundary cleans what models say; a trace is stored whatever it holds.
+    trace = make_trace(1)
+    trace.answer = "half an emoji: \ud83d"
+    trace.tools = [ToolTrace("c1", "echo", {"text": "\udc00"}, "ok", False, 1.0, "run")]
+    trace.outcome, trace.error = "error", "cut off after \ud800"
+    (trace_id,) = await store.write_traces([trace])
+    summary, body = await store.get_trace(trace_id) or (None, {})
+    assert summary is not None
+    assert summary.error == "cut off after \ufffd"
+    assert body["answer"] == "half an emoji: \ufffd"
+    assert body["tools"][0]["arguments"] == {"text": "\ufffd"}

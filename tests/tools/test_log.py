@@ -46,3 +46,16 @@ def test_calls_older_than_the_context_are_dropped(tmp_path: Path) -> None:
         log.append(record(T0 + timedelta(minutes=n), n))
     assert len(log.for_channel("irc:#salon", T0 + timedelta(seconds=90))) == 1
     assert len(log.for_channel("irc:#salon", None)) == 1  # dropped for good
+
+
+def test_a_lone_surrogate_in_a_call_is_logged_as_a_replacement_character(tmp_path: Path) -> None:
+    # The provider boundary cleans what models say; a call from anywhere else is logged too.
+    log = ToolLog(tmp_path, "ann")
+    call = ToolCall("c1", "ec\ud800ho", {"text": "half \ud83d", "k\udc00": ["\udfff"]})
+    log.append(ToolRecord(T0, "irc:#salon", "m1", call, ToolResult("c1", "ok")))
+    (line,) = (tmp_path / "ann" / "irc_salon" / "2026-11-22T09.jsonl").read_text().splitlines()
+    logged = json.loads(line)["call"]
+    assert logged["name"] == "ec\ufffdho"
+    assert logged["arguments"] == {"text": "half \ufffd", "k\ufffd": ["\ufffd"]}
+    (remembered,) = log.for_channel("irc:#salon", None)
+    assert remembered.call.arguments == logged["arguments"]  # as the next context shows it

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from salon.config import BotConfig
+from salon.context.names import Labels, with_mentions
 from salon.context.textproto import format_calls, format_results
 from salon.llm.base import (
     ChatMessage,
@@ -43,6 +44,7 @@ __all__ = [
     "reply_mark",
     "run_joiner",
     "select_context",
+    "spoken",
     "truncated",
     "weave",
 ]
@@ -192,6 +194,27 @@ def message_text(message: Message) -> str:
     return message.text + _file_texts(message) if message.attachments else message.text
 
 
+def spoken(
+    message: Message,
+    position: int,
+    me: Participant,
+    name: str,
+    labels: Labels,
+    *,
+    at_line_start: bool = False,
+) -> str:
+    """What ``message`` (at ``position`` in the render) says in the context: its text
+    (``message_text``) with the bot's mentions under its configured ``name``; in others'
+    messages, a line that begins with a label is marked as quoted (``at_line_start``: its
+    first line starts a line of the context too)."""
+    text = message.text + _file_texts(message) if message.attachments else message.text
+    if message.mentions:
+        text = with_mentions(text, message, me, name, labels)
+    if ":" not in text or message.author.id == me.id:  # no line of it can read as a turn
+        return text
+    return labels.quoted(text, position, at_line_start=at_line_start)
+
+
 def reply_mark(message: Message) -> str:
     """What goes before a message's label when the reply chain brought it in."""
     return REPLIED_TO_MARK if message.tags and Tag.REPLY_CHAIN in message.tags else ""
@@ -328,13 +351,25 @@ class RenderMemo:
     is the same object: platforms make a new one for an edit.
     """
 
-    __slots__ = ("items", "key", "marks", "positions")
+    __slots__ = ("grown", "items", "key", "labels", "marks", "positions")
 
     def __init__(self) -> None:
         self.key: tuple[object, ...] | None = None
         self.items: tuple[Message, ...] = ()
         self.positions: dict[str, int] = {}  # message id -> index in ``items``
         self.marks: set[str] = set()  # ids in ``items`` that carried a breakpoint
+        self.labels: Labels | None = None  # the participants' labels, decided over ``items``
+        self.grown = False  # the last ``unchanged``: ``items`` begin with the last ones
+
+    def labels_from(
+        self, start: int, items: Sequence[Message], me: Participant, reserved: tuple[str, ...]
+    ) -> Labels:
+        """The labels to go on with from item ``start`` of this render: the memo's, when
+        the channel only grew since (they decided every item before ``start`` already);
+        else new ones (``reserved``: the bot's names), told the authors before ``start``."""
+        if start and self.grown and self.labels is not None:
+            return self.labels
+        return labels_until(start, items, me, Labels(reserved))
 
     @property
     def size(self) -> int:
@@ -346,12 +381,14 @@ class RenderMemo:
     ) -> int:
         """How many of ``items``, from the first, render as they did last time."""
         done = self.items
+        self.grown = False
         if not done or self.key != key:
             return 0
         if len(items) >= len(done) and items[: len(done)] == done:  # compared by identity
             same = len(done)
         else:
             same = _common_prefix(items, done)
+        self.grown = same == len(done)
         for moved in self.marks.symmetric_difference(i for i in marked if i in self.positions):
             same = min(same, self.positions[moved])
         return same
@@ -415,6 +452,15 @@ class ChatMemo(RenderMemo):
         self.turns, self.structured = turns.turns, turns.structured
 
 
+def labels_until(start: int, items: Sequence[Message], me: Participant, labels: Labels) -> Labels:
+    """``labels`` told the authors of ``items[:start]``, in order, as a render would."""
+    for position in range(start):
+        author = items[position].author
+        if author.id != me.id:
+            labels.author(author, position)
+    return labels
+
+
 def _common_prefix(a: tuple[Message, ...], b: tuple[Message, ...]) -> int:
     """The length of the longest common prefix of two tuples, by bisection on slices."""
     low, high = 0, min(len(a), len(b))
@@ -452,7 +498,8 @@ def render_chat(
     """
     marked = {*breakpoints, *([breakpoint_id] if breakpoint_id else [])}
     items = tuple(messages)
-    key = (me, native_tools, message_limit)
+    name = config.name
+    key = (me, name, native_tools, message_limit)
     turns = _Turns()
     start, starts = 0, []
     reused: tuple[ChatMessage, ...] = ()
@@ -461,6 +508,8 @@ def render_chat(
         if start:
             turns.resume(memo, kept)
             starts, reused = memo.starts[: kept + 1], memo.built[:kept]
+    reserved = (name, me.name)  # the bot's names: no one else goes by them
+    labels = memo.labels_from(start, items, me, reserved) if memo is not None else Labels(reserved)
     sequence = weave(items, records) if start == 0 else items[start:]
     previous: Message | ToolRecord | None = items[start - 1] if start else None
     for offset, item in enumerate(sequence, start=start):
@@ -468,7 +517,9 @@ def render_chat(
         if isinstance(item, ToolRecord):
             _add_record(turns, item, native=native_tools)
         else:
-            _add_message(turns, item, previous, me, message_limit)
+            _add_message(
+                turns, item, offset, previous, me, name=name, labels=labels, limit=message_limit
+            )
             extra: list[Piece] = list(images_of(item))
             if marked and item.id in marked:
                 extra.insert(0, _BREAK)  # right after the line, before any image
@@ -480,6 +531,7 @@ def render_chat(
     if memo is not None:
         rendered = items if not records else ()
         memo.keep(key, rendered, turns, built=built, starts=starts, marked=marked, resumed_at=start)
+        memo.labels = labels
     return LLMRequest(
         model=model,
         messages=built,
@@ -494,19 +546,30 @@ def render_chat(
 def _add_message(
     turns: _Turns,
     message: Message,
+    position: int,
     previous: Message | ToolRecord | None,
     me: Participant,
-    message_limit: int | None,
+    *,
+    name: str,
+    labels: Labels,
+    limit: int | None,
 ) -> None:
     mine = message.author.id == me.id
     role: Literal["user", "assistant"] = "assistant" if mine else "user"
-    text = message_text(message)
+    who = message.author
+    label = "" if mine else labels.decided.get((who.id, who.name)) or labels.author(who, position)
+    joiner = ""  # what joins a piece of a bot's run to the one before
     if continues_run(previous, message):
         assert isinstance(previous, Message)
-        turns.continue_line(role, run_joiner(previous, message_limit) + text)
+        joiner = run_joiner(previous, limit)
+    text = message.text
+    if message.attachments or message.mentions or ":" in text:  # else spoken() gives it back
+        text = spoken(message, position, me, name, labels, at_line_start=joiner.endswith("\n"))
+    if joiner:
+        turns.continue_line(role, joiner + text)
     else:
         mark = reply_mark(message)
-        turns.line(role, f"{mark}{text}" if mine else f"{mark}{message.author.name}: {text}")
+        turns.line(role, f"{mark}{text}" if mine else f"{mark}{label}: {text}")
 
 
 def _add_record(turns: _Turns, record: ToolRecord, *, native: bool) -> None:

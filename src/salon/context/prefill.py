@@ -26,12 +26,14 @@ from salon.context.builder import (
     RenderMemo,
     continues_run,
     images_of,
-    message_text,
+    labels_until,
     record_text,
     reply_mark,
     run_joiner,
+    spoken,
     weave,
 )
+from salon.context.names import Labels
 from salon.llm.base import ChatMessage, ContentPart, ImagePart, LLMRequest, TextPart
 from salon.model import Message, Participant, ToolRecord
 
@@ -64,17 +66,33 @@ class PrefillMemo(RenderMemo):
 _PREFIX_LABEL = re.compile(r"^([^\n:]{1,40}):", re.MULTILINE)
 
 
+def _reserved(me: Participant, config: BotConfig) -> tuple[str, ...]:
+    """The names only the bot goes by in a transcript: its configured name, its account's,
+    and the speakers of ``context_prefix``."""
+    return (
+        config.name,
+        me.name,
+        *(s.strip() for s in _PREFIX_LABEL.findall(config.context_prefix)),
+    )
+
+
 def stop_sequences(
-    messages: Sequence[Message], me: Participant, config: BotConfig
+    messages: Sequence[Message],
+    me: Participant,
+    config: BotConfig,
+    labels: Labels | None = None,
 ) -> tuple[str, ...]:
-    """``\\nName:`` for the most recent participants (authors and people mentioned) and the
+    """``\\nLabel:`` for the most recent participants (authors and people mentioned, under
+    the labels the transcript gives them: ``labels``, decided over ``messages``) and the
     speakers of ``context_prefix``, then their case variants (a model writes ``You:`` for
     ``you``): whoever the model might start to speak for, it stops there."""
+    if labels is None:
+        labels = labels_until(len(messages), messages, me, Labels(_reserved(me, config)))
     names: list[str] = []
     for message in reversed(messages):
         for person in (message.author, *message.mentions):
-            if person.id != me.id and person.name not in names:
-                names.append(person.name)
+            if person.id != me.id and (label := labels.known(person)) not in names:
+                names.append(label)
         if len(names) >= config.recent_participant_count:
             break
     names = names[: config.recent_participant_count]
@@ -87,13 +105,23 @@ def stop_sequences(
     return tuple(dict.fromkeys([*chosen, *config.stop_sequences]))
 
 
-def _block(item: Message | ToolRecord, me: Participant, name: str) -> str:
+def _block(
+    item: Message | ToolRecord, position: int, me: Participant, name: str, labels: Labels
+) -> str:
     """One message of the transcript. Trailing white space is dropped, so a block reads the
     same whether or not it ends the request (where the API forbids trailing white space)."""
     if isinstance(item, ToolRecord):
         return f"{name}: {record_text(item)}".rstrip()
-    author = name if item.author.id == me.id else item.author.name
-    return f"{reply_mark(item)}{author}: {message_text(item)}".rstrip()
+    who = item.author
+    author = (
+        name
+        if who.id == me.id
+        else labels.decided.get((who.id, who.name)) or labels.author(who, position)
+    )
+    said = item.text
+    if item.attachments or item.mentions or ":" in said:  # else spoken() gives it back
+        said = spoken(item, position, me, name, labels)
+    return f"{reply_mark(item)}{author}: {said}".rstrip()
 
 
 class _Transcript:
@@ -161,6 +189,8 @@ def render_prefill(
         transcript.restore(state)
     elif config.context_prefix:
         transcript.write(config.context_prefix + _SEPARATOR)
+    reserved = _reserved(me, config)
+    labels = memo.labels_from(start, given, me, reserved) if memo else Labels(reserved)
     items: Sequence[Message | ToolRecord] = weave(given, records) if not start else given
     previous: Message | ToolRecord | None = items[start - 1] if start else None
     snapshots = [snap for snap in memo.snapshots if snap[0] < start] if memo else []
@@ -170,10 +200,15 @@ def render_prefill(
             snapshots.append((position, transcript.state()))
         if isinstance(item, Message) and continues_run(previous, item):
             assert isinstance(previous, Message)
-            joined = run_joiner(previous, message_limit) + message_text(item)
-            transcript.write(joined.rstrip())
+            if item.author.id != me.id:
+                labels.author(item.author, position)  # for every message, as in a catch-up
+            joiner = run_joiner(previous, message_limit)
+            at_line_start = joiner.endswith("\n")
+            said = spoken(item, position, me, name, labels, at_line_start=at_line_start)
+            transcript.write((joiner + said).rstrip())
         else:
-            transcript.write((_SEPARATOR if position else "") + _block(item, me, name))
+            block = _block(item, position, me, name, labels)
+            transcript.write((_SEPARATOR if position else "") + block)
         if isinstance(item, Message):
             for image in images_of(item):
                 transcript.image(image)
@@ -182,7 +217,7 @@ def render_prefill(
         previous = item
     if memo is not None:
         memo.remember(key, given if not records else (), marked, start)
-        memo.snapshots = snapshots
+        memo.snapshots, memo.labels = snapshots, labels
     last = items[-1] if items else None
     continuing = isinstance(last, Message) and last.author.id == me.id
     if not continuing:
@@ -195,7 +230,7 @@ def render_prefill(
         system=config.prefill_system,
         max_tokens=config.max_tokens,
         temperature=config.temperature,
-        stop=stop_sequences(messages, me, config),
+        stop=stop_sequences(given, me, config, labels),
         cache_system=config.prompt_caching,
         prefill=True,
     )

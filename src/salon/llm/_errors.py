@@ -23,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 
 from salon.errors import ProviderError, RateLimited
+from salon.model import clean_text
 
 __all__ = [
     "MALFORMED_STREAM_ERRORS",
@@ -69,8 +70,9 @@ def redact_url(url: str) -> str:
 def status_error(
     provider: str, status: int, message: str, *, retry_after: float | None = None
 ) -> ProviderError:
-    """An HTTP status error; 429 and 529 (overloaded) are RateLimited."""
-    text = f"{provider}: HTTP {status}: {message}"
+    """An HTTP status error; 429 and 529 (overloaded) are RateLimited. The server's words
+    are shown in the channel and logged: a lone surrogate in them becomes U+FFFD."""
+    text = clean_text(f"{provider}: HTTP {status}: {message}")
     if status in (429, 529):
         return RateLimited(text, provider=provider, status=status, retry_after=retry_after)
     deterministic = status == 500 and _VALIDATION.search(message) is not None
@@ -129,15 +131,16 @@ def _retry_after(exc: Any) -> float | None:
 
 
 def _vendor_message(exc: Any) -> str:
-    """The vendor's own explanation from the error body, else the SDK's message."""
+    """The vendor's own explanation from the error body, else the SDK's message; a lone
+    surrogate in it becomes U+FFFD (it is shown in the channel and logged)."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
+            return clean_text(str(error["message"]))
         if isinstance(error, str):
-            return error
-    return str(getattr(exc, "message", None) or exc)
+            return clean_text(error)
+    return clean_text(str(getattr(exc, "message", None) or exc))
 
 
 def translate_sdk_error(

@@ -12,7 +12,7 @@ from operator import attrgetter
 from typing import Any, Literal, Protocol
 
 from salon.llm._convert import Converted
-from salon.model import UNPARSED_ARGUMENTS, ToolCall, ToolResult, Usage
+from salon.model import UNPARSED_ARGUMENTS, ToolCall, ToolResult, Usage, clean_text
 
 __all__ = [
     "UNPARSED_ARGUMENTS",
@@ -32,6 +32,7 @@ __all__ = [
     "ToolUsePart",
     "UsageEvent",
     "anthropic_traits",
+    "clean_event",
     "close_stream",
     "parse_arguments",
     "request_as_sent",
@@ -159,6 +160,40 @@ class ProviderTraits:
     prefix_cache: bool = True
     cache_markers: bool = False
     cache_write_factor: float = 1.0  # cache writes cost this times the price table's rate
+
+
+def clean_event(event: StreamEvent) -> StreamEvent:
+    """``event`` with every lone surrogate in the model's words (text, a tool's name, id and
+    arguments) replaced by U+FFFD, as ``clean_text`` does for inbound texts. A vendor's JSON
+    may carry one as an escape (``"\\ud800"``) and no encoder takes it: left in, the tool
+    log, the trace and every later request showing it would fail. The same event comes back
+    when nothing needed cleaning."""
+    if isinstance(event, TextDelta):
+        text = clean_text(event.text)
+        return event if text is event.text else TextDelta(text)
+    if isinstance(event, ToolCallEvent):
+        call = event.call
+        name, call_id = clean_text(call.name), clean_text(call.id)
+        arguments = _clean_json(call.arguments)
+        if name is call.name and call_id is call.id and arguments is call.arguments:
+            return event
+        return ToolCallEvent(ToolCall(call_id, name, arguments))
+    return event
+
+
+def _clean_json(value: Any) -> Any:
+    """A JSON value with its strings (keys too) cleaned; the same object if all were clean."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        pairs = [(_clean_json(k), _clean_json(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True)):
+            return value
+        return dict(pairs)
+    if isinstance(value, list):
+        items = [_clean_json(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
 
 
 class Provider(Protocol):

@@ -8,6 +8,9 @@ is per read and so never ends a stream that trickles. Here:
   asks again, as after a 5xx);
 - the answer not finished within ``timeout`` (counted from the request): a ProviderError
   saying the answer was cut off, or, with nothing received yet, one like the above.
+
+Every vendor provider the factory builds sits right inside this wrapper, so it is also
+where what a model returns is made safe (``clean_event``: no lone surrogate gets past).
 """
 
 from __future__ import annotations
@@ -17,7 +20,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from salon.errors import ProviderError
-from salon.llm.base import LLMRequest, Provider, StreamEvent, close_stream, wire_body
+from salon.llm.base import (
+    LLMRequest,
+    Provider,
+    StreamEvent,
+    clean_event,
+    close_stream,
+    wire_body,
+)
 
 __all__ = ["DeadlineProvider"]
 
@@ -49,7 +59,7 @@ class DeadlineProvider:
                         raise  # the provider's own, not ours
                     raise self._late(produced, first_by < end) from None
                 produced = True
-                yield event
+                yield clean_event(event)
         finally:
             await close_stream(events)
 

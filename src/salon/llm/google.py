@@ -32,7 +32,7 @@ from salon.llm.base import (
     ToolUsePart,
     UsageEvent,
 )
-from salon.model import ToolCall, Usage
+from salon.model import ToolCall, Usage, clean_text
 
 __all__ = ["GoogleProvider", "to_google_contents"]
 
@@ -132,7 +132,7 @@ class GoogleProvider:
     def _translate(self, exc: errors.APIError) -> ProviderError:
         message = str(exc.message or exc.status or exc)
         if not exc.code:
-            return ProviderError(f"{self.name}: {message}", provider=self.name)
+            return ProviderError(clean_text(f"{self.name}: {message}"), provider=self.name)
         return status_error(self.name, int(exc.code), message)
 
     async def aclose(self) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any, Literal
 
+from salon.model import clean_text
 from salon.store._db import Connection, Database, in_list
 from salon.store._dialects import insert_sql, upsert, utc_day
 from salon.store._trace_delta import Keyframes, resolve
@@ -88,7 +89,7 @@ class TraceMethods:
             for call, request in zip(data["calls"], delta[1], strict=True):
                 call["request"] = request
         body = self._clean(json.dumps(data, ensure_ascii=False, default=str))
-        packed = _packed(body.encode("utf-8"))
+        packed = _packed(_utf8(body))
         last = trace.calls[-1] if trace.calls else None
         return {
             "bot": trace.bot,
@@ -97,7 +98,7 @@ class TraceMethods:
             "started_at": trace.started_at,
             "ended_at": trace.ended_at,
             "outcome": trace.outcome,
-            "error": self._clean(trace.error) if trace.error else None,
+            "error": clean_text(self._clean(trace.error)) if trace.error else None,
             "error_kind": trace.error_kind,
             "requester_id": trace.requester.get("id", ""),
             "requester": trace.requester.get("name", ""),
@@ -142,7 +143,7 @@ class TraceMethods:
             {
                 "trace_id": trace_id,
                 "bot": trace.bot,
-                "tool": t.name,
+                "tool": clean_text(t.name),
                 "outcome": _tool_outcome(t.verdict, t.is_error),
                 "duration_ms": t.duration_ms,
                 "started_at": trace.started_at,
@@ -456,6 +457,15 @@ def _resolved(base_id: int, earlier: Sequence[Any], body: dict[str, Any]) -> dic
         previous = current
     resolve(body, previous)
     return body
+
+
+def _utf8(body: str) -> bytes:
+    """``body`` in UTF-8; a lone surrogate (no encoder takes it) as U+FFFD, so a trace that
+    holds one is stored rather than lost with the rest of its batch."""
+    try:
+        return body.encode("utf-8")
+    except UnicodeEncodeError:
+        return clean_text(body).encode("utf-8")
 
 
 def _packed(raw: bytes) -> bytes:

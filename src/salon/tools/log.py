@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from salon.model import ToolRecord
+from salon.model import ToolRecord, clean_text
 
 __all__ = ["ToolLog", "ToolRecord"]
 
@@ -40,10 +40,14 @@ class ToolLog:
 
     def append(self, record: ToolRecord) -> None:
         """Write durably, then remember. Raises OSError if the disk refuses."""
+        line = record.to_json()
+        safe = clean_text(line)
+        if safe is not line:  # a lone surrogate (no encoder takes it) is kept as U+FFFD,
+            record = ToolRecord.from_json(safe)  # and remembered as a restart reads it
         path = self.path_for(record.channel, record.time)
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as handle:
-            handle.write(record.to_json() + "\n")
+            handle.write(safe + "\n")
             handle.flush()
             os.fsync(handle.fileno())
         self._remember(record)
