@@ -17,7 +17,7 @@ import contextlib
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
@@ -41,19 +41,21 @@ from salon.model import (
 from salon.platforms.base import Capability, EventSink, PlatformBase
 from salon.platforms.discord.attachments import AttachmentLoader
 from salon.platforms.discord.cache import HistoryCache
+from salon.platforms.discord.channels import Channels
 from salon.platforms.discord.client import AnyClient, build_client
 from salon.platforms.discord.convert import (
     channel_ref,
     is_conversation,
     message_link,
     parse_message_link,
-    participant,
     to_discord_mentions,
-    to_message,
 )
 from salon.platforms.discord.members import MemberCache
+from salon.platforms.discord.people import People
+from salon.platforms.discord.permissions import PERMISSIONS, invite_url, permission_names
 from salon.platforms.discord.refusals import (
     NETWORK_ERRORS,
+    Once,
     refusal,
     retry_after,
     translated,
@@ -67,21 +69,9 @@ __all__ = ["PERMISSIONS", "DiscordPlatform", "GenerateCommand", "invite_url"]
 
 logger = logging.getLogger(__name__)
 
-PERMISSIONS = discord.Permissions(
-    send_messages=True,
-    read_message_history=True,
-    attach_files=True,
-    embed_links=True,
-    use_application_commands=True,
-    manage_messages=True,
-    manage_webhooks=True,
-    add_reactions=True,
-    view_channel=True,
-)
 _FETCH_MARGIN = 50  # extra messages fetched so deletions do not force a refetch
 _RANGE_CACHE = 32  # .history stretches kept (dropped on any edit or deletion in the channel)
 _MEMBER_CACHE = 5000  # guild members whose names and roles are kept
-_TOLD_CHANNELS = 1024  # channels whose problems were logged once
 _T = TypeVar("_T")
 _HISTORY = "Read Message History"
 _SEND = "Send Messages"
@@ -110,27 +100,6 @@ class SchedulesCommand(Protocol):
 GenerateCommand = Callable[[ChannelRef, Participant, dict[str, Any]], Awaitable[str]]
 """``/generate``: runs the image tool for who asked, in the channel; says how it went."""
 ActivityLink = Callable[[], str]  # the answer to /activity: a short-lived link, or why not
-
-
-def invite_url(application_id: int) -> str:
-    return discord.utils.oauth_url(
-        application_id, permissions=PERMISSIONS, scopes=("bot", "applications.commands")
-    )
-
-
-class _Once:
-    """Keys already told about (a problem is logged once per channel); bounded."""
-
-    def __init__(self) -> None:
-        self._keys: OrderedDict[str, None] = OrderedDict()
-
-    def first(self, key: str) -> bool:
-        if key in self._keys:
-            return False
-        self._keys[key] = None
-        if len(self._keys) > _TOLD_CHANNELS:
-            self._keys.popitem(last=False)
-        return True
 
 
 class DiscordPlatform(PlatformBase):
@@ -171,15 +140,20 @@ class DiscordPlatform(PlatformBase):
         self.attachments = AttachmentLoader(config)
         self._runner: asyncio.Task[None] | None = None
         self._sink: EventSink | None = None
-        self._monitored: set[str] = set()
+        self._monitored: set[str] = set()  # shared with who reads and who changes it
+        self._people = People(
+            me=lambda: self._client.user if self._client else None,
+            bot_name=bot_name,
+            members=self.members,
+            monitored=self._monitored,
+        )
+        self._channels = Channels(config, lambda: self._client)
         self._webhooks: dict[int, discord.Webhook] = {}
         self.connection = TaskState("Discord connection")
         self._stopping = False
         self._start_failure: asyncio.Future[BaseException] | None = None  # set by start()
-        self._seen_channels: OrderedDict[int, Any] = OrderedDict()
-        self._told = _Once()  # send permission problems, logged once per channel
-        self._served: OrderedDict[str, bool] = OrderedDict()  # channel id -> this shard's
-        self._typing_told = _Once()
+        self._told = Once()  # send permission problems, logged once per channel
+        self._typing_told = Once()
         self._pins: OrderedDict[str, list[Message]] = OrderedDict()  # oldest first
         self._ranges: OrderedDict[tuple[str, str, int], list[Message]] = OrderedDict()
         self.ready = asyncio.Event()
@@ -203,10 +177,7 @@ class DiscordPlatform(PlatformBase):
 
     @property
     def self_participant(self) -> Participant:
-        user = self._client.user if self._client else None
-        if user is None:
-            return Participant("discord:self", self._bot_name, is_bot=True)
-        return participant(user)
+        return self._people.myself()
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -215,7 +186,8 @@ class DiscordPlatform(PlatformBase):
         From then on the connection is supervised: should discord.py's client end anyway
         (its own reconnects failed), it is logged and a new client connects."""
         self._sink = sink
-        self._monitored = await self._monitors.monitored(self._bot)
+        self._monitored.clear()
+        self._monitored |= await self._monitors.monitored(self._bot)
         self._monitored |= {f"discord:{c}" for c in self.config.monitored_channels}
         await self.attachments.open()
         self._stopping = False
@@ -241,7 +213,7 @@ class DiscordPlatform(PlatformBase):
 
     async def _connect(self) -> None:
         """One client's life. Objects of an earlier client (channels, webhooks) go with it."""
-        self._seen_channels.clear()
+        self._channels.clear()
         self._webhooks.clear()
         client = self._client = build_client(self)
         try:
@@ -296,62 +268,11 @@ class DiscordPlatform(PlatformBase):
 
     # -- people and messages ----------------------------------------------------------
 
-    def _person(self, user: discord.abc.User, guild: discord.Guild | None) -> Participant:
-        """``user`` as ``guild`` shows them (nickname, roles); this bot by its inner name,
-        the name the model knows it by."""
-        me = self._client.user if self._client else None
-        if me is not None and user.id == me.id:
-            return Participant(str(user.id), self._bot_name, is_bot=True)
-        if guild is None:
-            return participant(user)
-        if isinstance(user, discord.Member) and user.guild.id == guild.id:
-            self.members.remember(user)  # the gateway's word is the freshest
-        face = self.members.face(guild.id, user.id)
-        if face is None:  # not in the guild (any more), a webhook, or a failed lookup
-            return participant(user)
-        return Participant(str(user.id), face.name, is_bot=user.bot, roles=face.roles)
-
-    def _convert(self, message: discord.Message) -> Message:
-        guild = message.guild
-        converted = to_message(message, person=lambda user: self._person(user, guild))
-        tags = set(converted.tags)
-        if converted.channel.key in self._monitored:
-            tags.add(Tag.MONITORED)
-        if self._is_note(message):
-            tags.add(Tag.NOTE)
-        return replace(converted, tags=frozenset(tags))
-
-    def _is_note(self, message: discord.Message) -> bool:
-        """Salon's own words are sent silent (SUPPRESS_NOTIFICATIONS); nothing else of
-        this bot is."""
-        me = self._client.user if self._client else None
-        return me is not None and message.author.id == me.id and message.flags.silent
-
-    async def _converted(self, messages: Iterable[discord.Message]) -> list[Message]:
-        """Fetched messages as Salon's, every person named as their guild shows them;
-        Discord's notices (pins, joins, thread starts…) are left out."""
-        kept = [m for m in messages if is_conversation(m)]
-        for guild, user_ids in self._people(kept).items():
-            await self.members.resolve(guild, user_ids)
-        return [self._convert(m) for m in kept]
-
-    def _people(self, messages: Sequence[discord.Message]) -> dict[discord.Guild, list[int]]:
-        """Who wrote or is mentioned in ``messages``, per guild (webhooks are nobody)."""
-        me = self._client.user.id if self._client and self._client.user else None
-        found: dict[discord.Guild, list[int]] = {}
-        for message in messages:
-            if message.guild is None:
-                continue
-            users = [*message.mentions, *([] if message.webhook_id else [message.author])]
-            ids = [u.id for u in users if u.id != me]
-            found.setdefault(message.guild, []).extend(ids)
-        return found
-
     async def _on_message(self, message: discord.Message) -> None:
         if not is_conversation(message):
             return  # a pin notice, a join, a boost: nothing anyone said
-        self._remember_channel(message.channel)
-        converted = self._convert(message)
+        self._channels.remember(message.channel)
+        converted = self._people.convert(message)
         self.cache.added(converted)
         if self._sink is not None:
             await self._sink(MessageEvent(converted))
@@ -359,7 +280,7 @@ class DiscordPlatform(PlatformBase):
     def _on_edit(self, message: discord.Message) -> None:
         channel_id = str(message.channel.id)
         if is_conversation(message):
-            self.cache.edited(self._convert(message))
+            self.cache.edited(self._people.convert(message))
         self._channel_changed(channel_id, [str(message.id)], pinned=message.pinned)
 
     def _on_delete(self, channel_id: str, message_ids: list[str]) -> None:
@@ -391,24 +312,6 @@ class DiscordPlatform(PlatformBase):
 
     # -- outgoing --------------------------------------------------------------------
 
-    def _remember_channel(self, channel: object) -> None:
-        """DM channels are not always in discord.py's cache: keep the ones we saw."""
-        if isinstance(channel, discord.abc.Messageable) and hasattr(channel, "id"):
-            self._seen_channels[int(channel.id)] = channel
-            self._seen_channels.move_to_end(int(channel.id))
-            while len(self._seen_channels) > self.config.history_cache_channels:
-                self._seen_channels.popitem(last=False)
-
-    async def _channel(self, channel: ChannelRef) -> discord.abc.Messageable:
-        client = self.client
-        found = client.get_channel(int(channel.id)) or self._seen_channels.get(int(channel.id))
-        if found is None:
-            with translated(f"reach channel {channel.name or channel.id}", needs="View Channel"):
-                found = await client.fetch_channel(int(channel.id))
-        if not isinstance(found, discord.abc.Messageable):
-            raise PlatformError(f"Discord channel {channel.id} takes no messages")
-        return found
-
     async def send(
         self,
         channel: ChannelRef,
@@ -418,7 +321,7 @@ class DiscordPlatform(PlatformBase):
         note: bool = False,
     ) -> Message:
         """Images go in embeds (an attachment each, titled and linked), ten to a message."""
-        target = await self._channel(channel)
+        target = await self._channels.get(channel)
         content = to_discord_mentions(text, self._known_people(channel, target))
         batches: list[FileBatch | None] = [*file_batches(files)] or [None]
         first = await self._post(channel, target, content, batches[0], silent=note)
@@ -451,7 +354,7 @@ class DiscordPlatform(PlatformBase):
             raise error from exc
         except (discord.DiscordException, *NETWORK_ERRORS) as exc:
             raise refusal(action, exc, needs=_SEND) from exc
-        return (await self._converted([sent]))[0]
+        return (await self._people.converted([sent]))[0]
 
     async def _retrying(self, call: Callable[[], Awaitable[_T]]) -> _T:
         """``call``, tried again (at most ``send_retries`` times) after a failure worth
@@ -489,7 +392,7 @@ class DiscordPlatform(PlatformBase):
         ``progress_interval`` seconds) and once more at its end."""
 
         async def post(first: str) -> discord.Message:
-            target = await self._channel(channel)
+            target = await self._channels.get(channel)
             with translated(f"post progress in {where(target)}", needs=_SEND):
                 return await target.send(first[: self.max_message_chars], silent=True)
 
@@ -509,12 +412,12 @@ class DiscordPlatform(PlatformBase):
 
     def _tell_once(self, channel: ChannelRef, problem: str) -> None:
         if self._told.first(channel.key):
-            logger.error("%s (the bot needs: %s)", problem, ", ".join(_permission_names()))
+            logger.error("%s (the bot needs: %s)", problem, ", ".join(permission_names()))
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         """The dot message through a webhook named after the bot (a thread's through its
         parent's); where there is none, or it fails, as a plain message."""
-        target = await self._channel(channel)
+        target = await self._channels.get(channel)
         body = text[: self.max_message_chars]
         home = target.parent if isinstance(target, discord.Thread) else target
         if isinstance(home, discord.TextChannel):
@@ -553,7 +456,7 @@ class DiscordPlatform(PlatformBase):
         cached = self.cache.get(channel.id, limit)
         if cached is not None:
             return cached
-        target = await self._channel(channel)
+        target = await self._channels.get(channel)
         depth = limit + _FETCH_MARGIN
         short = self.cache.short(channel.id)
         if short is not None:  # deletions used up the margin: fetch only what is missing
@@ -565,42 +468,13 @@ class DiscordPlatform(PlatformBase):
         opens_with_history = bool(fetched) and fetched[0].text.startswith(".history")
         if isinstance(target, discord.Thread) and len(fetched) < depth and not opens_with_history:
             fetched = [*await self._before_thread(target, depth - len(fetched)), *fetched]
-        if self._hears(target):
+        if self._channels.hears(target):
             self.cache.fill(channel.id, fetched, depth)
         return fetched[-limit:]
 
     async def serves(self, channel: ChannelRef) -> bool:
-        """Whether this process acts in ``channel`` on its own (fires a schedule there):
-        always without shards; with shards, when the channel's events come to this
-        process, so that approvals and caches work there. A channel Discord no longer
-        shows goes to shard 0's process, which tells why it failed."""
-        if self.config.shard_count is None:
-            return True
-        client = self._client
-        if client is None or not client.is_ready():
-            return False
-        known = self._served.get(channel.id)
-        if known is None:
-            try:
-                known = self._hears(await self._channel(channel))
-            except PlatformError:
-                return 0 in self.config.local_shards()
-            self._served[channel.id] = known
-            while len(self._served) > _TOLD_CHANNELS:
-                self._served.popitem(last=False)
-        return known
-
-    def _hears(self, target: discord.abc.Messageable) -> bool:
-        """Whether this client receives the channel's events, which keep the caches exact:
-        with shards, only a guild on one of ours (a schedule may fire here for a channel of
-        another shard's guild) and DMs on shard 0."""
-        client = self.client
-        if not isinstance(client, discord.AutoShardedClient):
-            return True
-        guild = getattr(target, "guild", None)
-        if guild is not None:
-            return client.get_guild(guild.id) is not None
-        return 0 in (client.shard_ids or [])
+        """Whether this process acts in ``channel`` on its own (see ``Channels.serves``)."""
+        return await self._channels.serves(channel)
 
     async def _fetch(
         self, target: discord.abc.Messageable, limit: int, *, before: int | None = None
@@ -610,7 +484,7 @@ class DiscordPlatform(PlatformBase):
         until = discord.Object(id=before) if before is not None else None
         with translated(f"read the history of {where(target)}", needs=_HISTORY):
             raw = [m async for m in target.history(limit=limit, before=until)]
-        return (await self._converted(raw))[::-1]
+        return (await self._people.converted(raw))[::-1]
 
     async def _before_thread(self, thread: discord.Thread, limit: int) -> list[Message]:
         """The parent channel up to and including the message the thread branched from."""
@@ -631,9 +505,11 @@ class DiscordPlatform(PlatformBase):
                 return await self._with_files(cached[index + 1 - limit : index + 1])
         key = (channel_id, message_id, limit)
         if key not in self._ranges:
-            target = await self._channel(ChannelRef("discord", channel_id))
+            target = await self._channels.get(ChannelRef("discord", channel_id))
             found = await self._fetch_until(target, message_id, limit)
-            if not self._hears(target):  # no edit or deletion of it would drop a stale copy
+            if not self._channels.hears(
+                target
+            ):  # no edit or deletion of it would drop a stale copy
                 return await self._with_files(found)
             self._ranges[key] = found
             while len(self._ranges) > _RANGE_CACHE:
@@ -649,7 +525,7 @@ class DiscordPlatform(PlatformBase):
             last = await target.fetch_message(int(message_id))
             before = discord.Object(id=int(message_id))
             older = [m async for m in target.history(limit=limit - 1, before=before)]
-        return await self._converted([*reversed(older), last])
+        return await self._people.converted([*reversed(older), last])
 
     async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
         own = await self._pins_of(channel.id)
@@ -661,11 +537,11 @@ class DiscordPlatform(PlatformBase):
         """A channel's pins, oldest first; kept until a pin, or an edit or deletion of a
         pinned message. An unreadable list is not kept: the next activation asks again."""
         if channel_id not in self._pins:
-            target = await self._channel(ChannelRef("discord", channel_id))
+            target = await self._channels.get(ChannelRef("discord", channel_id))
             with translated(f"read the pins of {where(target)}", needs=_HISTORY):
                 raw = [m async for m in target.pins(limit=None)]
-            found = sorted(await self._converted(raw), key=lambda m: int(m.id))
-            if not self._hears(target):
+            found = sorted(await self._people.converted(raw), key=lambda m: int(m.id))
+            if not self._channels.hears(target):
                 return found
             self._pins[channel_id] = found
             while len(self._pins) > self.config.history_cache_channels:
@@ -674,7 +550,7 @@ class DiscordPlatform(PlatformBase):
 
     async def reply_chain(self, message: Message) -> Sequence[Message]:
         """Walk replies back, at most ``reply_chain_max_depth``; the cache first, then REST."""
-        target = await self._channel(message.channel)
+        target = await self._channels.get(message.channel)
         known = {m.id: m for m in self.cache.get(message.channel.id, 1, everything=True) or ()}
         chain: list[Message] = []
         seen = {message.id}
@@ -698,27 +574,27 @@ class DiscordPlatform(PlatformBase):
                 fetched = await target.fetch_message(int(message_id))
             except discord.NotFound:
                 return None
-        converted = await self._converted([fetched])
+        converted = await self._people.converted([fetched])
         return converted[0] if converted else None
 
     # -- other abilities ---------------------------------------------------------------
 
     async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
-        target = await self._channel(channel)
+        target = await self._channels.get(channel)
         with translated(f"delete a message in {where(target)}", needs="Manage Messages"):
             await target.get_partial_message(int(message_id)).delete()  # type: ignore[attr-defined]
 
     async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
-        target = await self._channel(channel)
+        target = await self._channels.get(channel)
         with translated(f"react in {where(target)}", needs="Add Reactions"):
             await target.get_partial_message(int(message_id)).add_reaction(emoji)  # type: ignore[attr-defined]
 
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
         """Who spoke recently, and the members discord.py knows can see the channel."""
-        target = await self._channel(channel)
+        target = await self._channels.get(channel)
         guild = getattr(target, "guild", None)
         names = {m.author.name for m in self.cache.get(channel.id, 1, everything=True) or ()}
-        names |= {self._person(m, guild).name for m in getattr(target, "members", ())}
+        names |= {self._people.person(m, guild).name for m in getattr(target, "members", ())}
         return sorted(names)
 
     @asynccontextmanager
@@ -727,7 +603,7 @@ class DiscordPlatform(PlatformBase):
         only the indicator: it is logged once per channel and the answer goes on."""
         keeper: asyncio.Task[None] | None = None
         try:
-            target = await self._channel(channel)
+            target = await self._channels.get(channel)
             await self._show_typing(target)
             keeper = asyncio.create_task(
                 self._keep_typing(channel, target), name=f"typing {channel.key}"
@@ -764,16 +640,18 @@ class DiscordPlatform(PlatformBase):
     ) -> ApprovalDecision:
         """Approve / Cancel buttons on a silent message (Salon's own words); only the
         requester or a member of an authorized role (by name or id) may press them."""
-        target = await self._channel(channel)
+        target = await self._channels.get(channel)
         roles = set(request.authorized_roles) | self._authorized_roles
 
         def may_answer(interaction: discord.Interaction) -> bool:
-            who = self._person(interaction.user, interaction.guild)
+            who = self._people.person(interaction.user, interaction.guild)
             return who.id == request.requester.id or bool(roles & set(who.roles))
 
         prompt = ButtonPrompt(
             may_answer=may_answer,
-            name_of=lambda interaction: self._person(interaction.user, interaction.guild).name,
+            name_of=lambda interaction: (
+                self._people.person(interaction.user, interaction.guild).name
+            ),
             refusal=f"Only {request.requester.name} can answer this.",
             timeout=request.timeout,
         )
@@ -849,7 +727,7 @@ class DiscordPlatform(PlatformBase):
             )
 
     def _asker(self, interaction: discord.Interaction) -> Participant:
-        return self._person(interaction.user, interaction.guild)
+        return self._people.person(interaction.user, interaction.guild)
 
     def _steers(self, interaction: discord.Interaction) -> bool:
         """Whether who used a command may change the bot for others (cancel anyone's
@@ -876,7 +754,7 @@ class DiscordPlatform(PlatformBase):
             return "The activity page is not served for this bot."
         if not self._authorized_roles:
             return "No role may open the activity page: the bot's authorized_roles is empty."
-        roles = set(self._person(interaction.user, interaction.guild).roles)
+        roles = set(self._people.person(interaction.user, interaction.guild).roles)
         if not roles & self._authorized_roles:
             return "Only members of the authorized roles can open the activity page."
         return self._activity()[:1900]
@@ -909,9 +787,9 @@ class DiscordPlatform(PlatformBase):
         await interaction.response.send_message(
             f"Generating: {arguments['prompt'][:1800]}", ephemeral=True
         )
-        self._remember_channel(interaction.channel)
+        self._channels.remember(interaction.channel)
         channel = channel_ref(interaction.channel)
-        who = self._person(interaction.user, interaction.guild)
+        who = self._people.person(interaction.user, interaction.guild)
         try:
             said = await self._generate(channel, who, arguments)
         except Exception:  # the command's boundary: one line to the person, the rest logged
@@ -950,7 +828,7 @@ class DiscordPlatform(PlatformBase):
         message = Message(
             id=f"ask-{interaction.id}",
             channel=channel,
-            author=self._person(interaction.user, interaction.guild),
+            author=self._people.person(interaction.user, interaction.guild),
             text=question,
             created_at=interaction.created_at,
             mentions=(self.self_participant,),
@@ -966,7 +844,3 @@ def _nonce() -> int:
 
 def _tagged(message: Message, tag: Tag) -> Message:
     return replace(message, tags=message.tags | {tag})
-
-
-def _permission_names() -> list[str]:
-    return [name for name, value in PERMISSIONS if value]
