@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import discord
 
-__all__ = ["PERMISSIONS", "invite_url", "permission_names"]
+__all__ = ["PERMISSIONS", "READ_HISTORY", "SEND", "invite_url", "permission_names"]
 
 PERMISSIONS = discord.Permissions(
     send_messages=True,
@@ -17,6 +17,9 @@ PERMISSIONS = discord.Permissions(
     add_reactions=True,
     view_channel=True,
 )
+# What an action needs, as Discord's settings name it (said when Discord refuses it).
+READ_HISTORY = "Read Message History"
+SEND = "Send Messages"
 
 
 def invite_url(application_id: int) -> str:
