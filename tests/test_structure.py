@@ -27,11 +27,9 @@ LONG_FILES = {
     "config/models.py",
 }
 CYCLES = [
-    ["salon.platforms.discord.client", "salon.platforms.discord.platform"],
     ["salon.tools.hub", "salon.tools.mcp_link"],
 ]
 BIG_CLASSES = {
-    "salon.platforms.discord.platform.DiscordPlatform",
     "salon.store.sqlite.SQLStore",
 }
 
