@@ -132,7 +132,7 @@ class DiscordPlatform(PlatformBase):
             people=self._people,
             retrying=self._sender.retrying,
         )
-        self._typing = TypingIndicator(self._channels)
+        self._typing = TypingIndicator(self._channels, lambda: self.typing_interval)
         commands = Commands(
             bot=bot,
             bot_name=bot_name,
@@ -317,7 +317,7 @@ class DiscordPlatform(PlatformBase):
     async def typing(self, channel: ChannelRef) -> AsyncIterator[None]:
         """Typing shows at once and is said again until the context ends (a failure
         costs only the indicator)."""
-        async with self._typing.shown(channel, every=self.typing_interval):
+        async with self._typing.shown(channel):
             yield
 
     # -- approvals ---------------------------------------------------------------------

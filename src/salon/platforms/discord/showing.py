@@ -155,20 +155,20 @@ class TypingIndicator:
     """Typing shows at once and is said again until the context ends. A failure costs
     only the indicator: it is logged once per channel and the answer goes on."""
 
-    def __init__(self, channels: Channels) -> None:
+    def __init__(self, channels: Channels, every: Callable[[], float]) -> None:
+        """``every``: the seconds between two showings (read before each wait)."""
         self._channels = channels
+        self._every = every
         self._told = Once()
 
     @asynccontextmanager
-    async def shown(self, channel: ChannelRef, *, every: float) -> AsyncIterator[None]:
-        """Show it in ``channel`` while the context is open, said again ``every`` seconds."""
+    async def shown(self, channel: ChannelRef) -> AsyncIterator[None]:
+        """Show it in ``channel`` while the context is open."""
         keeper: asyncio.Task[None] | None = None
         try:
             target = await self._channels.get(channel)
             await self._show(target)
-            keeper = asyncio.create_task(
-                self._keep(channel, target, every), name=f"typing {channel.key}"
-            )
+            keeper = asyncio.create_task(self._keep(channel, target), name=f"typing {channel.key}")
         except PlatformError as exc:
             self._failed(channel, exc)
         try:
@@ -178,12 +178,10 @@ class TypingIndicator:
                 keeper.cancel()
                 await asyncio.gather(keeper, return_exceptions=True)
 
-    async def _keep(
-        self, channel: ChannelRef, target: discord.abc.Messageable, every: float
-    ) -> None:
+    async def _keep(self, channel: ChannelRef, target: discord.abc.Messageable) -> None:
         try:
             while True:
-                await asyncio.sleep(every)
+                await asyncio.sleep(self._every())
                 await self._show(target)
         except PlatformError as exc:
             self._failed(channel, exc)
