@@ -304,7 +304,7 @@ async def test_invite_url_and_missing_message_content_intent_are_reported(
     from salon.platforms.discord import PERMISSIONS
 
     fake_discord.message_content_intent = False
-    caplog.set_level(logging.INFO, logger="salon.platforms.discord.platform")
+    caplog.set_level(logging.INFO, logger="salon.platforms.discord")
     await start_bot(FakeProvider())
     text = caplog.text
     assert f"client_id=100&scope=bot+applications.commands&permissions={PERMISSIONS.value}" in text
@@ -481,7 +481,7 @@ async def test_missing_permission_is_logged_once(
 
     provider = FakeProvider(["a", "b"])
     app, _ = await start_bot(provider, error_replies=False)
-    caplog.set_level(logging.ERROR, logger="salon.platforms.discord.platform")
+    caplog.set_level(logging.ERROR, logger="salon.platforms.discord")
     fake_discord.fail_next("POST", "/channels/10/messages", 403, times=2)
     alice = fake_discord.user("Alice")
     for count, text in enumerate(("first", "second"), 1):

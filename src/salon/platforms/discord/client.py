@@ -1,4 +1,4 @@
-"""The discord.py client: gateway events go to the platform's handlers.
+"""The discord.py client: gateway events go to ``Handlers`` (the platform's ``Events``).
 
 ``Client`` is one gateway connection; ``ShardedClient`` (discord.py's AutoShardedClient)
 runs the shards the config names, each guild's events arriving on its shard. Both connect
@@ -10,19 +10,17 @@ a bot process runs one Discord client).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import aiohttp
 import discord
 import yarl
 from discord import app_commands
 
+from salon.config import DiscordConfig
 from salon.config.models import DiscordMentions
 
-if TYPE_CHECKING:
-    from salon.platforms.discord.platform import DiscordPlatform
-
-__all__ = ["AnyClient", "Client", "ShardedClient", "allowed_mentions", "build_client"]
+__all__ = ["AnyClient", "Client", "Handlers", "ShardedClient", "allowed_mentions", "build_client"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,90 +68,130 @@ def point_at(client: discord.Client, api_base_url: str | None, gateway_url: str 
     client.http.ws_connect = ws_connect  # type: ignore[method-assign]
 
 
-class _Handlers(discord.Client):
+class Handlers(Protocol):
+    """What a client hands the gateway's events to, as Salon's values where it can (ids
+    as strings); the client itself holds no state of the platform's."""
+
+    def register_commands(self, tree: app_commands.CommandTree[Any]) -> None:
+        """Put the slash commands on ``tree``, before the client connects."""
+
+    async def on_ready(self, client: AnyClient) -> None:
+        """Connected (again): every guild of the client's shards is there."""
+
+    async def on_message(self, message: discord.Message) -> None: ...
+
+    def on_edit(self, message: discord.Message) -> None: ...
+
+    def on_delete(self, channel_id: str, message_ids: list[str]) -> None: ...
+
+    def on_pins_changed(self, channel_id: str) -> None: ...
+
+    def on_reaction(self, payload: discord.RawReactionActionEvent, *, added: bool) -> None: ...
+
+    def on_disconnect(self) -> None:
+        """The connection dropped: events may be missed until the next ``on_ready``."""
+
+
+class _Listening(discord.Client):
     """The gateway events Salon listens to, shared by both kinds of client."""
 
-    platform: DiscordPlatform
+    handlers: Handlers
     tree: app_commands.CommandTree[Any]
 
     async def setup_hook(self) -> None:
-        self.platform._register_commands(self.tree)
+        self.handlers.register_commands(self.tree)
 
     async def on_ready(self) -> None:
-        await self.platform._on_ready(self)
+        await self.handlers.on_ready(self)
 
     async def on_message(self, message: discord.Message) -> None:
-        await self.platform._on_message(message)
+        await self.handlers.on_message(message)
 
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
-        self.platform._on_edit(payload.message)
+        self.handlers.on_edit(payload.message)
 
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
-        self.platform._on_delete(str(payload.channel_id), [str(payload.message_id)])
+        self.handlers.on_delete(str(payload.channel_id), [str(payload.message_id)])
 
     async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
-        self.platform._on_delete(str(payload.channel_id), [str(i) for i in payload.message_ids])
+        self.handlers.on_delete(str(payload.channel_id), [str(i) for i in payload.message_ids])
 
     async def on_guild_channel_pins_update(self, channel: Any, last_pin: Any) -> None:
-        self.platform._on_pins_changed(str(channel.id))
+        self.handlers.on_pins_changed(str(channel.id))
 
     async def on_private_channel_pins_update(self, channel: Any, last_pin: Any) -> None:
-        self.platform._on_pins_changed(str(channel.id))
+        self.handlers.on_pins_changed(str(channel.id))
 
     async def on_raw_reaction_add(self, payload: discord.RawReactionActionEvent) -> None:
-        self.platform._on_reaction(payload, added=True)
+        self.handlers.on_reaction(payload, added=True)
 
     async def on_raw_reaction_remove(self, payload: discord.RawReactionActionEvent) -> None:
-        self.platform._on_reaction(payload, added=False)
+        self.handlers.on_reaction(payload, added=False)
 
     async def on_disconnect(self) -> None:
-        self.platform._on_disconnect()
+        self.handlers.on_disconnect()
 
     async def on_error(self, event_method: str, /, *args: Any, **kwargs: Any) -> None:
         logger.exception("Discord: the %s handler failed", event_method)
 
 
-class Client(_Handlers):
+class Client(_Listening):
     """One gateway connection."""
 
-    def __init__(self, platform: DiscordPlatform) -> None:
+    def __init__(
+        self, handlers: Handlers, config: DiscordConfig, *, guild_ready_timeout: float
+    ) -> None:
         super().__init__(
             intents=_intents(),
             max_messages=None,
-            guild_ready_timeout=platform.guild_ready_timeout,
-            allowed_mentions=allowed_mentions(platform.config.mentions),
-            max_ratelimit_timeout=platform.config.rate_limit_wait_max,
+            guild_ready_timeout=guild_ready_timeout,
+            allowed_mentions=allowed_mentions(config.mentions),
+            max_ratelimit_timeout=config.rate_limit_wait_max,
         )
-        self.platform = platform
+        self.handlers = handlers
         self.tree = app_commands.CommandTree(self)
 
 
-class ShardedClient(_Handlers, discord.AutoShardedClient):
+class ShardedClient(_Listening, discord.AutoShardedClient):
     """The shards ``shard_ids`` of ``shard_count``; ready when all of them are."""
 
-    def __init__(self, platform: DiscordPlatform, shard_count: int, shard_ids: list[int]) -> None:
+    def __init__(
+        self,
+        handlers: Handlers,
+        config: DiscordConfig,
+        shard_count: int,
+        shard_ids: list[int],
+        *,
+        guild_ready_timeout: float,
+    ) -> None:
         super().__init__(
             intents=_intents(),
             max_messages=None,
-            guild_ready_timeout=platform.guild_ready_timeout,
-            allowed_mentions=allowed_mentions(platform.config.mentions),
-            max_ratelimit_timeout=platform.config.rate_limit_wait_max,
+            guild_ready_timeout=guild_ready_timeout,
+            allowed_mentions=allowed_mentions(config.mentions),
+            max_ratelimit_timeout=config.rate_limit_wait_max,
             shard_count=shard_count,
             shard_ids=shard_ids,
         )
-        self.platform = platform
+        self.handlers = handlers
         self.tree = app_commands.CommandTree(self)
 
 
-AnyClient = _Handlers  # a Client or a ShardedClient
+AnyClient = _Listening  # a Client or a ShardedClient
 
 
-def build_client(platform: DiscordPlatform) -> AnyClient:
-    config = platform.config
+def build_client(
+    handlers: Handlers, config: DiscordConfig, *, guild_ready_timeout: float
+) -> AnyClient:
+    """A client for ``config`` (sharded when it names shards) handing events to
+    ``handlers``; ``guild_ready_timeout``: how long it waits for more guilds after READY."""
     client: AnyClient
     if config.shard_count is None:
-        client = Client(platform)
+        client = Client(handlers, config, guild_ready_timeout=guild_ready_timeout)
     else:
-        client = ShardedClient(platform, config.shard_count, config.local_shards())
+        shards = config.local_shards()
+        client = ShardedClient(
+            handlers, config, config.shard_count, shards, guild_ready_timeout=guild_ready_timeout
+        )
     point_at(client, config.api_base_url, config.gateway_url)
     return client

@@ -7,6 +7,7 @@ not. Every call the adapter makes to Discord runs inside ``translated``.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -15,13 +16,29 @@ import discord
 
 from salon.errors import PlatformError
 
-__all__ = ["NETWORK_ERRORS", "refusal", "retry_after", "translated", "where"]
+__all__ = ["NETWORK_ERRORS", "Once", "refusal", "retry_after", "translated", "where"]
 
 NETWORK_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
 
 MISSING_ACCESS = 50001  # the bot cannot see the channel (View Channel)
 DIRECT_MESSAGES = 50003  # an action Discord does not allow in DMs
 MISSING_PERMISSIONS = 50013
+_TOLD_KEYS = 1024  # channels whose problems were logged once
+
+
+class Once:
+    """Keys already told about (a problem is logged once per channel); bounded."""
+
+    def __init__(self) -> None:
+        self._keys: OrderedDict[str, None] = OrderedDict()
+
+    def first(self, key: str) -> bool:
+        if key in self._keys:
+            return False
+        self._keys[key] = None
+        if len(self._keys) > _TOLD_KEYS:
+            self._keys.popitem(last=False)
+        return True
 
 
 def where(channel: object) -> str:

@@ -1,5 +1,5 @@
-"""What the bot shows on Discord besides text: files (images in embeds, with their links)
-and progress messages that are edited as a job advances."""
+"""What the bot shows on Discord besides text: files (images in embeds, with their links),
+progress messages that are edited as a job advances, and the typing indicator."""
 
 from __future__ import annotations
 
@@ -9,15 +9,19 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import discord
 
-from salon.model import Attachment
-from salon.platforms.discord.refusals import NETWORK_ERRORS
+from salon.errors import PlatformError
+from salon.model import Attachment, ChannelRef
+from salon.platforms.discord.channels import Channels
+from salon.platforms.discord.permissions import SEND
+from salon.platforms.discord.refusals import NETWORK_ERRORS, Once, translated, where
 
-__all__ = ["FileBatch", "ProgressBoard", "file_batches"]
+__all__ = ["FileBatch", "ProgressBoard", "TypingIndicator", "file_batches"]
 
 logger = logging.getLogger(__name__)
 
@@ -145,3 +149,47 @@ class ProgressBoard:
     def close(self) -> None:
         for key in list(self._jobs):
             self._forget(key)
+
+
+class TypingIndicator:
+    """Typing shows at once and is said again until the context ends. A failure costs
+    only the indicator: it is logged once per channel and the answer goes on."""
+
+    def __init__(self, channels: Channels, every: Callable[[], float]) -> None:
+        """``every``: the seconds between two showings (read before each wait)."""
+        self._channels = channels
+        self._every = every
+        self._told = Once()
+
+    @asynccontextmanager
+    async def shown(self, channel: ChannelRef) -> AsyncIterator[None]:
+        """Show it in ``channel`` while the context is open."""
+        keeper: asyncio.Task[None] | None = None
+        try:
+            target = await self._channels.get(channel)
+            await self._show(target)
+            keeper = asyncio.create_task(self._keep(channel, target), name=f"typing {channel.key}")
+        except PlatformError as exc:
+            self._failed(channel, exc)
+        try:
+            yield
+        finally:
+            if keeper is not None:
+                keeper.cancel()
+                await asyncio.gather(keeper, return_exceptions=True)
+
+    async def _keep(self, channel: ChannelRef, target: discord.abc.Messageable) -> None:
+        try:
+            while True:
+                await asyncio.sleep(self._every())
+                await self._show(target)
+        except PlatformError as exc:
+            self._failed(channel, exc)
+
+    async def _show(self, target: discord.abc.Messageable) -> None:
+        with translated(f"show typing in {where(target)}", needs=SEND):
+            await target.typing()
+
+    def _failed(self, channel: ChannelRef, exc: PlatformError) -> None:
+        if self._told.first(channel.key):
+            logger.warning("%s; answering without the typing indicator", exc)

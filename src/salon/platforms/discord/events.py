@@ -1,0 +1,115 @@
+"""What the gateway tells the platform (``client.Handlers``): new messages go to the agent;
+edits, deletions, reactions and pin changes keep the caches exact; a dropped connection
+drops them, since events may be missed until it is back.
+
+The first ``on_ready`` of the process also says who the bot is, checks its intents and
+registers the slash commands with Discord.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import discord
+from discord import app_commands
+
+from salon.model import Event, MessageEvent
+from salon.platforms.discord.cache import HistoryCache
+from salon.platforms.discord.channels import Channels
+from salon.platforms.discord.client import AnyClient
+from salon.platforms.discord.commands import Commands
+from salon.platforms.discord.convert import is_conversation
+from salon.platforms.discord.members import MemberCache
+from salon.platforms.discord.people import People
+from salon.platforms.discord.permissions import invite_url
+from salon.platforms.discord.reading import Reader
+
+__all__ = ["Events"]
+
+logger = logging.getLogger(__name__)
+
+
+class Events:
+    def __init__(
+        self,
+        *,
+        cache: HistoryCache,
+        members: MemberCache,
+        people: People,
+        channels: Channels,
+        reader: Reader,
+        commands: Commands,
+        deliver: Callable[[Event], Awaitable[None]],
+        ready: asyncio.Event,
+    ) -> None:
+        """``deliver``: where new messages go (the agent); ``ready``: set once connected."""
+        self._cache = cache
+        self._members = members
+        self._people = people
+        self._channels = channels
+        self._reader = reader
+        self._commands = commands
+        self._deliver = deliver
+        self._ready = ready
+        self._introduced = False  # application info read and commands registered
+
+    def register_commands(self, tree: app_commands.CommandTree[Any]) -> None:
+        self._commands.register(tree)
+
+    async def on_ready(self, client: AnyClient) -> None:
+        self._cache.forget()
+        if not self._introduced:  # a reconnect needs neither again
+            await self._introduce(client)
+            self._introduced = True
+        self._ready.set()
+
+    async def _introduce(self, client: AnyClient) -> None:
+        """Once per process: say who the bot is, check its intents, register commands.
+        discord.py read the application at login; it is asked again only if it did not."""
+        app = client.application or await client.application_info()
+        logger.info("Discord: logged in as %s; invite: %s", client.user, invite_url(app.id))
+        flags = app.flags
+        if not (flags.gateway_message_content or flags.gateway_message_content_limited):
+            logger.error(
+                "Discord: the Message Content intent is not enabled for this application; "
+                "the bot will see empty messages. Enable it under Bot > Privileged Gateway "
+                "Intents in the developer portal."
+            )
+        try:
+            await client.tree.sync()
+        except discord.HTTPException as exc:
+            logger.warning("Discord: could not register slash commands: %s", exc)
+
+    async def on_message(self, message: discord.Message) -> None:
+        if not is_conversation(message):
+            return  # a pin notice, a join, a boost: nothing anyone said
+        self._channels.remember(message.channel)
+        converted = self._people.convert(message)
+        self._cache.added(converted)
+        await self._deliver(MessageEvent(converted))
+
+    def on_edit(self, message: discord.Message) -> None:
+        channel_id = str(message.channel.id)
+        if is_conversation(message):
+            self._cache.edited(self._people.convert(message))
+        self._reader.changed(channel_id, [str(message.id)], pinned=message.pinned)
+
+    def on_delete(self, channel_id: str, message_ids: list[str]) -> None:
+        self._cache.deleted(channel_id, message_ids)
+        self._reader.changed(channel_id, message_ids)
+
+    def on_pins_changed(self, channel_id: str) -> None:
+        self._reader.pins_changed(channel_id)
+
+    def on_reaction(self, payload: discord.RawReactionActionEvent, *, added: bool) -> None:
+        if payload.member is not None:
+            self._members.remember(payload.member)
+        channel_id, message_id = str(payload.channel_id), str(payload.message_id)
+        self._cache.reacted(channel_id, message_id, str(payload.emoji), added=added)
+
+    def on_disconnect(self) -> None:
+        self._cache.forget()  # events may be missed until we are back
+        self._reader.forget()

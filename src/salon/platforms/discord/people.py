@@ -1,0 +1,93 @@
+"""Discord's messages as Salon's, every person named as their guild shows them.
+
+Discord's REST messages name their authors by user only; guild names and roles come from
+``MemberCache``, so a person has one name and the same roles whichever way their message
+was read. Discord's own notices (pins, joins, boosts, thread starts) are never read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+
+import discord
+
+from salon.model import Message, Participant, Tag
+from salon.platforms.discord.convert import is_conversation, participant, to_message
+from salon.platforms.discord.members import MemberCache
+
+__all__ = ["People"]
+
+Me = Callable[[], discord.ClientUser | None]
+"""The bot's own Discord user, once a client has logged in."""
+
+
+class People:
+    """Who is who: the bot by its inner name, others by their guild face; and messages
+    converted with them, tagged with what only the adapter knows (monitored, a note)."""
+
+    def __init__(self, *, me: Me, bot_name: str, members: MemberCache, monitored: set[str]) -> None:
+        """``monitored``: keys of the channels read whole; the set is shared and kept
+        up to date by its owner."""
+        self._me = me
+        self._bot_name = bot_name
+        self._members = members
+        self._monitored = monitored
+
+    def myself(self) -> Participant:
+        user = self._me()
+        if user is None:
+            return Participant("discord:self", self._bot_name, is_bot=True)
+        return participant(user)
+
+    def person(self, user: discord.abc.User, guild: discord.Guild | None) -> Participant:
+        """``user`` as ``guild`` shows them (nickname, roles); this bot by its inner name,
+        the name the model knows it by."""
+        me = self._me()
+        if me is not None and user.id == me.id:
+            return Participant(str(user.id), self._bot_name, is_bot=True)
+        if guild is None:
+            return participant(user)
+        if isinstance(user, discord.Member) and user.guild.id == guild.id:
+            self._members.remember(user)  # the gateway's word is the freshest
+        face = self._members.face(guild.id, user.id)
+        if face is None:  # not in the guild (any more), a webhook, or a failed lookup
+            return participant(user)
+        return Participant(str(user.id), face.name, is_bot=user.bot, roles=face.roles)
+
+    def convert(self, message: discord.Message) -> Message:
+        guild = message.guild
+        converted = to_message(message, person=lambda user: self.person(user, guild))
+        tags = set(converted.tags)
+        if converted.channel.key in self._monitored:
+            tags.add(Tag.MONITORED)
+        if self._is_note(message):
+            tags.add(Tag.NOTE)
+        return replace(converted, tags=frozenset(tags))
+
+    def _is_note(self, message: discord.Message) -> bool:
+        """Salon's own words are sent silent (SUPPRESS_NOTIFICATIONS); nothing else of
+        this bot is."""
+        me = self._me()
+        return me is not None and message.author.id == me.id and message.flags.silent
+
+    async def converted(self, messages: Iterable[discord.Message]) -> list[Message]:
+        """Fetched messages as Salon's, every person named as their guild shows them;
+        Discord's notices (pins, joins, thread starts…) are left out."""
+        kept = [m for m in messages if is_conversation(m)]
+        for guild, user_ids in self._people(kept).items():
+            await self._members.resolve(guild, user_ids)
+        return [self.convert(m) for m in kept]
+
+    def _people(self, messages: Sequence[discord.Message]) -> dict[discord.Guild, list[int]]:
+        """Who wrote or is mentioned in ``messages``, per guild (webhooks are nobody)."""
+        me_user = self._me()
+        me = me_user.id if me_user else None
+        found: dict[discord.Guild, list[int]] = {}
+        for message in messages:
+            if message.guild is None:
+                continue
+            users = [*message.mentions, *([] if message.webhook_id else [message.author])]
+            ids = [u.id for u in users if u.id != me]
+            found.setdefault(message.guild, []).extend(ids)
+        return found
