@@ -28,7 +28,7 @@ from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDe
 from salon.llm.openai_compat import OpenAIProvider
 from salon.model import ChannelRef, Message, Participant, Usage
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 
 HISTORY = 400
 WARMUP = 200

@@ -37,7 +37,7 @@ from salon.config import BotConfig, Secrets
 from salon.llm.factory import build_provider
 from salon.model import Participant, Usage
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 
 MESSAGES = 1000
 EVERY = 5
@@ -131,7 +131,7 @@ async def conversation(
                         continue
                     await platform.post(room, people[who], f"@Salon {text}", mentions=[me])
                     await agent.wait_idle()
-                recorded = await store.usage_totals("bench")
+                recorded = await store.channels.usage_totals("bench")
             finally:
                 runner.cancel()
                 await asyncio.gather(runner, return_exceptions=True)

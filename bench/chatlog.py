@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bench.figures import Figure, percentile
 from salon.model import ChannelRef, Message, Participant
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 
 LINES = 1_000_000
 CHANNELS = 10
@@ -77,7 +77,7 @@ async def _throughput(store: SQLStore) -> float:
             now + timedelta(microseconds=i),
         )
         await store.log_message("bench", message)
-    await store.flush()  # count only lines that are committed
+    await store.chatlog.flush()  # count only lines that are committed
     return WRITES / (time.perf_counter() - started)
 
 
@@ -93,7 +93,7 @@ async def _searches(store: SQLStore, rng: random.Random, words: list[str]) -> li
         user = f"user{rng.randrange(50)}" if i % 4 == 0 else None
         channel = f"irc:#c{rng.randrange(CHANNELS)}"
         started = time.perf_counter()
-        await store.search_chat("bench", channel, query, user=user, limit=20)
+        await store.chatlog.search_chat("bench", channel, query, user=user, limit=20)
         samples.append((time.perf_counter() - started) * 1000)
     return samples
 

@@ -25,7 +25,7 @@ from salon.config import BotConfig, Secrets
 from salon.llm.factory import build_provider
 from salon.model import Participant, Tag
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 
 ROUNDS = 40
 CHANNELS = 8

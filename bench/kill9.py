@@ -36,7 +36,7 @@ from fakes.llm_server import LLMServer, Recorded, Scripted
 from bench.figures import Figure
 from salon.config.example import write_example
 from salon.model import ChannelRef, Participant, Schedule
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 
 ROUNDS = 30
 ANSWER = "Noted."
@@ -146,7 +146,7 @@ async def _schedules(root: Path, count: int, every: float) -> None:
     try:
         for n in range(count):
             due = start + timedelta(seconds=n * every)
-            await store.create_schedule(
+            await store.schedules.create_schedule(
                 Schedule(
                     0,
                     "assistant",

@@ -22,7 +22,7 @@ from salon.config import BotConfig
 from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDelta, UsageEvent
 from salon.model import ChannelRef, Message, Participant, Usage
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 
 CHANNELS = 200
 RATE = 100.0  # messages per second, over all channels

@@ -27,7 +27,7 @@ from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDe
 from salon.llm.base import TextPart
 from salon.model import Participant, Usage
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 
 ROOM = 400
 NEW_TOPIC = 50

@@ -32,7 +32,7 @@ from bench import activation, chatlog
 from bench.figures import Figure, percentile
 from salon.model import ChannelRef, Participant, Schedule
 from salon.store._dialects import parse_url
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 
 URL_ENV = "SALON_TEST_DATABASE_URL"
 PASSWORD_ENV = "SALON_TEST_DATABASE_PASSWORD"
@@ -129,7 +129,7 @@ async def chatlog_search() -> list[Figure]:
 async def _due_schedules(store: SQLStore, count: int) -> datetime:
     due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
     for n in range(count):
-        await store.create_schedule(
+        await store.schedules.create_schedule(
             Schedule(
                 0, "bench", ChannelRef("irc", "#bench"), f"task {n}", "UTC",
                 at=due, created_by=Participant("irc:alice", "alice"), next_due=due,
@@ -149,15 +149,15 @@ async def _claimer(
     due = datetime.fromisoformat(due_text)
     won = 0
     try:
-        await store.renew_lease("bench", 60)
-        schedules = await store.schedules("bench")
+        await store.schedules.renew_lease("bench", 60)
+        schedules = await store.schedules.find("bench")
         random.Random(seed).shuffle(schedules)
         await asyncio.sleep(max(start_at - time.time(), 0))
         for schedule in schedules:
-            if await store.claim_fire(schedule.id, due, store.owner):
+            if await store.schedules.claim_fire(schedule.id, due, store.owner):
                 won += 1
                 await store.complete_fire(schedule.id, due)
-            await store.set_next_due(schedule.id, None)
+            await store.schedules.set_next_due(schedule.id, None)
         done = time.time()
     finally:
         await store.close()

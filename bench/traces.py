@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.figures import Figure, percentile
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 from salon.trace import CallTrace, Trace
 
 TRACES = 100_000
@@ -85,7 +85,7 @@ async def run() -> list[Figure]:
             for _ in range(QUERIES):
                 filters = _filters(rng)
                 began = time.perf_counter()
-                await store.list_traces(**filters, limit=50)
+                await store.traces.list_traces(**filters, limit=50)
                 samples.append((time.perf_counter() - began) * 1000)
         finally:
             await store.close()

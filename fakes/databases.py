@@ -19,7 +19,7 @@ import asyncpg
 import pytest
 
 from salon.store._dialects import parse_url
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 
 URL_ENV = "SALON_TEST_DATABASE_URL"
 PASSWORD_ENV = "SALON_TEST_DATABASE_PASSWORD"

@@ -16,7 +16,7 @@ from fakes.databases import Database, sqlite_database
 
 from salon.model import ChannelRef, Message, Participant
 from salon.store._dialects import parse_url
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "DEPLOYMENT.md"
 ROOM = ChannelRef("irc", "#room")
@@ -48,13 +48,13 @@ async def write_lines(store: SQLStore, *texts: str) -> None:
     for i, text in enumerate(texts):
         moment = datetime(2026, 1, 1, 0, 0, i, tzinfo=UTC)
         await store.log_message("bot", Message(f"{text}-{i}", ROOM, ALICE, text, moment))
-    await store.flush()
+    await store.chatlog.flush()
 
 
 async def lines_in(database: Database) -> list[str]:
     store = await database.open_store()
     try:
-        return [line.text for line in await store.recent_chat("bot", ROOM.key)]
+        return [line.text for line in await store.chatlog.recent_chat("bot", ROOM.key)]
     finally:
         await store.close()
 
@@ -91,13 +91,13 @@ async def test_postgres_backup_and_restore_as_documented(
     await write_lines(store, "before the backup")
     run("postgres-backup", tmp_path, libpq)
     await write_lines(store, "after the backup")
-    assert (await store.search_chat("bot", ROOM.key, "after"))[0].text == "after the backup"
+    assert (await store.chatlog.search_chat("bot", ROOM.key, "after"))[0].text == "after the backup"
     await store.close()  # the bots are stopped for a restore
     run("postgres-restore", tmp_path, libpq)
     assert await lines_in(pg_database) == ["before the backup"]
     store = await pg_database.open_store()  # migrations see the restored schema as theirs
     try:
-        found = await store.search_chat("bot", ROOM.key, "before")
+        found = await store.chatlog.search_chat("bot", ROOM.key, "before")
         assert [line.text for line in found] == ["before the backup"]  # the GIN index too
     finally:
         await store.close()

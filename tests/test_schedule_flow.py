@@ -69,7 +69,7 @@ async def test_reminder_fires_in_its_channel(tmp_path: Path) -> None:
         assert "is in the past" in results[1].content
         assert not results[2].is_error
         assert "scheduled #1 once at 2026-11-23 09:00 CET" in results[2].content
-        (schedule,) = await app.store.schedules("salon")
+        (schedule,) = await app.store.schedules.find("salon")
         assert schedule.next_due == datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
         assert schedule.created_by.name == "Alice"
 

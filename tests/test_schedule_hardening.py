@@ -19,7 +19,7 @@ from salon.llm import FakeProvider, FakeReply, LLMRequest, ProviderTraits, StopE
 from salon.llm.base import StreamEvent
 from salon.model import ChannelRef, Participant, Schedule, ToolCall
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 from tests.conftest import bot_config
 
 ALICE = Participant("alice", "Alice")
@@ -64,7 +64,7 @@ async def add_schedule(tmp_path: Path, channel: ChannelRef, due: datetime) -> No
         schedule = Schedule(
             0, "salon", channel, "water the plants", "UTC", at=due, created_by=ALICE, next_due=due
         )
-        await store.create_schedule(schedule)
+        await store.schedules.create_schedule(schedule)
     finally:
         await store.close()
 
@@ -132,14 +132,14 @@ async def test_a_store_error_does_not_end_scheduling(
     dm = platform.channel("dm", is_direct=True)
     app = make_app(tmp_path, FakeProvider(["Watering now."]), clock, restart_backoff_initial=0)
     failures = [RuntimeError("database is locked")]
-    real = app.store.schedules
+    real = app.store.schedules.find
 
     async def flaky(bot: str, **kwargs: Any) -> list[Schedule]:
         if failures:
             raise failures.pop()
         return await real(bot, **kwargs)
 
-    app.store.schedules = flaky  # type: ignore[method-assign]
+    app.store.schedules.find = flaky  # type: ignore[method-assign]
     stop = asyncio.Event()
     async with app:
         (tmp_path / "data").mkdir(exist_ok=True)
@@ -189,7 +189,7 @@ async def test_a_schedule_may_only_post_where_it_is_allowed(
         await app.agent.wait_idle()
         stop.set()
         await asyncio.wait_for(serving, 10)
-        made = await app.store.schedules("salon")
+        made = await app.store.schedules.find("salon")
     (result,) = (p.result for p in provider.requests[1].messages[-1].parts)  # type: ignore[attr-defined]
     if refused is None:
         assert not result.is_error
@@ -219,5 +219,5 @@ async def test_a_schedule_keeps_the_identity_of_whoever_set_it(tmp_path: Path) -
         await app.agent.wait_idle()
         stop.set()
         await asyncio.wait_for(serving, 10)
-        (made,) = await app.store.schedules("salon")
+        (made,) = await app.store.schedules.find("salon")
     assert made.created_by.identity == "alice!alice@home.example"

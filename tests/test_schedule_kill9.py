@@ -19,7 +19,7 @@ from fakes.llm_server import LLMServer, Scripted
 
 from salon.config.example import write_example
 from salon.model import ChannelRef, Participant, Schedule
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 
 FIRST = "Assistant: Done: #1"
 AGAIN = "Assistant: Again: #1"
@@ -75,7 +75,7 @@ async def test_a_schedule_answer_shown_before_a_kill_is_not_answered_again(
     due = datetime.now(UTC) + timedelta(seconds=1)
     who = Participant("user", "you")
     channel = ChannelRef("terminal", "local")
-    await store.create_schedule(
+    await store.schedules.create_schedule(
         Schedule(0, "assistant", channel, "task", "UTC", at=due, created_by=who, next_due=due)
     )
     await store.close()
@@ -158,7 +158,7 @@ platforms:
             due = datetime.now(UTC)
             channel = ChannelRef("discord", "10")
             who = Participant("alice", "Alice")
-            await store.create_schedule(
+            await store.schedules.create_schedule(
                 Schedule(
                     0, "assistant", channel, "task", "UTC", at=due, created_by=who, next_due=due
                 )

@@ -12,7 +12,7 @@ from fakes.databases import Database
 
 from salon.model import ChannelRef, Event, Participant, Schedule, ScheduledEvent
 from salon.scheduler import Scheduler
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from salon.tools.timing import next_occurrence
 
 ROOM = ChannelRef("memory", "room")
@@ -54,7 +54,7 @@ async def add(
     schedule = Schedule(
         0, "bot", ROOM, "water the plants", tz, cron=cron, at=at, created_by=ALICE, next_due=due
     )
-    return await store.create_schedule(schedule)
+    return await store.schedules.create_schedule(schedule)
 
 
 class Running:
@@ -83,7 +83,7 @@ class Running:
 
 
 async def start(store: SQLStore, clock: FakeClock, sink: Collector) -> Running:
-    running = Running(Scheduler(bot="bot", store=store, sink=sink, clock=clock), clock)
+    running = Running(Scheduler(bot="bot", store=store.schedules, sink=sink, clock=clock), clock)
     await asyncio.wait_for(running.scheduler.wait_rests(1), 5)
     return running
 
@@ -99,7 +99,7 @@ async def test_one_shot_fires_once_then_ends(store: SQLStore) -> None:
     await running.advance(timedelta(days=1))
     await running.stop()
     assert [(e.schedule.id, e.due) for e in sink.events] == [(schedule.id, T0 + timedelta(hours=1))]
-    assert await store.schedules("bot") == []  # a one-shot ends after firing
+    assert await store.schedules.find("bot") == []  # a one-shot ends after firing
 
 
 async def test_cron_keeps_local_time_across_daylight_saving(store: SQLStore) -> None:
@@ -124,11 +124,11 @@ class ForgetfulStore:
     def __init__(self, store: SQLStore) -> None:
         self.store = store
 
-    async def schedules(self, bot: str, **kwargs: object) -> list[Schedule]:
-        return await self.store.schedules(bot)
+    async def find(self, bot: str, **kwargs: object) -> list[Schedule]:
+        return await self.store.schedules.find(bot)
 
     async def claim_fire(self, schedule_id: int, due: datetime, owner: str) -> bool:
-        return await self.store.claim_fire(schedule_id, due, owner)
+        return await self.store.schedules.claim_fire(schedule_id, due, owner)
 
     async def set_next_due(self, schedule_id: int, next_due: datetime | None) -> None:
         raise RuntimeError("process killed")
@@ -136,13 +136,13 @@ class ForgetfulStore:
     async def take_over_fires(
         self, bot: str, owner: str
     ) -> list[tuple[Schedule, datetime, str | None]]:
-        return await self.store.take_over_fires(bot, owner)
+        return await self.store.schedules.take_over_fires(bot, owner)
 
     async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:
         await self.store.complete_fire(schedule_id, due, status)
 
     async def renew_lease(self, bot: str, seconds: float) -> None:
-        await self.store.renew_lease(bot, seconds)
+        await self.store.schedules.renew_lease(bot, seconds)
 
     def schedule_notices(self, bot: str) -> None:
         return None
@@ -159,7 +159,7 @@ async def test_restart_inside_the_due_window_fires_once(store: SQLStore) -> None
     running = await start(store, FakeClock(due + timedelta(seconds=30)), second)
     await running.stop()
     assert second.events == []
-    assert await store.schedules("bot") == []
+    assert await store.schedules.find("bot") == []
 
 
 async def test_two_schedulers_on_one_database_fire_once(
@@ -191,7 +191,7 @@ async def test_misfire_grace(store: SQLStore) -> None:
     fired = {(e.schedule.id, e.due) for e in sink.events}
     assert fired == {(recent.id, T0 - timedelta(minutes=30)), (hourly.id, T0)}
     assert stale.id not in {e.schedule.id for e in sink.events}
-    (left,) = await store.schedules("bot")
+    (left,) = await store.schedules.find("bot")
     assert left.id == hourly.id
     assert left.next_due == T0 + timedelta(hours=1)
 
@@ -200,7 +200,7 @@ async def test_cancel_wakes_the_scheduler_and_nothing_fires(store: SQLStore) -> 
     schedule = await add(store, at=T0 + timedelta(hours=1))
     sink = Collector()
     running = await start(store, FakeClock(T0), sink)
-    assert await store.cancel_schedule("bot", schedule.id)
+    assert await store.schedules.cancel_schedule("bot", schedule.id)
     rests = running.scheduler.rests
     running.scheduler.changed()
     await asyncio.wait_for(running.scheduler.wait_rests(rests + 1), 5)
@@ -236,7 +236,7 @@ async def test_a_schedule_another_process_serves_is_left_to_it_and_looked_at_aga
         return not theirs
 
     clock = FakeClock(T0)
-    scheduler = Scheduler(bot="bot", store=store, sink=sink, clock=clock, serves=serves)
+    scheduler = Scheduler(bot="bot", store=store.schedules, sink=sink, clock=clock, serves=serves)
     running = Running(scheduler, clock)
     await asyncio.wait_for(scheduler.wait_rests(1), 5)
     assert clock.sleeping_until == T0 + timedelta(seconds=1)  # looks again in a second
@@ -258,5 +258,5 @@ async def test_a_stored_cron_with_seconds_never_fires_and_ends(store: SQLStore) 
     await running.advance(timedelta(minutes=2))
     await running.stop()
     assert sink.events == []
-    assert [s.id for s in await store.schedules("bot", active_only=False)] == [schedule.id]
-    assert await store.schedules("bot") == []
+    assert [s.id for s in await store.schedules.find("bot", active_only=False)] == [schedule.id]
+    assert await store.schedules.find("bot") == []

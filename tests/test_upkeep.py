@@ -13,7 +13,7 @@ from salon.config import Secrets, load_config_dir
 from salon.llm import FakeProvider
 from salon.model import Participant
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 from tests.conftest import WriteConfig, bot_config
 
 ALICE = Participant("alice", "Alice")
@@ -43,13 +43,13 @@ async def test_a_running_bot_beats_and_its_last_beat_says_it_stopped(tmp_path: P
     platform = MemoryPlatform(bot_name="Salon")
     async with serving(app, platform):
         await asyncio.wait_for(app.upkeep.wait_beats(1), 10)
-        (alive,) = await app.store.health_reports()
+        (alive,) = await app.store.health.health_reports()
     assert alive.platforms == {"memory": True}
     assert time.time() - alive.updated_at < 5
     assert {"agent", "scheduler", "traces", "chat-log writer"} <= set(alive.tasks)
     store = SQLStore(sqlite_url(tmp_path / "data" / "salon.db"))
     await store.open()
-    (stopped,) = await store.health_reports()
+    (stopped,) = await store.health.health_reports()
     await store.close()
     assert stopped.updated_at == 0.0
     assert stopped.platforms == {"memory": False}
@@ -68,7 +68,7 @@ async def test_an_event_pushed_in_from_outside_is_answered_in_its_channel(tmp_pa
     async with serving(app, platform):
         outside = SQLStore(sqlite_url(tmp_path / "data" / "salon.db"))  # the web process
         await outside.open()
-        await outside.enqueue_event("salon", "memory:general", "deploy 42 finished", "CI")
+        await outside.inbox.enqueue_event("salon", "memory:general", "deploy 42 finished", "CI")
         await outside.close()
         (answer,) = await platform.wait_sent(1)
     assert answer.channel.key == "memory:general"

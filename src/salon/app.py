@@ -24,7 +24,7 @@ from salon.llm.local import local_problem
 from salon.model import ChannelRef, Event, Message, Participant, Schedule, ToolCall
 from salon.platforms.base import Platform
 from salon.scheduler import Clock, Scheduler
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 from salon.tasks import TaskState, supervise
 from salon.tools.builtin import OPERATOR, ScheduleBook, build_builtin_server
 from salon.tools.chatlog import log_only
@@ -146,7 +146,7 @@ class BotApp:
         self.platforms: dict[str, Platform] = {}
         self.scheduler = Scheduler(
             bot=key,
-            store=self.store,
+            store=self.store.schedules,
             sink=self._submit,
             clock=clock,
             misfire_grace=timedelta(seconds=config.misfire_grace),
@@ -166,7 +166,8 @@ class BotApp:
         self.tasks: dict[str, TaskState] = {}  # supervised tasks, for health
         self.upkeep = Upkeep(
             bot=key,
-            store=self.store,
+            heartbeats=self.store.health,
+            inbox=self.store.inbox,
             vitals=Vitals(
                 platforms=lambda: self.platforms,
                 queue_depth=lambda: self.agent.queue_depth if self._agent else 0,
@@ -194,7 +195,7 @@ class BotApp:
             bot=self.key,
             bot_name=self.config.name,
             user_name=self.config.platforms.terminal.user_name,
-            chat_log=self.store,
+            chat_log=self.store.chatlog,
             commands={"/schedules": self.schedules_command},
             **kwargs,  # type: ignore[arg-type]
         )
@@ -216,7 +217,7 @@ class BotApp:
         ]
         if self.config.builtin_tools:
             book = ScheduleBook(
-                self.store,
+                self.store.schedules,
                 timezone=self.config.timezone,
                 now=self.scheduler.clock.now,
                 changed=self.scheduler.changed,
@@ -226,7 +227,7 @@ class BotApp:
             )
             self.schedule_book = book
             builtin = build_builtin_server(
-                self.key, self.store, self._users_of, book, history=self._history_of
+                self.key, self.store.chatlog, self._users_of, book, history=self._history_of
             )
             specs.append(builtin_spec(builtin))
         return specs
@@ -292,18 +293,18 @@ class BotApp:
         if len(parts) == 2 and parts[0] == "cancel" and parts[1].lstrip("#").isdigit():
             number = int(parts[1].lstrip("#"))
             if requester is not None:
-                asked = {s.id: s for s in await self.store.schedules(self.key)}.get(number)
+                asked = {s.id: s for s in await self.store.schedules.find(self.key)}.get(number)
                 if asked is not None and asked.created_by.id != requester.id:
                     who = f"they or {others}" if others else "they"
                     by = asked.created_by.name
                     return f"Schedule #{number} was set by {by}: only {who} can cancel it."
-            if await self.store.cancel_schedule(self.key, number):
+            if await self.store.schedules.cancel_schedule(self.key, number):
                 self.scheduler.changed()
                 return f"cancelled schedule #{number}"
             return f"no active schedule #{number}"
         if parts:
             return "usage: /schedules, or /schedules cancel NUMBER"
-        found = await self.store.schedules(self.key, channel_key=channel.key)
+        found = await self.store.schedules.find(self.key, channel_key=channel.key)
         return "\n".join(s.describe() for s in found) or "no schedules here"
 
     def offers_generate(self) -> bool:
@@ -371,7 +372,7 @@ class BotApp:
                     bot_name=self.config.name,
                     config=discord_config,
                     secrets=self.secrets,
-                    monitors=self.store,
+                    monitors=self.store.channels,
                     schedules=self.schedules_command,
                     generate=self.generate_command if self.offers_generate() else None,
                     authorized_roles=self.config.authorized_roles,
@@ -388,7 +389,7 @@ class BotApp:
                     bot_name=self.config.name,
                     config=irc,
                     secrets=self.secrets,
-                    chat_log=self.store,
+                    chat_log=self.store.chatlog,
                 )
             )
         return platforms
@@ -495,7 +496,7 @@ class BotApp:
 
     def _task_states(self) -> dict[str, TaskState]:
         states = dict(self.tasks)
-        states["chat-log writer"] = self.store.writer_state
+        states["chat-log writer"] = self.store.chatlog.writer_state
         for platform in self.platforms.values():
             connection = getattr(platform, "connection", None)
             if isinstance(connection, TaskState):
@@ -530,15 +531,15 @@ class BotApp:
         """What this process leaves open is taken over by another at once, not after its
         lease runs out."""
         try:
-            await self.store.release_lease()
+            await self.store.schedules.release_lease()
         except Exception:
             logger.exception("bot %s: could not give its lease back", self.key)
 
     async def _close_stale_approvals(self) -> None:
         """Approvals left open by a process that crashed or stopped are closed, and the
         channel is told; those of living processes stay theirs to answer."""
-        for approval_id, channel_key, tool in await self.store.stale_approvals(self.key):
-            await self.store.close_approval(approval_id, "closed")
+        for approval_id, channel_key, tool in await self.store.approvals.stale_approvals(self.key):
+            await self.store.approvals.close_approval(approval_id, "closed")
             channel = ChannelRef.from_key(channel_key)
             platform = self.platforms.get(channel.platform)
             if platform is None:

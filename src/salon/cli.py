@@ -393,12 +393,12 @@ def _trace(args: argparse.Namespace) -> int:
         try:
             if args.trace_command == "list":
                 filters = {k: getattr(args, k) for k in ("bot", "channel", "outcome", "user")}
-                return await trace_cli.list_traces(store, limit=args.limit, **filters)
+                return await trace_cli.list_traces(store.traces, limit=args.limit, **filters)
             if args.trace_command == "show":
-                return await trace_cli.show(store, args.ref)
+                return await trace_cli.show(store.traces, args.ref)
             if args.trace_command == "request":
-                return await trace_cli.request(store, args.ref, call=args.call)
-            return await trace_cli.cost(store, by=args.by, days=args.days)
+                return await trace_cli.request(store.traces, args.ref, call=args.call)
+            return await trace_cli.cost(store.traces, by=args.by, days=args.days)
         finally:
             await store.close()
 

@@ -27,11 +27,12 @@ import contextlib
 import logging
 import random
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from salon.model import Event, Schedule, ScheduledEvent
+from salon.tools.schedules import ScheduleStore
 from salon.tools.timing import CRON_FIELDS, latest_occurrence, next_occurrence
 
 __all__ = ["Clock", "Scheduler", "SystemClock"]
@@ -56,32 +57,6 @@ class SystemClock:
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), delay)
-
-
-class ScheduleStore(Protocol):
-    async def schedules(
-        self, bot: str, *, channel_key: str | None = None, active_only: bool = True
-    ) -> list[Schedule]: ...
-
-    async def set_next_due(self, schedule_id: int, next_due: datetime | None) -> None: ...
-
-    async def claim_fire(self, schedule_id: int, due: datetime, owner: str) -> bool: ...
-
-    async def complete_fire(
-        self, schedule_id: int, due: datetime, status: str = "done"
-    ) -> None: ...
-
-    async def take_over_fires(
-        self, bot: str, owner: str
-    ) -> list[tuple[Schedule, datetime, str | None]]: ...
-
-    async def schedules_signature(self, bot: str) -> tuple[int, int]: ...
-
-    async def renew_lease(self, bot: str, seconds: float) -> None: ...
-
-    def schedule_notices(self, bot: str) -> AsyncIterator[None] | None:
-        """Yields when any process creates or cancels a schedule of ``bot``; None when the
-        store cannot tell (then ``Scheduler.watch`` polls)."""
 
 
 class Sink(Protocol):
@@ -128,7 +103,7 @@ class Scheduler:
         while True:
             self._wake.clear()
             now = self.clock.now()
-            active = await self.store.schedules(self.bot)
+            active = await self.store.find(self.bot)
             due = [s for s in active if s.next_due is not None and s.next_due <= now]
             mine = [s for s in due if self.serves is None or await self.serves(s)]
             # Earliest first; among equals an order of this process's own, so several

@@ -12,7 +12,7 @@ from salon.config import BotConfig, Secrets
 from salon.config.targets import channel_key
 from salon.llm.base import ProviderTraits
 from salon.model import ToolCall
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from salon.tools.builtin import OPERATOR, ScheduleBook, build_builtin_server
 from salon.tools.policy import decide
 
@@ -90,7 +90,7 @@ async def serve_builtin(key: str, store: SQLStore) -> int:
 
         from salon.tools.mcp_serve import to_mcp_server  # MCP only for the outside client
 
-        await to_mcp_server(build_builtin_server(key, store, nobody)).run_stdio_async()
+        await to_mcp_server(build_builtin_server(key, store.chatlog, nobody)).run_stdio_async()
     finally:
         await store.close()
     return 0
@@ -124,9 +124,9 @@ async def offline_tool_names(key: str, bot: BotConfig, secrets: Secrets, root: P
 
         unopened = SQLStore("sqlite+aiosqlite:///:memory:")
         book = ScheduleBook(
-            unopened, timezone="UTC", now=lambda: datetime.now(UTC), changed=_nothing
+            unopened.schedules, timezone="UTC", now=lambda: datetime.now(UTC), changed=_nothing
         )
-        servers.append(build_builtin_server(key, unopened, nobody, book))
+        servers.append(build_builtin_server(key, unopened.chatlog, nobody, book))
     for name, config in bot.integrations.configured().items():
         try:
             servers.append(build_integration_server(name, config, lookup=secrets.get, root=root))

@@ -14,7 +14,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
 
-from salon.store.sqlite import SQLStore
+from salon.store.sql import TracePart
 from salon.trace import TraceSummary
 
 __all__ = ["cost", "list_traces", "request", "show"]
@@ -42,9 +42,9 @@ def _table(rows: list[list[str]], out: TextIO) -> None:
 
 
 async def list_traces(
-    store: SQLStore, *, out: TextIO = sys.stdout, limit: int = 30, **filters: str | None
+    traces: TracePart, *, out: TextIO = sys.stdout, limit: int = 30, **filters: str | None
 ) -> int:
-    found = await store.list_traces(limit=limit, **filters)  # type: ignore[arg-type]
+    found = await traces.list_traces(limit=limit, **filters)  # type: ignore[arg-type]
     if not found:
         out.write("no traces yet\n")
         return 0
@@ -75,16 +75,16 @@ def _row(t: TraceSummary) -> list[str]:
     ]
 
 
-async def _find(store: SQLStore, ref: str) -> int | None:
+async def _find(traces: TracePart, ref: str) -> int | None:
     if ref.isdigit():
         return int(ref)
     link = _MESSAGE_LINK.match(ref.strip())
-    return await store.trace_for_message(link[1] if link else ref)
+    return await traces.trace_for_message(link[1] if link else ref)
 
 
-async def show(store: SQLStore, ref: str, *, out: TextIO = sys.stdout) -> int:
-    trace_id = await _find(store, ref)
-    found = await store.get_trace(trace_id) if trace_id is not None else None
+async def show(traces: TracePart, ref: str, *, out: TextIO = sys.stdout) -> int:
+    trace_id = await _find(traces, ref)
+    found = await traces.get_trace(trace_id) if trace_id is not None else None
     if found is None:
         print(f"error: no trace {ref!r} (see salon trace list)", file=sys.stderr)
         return 2
@@ -151,9 +151,9 @@ def _show_tool(tool: dict[str, Any], write: Any) -> None:
     write(f"  result{' (error)' if tool['is_error'] else ''}: {result[:500]}\n")
 
 
-async def request(store: SQLStore, ref: str, *, call: int = 1, out: TextIO = sys.stdout) -> int:
-    trace_id = await _find(store, ref)
-    found = await store.get_trace(trace_id) if trace_id is not None else None
+async def request(traces: TracePart, ref: str, *, call: int = 1, out: TextIO = sys.stdout) -> int:
+    trace_id = await _find(traces, ref)
+    found = await traces.get_trace(trace_id) if trace_id is not None else None
     calls = found[1].get("calls", []) if found else []
     if not 1 <= call <= len(calls):
         what = f"no call {call} in trace {ref}" if found else f"no trace {ref!r}"
@@ -164,14 +164,14 @@ async def request(store: SQLStore, ref: str, *, call: int = 1, out: TextIO = sys
 
 
 async def cost(
-    store: SQLStore,
+    traces: TracePart,
     *,
     by: Literal["bot", "channel", "user", "day"] = "day",
     days: float | None = None,
     out: TextIO = sys.stdout,
 ) -> int:
     since = time.time() - days * 86400 if days else None
-    rows = await store.cost_by(by, since=since)
+    rows = await traces.cost_by(by, since=since)
     if not rows:
         out.write("no traces yet\n")
         return 0

@@ -44,8 +44,14 @@ INBOX_SECONDS = 1.0
 CONFIG_SECONDS = 1.0
 
 
-class UpkeepStore(Protocol):
+class Heartbeats(Protocol):
+    """The store's health part."""
+
     async def beat(self, health: BotHealth) -> None: ...
+
+
+class Inbox(Protocol):
+    """The store's inbox part."""
 
     async def take_events(self, bot: str, owner: str, *, limit: int = 100) -> list[InboxEvent]: ...
 
@@ -66,7 +72,8 @@ class Upkeep:
         self,
         *,
         bot: str,
-        store: UpkeepStore,
+        heartbeats: Heartbeats,
+        inbox: Inbox,
         vitals: Vitals,
         sink: EventSink,
         owner: str,
@@ -75,7 +82,8 @@ class Upkeep:
         current: Callable[[], BotConfig] | None = None,
     ) -> None:
         self.bot = bot
-        self.store = store
+        self.heartbeats = heartbeats
+        self.inbox = inbox
         self.vitals = vitals
         self.sink = sink
         self.owner = owner
@@ -116,7 +124,7 @@ class Upkeep:
 
     async def heartbeat(self) -> None:
         while True:
-            await self.store.beat(self.health())
+            await self.heartbeats.beat(self.health())
             async with self._beaten:
                 self.beats += 1
                 self._beaten.notify_all()
@@ -130,7 +138,7 @@ class Upkeep:
     async def last_beat(self) -> None:
         """A stop: the bot says it is down, so health need not wait for the beat to age."""
         try:
-            await asyncio.wait_for(self.store.beat(self.health(down=True)), 5)
+            await asyncio.wait_for(self.heartbeats.beat(self.health(down=True)), 5)
         except Exception:  # stopping goes on; health will see the beat age instead
             logger.exception("could not write the last heartbeat")
 
@@ -138,7 +146,7 @@ class Upkeep:
 
     async def take_events(self) -> None:
         while True:
-            for event in await self.store.take_events(self.bot, self.owner):
+            for event in await self.inbox.take_events(self.bot, self.owner):
                 await self._deliver(event)
             await asyncio.sleep(INBOX_SECONDS)
 

@@ -11,7 +11,7 @@ from salon.agent import Agent
 from salon.config import Redactor
 from salon.llm import Provider
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 from tests.conftest import bot_config
 
 

@@ -19,7 +19,7 @@ from salon.config import Secrets
 from salon.llm import Provider
 from salon.llm.factory import build_provider
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from salon.tools.hub import ToolHub
 from salon.tools.log import ToolLog
 from tests.conftest import bot_config

@@ -11,7 +11,7 @@ import pytest
 
 from salon.agent.pipeline.limitbook import Estimate, LimitBook
 from salon.store.limits import Admission, Charge, Refusal, Settlement
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 
 NOW = time.time()
 DAY = int(NOW // 86400)

@@ -166,7 +166,7 @@ async def test_usage_is_recorded_per_activation(start_agent: StartAgent, store) 
     agent, platform = await start_agent(provider)
     await platform.post(platform.channel("dm", is_direct=True), ALICE, "hello")
     await agent.wait_idle()
-    totals = await store.usage_totals("salon")
+    totals = await store.channels.usage_totals("salon")
     assert (totals.input_tokens, totals.output_tokens) == (10, 5)
 
 

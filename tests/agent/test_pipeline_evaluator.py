@@ -10,7 +10,7 @@ from typing import Any
 from fakes.llm_server import LLMServer, Recorded, Scripted
 
 from salon.model import MessageEvent, Participant, Tag
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from tests.agent.conftest import StartAgent
 from tests.agent.pipeline_kit import pipeline_agent
 from tests.agent.test_prefill_agent import ANTHROPIC, breakpoint_text

@@ -10,7 +10,7 @@ from typing import Any
 from fakes.llm_server import LLMServer, Scripted
 
 from salon.model import Participant
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from tests.agent.pipeline_kit import pipeline_agent
 
 ALICE = Participant("alice", "Alice")

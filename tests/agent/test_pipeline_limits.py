@@ -14,7 +14,7 @@ from salon.config import ChannelConfigs
 from salon.config.pipeline import RateLimit
 from salon.model import Participant
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 from tests.agent.pipeline_kit import pipeline_agent
 
 ALICE = Participant("alice", "Alice")

@@ -9,7 +9,7 @@ from salon import trace_cli
 from salon.llm import FakeProvider, FakeReply
 from salon.model import MessageEvent, Participant, Tag
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from salon.trace import (
     EvaluatorStep,
     GateStep,
@@ -40,10 +40,10 @@ async def test_the_trace_records_what_the_evaluator_dropped(tmp_path: Path) -> N
         await platform.wait_sent(1)
         await app.agent.wait_idle()
         await app.traces.flush()
-        (summary,) = await app.store.list_traces()
-        _, body = await app.store.get_trace(summary.id) or (None, {})
+        (summary,) = await app.store.traces.list_traces()
+        _, body = await app.store.traces.get_trace(summary.id) or (None, {})
         shown = io.StringIO()
-        assert await trace_cli.show(app.store, str(summary.id), out=shown) == 0
+        assert await trace_cli.show(app.store.traces, str(summary.id), out=shown) == 0
     assert f'pipeline: evaluator: {{"kept": 1, "dropped": ["{football.id}"]}}' in shown.getvalue()
     assert body["pipeline"]["evaluator"]["dropped"] == [football.id]
     assert [c["kind"] for c in body["calls"]] == ["evaluate", "answer"]
@@ -60,8 +60,8 @@ async def test_the_trace_and_counter_show_the_gate_saying_no(tmp_path: Path) -> 
         await app.agent.submit(MessageEvent(message))
         await app.agent.wait_idle()
         await app.traces.flush()
-        (summary,) = await app.store.list_traces()
-        _, body = await app.store.get_trace(summary.id) or (None, {})
+        (summary,) = await app.store.traces.list_traces()
+        _, body = await app.store.traces.get_trace(summary.id) or (None, {})
         assert app.agent.pipeline.gate_stats.no == 1
     assert summary.outcome == "stopped"
     assert body["pipeline"]["speak_gate"]["decision"] == "quiet"

@@ -16,7 +16,7 @@ from salon.agent.conversation.toolrunner import ToolRunner
 from salon.llm import ChatMessage, LLMRequest
 from salon.model import Participant, ToolCall, ToolResult
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from salon.tools.hub import MessageHandler, ServerSpec, ToolHub
 from tests.agent.test_with_real_sdk import real_provider
 from tests.conftest import bot_config

@@ -168,8 +168,8 @@ async def test_no_base64_reaches_the_model_the_log_or_the_trace(
     ):
         await answer(app, platform, "look", 2)
         await app.traces.flush()
-        (summary,) = await app.store.list_traces()
-        _, trace = await app.store.get_trace(summary.id) or (None, {})
+        (summary,) = await app.store.traces.list_traces()
+        _, trace = await app.store.traces.get_trace(summary.id) or (None, {})
     follow_up = provider.requests[1]
     sent = json.dumps([_text(part) for message in follow_up.messages for part in message.parts])
     assert "saved as outputs/" in sent

@@ -18,7 +18,7 @@ from salon.config import Redactor
 from salon.llm import FakeProvider, FakeReply, ToolResultPart, ToolUsePart
 from salon.model import Participant, ToolCall
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from salon.tools.hub import ToolHub
 from salon.tools.log import ToolLog
 from tests.conftest import bot_config

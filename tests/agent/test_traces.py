@@ -74,8 +74,8 @@ async def test_an_answer_leaves_a_trace_with_its_request_answer_cost_and_timings
     platform = MemoryPlatform(bot_name="Salon")
     async with running(app, platform):
         await ask(app, platform, "hi there", 1)
-        (summary,) = await app.store.list_traces()
-        _, body = await app.store.get_trace(summary.id) or (None, {})
+        (summary,) = await app.store.traces.list_traces()
+        _, body = await app.store.traces.get_trace(summary.id) or (None, {})
     assert summary.outcome == "answered"
     assert summary.requester == "Alice"
     assert summary.model == "claude-sonnet-5-5"
@@ -95,8 +95,8 @@ async def test_a_failure_is_traced_with_its_kind_and_its_secrets_redacted(tmp_pa
     platform = MemoryPlatform(bot_name="Salon")
     async with running(app, platform):
         await ask(app, platform, "hi", 1)
-        (summary,) = await app.store.list_traces()
-        _, body = await app.store.get_trace(summary.id) or (None, {})
+        (summary,) = await app.store.traces.list_traces()
+        _, body = await app.store.traces.get_trace(summary.id) or (None, {})
     assert summary.outcome == "error"
     assert summary.error == "test: HTTP 401: bad key ***"
     assert body["error_kind"] == "provider"
@@ -126,8 +126,8 @@ async def test_a_tool_call_needing_approval_shows_who_approved_it(tmp_path: Path
         await platform.wait_sent(1)
         await app.agent.wait_idle()
         await app.traces.flush()
-        (summary,) = await app.store.list_traces()
-        _, body = await app.store.get_trace(summary.id) or (None, {})
+        (summary,) = await app.store.traces.list_traces()
+        _, body = await app.store.traces.get_trace(summary.id) or (None, {})
     (tool,) = body["tools"]
     assert tool["name"] == "wipe"
     assert tool["verdict"] == "run"
@@ -167,8 +167,8 @@ async def test_a_cache_break_names_its_cause_and_the_read_shares_sit_side_by_sid
         old = platform.messages(dm)[3]
         platform.edit(old, "this one was edited since")
         await ask(app, platform, "third question", 3)
-        traces = await app.store.list_traces()
-        bodies = [(await app.store.get_trace(t.id) or (None, {}))[1] for t in traces]
+        traces = await app.store.traces.list_traces()
+        bodies = [(await app.store.traces.get_trace(t.id) or (None, {}))[1] for t in traces]
     third, second, first = traces
     assert first.cache_break is None  # the first call of a channel breaks nothing
     assert second.cache_break is None  # new messages at the end
@@ -183,10 +183,10 @@ async def test_a_cache_break_names_its_cause_and_the_read_shares_sit_side_by_sid
     out = io.StringIO()
     await app.store.open()
     try:
-        assert await trace_cli.show(app.store, str(third.id), out=out) == 0
+        assert await trace_cli.show(app.store.traces, str(third.id), out=out) == 0
         shown = out.getvalue()
         out = io.StringIO()
-        assert await trace_cli.list_traces(app.store, out=out) == 0
+        assert await trace_cli.list_traces(app.store.traces, out=out) == 0
         listed = out.getvalue()
     finally:
         await app.store.close()
@@ -208,8 +208,8 @@ async def test_a_secret_in_a_long_request_is_redacted_where_messages_are_encoded
         await ask(app, platform, "first", 1)
         await ask(app, platform, "second", 2)  # the same messages, from the encoder's memory
         bodies = [
-            (await app.store.get_trace(s.id) or (None, {}))[1]
-            for s in await app.store.list_traces()
+            (await app.store.traces.get_trace(s.id) or (None, {}))[1]
+            for s in await app.store.traces.list_traces()
         ]
     for body in bodies:
         texts = [m["content"][0]["text"] for m in body["calls"][0]["request"]["messages"]]
@@ -249,8 +249,8 @@ async def test_a_lone_surrogate_from_the_model_is_shown_logged_and_traced(
     platform = MemoryPlatform(bot_name="Salon")
     async with running(app, platform):
         await ask(app, platform, "say it back", 1)
-        (summary,) = await app.store.list_traces()
-        _, body = await app.store.get_trace(summary.id) or (None, {})
+        (summary,) = await app.store.traces.list_traces()
+        _, body = await app.store.traces.get_trace(summary.id) or (None, {})
     assert [m.text for m in platform.sent] == ["It said \ufffd back."]
     (logged,) = (tmp_path / "data" / "tools").rglob("*.jsonl")
     (line,) = logged.read_text(encoding="utf-8").splitlines()

@@ -19,7 +19,7 @@ from fakes.llm_server import LLMServer, Recorded, Scripted
 
 from salon.config.example import write_example
 from salon.model import ChannelRef, Participant, Schedule
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 
 COUNT = 1000
 VICTIM_KEY = "k-victim"
@@ -139,7 +139,7 @@ async def test_two_processes_answer_each_occurrence_once_and_a_kill_loses_none(
         start = datetime.now(UTC) + timedelta(seconds=6)  # both are up by then
         for n in range(COUNT):
             due = start + timedelta(milliseconds=4 * n)
-            await store.create_schedule(
+            await store.schedules.create_schedule(
                 Schedule(
                     0, "assistant", ChannelRef("terminal", "local"), f"task {n}", "UTC",
                     at=due, created_by=Participant("user", "you"), next_due=due,

@@ -17,7 +17,7 @@ from salon.app import database_url
 from salon.cli import main
 from salon.config import load_config_dir
 from salon.model import ChannelRef, Message, Participant
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from tests.conftest import WriteConfig
 
 REPO = Path(__file__).resolve().parents[2]

@@ -233,13 +233,13 @@ async def test_monitor_and_unmonitor_commands_persist(
     (answer,) = await fake_discord.wait_interaction_responses(1)
     assert answer["data"]["content"] == "Salon now reads every message here."
     assert answer["data"]["flags"] == 64
-    assert await app.store.monitored("salon") == {f"discord:{RANDOM}"}
+    assert await app.store.channels.monitored("salon") == {f"discord:{RANDOM}"}
     await fake_discord.post(RANDOM, alice, "no mention needed")
     (reply,) = await fake_discord.wait_bot_messages(RANDOM, 1)
     assert reply["content"] == "now I listen"
     await fake_discord.command(RANDOM, alice, "unmonitor")
     await fake_discord.wait_interaction_responses(2)
-    assert await app.store.monitored("salon") == set()
+    assert await app.store.channels.monitored("salon") == set()
 
 
 async def test_schedules_command_lists_and_cancels(
@@ -252,7 +252,7 @@ async def test_schedules_command_lists_and_cancels(
     app, _ = await start_bot(FakeProvider())
     due = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
     channel = ChannelRef("discord", GENERAL)
-    await app.store.create_schedule(
+    await app.store.schedules.create_schedule(
         Schedule(
             0,
             "salon",
@@ -271,7 +271,7 @@ async def test_schedules_command_lists_and_cancels(
     await fake_discord.command(GENERAL, alice, "schedules", cancel=1)
     responses = await fake_discord.wait_interaction_responses(2)
     assert responses[1]["data"]["content"] == "cancelled schedule #1"
-    assert await app.store.schedules("salon") == []
+    assert await app.store.schedules.find("salon") == []
 
 
 async def test_tool_use_is_shown_through_a_webhook(

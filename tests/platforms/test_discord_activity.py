@@ -15,7 +15,7 @@ from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider
 from salon.platforms.discord import DiscordPlatform
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 from tests.conftest import ServeApp, bot_config
 from tests.web.conftest import ACTIVITY_KEY, serving, write_fleet
 

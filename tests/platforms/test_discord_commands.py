@@ -29,7 +29,7 @@ async def test_monitor_commands_are_offered_only_to_who_may_manage_channels(
     bob = fake_discord.user("Bob")  # an ordinary member
     with pytest.raises(NotOffered):
         await fake_discord.command(RANDOM, bob, "monitor")
-    assert await app.store.monitored("salon") == set()
+    assert await app.store.channels.monitored("salon") == set()
 
 
 async def test_authorized_roles_are_asked_for_as_well(
@@ -43,12 +43,12 @@ async def test_authorized_roles_are_asked_for_as_well(
         "Only members of the authorized roles (mods) can change what Salon reads here."
     )
     assert refused["data"]["flags"] == 64  # ephemeral
-    assert await app.store.monitored("salon") == set()
+    assert await app.store.channels.monitored("salon") == set()
     fake_discord.roles[alice.id] = ["500"]  # the "mods" role
     await fake_discord.command(RANDOM, alice, "monitor")
     (_, done) = await fake_discord.wait_interaction_responses(2)
     assert done["data"]["content"] == "Salon now reads every message here."
-    assert await app.store.monitored("salon") == {f"discord:{RANDOM}"}
+    assert await app.store.channels.monitored("salon") == {f"discord:{RANDOM}"}
 
 
 def _schedule(by: Participant) -> Schedule:
@@ -62,8 +62,8 @@ async def test_only_its_author_or_who_may_manage_the_channel_cancels_a_schedule(
 ) -> None:
     app, _ = await start_bot(FakeProvider())
     alice, bob = fake_discord.user("Alice"), fake_discord.user("Bob")
-    await app.store.create_schedule(_schedule(Participant(alice.id, "Alice")))
-    await app.store.create_schedule(_schedule(Participant(bob.id, "Bob")))
+    await app.store.schedules.create_schedule(_schedule(Participant(alice.id, "Alice")))
+    await app.store.schedules.create_schedule(_schedule(Participant(bob.id, "Bob")))
     await fake_discord.command(GENERAL, bob, "schedules", cancel=1)
     (refused,) = await fake_discord.wait_interaction_responses(1)
     assert refused["data"]["content"] == (
@@ -75,4 +75,4 @@ async def test_only_its_author_or_who_may_manage_the_channel_cancels_a_schedule(
     await fake_discord.command(GENERAL, alice, "schedules", cancel=1)  # she may manage it
     (*_, managed) = await fake_discord.wait_interaction_responses(3)
     assert managed["data"]["content"] == "cancelled schedule #1"
-    assert await app.store.schedules("salon") == []
+    assert await app.store.schedules.find("salon") == []

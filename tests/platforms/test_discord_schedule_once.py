@@ -48,7 +48,7 @@ async def test_an_answer_shown_before_a_stop_is_not_shown_again(
         now = datetime.now(UTC)
         channel = ChannelRef("discord", GENERAL)
         alice = Participant("alice", "Alice")
-        await first.store.create_schedule(
+        await first.store.schedules.create_schedule(
             Schedule(0, "salon", channel, "water", "UTC", at=now, created_by=alice, next_due=now)
         )
         first.scheduler.changed()

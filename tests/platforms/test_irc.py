@@ -195,7 +195,7 @@ async def test_log_search_and_users_after_restart(ircd: IrcServer, start_bot: St
     await alice.close()
     await bob.close()
     await app.agent.wait_idle()  # the answer is sent and logged...
-    await app.store.flush()  # ...and committed before the second run reads
+    await app.store.chatlog.flush()  # ...and committed before the second run reads
 
     async with BotApp(
         key="salon", config=app.config, root=app.root, secrets=Secrets({}), provider=FakeProvider()
@@ -306,7 +306,7 @@ async def test_an_answer_of_several_lines_is_stored_once(ircd: IrcServer, start_
     await app.agent.wait_idle()
     history = await app.store.chat_history("salon", SALON, limit=50)
     assert [m.text for m in history if m.author.name == BOT] == [answer, "again"]
-    stats = await app.store.channel_stats("salon", "irc:#salon")
+    stats = await app.store.chatlog.channel_stats("salon", "irc:#salon")
     assert stats["top_posters"] == {BOT: 2, "alice": 2}
     seen = "\n".join(m.plain_text for m in provider.requests[1].messages)
     assert seen.count("Listen:") == 1

@@ -18,7 +18,7 @@ from salon.errors import StoreError
 from salon.model import ChannelRef, Message, Participant, RollState, Usage
 from salon.store._db import DatabaseError, _numbered, in_list
 from salon.store._dialects import parse_url
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 
 OLD_STORE = Path(__file__).parent / "data" / "salon-v13.db"
 ROOM = ChannelRef("memory", "room")
@@ -213,30 +213,32 @@ async def test_a_store_made_by_an_earlier_salon_reads_back_and_takes_writes(
         history = await store.chat_history("bot", ROOM, limit=10)
         assert [m.text for m in history] == [f"line {i} about lanterns" for i in range(6)]
         assert [m.author.is_bot for m in history[:2]] == [False, True]
-        found = await store.search_chat("bot", ROOM.key, "lanterns")
+        found = await store.chatlog.search_chat("bot", ROOM.key, "lanterns")
         assert found[0].text == "line 5 about lanterns"
-        (schedule,) = await store.schedules("bot")
+        (schedule,) = await store.schedules.find("bot")
         assert (schedule.cron, schedule.prompt, schedule.active) == (
             "0 9 * * *",
             "water the plants",
             True,
         )
         assert [a[2] for a in await store.pending_approvals("bot")] == ["shell"]
-        assert await store.usage_totals("bot") == Usage(100, 20, 80, 10)
+        assert await store.channels.usage_totals("bot") == Usage(100, 20, 80, 10)
         state = await store.rolling_state("bot", ROOM.key)
         assert state is not None
         assert state.breakpoint_id == "m2"
-        assert await store.monitored("bot") == {ROOM.key}
-        summaries = await store.list_traces()
+        assert await store.channels.monitored("bot") == {ROOM.key}
+        summaries = await store.traces.list_traces()
         assert len(summaries) == 4
         for summary in summaries:
-            whole = await store.get_trace(summary.id)
+            whole = await store.traces.get_trace(summary.id)
             assert whole is not None
             assert "incomplete" not in whole[1]
         assert await store.spent("bot", "user:alice:tokens", 20454) == 40
         assert await store.mark("bot", "pause:memory:room") == 1_767_229_200.0
-        assert [h.bot for h in await store.health_reports()] == ["bot"]
-        assert [e.text for e in await store.take_events("bot", "me")] == ["hello from outside"]
+        assert [h.bot for h in await store.health.health_reports()] == ["bot"]
+        assert [e.text for e in await store.inbox.take_events("bot", "me")] == [
+            "hello from outside"
+        ]
         # and it goes on: new rows get new ids after the old ones
         alice = Participant("a", "Alice")
         when = datetime(2026, 1, 2, tzinfo=UTC)

@@ -67,7 +67,7 @@ async def test_rows_that_could_not_be_written_are_written_with_the_next(
         async with store.db.begin() as conn:  # the table away: the write fails
             await conn.execute("ALTER TABLE limit_events RENAME TO limit_events_away")
         with pytest.raises(StoreError):
-            await store.flush_limits()
+            await store.limits.flush_limits()
         async with store.db.begin() as conn:
             await conn.execute("ALTER TABLE limit_events_away RENAME TO limit_events")
         await store.record("bot", admission, [Settlement("user:alice:tokens", 0, 2)])

@@ -11,7 +11,7 @@ from fakes.databases import Database
 
 from salon.errors import StoreError
 from salon.model import ChannelRef, Message, Participant, RollState, Usage
-from salon.store.sqlite import MIGRATIONS, SQLStore, sqlite_url
+from salon.store.sql import MIGRATIONS, SQLStore, sqlite_url
 
 ROOM = ChannelRef("terminal", "local")
 ALICE = Participant("a", "Alice")
@@ -69,7 +69,7 @@ async def test_usage_totals(database: Database) -> None:
     store = await database.open_store()
     await store.record_usage("b", "k", "p", "m", Usage(10, 2, 100, 5))
     await store.record_usage("b", "k", "p", "m", Usage(1, 1, 0, 0))
-    assert await store.usage_totals("b") == Usage(11, 3, 100, 5)
+    assert await store.channels.usage_totals("b") == Usage(11, 3, 100, 5)
     await store.close()
 
 
@@ -86,23 +86,23 @@ async def test_full_text_search_filters_and_order(database: Database) -> None:
     for i, (who, text) in enumerate(lines):
         message = Message(f"m{i}", ROOM, who, text, datetime(2026, 1, 1, 0, 0, i, tzinfo=UTC))
         await store.log_message("bot1", message)
-    both = await store.search_chat("bot1", ROOM.key, "Staging DATABASE")
+    both = await store.chatlog.search_chat("bot1", ROOM.key, "Staging DATABASE")
     assert [ln.text for ln in both] == [
         "staging again: database slow",
         "the staging database is down",
     ]
-    by_bob = await store.search_chat("bot1", ROOM.key, "database", user="BOB")
+    by_bob = await store.chatlog.search_chat("bot1", ROOM.key, "database", user="BOB")
     assert [ln.user for ln in by_bob] == ["Bob", "Bob"]
-    recent = await store.search_chat(
+    recent = await store.chatlog.search_chat(
         "bot1", ROOM.key, "database", since=datetime(2026, 1, 1, 0, 0, 2, tzinfo=UTC)
     )
     assert len(recent) == 1
-    tricky = await store.search_chat("bot1", ROOM.key, '"quotes" OR NOT')
+    tricky = await store.chatlog.search_chat("bot1", ROOM.key, '"quotes" OR NOT')
     assert [ln.text for ln in tricky] == ['she said "quotes" and OR NOT near']
-    anywhere = await store.search_chat("bot1", ROOM.key, "down the")  # words, in any order
+    anywhere = await store.chatlog.search_chat("bot1", ROOM.key, "down the")  # words, in any order
     assert [ln.text for ln in anywhere] == ["the staging database is down"]
-    assert await store.search_chat("bot1", "irc:#elsewhere", "database") == []
-    assert await store.search_chat("bot1", ROOM.key, "...") == []
+    assert await store.chatlog.search_chat("bot1", "irc:#elsewhere", "database") == []
+    assert await store.chatlog.search_chat("bot1", ROOM.key, "...") == []
     await store.close()
 
 
@@ -116,9 +116,9 @@ async def test_rolling_state_and_monitored_channels_are_written_twice_safely(
     saved = await one.rolling_state("b", "k")
     assert saved is not None
     assert saved.head_id == "h2"
-    assert await one.set_monitored("b", "irc:#x", True)
-    assert not await two.set_monitored("b", "irc:#x", True)
-    assert await one.monitored("b") == {"irc:#x"}
+    assert await one.channels.set_monitored("b", "irc:#x", True)
+    assert not await two.channels.set_monitored("b", "irc:#x", True)
+    assert await one.channels.monitored("b") == {"irc:#x"}
     await one.close()
     await two.close()
 

@@ -14,7 +14,7 @@ import pytest
 from fakes.databases import Database
 
 from salon.store._tables import migrate
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from salon.trace import CallTrace, Trace
 
 SECRET = "sk-delta-secret-999"
@@ -77,7 +77,7 @@ async def test_each_trace_reads_back_the_request_as_sent(store: SQLStore) -> Non
     batch, in_batch = conversation(4, start=time.time() + 100)
     ids += await store.write_traces(batch)  # one transaction, referring within it
     for trace_id, messages in zip(ids, sent + in_batch, strict=True):
-        found = await store.get_trace(trace_id)
+        found = await store.traces.get_trace(trace_id)
         assert found is not None
         request = found[1]["calls"][0]["request"]
         assert list(request) == ["model", "system", "messages", "max_tokens"]
@@ -110,16 +110,16 @@ async def test_retention_deletes_a_group_only_whole(store: SQLStore) -> None:
     stored = await rows(store)
     assert [r["base_id"] for r in stored] == [None, ids[0], ids[0], None, ids[3], ids[3]]
     assert await store.prune_traces(max_age=7 * 86400, max_bytes=10**9, now=now) == 0
-    found = await store.get_trace(ids[2])
+    found = await store.traces.get_trace(ids[2])
     assert found is not None
     assert found[1]["calls"][0]["request"]["messages"] == sent[2]
     assert await store.prune_traces(max_age=3597.5, max_bytes=10**9, now=now) == 3
     for trace_id, messages in zip(ids[3:], sent[3:], strict=True):
-        found = await store.get_trace(trace_id)
+        found = await store.traces.get_trace(trace_id)
         assert found is not None
         assert found[1]["calls"][0]["request"]["messages"] == messages
     assert await store.prune_traces(max_age=10**9, max_bytes=1, now=now) == 3
-    assert await store.list_traces() == []
+    assert await store.traces.list_traces() == []
 
 
 async def test_a_trace_whose_keyframe_was_removed_by_hand_shows_its_tail(
@@ -129,7 +129,7 @@ async def test_a_trace_whose_keyframe_was_removed_by_hand_shows_its_tail(
     ids = [i for t in written for i in await store.write_traces([t])]
     async with store.db.begin() as conn:
         await conn.execute("DELETE FROM traces WHERE id = :id", {"id": ids[0]})
-    found = await store.get_trace(ids[2])
+    found = await store.traces.get_trace(ids[2])
     assert found is not None
     body = found[1]
     assert "incomplete" in body
@@ -142,7 +142,7 @@ async def test_a_trace_after_pruning_starts_a_new_group(store: SQLStore) -> None
     await store.prune_traces(max_age=1, max_bytes=10**9, now=time.time() + 10)
     (trace_id,) = await store.write_traces(written[2:3])
     assert (await rows(store))[-1]["base_id"] is None
-    found = await store.get_trace(trace_id)
+    found = await store.traces.get_trace(trace_id)
     assert found is not None
     assert found[1]["calls"][0]["request"]["messages"] == sent[2]
 
@@ -158,7 +158,7 @@ async def test_migration_13_gives_an_older_traces_table_its_base_column(
         await migrate(conn)
     written, sent = conversation(6, start=time.time())
     ids = await store.write_traces(written[:2])
-    found = await store.get_trace(ids[1])
+    found = await store.traces.get_trace(ids[1])
     assert found is not None
     assert found[1]["calls"][0]["request"]["messages"] == sent[1]
     assert (await rows(store))[1]["base_id"] == ids[0]

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 from fakes.databases import Database
 
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from salon.trace import BotHealth, CallTrace, Divergence, ToolTrace, Trace
 
 SECRET = "sk-trace-secret-777"
@@ -61,15 +61,15 @@ def make_trace(
 async def test_traces_are_listed_newest_first_and_read_whole(store: SQLStore) -> None:
     now = time.time()
     ids = await store.write_traces([make_trace(i, when=now + i) for i in range(3)])
-    listed = await store.list_traces()
+    listed = await store.traces.list_traces()
     assert [t.id for t in listed] == ids[::-1]
-    summary, body = await store.get_trace(ids[1]) or (None, {})
+    summary, body = await store.traces.get_trace(ids[1]) or (None, {})
     assert summary is not None
     assert summary.cache_break == "roll"
     assert summary.read_share == pytest.approx(900 / 1000)
     assert body["answer"] == "answer 1"
     assert body["calls"][0]["request"]["messages"][0]["content"] == "question 1 ***"
-    assert await store.trace_for_message("msg-2") == ids[2]
+    assert await store.traces.trace_for_message("msg-2") == ids[2]
 
 
 async def test_a_message_counts_as_answered_by_its_bot_unless_a_stop_cut_it(
@@ -78,11 +78,11 @@ async def test_a_message_counts_as_answered_by_its_bot_unless_a_stop_cut_it(
     cut = make_trace(2)
     cut.outcome = "cancelled"
     await store.write_traces([make_trace(1), cut, make_trace(3, bot="other")])
-    assert await store.answered("salon", "memory", "msg-1")
-    assert not await store.answered("salon", "discord", "msg-1")  # another platform's id
-    assert not await store.answered("salon", "memory", "msg-2")  # cut by a stop: owed
-    assert not await store.answered("salon", "memory", "msg-3")  # another bot answered
-    assert not await store.answered("salon", "memory", "msg-4")
+    assert await store.traces.answered("salon", "memory", "msg-1")
+    assert not await store.traces.answered("salon", "discord", "msg-1")  # another platform's id
+    assert not await store.traces.answered("salon", "memory", "msg-2")  # cut by a stop: owed
+    assert not await store.traces.answered("salon", "memory", "msg-3")  # another bot answered
+    assert not await store.traces.answered("salon", "memory", "msg-4")
 
 
 async def test_a_secret_never_reaches_a_stored_trace(store: SQLStore) -> None:
@@ -93,7 +93,7 @@ async def test_a_secret_never_reaches_a_stored_trace(store: SQLStore) -> None:
         (row,) = await conn.fetch("SELECT * FROM traces")
     stored = [zlib.decompress(v).decode() if isinstance(v, bytes) else str(v) for v in row]
     assert not [v for v in stored if SECRET in v]
-    (summary,) = await store.list_traces()
+    (summary,) = await store.traces.list_traces()
     assert summary.error == "bad key ***"
 
 
@@ -101,21 +101,21 @@ async def test_traces_filter_and_cost_totals_group(store: SQLStore) -> None:
     await store.write_traces(
         [make_trace(1), make_trace(2, bot="other"), make_trace(3, channel="memory:b")]
     )
-    assert len(await store.list_traces(bot="salon")) == 2
-    assert len(await store.list_traces(channel="memory:b")) == 1
-    assert await store.list_traces(outcome="error") == []
-    by_bot = {row.key: row for row in await store.cost_by("bot")}
+    assert len(await store.traces.list_traces(bot="salon")) == 2
+    assert len(await store.traces.list_traces(channel="memory:b")) == 1
+    assert await store.traces.list_traces(outcome="error") == []
+    by_bot = {row.key: row for row in await store.traces.cost_by("bot")}
     assert by_bot["salon"].activations == 2
     assert by_bot["salon"].cost == pytest.approx(0.002)
-    (day,) = await store.cost_by("day")
+    (day,) = await store.traces.cost_by("day")
     assert len(day.key) == 10  # YYYY-MM-DD
-    (series,) = await store.daily()
+    (series,) = await store.traces.daily()
     assert series["activations"] == 3
 
 
 async def test_metrics_count_outcomes_tools_and_latency(store: SQLStore) -> None:
     await store.write_traces([make_trace(1), make_trace(2)])
-    metrics = await store.trace_metrics()
+    metrics = await store.traces.trace_metrics()
     (outcome,) = metrics["outcomes"]
     assert outcome[:3] == ("salon", "answered", 2)
     assert metrics["tools"] == [("salon", "lookup", "ok", 2)]
@@ -131,23 +131,25 @@ async def test_pruning_keeps_traces_within_age_and_size(store: SQLStore) -> None
     assert gone == 3
     gone = await store.prune_traces(max_age=7 * 86400, max_bytes=1, now=now)
     assert gone == 6
-    assert await store.list_traces() == []
+    assert await store.traces.list_traces() == []
 
 
 async def test_heartbeats_replace_each_other_and_the_inbox_gives_each_event_once(
     store: SQLStore,
 ) -> None:
     beat = BotHealth("salon", 42, "host", 1.0, 2.0, {"discord": True}, None, None, 0, {})
-    await store.beat(beat)
-    await store.beat(BotHealth("salon", 42, "host", 1.0, 3.0, {"discord": False}, 2.5, None, 1, {}))
-    (health,) = await store.health_reports()
+    await store.health.beat(beat)
+    await store.health.beat(
+        BotHealth("salon", 42, "host", 1.0, 3.0, {"discord": False}, 2.5, None, 1, {})
+    )
+    (health,) = await store.health.health_reports()
     assert health.updated_at == 3.0
     assert health.platforms == {"discord": False}
-    first = await store.enqueue_event("salon", "discord:10", "deploy finished", "CI")
+    first = await store.inbox.enqueue_event("salon", "discord:10", "deploy finished", "CI")
     assert first > 0
-    taken = await store.take_events("salon", "proc-a")
+    taken = await store.inbox.take_events("salon", "proc-a")
     assert [e.text for e in taken] == ["deploy finished"]
-    assert await store.take_events("salon", "proc-b") == []
+    assert await store.inbox.take_events("salon", "proc-b") == []
 
 
 def test_a_trace_body_holds_what_asdict_would_give() -> None:
@@ -164,7 +166,7 @@ async def test_cost_per_day_counts_utc_days_whatever_the_servers_time_zone(
 ) -> None:
     late = datetime(2026, 1, 1, 23, 30, tzinfo=UTC).timestamp()  # already Jan 2 east of UTC
     await store.write_traces([make_trace(1, when=late)])
-    (day,) = await store.cost_by("day")
+    (day,) = await store.traces.cost_by("day")
     assert day.key == "2026-01-01"
 
 
@@ -177,7 +179,7 @@ async def test_a_trace_with_a_lone_surrogate_is_stored_with_a_replacement_charac
     trace.tools = [ToolTrace("c1", "echo", {"text": "\udc00"}, "ok", False, 1.0, "run")]
     trace.outcome, trace.error = "error", "cut off after \ud800"
     (trace_id,) = await store.write_traces([trace])
-    summary, body = await store.get_trace(trace_id) or (None, {})
+    summary, body = await store.traces.get_trace(trace_id) or (None, {})
     assert summary is not None
     assert summary.error == "cut off after \ufffd"
     assert body["answer"] == "half an emoji: \ufffd"

@@ -13,7 +13,7 @@ from mcp import Client
 
 from salon.config import BotConfig
 from salon.integrations import INTEGRATIONS, build_integration_server
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from salon.tools.builtin import ScheduleBook, build_builtin_server
 from salon.tools.mcp_serve import to_mcp_server
 from salon.tools.native import ToolSet
@@ -27,8 +27,10 @@ def _sets() -> dict[str, ToolSet]:
         return []
 
     store = SQLStore("sqlite+aiosqlite:///:memory:")
-    book = ScheduleBook(store, timezone="UTC", now=lambda: datetime.now(UTC), changed=lambda: None)
-    sets = {"salon": build_builtin_server("k", store, nobody, book)}
+    book = ScheduleBook(
+        store.schedules, timezone="UTC", now=lambda: datetime.now(UTC), changed=lambda: None
+    )
+    sets = {"salon": build_builtin_server("k", store.chatlog, nobody, book)}
     config = BotConfig.model_validate(
         {
             "name": "S",

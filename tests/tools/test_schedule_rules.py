@@ -17,7 +17,7 @@ from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
 from salon.model import Participant, ToolCall
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 from salon.tools.builtin import OPERATOR, ScheduleBook, build_builtin_server
 from salon.tools.native import Result, ToolSet
 from tests.conftest import bot_config
@@ -39,8 +39,10 @@ def tools(store: SQLStore, **rules: Any) -> ToolSet:
     async def nobody(_channel: str) -> list[str]:
         return []
 
-    book = ScheduleBook(store, timezone="UTC", now=lambda: NOW, changed=lambda: None, **rules)
-    return build_builtin_server("salon", store, nobody, book)
+    book = ScheduleBook(
+        store.schedules, timezone="UTC", now=lambda: NOW, changed=lambda: None, **rules
+    )
+    return build_builtin_server("salon", store.chatlog, nobody, book)
 
 
 async def create(tools: ToolSet, when: str, who: str = "alice") -> Result:
@@ -53,7 +55,7 @@ async def test_a_cron_with_seconds_or_years_is_refused(store: SQLStore, when: st
     result = await create(tools(store), when)
     assert result.is_error
     assert "five fields" in str(result.content[0])
-    assert await store.schedules("salon") == []
+    assert await store.schedules.find("salon") == []
 
 
 async def test_a_cron_closer_together_than_the_minimum_is_refused(store: SQLStore) -> None:
@@ -66,7 +68,7 @@ async def test_a_cron_closer_together_than_the_minimum_is_refused(store: SQLStor
     assert gap_within_an_hour.is_error
     assert not (await create(rules, "*/10 * * * *")).is_error
     assert not (await create(rules, "2026-11-23T09:00")).is_error  # a one-shot has no interval
-    assert len(await store.schedules("salon")) == 2
+    assert len(await store.schedules.find("salon")) == 2
 
 
 async def test_a_daily_time_is_a_day_apart_across_daylight_saving(store: SQLStore) -> None:
@@ -93,8 +95,8 @@ async def test_recurring_schedules_are_capped_per_person(store: SQLStore) -> Non
     assert not (await create(rules, "2026-11-23T09:00")).is_error  # one-shots do not count
     assert not (await create(rules, "0 10 * * *", who="bob")).is_error  # per person
     assert not (await create(rules, "0 10 * * *", who=OPERATOR)).is_error  # the operator
-    (first, *_) = await store.schedules("salon")
-    assert await store.cancel_schedule("salon", first.id)
+    (first, *_) = await store.schedules.find("salon")
+    assert await store.schedules.cancel_schedule("salon", first.id)
     assert not (await create(rules, "0 11 * * *")).is_error  # a cancelled one frees a place
 
 
@@ -120,7 +122,7 @@ async def test_the_bot_config_sets_the_rules_and_the_model_reads_the_refusal(
         await app.agent.wait_idle()
         stop.set()
         await asyncio.wait_for(serving, 10)
-        assert await app.store.schedules("salon") == []
+        assert await app.store.schedules.find("salon") == []
     (result,) = (p.result for p in provider.requests[1].messages[-1].parts)  # type: ignore[attr-defined]
     assert result.is_error
     assert "at most every 10 minutes" in result.content

@@ -12,7 +12,7 @@ import httpx2
 import pytest
 
 from salon.config import WebConfig, load_config_dir
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 from salon.web.app import build_app
 from salon.web.server import WebServer, bind
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from salon.trace import CallTrace, Divergence, ToolTrace, Trace
 
 DAY = 86400.0

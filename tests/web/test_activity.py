@@ -156,7 +156,7 @@ async def test_no_secret_value_appears_in_any_page(site: Site) -> None:
 
 
 async def test_without_a_key_the_page_says_how_to_turn_it_on(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from salon.store.sqlite import SQLStore, sqlite_url
+    from salon.store.sql import SQLStore, sqlite_url
     from tests.web.conftest import serving, write_fleet
 
     root = write_fleet(tmp_path)

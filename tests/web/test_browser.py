@@ -20,7 +20,7 @@ from salon.llm import FakeProvider
 from salon.llm.factory import build_provider
 from salon.model import Participant
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 from tests.web.conftest import ACTIVITY_KEY, Site, serving
 from tests.web.data import sample_traces, write_sample
 from tests.web.test_health_metrics_events import beat
@@ -66,7 +66,7 @@ async def test_the_activity_page_shows_the_timeline_plot_and_a_cache_break(
     site: Site, browser: Browser, tmp_path: Path
 ) -> None:
     await write_sample(site.store)
-    await site.store.beat(beat())
+    await site.store.health.beat(beat())
     page = await browser.new_page(viewport={"width": 1280, "height": 900})
     outside: list[str] = []
     page.on("request", lambda r: None if r.url.startswith(site.url) else outside.append(r.url))

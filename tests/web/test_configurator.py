@@ -176,7 +176,7 @@ async def test_the_overview_shows_an_edit_a_running_bot_could_not_apply(site: Si
     from tests.web.test_health_metrics_events import beat
 
     reason = "config/bots/salon.yaml:2: system_prompt: unclosed flow sequence"
-    await site.store.beat(replace(beat(), reload_error=reason))
+    await site.store.health.beat(replace(beat(), reload_error=reason))
     page = await site.client.get("/config")
     assert f"The running bot says: {reason}" in page.text
 
@@ -322,7 +322,7 @@ async def test_the_key_signs_in_from_the_configurator_s_form_and_goes_back_there
 async def test_without_the_activity_key_the_configurator_says_what_to_set(
     tmp_path: Path,
 ) -> None:
-    from salon.store.sqlite import SQLStore, sqlite_url
+    from salon.store.sql import SQLStore, sqlite_url
     from tests.web.conftest import serving, write_fleet
 
     root = write_fleet(tmp_path)

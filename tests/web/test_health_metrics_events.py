@@ -13,7 +13,7 @@ import httpx2
 from prometheus_client.parser import text_string_to_metric_families
 
 from salon.config import WebConfig
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 from salon.trace import BotHealth, CallTrace, ToolTrace, Trace
 from tests.web.conftest import TRIGGER_TOKEN, Site, serving, write_fleet
 
@@ -37,7 +37,7 @@ def beat(bot: str = "salon", *, age: float = 0.0, stopped: bool = False) -> BotH
 
 
 async def test_health_is_200_while_every_bot_beats(site: Site) -> None:
-    await site.store.beat(beat())
+    await site.store.health.beat(beat())
     response = await site.client.get("/health")
     assert response.status_code == 200
     body = response.json()
@@ -50,7 +50,7 @@ async def test_health_is_200_while_every_bot_beats(site: Site) -> None:
 
 
 async def test_health_is_503_naming_a_stale_bot(site: Site) -> None:
-    await site.store.beat(beat(age=30))
+    await site.store.health.beat(beat(age=30))
     response = await site.client.get("/health")
     assert response.status_code == 503
     assert response.json()["down"] == ["salon"]
@@ -61,7 +61,7 @@ async def test_health_is_503_for_a_stopped_bot_and_a_bot_that_never_beat(site: S
     response = await site.client.get("/health")
     assert response.status_code == 503
     assert response.json()["bots"][0]["state"] == "no heartbeat"
-    await site.store.beat(beat(stopped=True))
+    await site.store.health.beat(beat(stopped=True))
     response = await site.client.get("/health")
     assert response.status_code == 503
     assert response.json()["bots"][0]["state"] == "stopped"
@@ -99,7 +99,7 @@ def a_trace(outcome: str = "answered", first_token_ms: float = 700.0) -> Trace:
 
 
 async def test_metrics_parse_and_count_activations_tokens_cost_and_latency(site: Site) -> None:
-    await site.store.beat(beat())
+    await site.store.health.beat(beat())
     await site.store.write_traces([a_trace(), a_trace(first_token_ms=3000), a_trace("error")])
     response = await site.client.get("/metrics")
     assert response.status_code == 200
@@ -129,12 +129,12 @@ async def test_an_event_with_the_token_is_enqueued_for_the_bot(site: Site) -> No
     response = await site.client.post("/bots/salon/events", json=body, headers=AUTH)
     assert response.status_code == 202
     assert response.json()["channel"] == "irc:#salon"
-    (event,) = await site.store.take_events("salon", "test")
+    (event,) = await site.store.inbox.take_events("salon", "test")
     assert (event.channel, event.text, event.author) == ("irc:#salon", "deploy 42 finished", "CI")
 
 
 async def nothing_enqueued(site: Site) -> bool:
-    return await site.store.take_events("salon", "test") == []
+    return await site.store.inbox.take_events("salon", "test") == []
 
 
 async def test_an_event_without_the_token_gets_401_and_enqueues_nothing(site: Site) -> None:
@@ -188,7 +188,7 @@ async def test_a_malformed_event_gets_422_saying_what_is_wrong(site: Site) -> No
 async def test_a_bot_whose_process_died_on_this_machine_is_gone_at_once(site: Site) -> None:
     dead = beat()
     dead = BotHealth(**{**asdict(dead), "host": socket.gethostname(), "pid": _dead_pid()})
-    await site.store.beat(dead)
+    await site.store.health.beat(dead)
     response = await site.client.get("/health")
     assert response.status_code == 503
     assert response.json()["bots"][0]["state"] == "gone"
@@ -228,7 +228,7 @@ async def test_a_lone_surrogate_in_an_event_is_replaced_not_a_crash(site: Site) 
     raw = rb'{"channel": "irc:#salon", "text": "a\ud800b", "author": "C\udc00I"}'
     response = await site.client.post("/bots/salon/events", content=raw, headers=AUTH)
     assert response.status_code == 202
-    (event,) = await site.store.take_events("salon", "test")
+    (event,) = await site.store.inbox.take_events("salon", "test")
     assert (event.text, event.author) == ("a\ufffdb", "C\ufffdI")
     for raw in (rb'{"channel": "irc:#sal\ud800on", "text": "hi"}', rb'{"\ud800": 1}'):
         response = await site.client.post("/bots/salon/events", content=raw, headers=AUTH)

@@ -11,7 +11,7 @@ import httpx2
 import pytest
 
 from salon.config import WebConfig
-from salon.store.sqlite import SQLStore, sqlite_url
+from salon.store.sql import SQLStore, sqlite_url
 from tests.web.conftest import ACTIVITY_KEY, TRIGGER_TOKEN, Site, serving, write_fleet
 
 # A page of rebind.example whose name now resolves to 127.0.0.1: the browser sends its own
@@ -53,7 +53,7 @@ async def test_a_rebound_host_name_is_refused_on_every_route(
     assert response.text.splitlines() == [
         "this server does not answer to that host name (see web.allowed_hosts)"
     ]
-    assert await site.store.take_events("salon", "test") == []
+    assert await site.store.inbox.take_events("salon", "test") == []
 
 
 async def test_a_rebound_page_cannot_lock_sign_in(site: Site) -> None:

@@ -12,15 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from salon.errors import StoreError
 from salon.store._db import Database, DatabaseError
 from salon.store._dialects import insert_sql
+from salon.store._part import Part
 from salon.store.limits import Admission, Settlement
 
-__all__ = ["LimitMethods"]
+__all__ = ["LimitPart"]
 
 logger = logging.getLogger(__name__)
 
@@ -31,20 +32,15 @@ _DAY = 86400.0
 _INSERT = insert_sql("limit_events", ("bot", "key", "at", "amount"))
 
 
-class LimitMethods:
-    """Mixed into ``SQLStore``; needs ``db``."""
-
-    if TYPE_CHECKING:  # SQLStore's
-
-        @property
-        def db(self) -> Database: ...
-
-    _limits_lock: asyncio.Lock | None = None
-    _limit_records = 0
-    # What record() was given, turned into rows only when written: an answer allocates
-    # nothing that outlives it but this entry.
-    _limit_queue: list[tuple[str, Admission, Sequence[Settlement]]] | None = None
-    _limit_flush: asyncio.Task[None] | None = None
+class LimitPart(Part):
+    def __init__(self, database: Callable[[], Database]) -> None:
+        super().__init__(database)
+        self._limits_lock: asyncio.Lock | None = None
+        self._limit_records = 0
+        # What record() was given, turned into rows only when written: an answer allocates
+        # nothing that outlives it but this entry.
+        self._limit_queue: list[tuple[str, Admission, Sequence[Settlement]]] | None = None
+        self._limit_flush: asyncio.Task[None] | None = None
 
     async def record(
         self, bot: str, admission: Admission, settlements: Sequence[Settlement]

@@ -1,8 +1,8 @@
-"""The store's part for the operator: traces, cost totals, metrics, health, the inbox.
+"""The store's part for traces: what each activation saw, sent, cost and did.
 
-Bot processes write (traces, heartbeats) and take from the inbox; the web process and
-``salon trace`` read. Everything goes through the database, so one reader serves a whole
-fleet of bot processes.
+Bot processes write them; the web process and ``salon trace`` read them, with cost totals
+and metrics. Everything goes through the database, so one reader serves a whole fleet of
+bot processes.
 """
 
 from __future__ import annotations
@@ -11,16 +11,17 @@ import json
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, fields
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import fields
+from typing import Any, Literal
 
 from salon.model import clean_text
 from salon.store._db import Connection, Database, in_list
-from salon.store._dialects import insert_sql, upsert, utc_day
+from salon.store._dialects import insert_sql, utc_day
+from salon.store._part import Part
 from salon.store._trace_delta import Keyframes, resolve
-from salon.trace import BotHealth, CallTrace, CostRow, InboxEvent, Trace, TraceSummary
+from salon.trace import CallTrace, CostRow, Trace, TraceSummary
 
-__all__ = ["LATENCY_BUCKETS", "TraceMethods"]
+__all__ = ["LATENCY_BUCKETS", "TracePart"]
 
 LATENCY_BUCKETS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)  # seconds
 _PRUNE_BATCH = 500
@@ -40,7 +41,6 @@ _INSERT_LINK = insert_sql("trace_messages", ("message_id", "trace_id"))
 _INSERT_TOOL = insert_sql(
     "trace_tools", ("trace_id", "bot", "tool", "outcome", "duration_ms", "started_at")
 )
-_HEALTH_COLUMNS = tuple(f.name for f in fields(BotHealth))  # as ``beat`` writes them
 
 
 def _summary(row: Any) -> TraceSummary:
@@ -55,24 +55,18 @@ def _tool_outcome(verdict: str, is_error: bool) -> str:
     return "error" if is_error else "ok"
 
 
-class TraceMethods:
-    """Mixed into ``SQLStore``; needs ``db`` and ``_redact``."""
+class TracePart(Part):
+    """``redact`` is applied to every stored body and error: no configured secret is kept."""
 
-    _redact: Callable[[str], str] | None
-    _keyframes: Keyframes | None = None  # made on the first write: a mixin has no __init__
-
-    if TYPE_CHECKING:  # SQLStore's
-
-        @property
-        def db(self) -> Database: ...
+    def __init__(
+        self, database: Callable[[], Database], redact: Callable[[str], str] | None = None
+    ) -> None:
+        super().__init__(database)
+        self._redact = redact
+        self._keyframes = Keyframes()
 
     def _clean(self, text: str) -> str:
         return self._redact(text) if self._redact is not None else text
-
-    def _frames(self) -> Keyframes:
-        if self._keyframes is None:
-            self._keyframes = Keyframes()
-        return self._keyframes
 
     def _trace_row(
         self, trace: Trace, delta: tuple[int, list[dict[str, Any]]] | None = None
@@ -122,7 +116,7 @@ class TraceMethods:
     async def write_traces(self, batch: Sequence[Trace]) -> list[int]:
         """Store traces in one transaction; returns their ids."""
         ids: list[int] = []
-        frames = self._frames()
+        frames = self._keyframes
         try:
             async with self.db.begin() as conn:
                 for trace in batch:
@@ -196,7 +190,7 @@ class TraceMethods:
                     which: dict[str, Any] = {}
                     listed = in_list("id", chunk, which)
                     await conn.execute(f"DELETE FROM {table} WHERE {column} IN {listed}", which)
-        self._frames().forget(groups)
+        self._keyframes.forget(groups)
         return len(deleted)
 
     async def list_traces(
@@ -357,63 +351,6 @@ class TraceMethods:
             "tools": [tuple(r) for r in uses],
             "errors": [(r[0], r[1] or "internal", int(r[2])) for r in failures],
         }
-
-    async def beat(self, health: BotHealth) -> None:
-        """A bot's heartbeat: replaces what it said before."""
-        values = asdict(health)
-        values["platforms"] = json.dumps(health.platforms)
-        values["tasks"] = json.dumps(health.tasks)
-        statement = upsert("bot_health", tuple(values), ["bot"])
-        async with self.db.begin() as conn:
-            await conn.many([(statement, values)])
-
-    async def health_reports(self) -> list[BotHealth]:
-        async with self.db.connect() as conn:
-            rows = await conn.fetch(f"SELECT {', '.join(_HEALTH_COLUMNS)} FROM bot_health")
-        return [
-            BotHealth(
-                **{
-                    **dict(zip(_HEALTH_COLUMNS, row, strict=True)),
-                    "platforms": json.loads(row["platforms"]),
-                    "tasks": json.loads(row["tasks"]),
-                }
-            )
-            for row in rows
-        ]
-
-    async def enqueue_event(self, bot: str, channel: str, text: str, author: str) -> int:
-        row = {
-            "bot": bot,
-            "channel": channel,
-            "text": text,
-            "author": author,
-            "created_at": time.time(),
-        }
-        async with self.db.begin() as conn:
-            key = await conn.fetchval(insert_sql("inbox", tuple(row), " RETURNING id"), row)
-        return int(key or 0)
-
-    async def take_events(self, bot: str, owner: str, *, limit: int = 100) -> list[InboxEvent]:
-        """Claim waiting events of ``bot``: each is taken by exactly one caller."""
-        waiting = (
-            "SELECT id, bot, channel, text, author, created_at FROM inbox"
-            " WHERE bot = :bot AND taken_at IS NULL ORDER BY id LIMIT :limit"
-        )
-        claim = (
-            "UPDATE inbox SET taken_at = :now, taken_by = :owner"
-            " WHERE id = :id AND taken_at IS NULL"
-        )
-        taken: list[InboxEvent] = []
-        async with self.db.connect() as conn:
-            rows = await conn.fetch(waiting, {"bot": bot, "limit": limit})
-        if not rows:  # the usual case: nothing waits, and nothing is locked to see it
-            return taken
-        async with self.db.begin() as conn:
-            for row in rows:
-                params = {"now": time.time(), "owner": owner, "id": row[0]}
-                if await conn.execute(claim, params):
-                    taken.append(InboxEvent(*tuple(row)))
-        return taken
 
 
 async def _pairs(conn: Connection, column: str, values: set[int]) -> list[tuple[int, Any]]:

@@ -1,4 +1,8 @@
-"""What Salon persists, behind a small protocol; SQLite is the default backend."""
+"""What the agent persists, behind a small protocol; SQLite is the default backend.
+
+The scheduler and the schedule tools use the store's schedules part through
+``salon.tools.schedules.ScheduleStore``.
+"""
 
 from __future__ import annotations
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from salon.errors import ToolError
 from salon.model import ChannelRef, ChatLine, Participant, Schedule
 from salon.tools.chatlog import ChannelHistory, ChannelLog, ChatLogQueries, log_only
 from salon.tools.native import Annotations, ToolSet
+from salon.tools.schedules import ScheduleStore
 from salon.tools.timing import ParsedWhen, next_occurrence, parse_when, shortest_gap, zone
 
 __all__ = [
@@ -42,16 +43,6 @@ _MAX_LIMIT = 200
 
 
 UsersOf = Callable[[str], Awaitable[Sequence[str]]]
-
-
-class ScheduleStore(Protocol):
-    async def create_schedule(self, schedule: Schedule) -> Schedule: ...
-
-    async def schedules(
-        self, bot: str, *, channel_key: str | None = None, active_only: bool = True
-    ) -> list[Schedule]: ...
-
-    async def cancel_schedule(self, bot: str, schedule_id: int) -> bool: ...
 
 
 TargetCheck = Callable[[str, str, Participant], str | None]
@@ -95,7 +86,7 @@ class ScheduleBook:
             )
         if who == OPERATOR:
             return
-        held = [s for s in await self.store.schedules(bot) if s.cron and s.created_by.id == who]
+        held = [s for s in await self.store.find(bot) if s.cron and s.created_by.id == who]
         if len(held) >= self.max_recurring:
             raise ToolError(
                 f"you already have {len(held)} recurring schedules, the most one person may "
@@ -254,7 +245,7 @@ def _add_schedule_tools(server: ToolSet, bot: str, book: ScheduleBook) -> None:
     @server.tool(annotations=_READ_ONLY)
     async def schedule_list(channel: str = "") -> str:
         """The active schedules of this channel."""
-        found = await book.store.schedules(bot, channel_key=channel or None)
+        found = await book.store.find(bot, channel_key=channel or None)
         return "\n".join(s.describe() for s in found) or "no schedules"
 
     @server.tool()

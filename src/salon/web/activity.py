@@ -172,7 +172,7 @@ async def rows(request: Request) -> Response:
     newest = _row_id(request.query_params.get("after", "0"))
     if newest is None:
         return web.text("after must be the id of a timeline row", 422)
-    found = await web.store.list_traces(limit=TIMELINE, **_filters(request))  # type: ignore[arg-type]
+    found = await web.store.traces.list_traces(limit=TIMELINE, **_filters(request))  # type: ignore[arg-type]
     return web.html(timeline_rows([t for t in found if t.id > newest]))
 
 
@@ -183,7 +183,7 @@ async def trace(request: Request) -> Response:
             return web.text("sign in first", 401)
         return login_page(web, request, 401)
     trace_id = _row_id(request.path_params["trace_id"])
-    found = None if trace_id is None else await web.store.get_trace(trace_id)
+    found = None if trace_id is None else await web.store.traces.get_trace(trace_id)
     if found is None:
         return web.html(layout("Salon", '<p class="empty">No such trace.</p>'), 404)
     detail = trace_detail(*found)
@@ -209,10 +209,10 @@ def _nav(request: Request, bots: list[dict[str, Any]] | None = None) -> str:
 
 async def _page(web: Web, request: Request) -> Response:
     filters = _filters(request)
-    found = await web.store.list_traces(limit=TIMELINE, **filters)  # type: ignore[arg-type]
-    days = await web.store.daily(days=PLOT_DAYS)
+    found = await web.store.traces.list_traces(limit=TIMELINE, **filters)  # type: ignore[arg-type]
+    days = await web.store.traces.daily(days=PLOT_DAYS)
     configs = await web.fleet.current()
-    bots = bot_states(await web.store.health_reports(), set(configs.bots), web.now())
+    bots = bot_states(await web.store.health.health_reports(), set(configs.bots), web.now())
     timeline = timeline_rows(found) or '<p class="empty">No activations yet.</p>'
     body = (
         "<h1>Activity</h1>"

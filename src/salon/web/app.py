@@ -13,7 +13,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from salon.config import ConfigSet, Redactor, WebConfig
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from salon.web import activity, configurator
 from salon.web.assets import script, stylesheet
 from salon.web.context import Fleet, Web

@@ -199,7 +199,7 @@ async def overview(request: Request) -> Response:
     if refused:
         return refused
     configs = await web.fleet.current()
-    reports = {r.bot: r.reload_error for r in await web.store.health_reports()}
+    reports = {r.bot: r.reload_error for r in await web.store.health.health_reports()}
     links = "".join(
         f'<a href="/config/edit?file={escape(name)}">{escape(name)}</a>' for name in _files(web)
     )

@@ -20,7 +20,7 @@ from salon.config.integrations import integration_secrets
 from salon.config.secrets import required_secrets
 from salon.errors import ConfigError
 from salon.model import clean_text
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from salon.web.links import CONFIG_LINK_SECONDS
 
 __all__ = ["Fleet", "Web", "secret_values"]

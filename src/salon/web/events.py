@@ -110,5 +110,5 @@ async def _enqueue(web: Web, name: str, raw: bytes, config: BotConfig) -> Respon
         key = channel_key(config, channel, label="channel")
     except ValueError as exc:
         return web.json({"error": str(exc)}, 422)
-    event_id = await web.store.enqueue_event(name, key, text, author)
+    event_id = await web.store.inbox.enqueue_event(name, key, text, author)
     return web.json({"queued": event_id, "bot": name, "channel": key}, 202)

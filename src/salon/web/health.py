@@ -91,7 +91,7 @@ def bot_states(
 async def health(request: Request) -> Response:
     web: Web = request.app.state.web
     configs = await web.fleet.current()
-    bots = bot_states(await web.store.health_reports(), set(configs.bots), web.now())
+    bots = bot_states(await web.store.health.health_reports(), set(configs.bots), web.now())
     down = [b["bot"] for b in bots if b["state"] != "up"]
     body = {"status": "down" if down else "ok", "down": down, "bots": bots}
     return web.json(body, 503 if down else 200)
@@ -182,9 +182,9 @@ class _Snapshot(Collector):
 async def metrics(request: Request) -> Response:
     web: Web = request.app.state.web
     configs = await web.fleet.current()
-    bots = bot_states(await web.store.health_reports(), set(configs.bots), web.now())
+    bots = bot_states(await web.store.health.health_reports(), set(configs.bots), web.now())
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(await web.store.trace_metrics(), bots))
+    registry.register(_Snapshot(await web.store.traces.trace_metrics(), bots))
     return Response(
         generate_latest(registry),
         media_type="text/plain; version=0.0.4; charset=utf-8",

@@ -1,5 +1,5 @@
-"""What several processes of one bot share: leases, schedule claims, approvals' owners and
-notices of new schedules.
+"""The store's part for schedules, and what several processes of one bot share for them:
+leases, claims of occurrences, and notices of new schedules.
 
 Each process holds a lease in ``processes``, renewed on the database's clock. A claim or an
 approval names the process that made it; another process takes over only what a process
@@ -16,39 +16,108 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from salon.errors import StoreError
 from salon.model import ChannelRef, Participant, Schedule
 from salon.store._db import Connection, Database, DatabaseError
-from salon.store._dialects import db_now, insert_ignoring, upsert
+from salon.store._dialects import db_now, insert_ignoring, insert_sql, upsert
+from salon.store._part import Part, execute
 
-__all__ = ["SCHEDULES_CHANNEL", "ProcessMethods", "row_to_schedule"]
+__all__ = ["SCHEDULES_CHANNEL", "SchedulePart", "live_owners", "row_to_schedule"]
 
 SCHEDULES_CHANNEL = "salon_schedules"  # NOTIFY channel; the payload is the bot's name
 _LISTEN_CHECK = 30.0  # seconds between checks that the listening connection still lives
 _CHECK_TIMEOUT = 10.0
 
 
-class ProcessMethods:
-    """Mixed into ``SQLStore``; needs ``db`` and ``owner``."""
+class SchedulePart(Part):
+    """Schedules, the claims on their occurrences, and this process's lease (``owner``),
+    which the scheduler holds while it claims and which says its claims (and approvals)
+    are still being answered."""
 
-    owner: str
-
-    if TYPE_CHECKING:  # SQLStore's
-
-        @property
-        def db(self) -> Database: ...
+    def __init__(self, database: Callable[[], Database], owner: str) -> None:
+        super().__init__(database)
+        self.owner = owner
 
     @property
     def _dialect(self) -> str:
         return self.db.dialect
 
-    def _live_owners(self) -> str:
-        return f"SELECT owner FROM processes WHERE lease_until > {db_now(self._dialect)}"
+    async def create_schedule(self, schedule: Schedule) -> Schedule:
+        row = {
+            "bot": schedule.bot,
+            "channel": schedule.channel.key,
+            "cron": schedule.cron,
+            "at": schedule.at.timestamp() if schedule.at else None,
+            "timezone": schedule.timezone,
+            "prompt": schedule.prompt,
+            "created_by_id": schedule.created_by.id,
+            "created_by_name": schedule.created_by.name,
+            "created_by_identity": schedule.created_by.identity,
+            "created_at": time.time(),
+            "next_due": schedule.next_due.timestamp() if schedule.next_due else None,
+            "active": True,
+        }
+        statement = insert_sql("schedules", tuple(row), " RETURNING id")
+        async with self.db.begin() as conn:
+            key = await conn.fetchval(statement, row)
+            await self._announce_schedules(conn, schedule.bot)
+        return replace(schedule, id=int(key or 0))
+
+    async def find(
+        self, bot: str, *, channel_key: str | None = None, active_only: bool = True
+    ) -> list[Schedule]:
+        """A bot's schedules (of one channel), oldest first."""
+        params: dict[str, Any] = {"bot": bot}
+        where = "bot = :bot"
+        if channel_key is not None:
+            where += " AND channel = :channel"
+            params["channel"] = channel_key
+        if active_only:
+            where += " AND active"
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(f"SELECT * FROM schedules WHERE {where} ORDER BY id", params)
+        return [row_to_schedule(row) for row in rows]
+
+    async def cancel_schedule(self, bot: str, schedule_id: int) -> bool:
+        statement = (
+            "UPDATE schedules SET active = :off, next_due = NULL"
+            " WHERE bot = :bot AND id = :id AND active"
+        )
+        async with self.db.begin() as conn:
+            changed = await conn.execute(statement, {"off": False, "bot": bot, "id": schedule_id})
+            await self._announce_schedules(conn, bot)
+        return bool(changed)
+
+    async def set_next_due(self, schedule_id: int, next_due: datetime | None) -> None:
+        """Move a schedule on; ``None`` ends it (a one-shot that fired)."""
+        params: dict[str, Any] = {
+            "id": schedule_id,
+            "due": next_due.timestamp() if next_due else None,
+        }
+        ending = ""
+        if next_due is None:
+            ending = ", active = :off"
+            params["off"] = False
+        await execute(
+            self.db, f"UPDATE schedules SET next_due = :due{ending} WHERE id = :id", params
+        )
+
+    async def schedules_signature(self, bot: str) -> tuple[int, int]:
+        """(newest id, active count) of a bot's schedules: it changes when any process
+        creates or cancels one, so a running scheduler can poll it cheaply."""
+        query = (
+            "SELECT coalesce(max(id), 0), count(*) FILTER (WHERE active)"
+            " FROM schedules WHERE bot = :bot"
+        )
+        async with self.db.connect() as conn:
+            (row,) = await conn.fetch(query, {"bot": bot})
+        return int(row[0]), int(row[1])
 
     async def renew_lease(self, bot: str, seconds: float) -> None:
         """Hold (or take) this process's lease for ``seconds`` more."""
@@ -129,7 +198,7 @@ class ProcessMethods:
             "SELECT s.*, f.due AS fire_due, f.owner AS fire_owner, f.answer_key AS fire_key"
             " FROM schedules AS s JOIN schedule_fires AS f ON f.schedule_id = s.id"
             " WHERE s.bot = :bot AND f.status = 'claimed' AND f.owner != :owner"
-            f" AND f.owner NOT IN ({self._live_owners()})"
+            f" AND f.owner NOT IN ({live_owners(self._dialect)})"
             " ORDER BY f.due"
         )
         move = (
@@ -145,18 +214,6 @@ class ProcessMethods:
                     when = datetime.fromtimestamp(due, UTC)
                     taken.append((row_to_schedule(row), when, row["fire_key"]))
         return taken
-
-    async def stale_approvals(self, bot: str) -> list[tuple[int, str, str]]:
-        """(id, channel key, tool) of approvals still pending whose process is gone: no
-        one can answer them any more. A living process's own stay open."""
-        query = (
-            "SELECT id, channel, tool FROM approvals"
-            " WHERE bot = :bot AND status = 'pending' AND owner != :owner"
-            f" AND owner NOT IN ({self._live_owners()})"
-        )
-        async with self.db.connect() as conn:
-            rows = await conn.fetch(query, {"bot": bot, "owner": self.owner})
-        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     async def _announce_schedules(self, conn: Connection, bot: str) -> None:
         """Within the writing transaction: listeners hear of it when it commits."""
@@ -219,6 +276,11 @@ async def _next_notice(driver: Any, heard: asyncio.Queue[None], lost: asyncio.Ev
         except (TimeoutError, OSError) as exc:
             lost_reason = "the connection listening for new schedules stopped answering"
             raise StoreError(lost_reason) from exc
+
+
+def live_owners(dialect: str) -> str:
+    """A subquery: the owners of the processes whose lease has not run out."""
+    return f"SELECT owner FROM processes WHERE lease_until > {db_now(dialect)}"
 
 
 def row_to_schedule(row: Any) -> Schedule:
