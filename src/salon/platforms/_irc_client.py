@@ -43,6 +43,14 @@ class ClientEvents(Protocol):
     async def channel_event(self, kind: str, target: str, nick: str, text: str) -> None:
         """A notice, join, part, kick, quit or nick change seen in channel ``target``."""
 
+    def told(self, source: str, text: str) -> None:
+        """A server, or services in a private notice, told us ``text``: for the log only."""
+
+
+def _is_person(source: str | None) -> bool:
+    """Whether a line's source is a client (``nick!user@host``) rather than a server."""
+    return bool(source) and "!" in str(source)
+
 
 class Client(pydle.Client):  # type: ignore[misc]
     """pydle's client with its callbacks routed to its owner's ``ClientEvents``."""
@@ -133,6 +141,21 @@ class Client(pydle.Client):  # type: ignore[misc]
             task.cancel()  # no reply will come on this connection
         await super().on_disconnect(expected)
         self.events.client_disconnected(self, expected)
+
+    async def on_raw_privmsg(self, message: Any) -> None:
+        # Only people (nick!user@host) talk to the bot: a server's PRIVMSG (InspIRCd's
+        # "Raw I/O logging is enabled", a bouncer's status line) is logged, never answered.
+        if _is_person(message.source):
+            await super().on_raw_privmsg(message)
+        elif len(message.params) > 1:
+            self.events.told(message.source or "the server", message.params[1])
+
+    async def on_raw_notice(self, message: Any) -> None:
+        person = _is_person(message.source)
+        if len(message.params) > 1 and not self.is_channel(message.params[0]):
+            self.events.told(message.source or "the server", message.params[1])
+        if person:
+            await super().on_raw_notice(message)
 
     async def on_channel_message(self, target: str, by: str, message: str) -> None:
         await self.events.line("message", target, by, message)

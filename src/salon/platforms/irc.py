@@ -326,6 +326,9 @@ class IrcPlatform(PlatformBase):
                 logger.warning("IRC: connection lost")
             self._lost.set()
 
+    def told(self, source: str, text: str) -> None:
+        logger.info("IRC: %s says: %s", source, text[:400])
+
     def _channel(self, target: str, *, private: bool = False) -> ChannelRef:
         return ChannelRef("irc", target.lower(), name=target, is_direct=private)
 

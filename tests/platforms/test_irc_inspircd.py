@@ -1,0 +1,100 @@
+"""IRC against Debian's InspIRCd 3 as networks run it: flood control with fakelag, channel
+modes and bans, IRCv3. miniircd (tests/platforms/test_irc.py) stays the fast default."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from salon.app import BotApp
+from salon.config import Secrets
+from salon.llm import FakeProvider
+from salon.platforms.irc import IrcPlatform
+from tests.conftest import ServeApp, bot_config
+from tests.fakes.inspircd import SERVER_NAME, InspIRCd, require_inspircd
+from tests.fakes.irc import Human
+
+BOT = "salonbot"
+
+
+@pytest.fixture
+async def inspircd() -> AsyncIterator[InspIRCd]:
+    require_inspircd()
+    server = InspIRCd()
+    await server.start()
+    yield server
+    await server.stop()
+    server.cleanup()
+
+
+class People:
+    """The test's people on the server (on its unthrottled port), closed after the test."""
+
+    def __init__(self, server: InspIRCd) -> None:
+        self.server = server
+        self.all: list[Human] = []
+
+    async def join(self, nick: str = "alice", channel: str | None = "#salon") -> Human:
+        person = Human(nick, self.server.people_port)
+        self.all.append(person)
+        await person.connect()
+        if channel:
+            await person.join(channel)
+        return person
+
+
+@pytest.fixture
+async def people(inspircd: InspIRCd) -> AsyncIterator[People]:
+    crowd = People(inspircd)
+    yield crowd
+    for person in crowd.all:
+        await person.close()
+
+
+async def start_bot(
+    server: InspIRCd, tmp_path: Path, serve_app: ServeApp, provider: FakeProvider, **irc: Any
+) -> tuple[BotApp, IrcPlatform]:
+    settings = {
+        "server": "127.0.0.1",
+        "port": server.port,
+        "tls": False,
+        "nick": BOT,
+        "fallback_nicks": [f"{BOT}_"],
+        "channels": ["#salon"],
+        "reconnect_backoff_initial": 0.05,
+        **irc,
+    }
+    config = bot_config(data_dir=str(tmp_path / "data"), platforms={"irc": settings})
+    app = BotApp(key="salon", config=config, root=tmp_path, secrets=Secrets({}), provider=provider)
+    (platform,) = app.unattended_platforms()
+    assert isinstance(platform, IrcPlatform)
+    await serve_app(app, [platform])
+    await asyncio.wait_for(platform.wait_connected(), 20)
+    return app, platform
+
+
+async def test_a_server_privmsg_is_logged_not_answered(
+    inspircd: InspIRCd,
+    people: People,
+    tmp_path: Path,
+    serve_app: ServeApp,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # On connect InspIRCd tells every client, in a PRIVMSG from the server itself, that
+    # raw I/O is logged. It is not a person: the model never sees it, nobody is answered.
+    caplog.set_level(logging.INFO, "salon.platforms")
+    provider = FakeProvider(["for alice"])
+    await start_bot(inspircd, tmp_path, serve_app, provider)
+    alice = await people.join()
+    await alice.say("#salon", f"{BOT}: hello")
+    assert await alice.privmsgs_from(BOT, 1) == ["for alice"]
+    assert len(provider.requests) == 1
+    assert "Raw I/O" not in provider.requests[0].messages[-1].plain_text
+    assert f"PRIVMSG {SERVER_NAME} " not in inspircd.raw_log
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("salon.platforms")]
+    assert any(f"{SERVER_NAME} says: *** Raw I/O logging" in line for line in said)
