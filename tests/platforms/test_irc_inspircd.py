@@ -98,3 +98,22 @@ async def test_a_server_privmsg_is_logged_not_answered(
     assert f"PRIVMSG {SERVER_NAME} " not in inspircd.raw_log
     said = [r.getMessage() for r in caplog.records if r.name.startswith("salon.platforms")]
     assert any(f"{SERVER_NAME} says: *** Raw I/O logging" in line for line in said)
+
+
+async def test_model_text_never_becomes_a_ctcp(
+    inspircd: InspIRCd, people: People, tmp_path: Path, serve_app: ServeApp
+) -> None:
+    provider = FakeProvider(
+        ["\x01VERSION\x01", "take \x01DCC SEND evil.exe 2130706433 4444 10\x01 this", "/me waves"]
+    )
+    await start_bot(inspircd, tmp_path, serve_app, provider)
+    alice = await people.join()
+    for n in range(3):
+        await alice.say("#salon", f"{BOT}: {n}")
+        await alice.privmsgs_from(BOT, n + 1)
+    said = await alice.privmsgs_from(BOT, 3)
+    assert said == [
+        "VERSION",
+        "take DCC SEND evil.exe 2130706433 4444 10 this",
+        "\x01ACTION waves\x01",
+    ]

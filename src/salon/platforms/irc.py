@@ -424,7 +424,9 @@ class IrcPlatform(PlatformBase):
     ) -> Message:
         client = self._require_client()
         notes = file_lines(files, local=False)
-        body = "\n".join([text, *notes]).strip()
+        # No \x01 from the model or a tool: it would make a CTCP of the line (a DCC offer,
+        # a VERSION request to everyone in the channel). Only "/me" makes an ACTION.
+        body = _no_ctcp("\n".join([text, *notes])).strip()
         if body.startswith("/me "):
             room = self._room("PRIVMSG", channel.name) - len("\x01ACTION \x01")
             lines = [f"\x01ACTION {ln}\x01" for ln in irc_lines(body[4:], room)]
@@ -447,7 +449,7 @@ class IrcPlatform(PlatformBase):
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         # Shown, never logged: a dot message is for people, and no bot reads it.
         client = self._require_client()
-        for line in dot_lines(text, self._room("NOTICE", channel.name)):
+        for line in dot_lines(_no_ctcp(text), self._room("NOTICE", channel.name)):
             await self._send_line(client, "NOTICE", channel.name, line)
 
     def _room(self, command: str, target: str) -> int:
@@ -525,6 +527,10 @@ class IrcPlatform(PlatformBase):
         await self._record(message, "note")
         question.answer.set_result(ApprovalDecision(answer, by=message.author.name))
         return True
+
+
+def _no_ctcp(text: str) -> str:
+    return text.replace("\x01", "")
 
 
 def _same_person(author: Participant, requester: Participant) -> bool:
