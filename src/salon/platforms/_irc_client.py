@@ -63,6 +63,7 @@ class Client(pydle.Client):  # type: ignore[misc]
         self.events = events
         self._tasks: set[asyncio.Task[Any]] = set()
         self._asking: set[asyncio.Task[Any]] = set()
+        self._own_source = ""  # nick!user@host as the server relays our lines
 
     async def handle_forever(self) -> None:
         try:
@@ -156,6 +157,26 @@ class Client(pydle.Client):  # type: ignore[misc]
             self.events.told(message.source or "the server", message.params[1])
         if person:
             await super().on_raw_notice(message)
+
+    async def on_raw_001(self, message: Any) -> None:
+        await super().on_raw_001(message)
+        # "Welcome to the Network nick!user@host", as most servers (InspIRCd, Solanum) say.
+        words = str(message.params[-1]).split() if message.params else []
+        if words and "!" in words[-1] and "@" in words[-1]:
+            self._own_source = words[-1]
+
+    async def on_raw_join(self, message: Any) -> None:
+        if _is_person(message.source):
+            nick = self._parse_user(message.source)[0]
+            if self.is_same_nick(nick, self.nickname):
+                self._own_source = str(message.source)  # as the server relays us now
+        await super().on_raw_join(message)
+
+    def source_bytes(self) -> int:
+        """How many bytes the server's ``:nick!user@host `` takes on our relayed lines;
+        while unknown, the longest user and host a server allows."""
+        user_host = self._own_source.partition("!")[2] or "u" * 10 + "@" + "h" * 63
+        return len(f":{self.nickname}!{user_host} ".encode())
 
     async def on_channel_message(self, target: str, by: str, message: str) -> None:
         await self.events.line("message", target, by, message)

@@ -55,6 +55,8 @@ logger = logging.getLogger(__name__)
 
 _TOOL_LOG_LINES = 4
 _CUT = "…"
+_PREFIX_MARGIN = 16  # bytes kept free on each line for a host that grows after we joined
+_MIN_ROOM = 64  # text bytes per line whatever the prefix (nick and channel have limits)
 
 
 class TokenBucket:
@@ -453,8 +455,13 @@ class IrcPlatform(PlatformBase):
             await self._send_line(client, "NOTICE", channel.name, line)
 
     def _room(self, command: str, target: str) -> int:
-        """Text bytes per line: ``max_line_bytes``, and never past IRC's 512-byte line."""
-        return min(self.config.max_line_bytes, 510 - len(f"{command} {target} :".encode()))
+        """Text bytes per line: ``max_line_bytes``, and never past IRC's 512-byte line as
+        the server relays it, our ``:nick!user@host`` prefix included (a server cuts what
+        goes past). The margin covers a host the server changes after we joined."""
+        client = self._client
+        prefix = client.source_bytes() if client is not None else 0
+        relayed = prefix + len(f"{command} {target} :".encode()) + _PREFIX_MARGIN
+        return max(min(self.config.max_line_bytes, 510 - relayed), _MIN_ROOM)
 
     async def _send_line(self, client: Client, command: str, target: str, line: str) -> None:
         """Send one line, paced by the flood limit; PlatformError if the connection is gone
