@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +14,14 @@ import pytest
 from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider
+from salon.model import ChannelRef
 from salon.platforms.irc import IrcPlatform
 from tests.conftest import ServeApp, bot_config
 from tests.fakes.inspircd import SERVER_NAME, InspIRCd, require_inspircd
 from tests.fakes.irc import Human
 
 BOT = "salonbot"
+SALON = ChannelRef("irc", "#salon", name="#salon")
 
 
 @pytest.fixture
@@ -54,6 +56,38 @@ async def people(inspircd: InspIRCd) -> AsyncIterator[People]:
     yield crowd
     for person in crowd.all:
         await person.close()
+
+
+class LogWatch(logging.Handler):
+    """Salon's log lines as they are written; ``wait`` for one holding some words."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+        self._new = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+        self._new.set()
+
+    async def wait(self, words: str, *, within: float = 15.0) -> str:
+        async with asyncio.timeout(within):
+            while not (found := [ln for ln in self.lines if words in ln]):
+                self._new.clear()
+                await self._new.wait()
+        return found[0]
+
+
+@pytest.fixture
+def salon_log() -> Iterator[LogWatch]:
+    watch = LogWatch()
+    logger = logging.getLogger("salon")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(watch)
+    yield watch
+    logger.removeHandler(watch)
+    logger.setLevel(level)
 
 
 Start = Callable[..., Awaitable[tuple[BotApp, IrcPlatform]]]
@@ -146,3 +180,38 @@ async def test_no_word_is_lost_to_the_servers_line_limit(
         while " ".join(lines).split()[-1:] != ["word299"] and len(lines) < 10:
             lines = await alice.privmsgs_from(nick, len(lines) + 1)
     assert " ".join(lines) == answer
+
+
+async def test_a_line_the_channel_refuses_is_reported_not_kept(
+    people: People, start_bot: Start, salon_log: LogWatch
+) -> None:
+    alice = await people.join()  # the channel's first: its operator
+    await alice.send("MODE #salon +m")
+    await alice.expect(r" MODE #salon :?\+m")
+    app, _ = await start_bot(FakeProvider(["nobody sees this"]))
+    await alice.say("#salon", f"{BOT}: hello")
+    line = await salon_log.wait("IRC refused a line in #salon")
+    assert "+m" in line
+    await salon_log.wait("activation in irc:#salon failed")
+    await app.agent.wait_idle()
+    await app.traces.flush()
+    (summary,) = await app.store.list_traces()
+    assert summary.outcome == "error"
+    assert "refused" in (summary.error or "")
+    history = await app.store.chat_history("salon", SALON, limit=10)
+    assert "nobody sees this" not in [m.text for m in history]
+
+
+async def test_a_ban_is_reported_and_the_join_retried_until_lifted(
+    people: People, start_bot: Start, salon_log: LogWatch
+) -> None:
+    alice = await people.join()
+    await start_bot(FakeProvider([]), rejoin_delay_initial=0.1, rejoin_delay_max=0.5)
+    await alice.expect(rf"^:{BOT}!\S+ JOIN :?#salon")
+    mark = len(alice.lines)
+    await alice.send(f"MODE #salon +b {BOT}!*@*")
+    await alice.send(f"KICK #salon {BOT} :out")
+    line = await salon_log.wait("cannot join #salon")
+    assert "banned" in line.lower() or "+b" in line
+    await alice.send(f"MODE #salon -b {BOT}!*@*")
+    await alice.expect(rf"^:{BOT}!\S+ JOIN :?#salon", after=mark)

@@ -444,6 +444,12 @@ class IrcConfig(_Strict):
     join_timeout: float = Field(
         default=30.0, gt=0, description="for the joins; then go on in the channels joined"
     )
+    rejoin_delay_initial: float = Field(
+        default=2.0, ge=0, description="before joining again after a kick or a refused join"
+    )
+    rejoin_delay_max: float = Field(
+        default=300.0, ge=0, description="the rejoin delay doubles per repeat, up to this"
+    )
 
 
 class DiscordConfig(_Strict):

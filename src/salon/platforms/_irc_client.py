@@ -16,7 +16,11 @@ __all__ = ["Client", "ClientEvents"]
 
 logger = logging.getLogger(__name__)
 
-_IN_ORDER = frozenset({"PRIVMSG", "NOTICE", "JOIN", "PART", "QUIT", "KICK", "NICK"})
+# 404 too: a refused line is matched to the lines sent in the order the server answers.
+_IN_ORDER = frozenset({"PRIVMSG", "NOTICE", "JOIN", "PART", "QUIT", "KICK", "NICK", 404})
+# Why a JOIN fails: no such channel, too many channels, full, invite only, banned, bad
+# key, needs a registered nick, needs TLS.
+_JOIN_REFUSALS = frozenset({403, 405, 471, 473, 474, 475, 477, 489})
 _MAX_ASKING = 100  # WHOIS requests awaiting a reply; past that, accounts are not asked
 
 _LINE: ContextVar[Any] = ContextVar("salon_irc_line", default=None)
@@ -45,6 +49,15 @@ class ClientEvents(Protocol):
 
     def told(self, source: str, text: str) -> None:
         """A server, or services in a private notice, told us ``text``: for the log only."""
+
+    def echoed(self, target: str) -> None:
+        """The server relayed one of our lines to ``target`` (IRCv3 echo-message)."""
+
+    def line_refused(self, target: str, reason: str) -> None:
+        """The server refused our line to ``target`` (404: moderated, banned, ...)."""
+
+    def join_refused(self, client: Client, channel: str, reason: str) -> None:
+        """The server refused to let us join ``channel`` (banned, invite only, ...)."""
 
 
 def _is_person(source: str | None) -> bool:
@@ -143,7 +156,27 @@ class Client(pydle.Client):  # type: ignore[misc]
         await super().on_disconnect(expected)
         self.events.client_disconnected(self, expected)
 
+    async def on_raw(self, message: Any) -> None:
+        if message.command in _JOIN_REFUSALS and len(message.params) > 1:
+            reason = str(message.params[-1]) if len(message.params) > 2 else ""
+            self.events.join_refused(self, str(message.params[1]), reason)
+        elif message.command == 404 and len(message.params) > 1:
+            reason = str(message.params[-1]) if len(message.params) > 2 else ""
+            self.events.line_refused(str(message.params[1]), reason)
+        await super().on_raw(message)
+
+    def _echo(self, message: Any) -> bool:
+        """Whether the line is one of ours come back (the server relayed it); the owner
+        is told."""
+        if message.params and _is_person(message.source):
+            nick = self._parse_user(message.source)[0]
+            if self.is_same_nick(nick, self.nickname):
+                self.events.echoed(str(message.params[0]))
+                return True
+        return False
+
     async def on_raw_privmsg(self, message: Any) -> None:
+        self._echo(message)
         # Only people (nick!user@host) talk to the bot: a server's PRIVMSG (InspIRCd's
         # "Raw I/O logging is enabled", a bouncer's status line) is logged, never answered.
         if _is_person(message.source):
@@ -152,8 +185,9 @@ class Client(pydle.Client):  # type: ignore[misc]
             self.events.told(message.source or "the server", message.params[1])
 
     async def on_raw_notice(self, message: Any) -> None:
+        mine = self._echo(message)
         person = _is_person(message.source)
-        if len(message.params) > 1 and not self.is_channel(message.params[0]):
+        if not mine and len(message.params) > 1 and not self.is_channel(message.params[0]):
             self.events.told(message.source or "the server", message.params[1])
         if person:
             await super().on_raw_notice(message)
@@ -171,6 +205,11 @@ class Client(pydle.Client):  # type: ignore[misc]
             if self.is_same_nick(nick, self.nickname):
                 self._own_source = str(message.source)  # as the server relays us now
         await super().on_raw_join(message)
+
+    @property
+    def echoes(self) -> bool:
+        """Whether the server relays our own lines back to us (IRCv3 echo-message)."""
+        return bool(self._capabilities.get("echo-message"))
 
     def source_bytes(self) -> int:
         """How many bytes the server's ``:nick!user@host `` takes on our relayed lines;

@@ -57,6 +57,9 @@ _TOOL_LOG_LINES = 4
 _CUT = "…"
 _PREFIX_MARGIN = 16  # bytes kept free on each line for a host that grows after we joined
 _MIN_ROOM = 64  # text bytes per line whatever the prefix (nick and channel have limits)
+_ECHO_TIMEOUT = 15.0  # for the server to relay a line back (echo-message) or refuse it
+_UNCONFIRMED = 100  # lines awaiting their echo per target; older ones count as relayed
+_REJOIN_STATES = 1000
 
 
 class TokenBucket:
@@ -157,6 +160,10 @@ class IrcPlatform(PlatformBase):
         self._joining: set[str] = set()
         self._seen_changed = asyncio.Condition()
         self.connections = 0
+        # Lines sent and not yet relayed back (echo-message) or refused (404), per target.
+        self._unconfirmed: dict[str, deque[asyncio.Future[str | None]]] = {}
+        self._rejoins: dict[str, asyncio.Task[None]] = {}
+        self._rejoin_state: dict[str, tuple[int, float]] = {}  # channel: (repeats, when)
 
     @property
     def connected(self) -> bool:
@@ -193,6 +200,9 @@ class IrcPlatform(PlatformBase):
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
             self._runner = None
+        for task in self._rejoins.values():
+            task.cancel()
+        self._rejoins.clear()
         client, self._client = self._client, None
         if client is not None and client.connected:
             with contextlib.suppress(Exception):
@@ -327,6 +337,79 @@ class IrcPlatform(PlatformBase):
             if not expected:
                 logger.warning("IRC: connection lost")
             self._lost.set()
+            self._drop_unconfirmed("the IRC connection was lost")
+            for task in self._rejoins.values():
+                task.cancel()  # the next connection joins every channel anew
+            self._rejoins.clear()
+
+    def echoed(self, target: str) -> None:
+        self._confirm(target, None)
+
+    def line_refused(self, target: str, reason: str) -> None:
+        logger.warning("IRC refused a line in %s: %s", target, reason)
+        self._confirm(target, reason or "refused")
+
+    def _confirm(self, target: str, refusal: str | None) -> None:
+        """Settle the oldest line sent to ``target``: relayed (None) or refused."""
+        waiting = self._unconfirmed.get(target.lower())
+        while waiting:
+            future = waiting.popleft()
+            if not future.done():
+                future.set_result(refusal)
+                return
+
+    def _drop_unconfirmed(self, reason: str) -> None:
+        for waiting in self._unconfirmed.values():
+            for future in waiting:
+                if not future.done():
+                    future.set_result(reason)
+        self._unconfirmed.clear()
+
+    def join_refused(self, client: Client, channel: str, reason: str) -> None:
+        if client is not self._client or self._halt.is_set():
+            return
+        delay = self._rejoin_delay(channel)
+        logger.warning("IRC: cannot join %s: %s; trying again in %.1fs", channel, reason, delay)
+        self._join_later(client, channel, delay)
+
+    def _rejoin_delay(self, channel: str) -> float:
+        """The wait before joining ``channel`` again: it doubles with each kick or refusal
+        in a row, and starts over once the channel has left the bot alone for a while."""
+        key = channel.lower()
+        now = time.monotonic()
+        repeats, last = self._rejoin_state.get(key, (0, now))
+        if now - last > 2 * self.config.rejoin_delay_max:
+            repeats = 0
+        if len(self._rejoin_state) > _REJOIN_STATES:  # channels we were invited into, ...
+            self._rejoin_state.pop(next(iter(self._rejoin_state)))
+        self._rejoin_state[key] = (repeats + 1, now)
+        initial = self.config.rejoin_delay_initial
+        return float(min(initial * 2**repeats, max(self.config.rejoin_delay_max, initial)))
+
+    def _join_later(self, client: Client, channel: str, delay: float) -> None:
+        key = channel.lower()
+        previous = self._rejoins.pop(key, None)
+        if previous is not None:
+            previous.cancel()
+        task = asyncio.create_task(self._join_after(client, channel, delay))
+        self._rejoins[key] = task
+        task.add_done_callback(
+            lambda t: self._rejoins.pop(key, None) if self._rejoins.get(key) is t else None
+        )
+
+    async def _join_after(self, client: Client, channel: str, delay: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await self._halt.wait()
+                return
+        if client is not self._client or not client.connected or client.in_channel(channel):
+            return
+        async with self._send_lock:  # a JOIN counts against the server's flood limit too
+            wait = self._bucket.delay()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            with contextlib.suppress(OSError, TimeoutError, ProtocolViolation):
+                await client.join(channel)
 
     def told(self, source: str, text: str) -> None:
         logger.info("IRC: %s says: %s", source, text[:400])
@@ -439,14 +522,33 @@ class IrcPlatform(PlatformBase):
         await self._record(message, "note" if note else "message", durable=True)
         shown = 0
         try:
+            relayed: list[asyncio.Future[str | None]] = []
             for line in lines:
-                await self._send_line(client, "PRIVMSG", channel.name, line)
-                shown += 1
+                echo = await self._send_line(client, "PRIVMSG", channel.name, line)
+                if echo is None:
+                    shown += 1  # no echo-message: a line sent counts as seen
+                else:
+                    relayed.append(echo)
+            shown += await self._relayed(channel, relayed)
         except PlatformError:
             if not shown:  # nobody saw any of it: it was never said
                 await self._log.forget_message(self._bot, message.id)
             raise
         return message
+
+    async def _relayed(self, channel: ChannelRef, echoes: list[asyncio.Future[str | None]]) -> int:
+        """How many of the lines were relayed, in order; PlatformError at the first the
+        server refused. A line with no answer in time counts as relayed."""
+        if not echoes:
+            return 0
+        await asyncio.wait(echoes, timeout=_ECHO_TIMEOUT)
+        shown = 0
+        for echo in echoes:
+            refusal = echo.result() if echo.done() else None
+            if refusal is not None:
+                raise PlatformError(f"IRC refused the message in {channel.name}: {refusal}")
+            shown += 1
+        return shown
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         # Shown, never logged: a dot message is for people, and no bot reads it.
@@ -463,19 +565,36 @@ class IrcPlatform(PlatformBase):
         relayed = prefix + len(f"{command} {target} :".encode()) + _PREFIX_MARGIN
         return max(min(self.config.max_line_bytes, 510 - relayed), _MIN_ROOM)
 
-    async def _send_line(self, client: Client, command: str, target: str, line: str) -> None:
+    async def _send_line(
+        self, client: Client, command: str, target: str, line: str
+    ) -> asyncio.Future[str | None] | None:
         """Send one line, paced by the flood limit; PlatformError if the connection is gone
-        (pydle's own writes time out after 30 s)."""
+        (pydle's own writes time out after 30 s). Where the server echoes our lines, the
+        future settles when it relays this one (None) or refuses it (the reason)."""
         async with self._send_lock:
             wait = self._bucket.delay()
             if wait > 0:
                 await asyncio.sleep(wait)
             if client is not self._client or not client.connected:
                 raise PlatformError("the IRC connection was lost while sending")
+            echo = self._expect_echo(client, target)
             try:
                 await client.rawmsg(command, target, line)
             except (OSError, TimeoutError, ProtocolViolation) as exc:
                 raise PlatformError(f"cannot send to IRC: {exc}") from exc
+            return echo
+
+    def _expect_echo(self, client: Client, target: str) -> asyncio.Future[str | None] | None:
+        if not client.echoes:
+            return None
+        waiting = self._unconfirmed.setdefault(target.lower(), deque())
+        if len(waiting) >= _UNCONFIRMED:
+            oldest = waiting.popleft()
+            if not oldest.done():
+                oldest.set_result(None)
+        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        waiting.append(future)
+        return future
 
     def _require_client(self) -> Client:
         client = self._client
