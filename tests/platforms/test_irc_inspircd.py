@@ -215,3 +215,13 @@ async def test_a_ban_is_reported_and_the_join_retried_until_lifted(
     assert "banned" in line.lower() or "+b" in line
     await alice.send(f"MODE #salon -b {BOT}!*@*")
     await alice.expect(rf"^:{BOT}!\S+ JOIN :?#salon", after=mark)
+
+
+async def test_stopping_says_goodbye_before_closing(people: People, start_bot: Start) -> None:
+    # What SIGTERM comes to: the platform stops. People see the bot's own QUIT message.
+    alice = await people.join()
+    _, platform = await start_bot(FakeProvider([]))
+    await alice.expect(rf"^:{BOT}!\S+ JOIN :?#salon")
+    await platform.stop()
+    line = await alice.expect(rf"^:{BOT}!\S+ QUIT ")
+    assert line.endswith(":Quit: bye") or line.endswith(":bye"), line

@@ -196,18 +196,22 @@ class IrcPlatform(PlatformBase):
     async def stop(self) -> None:
         self._stopping = True  # lines still arriving must not reach a closing store
         self._halt.set()
-        if self._runner is not None:
-            self._runner.cancel()
-            await asyncio.gather(self._runner, return_exceptions=True)
-            self._runner = None
         for task in self._rejoins.values():
             task.cancel()
         self._rejoins.clear()
-        client, self._client = self._client, None
+        # QUIT before the runner goes: cancelling it closes the connection, and people
+        # would see "Connection closed" instead of our goodbye.
+        client = self._client
         if client is not None and client.connected:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(self.quit_timeout):
                     await client.quit("bye")
+        if self._runner is not None:
+            self._runner.cancel()
+            await asyncio.gather(self._runner, return_exceptions=True)
+            self._runner = None
+        client, self._client = self._client, None
+        if client is not None and client.connected:
             with contextlib.suppress(Exception):
                 await client.disconnect(expected=True)
         with contextlib.suppress(TimeoutError):
