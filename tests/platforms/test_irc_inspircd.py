@@ -225,3 +225,26 @@ async def test_stopping_says_goodbye_before_closing(people: People, start_bot: S
     await platform.stop()
     line = await alice.expect(rf"^:{BOT}!\S+ QUIT ")
     assert line.endswith(":Quit: bye") or line.endswith(":bye"), line
+
+
+async def test_repeated_kicks_make_the_bot_wait_longer_before_rejoining(
+    people: People, start_bot: Start, salon_log: LogWatch
+) -> None:
+    alice = await people.join()
+    await start_bot(FakeProvider([]), rejoin_delay_initial=0.3)
+    joined = rf"^:{BOT}!\S+ JOIN :?#salon"
+    await alice.expect(joined)
+    loop = asyncio.get_running_loop()
+    waits = []
+    for _ in range(3):
+        mark = len(alice.lines)
+        await alice.send(f"KICK #salon {BOT} :go away")
+        kicked = loop.time()
+        await alice.expect(joined, after=mark)
+        waits.append(loop.time() - kicked)
+    assert waits[0] >= 0.3
+    assert waits[1] >= 0.6
+    assert waits[2] >= 1.2
+    line = await salon_log.wait("kicked from #salon")
+    assert "alice" in line
+    assert "go away" in line

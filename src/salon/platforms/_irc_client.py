@@ -59,6 +59,9 @@ class ClientEvents(Protocol):
     def join_refused(self, client: Client, channel: str, reason: str) -> None:
         """The server refused to let us join ``channel`` (banned, invite only, ...)."""
 
+    def kicked(self, client: Client, channel: str, by: str, reason: str) -> None:
+        """``by`` kicked us out of ``channel``."""
+
 
 def _is_person(source: str | None) -> bool:
     """Whether a line's source is a client (``nick!user@host``) rather than a server."""
@@ -242,7 +245,7 @@ class Client(pydle.Client):  # type: ignore[misc]
     async def on_kick(self, channel: str, target: str, by: str, reason: str | None = None) -> None:
         await self.events.channel_event("kick", channel, by, f"{target} {reason or ''}".strip())
         if self.is_same_nick(target, self.nickname):
-            await self.join(channel)  # kicked: come back
+            self.events.kicked(self, channel, by, reason or "")
 
     async def on_raw_quit(self, message: Any) -> None:
         nick = self._parse_user(message.source)[0]

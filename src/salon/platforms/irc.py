@@ -376,6 +376,17 @@ class IrcPlatform(PlatformBase):
         logger.warning("IRC: cannot join %s: %s; trying again in %.1fs", channel, reason, delay)
         self._join_later(client, channel, delay)
 
+    def kicked(self, client: Client, channel: str, by: str, reason: str) -> None:
+        if client is not self._client or self._halt.is_set():
+            return
+        # Come back, but not at once: an operator kicking again and again (or a bot doing
+        # it) must not meet a rejoin loop. The wait grows with each kick in a row.
+        delay = self._rejoin_delay(channel)
+        logger.warning(
+            "IRC: kicked from %s by %s (%s); rejoining in %.1fs", channel, by, reason, delay
+        )
+        self._join_later(client, channel, delay)
+
     def _rejoin_delay(self, channel: str) -> float:
         """The wait before joining ``channel`` again: it doubles with each kick or refusal
         in a row, and starts over once the channel has left the bot alone for a while."""
