@@ -248,3 +248,22 @@ async def test_repeated_kicks_make_the_bot_wait_longer_before_rejoining(
     line = await salon_log.wait("kicked from #salon")
     assert "alice" in line
     assert "go away" in line
+
+
+async def test_ctcp_version_floods_get_one_paced_answer_of_salons_own(
+    people: People, start_bot: Start
+) -> None:
+    # 30 VERSION requests in a burst: answered at once, they cost the bot the server's
+    # fakelag (a penalty of 30 against a threshold of 10) and its answers to people.
+    await start_bot(FakeProvider(["still quick"]), ctcp_version="Salon test build")
+    flooder = await people.join("flooder", channel=None)
+    alice = await people.join()
+    for _ in range(30):
+        await flooder.send(f"PRIVMSG {BOT} :\x01VERSION\x01")
+    await alice.say("#salon", f"{BOT}: are you there?")
+    async with asyncio.timeout(5):
+        assert await alice.privmsgs_from(BOT, 1) == ["still quick"]
+    reply = await flooder.expect(rf"^:{BOT}!\S+ NOTICE flooder :\x01VERSION ")
+    assert reply.endswith(":\x01VERSION Salon test build\x01")
+    replies = [ln for ln in flooder.lines if f"{BOT}!" in ln and " NOTICE " in ln]
+    assert len(replies) == 1

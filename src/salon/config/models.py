@@ -450,6 +450,9 @@ class IrcConfig(_Strict):
     rejoin_delay_max: float = Field(
         default=300.0, ge=0, description="the rejoin delay doubles per repeat, up to this"
     )
+    ctcp_version: str = Field(
+        default="Salon", max_length=200, description="the answer to CTCP VERSION; empty: none"
+    )
 
 
 class DiscordConfig(_Strict):

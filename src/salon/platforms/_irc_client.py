@@ -62,6 +62,9 @@ class ClientEvents(Protocol):
     def kicked(self, client: Client, channel: str, by: str, reason: str) -> None:
         """``by`` kicked us out of ``channel``."""
 
+    async def ctcp_version(self, client: Client, by: str) -> None:
+        """``by`` asked which client we are (CTCP VERSION)."""
+
 
 def _is_person(source: str | None) -> bool:
     """Whether a line's source is a client (``nick!user@host``) rather than a server."""
@@ -225,6 +228,10 @@ class Client(pydle.Client):  # type: ignore[misc]
 
     async def on_private_message(self, target: str, by: str, message: str) -> None:
         await self.events.line("message", by, by, message, private=True)
+
+    async def on_ctcp_version(self, by: str, target: str, contents: str | None) -> None:
+        # Not pydle's own answer: it goes out at once, unpaced, and names the library.
+        await self.events.ctcp_version(self, by)
 
     async def on_ctcp_action(self, by: str, target: str, contents: str) -> None:
         private = not self.is_channel(target)

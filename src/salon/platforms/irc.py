@@ -60,6 +60,8 @@ _MIN_ROOM = 64  # text bytes per line whatever the prefix (nick and channel have
 _ECHO_TIMEOUT = 15.0  # for the server to relay a line back (echo-message) or refuse it
 _UNCONFIRMED = 100  # lines awaiting their echo per target; older ones count as relayed
 _REJOIN_STATES = 1000
+_CTCP_INTERVAL = 60.0  # seconds between two CTCP answers to the same person
+_CTCP_ASKERS = 256  # people remembered for that
 
 
 class TokenBucket:
@@ -78,6 +80,16 @@ class TokenBucket:
         self.stamp = now
         self.tokens -= 1
         return 0.0 if self.tokens >= 0 else -self.tokens / self.rate
+
+    def take_if_free(self) -> bool:
+        """Take a token only if one is there now (for lines that may as well be dropped)."""
+        now = time.monotonic()
+        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
 
 
 def irc_lines(text: str, max_bytes: int) -> list[str]:
@@ -164,6 +176,7 @@ class IrcPlatform(PlatformBase):
         self._unconfirmed: dict[str, deque[asyncio.Future[str | None]]] = {}
         self._rejoins: dict[str, asyncio.Task[None]] = {}
         self._rejoin_state: dict[str, tuple[int, float]] = {}  # channel: (repeats, when)
+        self._ctcp_answered: dict[str, float] = {}  # nick: when we last answered a CTCP
 
     @property
     def connected(self) -> bool:
@@ -386,6 +399,28 @@ class IrcPlatform(PlatformBase):
             "IRC: kicked from %s by %s (%s); rejoining in %.1fs", channel, by, reason, delay
         )
         self._join_later(client, channel, delay)
+
+    async def ctcp_version(self, client: Client, by: str) -> None:
+        """Answer VERSION with our own text: once a minute per person, and only when the
+        flood limit has a line to spare right now (never delaying an answer), else not."""
+        text = _no_ctcp(self.config.ctcp_version).strip()
+        if not text or client is not self._client or not client.connected:
+            return
+        now = time.monotonic()
+        key = by.lower()
+        if now - self._ctcp_answered.get(key, -_CTCP_INTERVAL) < _CTCP_INTERVAL:
+            return
+        self._ctcp_answered.pop(key, None)
+        self._ctcp_answered[key] = now
+        while len(self._ctcp_answered) > _CTCP_ASKERS:
+            self._ctcp_answered.pop(next(iter(self._ctcp_answered)))
+        if self._send_lock.locked() or not self._bucket.take_if_free():
+            logger.debug("IRC: CTCP VERSION from %s left unanswered (busy)", by)
+            return
+        async with self._send_lock:
+            self._expect_echo(client, by)
+            with contextlib.suppress(OSError, TimeoutError, ProtocolViolation):
+                await client.rawmsg("NOTICE", by, f"\x01VERSION {text}\x01")
 
     def _rejoin_delay(self, channel: str) -> float:
         """The wait before joining ``channel`` again: it doubles with each kick or refusal
