@@ -25,9 +25,15 @@ SALON = ChannelRef("irc", "#salon", name="#salon")
 
 
 @pytest.fixture
-async def inspircd() -> AsyncIterator[InspIRCd]:
+def nicklen() -> int:
+    """NICKLEN of the server; a test overrides it with its own fixture."""
+    return 30
+
+
+@pytest.fixture
+async def inspircd(nicklen: int) -> AsyncIterator[InspIRCd]:
     require_inspircd()
-    server = InspIRCd()
+    server = InspIRCd(nicklen=nicklen)
     await server.start()
     yield server
     await server.stop()
@@ -267,3 +273,40 @@ async def test_ctcp_version_floods_get_one_paced_answer_of_salons_own(
     assert reply.endswith(":\x01VERSION Salon test build\x01")
     replies = [ln for ln in flooder.lines if f"{BOT}!" in ln and " NOTICE " in ln]
     assert len(replies) == 1
+
+
+@pytest.mark.parametrize("nicklen", [9])
+async def test_taken_and_too_long_nicks_are_reported_and_the_nick_regained(
+    people: People, start_bot: Start, salon_log: LogWatch
+) -> None:
+    squatter = await people.join(BOT)
+    await people.join(f"{BOT}_", channel=None)
+    alice = await people.join()
+    _, platform = await start_bot(FakeProvider([]), fallback_nicks=[f"{BOT}_", f"{BOT}__"])
+    nick = platform.self_participant.name
+    assert len(nick) <= 9
+    assert nick.startswith(BOT[:7])
+    for refused in (BOT, f"{BOT}_", f"{BOT}__"):
+        await salon_log.wait(f"nick {refused} refused")
+    mark = len(alice.lines)
+    await squatter.close()  # the nick frees: the bot takes it back
+    await alice.expect(rf"^:{nick}!\S+ NICK :?{BOT}$", after=mark)
+    await asyncio.wait_for(platform.wait_seen("nick", nick), 10)
+    assert platform.self_participant.name == BOT
+
+
+@pytest.mark.parametrize("nicklen", [9])
+async def test_with_every_nick_taken_the_bot_says_so_and_tries_again_later(
+    people: People, start_bot: Start, salon_log: LogWatch
+) -> None:
+    squatter = await people.join(BOT, channel=None)
+    for nick in (f"{BOT}_", f"{BOT}1", f"{BOT}2", f"{BOT}3"):
+        await people.join(nick, channel=None)
+    starting = asyncio.create_task(start_bot(FakeProvider([])))
+    try:
+        await salon_log.wait("every nick was refused")
+        await squatter.close()
+        _, platform = await asyncio.wait_for(starting, 20)
+    finally:
+        starting.cancel()
+    assert platform.self_participant.name == BOT

@@ -21,6 +21,8 @@ _IN_ORDER = frozenset({"PRIVMSG", "NOTICE", "JOIN", "PART", "QUIT", "KICK", "NIC
 # Why a JOIN fails: no such channel, too many channels, full, invite only, banned, bad
 # key, needs a registered nick, needs TLS.
 _JOIN_REFUSALS = frozenset({403, 405, 471, 473, 474, 475, 477, 489})
+_RFC1459_NICKLEN = 9  # the shortest limit a server may have: made-up nicks fit it
+_MADE_UP_NICKS = 3  # nicks tried past the configured ones (nick1, nick2, ...)
 _MAX_ASKING = 100  # WHOIS requests awaiting a reply; past that, accounts are not asked
 
 _LINE: ContextVar[Any] = ContextVar("salon_irc_line", default=None)
@@ -65,6 +67,12 @@ class ClientEvents(Protocol):
     async def ctcp_version(self, client: Client, by: str) -> None:
         """``by`` asked which client we are (CTCP VERSION)."""
 
+    def nick_refused(self, client: Client, nick: str, reason: str) -> None:
+        """The server refused ``nick`` (in use, erroneous, too long, unavailable)."""
+
+    async def no_nick(self, client: Client) -> None:
+        """Every nick we could try during registration was refused."""
+
 
 def _is_person(source: str | None) -> bool:
     """Whether a line's source is a client (``nick!user@host``) rather than a server."""
@@ -77,12 +85,63 @@ class Client(pydle.Client):  # type: ignore[misc]
     RECONNECT_ON_ERROR = False
     stall_seconds = 30.0  # an in-order line taking longer is logged and left to finish alone
 
-    def __init__(self, events: ClientEvents, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        events: ClientEvents,
+        nickname: str,
+        *args: Any,
+        nicklen: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(nickname, *args, **kwargs)
         self.events = events
+        self.primary_nick = nickname
+        self.known_nicklen = nicklen  # the server's NICKLEN, from an earlier connection
+        self._nick_queue = self._candidates(nicklen)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._asking: set[asyncio.Task[Any]] = set()
         self._own_source = ""  # nick!user@host as the server relays our lines
+
+    def _candidates(self, nicklen: int | None) -> list[str]:
+        """The nicks to try after the first: the configured fallbacks that fit the server's
+        NICKLEN (where known), then a few made up from the nick that fit any server."""
+        made_up = [
+            f"{self.primary_nick[: (nicklen or _RFC1459_NICKLEN) - 1]}{n}"
+            for n in range(1, _MADE_UP_NICKS + 1)
+        ]
+        nicks: list[str] = []
+        for nick in [*self._nicknames[1:], *made_up]:
+            if (nicklen is None or len(nick) <= nicklen) and nick not in nicks:
+                nicks.append(nick)
+        return nicks
+
+    @property
+    def nicklen(self) -> int | None:
+        """The server's NICKLEN as it told (ISUPPORT), once registered."""
+        value = self._isupport.get("NICKLEN")
+        return int(value) if isinstance(value, str) and value.isdigit() else None
+
+    async def _nick_refused(self, message: Any) -> None:
+        params = message.params
+        nick = str(params[1]) if len(params) > 2 else "?"
+        self.events.nick_refused(self, nick, f"{params[-1] if params else ''} ({message.command})")
+        if self.registered:
+            return  # trying to regain our nick: we keep the one we have
+        if self._nick_queue:
+            await self.set_nickname(self._nick_queue.pop(0))
+        else:
+            await self.events.no_nick(self)
+
+    # Not pydle's own: it tries nick_, nick__, ... for ever, past the server's NICKLEN.
+    on_raw_432 = _nick_refused  # erroneous (InspIRCd: also too long)
+    on_raw_433 = _nick_refused  # in use
+    on_raw_437 = _nick_refused  # temporarily unavailable
+
+    async def _regain(self, freed: str) -> None:
+        """Take our own nick back when its holder leaves it."""
+        mine = self.is_same_nick(self.nickname, self.primary_nick)
+        if not mine and self.is_same_nick(freed, self.primary_nick):
+            await self.set_nickname(self.primary_nick)
 
     async def handle_forever(self) -> None:
         try:
@@ -261,14 +320,19 @@ class Client(pydle.Client):  # type: ignore[misc]
         for channel in where:
             reason = message.params[0] if message.params else ""
             await self.events.channel_event("quit", channel, nick, reason)
+        await self._regain(nick)
 
     async def on_raw_nick(self, message: Any) -> None:
         old = self._parse_user(message.source)[0]
         new = message.params[0]
         where = [c for c, info in self.channels.items() if old in info["users"]]
+        was_me = self.is_same_nick(old, self.nickname)
         await super().on_raw_nick(message)
+        if was_me and not self.is_same_nick(old, new):
+            logger.info("IRC: now known as %s", new)
         for channel in where:
             await self.events.channel_event("nick", channel, old, new)
+        await self._regain(old)
 
     def identity(self, nick: str) -> str:
         """The strongest identity the server vouches for behind ``nick`` on the line being

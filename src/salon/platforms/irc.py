@@ -60,6 +60,7 @@ _MIN_ROOM = 64  # text bytes per line whatever the prefix (nick and channel have
 _ECHO_TIMEOUT = 15.0  # for the server to relay a line back (echo-message) or refuse it
 _UNCONFIRMED = 100  # lines awaiting their echo per target; older ones count as relayed
 _REJOIN_STATES = 1000
+_REGAIN_INTERVAL = 60.0  # seconds between asking for our own nick back
 _CTCP_INTERVAL = 60.0  # seconds between two CTCP answers to the same person
 _CTCP_ASKERS = 256  # people remembered for that
 
@@ -177,6 +178,7 @@ class IrcPlatform(PlatformBase):
         self._rejoins: dict[str, asyncio.Task[None]] = {}
         self._rejoin_state: dict[str, tuple[int, float]] = {}  # channel: (repeats, when)
         self._ctcp_answered: dict[str, float] = {}  # nick: when we last answered a CTCP
+        self._nicklen: int | None = None  # the server's NICKLEN, once it said it
 
     @property
     def connected(self) -> bool:
@@ -298,8 +300,44 @@ class IrcPlatform(PlatformBase):
             missing = ", ".join(sorted(self._joining))
             logger.warning("IRC: could not join %s within %.0fs", missing, self.config.join_timeout)
         self._ready(client)
-        await self._unless_lost(self._lost)  # until the connection drops, or stop()
+        regain = asyncio.create_task(self._regain_nick(client))
+        try:
+            await self._unless_lost(self._lost)  # until the connection drops, or stop()
+        finally:
+            regain.cancel()
+            await asyncio.gather(regain, return_exceptions=True)
         return True
+
+    async def _regain_nick(self, client: Client) -> None:
+        """On a fallback nick, ask for our own now and then: its holder may have left
+        unseen (the client also asks at once when it sees the holder quit or rename)."""
+        while True:
+            await asyncio.sleep(_REGAIN_INTERVAL)  # a timer, not a wait for an event
+            if not client.is_same_nick(client.nickname, self.config.nick):
+                async with self._send_lock:
+                    wait = self._bucket.delay()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                    with contextlib.suppress(OSError, TimeoutError, ProtocolViolation):
+                        await client.set_nickname(self.config.nick)
+
+    def nick_refused(self, client: Client, nick: str, reason: str) -> None:
+        if client is not self._client:
+            return
+        if client.registered:  # asking for our own nick back: routine, not news
+            logger.info("IRC: nick %s refused: %s; keeping %s", nick, reason, client.nickname)
+        else:
+            logger.warning("IRC: nick %s refused: %s", nick, reason)
+
+    async def no_nick(self, client: Client) -> None:
+        if client is not self._client:
+            return
+        logger.error(
+            "IRC: every nick was refused on %s (see above); reconnecting with backoff",
+            self.config.server,
+        )
+        with contextlib.suppress(Exception):
+            await client.quit("no free nick")
 
     async def _unless_lost(self, event: asyncio.Event) -> bool:
         """Wait for ``event``; False when the connection drops or ``stop`` comes first."""
@@ -321,7 +359,7 @@ class IrcPlatform(PlatformBase):
         if self.config.sasl_username:
             kwargs["sasl_username"] = self.config.sasl_username
             kwargs["sasl_password"] = self._secrets.get(self.config.sasl_password_env)
-        return Client(self, self.config.nick, **kwargs)
+        return Client(self, self.config.nick, nicklen=self._nicklen, **kwargs)
 
     # The client's events (``ClientEvents``), in the order the server sent them.
 
@@ -344,6 +382,7 @@ class IrcPlatform(PlatformBase):
 
     def _ready(self, client: Client) -> None:
         self.connections += 1
+        self._nicklen = client.nicklen or self._nicklen
         joined = ", ".join(sorted(client.channels)) or "no channels"
         logger.info("IRC: connected as %s, joined %s", client.nickname, joined)
         self._connected.set()
