@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from salon.app import BotApp
-from salon.config import Secrets
+from salon.config import IrcConfig, Secrets
 from salon.llm import FakeProvider
-from salon.model import ChannelRef
+from salon.model import ChannelRef, MessageEvent
 from salon.platforms.irc import IrcPlatform
 from tests.conftest import ServeApp, bot_config
 from tests.fakes.inspircd import SERVER_NAME, InspIRCd, require_inspircd
 from tests.fakes.irc import Human
+from tests.platforms.test_irc import RecordingLog, RecordingSink
 
 BOT = "salonbot"
 SALON = ChannelRef("irc", "#salon", name="#salon")
@@ -47,8 +50,10 @@ class People:
         self.server = server
         self.all: list[Human] = []
 
-    async def join(self, nick: str = "alice", channel: str | None = "#salon") -> Human:
-        person = Human(nick, self.server.people_port)
+    async def join(
+        self, nick: str = "alice", channel: str | None = "#salon", *, caps: tuple[str, ...] = ()
+    ) -> Human:
+        person = Human(nick, self.server.people_port, caps=caps)
         self.all.append(person)
         await person.connect()
         if channel:
@@ -310,3 +315,38 @@ async def test_with_every_nick_taken_the_bot_says_so_and_tries_again_later(
     finally:
         starting.cancel()
     assert platform.self_participant.name == BOT
+
+
+@pytest.fixture
+async def bare(inspircd: InspIRCd) -> AsyncIterator[tuple[IrcPlatform, RecordingSink]]:
+    """The adapter alone (no agent) in #salon, its events kept."""
+    config = IrcConfig(
+        server="127.0.0.1", port=inspircd.port, tls=False, nick=BOT, channels=["#salon"]
+    )
+    platform = IrcPlatform(
+        bot="salon", bot_name="Salon", config=config, secrets=Secrets({}), chat_log=RecordingLog()
+    )
+    sink = RecordingSink()
+    await platform.start(sink)
+    await asyncio.wait_for(platform.wait_connected(), 20)
+    yield platform, sink
+    await platform.stop()
+
+
+async def test_server_time_batch_and_labels_are_asked_for_and_times_are_the_servers(
+    people: People, bare: tuple[IrcPlatform, RecordingSink]
+) -> None:
+    platform, sink = bare
+    client = platform._client
+    assert client is not None
+    for cap in ("server-time", "batch", "labeled-response", "echo-message"):
+        assert client.capability(cap), cap
+    alice = await people.join(caps=("server-time", "echo-message"))
+    await alice.say("#salon", "what time is it?")
+    echo = await alice.expect(r"PRIVMSG #salon :what time is it\?$")
+    stamp = re.search(r"(?:^@|;)time=([^; ]+)", echo)
+    assert stamp is not None
+    (event,) = await sink.wait(1)
+    assert isinstance(event, MessageEvent)
+    when = datetime.fromisoformat(stamp[1].replace("Z", "+00:00"))
+    assert event.message.created_at == when

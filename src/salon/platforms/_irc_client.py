@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections.abc import Coroutine
 from contextvars import ContextVar
+from datetime import datetime
 from typing import Any, Protocol
 
 import pydle  # type: ignore[import-untyped]
@@ -52,10 +53,11 @@ class ClientEvents(Protocol):
     def told(self, source: str, text: str) -> None:
         """A server, or services in a private notice, told us ``text``: for the log only."""
 
-    def echoed(self, target: str) -> None:
-        """The server relayed one of our lines to ``target`` (IRCv3 echo-message)."""
+    def echoed(self, target: str, label: str | None) -> None:
+        """The server relayed one of our lines to ``target`` (IRCv3 echo-message), with
+        the label we gave it (IRCv3 labeled-response) where it carries one."""
 
-    def line_refused(self, target: str, reason: str) -> None:
+    def line_refused(self, target: str, reason: str, label: str | None) -> None:
         """The server refused our line to ``target`` (404: moderated, banned, ...)."""
 
     def join_refused(self, client: Client, channel: str, reason: str) -> None:
@@ -72,6 +74,11 @@ class ClientEvents(Protocol):
 
     async def no_nick(self, client: Client) -> None:
         """Every nick we could try during registration was refused."""
+
+
+def _label(message: Any) -> str | None:
+    label = getattr(message, "tags", {}).get("label")
+    return label if isinstance(label, str) else None
 
 
 def _is_person(source: str | None) -> bool:
@@ -101,6 +108,7 @@ class Client(pydle.Client):  # type: ignore[misc]
         self._tasks: set[asyncio.Task[Any]] = set()
         self._asking: set[asyncio.Task[Any]] = set()
         self._own_source = ""  # nick!user@host as the server relays our lines
+        self._quitting = False
 
     def _candidates(self, nicklen: int | None) -> list[str]:
         """The nicks to try after the first: the configured fallbacks that fit the server's
@@ -211,6 +219,17 @@ class Client(pydle.Client):  # type: ignore[misc]
         except Exception:  # one bad line must not end the connection
             logger.exception("IRC: failed to handle %s", message.command)
 
+    async def quit(self, message: str | None = None) -> None:
+        self._quitting = True
+        await super().quit(message)
+
+    async def on_raw_error(self, message: Any) -> None:
+        if self._quitting:  # "ERROR :Closing link ... [bye]": the answer to our QUIT
+            await self.disconnect(expected=True)
+            return
+        logger.warning("IRC: the server closes the connection: %s", " ".join(message.params))
+        await super().on_raw_error(message)
+
     async def on_connect(self) -> None:
         await super().on_connect()
         await self.events.client_connected(self)
@@ -227,8 +246,43 @@ class Client(pydle.Client):  # type: ignore[misc]
             self.events.join_refused(self, str(message.params[1]), reason)
         elif message.command == 404 and len(message.params) > 1:
             reason = str(message.params[-1]) if len(message.params) > 2 else ""
-            self.events.line_refused(str(message.params[1]), reason)
+            self.events.line_refused(str(message.params[1]), reason, _label(message))
         await super().on_raw(message)
+
+    def capability(self, name: str) -> bool:
+        """Whether the server granted the IRCv3 capability ``name``."""
+        return bool(self._capabilities.get(name))
+
+    # IRCv3 capabilities pydle does not ask for by itself. server-time dates each line;
+    # batch is needed for labeled-response, which names the line a reply answers.
+    async def on_capability_server_time_available(self, value: Any) -> bool:
+        return True
+
+    async def on_capability_batch_available(self, value: Any) -> bool:
+        return True
+
+    async def on_capability_labeled_response_available(self, value: Any) -> bool:
+        return True
+
+    async def on_raw_batch(self, message: Any) -> None:
+        """A batch opens or closes: the lines inside it are handled one by one."""
+
+    async def on_raw_ack(self, message: Any) -> None:
+        """A labelled command needed no reply."""
+
+    def line_time(self) -> datetime | None:
+        """When the server says the line being handled was sent (IRCv3 server-time)."""
+        line = _LINE.get()
+        stamp = (
+            line.tags.get("time") if line is not None and self.capability("server-time") else None
+        )
+        if not isinstance(stamp, str):
+            return None
+        try:
+            when = datetime.fromisoformat(stamp)
+        except ValueError:
+            return None
+        return when if when.tzinfo is not None else None
 
     def _echo(self, message: Any) -> bool:
         """Whether the line is one of ours come back (the server relayed it); the owner
@@ -236,7 +290,7 @@ class Client(pydle.Client):  # type: ignore[misc]
         if message.params and _is_person(message.source):
             nick = self._parse_user(message.source)[0]
             if self.is_same_nick(nick, self.nickname):
-                self.events.echoed(str(message.params[0]))
+                self.events.echoed(str(message.params[0]), _label(message))
                 return True
         return False
 
@@ -274,7 +328,12 @@ class Client(pydle.Client):  # type: ignore[misc]
     @property
     def echoes(self) -> bool:
         """Whether the server relays our own lines back to us (IRCv3 echo-message)."""
-        return bool(self._capabilities.get("echo-message"))
+        return self.capability("echo-message")
+
+    @property
+    def labels(self) -> bool:
+        """Whether the server names the line each reply answers (IRCv3 labeled-response)."""
+        return self.capability("labeled-response")
 
     def source_bytes(self) -> int:
         """How many bytes the server's ``:nick!user@host `` takes on our relayed lines;

@@ -175,6 +175,8 @@ class IrcPlatform(PlatformBase):
         self.connections = 0
         # Lines sent and not yet relayed back (echo-message) or refused (404), per target.
         self._unconfirmed: dict[str, deque[asyncio.Future[str | None]]] = {}
+        self._labels: dict[str, asyncio.Future[str | None]] = {}  # the same, by label
+        self._label_count = 0
         self._rejoins: dict[str, asyncio.Task[None]] = {}
         self._rejoin_state: dict[str, tuple[int, float]] = {}  # channel: (repeats, when)
         self._ctcp_answered: dict[str, float] = {}  # nick: when we last answered a CTCP
@@ -398,15 +400,21 @@ class IrcPlatform(PlatformBase):
                 task.cancel()  # the next connection joins every channel anew
             self._rejoins.clear()
 
-    def echoed(self, target: str) -> None:
-        self._confirm(target, None)
+    def echoed(self, target: str, label: str | None) -> None:
+        self._confirm(target, None, label)
 
-    def line_refused(self, target: str, reason: str) -> None:
+    def line_refused(self, target: str, reason: str, label: str | None) -> None:
         logger.warning("IRC refused a line in %s: %s", target, reason)
-        self._confirm(target, reason or "refused")
+        self._confirm(target, reason or "refused", label)
 
-    def _confirm(self, target: str, refusal: str | None) -> None:
-        """Settle the oldest line sent to ``target``: relayed (None) or refused."""
+    def _confirm(self, target: str, refusal: str | None, label: str | None) -> None:
+        """Settle the line the server's reply names (labeled-response), else the oldest
+        one sent to ``target``: relayed (None) or refused."""
+        labelled = self._labels.pop(label, None) if label else None
+        if labelled is not None:
+            if not labelled.done():
+                labelled.set_result(refusal)
+            return
         waiting = self._unconfirmed.get(target.lower())
         while waiting:
             future = waiting.popleft()
@@ -415,6 +423,7 @@ class IrcPlatform(PlatformBase):
                 return
 
     def _drop_unconfirmed(self, reason: str) -> None:
+        self._labels.clear()
         for waiting in self._unconfirmed.values():
             for future in waiting:
                 if not future.done():
@@ -500,6 +509,11 @@ class IrcPlatform(PlatformBase):
             with contextlib.suppress(OSError, TimeoutError, ProtocolViolation):
                 await client.join(channel)
 
+    def _line_time(self) -> datetime:
+        """The line's time as the server gives it (server-time), else now."""
+        client = self._client
+        return (client.line_time() if client is not None else None) or datetime.now(UTC)
+
     def told(self, source: str, text: str) -> None:
         logger.info("IRC: %s says: %s", source, text[:400])
 
@@ -525,7 +539,7 @@ class IrcPlatform(PlatformBase):
             self._channel(target),
             self._participant(nick),
             text,
-            datetime.now(UTC),
+            self._line_time(),
         )
         await self._record(message, kind)
         await self._note(kind, nick)
@@ -566,7 +580,7 @@ class IrcPlatform(PlatformBase):
         mentions = (self.self_participant,) if addressed else ()
         author = self._participant(nick)
         message = Message(
-            uuid.uuid4().hex, channel, author, text, datetime.now(UTC), mentions=mentions
+            uuid.uuid4().hex, channel, author, text, self._line_time(), mentions=mentions
         )
         if kind == "message" and await self._answer_question(message):
             return  # an answer to "may I run ...?" is not a new question for the bot
@@ -667,11 +681,21 @@ class IrcPlatform(PlatformBase):
             if client is not self._client or not client.connected:
                 raise PlatformError("the IRC connection was lost while sending")
             echo = self._expect_echo(client, target)
+            tags = self._label(echo) if echo is not None and client.labels else {}
             try:
-                await client.rawmsg(command, target, line)
+                await client.rawmsg(command, target, line, tags=tags)
             except (OSError, TimeoutError, ProtocolViolation) as exc:
                 raise PlatformError(f"cannot send to IRC: {exc}") from exc
             return echo
+
+    def _label(self, echo: asyncio.Future[str | None]) -> dict[str, str]:
+        """A label for the line ``echo`` waits on: the server's reply will carry it."""
+        self._label_count += 1
+        label = f"s{self._label_count}"
+        self._labels[label] = echo
+        while len(self._labels) > _UNCONFIRMED:
+            self._labels.pop(next(iter(self._labels)))
+        return {"label": label}
 
     def _expect_echo(self, client: Client, target: str) -> asyncio.Future[str | None] | None:
         if not client.echoes:
