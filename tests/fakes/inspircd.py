@@ -5,6 +5,8 @@
 serves the test's humans without fakelag, so a test can send a burst as many people would.
 Raw I/O logging is on, as on a network that records everything: the server then says so
 to every client in a PRIVMSG of its own, and ``raw.log`` shows what each side sent.
+With ``services``, Debian's Atheme is linked to it (NickServ, SaslServ): InspIRCd offers
+SASL only then.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import pytest
 from tests.fakes.irc import free_port
 
 INSPIRCD = Path("/usr/sbin/inspircd")
+ATHEME = Path("/usr/bin/atheme-services")
 MODULES = Path("/usr/lib/inspircd/modules")
 SERVER_NAME = "irc.local"
+SERVICES_NAME = "services.salon.test"
 
 _IRCV3 = [
     "cap",
@@ -55,16 +59,53 @@ _CONFIG = """\
 <path configdir="{dir}" datadir="{dir}" logdir="{dir}" moduledir="{modules}">
 <log method="file" type="*" level="rawio" target="{dir}/raw.log">
 <limits maxnick="{nicklen}">
-<sasl target="services.salon.test">
+<sasl target="{services}">
 {modules_lines}
 """
 
+# Services linked to the server, for SASL: InspIRCd offers it only with them.
+_SERVICES_LINK = """\
+<module name="spanningtree">
+<bind address="127.0.0.1" port="{link_port}" type="servers">
+<link name="{services}" ipaddr="127.0.0.1" port="{link_port}" allowmask="127.0.0.0/8"
+      sendpass="{password}" recvpass="{password}">
+<uline server="{services}" silent="yes">
+"""
 
-def require_inspircd() -> None:
-    """Skip without InspIRCd, or fail when ``SALON_REQUIRE_IRCD`` says it must be there."""
-    if INSPIRCD.exists():
+# Atheme as Debian ships it, with the few services SASL needs; accounts are registered
+# at once (no e-mail confirmation).
+_ATHEME = """\
+loadmodule "modules/protocol/inspircd";
+loadmodule "modules/backend/opensex";
+loadmodule "modules/crypto/pbkdf2v2";
+loadmodule "modules/nickserv/main";
+loadmodule "modules/nickserv/register";
+loadmodule "modules/nickserv/identify";
+loadmodule "modules/saslserv/main";
+loadmodule "modules/saslserv/plain";
+loadmodule "modules/saslserv/external";
+pbkdf2v2 {{ }};
+serverinfo {{
+    name = "{services}"; desc = "Salon test services"; numeric = "00A"; recontime = 1;
+    netname = "SalonTest"; hidehostsuffix = "users.salon.test"; adminname = "Salon tests";
+    adminemail = "salon@localhost"; registeremail = "salon@localhost"; mta = "/bin/true";
+    loglevel = {{ error; info; network; }}; maxlogins = 5; maxusers = 5; mdlimit = 30;
+    emaillimit = 10; emailtime = 300; auth = none; casemapping = rfc1459;
+}};
+uplink "{name}" {{ host = "127.0.0.1"; password = "{password}"; port = {link_port}; }};
+nickserv {{ nick = "NickServ"; user = "NickServ"; host = "{services}"; real = "Nicks";
+    maxnicks = 5; expire = 30; }};
+saslserv {{ nick = "SaslServ"; user = "SaslServ"; host = "{services}"; real = "SASL"; }};
+general {{ commit_interval = 5; language = "en"; ratelimit_uses = 100; ratelimit_period = 1; }};
+"""
+
+
+def require_inspircd(*, services: bool = False) -> None:
+    """Skip without InspIRCd (and Atheme for ``services``), or fail when
+    ``SALON_REQUIRE_IRCD`` says they must be there."""
+    if INSPIRCD.exists() and (ATHEME.exists() or not services):
         return
-    message = "InspIRCd is not installed (apt-get install inspircd)"
+    message = "InspIRCd is not installed (apt-get install inspircd atheme-services)"
     if os.environ.get("SALON_REQUIRE_IRCD"):
         pytest.fail(message)
     pytest.skip(message)
@@ -75,89 +116,115 @@ class InspIRCd:
 
     start_timeout = 20.0
 
-    def __init__(self, *, nicklen: int = 30) -> None:
+    def __init__(self, *, nicklen: int = 30, services: bool = False) -> None:
         self.port = free_port()
         self.people_port = free_port()
+        self.link_port = free_port() if services else None
         self.nicklen = nicklen
         self.dir = Path(tempfile.mkdtemp(prefix="salon-ircd."))
         self.proc: asyncio.subprocess.Process | None = None
+        self.services: asyncio.subprocess.Process | None = None
+        self._user = "irc" if os.geteuid() == 0 else None  # both refuse to run as root
         self._output: list[str] = []
-        self._drainer: asyncio.Task[None] | None = None
+        self._drainers: list[asyncio.Task[None]] = []
 
     @property
     def raw_log(self) -> str:
         path = self.dir / "raw.log"
         return path.read_text("utf-8", "replace") if path.exists() else ""
 
+    def _write(self, name: str, text: str) -> Path:
+        path = self.dir / name
+        path.write_text(text)
+        if self._user is not None:
+            shutil.chown(path, self._user, self._user)
+        return path
+
     async def start(self) -> None:
-        config = self.dir / "inspircd.conf"
-        config.write_text(
-            _CONFIG.format(
-                name=SERVER_NAME,
-                port=self.port,
-                people_port=self.people_port,
-                dir=self.dir,
-                modules=MODULES,
-                nicklen=self.nicklen,
-                modules_lines="\n".join(f'<module name="{m}">' for m in _IRCV3),
-            )
+        password = "link-" + os.urandom(8).hex()
+        names = {"name": SERVER_NAME, "services": SERVICES_NAME}
+        text = _CONFIG.format(
+            **names,
+            port=self.port,
+            people_port=self.people_port,
+            dir=self.dir,
+            modules=MODULES,
+            nicklen=self.nicklen,
+            modules_lines="\n".join(f'<module name="{m}">' for m in _IRCV3),
         )
-        # InspIRCd refuses to run as root: then it runs as the package's own user.
-        user = "irc" if os.geteuid() == 0 else None
-        if user is not None:
-            shutil.chown(self.dir, user, user)
-            shutil.chown(config, user, user)
-        self.proc = await asyncio.create_subprocess_exec(
-            str(INSPIRCD),
-            f"--config={config}",
-            "--nofork",
-            "--nopid",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            user=user,
-            group=user,
-            extra_groups=[] if user else None,
-        )
+        if self.link_port is not None:
+            text += _SERVICES_LINK.format(**names, link_port=self.link_port, password=password)
+        if self._user is not None:
+            shutil.chown(self.dir, self._user, self._user)
+        config = self._write("inspircd.conf", text)
         try:
             async with asyncio.timeout(self.start_timeout):
-                await self._wait_running()
+                self.proc = await self._run(
+                    "InspIRCd is now running", INSPIRCD, f"--config={config}", "--nofork", "--nopid"
+                )
+                if self.link_port is not None:
+                    atheme = _ATHEME.format(**names, link_port=self.link_port, password=password)
+                    services = self._write("atheme.conf", atheme)
+                    self.services = await self._run(
+                        "finished synching with uplink",
+                        ATHEME,
+                        "-n",
+                        "-c",
+                        str(services),
+                        "-D",
+                        str(self.dir),
+                        "-l",
+                        str(self.dir / "atheme.log"),
+                        "-p",
+                        str(self.dir / "atheme.pid"),
+                    )
         except BaseException:
             await self.stop()
             raise
 
-    async def _wait_running(self) -> None:
-        assert self.proc is not None
-        assert self.proc.stdout is not None
-        while raw := await self.proc.stdout.readline():
+    async def _run(self, ready: str, program: Path, *args: str) -> asyncio.subprocess.Process:
+        """Start ``program`` and wait for the line that says it is ready."""
+        proc = await asyncio.create_subprocess_exec(
+            str(program),
+            *args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            user=self._user,
+            group=self._user,
+            extra_groups=[] if self._user else None,
+        )
+        assert proc.stdout is not None
+        while raw := await proc.stdout.readline():
             line = raw.decode("utf-8", "replace").rstrip()
             self._output.append(line)
-            if "InspIRCd is now running" in line:
-                # Drain the rest so a full pipe never blocks the server.
-                self._drainer = asyncio.create_task(self._drain())
-                return
+            if ready in line:
+                # Drain the rest so a full pipe never blocks it.
+                self._drainers.append(asyncio.create_task(self._drain(proc)))
+                return proc
+        proc.kill()
+        await proc.wait()
         output = "\n".join(self._output)
-        raise RuntimeError(f"InspIRCd did not start:\n{output}")
+        raise RuntimeError(f"{program.name} did not start:\n{output}")
 
-    async def _drain(self) -> None:
-        proc = self.proc
-        if proc is not None and proc.stdout is not None:
+    async def _drain(self, proc: asyncio.subprocess.Process) -> None:
+        if proc.stdout is not None:
             with contextlib.suppress(Exception):
                 while await proc.stdout.read(65536):
                     pass
 
     async def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None and proc.returncode is None:
-            proc.terminate()
-            try:
-                async with asyncio.timeout(5):
+        for proc in (self.services, self.proc):
+            if proc is not None and proc.returncode is None:
+                proc.terminate()
+                try:
+                    async with asyncio.timeout(5):
+                        await proc.wait()
+                except TimeoutError:
+                    proc.kill()
                     await proc.wait()
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        if self._drainer is not None:
-            await asyncio.gather(self._drainer, return_exceptions=True)
-            self._drainer = None
+        self.services = self.proc = None
+        await asyncio.gather(*self._drainers, return_exceptions=True)
+        self._drainers.clear()
 
     def cleanup(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -34,9 +34,15 @@ def nicklen() -> int:
 
 
 @pytest.fixture
-async def inspircd(nicklen: int) -> AsyncIterator[InspIRCd]:
-    require_inspircd()
-    server = InspIRCd(nicklen=nicklen)
+def services() -> bool:
+    """Whether Atheme is linked to the server; a test overrides it with its own fixture."""
+    return False
+
+
+@pytest.fixture
+async def inspircd(nicklen: int, services: bool) -> AsyncIterator[InspIRCd]:
+    require_inspircd(services=services)
+    server = InspIRCd(nicklen=nicklen, services=services)
     await server.start()
     yield server
     await server.stop()
@@ -59,6 +65,14 @@ class People:
         if channel:
             await person.join(channel)
         return person
+
+    async def register(self, account: str, password: str) -> None:
+        """Register a services account (Atheme confirms at once)."""
+        person = await self.join(account, channel=None)
+        await person.say("NickServ", f"REGISTER {password} {account}@example.com")
+        # Atheme writes names in bold (\x02).
+        await person.expect(rf"^:NickServ!\S+ NOTICE {account} :.*is now registered")
+        await person.close()
 
 
 @pytest.fixture
@@ -108,7 +122,9 @@ Start = Callable[..., Awaitable[tuple[BotApp, IrcPlatform]]]
 def start_bot(inspircd: InspIRCd, tmp_path: Path, serve_app: ServeApp) -> Start:
     """Start a bot on the server's throttled port; ``irc`` overrides its IRC settings."""
 
-    async def start(provider: FakeProvider, **irc: Any) -> tuple[BotApp, IrcPlatform]:
+    async def start(
+        provider: FakeProvider, *, secrets: dict[str, str] | None = None, **irc: Any
+    ) -> tuple[BotApp, IrcPlatform]:
         settings = {
             "server": "127.0.0.1",
             "port": inspircd.port,
@@ -121,7 +137,11 @@ def start_bot(inspircd: InspIRCd, tmp_path: Path, serve_app: ServeApp) -> Start:
         }
         config = bot_config(data_dir=str(tmp_path / "data"), platforms={"irc": settings})
         app = BotApp(
-            key="salon", config=config, root=tmp_path, secrets=Secrets({}), provider=provider
+            key="salon",
+            config=config,
+            root=tmp_path,
+            secrets=Secrets(secrets or {}),
+            provider=provider,
         )
         (platform,) = app.unattended_platforms()
         assert isinstance(platform, IrcPlatform)
@@ -350,3 +370,23 @@ async def test_server_time_batch_and_labels_are_asked_for_and_times_are_the_serv
     assert isinstance(event, MessageEvent)
     when = datetime.fromisoformat(stamp[1].replace("Z", "+00:00"))
     assert event.message.created_at == when
+
+
+@pytest.mark.parametrize("services", [True])
+@pytest.mark.parametrize("password", ["right-pw", "wrong-pw"])
+async def test_sasl_plain_logs_in_or_says_why_not(
+    people: People, start_bot: Start, salon_log: LogWatch, password: str
+) -> None:
+    await people.register("salonacct", "right-pw")
+    await start_bot(
+        FakeProvider([]),
+        sasl_username="salonacct",
+        sasl_password_env="IRC_SASL_PASSWORD",
+        secrets={"IRC_SASL_PASSWORD": password},
+    )
+    if password == "right-pw":
+        await salon_log.wait("IRC: logged in as salonacct")
+    else:
+        line = await salon_log.wait("IRC: SASL PLAIN as salonacct failed")
+        assert password not in line
+    assert not [ln for ln in salon_log.lines if password in ln]

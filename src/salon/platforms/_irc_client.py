@@ -4,6 +4,7 @@ tells who wrote it (see ``Client.identity``)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 from collections.abc import Coroutine
 from contextvars import ContextVar
@@ -11,6 +12,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import pydle  # type: ignore[import-untyped]
+from pydle.features.ircv3 import cap  # type: ignore[import-untyped]
 from pydle.features.whox import WHOXSupport  # type: ignore[import-untyped]
 
 __all__ = ["Client", "ClientEvents"]
@@ -24,6 +26,8 @@ _IN_ORDER = frozenset({"PRIVMSG", "NOTICE", "JOIN", "PART", "QUIT", "KICK", "NIC
 _JOIN_REFUSALS = frozenset({403, 405, 471, 473, 474, 475, 477, 489})
 _RFC1459_NICKLEN = 9  # the shortest limit a server may have: made-up nicks fit it
 _MADE_UP_NICKS = 3  # nicks tried past the configured ones (nick1, nick2, ...)
+_SASL_TIMEOUT = 15.0  # for the server's answer to each step of SASL
+_SASL_CHUNK = 400  # AUTHENTICATE carries at most this many bytes of base64
 _MAX_ASKING = 100  # WHOIS requests awaiting a reply; past that, accounts are not asked
 
 _LINE: ContextVar[Any] = ContextVar("salon_irc_line", default=None)
@@ -75,6 +79,12 @@ class ClientEvents(Protocol):
     async def no_nick(self, client: Client) -> None:
         """Every nick we could try during registration was refused."""
 
+    def logged_in(self, client: Client, account: str) -> None:
+        """The server says we are logged into services ``account`` (900)."""
+
+    def sasl_failed(self, client: Client, mechanism: str, reason: str) -> None:
+        """SASL with ``mechanism`` did not log us in."""
+
 
 def _label(message: Any) -> str | None:
     label = getattr(message, "tags", {}).get("label")
@@ -109,6 +119,8 @@ class Client(pydle.Client):  # type: ignore[misc]
         self._asking: set[asyncio.Task[Any]] = set()
         self._own_source = ""  # nick!user@host as the server relays our lines
         self._quitting = False
+        self.sasl_tried = False
+        self._sasl_timer: asyncio.TimerHandle | None = None
 
     def _candidates(self, nicklen: int | None) -> list[str]:
         """The nicks to try after the first: the configured fallbacks that fit the server's
@@ -218,6 +230,91 @@ class Client(pydle.Client):  # type: ignore[misc]
             await self.on_raw(message)
         except Exception:  # one bad line must not end the connection
             logger.exception("IRC: failed to handle %s", message.command)
+
+    # SASL (IRCv3 sasl 3.1/3.2), PLAIN or EXTERNAL: ours, not pydle's, which needs the
+    # pure-sasl package for PLAIN and skips SASL silently without it.
+
+    def _sasl_choice(self) -> str | None:
+        if self.sasl_mechanism:
+            return str(self.sasl_mechanism).upper()
+        return "PLAIN" if self.sasl_username and self.sasl_password else None
+
+    async def on_capability_sasl_available(self, value: Any) -> bool:
+        mechanism = self._sasl_choice()
+        if mechanism is None:
+            return False
+        self.sasl_tried = True
+        offered = str(value).upper().split(",") if isinstance(value, str) and value else None
+        if offered is not None and mechanism not in offered:
+            self.events.sasl_failed(self, mechanism, f"the server offers {', '.join(offered)}")
+            return False
+        return True
+
+    async def on_capability_sasl_enabled(self) -> Any:
+        await self.rawmsg("AUTHENTICATE", self._sasl_choice())
+        self._sasl_wait()
+        return cap.NEGOTIATING
+
+    def _sasl_wait(self) -> None:
+        if self._sasl_timer is not None:
+            self._sasl_timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._sasl_timer = loop.call_later(
+            _SASL_TIMEOUT, lambda: self._spawn(self._tasks, self._sasl_timed_out())
+        )
+
+    async def _sasl_timed_out(self) -> None:
+        self.events.sasl_failed(self, self._sasl_choice() or "", "no answer from the server")
+        await self._send_secret("AUTHENTICATE *")
+        await self._sasl_done()
+
+    async def _sasl_done(self) -> None:
+        if self._sasl_timer is not None:
+            self._sasl_timer.cancel()
+            self._sasl_timer = None
+            await self._capability_negotiated("sasl")
+
+    async def on_raw_authenticate(self, message: Any) -> None:
+        if not message.params or message.params[0] != "+" or self._sasl_timer is None:
+            return  # PLAIN and EXTERNAL start from an empty challenge, and have no other
+        if self._sasl_choice() == "EXTERNAL":
+            payload = b""  # the server knows us by our TLS client certificate
+        else:
+            identity = self.sasl_identity or ""
+            payload = f"{identity}\0{self.sasl_username}\0{self.sasl_password}".encode()
+        encoded = base64.b64encode(payload).decode("ascii")
+        for start in range(0, len(encoded), _SASL_CHUNK):
+            await self._send_secret(f"AUTHENTICATE {encoded[start : start + _SASL_CHUNK]}")
+        if len(encoded) % _SASL_CHUNK == 0:  # empty, or ends on a full chunk
+            await self._send_secret("AUTHENTICATE +")
+        self._sasl_wait()
+
+    async def _send_secret(self, line: str) -> None:
+        """Send a line past pydle's debug log: it carries the password."""
+        await self.connection.send(f"{line}\r\n".encode())
+
+    async def on_raw_900(self, message: Any) -> None:
+        if len(message.params) > 2:
+            self.events.logged_in(self, str(message.params[2]))
+
+    async def on_raw_903(self, message: Any) -> None:
+        await self._sasl_done()
+
+    async def on_raw_907(self, message: Any) -> None:  # already logged in
+        await self._sasl_done()
+
+    async def on_raw_908(self, message: Any) -> None:
+        """The mechanisms the server knows: a 904 follows."""
+
+    async def _sasl_refused(self, message: Any) -> None:
+        reason = str(message.params[-1]) if message.params else ""
+        self.events.sasl_failed(self, self._sasl_choice() or "", f"{reason} ({message.command})")
+        await self._sasl_done()
+
+    on_raw_902 = _sasl_refused  # nick locked
+    on_raw_904 = _sasl_refused  # authentication failed
+    on_raw_905 = _sasl_refused  # too long
+    on_raw_906 = _sasl_refused  # aborted
 
     async def quit(self, message: str | None = None) -> None:
         self._quitting = True

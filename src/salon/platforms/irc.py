@@ -323,6 +323,14 @@ class IrcPlatform(PlatformBase):
                     with contextlib.suppress(OSError, TimeoutError, ProtocolViolation):
                         await client.set_nickname(self.config.nick)
 
+    def logged_in(self, client: Client, account: str) -> None:
+        logger.info("IRC: logged in as %s", account)
+
+    def sasl_failed(self, client: Client, mechanism: str, reason: str) -> None:
+        # The password never: the account name and the server's words only.
+        who = self.config.sasl_username or "the TLS certificate"
+        logger.error("IRC: SASL %s as %s failed: %s; going on unidentified", mechanism, who, reason)
+
     def nick_refused(self, client: Client, nick: str, reason: str) -> None:
         if client is not self._client:
             return
@@ -368,6 +376,8 @@ class IrcPlatform(PlatformBase):
     async def client_connected(self, client: Client) -> None:
         if client is not self._client:
             return
+        if self.config.sasl_username and not client.sasl_tried:
+            logger.error("IRC: SASL is configured but %s does not offer it", self.config.server)
         self._joining = {c.lower() for c in self.config.channels}
         self._registered.set()
         for channel in self.config.channels:
