@@ -16,9 +16,14 @@ import contextlib
 import os
 import shutil
 import tempfile
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from tests.fakes.irc import free_port
 
@@ -72,6 +77,44 @@ _SERVICES_LINK = """\
 <uline server="{services}" silent="yes">
 """
 
+# TLS for clients, asking for their certificate (SASL EXTERNAL), which sslinfo tells
+# services about.
+_TLS = """\
+<module name="ssl_gnutls">
+<module name="sslinfo">
+<sslprofile name="Clients" provider="gnutls" certfile="{dir}/server.pem"
+            keyfile="{dir}/server.key" hash="sha256" requestclientcert="yes">
+<bind address="127.0.0.1" port="{tls_port}" type="clients" sslprofile="Clients">
+"""
+
+
+def self_signed(name: str, cert: Path, key: Path) -> str:
+    """Write a self-signed certificate and its key as PEM; return its SHA-256 fingerprint
+    in hex, as InspIRCd reports it to services."""
+    private = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(private.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=2))
+        .sign(private, hashes.SHA256())
+    )
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key.write_bytes(
+        private.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return certificate.fingerprint(hashes.SHA256()).hex()
+
+
 # Atheme as Debian ships it, with the few services SASL needs; accounts are registered
 # at once (no e-mail confirmation).
 _ATHEME = """\
@@ -81,6 +124,7 @@ loadmodule "modules/crypto/pbkdf2v2";
 loadmodule "modules/nickserv/main";
 loadmodule "modules/nickserv/register";
 loadmodule "modules/nickserv/identify";
+loadmodule "modules/nickserv/cert";
 loadmodule "modules/saslserv/main";
 loadmodule "modules/saslserv/plain";
 loadmodule "modules/saslserv/external";
@@ -120,6 +164,7 @@ class InspIRCd:
         self.port = free_port()
         self.people_port = free_port()
         self.link_port = free_port() if services else None
+        self.tls_port = free_port()  # TLS, with client certificates
         self.nicklen = nicklen
         self.dir = Path(tempfile.mkdtemp(prefix="salon-ircd."))
         self.proc: asyncio.subprocess.Process | None = None
@@ -152,11 +197,16 @@ class InspIRCd:
             nicklen=self.nicklen,
             modules_lines="\n".join(f'<module name="{m}">' for m in _IRCV3),
         )
+        text += _TLS.format(dir=self.dir, tls_port=self.tls_port)
         if self.link_port is not None:
             text += _SERVICES_LINK.format(**names, link_port=self.link_port, password=password)
         if self._user is not None:
             shutil.chown(self.dir, self._user, self._user)
         config = self._write("inspircd.conf", text)
+        self_signed(SERVER_NAME, self.dir / "server.pem", self.dir / "server.key")
+        if self._user is not None:
+            for name in ("server.pem", "server.key"):
+                shutil.chown(self.dir / name, self._user, self._user)
         try:
             async with asyncio.timeout(self.start_timeout):
                 self.proc = await self._run(

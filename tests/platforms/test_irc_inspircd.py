@@ -19,7 +19,7 @@ from salon.llm import FakeProvider
 from salon.model import ChannelRef, MessageEvent
 from salon.platforms.irc import IrcPlatform
 from tests.conftest import ServeApp, bot_config
-from tests.fakes.inspircd import SERVER_NAME, InspIRCd, require_inspircd
+from tests.fakes.inspircd import SERVER_NAME, InspIRCd, require_inspircd, self_signed
 from tests.fakes.irc import Human
 from tests.platforms.test_irc import RecordingLog, RecordingSink
 
@@ -66,12 +66,16 @@ class People:
             await person.join(channel)
         return person
 
-    async def register(self, account: str, password: str) -> None:
-        """Register a services account (Atheme confirms at once)."""
+    async def register(self, account: str, password: str, *, certfp: str = "") -> None:
+        """Register a services account (Atheme confirms at once), with the fingerprint of
+        a TLS client certificate that logs into it where given."""
         person = await self.join(account, channel=None)
         await person.say("NickServ", f"REGISTER {password} {account}@example.com")
         # Atheme writes names in bold (\x02).
         await person.expect(rf"^:NickServ!\S+ NOTICE {account} :.*is now registered")
+        if certfp:
+            await person.say("NickServ", f"CERT ADD {certfp}")
+            await person.expect(rf"^:NickServ!\S+ NOTICE {account} :Added fingerprint")
         await person.close()
 
 
@@ -390,3 +394,26 @@ async def test_sasl_plain_logs_in_or_says_why_not(
         line = await salon_log.wait("IRC: SASL PLAIN as salonacct failed")
         assert password not in line
     assert not [ln for ln in salon_log.lines if password in ln]
+
+
+@pytest.mark.parametrize("services", [True])
+async def test_sasl_external_logs_in_with_the_tls_client_certificate(
+    inspircd: InspIRCd, people: People, start_bot: Start, salon_log: LogWatch, tmp_path: Path
+) -> None:
+    cert, key = tmp_path / "bot.pem", tmp_path / "bot.key"
+    await people.register("salonacct", "unused-pw", certfp=self_signed(BOT, cert, key))
+    await start_bot(
+        FakeProvider([]),
+        port=inspircd.tls_port,
+        tls=True,
+        tls_verify=False,  # the test server's certificate is self-signed
+        sasl_mechanism="EXTERNAL",
+        tls_client_cert=str(cert),
+        tls_client_key=str(key),
+    )
+    await salon_log.wait("IRC: logged in as salonacct")
+
+
+def test_sasl_external_without_a_certificate_is_a_config_error() -> None:
+    with pytest.raises(ValueError, match="EXTERNAL needs tls and a tls_client_cert"):
+        IrcConfig(server="irc.example", nick=BOT, sasl_mechanism="EXTERNAL")

@@ -366,9 +366,14 @@ class IrcPlatform(PlatformBase):
             "username": self.config.username,
             "realname": self.config.realname,
         }
-        if self.config.sasl_username:
+        if self.config.sasl_mechanism == "EXTERNAL":
+            kwargs["sasl_mechanism"] = "EXTERNAL"
+        elif self.config.sasl_username:
             kwargs["sasl_username"] = self.config.sasl_username
             kwargs["sasl_password"] = self._secrets.get(self.config.sasl_password_env)
+        if self.config.tls_client_cert:
+            kwargs["tls_client_cert"] = self.config.tls_client_cert
+            kwargs["tls_client_cert_key"] = self.config.tls_client_key
         return Client(self, self.config.nick, nicklen=self._nicklen, **kwargs)
 
     # The client's events (``ClientEvents``), in the order the server sent them.
@@ -376,7 +381,8 @@ class IrcPlatform(PlatformBase):
     async def client_connected(self, client: Client) -> None:
         if client is not self._client:
             return
-        if self.config.sasl_username and not client.sasl_tried:
+        wants_sasl = self.config.sasl_username or self.config.sasl_mechanism == "EXTERNAL"
+        if wants_sasl and not client.sasl_tried:
             logger.error("IRC: SASL is configured but %s does not offer it", self.config.server)
         self._joining = {c.lower() for c in self.config.channels}
         self._registered.set()
