@@ -217,16 +217,24 @@ async def test_no_word_is_lost_to_the_servers_line_limit(
     assert " ".join(lines) == answer
 
 
+@pytest.mark.parametrize(
+    ("mode", "reason", "services"),
+    [("m", "(moderated) mode is set", False), ("M", "identified to a registered account", True)],
+    ids=["moderated-404", "registered-only-477"],
+)
 async def test_a_line_the_channel_refuses_is_reported_not_kept(
-    people: People, start_bot: Start, salon_log: LogWatch
+    people: People, start_bot: Start, salon_log: LogWatch, mode: str, reason: str
 ) -> None:
     alice = await people.join()  # the channel's first: its operator
-    await alice.send("MODE #salon +m")
-    await alice.expect(r" MODE #salon :?\+m")
+    if mode == "M":  # only those logged into services may speak: alice is, the bot not
+        await alice.say("NickServ", "REGISTER alice-pw alice@example.com")
+        await alice.expect(r"^:NickServ!\S+ NOTICE alice :.*is now registered")
+    await alice.send(f"MODE #salon +{mode}")
+    await alice.expect(rf" MODE #salon :?\+{mode}")
     app, _ = await start_bot(FakeProvider(["nobody sees this"]))
     await alice.say("#salon", f"{BOT}: hello")
     line = await salon_log.wait("IRC refused a line in #salon")
-    assert "+m" in line
+    assert reason in line
     await salon_log.wait("activation in irc:#salon failed")
     await app.agent.wait_idle()
     await app.traces.flush()

@@ -20,7 +20,7 @@ __all__ = ["Client", "ClientEvents"]
 logger = logging.getLogger(__name__)
 
 # 404 too: a refused line is matched to the lines sent in the order the server answers.
-_IN_ORDER = frozenset({"PRIVMSG", "NOTICE", "JOIN", "PART", "QUIT", "KICK", "NICK", 404})
+_IN_ORDER = frozenset({"PRIVMSG", "NOTICE", "JOIN", "PART", "QUIT", "KICK", "NICK", 404, 477})
 # Why a JOIN fails: no such channel, too many channels, full, invite only, banned, bad
 # key, needs a registered nick, needs TLS.
 _JOIN_REFUSALS = frozenset({403, 405, 471, 473, 474, 475, 477, 489})
@@ -338,12 +338,15 @@ class Client(pydle.Client):  # type: ignore[misc]
         self.events.client_disconnected(self, expected)
 
     async def on_raw(self, message: Any) -> None:
-        if message.command in _JOIN_REFUSALS and len(message.params) > 1:
-            reason = str(message.params[-1]) if len(message.params) > 2 else ""
-            self.events.join_refused(self, str(message.params[1]), reason)
-        elif message.command == 404 and len(message.params) > 1:
-            reason = str(message.params[-1]) if len(message.params) > 2 else ""
-            self.events.line_refused(str(message.params[1]), reason, _label(message))
+        command, params = message.command, message.params
+        if command in (404, *_JOIN_REFUSALS) and len(params) > 1:
+            target = str(params[1])
+            reason = str(params[-1]) if len(params) > 2 else ""
+            # 477 and 489 also refuse a line to a channel we are in (InspIRCd's +M).
+            if command == 404 or (command in {477, 489} and self.in_channel(target)):
+                self.events.line_refused(target, reason, _label(message))
+            else:
+                self.events.join_refused(self, target, reason)
         await super().on_raw(message)
 
     def capability(self, name: str) -> bool:
