@@ -7,6 +7,7 @@ import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,10 @@ import pytest
 
 from salon.app import BotApp
 from salon.config import IrcConfig, Secrets
+from salon.errors import PlatformError
 from salon.llm import FakeProvider
 from salon.model import ChannelRef, MessageEvent
-from salon.platforms.irc import IrcPlatform
+from salon.platforms.irc import IrcPlatform, TokenBucket
 from tests.conftest import ServeApp, bot_config
 from tests.fakes.inspircd import SERVER_NAME, InspIRCd, require_inspircd, self_signed
 from tests.fakes.irc import Human
@@ -349,26 +351,44 @@ async def test_with_every_nick_taken_the_bot_says_so_and_tries_again_later(
     assert platform.self_participant.name == BOT
 
 
+@dataclass
+class Bare:
+    platform: IrcPlatform
+    log: RecordingLog
+    sink: RecordingSink
+
+
+StartBare = Callable[[], Awaitable[Bare]]
+
+
 @pytest.fixture
-async def bare(inspircd: InspIRCd) -> AsyncIterator[tuple[IrcPlatform, RecordingSink]]:
-    """The adapter alone (no agent) in #salon, its events kept."""
-    config = IrcConfig(
-        server="127.0.0.1", port=inspircd.port, tls=False, nick=BOT, channels=["#salon"]
-    )
-    platform = IrcPlatform(
-        bot="salon", bot_name="Salon", config=config, secrets=Secrets({}), chat_log=RecordingLog()
-    )
-    sink = RecordingSink()
-    await platform.start(sink)
-    await asyncio.wait_for(platform.wait_connected(), 20)
-    yield platform, sink
-    await platform.stop()
+async def start_bare(inspircd: InspIRCd) -> AsyncIterator[StartBare]:
+    """Start the adapter alone (no agent) in #salon, its log and events kept."""
+    running: list[IrcPlatform] = []
+
+    async def start() -> Bare:
+        config = IrcConfig(
+            server="127.0.0.1", port=inspircd.port, tls=False, nick=BOT, channels=["#salon"]
+        )
+        log, sink = RecordingLog(), RecordingSink()
+        platform = IrcPlatform(
+            bot="salon", bot_name="Salon", config=config, secrets=Secrets({}), chat_log=log
+        )
+        running.append(platform)
+        await platform.start(sink)
+        await asyncio.wait_for(platform.wait_connected(), 20)
+        return Bare(platform, log, sink)
+
+    yield start
+    for platform in running:
+        await platform.stop()
 
 
 async def test_server_time_batch_and_labels_are_asked_for_and_times_are_the_servers(
-    people: People, bare: tuple[IrcPlatform, RecordingSink]
+    people: People, start_bare: StartBare
 ) -> None:
-    platform, sink = bare
+    bare = await start_bare()
+    platform, sink = bare.platform, bare.sink
     client = platform._client
     assert client is not None
     for cap in ("server-time", "batch", "labeled-response", "echo-message"):
@@ -425,3 +445,18 @@ async def test_sasl_external_logs_in_with_the_tls_client_certificate(
 def test_sasl_external_without_a_certificate_is_a_config_error() -> None:
     with pytest.raises(ValueError, match="EXTERNAL needs tls and a tls_client_cert"):
         IrcConfig(server="irc.example", nick=BOT, sasl_mechanism="EXTERNAL")
+
+
+async def test_an_answer_refused_after_its_first_line_was_seen_stays_in_the_store(
+    people: People, start_bare: StartBare
+) -> None:
+    alice = await people.join()  # the operator: the bot will not be one
+    bare = await start_bare()
+    bare.platform._bucket = TokenBucket(1, 0.5)  # the second line waits its turn: 2 s
+    sending = asyncio.create_task(bare.platform.send(SALON, " ".join(["word"] * 120)))
+    await alice.privmsgs_from(BOT, 1)  # the first line is on screen
+    await alice.send("MODE #salon +m")  # the second will be refused
+    with pytest.raises(PlatformError, match="refused"):
+        await asyncio.wait_for(sending, 15)
+    assert [row for row in bare.log.rows if row[2]]  # someone saw part of it: it stays
+    assert bare.log.forgotten == []

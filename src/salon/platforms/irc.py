@@ -648,26 +648,26 @@ class IrcPlatform(PlatformBase):
                     shown += 1  # no echo-message: a line sent counts as seen
                 else:
                     relayed.append(echo)
-            shown += await self._relayed(channel, relayed)
+            seen, refusal = await self._relayed(relayed)
+            shown += seen
+            if refusal is not None:
+                raise PlatformError(f"IRC refused the message in {channel.name}: {refusal}")
         except PlatformError:
             if not shown:  # nobody saw any of it: it was never said
                 await self._log.forget_message(self._bot, message.id)
             raise
         return message
 
-    async def _relayed(self, channel: ChannelRef, echoes: list[asyncio.Future[str | None]]) -> int:
-        """How many of the lines were relayed, in order; PlatformError at the first the
-        server refused. A line with no answer in time counts as relayed."""
-        if not echoes:
-            return 0
-        await asyncio.wait(echoes, timeout=_ECHO_TIMEOUT)
-        shown = 0
-        for echo in echoes:
+    async def _relayed(self, echoes: list[asyncio.Future[str | None]]) -> tuple[int, str | None]:
+        """How many of the lines were relayed before the first the server refused, and
+        its reason (None: all relayed). A line with no answer in time counts as relayed."""
+        if echoes:
+            await asyncio.wait(echoes, timeout=_ECHO_TIMEOUT)
+        for shown, echo in enumerate(echoes):
             refusal = echo.result() if echo.done() else None
             if refusal is not None:
-                raise PlatformError(f"IRC refused the message in {channel.name}: {refusal}")
-            shown += 1
-        return shown
+                return shown, refusal
+        return len(echoes), None
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         # Shown, never logged: a dot message is for people, and no bot reads it.
