@@ -306,7 +306,7 @@ async def test_ctcp_version_floods_get_one_paced_answer_of_salons_own(
     for _ in range(30):
         await flooder.send(f"PRIVMSG {BOT} :\x01VERSION\x01")
     await alice.say("#salon", f"{BOT}: are you there?")
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(8):
         assert await alice.privmsgs_from(BOT, 1) == ["still quick"]
     reply = await flooder.expect(rf"^:{BOT}!\S+ NOTICE flooder :\x01VERSION ")
     assert reply.endswith(":\x01VERSION Salon test build\x01")

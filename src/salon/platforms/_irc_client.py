@@ -113,7 +113,7 @@ class Client(pydle.Client):  # type: ignore[misc]
         super().__init__(nickname, *args, **kwargs)
         self.events = events
         self.primary_nick = nickname
-        self.known_nicklen = nicklen  # the server's NICKLEN, from an earlier connection
+        # The nicks left to try; ``nicklen`` is the server's NICKLEN from an earlier connection.
         self._nick_queue = self._candidates(nicklen)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._asking: set[asyncio.Task[Any]] = set()
