@@ -460,3 +460,18 @@ async def test_an_answer_refused_after_its_first_line_was_seen_stays_in_the_stor
         await asyncio.wait_for(sending, 15)
     assert [row for row in bare.log.rows if row[2]]  # someone saw part of it: it stays
     assert bare.log.forgotten == []
+
+
+async def test_a_flood_of_private_notices_cannot_flood_salons_log(
+    people: People, start_bot: Start, salon_log: LogWatch
+) -> None:
+    _, platform = await start_bot(FakeProvider([]))
+    pest = await people.join("pest", channel=None)
+    for n in range(100):
+        await pest.send(f"NOTICE {BOT} :notice {n}")
+    await salon_log.wait("says: notice 0")
+    await salon_log.wait("IRC: more notices than")
+    await pest.join("#salon")  # handled after every notice: lines are handled in order
+    await asyncio.wait_for(platform.wait_seen("join", "pest"), 10)
+    said = [ln for ln in salon_log.lines if "says: notice" in ln]
+    assert 10 <= len(said) <= 30

@@ -63,6 +63,7 @@ _REJOIN_STATES = 1000
 _REGAIN_INTERVAL = 60.0  # seconds between asking for our own nick back
 _CTCP_INTERVAL = 60.0  # seconds between two CTCP answers to the same person
 _CTCP_ASKERS = 256  # people remembered for that
+_TOLD_PER_MINUTE = 20  # server and private notices written to the log
 
 
 class TokenBucket:
@@ -181,6 +182,8 @@ class IrcPlatform(PlatformBase):
         self._rejoin_state: dict[str, tuple[int, float]] = {}  # channel: (repeats, when)
         self._ctcp_answered: dict[str, float] = {}  # nick: when we last answered a CTCP
         self._nicklen: int | None = None  # the server's NICKLEN, once it said it
+        self._told = TokenBucket(_TOLD_PER_MINUTE, _TOLD_PER_MINUTE / 60)
+        self._told_muted = False
 
     @property
     def connected(self) -> bool:
@@ -531,7 +534,16 @@ class IrcPlatform(PlatformBase):
         return (client.line_time() if client is not None else None) or datetime.now(UTC)
 
     def told(self, source: str, text: str) -> None:
-        logger.info("IRC: %s says: %s", source, text[:400])
+        # Anyone can send the bot notices: past a few a minute they are dropped, so a
+        # flood cannot fill the log.
+        if self._told.take_if_free():
+            self._told_muted = False
+            logger.info("IRC: %s says: %s", source, text[:400])
+        elif not self._told_muted:
+            self._told_muted = True
+            logger.warning(
+                "IRC: more notices than %d a minute; the rest are not logged", _TOLD_PER_MINUTE
+            )
 
     def _channel(self, target: str, *, private: bool = False) -> ChannelRef:
         return ChannelRef("irc", target.lower(), name=target, is_direct=private)
