@@ -447,6 +447,11 @@ class IrcConfig(_Strict):
     password_env: str | None = Field(default=None, description="server password (PASS)")
     sasl_username: str | None = None
     sasl_password_env: str | None = None
+    sasl_mechanism: Literal["PLAIN", "EXTERNAL"] = Field(
+        default="PLAIN", description="EXTERNAL: log in with the TLS client certificate"
+    )
+    tls_client_cert: str | None = Field(default=None, description="PEM file, for EXTERNAL")
+    tls_client_key: str | None = Field(default=None, description="its key's PEM file")
     channels: list[str] = Field(default_factory=list)
     commands: list[str] = Field(default_factory=lambda: ["!ask"])
     max_line_bytes: int = Field(default=400, ge=50, le=480)
@@ -461,6 +466,21 @@ class IrcConfig(_Strict):
     join_timeout: float = Field(
         default=30.0, gt=0, description="for the joins; then go on in the channels joined"
     )
+    rejoin_delay_initial: float = Field(
+        default=2.0, ge=0, description="before joining again after a kick or a refused join"
+    )
+    rejoin_delay_max: float = Field(
+        default=300.0, ge=0, description="the rejoin delay doubles per repeat, up to this"
+    )
+    ctcp_version: str = Field(
+        default="Salon", max_length=200, description="the answer to CTCP VERSION; empty: none"
+    )
+
+    @model_validator(mode="after")
+    def _external_has_a_certificate(self) -> IrcConfig:
+        if self.sasl_mechanism == "EXTERNAL" and not (self.tls and self.tls_client_cert):
+            raise ValueError("sasl_mechanism EXTERNAL needs tls and a tls_client_cert")
+        return self
 
 
 class DiscordMentions(_Strict):
