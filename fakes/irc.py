@@ -53,8 +53,11 @@ class IrcServer:
 class Human:
     """A person on IRC: a plain socket speaking the protocol, lines kept for assertions."""
 
-    def __init__(self, nick: str, port: int, *, user: str | None = None) -> None:
+    def __init__(
+        self, nick: str, port: int, *, user: str | None = None, caps: tuple[str, ...] = ()
+    ) -> None:
         self.nick = nick
+        self.caps = caps  # IRCv3 capabilities to ask for (lines then may start with @tags)
         self.user = user or nick  # the USER name: with the host, who this connection is
         self.port = port
         self.lines: list[str] = []
@@ -66,8 +69,13 @@ class Human:
     async def connect(self) -> None:
         self._reader, self._writer = await asyncio.open_connection("127.0.0.1", self.port)
         self._task = asyncio.create_task(self._read())
+        if self.caps:
+            await self.send(f"CAP REQ :{' '.join(self.caps)}")
         await self.send(f"NICK {self.nick}")
         await self.send(f"USER {self.user} 0 * :{self.nick}")
+        if self.caps:
+            await self.expect(r" CAP \S+ ACK ")
+            await self.send("CAP END")
         await self.expect(r" 001 ")
 
     async def _read(self) -> None:

@@ -55,6 +55,15 @@ logger = logging.getLogger(__name__)
 
 _TOOL_LOG_LINES = 4
 _CUT = "…"
+_PREFIX_MARGIN = 16  # bytes kept free on each line for a host that grows after we joined
+_MIN_ROOM = 64  # text bytes per line whatever the prefix (nick and channel have limits)
+_ECHO_TIMEOUT = 15.0  # for the server to relay a line back (echo-message) or refuse it
+_UNCONFIRMED = 100  # lines awaiting their echo per target; older ones count as relayed
+_REJOIN_STATES = 1000
+_REGAIN_INTERVAL = 60.0  # seconds between asking for our own nick back
+_CTCP_INTERVAL = 60.0  # seconds between two CTCP answers to the same person
+_CTCP_ASKERS = 256  # people remembered for that
+_TOLD_PER_MINUTE = 20  # server and private notices written to the log
 
 
 class TokenBucket:
@@ -73,6 +82,16 @@ class TokenBucket:
         self.stamp = now
         self.tokens -= 1
         return 0.0 if self.tokens >= 0 else -self.tokens / self.rate
+
+    def take_if_free(self) -> bool:
+        """Take a token only if one is there now (for lines that may as well be dropped)."""
+        now = time.monotonic()
+        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
 
 
 def irc_lines(text: str, max_bytes: int) -> list[str]:
@@ -155,6 +174,16 @@ class IrcPlatform(PlatformBase):
         self._joining: set[str] = set()
         self._seen_changed = asyncio.Condition()
         self.connections = 0
+        # Lines sent and not yet relayed back (echo-message) or refused (404), per target.
+        self._unconfirmed: dict[str, deque[asyncio.Future[str | None]]] = {}
+        self._labels: dict[str, asyncio.Future[str | None]] = {}  # the same, by label
+        self._label_count = 0
+        self._rejoins: dict[str, asyncio.Task[None]] = {}
+        self._rejoin_state: dict[str, tuple[int, float]] = {}  # channel: (repeats, when)
+        self._ctcp_answered: dict[str, float] = {}  # nick: when we last answered a CTCP
+        self._nicklen: int | None = None  # the server's NICKLEN, once it said it
+        self._told = TokenBucket(_TOLD_PER_MINUTE, _TOLD_PER_MINUTE / 60)
+        self._told_muted = False
 
     @property
     def connected(self) -> bool:
@@ -187,15 +216,22 @@ class IrcPlatform(PlatformBase):
     async def stop(self) -> None:
         self._stopping = True  # lines still arriving must not reach a closing store
         self._halt.set()
+        for task in self._rejoins.values():
+            task.cancel()
+        self._rejoins.clear()
+        # QUIT before the runner goes: cancelling it closes the connection, and people
+        # would see "Connection closed" instead of our goodbye.
+        client = self._client
+        if client is not None and client.connected:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(self.quit_timeout):
+                    await client.quit("bye")
         if self._runner is not None:
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
             self._runner = None
         client, self._client = self._client, None
         if client is not None and client.connected:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(self.quit_timeout):
-                    await client.quit("bye")
             with contextlib.suppress(Exception):
                 await client.disconnect(expected=True)
         with contextlib.suppress(TimeoutError):
@@ -269,8 +305,52 @@ class IrcPlatform(PlatformBase):
             missing = ", ".join(sorted(self._joining))
             logger.warning("IRC: could not join %s within %.0fs", missing, self.config.join_timeout)
         self._ready(client)
-        await self._unless_lost(self._lost)  # until the connection drops, or stop()
+        regain = asyncio.create_task(self._regain_nick(client))
+        try:
+            await self._unless_lost(self._lost)  # until the connection drops, or stop()
+        finally:
+            regain.cancel()
+            await asyncio.gather(regain, return_exceptions=True)
         return True
+
+    async def _regain_nick(self, client: Client) -> None:
+        """On a fallback nick, ask for our own now and then: its holder may have left
+        unseen (the client also asks at once when it sees the holder quit or rename)."""
+        while True:
+            await asyncio.sleep(_REGAIN_INTERVAL)  # a timer, not a wait for an event
+            if not client.is_same_nick(client.nickname, self.config.nick):
+                async with self._send_lock:
+                    wait = self._bucket.delay()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                    with contextlib.suppress(OSError, TimeoutError, ProtocolViolation):
+                        await client.set_nickname(self.config.nick)
+
+    def logged_in(self, client: Client, account: str) -> None:
+        logger.info("IRC: logged in as %s", account)
+
+    def sasl_failed(self, client: Client, mechanism: str, reason: str) -> None:
+        # The password never: the account name and the server's words only.
+        who = self.config.sasl_username or "the TLS certificate"
+        logger.error("IRC: SASL %s as %s failed: %s; going on unidentified", mechanism, who, reason)
+
+    def nick_refused(self, client: Client, nick: str, reason: str) -> None:
+        if client is not self._client:
+            return
+        if client.registered:  # asking for our own nick back: routine, not news
+            logger.info("IRC: nick %s refused: %s; keeping %s", nick, reason, client.nickname)
+        else:
+            logger.warning("IRC: nick %s refused: %s", nick, reason)
+
+    async def no_nick(self, client: Client) -> None:
+        if client is not self._client:
+            return
+        logger.error(
+            "IRC: every nick was refused on %s (see above); reconnecting with backoff",
+            self.config.server,
+        )
+        with contextlib.suppress(Exception):
+            await client.quit("no free nick")
 
     async def _unless_lost(self, event: asyncio.Event) -> bool:
         """Wait for ``event``; False when the connection drops or ``stop`` comes first."""
@@ -289,16 +369,24 @@ class IrcPlatform(PlatformBase):
             "username": self.config.username,
             "realname": self.config.realname,
         }
-        if self.config.sasl_username:
+        if self.config.sasl_mechanism == "EXTERNAL":
+            kwargs["sasl_mechanism"] = "EXTERNAL"
+        elif self.config.sasl_username:
             kwargs["sasl_username"] = self.config.sasl_username
             kwargs["sasl_password"] = self._secrets.get(self.config.sasl_password_env)
-        return Client(self, self.config.nick, **kwargs)
+        if self.config.tls_client_cert:
+            kwargs["tls_client_cert"] = self.config.tls_client_cert
+            kwargs["tls_client_cert_key"] = self.config.tls_client_key
+        return Client(self, self.config.nick, nicklen=self._nicklen, **kwargs)
 
     # The client's events (``ClientEvents``), in the order the server sent them.
 
     async def client_connected(self, client: Client) -> None:
         if client is not self._client:
             return
+        wants_sasl = self.config.sasl_username or self.config.sasl_mechanism == "EXTERNAL"
+        if wants_sasl and not client.sasl_tried:
+            logger.error("IRC: SASL is configured but %s does not offer it", self.config.server)
         self._joining = {c.lower() for c in self.config.channels}
         self._registered.set()
         for channel in self.config.channels:
@@ -315,6 +403,7 @@ class IrcPlatform(PlatformBase):
 
     def _ready(self, client: Client) -> None:
         self.connections += 1
+        self._nicklen = client.nicklen or self._nicklen
         joined = ", ".join(sorted(client.channels)) or "no channels"
         logger.info("IRC: connected as %s, joined %s", client.nickname, joined)
         self._connected.set()
@@ -325,6 +414,136 @@ class IrcPlatform(PlatformBase):
             if not expected:
                 logger.warning("IRC: connection lost")
             self._lost.set()
+            self._drop_unconfirmed("the IRC connection was lost")
+            for task in self._rejoins.values():
+                task.cancel()  # the next connection joins every channel anew
+            self._rejoins.clear()
+
+    def echoed(self, target: str, label: str | None) -> None:
+        self._confirm(target, None, label)
+
+    def line_refused(self, target: str, reason: str, label: str | None) -> None:
+        logger.warning("IRC refused a line in %s: %s", target, reason)
+        self._confirm(target, reason or "refused", label)
+
+    def _confirm(self, target: str, refusal: str | None, label: str | None) -> None:
+        """Settle the line the server's reply names (labeled-response), else the oldest
+        one sent to ``target``: relayed (None) or refused."""
+        labelled = self._labels.pop(label, None) if label else None
+        if labelled is not None:
+            if not labelled.done():
+                labelled.set_result(refusal)
+            return
+        waiting = self._unconfirmed.get(target.lower())
+        while waiting:
+            future = waiting.popleft()
+            if not future.done():
+                future.set_result(refusal)
+                return
+
+    def _drop_unconfirmed(self, reason: str) -> None:
+        self._labels.clear()
+        for waiting in self._unconfirmed.values():
+            for future in waiting:
+                if not future.done():
+                    future.set_result(reason)
+        self._unconfirmed.clear()
+
+    def join_refused(self, client: Client, channel: str, reason: str) -> None:
+        if client is not self._client or self._halt.is_set():
+            return
+        delay = self._rejoin_delay(channel)
+        logger.warning("IRC: cannot join %s: %s; trying again in %.1fs", channel, reason, delay)
+        self._join_later(client, channel, delay)
+
+    def kicked(self, client: Client, channel: str, by: str, reason: str) -> None:
+        if client is not self._client or self._halt.is_set():
+            return
+        # Come back, but not at once: an operator kicking again and again (or a bot doing
+        # it) must not meet a rejoin loop. The wait grows with each kick in a row.
+        delay = self._rejoin_delay(channel)
+        logger.warning(
+            "IRC: kicked from %s by %s (%s); rejoining in %.1fs", channel, by, reason, delay
+        )
+        self._join_later(client, channel, delay)
+
+    async def ctcp_version(self, client: Client, by: str) -> None:
+        """Answer VERSION with our own text: once a minute per person, and only when the
+        flood limit has a line to spare right now (never delaying an answer), else not."""
+        text = _no_ctcp(self.config.ctcp_version).strip()
+        if not text or client is not self._client or not client.connected:
+            return
+        now = time.monotonic()
+        key = by.lower()
+        if now - self._ctcp_answered.get(key, -_CTCP_INTERVAL) < _CTCP_INTERVAL:
+            return
+        self._ctcp_answered.pop(key, None)
+        self._ctcp_answered[key] = now
+        while len(self._ctcp_answered) > _CTCP_ASKERS:
+            self._ctcp_answered.pop(next(iter(self._ctcp_answered)))
+        if self._send_lock.locked() or not self._bucket.take_if_free():
+            logger.debug("IRC: CTCP VERSION from %s left unanswered (busy)", by)
+            return
+        async with self._send_lock:
+            self._expect_echo(client, by)
+            with contextlib.suppress(OSError, TimeoutError, ProtocolViolation):
+                await client.rawmsg("NOTICE", by, f"\x01VERSION {text}\x01")
+
+    def _rejoin_delay(self, channel: str) -> float:
+        """The wait before joining ``channel`` again: it doubles with each kick or refusal
+        in a row, and starts over once the channel has left the bot alone for a while."""
+        key = channel.lower()
+        now = time.monotonic()
+        repeats, last = self._rejoin_state.get(key, (0, now))
+        if now - last > 2 * self.config.rejoin_delay_max:
+            repeats = 0
+        if len(self._rejoin_state) > _REJOIN_STATES:  # channels we were invited into, ...
+            self._rejoin_state.pop(next(iter(self._rejoin_state)))
+        self._rejoin_state[key] = (repeats + 1, now)
+        initial = self.config.rejoin_delay_initial
+        return float(min(initial * 2**repeats, max(self.config.rejoin_delay_max, initial)))
+
+    def _join_later(self, client: Client, channel: str, delay: float) -> None:
+        key = channel.lower()
+        previous = self._rejoins.pop(key, None)
+        if previous is not None:
+            previous.cancel()
+        task = asyncio.create_task(self._join_after(client, channel, delay))
+        self._rejoins[key] = task
+        task.add_done_callback(
+            lambda t: self._rejoins.pop(key, None) if self._rejoins.get(key) is t else None
+        )
+
+    async def _join_after(self, client: Client, channel: str, delay: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await self._halt.wait()
+                return
+        if client is not self._client or not client.connected or client.in_channel(channel):
+            return
+        async with self._send_lock:  # a JOIN counts against the server's flood limit too
+            wait = self._bucket.delay()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            with contextlib.suppress(OSError, TimeoutError, ProtocolViolation):
+                await client.join(channel)
+
+    def _line_time(self) -> datetime:
+        """The line's time as the server gives it (server-time), else now."""
+        client = self._client
+        return (client.line_time() if client is not None else None) or datetime.now(UTC)
+
+    def told(self, source: str, text: str) -> None:
+        # Anyone can send the bot notices: past a few a minute they are dropped, so a
+        # flood cannot fill the log.
+        if self._told.take_if_free():
+            self._told_muted = False
+            logger.info("IRC: %s says: %s", source, text[:400])
+        elif not self._told_muted:
+            self._told_muted = True
+            logger.warning(
+                "IRC: more notices than %d a minute; the rest are not logged", _TOLD_PER_MINUTE
+            )
 
     def _channel(self, target: str, *, private: bool = False) -> ChannelRef:
         return ChannelRef("irc", target.lower(), name=target, is_direct=private)
@@ -348,7 +567,7 @@ class IrcPlatform(PlatformBase):
             self._channel(target),
             self._participant(nick),
             text,
-            datetime.now(UTC),
+            self._line_time(),
         )
         await self._record(message, kind)
         await self._note(kind, nick)
@@ -389,7 +608,7 @@ class IrcPlatform(PlatformBase):
         mentions = (self.self_participant,) if addressed else ()
         author = self._participant(nick)
         message = Message(
-            uuid.uuid4().hex, channel, author, text, datetime.now(UTC), mentions=mentions
+            uuid.uuid4().hex, channel, author, text, self._line_time(), mentions=mentions
         )
         if kind == "message" and await self._answer_question(message):
             return  # an answer to "may I run ...?" is not a new question for the bot
@@ -422,7 +641,9 @@ class IrcPlatform(PlatformBase):
     ) -> Message:
         client = self._require_client()
         notes = file_lines(files, local=False)
-        body = "\n".join([text, *notes]).strip()
+        # No \x01 from the model or a tool: it would make a CTCP of the line (a DCC offer,
+        # a VERSION request to everyone in the channel). Only "/me" makes an ACTION.
+        body = _no_ctcp("\n".join([text, *notes])).strip()
         if body.startswith("/me "):
             room = self._room("PRIVMSG", channel.name) - len("\x01ACTION \x01")
             lines = [f"\x01ACTION {ln}\x01" for ln in irc_lines(body[4:], room)]
@@ -434,9 +655,17 @@ class IrcPlatform(PlatformBase):
         await self._record(message, "note" if note else "message", durable=True)
         shown = 0
         try:
+            relayed: list[asyncio.Future[str | None]] = []
             for line in lines:
-                await self._send_line(client, "PRIVMSG", channel.name, line)
-                shown += 1
+                echo = await self._send_line(client, "PRIVMSG", channel.name, line)
+                if echo is None:
+                    shown += 1  # no echo-message: a line sent counts as seen
+                else:
+                    relayed.append(echo)
+            seen, refusal = await self._relayed(relayed)
+            shown += seen
+            if refusal is not None:
+                raise PlatformError(f"IRC refused the message in {channel.name}: {refusal}")
         except PlatformError:
             if not shown:  # nobody saw any of it: it was never said
                 await self._log.forget_message(self._bot, message.id)
@@ -448,29 +677,72 @@ class IrcPlatform(PlatformBase):
         back when sending it failed: found there, it went out."""
         return await self._log.logged(self._bot, channel, key)
 
+    async def _relayed(self, echoes: list[asyncio.Future[str | None]]) -> tuple[int, str | None]:
+        """How many of the lines were relayed before the first the server refused, and
+        its reason (None: all relayed). A line with no answer in time counts as relayed."""
+        if echoes:
+            await asyncio.wait(echoes, timeout=_ECHO_TIMEOUT)
+        for shown, echo in enumerate(echoes):
+            refusal = echo.result() if echo.done() else None
+            if refusal is not None:
+                return shown, refusal
+        return len(echoes), None
+
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         # Shown, never logged: a dot message is for people, and no bot reads it.
         client = self._require_client()
-        for line in dot_lines(text, self._room("NOTICE", channel.name)):
+        for line in dot_lines(_no_ctcp(text), self._room("NOTICE", channel.name)):
             await self._send_line(client, "NOTICE", channel.name, line)
 
     def _room(self, command: str, target: str) -> int:
-        """Text bytes per line: ``max_line_bytes``, and never past IRC's 512-byte line."""
-        return min(self.config.max_line_bytes, 510 - len(f"{command} {target} :".encode()))
+        """Text bytes per line: ``max_line_bytes``, and never past IRC's 512-byte line as
+        the server relays it, our ``:nick!user@host`` prefix included (a server cuts what
+        goes past). The margin covers a host the server changes after we joined."""
+        client = self._client
+        prefix = client.source_bytes() if client is not None else 0
+        relayed = prefix + len(f"{command} {target} :".encode()) + _PREFIX_MARGIN
+        return max(min(self.config.max_line_bytes, 510 - relayed), _MIN_ROOM)
 
-    async def _send_line(self, client: Client, command: str, target: str, line: str) -> None:
+    async def _send_line(
+        self, client: Client, command: str, target: str, line: str
+    ) -> asyncio.Future[str | None] | None:
         """Send one line, paced by the flood limit; PlatformError if the connection is gone
-        (pydle's own writes time out after 30 s)."""
+        (pydle's own writes time out after 30 s). Where the server echoes our lines, the
+        future settles when it relays this one (None) or refuses it (the reason)."""
         async with self._send_lock:
             wait = self._bucket.delay()
             if wait > 0:
                 await asyncio.sleep(wait)
             if client is not self._client or not client.connected:
                 raise PlatformError("the IRC connection was lost while sending")
+            echo = self._expect_echo(client, target)
+            tags = self._label(echo) if echo is not None and client.labels else {}
             try:
-                await client.rawmsg(command, target, line)
+                await client.rawmsg(command, target, line, tags=tags)
             except (OSError, TimeoutError, ProtocolViolation) as exc:
                 raise PlatformError(f"cannot send to IRC: {exc}") from exc
+            return echo
+
+    def _label(self, echo: asyncio.Future[str | None]) -> dict[str, str]:
+        """A label for the line ``echo`` waits on: the server's reply will carry it."""
+        self._label_count += 1
+        label = f"s{self._label_count}"
+        self._labels[label] = echo
+        while len(self._labels) > _UNCONFIRMED:
+            self._labels.pop(next(iter(self._labels)))
+        return {"label": label}
+
+    def _expect_echo(self, client: Client, target: str) -> asyncio.Future[str | None] | None:
+        if not client.echoes:
+            return None
+        waiting = self._unconfirmed.setdefault(target.lower(), deque())
+        if len(waiting) >= _UNCONFIRMED:
+            oldest = waiting.popleft()
+            if not oldest.done():
+                oldest.set_result(None)
+        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        waiting.append(future)
+        return future
 
     def _require_client(self) -> Client:
         client = self._client
@@ -537,6 +809,10 @@ class IrcPlatform(PlatformBase):
         await self._record(message, "note")
         question.answer.set_result(ApprovalDecision(answer, by=message.author.name))
         return True
+
+
+def _no_ctcp(text: str) -> str:
+    return text.replace("\x01", "")
 
 
 def _same_person(author: Participant, requester: Participant) -> bool:

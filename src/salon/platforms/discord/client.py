@@ -18,7 +18,7 @@ import yarl
 from discord import app_commands
 
 from salon.config import DiscordConfig
-from salon.config.models import DiscordMentions
+from salon.config.platforms import DiscordMentions
 
 __all__ = ["AnyClient", "Client", "Handlers", "ShardedClient", "allowed_mentions", "build_client"]
 
