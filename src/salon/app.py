@@ -21,7 +21,7 @@ from salon.errors import ConfigError, ConfigProblem, PlatformError, ToolError
 from salon.llm.base import Provider
 from salon.llm.factory import build_provider, warm_provider
 from salon.llm.local import local_problem
-from salon.model import ChannelRef, Event, Message, Participant, Schedule, ToolCall
+from salon.model import Approval, ChannelRef, Event, Message, Participant, Schedule, ToolCall
 from salon.platforms.base import Platform
 from salon.scheduler import Clock, Scheduler
 from salon.store.sql import SQLStore, sqlite_url
@@ -539,7 +539,7 @@ class BotApp:
         """Approvals left open by a process that crashed or stopped are closed, and the
         channel is told; those of living processes stay theirs to answer."""
         for approval_id, channel_key, tool in await self.store.approvals.stale_approvals(self.key):
-            await self.store.approvals.close_approval(approval_id, "closed")
+            await self.store.approvals.close_approval(approval_id, Approval.CLOSED)
             channel = ChannelRef.from_key(channel_key)
             platform = self.platforms.get(channel.platform)
             if platform is None:

@@ -21,6 +21,7 @@ __all__ = [
     "ChannelRef",
     "ChatLine",
     "Event",
+    "FireStatus",
     "Message",
     "MessageEvent",
     "Participant",
@@ -229,6 +230,20 @@ class ApprovalRequest:
                 f"({name} can cancel it)."
             )
         return "Only the bot's operator can approve this."
+
+
+class FireStatus(StrEnum):
+    """Where one occurrence of a schedule stands (a row of ``schedule_fires``)."""
+
+    CLAIMED = "claimed"
+    """Taken by a process, its answer owed (taken over at the next start if it stopped)."""
+    DONE = "done"
+    """Answered (also by a process that stopped after its answer went out), or its failure
+    told."""
+    DROPPED = "dropped"
+    """Not answered: its channel is on a platform this process does not run."""
+    SKIPPED = "skipped"
+    """Not answered: a stopped process left it for longer than the misfire grace."""
 
 
 class Approval(StrEnum):

@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from salon.model import Event, Schedule, ScheduledEvent
+from salon.model import Event, FireStatus, Schedule, ScheduledEvent
 from salon.tools.schedules import ScheduleStore
 from salon.tools.timing import CRON_FIELDS, latest_occurrence, next_occurrence
 
@@ -157,7 +157,7 @@ class Scheduler:
                     schedule.id,
                     due.isoformat(),
                 )
-                await self.store.complete_fire(schedule.id, due, "skipped")
+                await self.store.complete_fire(schedule.id, due, FireStatus.SKIPPED)
                 continue
             logger.info(
                 "schedule #%d: the occurrence at %s was left unanswered; answering it now",

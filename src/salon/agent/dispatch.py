@@ -37,7 +37,7 @@ from salon.agent.room import Room
 from salon.config import BotConfig, ChannelConfigs, Redactor
 from salon.errors import SalonError
 from salon.llm.base import Provider
-from salon.model import ChannelRef, Event, Message, MessageEvent, ScheduledEvent, Tag
+from salon.model import ChannelRef, Event, FireStatus, Message, MessageEvent, ScheduledEvent, Tag
 from salon.platforms.base import Platform
 from salon.store.base import Store
 
@@ -239,7 +239,7 @@ class Agent:
         for arrived, event in batch:
             if event.channel.platform not in self.platforms:
                 logger.warning("event from unknown platform %s dropped", event.channel.platform)
-                await self._complete_schedules([event], "dropped")
+                await self._complete_schedules([event], FireStatus.DROPPED)
                 continue
             by_channel.setdefault(event.channel.key, []).append((arrived, event))
         judged = await asyncio.gather(*(self._judge(events) for events in by_channel.values()))
@@ -256,7 +256,7 @@ class Agent:
                 logger.info("message %s was answered before a restart; dropped", event.message.id)
                 continue
             if isinstance(event, ScheduledEvent) and await self._shown_before(platform, event):
-                await self._complete_schedules([event], "done")
+                await self._complete_schedules([event], FireStatus.DONE)
                 continue
             if activation is None:
                 activation = Activation(event.channel, [event], queued_at=arrived)
@@ -301,7 +301,7 @@ class Agent:
                 self.stats.activations += 1
                 self.stats.triggers += len(activation.triggers)
                 # Not reached when a stop cancels it: the claim stays open for the next start.
-                await self._complete_schedules(activation.triggers, "done")
+                await self._complete_schedules(activation.triggers, FireStatus.DONE)
         finally:
             if lane.pending is None and not lane.lock.locked():
                 self._lanes.pop(key, None)
@@ -397,7 +397,7 @@ class Agent:
             logger.info("schedule #%d: its answer went out before the restart", schedule.id)
         return bool(shown)
 
-    async def _complete_schedules(self, events: list[Event], status: str) -> None:
+    async def _complete_schedules(self, events: list[Event], status: FireStatus) -> None:
         for event in events:
             if not isinstance(event, ScheduledEvent):
                 continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from salon.model import Approval
 from salon.store._db import Database
 from salon.store._dialects import insert_sql
 from salon.store._part import Part, execute
@@ -31,7 +32,7 @@ class ApprovalPart(Part):
             "tool": tool,
             "arguments": arguments,
             "requester": requester,
-            "status": "pending",
+            "status": Approval.PENDING,
             "created_at": time.time(),
             "owner": self.owner,
         }
@@ -39,7 +40,7 @@ class ApprovalPart(Part):
             key = await conn.fetchval(insert_sql("approvals", tuple(row), " RETURNING id"), row)
         return int(key or 0)
 
-    async def close_approval(self, approval_id: int, status: str) -> None:
+    async def close_approval(self, approval_id: int, status: Approval) -> None:
         await execute(
             self.db,
             "UPDATE approvals SET status = :status, decided_at = :now"

@@ -23,7 +23,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from salon.errors import StoreError
-from salon.model import ChannelRef, Participant, Schedule
+from salon.model import ChannelRef, FireStatus, Participant, Schedule
 from salon.store._db import Connection, Database, DatabaseError
 from salon.store._dialects import db_now, insert_ignoring, insert_sql, upsert
 from salon.store._part import Part, execute
@@ -148,13 +148,15 @@ class SchedulePart(Part):
             "due": int(due.timestamp()),
             "fired_at": time.time(),
             "owner": owner,
-            "status": "claimed",
+            "status": FireStatus.CLAIMED,
         }
         async with self.db.begin() as conn:
             changed = await conn.execute(insert_ignoring("schedule_fires", tuple(row)), row)
         return bool(changed)
 
-    async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:
+    async def complete_fire(
+        self, schedule_id: int, due: datetime, status: FireStatus = FireStatus.DONE
+    ) -> None:
         """The occurrence's activation has ended (``done``: answered or its failure told;
         ``dropped``: it could not be delivered; ``skipped``: too late)."""
         params = {

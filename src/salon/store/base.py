@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from salon.model import ChannelRef, Message, RollState, Usage
+from salon.model import Approval, ChannelRef, FireStatus, Message, RollState, Usage
 from salon.trace import Trace
 
 __all__ = ["Store"]
@@ -48,12 +48,14 @@ class Store(Protocol):
     ) -> int:
         """Persist a pending approval so a restart can close it; returns its id."""
 
-    async def close_approval(self, approval_id: int, status: str) -> None: ...
+    async def close_approval(self, approval_id: int, status: Approval) -> None: ...
 
     async def pending_approvals(self, bot: str) -> list[tuple[int, str, str]]:
         """(id, channel key, tool) of approvals still pending."""
 
-    async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:
+    async def complete_fire(
+        self, schedule_id: int, due: datetime, status: FireStatus = FireStatus.DONE
+    ) -> None:
         """A schedule occurrence's activation ended (see ``salon.scheduler``)."""
 
     async def answering(self, fires: Sequence[tuple[int, datetime]], key: str) -> None:

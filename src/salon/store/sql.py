@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from salon.errors import StoreError
-from salon.model import ChannelRef, Message, RollState, Usage
+from salon.model import Approval, ChannelRef, FireStatus, Message, RollState, Usage
 from salon.store._approvals import ApprovalPart
 from salon.store._channels import ChannelPart
 from salon.store._chatlog import ChatLogPart
@@ -148,13 +148,15 @@ class SQLStore:
     ) -> int:
         return await self.approvals.open_approval(bot, channel_key, tool, arguments, requester)
 
-    async def close_approval(self, approval_id: int, status: str) -> None:
+    async def close_approval(self, approval_id: int, status: Approval) -> None:
         await self.approvals.close_approval(approval_id, status)
 
     async def pending_approvals(self, bot: str) -> list[tuple[int, str, str]]:
         return await self.approvals.pending_approvals(bot)
 
-    async def complete_fire(self, schedule_id: int, due: datetime, status: str = "done") -> None:
+    async def complete_fire(
+        self, schedule_id: int, due: datetime, status: FireStatus = FireStatus.DONE
+    ) -> None:
         await self.schedules.complete_fire(schedule_id, due, status)
 
     async def answering(self, fires: Sequence[tuple[int, datetime]], key: str) -> None:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Protocol
 
-from salon.model import Schedule
+from salon.model import FireStatus, Schedule
 
 __all__ = ["ScheduleStore"]
 
@@ -33,7 +33,7 @@ class ScheduleStore(Protocol):
     async def claim_fire(self, schedule_id: int, due: datetime, owner: str) -> bool: ...
 
     async def complete_fire(
-        self, schedule_id: int, due: datetime, status: str = "done"
+        self, schedule_id: int, due: datetime, status: FireStatus = FireStatus.DONE
     ) -> None: ...
 
     async def take_over_fires(
