@@ -185,7 +185,6 @@ class Connection:
         if client is not self.client:
             return
         self._nicks.check_sasl(client)
-        self._joins.expect()
         self._registered.set()
         await self._joins.join_all(client)
 

@@ -39,11 +39,9 @@ class Joins:
         self._rejoins: dict[str, asyncio.Task[None]] = {}
         self._rejoin_state: dict[str, tuple[int, float]] = {}  # channel: (repeats, when)
 
-    def expect(self) -> None:
-        """A new registration: every channel of the config is to be joined."""
-        self._joining = {c.lower() for c in self._config.channels}
-
     async def join_all(self, client: Client) -> None:
+        """A new registration: join every channel of the config."""
+        self._joining = {c.lower() for c in self._config.channels}
         for channel in self._config.channels:
             await client.join(channel)
         if not self._joining:
