@@ -20,16 +20,12 @@ SRC = Path(salon.__file__).parent
 MAX_FILE_LINES = 600
 MAX_CLASS_METHODS = 35
 
-# Cycles, files and classes still over the limits, each until it is split. ARCHITECTURE.md ("Size")
-# says which and why; an entry that no longer applies fails the test, so the list only
-# shrinks.
-LONG_FILES = {
-    "platforms/irc.py",
-}
-CYCLES = []
+# What breaks a rule and why it must: ARCHITECTURE.md ("Size") says. An entry that no
+# longer applies fails the test, so the lists only shrink.
+LONG_FILES: set[str] = set()
+CYCLES: list[list[str]] = []
 BIG_CLASSES = {
-    "salon.platforms._irc_client.Client",
-    "salon.platforms.irc.IrcPlatform",
+    "salon.platforms.irc.client.Client",
 }
 
 

@@ -17,9 +17,9 @@ from salon.config import IrcConfig, Secrets
 from salon.errors import PlatformError, StoreError
 from salon.llm import FakeProvider, FakeReply
 from salon.model import Attachment, ChannelRef, Event, Message, MessageEvent, ToolCall
-from salon.platforms._irc_client import Client
 from salon.platforms.base import PlatformBase
 from salon.platforms.irc import IrcPlatform, TokenBucket, dot_lines, irc_lines
+from salon.platforms.irc.client import Client
 from tests.conftest import ServeApp, bot_config
 from tests.platforms.test_approvals import danger_server
 from tests.tools.conftest import in_process
@@ -434,7 +434,7 @@ async def test_a_message_cut_after_a_line_was_shown_stays_in_the_store(
     ircd: IrcServer, bare: Bare
 ) -> None:
     platform, log = bare.platform, bare.log
-    platform._bucket = TokenBucket(1, 0.5)  # the second line waits its turn: 2 s
+    platform._sender.bucket = TokenBucket(1, 0.5)  # the second line waits its turn: 2 s
     watcher = await human(ircd, "watcher")
     long = " ".join(["word"] * 120)  # two IRC lines
     sending = asyncio.create_task(platform.send(SALON, long))

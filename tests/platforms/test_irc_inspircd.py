@@ -389,7 +389,7 @@ async def test_server_time_batch_and_labels_are_asked_for_and_times_are_the_serv
 ) -> None:
     bare = await start_bare()
     platform, sink = bare.platform, bare.sink
-    client = platform._client
+    client = platform._connection.client
     assert client is not None
     for cap in ("server-time", "batch", "labeled-response", "echo-message"):
         assert client.capability(cap), cap
@@ -452,7 +452,7 @@ async def test_an_answer_refused_after_its_first_line_was_seen_stays_in_the_stor
 ) -> None:
     alice = await people.join()  # the operator: the bot will not be one
     bare = await start_bare()
-    bare.platform._bucket = TokenBucket(1, 0.5)  # the second line waits its turn: 2 s
+    bare.platform._sender.bucket = TokenBucket(1, 0.5)  # the second line waits its turn: 2 s
     sending = asyncio.create_task(bare.platform.send(SALON, " ".join(["word"] * 120)))
     await alice.privmsgs_from(BOT, 1)  # the first line is on screen
     await alice.send("MODE #salon +m")  # the second will be refused

@@ -35,7 +35,8 @@ _LINE: ContextVar[Any] = ContextVar("salon_irc_line", default=None)
 
 
 class ClientEvents(Protocol):
-    """What a ``Client`` tells its owner (the IRC platform), in the order the server sent it."""
+    """What a ``Client`` tells its owner (the platform's ``Connection``), in the order the server
+    sent it."""
 
     async def client_connected(self, client: Client) -> None:
         """Registration is done: join the channels."""

@@ -1,0 +1,98 @@
+"""Approvals in text: the bot asks "may I run ...?" in the channel and the requester
+answers yes or no. IRC has neither roles nor an operator, so only the requester can."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from salon.model import (
+    Approval,
+    ApprovalDecision,
+    ApprovalRequest,
+    ChannelRef,
+    Message,
+    Participant,
+)
+from salon.platforms.base import NO_ANSWERS, YES_ANSWERS
+from salon.platforms.irc.recording import Recorder
+
+__all__ = ["Approvals"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Question:
+    channel: str
+    request: ApprovalRequest
+    answer: asyncio.Future[ApprovalDecision]
+
+
+class Approvals:
+    def __init__(
+        self, say: Callable[[ChannelRef, str], Awaitable[object]], recorder: Recorder
+    ) -> None:
+        """``say``: sends a note (the question) to a channel."""
+        self._say = say
+        self._recorder = recorder
+        self._questions: dict[str, _Question] = {}
+
+    async def ask(self, channel: ChannelRef, request: ApprovalRequest) -> ApprovalDecision:
+        if request.by_others:  # IRC has neither roles nor an operator: nobody could approve
+            text = (
+                f"{request.requester.name}: {request.description} needs the approval of "
+                "someone else with an authorized role, or of the bot's operator, and nobody "
+                "can give it on IRC."
+            )
+            await self._say(channel, text)
+            return ApprovalDecision(Approval.CANCELLED)
+        future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
+        self._questions[channel.key] = _Question(channel.key, request, future)
+        who = request.requester
+        if not who.identity:
+            logger.warning(
+                "IRC: %s has no identity on record (set before identities were kept); "
+                "the approval in %s goes by the nick alone",
+                who.name,
+                channel.key,
+            )
+        question = f"{who.name}: may I run {request.description}? Answer yes or no."
+        try:
+            await self._say(channel, question)
+            async with asyncio.timeout(request.timeout):
+                return await future
+        except TimeoutError:
+            return ApprovalDecision(Approval.TIMEOUT)
+        finally:
+            self._questions.pop(channel.key, None)
+
+    async def answer(self, message: Message) -> bool:
+        """Whether ``message`` answers the open question of its channel; the answer is
+        logged as a note, so it never comes back to the model as conversation."""
+        question = self._questions.get(message.channel.key)
+        if question is None or question.answer.done():
+            return False
+        if not _same_person(message.author, question.request.requester):
+            return False  # IRC has no roles: only the person who asked may answer
+        word = message.text.strip().lower().rstrip(".!")
+        word = word.split(":", 1)[-1].strip() if ":" in word else word
+        if word in YES_ANSWERS:
+            answer = Approval.APPROVED
+        elif word in NO_ANSWERS:
+            answer = Approval.CANCELLED
+        else:
+            return False
+        await self._recorder.record(message, "note")
+        question.answer.set_result(ApprovalDecision(answer, by=message.author.name))
+        return True
+
+
+def _same_person(author: Participant, requester: Participant) -> bool:
+    """Identities where the requester has one (a nick can be taken by someone else);
+    the nick for a requester recorded without."""
+    if requester.identity:
+        return author.identity == requester.identity
+    return author.id == requester.id
