@@ -26,6 +26,8 @@ class TcpProxy:
 
     async def up(self) -> None:
         """Listen (on the port of the first start), relaying each connection to the server."""
+        if self._server is not None:
+            return
         self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
         self.port = self._server.sockets[0].getsockname()[1]
 

@@ -126,6 +126,7 @@ class Conversation:
             await reply.flush()
             if reply.sent == 0:
                 await reply.note(f"({scene.config.name} had nothing to say: the answer was empty)")
+            recorder.answer_shown = True
         finally:
             await self._record_usage(scene, provider, request, reply.usage)
 
