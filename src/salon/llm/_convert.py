@@ -52,8 +52,10 @@ class Converted(Generic[K, T]):
         # keeps its id from being reused; a weak reference is checked instead.
         self._done: OrderedDict[int, tuple[Any, T, int]] = OrderedDict()
         # Keys gone since the last call: taken out then, not from the collector's callback,
-        # which may run in the middle of a change to ``_done``.
-        self._gone: deque[tuple[int, weakref.ref[Any]]] = deque()
+        # which may run in the middle of a change to ``_done``. One callback for all entries:
+        # a closure per entry cost a turn more than its weak reference.
+        self._gone: deque[weakref.KeyedRef[int, Any]] = deque()
+        self._went = self._gone.append
 
     def __len__(self) -> int:
         return len(self._done)
@@ -73,10 +75,7 @@ class Converted(Generic[K, T]):
         weight = self._weigh(key) if self._weigh is not None else 0
         if found is not None:  # an id reused by a new key: the old entry goes
             self.nbytes -= found[2]
-        holder: Any = key
-        if self._weak:
-            gone = self._gone
-            holder = weakref.ref(key, lambda ref: gone.append((at, ref)))
+        holder: Any = weakref.KeyedRef(key, self._went, at) if self._weak else key
         self._done[at] = (holder, form, weight)
         self.nbytes += weight
         while len(self._done) > 1 and (
@@ -87,8 +86,8 @@ class Converted(Generic[K, T]):
 
     def _sweep(self) -> None:
         while self._gone:
-            at, ref = self._gone.popleft()
-            found = self._done.get(at)
+            ref = self._gone.popleft()
+            found = self._done.get(ref.key)
             if found is not None and found[0] is ref:
-                del self._done[at]
+                del self._done[ref.key]
                 self.nbytes -= found[2]
