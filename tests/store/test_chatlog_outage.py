@@ -15,7 +15,7 @@ import pytest
 from salon.model import ChannelRef, Message, Participant
 from salon.store._batch import BatchWriter
 from salon.store._db import open_postgres
-from salon.store._dialects import DatabaseURL, insert_sql, parse_url
+from salon.store._dialects import DatabaseURL, connect, insert_sql, parse_url
 from salon.store.sqlite import SQLStore
 from tests.databases import Database
 from tests.fakes.tcp_proxy import TcpProxy
@@ -154,3 +154,31 @@ async def test_a_line_taken_back_while_it_waits_is_never_written(
         assert [m.text for m in history] == ["line 0", "line 2"]
     finally:
         await store.close()
+
+
+async def test_a_line_the_database_refuses_goes_alone_and_the_rest_are_written(
+    database: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database is up but refuses one line (here a NOT NULL column left empty): only
+    that line is dropped, and said; the lines around it are written, not held forever."""
+    store = await database.open_store()
+    await store.close()
+    url = parse_url(database.url, database.password)
+    db = await connect(url)
+    columns = ("bot", "channel", "message_id", "author_id", "author_name", "author_is_bot")
+    insert = insert_sql("chat_log", (*columns, "kind", "text", "created_at"))
+    writer = BatchWriter(db, insert)
+    writer.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="salon.store._batch"):
+            for n in range(5):
+                await writer.add({**_row(n), "text": None} if n == 2 else _row(n))
+            await writer.flush()
+        assert writer.waiting == 0
+        assert "dropped a chat-log line the database refuses" in caplog.text
+        async with db.connect() as conn:
+            rows = await conn.fetch("SELECT text FROM chat_log ORDER BY id")
+        assert [row[0] for row in rows] == ["line 0", "line 1", "line 3", "line 4"]
+    finally:
+        await writer.close()
+        await db.close()

@@ -7,7 +7,9 @@ the lines of one batch (milliseconds' worth) are lost; that is why a line the bo
 to show is logged ``durable`` (``flush`` before it is shown). The writer is supervised: a
 failure is logged and it starts again, the lines it had not written still queued.
 
-When the database cannot be reached, the lines wait, in order, and the writer tries again
+A line the database refuses (its data, not the database's state) is dropped alone and
+logged; the batch it was in is written line by line. When the database cannot be reached
+(or is full, or read-only), the lines wait, in order, and the writer tries again
 (sooner when someone flushes) until it is back; the log says how many wait. What waits is
 bounded (``max_rows``, ``max_bytes``): past the bound the oldest lines go, counted in the log.
 Back-pressure instead (``add`` waiting for the database) would stop the platforms that log
@@ -26,7 +28,7 @@ from collections import deque
 from itertools import islice
 from typing import Any
 
-from salon.store._db import Database, DatabaseError
+from salon.store._db import Database, DatabaseError, refuses_data
 from salon.tasks import TaskState, supervise
 
 __all__ = ["MAX_WAITING_BYTES", "MAX_WAITING_ROWS", "BatchWriter"]
@@ -142,16 +144,23 @@ class BatchWriter:
             await self._write_all()
 
     async def _write_all(self) -> None:
+        singly = 0  # rows to write one at a time: a batch the database refused had them
         try:
             while self._rows:
-                batch = list(islice(self._rows, _MAX_BATCH))
+                batch = list(islice(self._rows, 1 if singly else _MAX_BATCH))
                 self._sending = {id(row) for row in batch}
                 try:
                     async with self._db.begin() as conn:
                         await conn.executemany(self._insert, batch)
                 except DatabaseError as exc:
-                    self._failed(exc)
-                    return
+                    if not refuses_data(exc):  # unreachable, full, read-only…: they wait
+                        self._failed(exc)
+                        return
+                    if len(batch) > 1:  # some line of the batch: found by writing singly
+                        singly = len(batch)
+                        continue
+                    logger.error("dropped a chat-log line the database refuses: %s", exc)
+                singly = max(singly - 1, 0)
                 # Only now: a crash in between keeps them queued. The batch is at the front,
                 # but the oldest may have been dropped meanwhile.
                 while self._rows and id(self._rows[0]) in self._sending:
