@@ -121,9 +121,9 @@ async def measure(
         people = [Participant(f"u{i}", f"User{i}") for i in range(20)]
         rooms = [platform.channel(f"c{i}") for i in range(channels)]
         me = platform.self_participant
-        for room in rooms:  # as the load leaves it: lines of talk, questions and answers
+        for room in rooms:  # as the load leaves it: a line of talk or a question, an answer
             for n in range(HISTORY):
-                if n % 3 == 2:
+                if n % 2:
                     platform.add(room, me, "An answer.")
                 else:
                     platform.add(room, people[n % 20], f"{_CHATTER[n % len(_CHATTER)]} ({n})")
