@@ -1,15 +1,23 @@
-"""Load: many channels at a steady message rate, a model answering in 50 ms.
+"""Load: many channels at a steady message rate, a model answering in 50 ms, traces on.
+
+Every channel starts with a full window of history (as a bot joining busy channels finds
+them), so the caches reach their steady state within the first pass over the channels and
+the run levels off in minutes; the memory platform keeps a channel's newest messages only
+(the window and a margin, as the Discord adapter's cache does), not everything ever said.
 
 ``load_dropped_events``: mentions posted minus mentions an ended activation answered (a
 coalesced mention counts as answered: the activation read the room after it). Must be 0.
 ``load_rss_growth_mib``: the process's resident memory at the end of the run (the agent and its
-channels alive) over after warm-up, each read after a collection and a ``malloc_trim``.
+channels alive) over after warm-up (the first quarter of the run), each read after a
+collection and a ``malloc_trim``. ``load_rss_mib``: at the end, for scale.
 ``load_latency_p50_ms``: from a mention to the first message of its answer.
+``SALON_BENCH_LOAD_SECONDS`` sets the run's length (default 180 s).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import tempfile
 import time
@@ -18,6 +26,7 @@ from pathlib import Path
 
 from bench.figures import Figure, percentile, settled_rss_mib
 from salon.agent import Agent
+from salon.agent.recording.traces import TraceWriter
 from salon.config import BotConfig
 from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDelta, UsageEvent
 from salon.model import ChannelRef, Message, Participant, Usage
@@ -26,8 +35,18 @@ from salon.store.sql import SQLStore, sqlite_url
 
 CHANNELS = 200
 RATE = 100.0  # messages per second, over all channels
-SECONDS = 60.0
+SECONDS = float(os.environ.get("SALON_BENCH_LOAD_SECONDS", "180"))
 MODEL_SECONDS = 0.05
+HISTORY = 450  # messages each channel starts with: the window (400) and a roll's worth
+KEEP = HISTORY + 50  # messages the platform keeps per channel
+_CHATTER = (  # what the history says, a line of 20 to 200 characters
+    "ok",
+    "Has anyone tried the new build on the staging box yet?",
+    "I think the problem is in the retry loop: it never backs off when the server says 429,"
+    " so the whole thing hammers it until the limit resets.",
+    "lol",
+    "Meeting moved to 3pm, same room. Bring the numbers from last week if you have them.",
+)
 
 
 class _SlowModel:
@@ -50,6 +69,13 @@ class _Platform(MemoryPlatform):
     def __init__(self) -> None:
         super().__init__(bot_name="Salon")
         self.answered_at: dict[str, float] = {}
+
+    def add(self, channel: ChannelRef, author: Participant, text: str, **kwargs: object) -> Message:
+        message = super().add(channel, author, text, **kwargs)  # type: ignore[arg-type]
+        messages = self._channels[channel.key]
+        if len(messages) > KEEP:
+            del messages[0]
+        return message
 
     async def send(self, channel: ChannelRef, text: str, **kwargs: object) -> Message:
         self.answered_at[channel.key] = time.monotonic()
@@ -78,15 +104,29 @@ async def measure(
         store = SQLStore(sqlite_url(Path(tmp) / "load.db"))
         await store.open()
         platform = _Platform()
+        config = _config()
+        traces = TraceWriter(store=store, settings=config.traces, prices=config.prices)
         agent = Agent(
-            bot="load", config=_config(), provider=_SlowModel(), platforms={}, store=store
+            bot="load",
+            config=config,
+            provider=_SlowModel(),
+            platforms={},
+            store=store,
+            traces=traces,
         )
         agent.platforms["memory"] = platform
         await platform.start(agent.submit)
         runner = asyncio.create_task(agent.run())
+        writer = asyncio.create_task(traces.run())
         people = [Participant(f"u{i}", f"User{i}") for i in range(20)]
         rooms = [platform.channel(f"c{i}") for i in range(channels)]
         me = platform.self_participant
+        for room in rooms:  # as the load leaves it: a line of talk or a question, an answer
+            for n in range(HISTORY):
+                if n % 2:
+                    platform.add(room, me, "An answer.")
+                else:
+                    platform.add(room, people[n % 20], f"{_CHATTER[n % len(_CHATTER)]} ({n})")
         latencies: list[float] = []
         pending: dict[str, float] = {}  # channel -> when its oldest unanswered mention came
         posted = 0
@@ -95,7 +135,7 @@ async def measure(
         try:
             total = int(rate * seconds)
             for n in range(total):
-                if n == total // 10:
+                if n == total // 4:
                     warm_rss = settled_rss_mib()
                 room = rooms[rng.randrange(channels)]
                 _settle(platform, pending, latencies)
@@ -104,15 +144,18 @@ async def measure(
                 posted += 1
                 await asyncio.sleep(max(0.0, start + (n + 1) / rate - time.monotonic()))
             await asyncio.wait_for(agent.wait_idle(), 600)
+            await asyncio.wait_for(traces.flush(), 600)
             _settle(platform, pending, latencies)
-            rss_growth = settled_rss_mib() - warm_rss  # the agent and its channels still alive
+            rss = settled_rss_mib()  # the agent and its channels still alive
         finally:
-            runner.cancel()
-            await asyncio.gather(runner, return_exceptions=True)
+            for task in (runner, writer):
+                task.cancel()
+            await asyncio.gather(runner, writer, return_exceptions=True)
             await store.close()
     return {
         "dropped": posted - agent.stats.triggers,
-        "rss_growth": rss_growth,
+        "rss_growth": rss - warm_rss,
+        "rss": rss,
         "latency_p50": percentile(latencies, 50) * 1000 if latencies else 0.0,
     }
 
@@ -130,6 +173,7 @@ async def run() -> list[Figure]:
     result = await measure()
     return [
         Figure("load_dropped_events", result["dropped"], "events", target=0),
-        Figure("load_rss_growth_mib", result["rss_growth"], "MiB"),
+        Figure("load_rss_growth_mib", result["rss_growth"], "MiB", target=32),
+        Figure("load_rss_mib", result["rss"], "MiB"),
         Figure("load_latency_p50_ms", result["latency_p50"], "ms", target=150),
     ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import random
+import tracemalloc
 from datetime import UTC, datetime, timedelta
 
 from salon.context import is_visible, select_context
@@ -95,3 +97,43 @@ def test_a_long_slide_is_compacted_and_stays_exact() -> None:
     assert view.select(config) == select_context(visible, config, visible=True)
     assert len(view._all) < 5000  # dropped messages were let go
     assert [view.position(m.id) for m in visible] == list(range(len(visible)))
+
+
+def test_views_keep_within_a_byte_budget_whatever_their_messages_weigh() -> None:
+    """Channels of long messages hold few by count but many megabytes: the views are
+    bounded by their estimated weight too (they kept 200 000 messages whatever they
+    weighed)."""
+    views = channel_views()
+    config = bot_config()
+
+    def fill() -> None:
+        for n in range(150):  # one 1 MB message per channel: 150 MB if all were kept
+            message = Message(str(n), ROOM, PEOPLE[0], "x" * 1_000_000, T)
+            view = views.get(f"memory:c{n}")
+            view.update([message], config)
+            views.settle(view)
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        fill()
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 80 * 1024 * 1024  # the default budget: 64 MiB
+    assert 0 < len(views) < 150
+
+
+def test_a_sliding_view_holds_little_more_than_its_window() -> None:
+    """What slid out of the window goes soon: a view kept thousands of messages the
+    platform had dropped, for every channel."""
+    view = ChannelView()
+    config = bot_config()
+    history = [Message(str(n), ROOM, PEOPLE[n % 2], f"line {n}", T) for n in range(100)]
+    for n in range(100, 3000):
+        history = [*history[1:], Message(str(n), ROOM, PEOPLE[n % 2], f"line {n}", T)]
+        view.update(history, config)
+        assert view.size <= 100 + 100
+    assert [m.text for m in view.visible][-1] == "line 2999"

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
+from collections.abc import Callable
+
 from salon.config import Secrets
-from salon.llm import ChatMessage, LLMRequest
+from salon.llm import ChatMessage, FakeProvider, LLMRequest
+from salon.llm._convert import Converted
 from salon.llm.anthropic import to_anthropic_messages
+from salon.llm.base import wire_body
 from salon.llm.factory import build_provider
 from tests.conftest import bot_config
 
@@ -64,3 +70,61 @@ def test_a_one_hour_cache_marks_every_breakpoint_and_costs_its_write_rate() -> N
     factor = provider.traits.cache_write_factor
     assert call_cost(price, writes, write_factor=factor) == 2 * price.input  # type: ignore[union-attr]
     assert call_cost(price, writes) == 1.25 * price.input  # type: ignore[union-attr]
+
+
+def _held_after(work: Callable[[], None]) -> int:
+    """The memory ``work`` left allocated (what the caches it fed keep)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        work()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_turn_memo_keeps_within_a_byte_budget_whatever_the_turns_weigh() -> None:
+    """Long turns (a pasted log, an image) are few by count but many megabytes: the memo
+    of converted turns is bounded by their weight too (it kept 200 000 turns whatever they
+    weighed)."""
+
+    def convert_long_turns() -> None:
+        for n in range(150):  # 1 MB each: 150 MB if all were kept
+            turn = ChatMessage.text("user", "x" * 1_000_000 + str(n))
+            wire_body(FakeProvider(), LLMRequest(model="m", messages=(turn,)))
+
+    assert _held_after(convert_long_turns) < 144 * 1024 * 1024  # the default budget: 128 MiB
+
+
+def test_a_turn_nothing_holds_any_more_leaves_the_memo() -> None:
+    """A turn is reused only while a render memo holds it: one gone from every memo will
+    never be asked for again, and the provider's memo lets it go (it kept 200 000 such
+    turns, about 200 MiB at 200 busy channels)."""
+    provider = _provider("openai")
+
+    def converse() -> None:
+        for n in range(10_000):
+            turn = ChatMessage.text("user", f"Alice: question {n}")
+            provider.wire(LLMRequest(model="m", messages=(turn,)))
+
+    converse()  # the provider's request memo fills to its bound of requests
+    assert _held_after(converse) < 1024 * 1024
+
+
+def test_turns_still_held_are_let_go_by_weight_past_the_byte_budget() -> None:
+    converted: list[str] = []
+
+    def convert(text: str) -> str:
+        converted.append(text)
+        return text.upper()
+
+    memo = Converted(convert, weigh=len, max_bytes=100)
+    turns = [f"{n}" * 40 for n in range(5)]  # held by the caller, 40 bytes each
+    for turn in turns:
+        memo(turn)
+    assert memo.nbytes <= 100
+    memo(turns[-1])  # the newest is kept
+    memo(turns[0])  # the oldest went
+    assert converted == [*turns, turns[0]]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -46,6 +47,23 @@ __all__ = ["TOLD_IN_CHANNEL", "Agent", "AgentStats"]
 logger = logging.getLogger(__name__)
 
 _ERROR_TEXT_LIMIT = 300
+
+# What a channel must not see of the machine: network addresses (a socket's ('host', port),
+# URLs, [IPv6]:port, IPv4 with or without a port, host.name:port) and file paths.
+_ADDRESS = re.compile(
+    r"\(\s*'[^']*'\s*,\s*\d+(?:\s*,\s*\d+)*\s*\)"
+    r"|\b[A-Za-z][\w+.-]*://[^\s'\"<>]*[^\s'\"<>.,:;!?)]"
+    r"|\[[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*\](?::\d+)?"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"
+    r"|\b(?:localhost|[\w-]+(?:\.[\w-]+)+):\d{1,5}\b"
+)
+_PATH = re.compile(r"(?<![\w.~/-])(?:~|\.{1,2})?(?:/[\w.@%+-]+){2,}/?|\b[A-Za-z]:\\[^\s'\"]+")
+
+
+def public_text(text: str) -> str:
+    """``text`` with addresses and paths taken out, for a line shown in a channel."""
+    return _PATH.sub("<path>", _ADDRESS.sub("<address>", text))
+
 
 TOLD_IN_CHANNEL = "told_in_channel"
 """Log-record attribute: the people in the channel were told of this failure already."""
@@ -321,6 +339,10 @@ class Agent:
             self._trace(recorder)
             raise
         except Exception as exc:
+            if recorder.answer_shown:
+                self._failed_after_answer(activation, recorder, exc)
+                self._trace(recorder)
+                return
             self.stats.failures += 1
             reason = self._reason(exc)
             told = await self._report_failure(activation.channel, reason, recorder)
@@ -333,6 +355,17 @@ class Agent:
             if answered:
                 self.last_answer_at = time.time()
         self._trace(recorder)
+
+    def _failed_after_answer(
+        self, activation: Activation, recorder: Recorder, exc: Exception
+    ) -> None:
+        """The answer is out: a failure of what comes after it (storing the rolling state,
+        settling budgets…) is no failure to answer. Logged and traced, never told."""
+        logger.exception(
+            "after the answer was shown in %s, its bookkeeping failed", activation.channel.key
+        )
+        recorder.finish("answered", exc, self._reason(exc))
+        self.last_answer_at = time.time()
 
     def _trace(self, recorder: Recorder) -> None:
         if self.traces is not None:
@@ -407,9 +440,10 @@ class Agent:
                 logger.exception("could not complete schedule #%d", event.schedule.id)
 
     def _reason(self, exc: Exception) -> str:
-        """A failure in one line people may read: our own errors' words, else the type."""
+        """A failure in one line people may read: our own errors' words, else the type;
+        never an address or a path (the log has them)."""
         reason = str(exc) if isinstance(exc, SalonError) else type(exc).__name__
-        return self._redact(reason)[:_ERROR_TEXT_LIMIT]
+        return self._redact(public_text(reason))[:_ERROR_TEXT_LIMIT]
 
     async def _report_failure(self, channel: ChannelRef, reason: str, recorder: Recorder) -> bool:
         """Tell the channel, in one line, as a note; returns whether it was told."""

@@ -30,6 +30,7 @@ from salon.llm.base import (
 from salon.model import Message, Participant, Tag, ToolRecord
 
 __all__ = [
+    "HELD_MESSAGE_BYTES",
     "REPLIED_TO_MARK",
     "TRUNCATION_MARK",
     "ChatMemo",
@@ -50,6 +51,9 @@ __all__ = [
 ]
 
 TRUNCATION_MARK = " …[truncated]"
+# What a memo or view holds per message besides its text, estimated for their byte bounds:
+# the entries of their lists and indexes (the message objects are mostly the platform's).
+HELD_MESSAGE_BYTES = 128
 
 
 # An optional mention first, of a name of up to four words ("@Salon Bot m continue").
@@ -351,7 +355,7 @@ class RenderMemo:
     is the same object: platforms make a new one for an edit.
     """
 
-    __slots__ = ("grown", "items", "key", "labels", "marks", "positions")
+    __slots__ = ("chars", "grown", "items", "key", "labels", "marks", "positions")
 
     def __init__(self) -> None:
         self.key: tuple[object, ...] | None = None
@@ -360,6 +364,7 @@ class RenderMemo:
         self.marks: set[str] = set()  # ids in ``items`` that carried a breakpoint
         self.labels: Labels | None = None  # the participants' labels, decided over ``items``
         self.grown = False  # the last ``unchanged``: ``items`` begin with the last ones
+        self.chars = 0  # the text size of ``items``
 
     def labels_from(
         self, start: int, items: Sequence[Message], me: Participant, reserved: tuple[str, ...]
@@ -375,6 +380,11 @@ class RenderMemo:
     def size(self) -> int:
         """How many messages the memo holds on to (for the bound on all memos)."""
         return len(self.items)
+
+    @property
+    def nbytes(self) -> int:
+        """An estimate of the memory it holds on to: the messages and their texts."""
+        return len(self.items) * HELD_MESSAGE_BYTES + self.chars
 
     def unchanged(
         self, key: tuple[object, ...], items: tuple[Message, ...], marked: set[str]
@@ -398,11 +408,14 @@ class RenderMemo:
     ) -> None:
         """Remember the items of a render; those before ``resumed_at`` were there before."""
         if resumed_at == 0:
-            self.positions = {}
-        for message in self.items[resumed_at:]:
-            self.positions.pop(message.id, None)
+            self.positions, self.chars = {}, 0
+        else:
+            for message in self.items[resumed_at:]:
+                self.positions.pop(message.id, None)
+                self.chars -= len(message.text)
         for index in range(resumed_at, len(items)):
             self.positions[items[index].id] = index
+            self.chars += len(items[index].text)
         self.key, self.items = key, items
         self.marks = {i for i in marked if i in self.positions}
 
@@ -418,6 +431,11 @@ class ChatMemo(RenderMemo):
         self.structured: set[int] = set()
         self.built: tuple[ChatMessage, ...] = ()
         self.starts: list[int] = []  # the index in ``items`` where each turn began
+
+    @property
+    def nbytes(self) -> int:
+        """The messages, and the turns built of them (their texts again)."""
+        return super().nbytes + len(self.built) * HELD_MESSAGE_BYTES + self.chars
 
     def resume_point(
         self, key: tuple[object, ...], items: tuple[Message, ...], marked: set[str]

@@ -55,6 +55,11 @@ class PrefillMemo(RenderMemo):
         super().__init__()
         self.snapshots: list[tuple[int, _State]] = []  # (item index, transcript before it)
 
+    @property
+    def nbytes(self) -> int:
+        """The messages, and the transcript of the snapshots (its parts shared among them)."""
+        return super().nbytes + self.chars if self.snapshots else super().nbytes
+
     def resume_point(
         self, key: tuple[object, ...], items: tuple[Message, ...], marked: set[str]
     ) -> tuple[int, _State | None]:

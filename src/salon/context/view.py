@@ -17,14 +17,28 @@ from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
 from salon.config import BotConfig
-from salon.context.builder import is_visible, select_context, truncated
+from salon.context.builder import HELD_MESSAGE_BYTES, is_visible, select_context, truncated
 from salon.model import Message
 
-__all__ = ["ByChannel", "ChannelView", "PlainIndex", "VisibleIndex", "channel_views"]
+__all__ = [
+    "CACHE_BYTES",
+    "ByChannel",
+    "ChannelView",
+    "PlainIndex",
+    "VisibleIndex",
+    "channel_views",
+]
 
 _VIEWS_HOLD = 200_000  # messages all channels' views may hold on to between them
+# The estimated memory all channels' views (or render memos) may hold on to between them:
+# sized for a small VPS (a few such caches, at most 64 MiB each); 1 000 channels of 100
+# short messages weigh about 15 MiB in views and 30 MiB in chat memos.
+CACHE_BYTES = 64 * 1024 * 1024
 _LOOK_BACK = 256  # new messages looked through for the previous newest one
-_COMPACT = 4096  # dropped entries kept before the lists are copied down
+# Dropped entries kept before the lists are copied down: more than this and an eighth of
+# them. A view holds little more than its window (what slid out is no longer the platform's
+# to keep), at the cost of copying each entry about eight times per message slid.
+_COMPACT = 64
 
 
 class VisibleIndex(Protocol):
@@ -82,6 +96,12 @@ class ChannelView:
         (the visible ones are in both lists, and count once)."""
         return len(self._history) + self._first
 
+    @property
+    def nbytes(self) -> int:
+        """An estimate of the memory it holds on to: its messages and their texts (the
+        visible ones' running size; hidden messages count without their text)."""
+        return self.size * HELD_MESSAGE_BYTES + self._sizes[-1]
+
     def update(self, history: Sequence[Message], config: BotConfig) -> None:
         """Take the channel's history as it is now (oldest first)."""
         now = tuple(history)
@@ -92,7 +112,7 @@ class ChannelView:
         else:
             self._advance(now, *slide, config)
         self._key, self._history = key, now
-        if self._first > _COMPACT and self._first * 2 > len(self._all):
+        if self._first > _COMPACT and self._first * 8 > len(self._all):
             self._compact()
 
     def position(self, message_id: str) -> int | None:
@@ -174,19 +194,27 @@ class HasSize(Protocol):
         """How many messages it holds on to."""
         ...
 
+    @property
+    def nbytes(self) -> int:
+        """An estimate of the memory it holds on to."""
+        ...
+
 
 S = TypeVar("S", bound=HasSize)
 
 
 class ByChannel(Generic[S]):
     """One ``S`` per channel (a view, a render memo); the least recently used go once they
-    hold more than ``limit`` messages between them (one gone is made again when needed)."""
+    hold more than ``limit`` messages or an estimated ``max_bytes`` between them (one gone
+    is made again when needed)."""
 
-    def __init__(self, make: Callable[[], S], limit: int) -> None:
+    def __init__(self, make: Callable[[], S], limit: int, max_bytes: int = CACHE_BYTES) -> None:
         self._make = make
         self._limit = limit
+        self._max_bytes = max_bytes
         self._items: OrderedDict[str, S] = OrderedDict()
         self._held = 0  # sizes as of each one's last use
+        self.nbytes = 0  # estimates as of each one's last use
 
     def get(self, channel: str) -> S:
         item = self._items.pop(channel, None)
@@ -194,15 +222,18 @@ class ByChannel(Generic[S]):
             item = self._make()
         else:
             self._held -= item.size
+            self.nbytes -= item.nbytes
         self._items[channel] = item
         return item
 
     def settle(self, item: S) -> None:
         """Count an item's new size after its use; trim the least recently used."""
         self._held += item.size
-        while self._held > self._limit and len(self._items) > 1:
+        self.nbytes += item.nbytes
+        while len(self._items) > 1 and (self._held > self._limit or self.nbytes > self._max_bytes):
             _, gone = self._items.popitem(last=False)
             self._held -= gone.size
+            self.nbytes -= gone.nbytes
 
     def __len__(self) -> int:
         return len(self._items)

@@ -26,6 +26,7 @@ from salon.llm.base import (
     UsageEvent,
     anthropic_traits,
     parse_arguments,
+    turn_bytes,
 )
 from salon.model import ToolCall, Usage
 
@@ -54,7 +55,9 @@ class AnthropicProvider:
         self._config = config
         self._marker = _marker(config.cache_ttl)
         self._kwargs = Converted(self._build_kwargs, REQUESTS)  # stream and trace: built once
-        self._converted = Converted(partial(_message, marker=self._marker))
+        self._converted = Converted(
+            partial(_message, marker=self._marker), weigh=turn_bytes, weak=True
+        )
         self._told_temperature = False
         common: dict[str, Any] = {
             "base_url": base_url,

@@ -38,6 +38,7 @@ __all__ = [
     "request_as_sent",
     "shown_images",
     "transcript_text",
+    "turn_bytes",
     "wire_body",
 ]
 
@@ -89,7 +90,7 @@ class ToolDefinition:
     input_schema: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)  # weak: the turn memos' keys
 class ChatMessage:
     role: Literal["user", "assistant"]
     parts: tuple[ContentPart, ...]
@@ -275,9 +276,28 @@ def _neutral_part(p: ContentPart) -> dict[str, Any]:
     return {"tool_result": {"id": p.result.call_id, "content": p.result.content}}
 
 
+_TURN_OVERHEAD = 850  # bytes of a turn and its converted form besides their contents
+
+
+def turn_bytes(message: ChatMessage) -> int:
+    """An estimate of the memory a turn and its converted form hold: the contents twice
+    (the turn's, and the form's copy or base64) and the objects around them."""
+    held = 0
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            held += len(part.text)
+        elif isinstance(part, ImagePart):
+            held += len(part.data)
+        elif isinstance(part, ToolResultPart):
+            held += len(part.result.content)
+        else:
+            held += 256  # a tool call's name and arguments: small
+    return _TURN_OVERHEAD + 2 * held
+
+
 # Salon's own form of each turn, made once per turn object (render memos reuse them): a
 # trace of a long chat would otherwise build thousands of objects for the collector.
-_NEUTRAL_TURNS = Converted(_neutral_turn)
+_NEUTRAL_TURNS = Converted(_neutral_turn, weigh=turn_bytes, weak=True)
 
 
 def shown_images(value: Any) -> Any:

@@ -38,6 +38,7 @@ from salon.llm.base import (
     UsageEvent,
     parse_arguments,
     transcript_text,
+    turn_bytes,
 )
 from salon.model import ToolCall, Usage
 
@@ -65,7 +66,7 @@ class OpenAIProvider:
         self.traits = ProviderTraits()
         self._config = config
         self._kwargs = Converted(self._build_kwargs, REQUESTS)  # stream and trace: built once
-        self._converted = Converted(_messages)
+        self._converted = Converted(_messages, weigh=turn_bytes, weak=True)
         # Local servers (Ollama, vLLM) need no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(
             api_key=api_key or "unused",

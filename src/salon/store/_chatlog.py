@@ -84,6 +84,8 @@ class ChatLogPart(Part):
 
     async def forget_message(self, bot: str, message_id: str) -> None:
         """Remove a logged line (one that could not be shown after all)."""
+        if self._writer.discard(bot, message_id):
+            return  # still queued (the database was away): it will never be written
         await self._writer.flush()
         await execute(
             self.db,

@@ -43,6 +43,7 @@ __all__ = [
     "in_list",
     "open_postgres",
     "open_sqlite",
+    "refuses_data",
 ]
 
 logger = logging.getLogger(__name__)
@@ -115,6 +116,19 @@ def in_list(name: str, values: Sequence[Any], params: dict[str, Any]) -> str:
         params[f"{name}_{i}"] = value
         names.append(f":{name}_{i}")
     return f"({', '.join(names)})"
+
+
+def refuses_data(exc: DatabaseError) -> bool:
+    """Whether the database refused the statement's data (a constraint, a value it cannot
+    store): the same statement fails again, whatever the database's state."""
+    cause = exc.__cause__
+    if isinstance(cause, sqlite3.IntegrityError | sqlite3.DataError | sqlite3.InterfaceError):
+        return True
+    if type(cause).__module__.startswith("asyncpg"):
+        import asyncpg
+
+        return isinstance(cause, asyncpg.DataError | asyncpg.IntegrityConstraintViolationError)
+    return False
 
 
 def _first_line(exc: BaseException) -> str:

@@ -126,6 +126,7 @@ class Conversation:
             await reply.flush()
             if reply.sent == 0:
                 await reply.note(f"({scene.config.name} had nothing to say: the answer was empty)")
+            recorder.answer_shown = True
         finally:
             await record_usage(
                 self.store, self.bot, scene.channel.key, provider, request, reply.usage

@@ -78,6 +78,9 @@ class Recorder:
         self.platform = platform
         self.scene: Scene | None = None
         self.calls: list[PendingCall] = []
+        # The answer is complete in the channel: what fails after it is bookkeeping, logged
+        # and traced but never told as a failure to answer.
+        self.answer_shown = False
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:

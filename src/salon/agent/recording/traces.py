@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 _BATCH = 50
 _CHANNELS = 4096  # channels whose previous call is remembered for the diagnosis
 _MESSAGES = 200_000  # messages those calls may hold between them (as the views do)
+DIAGNOSIS_BYTES = 64 * 1024 * 1024  # their estimated memory (as the views' CACHE_BYTES)
+_ENTRY_BYTES = 128  # per entry besides its text: its id, hash and size (the message is shared)
 _MODELS = 256  # models whose price is remembered
 _PRUNE_EVERY = 600.0  # seconds
 _SIDE_CALLS = frozenset({"evaluate", "gate"})  # the pipeline's calls with prompts of their own
@@ -70,11 +72,18 @@ class CacheDiagnosis:
     """The previous call of each recent channel, bounded by channels and by the messages
     their calls hold between them (each holds its scene's message objects)."""
 
-    def __init__(self, max_channels: int = _CHANNELS, max_messages: int = _MESSAGES) -> None:
+    def __init__(
+        self,
+        max_channels: int = _CHANNELS,
+        max_messages: int = _MESSAGES,
+        max_bytes: int = DIAGNOSIS_BYTES,
+    ) -> None:
         self._seen: OrderedDict[str, _Seen] = OrderedDict()
         self._max = max_channels
         self._max_messages = max_messages
+        self._max_bytes = max_bytes
         self.messages_held = 0
+        self.nbytes = 0  # the estimate of what the calls hold: see _weight
 
     @property
     def channels(self) -> list[str]:
@@ -101,13 +110,26 @@ class CacheDiagnosis:
 
     def _remember(self, channel: str, seen: _Seen) -> None:
         if (replaced := self._seen.pop(channel, None)) is not None:
-            self.messages_held -= len(replaced.ids)
+            self._forget(replaced)
         self._seen[channel] = seen
         self.messages_held += len(seen.ids)
+        self.nbytes += _weight(seen)
         while len(self._seen) > 1 and (
-            len(self._seen) > self._max or self.messages_held > self._max_messages
+            len(self._seen) > self._max
+            or self.messages_held > self._max_messages
+            or self.nbytes > self._max_bytes
         ):
-            self.messages_held -= len(self._seen.popitem(last=False)[1].ids)
+            self._forget(self._seen.popitem(last=False)[1])
+
+    def _forget(self, seen: _Seen) -> None:
+        self.messages_held -= len(seen.ids)
+        self.nbytes -= _weight(seen)
+
+
+def _weight(seen: _Seen) -> int:
+    """An estimate of the memory a call's entries hold: each entry, and the texts of its
+    messages (kept alive while the entry is)."""
+    return len(seen.ids) * _ENTRY_BYTES + sum(seen.sizes)
 
 
 _ID, _TEXT, _AUTHOR, _NAME = (attrgetter(n) for n in ("id", "text", "author", "name"))
