@@ -28,10 +28,9 @@ import random
 import tempfile
 from pathlib import Path
 
+from bench.figures import Figure
 from fakes.billing import AutoPrefixBilling, Bill, CacheBilling
 from fakes.llm_server import LLMServer, Scripted
-
-from bench.figures import Figure
 from salon.agent import Agent
 from salon.config import BotConfig, Secrets
 from salon.llm.factory import build_provider

@@ -23,10 +23,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.figures import Figure
 from fakes.discord_server import DiscordServer
 from fakes.llm_server import LLMServer, Scripted
-
-from bench.figures import Figure
 
 ROOT = Path(__file__).resolve().parent.parent
 HISTORY = 400

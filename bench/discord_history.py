@@ -14,9 +14,9 @@ from pathlib import Path
 
 import discord
 import yarl
-from fakes.discord_server import DiscordServer
 
 from bench.figures import Figure
+from fakes.discord_server import DiscordServer
 from salon.app import BotApp
 from salon.config import BotConfig, Secrets
 from salon.llm import FakeProvider

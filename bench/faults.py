@@ -17,9 +17,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from fakes.llm_server import FAULTS, LLMServer, Scripted
-
 from bench.figures import Figure
+from fakes.llm_server import FAULTS, LLMServer, Scripted
 from salon.agent import Agent
 from salon.config import BotConfig, Secrets
 from salon.llm.factory import build_provider

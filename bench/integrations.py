@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from fakes.vendors.open_meteo import OpenMeteoFake
 
 from bench.figures import Figure, percentile
+from fakes.vendors.open_meteo import OpenMeteoFake
 from salon.config import BotConfig, Secrets
 from salon.integrations import integration_specs
 from salon.integrations._discipline import ResultCache, cache_key

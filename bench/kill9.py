@@ -31,9 +31,8 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from fakes.llm_server import LLMServer, Recorded, Scripted
-
 from bench.figures import Figure
+from fakes.llm_server import LLMServer, Recorded, Scripted
 from salon.config.example import write_example
 from salon.model import ChannelRef, Participant, Schedule
 from salon.store.sql import SQLStore, sqlite_url

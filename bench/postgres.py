@@ -26,10 +26,10 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
-from fakes.databases import throwaway_database
 
 from bench import activation, chatlog
 from bench.figures import Figure, percentile
+from fakes.databases import throwaway_database
 from salon.model import ChannelRef, Participant, Schedule
 from salon.store._dialects import parse_url
 from salon.store.sql import SQLStore

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from fakes.databases import Database, postgres_database, sqlite_database
 from fakes.llm_server import LLMServer
-
 from salon.app import BotApp
 from salon.config import BotConfig
 from salon.llm.local import default_model_path

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from fakes.databases import Database, sqlite_database
 
+from fakes.databases import Database, sqlite_database
 from salon.model import ChannelRef, Message, Participant
 from salon.store._dialects import parse_url
 from salon.store.sql import SQLStore

@@ -18,6 +18,7 @@ from pathlib import Path
 from subprocess import PIPE
 
 import pytest
+
 from fakes.llm_server import LLMServer
 
 REPO = Path(__file__).resolve().parent.parent

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 from fakes.clock import FakeClock
 from fakes.databases import Database
-
 from salon.model import ChannelRef, Event, Participant, Schedule, ScheduledEvent
 from salon.scheduler import Scheduler
 from salon.store.sql import SQLStore

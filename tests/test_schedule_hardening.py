@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes.clock import FakeClock
 
+from fakes.clock import FakeClock
 from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply, LLMRequest, ProviderTraits, StopEvent, TextDelta

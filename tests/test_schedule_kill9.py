@@ -16,7 +16,6 @@ from pathlib import Path
 
 from fakes.discord_server import DiscordServer
 from fakes.llm_server import LLMServer, Scripted
-
 from salon.config.example import write_example
 from salon.model import ChannelRef, Participant, Schedule
 from salon.store.sql import SQLStore, sqlite_url

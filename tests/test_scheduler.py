@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from fakes.clock import FakeClock
 from fakes.databases import Database
-
 from salon.model import ChannelRef, Event, Participant, Schedule, ScheduledEvent
 from salon.scheduler import Scheduler
 from salon.store.sql import SQLStore

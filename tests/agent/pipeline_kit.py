@@ -9,10 +9,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fakes.llm_server import LLMServer
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
+from fakes.llm_server import LLMServer
 from salon.agent import Agent
 from salon.agent.conversation.toolrunner import ToolRunner
 from salon.config import Secrets

@@ -10,10 +10,9 @@ import socket
 from collections.abc import AsyncIterator
 
 import pytest
+
 from fakes.databases import Database
 from fakes.tcp_proxy import TcpProxy
-from salon.store.sqlite import SQLStore
-
 from salon.agent import Agent
 from salon.agent.recording.traces import TraceWriter
 from salon.config import Secrets, TracesConfig
@@ -23,6 +22,7 @@ from salon.llm.factory import build_provider
 from salon.model import ChannelRef, Message, Participant, Tag
 from salon.platforms.memory import MemoryPlatform
 from salon.store._dialects import parse_url
+from salon.store.sqlite import SQLStore
 from tests.agent.conftest import StartAgent
 from tests.conftest import bot_config
 

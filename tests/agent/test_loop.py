@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fakes.providers import GatedProvider
-
 from salon.errors import PlatformError, ProviderError
 from salon.llm import FakeProvider, FakeReply
 from salon.model import Participant

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from fakes.llm_server import LLMServer, Recorded, Scripted
-
 from salon.model import MessageEvent, Participant, Tag
 from salon.store.sql import SQLStore
 from tests.agent.conftest import StartAgent

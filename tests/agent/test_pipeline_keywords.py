@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from fakes.llm_server import LLMServer, Scripted
-
 from salon.model import Participant
 from salon.store.sql import SQLStore
 from tests.agent.pipeline_kit import pipeline_agent

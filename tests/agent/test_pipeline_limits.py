@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from fakes.llm_server import LLMServer, Scripted
-
 from salon.config import ChannelConfigs
 from salon.config.pipeline import RateLimit
 from salon.model import Participant

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from fakes.llm_server import LLMServer
 from mcp import Client, StdioServerParameters
 
+from fakes.llm_server import LLMServer
 from salon.agent import Agent
 from salon.agent.conversation.planner import Plan, answer_request, parse_plan
 from salon.agent.conversation.toolrunner import ToolRunner

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from fakes.llm_server import LLMServer, Scripted
-
 from salon.model import Participant
 from tests.agent.conftest import StartAgent
 from tests.agent.test_with_real_sdk import real_provider

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes.vendors.images import tiny_png
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 
+from fakes.vendors.images import tiny_png
 from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes.billing import CacheBilling
-from fakes.llm_server import LLMServer, Scripted
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
+from fakes.billing import CacheBilling
+from fakes.llm_server import LLMServer, Scripted
 from salon import trace_cli
 from salon.agent.recording.traces import TraceWriter
 from salon.app import BotApp

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fakes.llm_server import LLMServer, Scripted
 
+from fakes.llm_server import LLMServer, Scripted
 from salon.config import Secrets
 from salon.llm.factory import build_provider
 from salon.model import Participant
@@ -96,7 +96,6 @@ async def test_a_server_refusing_tools_gets_asked_without_them(
     llm_server: LLMServer, start_agent: StartAgent
 ) -> None:
     from fakes import mcp_server
-
     from salon.agent.conversation.toolrunner import ToolRunner
     from salon.tools.hub import ToolHub
     from tests.tools.conftest import in_process

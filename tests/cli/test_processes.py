@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fakes.llm_server import LLMServer, Scripted
-
 from salon.cli import main
 
 SECRET = "sk-live-Zq8vT3pLx0RkW9"

@@ -16,7 +16,6 @@ from typing import Any
 
 from fakes.databases import Database
 from fakes.llm_server import LLMServer, Recorded, Scripted
-
 from salon.config.example import write_example
 from salon.model import ChannelRef, Participant, Schedule
 from salon.store.sql import SQLStore

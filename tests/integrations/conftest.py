@@ -6,6 +6,9 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from mcp import Client
+from mcp.types import CallToolResult, ImageContent, TextContent
+
 from fakes.vendors.accuweather import AccuWeatherFake
 from fakes.vendors.comfyui import ComfyUIFake
 from fakes.vendors.espn import EspnFake
@@ -13,9 +16,6 @@ from fakes.vendors.greynoise import GreyNoiseFake
 from fakes.vendors.open_meteo import OpenMeteoFake
 from fakes.vendors.pixellab import PixelLabFake
 from fakes.vendors.serpapi import SerpApiFake
-from mcp import Client
-from mcp.types import CallToolResult, ImageContent, TextContent
-
 from salon.tools.mcp_serve import to_mcp_server
 from salon.tools.native import ToolSet
 

@@ -8,10 +8,10 @@ import json
 import shutil
 from pathlib import Path
 
-from fakes.vendors.comfyui import ComfyUIFake, RunPlan
-from fakes.vendors.images import tiny_png
 from mcp.server.mcpserver import MCPServer
 
+from fakes.vendors.comfyui import ComfyUIFake, RunPlan
+from fakes.vendors.images import tiny_png
 from salon.config import ComfyUIIntegration
 from salon.integrations.comfyui import build_comfyui_server, fill_template
 from tests.integrations.conftest import ManualClock, connect, images_of, no_secrets, text_of, within

@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
+
 from fakes.vendors.base import Reply
 from fakes.vendors.open_meteo import OpenMeteoFake
-
 from salon.config import WeatherIntegration
 from salon.integrations._discipline import CallQueue, ResultCache, cache_key
 from salon.integrations._http import VendorError

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes.vendors.base import Reply
-from fakes.vendors.greynoise import GOOGLE_DNS, SCANNER, GreyNoiseFake
 from mcp.server.mcpserver import MCPServer
 
+from fakes.vendors.base import Reply
+from fakes.vendors.greynoise import GOOGLE_DNS, SCANNER, GreyNoiseFake
 from salon.config import GreyNoiseIntegration
 from salon.integrations.greynoise import build_greynoise_server
 from tests.integrations.conftest import ManualClock, connect, no_secrets, secrets_of, text_of

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes.vendors.base import Reply
-from fakes.vendors.espn import EspnFake
 from mcp.server.mcpserver import MCPServer
 
+from fakes.vendors.base import Reply
+from fakes.vendors.espn import EspnFake
 from salon.config import NflIntegration
 from salon.integrations._http import VendorError
 from salon.integrations.nfl import build_nfl_server, find_team

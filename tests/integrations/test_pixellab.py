@@ -5,10 +5,10 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from fakes.vendors.images import tiny_png
-from fakes.vendors.pixellab import PixelLabFake
 from mcp.server.mcpserver import MCPServer
 
+from fakes.vendors.images import tiny_png
+from fakes.vendors.pixellab import PixelLabFake
 from salon.config import PixelLabIntegration
 from salon.integrations.pixellab import build_pixellab_server
 from tests.integrations.conftest import ManualClock, connect, images_of, secrets_of, text_of

@@ -6,10 +6,10 @@ import logging
 from pathlib import Path
 
 import pytest
-from fakes.vendors.base import Reply
-from fakes.vendors.serpapi import SerpApiFake
 from mcp.server.mcpserver import MCPServer
 
+from fakes.vendors.base import Reply
+from fakes.vendors.serpapi import SerpApiFake
 from salon.config import SearchIntegration
 from salon.integrations.search import build_search_server
 from tests.integrations.conftest import ManualClock, connect, secrets_of, text_of

@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
+
 from fakes.vendors.base import Reply
 from fakes.vendors.open_meteo import OpenMeteoFake
-
 from salon.config import WeatherIntegration
 from salon.integrations._http import retry_after_seconds
 from salon.integrations.weather import build_weather_server

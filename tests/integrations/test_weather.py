@@ -6,7 +6,6 @@ from pathlib import Path
 
 from fakes.vendors.accuweather import AccuWeatherFake
 from fakes.vendors.open_meteo import OpenMeteoFake, Place
-
 from salon.config import WeatherIntegration
 from salon.integrations.weather import build_weather_server
 from tests.integrations.conftest import ManualClock, connect, no_secrets, secrets_of, text_of

@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from fakes.vendors.comfyui import ComfyUIFake
-from fakes.vendors.open_meteo import OpenMeteoFake
 from mcp import Client, StdioServerParameters
 
+from fakes.vendors.comfyui import ComfyUIFake
+from fakes.vendors.open_meteo import OpenMeteoFake
 from salon.app import BotApp
 from salon.cli import main
 from salon.config import Secrets

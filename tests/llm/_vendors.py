@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from fakes.llm_server import LLMServer
-
 from salon.config import Secrets
 from salon.llm import ChatMessage, LLMRequest, Provider, StopEvent, StreamEvent, TextDelta
 from salon.llm.factory import build_provider

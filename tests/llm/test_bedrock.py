@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes.llm_server import LLMServer, Scripted
 
+from fakes.llm_server import LLMServer, Scripted
 from salon.config import Secrets, load_config_dir, resolve_secrets
 from salon.errors import ConfigError
 from salon.llm import ChatMessage, LLMRequest, TextDelta, TextPart, UsageEvent

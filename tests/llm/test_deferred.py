@@ -4,8 +4,8 @@ request or when warmed after ready, and answers the same as one built at once.""
 from __future__ import annotations
 
 import pytest
-from fakes.llm_server import LLMServer, Scripted
 
+from fakes.llm_server import LLMServer, Scripted
 from salon.config import Secrets
 from salon.llm import ChatMessage, LLMRequest, Provider, TextDelta
 from salon.llm.base import wire_body

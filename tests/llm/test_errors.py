@@ -4,8 +4,8 @@ type through its real SDK against the loopback fake server."""
 from __future__ import annotations
 
 import pytest
-from fakes.llm_server import LLMServer, Scripted
 
+from fakes.llm_server import LLMServer, Scripted
 from salon.errors import ProviderError
 from salon.llm import StreamEvent
 from salon.llm._errors import redact_url

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fakes.llm_server import FAULTS, LLMServer, Scripted
 
+from fakes.llm_server import FAULTS, LLMServer, Scripted
 from salon.errors import ProviderError, RateLimited
 from salon.llm import StreamEvent
 from tests.llm._vendors import collect, provider_for, request, stops, text_of

@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 
 import pytest
-from fakes.llm_server import LLMServer, Scripted
 
+from fakes.llm_server import LLMServer, Scripted
 from salon.config import Secrets
 from salon.errors import ProviderError, RateLimited
 from salon.llm import (

@@ -4,8 +4,8 @@ format, so the agent can tell a finished answer from a truncated one."""
 from __future__ import annotations
 
 import pytest
-from fakes.llm_server import LLMServer, Scripted
 
+from fakes.llm_server import LLMServer, Scripted
 from salon.llm import ChatMessage, LLMRequest, ToolCallEvent, ToolDefinition, UsageEvent
 from tests.llm._vendors import VENDORS, collect, provider_for, request, stops, text_of
 

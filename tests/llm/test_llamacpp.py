@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from fakes.llm_server import LLMServer, Scripted
 
+from fakes.llm_server import LLMServer, Scripted
 from salon.llm import (
     ChatMessage,
     LLMRequest,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from fakes.llm_server import LLMServer, Scripted
 
+from fakes.llm_server import LLMServer, Scripted
 from salon.errors import ProviderError
 from salon.llm import StreamEvent, ToolCallEvent, ToolDefinition
 from tests.llm._vendors import VENDORS, collect, provider_for, request, text_of

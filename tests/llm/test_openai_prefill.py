@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes.llm_server import Flavour, LLMServer, Scripted
 
+from fakes.llm_server import Flavour, LLMServer, Scripted
 from salon.config import Secrets, load_config_dir
 from salon.context import render_prefill
 from salon.errors import ConfigError

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from fakes.llm_server import LLMServer, Scripted
 
+from fakes.llm_server import LLMServer, Scripted
 from salon.config import Secrets
 from salon.errors import ProviderError, RateLimited
 from salon.llm import (

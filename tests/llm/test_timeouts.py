@@ -9,8 +9,8 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from fakes.llm_server import LLMServer, Scripted
 
+from fakes.llm_server import LLMServer, Scripted
 from salon.config import ProviderConfig
 from salon.errors import ProviderError
 from salon.llm import StreamEvent

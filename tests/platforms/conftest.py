@@ -10,9 +10,9 @@ from typing import Any
 import discord
 import pytest
 import yarl
+
 from fakes.discord_server import DiscordServer, FakeUser
 from fakes.llm_server import LLMServer
-
 from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider, Provider

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fakes.discord_server import DiscordServer
 
+from fakes.discord_server import DiscordServer
 from salon.llm import FakeProvider, FakeReply
 from salon.model import ToolCall
 from tests.platforms.conftest import Start

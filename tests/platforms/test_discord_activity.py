@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from fakes.discord_server import DiscordServer
 
+from fakes.discord_server import DiscordServer
 from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider

@@ -10,9 +10,9 @@ import logging
 from pathlib import Path
 
 import pytest
+
 from fakes.discord_server import DiscordServer
 from fakes.llm_server import LLMServer, Scripted
-
 from salon.llm import FakeProvider, FakeReply
 from salon.model import ToolCall
 from tests.platforms.conftest import GENERAL, Start, ask, real_provider, shown

@@ -8,7 +8,6 @@ import asyncio
 from typing import Any
 
 from fakes.discord_server import DiscordServer
-
 from salon.llm import FakeProvider, FakeReply
 from salon.model import ToolCall
 from tests.platforms.conftest import GENERAL, Start

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from fakes.discord_server import DiscordServer
 
+from fakes.discord_server import DiscordServer
 from salon.cli import main
 from salon.llm import FakeProvider, FakeReply, ToolResultPart
 from salon.model import ToolCall

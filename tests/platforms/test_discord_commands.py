@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from fakes.discord_server import DiscordServer, NotOffered
 
+from fakes.discord_server import DiscordServer, NotOffered
 from salon.llm import FakeProvider
 from salon.model import ChannelRef, Participant, Schedule
 from tests.platforms.conftest import GENERAL, RANDOM, Start

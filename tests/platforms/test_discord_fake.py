@@ -9,8 +9,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from fakes.discord_server import DiscordServer, FakeUser
 
+from fakes.discord_server import DiscordServer, FakeUser
 from tests.platforms.conftest import GENERAL
 
 AUTH = {"Authorization": "Bot token-123"}

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from fakes.discord_server import DiscordServer
 from fakes.discord_wire import EPHEMERAL
 from fakes.vendors.comfyui import ComfyUIFake, RunPlan
 from fakes.vendors.images import tiny_png
-
 from salon.llm import FakeProvider
 from salon.platforms.discord import DiscordPlatform
 from tests.platforms.conftest import GENERAL, Start

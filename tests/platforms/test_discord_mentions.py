@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 
 from fakes.discord_server import DiscordServer
-
 from salon.llm import FakeProvider, FakeReply
 from salon.model import ToolCall
 from tests.platforms.conftest import GENERAL, Start, ask

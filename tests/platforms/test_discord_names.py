@@ -4,7 +4,6 @@ by that name in its mentions too, and a person who took its name is told apart."
 from __future__ import annotations
 
 from fakes.discord_server import DiscordServer, FakeUser
-
 from salon.llm import FakeProvider
 from tests.platforms.conftest import GENERAL, Start, ask, shown
 

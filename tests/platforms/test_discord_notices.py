@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fakes.discord_server import DiscordServer, FakeUser
-
 from salon.llm import FakeProvider
 from salon.model import ChannelRef, Tag
 from tests.platforms.conftest import GENERAL, RANDOM, Start, ask, shown

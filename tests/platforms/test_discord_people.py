@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fakes.discord_server import DiscordServer
 
+from fakes.discord_server import DiscordServer
 from salon.llm import FakeProvider, FakeReply
 from salon.model import Approval, ApprovalRequest, ChannelRef, Participant, ToolCall
 from tests.platforms.conftest import GENERAL, RANDOM, Start, ask, shown

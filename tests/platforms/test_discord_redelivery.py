@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from fakes.discord_server import DiscordServer
-
 from salon.app import SHUTDOWN_GRACE, BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider

@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from fakes.discord_server import DiscordServer
 
+from fakes.discord_server import DiscordServer
 from salon.errors import PlatformError
 from salon.llm import FakeProvider
 from salon.model import ApprovalRequest, ChannelRef, Message, Participant

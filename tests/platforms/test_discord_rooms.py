@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 from fakes.discord_server import DiscordServer, FakeUser
-
 from salon.llm import FakeProvider
 from tests.platforms.conftest import Start
 

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from fakes.discord_server import DiscordServer
-
 from salon.llm import FakeProvider, LLMRequest, ProviderTraits, StopEvent, TextDelta
 from salon.llm.base import StreamEvent
 from salon.model import ChannelRef, Participant, Schedule

@@ -5,7 +5,6 @@ that no event of that guild keeps exact."""
 from __future__ import annotations
 
 from fakes.discord_server import DiscordServer
-
 from salon.llm import FakeProvider, FakeReply
 from salon.model import ChannelRef
 from tests.platforms.conftest import GENERAL, Start, ask

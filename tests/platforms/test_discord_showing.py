@@ -6,7 +6,6 @@ from __future__ import annotations
 from fakes.discord_server import DiscordServer
 from fakes.discord_wire import SUPPRESS_NOTIFICATIONS
 from fakes.vendors.images import tiny_png
-
 from salon.llm import FakeProvider
 from salon.model import Attachment, ChannelRef
 from tests.platforms.conftest import GENERAL, Start

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from fakes.discord_server import DiscordServer
 from fakes.llm_server import LLMServer
 from fakes.llm_wire import Scripted
@@ -20,7 +21,6 @@ from fakes.vendors.comfyui import ComfyUIFake
 from fakes.vendors.images import tiny_png
 from fakes.vendors.open_meteo import OpenMeteoFake
 from fakes.vendors.pixellab import PixelLabFake
-
 from salon.app import BotApp
 from salon.cli import main
 from salon.config import BotConfig, Secrets

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes.irc import Human, IrcServer, StubServer
 
+from fakes.irc import Human, IrcServer, StubServer
 from salon.app import BotApp
 from salon.config import IrcConfig, Secrets
 from salon.errors import PlatformError, StoreError

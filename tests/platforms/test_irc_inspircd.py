@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from fakes.inspircd import SERVER_NAME, InspIRCd, require_inspircd, self_signed
 from fakes.irc import Human
-
 from salon.app import BotApp
 from salon.config import IrcConfig, Secrets
 from salon.errors import PlatformError

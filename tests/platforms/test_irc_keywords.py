@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes.irc import Human, IrcServer
 
+from fakes.irc import Human, IrcServer
 from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider

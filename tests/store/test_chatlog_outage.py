@@ -11,14 +11,14 @@ from datetime import UTC, datetime
 
 import asyncpg
 import pytest
+
 from fakes.databases import Database
 from fakes.tcp_proxy import TcpProxy
-from salon.store.sqlite import SQLStore
-
 from salon.model import ChannelRef, Message, Participant
 from salon.store._batch import BatchWriter
 from salon.store._db import open_postgres
 from salon.store._dialects import DatabaseURL, connect, insert_sql, parse_url
+from salon.store.sqlite import SQLStore
 
 ROOM = ChannelRef("memory", "room")
 ALICE = Participant("alice", "Alice")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from fakes.databases import Database
 
+from fakes.databases import Database
 from salon.errors import StoreError
 from salon.model import ChannelRef, Message, Participant, RollState, Usage
 from salon.store._db import DatabaseError, _numbered, in_list

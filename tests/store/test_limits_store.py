@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from fakes.databases import Database
 
+from fakes.databases import Database
 from salon.errors import StoreError
 from salon.store.limits import Admission, LimitStore, Settlement
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from fakes.databases import Database
 
+from fakes.databases import Database
 from salon.errors import StoreError
 from salon.model import ChannelRef, Message, Participant, RollState, Usage
 from salon.store.sql import MIGRATIONS, SQLStore, sqlite_url

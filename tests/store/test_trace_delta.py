@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from fakes.databases import Database
 
+from fakes.databases import Database
 from salon.store._tables import migrate
 from salon.store.sql import SQLStore
 from salon.trace import CallTrace, Trace

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
-from fakes.databases import Database
 
+from fakes.databases import Database
 from salon.store.sql import SQLStore
 from salon.trace import BotHealth, CallTrace, Divergence, ToolTrace, Trace
 

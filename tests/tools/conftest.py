@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import uvicorn
-from fakes import mcp_server
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 
+from fakes import mcp_server
 from salon.tools.hub import MessageHandler, ServerSpec
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from fakes import mcp_server
 from mcp import Client, StdioServerParameters
 
+from fakes import mcp_server
 from salon.model import ToolCall
 from salon.tools.hub import MessageHandler, ServerSpec, ToolHub
 from tests.tools.conftest import MCP_SERVER_TIME, in_process, stdio_kit

@@ -9,9 +9,9 @@ import signal
 import sys
 from dataclasses import replace
 
-from fakes import mcp_server
 from mcp import Client, StdioServerParameters
 
+from fakes import mcp_server
 from salon.config import Redactor
 from salon.model import ToolCall
 from salon.tools.hub import MessageHandler, ServerSpec, ToolHub

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import pytest
-from fakes.vendors.images import tiny_png
 from mcp import Client
 from mcp.types import ImageContent, TextContent
 from pydantic import Field
 
+from fakes.vendors.images import tiny_png
 from salon.config import OutputsConfig
 from salon.errors import ToolError
 from salon.model import ToolCall

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from fakes.vendors.images import tiny_png
 from mcp.server.mcpserver import MCPServer
 from mcp.types import (
     BlobResourceContents,
@@ -20,6 +19,7 @@ from mcp.types import (
     TextContent,
 )
 
+from fakes.vendors.images import tiny_png
 from salon.config import OutputsConfig
 from salon.model import ToolCall
 from salon.tools.hub import ToolHub

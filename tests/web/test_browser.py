@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from fakes.billing import CacheBilling
-from fakes.llm_server import LLMServer
 from playwright.async_api import Browser, Page, async_playwright, expect
 
+from fakes.billing import CacheBilling
+from fakes.llm_server import LLMServer
 from salon.app import BotApp
 from salon.config import Secrets, load_config_dir
 from salon.llm import FakeProvider
