@@ -22,7 +22,7 @@ from salon.llm.factory import build_provider
 from salon.model import ChannelRef, Message, Participant, Tag
 from salon.platforms.memory import MemoryPlatform
 from salon.store._dialects import parse_url
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 from tests.agent.conftest import StartAgent
 from tests.conftest import bot_config
 
@@ -104,7 +104,7 @@ async def test_a_store_failure_after_the_answer_is_shown_is_logged_and_traced_no
             await traces.flush()
     finally:
         await _stop(writing)
-    (trace,) = await store.list_traces(bot="salon")
+    (trace,) = await store.traces.list_traces(bot="salon")
     assert trace.outcome == "answered"
     assert trace.error is not None
     assert "Connect call failed" in trace.error

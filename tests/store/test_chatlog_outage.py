@@ -18,7 +18,7 @@ from salon.model import ChannelRef, Message, Participant
 from salon.store._batch import BatchWriter
 from salon.store._db import open_postgres
 from salon.store._dialects import DatabaseURL, connect, insert_sql, parse_url
-from salon.store.sqlite import SQLStore
+from salon.store.sql import SQLStore
 
 ROOM = ChannelRef("memory", "room")
 ALICE = Participant("alice", "Alice")
@@ -60,7 +60,7 @@ async def test_lines_logged_while_the_database_is_down_are_written_when_it_is_ba
         with caplog.at_level(logging.WARNING, logger="salon.store._batch"):
             for n in range(1, 51):
                 await store.log_message("b", _line(n))
-            await store.flush()  # returns: the attempt failed, the lines wait
+            await store.chatlog.flush()  # returns: the attempt failed, the lines wait
         assert "50 chat-log lines wait for the database" in caplog.text
         await proxy.up()
         history = await store.chat_history("b", ROOM, limit=100)
@@ -79,7 +79,7 @@ async def test_waiting_lines_are_written_without_a_read_once_the_database_is_bac
         await proxy.down()
         for n in range(10):
             await store.log_message("b", _line(n))
-        await store.flush()
+        await store.chatlog.flush()
         await proxy.up()
         # The writer tries again on its own; what it wrote is seen only in the database,
         # which tells nobody: asked until it holds the lines.
