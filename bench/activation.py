@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 from bench.figures import Figure, percentile, settled_rss_mib
 from salon.agent import Agent
@@ -69,9 +70,9 @@ class _TimedPlatform(MemoryPlatform):
         self.sent_at = 0
         self.sent_event = asyncio.Event()
 
-    async def send(self, channel: ChannelRef, text: str) -> Message:
+    async def send(self, channel: ChannelRef, text: str, **kwargs: Any) -> Message:
         self.sent_at = time.perf_counter_ns()
-        message = await super().send(channel, text)
+        message = await super().send(channel, text, **kwargs)
         self.sent.clear()  # keep memory flat over thousands of runs
         self.sent_event.set()
         return message
@@ -157,7 +158,8 @@ class Rig:
         platform.sent_event.clear()
         start = time.perf_counter_ns()
         await platform.post(self.rooms[i % self._channels], self.people[i % 8], f"question {i}?")
-        await platform.sent_event.wait()
+        async with asyncio.timeout(30):  # a failed activation sends nothing: say so, not hang
+            await platform.sent_event.wait()
         await self.agent.wait_idle()
         await self.writer.flush()
         if pause:
