@@ -9,11 +9,13 @@ import signal
 import sys
 from dataclasses import replace
 
+import pytest
 from mcp import Client, StdioServerParameters
 
 from fakes import mcp_server
 from salon.config import Redactor
 from salon.model import ToolCall
+from salon.tools import mcp_link
 from salon.tools.hub import MessageHandler, ServerSpec, ToolHub
 from tests.tools.conftest import REPO, in_process, stdio_kit
 
@@ -70,6 +72,14 @@ async def test_a_server_that_dies_while_idle_is_restarted_before_the_next_call()
     assert (result.content, result.is_error) == ("back", False)
 
 
+@pytest.fixture
+def no_fresh_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call right after an answer skips the ping (``mcp_link._FRESH``); these tests kill the
+    server just after one, as if it had been idle for long."""
+    monkeypatch.setattr(mcp_link, "_FRESH", 0.0)
+
+
+@pytest.mark.usefixtures("no_fresh_window")
 async def test_a_call_to_a_server_that_died_while_idle_runs_on_a_new_one() -> None:
     kit = replace(stdio_kit(), health_interval=3600)  # no check finds it dead first
     async with ToolHub([kit], backoff_initial=0.05) as hub:
@@ -81,6 +91,7 @@ async def test_a_call_to_a_server_that_died_while_idle_runs_on_a_new_one() -> No
     assert int(result.content) != pid
 
 
+@pytest.mark.usefixtures("no_fresh_window")
 async def test_a_call_to_a_dead_server_that_does_not_come_back_says_it_was_not_run() -> None:
     broken = StdioServerParameters(command="/nonexistent/mcp-server")
     async with ToolHub([kit_then(broken)], backoff_initial=0.05) as hub:

@@ -69,7 +69,11 @@ TOLD_IN_CHANNEL = "told_in_channel"
 """Log-record attribute: the people in the channel were told of this failure already."""
 
 _TAKEN_MESSAGES = 10_000  # message ids remembered against a platform's redelivery
-_CLOCK_SKEW = timedelta(minutes=1)  # between the platform's timestamps and ours
+# Between the platform's timestamps and ours: a message stamped up to this long after the
+# start may still be one an earlier process answered. Each such message costs a store
+# lookup, so the margin is small: a restart takes longer than it (the supervisor waits a
+# second or more), and synchronised clocks differ by far less.
+_CLOCK_SKEW = timedelta(seconds=1)
 
 
 @runtime_checkable

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -28,6 +29,10 @@ __all__ = ["McpServerLink"]
 
 logger = logging.getLogger(__name__)
 
+_FRESH = 2.0
+"""Seconds after the server last answered during which a call is sent without a ping
+first: a server that answered that recently is taken to be there (a death inside that
+window fails the call as "may or may not have run")."""
 _RESTARTING_CODES = frozenset({mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT})
 
 
@@ -48,6 +53,7 @@ class McpServerLink:
         self.connections = 0  # successful connections so far (a restart makes one more)
         self.checks = 0  # health checks the server answered
         self._in_flight = 0  # calls sent and not yet answered
+        self._heard = 0.0  # time.monotonic() of the server's last answer
         self._draining = False  # a restart waits for the calls in flight to end
         self._counted = asyncio.Condition()
         self._restart = asyncio.Event()
@@ -126,6 +132,7 @@ class McpServerLink:
                 continue  # the call learns of a death itself, and a busy server may be slow
             found = await _probe(client, min(interval, 10.0))
             if found is None:
+                self._heard = time.monotonic()
                 async with self._counted:
                     self.checks += 1
                     self._counted.notify_all()
@@ -227,7 +234,10 @@ class McpServerLink:
         never reached it, goes to the new one. Only a server proven gone, or silent while
         nothing runs on it, is restarted: a busy one may just be slow to answer."""
         found = await _probe(client, min(self.spec.health_interval, 10.0))
-        if found is None or (not found.gone and self._in_flight):
+        if found is None:
+            self._heard = time.monotonic()
+            return client
+        if not found.gone and self._in_flight:
             return client
         self.last_error = f"stopped answering: {found.problem}"
         logger.warning("MCP server %s %s; restarting it", self.spec.name, self.last_error)
@@ -245,18 +255,22 @@ class McpServerLink:
         self, remote_name: str, arguments: dict[str, Any], progress: Progress | None
     ) -> mcp_types.CallToolResult:
         client = await self._current()
-        if remote_name not in self._lookups:  # a lookup cut short is asked again anyway
+        # A lookup cut short is asked again anyway; a server heard from just now is there.
+        recent = time.monotonic() - self._heard < _FRESH
+        if remote_name not in self._lookups and not recent:
             client = await self._reachable(client, remote_name)
         timeout = self.spec.timeout
         self._in_flight += 1
         try:
             async with asyncio.timeout(timeout + 5):
-                return await client.call_tool(
+                result = await client.call_tool(
                     remote_name,
                     arguments,
                     read_timeout_seconds=timeout,
                     progress_callback=progress,
                 )
+            self._heard = time.monotonic()
+            return result
         except TimeoutError:
             self.restart(client)
             raise ToolError(
