@@ -52,7 +52,8 @@ def bot_lines(db: Path) -> int:
     return int(row[0])
 
 
-async def _chat(root: Path, server: LLMServer) -> asyncio.subprocess.Process:
+async def chat(root: Path, server: LLMServer) -> asyncio.subprocess.Process:
+    """``salon chat`` over ``root`` in a process of its own, its model the loopback server."""
     env = {**os.environ, "OPENAI_BASE_URL": server.base_url + "/v1", "OPENAI_API_KEY": "k"}
     return await asyncio.create_subprocess_exec(
         sys.executable,
@@ -69,7 +70,7 @@ async def _chat(root: Path, server: LLMServer) -> asyncio.subprocess.Process:
 
 async def _round(root: Path, server: LLMServer, rng: random.Random) -> int:
     """One run killed at a random moment; returns how many answers it showed."""
-    proc = await _chat(root, server)
+    proc = await chat(root, server)
     assert proc.stdin is not None
     assert proc.stdout is not None
     shown = 0
@@ -186,7 +187,7 @@ async def _schedule_round(
     """One run, killed after ``seconds`` (counted from its first answer on screen with
     ``after_answer``, if one comes within ten seconds; None: ends cleanly once all
     ``count`` schedules were answered and no claim is left open, or after a minute)."""
-    proc = await _chat(root, server)
+    proc = await chat(root, server)
     assert proc.stdout is not None
     assert proc.stdin is not None
 

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench.kill9 import chat
 from fakes.discord_server import DiscordServer
 from fakes.llm_server import LLMServer, Scripted
 from salon.config.example import write_example
@@ -23,21 +24,6 @@ from salon.store.sql import SQLStore, sqlite_url
 FIRST = "Assistant: Done: #1"
 AGAIN = "Assistant: Again: #1"
 WAIT = 30.0
-
-
-async def chat(root: Path, server: LLMServer) -> asyncio.subprocess.Process:
-    env = {**os.environ, "OPENAI_BASE_URL": server.base_url + "/v1", "OPENAI_API_KEY": "k"}
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "salon",
-        "chat",
-        str(root),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-        env=env,
-    )
 
 
 async def lines(proc: asyncio.subprocess.Process) -> AsyncIterator[str]:
