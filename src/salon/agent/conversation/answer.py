@@ -73,26 +73,21 @@ class Reply:
         self.paragraphs = ParagraphStream(self.paragraphs.limit)
 
     async def say(self, text: str) -> None:
-        text = self.redact(text)
-        key = await self._first_key()
-        with self.recorder.phase("send"):
-            await self.platform.send(self.channel, text, key=key)
-        self.sent += 1
-        self.recorder.said(text)
+        await self._send(text, note=False)
 
     async def note(self, text: str) -> None:
         """Salon's own word in the channel; never read back as the bot's conversation."""
-        text = self.redact(text)
-        key = await self._first_key()
-        with self.recorder.phase("send"):
-            await self.platform.send(self.channel, text, note=True, key=key)
-        self.sent += 1
-        self.recorder.said(text, note=True)
+        await self._send(text, note=True)
 
-    async def _first_key(self) -> str | None:
-        """The key of a schedule's answer, for its first message (salon.agent.answerkey)."""
+    async def _send(self, text: str, *, note: bool) -> None:
+        text = self.redact(text)
+        # A schedule's answer goes out under its key, on its first message (answerkey).
         once = self.recorder.activation.first_send
-        return await once.take() if once is not None else None
+        key = await once.take() if once is not None else None
+        with self.recorder.phase("send"):
+            await self.platform.send(self.channel, text, note=note, key=key)
+        self.sent += 1
+        self.recorder.said(text, note=note)
 
 
 class Conversation:
