@@ -329,9 +329,10 @@ class Usage:
     """Token counts of one LLM call; cache fields are zero where the vendor has none."""
 
     input_tokens: int = 0
-    output_tokens: int = 0
+    output_tokens: int = 0  # reasoning included: it is billed as output
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = 0  # the part of ``output_tokens`` the model spent thinking
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -339,7 +340,30 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Thought:
+    """One piece of a model's reasoning, as its vendor returned it.
+
+    ``text`` is the readable reasoning (empty when the vendor hides it). What a vendor needs
+    back within a tool loop is kept exactly as received: Anthropic's ``signature`` of a
+    thinking block, or the opaque ``redacted`` data of a ``redacted_thinking`` block;
+    Gemini's thought signature (with ``call_id``, the function call it came on, or "" for a
+    text part); an OpenAI-compatible server's ``details`` (OpenRouter's
+    ``reasoning_details``, as JSON text). ``vendor`` and ``model`` say who wrote it: a
+    thought goes back only to the same vendor and model, never as visible text.
+    """
+
+    vendor: str
+    model: str
+    text: str = ""
+    signature: str = ""
+    redacted: str = ""
+    call_id: str = ""
+    details: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from salon.config.platforms import (
 from salon.config.providers import (
     ModelSettings,
     ProviderConfig,
+    ThinkingConfig,
 )
 from salon.config.tools import (
     ComfyUIIntegration,
@@ -77,6 +78,7 @@ __all__ = [
     "ProviderConfig",
     "SearchIntegration",
     "TerminalConfig",
+    "ThinkingConfig",
     "ToolPolicy",
     "ToolRule",
     "TracesConfig",
@@ -166,6 +168,7 @@ class BotConfig(_Strict):
     max_tokens: int = Field(default=1024, gt=0, le=MAX_OUTPUT_TOKENS)
     temperature: float | None = Field(default=None, ge=0, le=2)
     stop_sequences: list[str] = Field(default_factory=list)
+    thinking: ThinkingConfig = Field(default_factory=ThinkingConfig)
 
     mode: Literal["chat", "prefill"] = Field(
         default="chat", description="chat turns, or the room as a transcript the model continues"

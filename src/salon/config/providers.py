@@ -17,6 +17,7 @@ from salon.config._common import (
 __all__ = [
     "ModelSettings",
     "ProviderConfig",
+    "ThinkingConfig",
 ]
 
 
@@ -121,3 +122,22 @@ class ProviderConfig(_Strict):
     timeout: float = Field(
         default=300.0, gt=0, description="seconds for the whole answer, from request to end"
     )
+
+
+class ThinkingConfig(_Strict):
+    """Whether the model reasons before it answers, how much, and who sees the reasoning.
+
+    A provider maps ``budget_tokens`` and ``effort`` to its vendor's own field (Anthropic
+    and Gemini take a budget, OpenAI-compatible servers an effort). ``show``: ``hidden``
+    keeps the reasoning in the trace only as tokens and text an operator can open;
+    ``spoiler`` also posts a short summary under the answer (Discord subtext in a spoiler,
+    a dotted note on IRC), ``trace`` keeps it in the trace and nowhere else."""
+
+    enabled: bool = False
+    budget_tokens: int | None = Field(
+        default=None, gt=0, description="tokens the model may spend thinking"
+    )
+    effort: Literal["low", "medium", "high"] | None = Field(
+        default=None, description="for vendors that take an effort instead of a budget"
+    )
+    show: Literal["hidden", "spoiler", "trace"] = "hidden"

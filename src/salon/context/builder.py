@@ -24,6 +24,7 @@ from salon.llm.base import (
     ImagePart,
     LLMRequest,
     TextPart,
+    Thinking,
     ToolResultPart,
     ToolUsePart,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "record_text",
     "render_chat",
     "reply_mark",
+    "requested_thinking",
     "run_joiner",
     "select_context",
     "spoken",
@@ -558,7 +560,16 @@ def render_chat(
         temperature=config.temperature,
         stop=tuple(config.stop_sequences),
         cache_system=config.prompt_caching,
+        thinking=requested_thinking(config),
     )
+
+
+def requested_thinking(config: BotConfig) -> Thinking | None:
+    """The reasoning the bot's config asks of the model, or None when thinking is off."""
+    wanted = config.thinking
+    if not wanted.enabled:
+        return None
+    return Thinking(budget_tokens=wanted.budget_tokens, effort=wanted.effort)
 
 
 def _add_message(

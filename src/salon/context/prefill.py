@@ -29,6 +29,7 @@ from salon.context.builder import (
     labels_until,
     record_text,
     reply_mark,
+    requested_thinking,
     run_joiner,
     spoken,
     weave,
@@ -238,6 +239,7 @@ def render_prefill(
         stop=stop_sequences(given, me, config, labels),
         cache_system=config.prompt_caching,
         prefill=True,
+        thinking=requested_thinking(config),
     )
 
 

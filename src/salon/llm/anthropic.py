@@ -22,6 +22,7 @@ from salon.llm.base import (
     TextDelta,
     TextPart,
     ToolCallEvent,
+    ToolResultPart,
     ToolUsePart,
     UsageEvent,
     anthropic_traits,
@@ -210,7 +211,7 @@ def _message(message: ChatMessage, marker: dict[str, str] | None = None) -> dict
             blocks.append(
                 {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
             )
-        else:
+        elif isinstance(part, ToolResultPart):
             result = part.result
             blocks.append(
                 {

@@ -12,7 +12,7 @@ from operator import attrgetter
 from typing import Any, Literal, Protocol
 
 from salon.llm._convert import Converted
-from salon.model import UNPARSED_ARGUMENTS, ToolCall, ToolResult, Usage, clean_text
+from salon.model import UNPARSED_ARGUMENTS, Thought, ToolCall, ToolResult, Usage, clean_text
 
 __all__ = [
     "UNPARSED_ARGUMENTS",
@@ -26,6 +26,10 @@ __all__ = [
     "StreamEvent",
     "TextDelta",
     "TextPart",
+    "Thinking",
+    "ThinkingDelta",
+    "ThinkingPart",
+    "ThoughtEvent",
     "ToolCallEvent",
     "ToolDefinition",
     "ToolResultPart",
@@ -78,7 +82,15 @@ class ToolResultPart:
     result: ToolResult
 
 
-ContentPart = TextPart | ImagePart | ToolUsePart | ToolResultPart
+@dataclass(frozen=True, slots=True)
+class ThinkingPart:
+    """The model's reasoning on an assistant turn, sent back only to the vendor and model
+    that wrote it (``thought.vendor``/``thought.model``); every other provider skips it."""
+
+    thought: Thought
+
+
+ContentPart = TextPart | ImagePart | ToolUsePart | ToolResultPart | ThinkingPart
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +117,15 @@ class ChatMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class Thinking:
+    """Reasoning asked of the model: a token budget, or an effort where the vendor takes
+    one (``low``, ``medium``, ``high``); a provider maps it to its own field."""
+
+    budget_tokens: int | None = None
+    effort: Literal["low", "medium", "high"] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class LLMRequest:
     model: str
     messages: tuple[ChatMessage, ...]
@@ -120,12 +141,30 @@ class LLMRequest:
     # The text tool protocol's tool list, when tools are offered that way: it also opens
     # the first user turn; a provider sending a raw transcript puts it on top instead.
     tool_listing: str = ""
+    thinking: Thinking | None = None  # None: the model is not asked to reason
 
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
     text: str
     kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    """A piece of the model's reasoning as it streams (never part of the answer)."""
+
+    text: str
+    kind: Literal["thinking"] = "thinking"
+
+
+@dataclass(frozen=True, slots=True)
+class ThoughtEvent:
+    """A finished piece of reasoning in the form its vendor wants back (signature and all);
+    it belongs on the assistant turn, in the order the events came."""
+
+    thought: Thought
+    kind: Literal["thought"] = "thought"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +185,7 @@ class StopEvent:
     kind: Literal["stop"] = "stop"
 
 
-StreamEvent = TextDelta | ToolCallEvent | UsageEvent | StopEvent
+StreamEvent = TextDelta | ThinkingDelta | ThoughtEvent | ToolCallEvent | UsageEvent | StopEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,9 +208,9 @@ def clean_event(event: StreamEvent) -> StreamEvent:
     may carry one as an escape (``"\\ud800"``) and no encoder takes it: left in, the tool
     log, the trace and every later request showing it would fail. The same event comes back
     when nothing needed cleaning."""
-    if isinstance(event, TextDelta):
+    if isinstance(event, TextDelta | ThinkingDelta):
         text = clean_text(event.text)
-        return event if text is event.text else TextDelta(text)
+        return event if text is event.text else type(event)(text)
     if isinstance(event, ToolCallEvent):
         call = event.call
         name, call_id = clean_text(call.name), clean_text(call.id)
@@ -273,6 +312,8 @@ def _neutral_part(p: ContentPart) -> dict[str, Any]:
         return {"image": {"media_type": p.media_type, "data": p.data}}
     if isinstance(p, ToolUsePart):
         return {"tool_use": {"id": p.call.id, "name": p.call.name, "input": p.call.arguments}}
+    if isinstance(p, ThinkingPart):
+        return {"thinking": {"vendor": p.thought.vendor, "chars": len(p.thought.text)}}
     return {"tool_result": {"id": p.result.call_id, "content": p.result.content}}
 
 
@@ -290,6 +331,9 @@ def turn_bytes(message: ChatMessage) -> int:
             held += len(part.data)
         elif isinstance(part, ToolResultPart):
             held += len(part.result.content)
+        elif isinstance(part, ThinkingPart):
+            thought = part.thought
+            held += len(thought.text) + len(thought.signature) + len(thought.redacted)
         else:
             held += 256  # a tool call's name and arguments: small
     return _TURN_OVERHEAD + 2 * held

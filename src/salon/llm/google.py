@@ -29,6 +29,7 @@ from salon.llm.base import (
     TextDelta,
     TextPart,
     ToolCallEvent,
+    ToolResultPart,
     ToolUsePart,
     UsageEvent,
 )
@@ -238,7 +239,7 @@ def to_google_contents(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]
                 names[call.id] = call.name
                 function_call = {"id": call.id, "name": call.name, "args": call.arguments}
                 parts.append({"function_call": function_call})
-            else:
+            elif isinstance(part, ToolResultPart):
                 result = part.result
                 key = "error" if result.is_error else "output"
                 response = {

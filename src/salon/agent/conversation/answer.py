@@ -308,7 +308,8 @@ class Conversation:
             await reply.write(visible)
 
         pending = reply.recorder.call(kind, provider, request)
-        streamed = Streamed(calls=turn.calls)  # the model's native calls go into the turn
+        # The model's native calls and its reasoning's replayable form go into the turn.
+        streamed = Streamed(calls=turn.calls, thoughts=turn.thoughts)
         async with reply.platform.typing(reply.channel):  # while the model writes, not longer
             try:
                 await read_stream(provider, request, pending, streamed, show)

@@ -19,11 +19,14 @@ from salon.llm.base import (
     LLMRequest,
     Provider,
     StopEvent,
+    StreamEvent,
     TextDelta,
+    ThinkingDelta,
+    ThoughtEvent,
     ToolCallEvent,
     UsageEvent,
 )
-from salon.model import ToolCall, Usage
+from salon.model import Thought, ToolCall, Usage
 from salon.store.base import Store
 
 __all__ = ["IncompleteStream", "Streamed", "read_stream", "record_usage"]
@@ -45,6 +48,8 @@ class Streamed:
     text: str = ""
     calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    thinking: str = ""  # the reasoning's readable text, never part of the answer
+    thoughts: list[Thought] = field(default_factory=list)  # what the vendor wants back
     began: bool = False
     finished: bool = False  # the model's finish reason came
 
@@ -67,14 +72,8 @@ async def read_stream(
                 into.text += event.text
                 if on_text is not None:
                     await on_text(event.text)
-            elif isinstance(event, ToolCallEvent):
-                into.calls.append(event.call)
-            elif isinstance(event, UsageEvent):
-                into.usage += event.usage
-                pending.usage += event.usage
-            elif isinstance(event, StopEvent):
-                into.finished = True
-                pending.stop_reason = event.reason
+            else:
+                _take(event, into, pending)
     except ProviderError as exc:
         pending.ended(str(exc))
         if not into.began or isinstance(exc, IncompleteStream):
@@ -87,6 +86,22 @@ async def read_stream(
     finally:
         if pending.total_ms is None:  # cancelled, or a failure of our own on the way
             pending.ended("interrupted")
+
+
+def _take(event: StreamEvent, into: Streamed, pending: PendingCall) -> None:
+    """Note an event other than the answer's text on ``into`` and the call's trace."""
+    if isinstance(event, ToolCallEvent):
+        into.calls.append(event.call)
+    elif isinstance(event, ThinkingDelta):
+        into.thinking += event.text
+    elif isinstance(event, ThoughtEvent):
+        into.thoughts.append(event.thought)
+    elif isinstance(event, UsageEvent):
+        into.usage += event.usage
+        pending.usage += event.usage
+    elif isinstance(event, StopEvent):
+        into.finished = True
+        pending.stop_reason = event.reason
 
 
 async def record_usage(  # noqa: PLR0917 - one row's columns

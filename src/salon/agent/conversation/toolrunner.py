@@ -26,6 +26,7 @@ from salon.llm.base import (
     ChatMessage,
     LLMRequest,
     TextPart,
+    ThinkingPart,
     ToolDefinition,
     ToolResultPart,
     ToolUsePart,
@@ -36,6 +37,7 @@ from salon.model import (
     ChannelRef,
     Participant,
     Policy,
+    Thought,
     ToolCall,
     ToolResult,
     ToolSpec,
@@ -90,6 +92,7 @@ class Turn:
     calls: list[ToolCall] = field(default_factory=list)
     raw: str = ""
     cut_off: bool = False  # the stream broke after part of the answer was shown
+    thoughts: list[Thought] = field(default_factory=list)  # go back first on the turn
 
 
 class ToolRunner:
@@ -180,7 +183,8 @@ class ToolRunner:
         if not self.text_mode:
             said = (TextPart(turn.text),) if turn.text.strip() else ()
             calls = (replace(c, arguments=_cleaned(c.arguments, scrub)) for c in turn.calls)
-            asked = ChatMessage("assistant", (*said, *(ToolUsePart(c) for c in calls)))
+            thought = tuple(ThinkingPart(t) for t in turn.thoughts)
+            asked = ChatMessage("assistant", (*thought, *said, *(ToolUsePart(c) for c in calls)))
             answered = ChatMessage("user", tuple(ToolResultPart(r) for r in results))
             return replace(request, messages=(*request.messages, asked, answered))
         # Text protocol: the results join the bot's own partial turn, which it continues.
