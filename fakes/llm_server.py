@@ -57,6 +57,7 @@ from typing import Any, Literal
 from fakes.billing import AutoPrefixBilling, CacheBilling
 from fakes.llm_wire import Recorded, Scripted, Wire, complete_body, error_body
 from fakes.llm_wire import wire as wire_for
+from fakes.reasoning import refusal as reasoning_refusal
 
 __all__ = ["FAULTS", "Flavour", "LLMServer", "Recorded", "Scripted"]
 
@@ -183,6 +184,9 @@ class LLMServer:
             refusal = self._render(request)
             if refusal is not None:
                 reply = replace(reply, status=refusal[0], error_message=refusal[1])
+        refused = reasoning_refusal(vendor, request.body)
+        if refused is not None:
+            reply = replace(reply, status=refused[0], error_message=refused[1])
         if self._bills(vendor) and self.billing is not None and reply.status == 200:
             bill = self.billing.bill(request.body)
             reply = replace(

@@ -32,6 +32,16 @@ class Scripted:
     finish_reason: str | None = None  # gemini: e.g. "SAFETY" (with no text: a blocked answer)
     block_reason: str | None = None  # gemini: the prompt was blocked, e.g. "SAFETY"
     fault: str | None = None  # one of llm_server.FAULTS
+    # Reasoning, streamed the way each vendor streams it, before the answer's text (only
+    # when the request asked for reasoning, as the real servers do; see fakes/reasoning.py).
+    thinking: str = ""
+    thinking_chunks: list[str] | None = None
+    reasoning_tokens: int = 0  # billed as output; reported in the vendor's own field
+
+    def thinking_deltas(self) -> list[str]:
+        if self.thinking_chunks is not None:
+            return self.thinking_chunks
+        return [self.thinking] if self.thinking else []
 
     def deltas(self) -> list[str]:
         return self.chunks if self.chunks is not None else [self.text]
