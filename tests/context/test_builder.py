@@ -23,19 +23,19 @@ def msg(i: int, author: Participant, text: str) -> Message:
 
 def test_message_budget_keeps_the_newest() -> None:
     history = [msg(i, ALICE, f"m{i}") for i in range(10)]
-    picked = select_context(history, bot_config(recency_window_messages=3))
+    picked = select_context(history, bot_config(recency_window_messages=3).window)
     assert [m.text for m in picked] == ["m7", "m8", "m9"]
 
 
 def test_character_budget_stops_first_when_reached_first() -> None:
     history = [msg(i, ALICE, "x" * 10) for i in range(10)]
-    picked = select_context(history, bot_config(recency_window_characters=35))
+    picked = select_context(history, bot_config(recency_window_characters=35).window)
     assert len(picked) == 3
 
 
 def test_an_oversized_newest_message_is_truncated_not_dropped() -> None:
     history = [msg(1, ALICE, "older"), msg(2, ALICE, "y" * 100_000)]
-    picked = select_context(history, bot_config(recency_window_characters=1000))
+    picked = select_context(history, bot_config(recency_window_characters=1000).window)
     assert len(picked) == 1
     assert len(picked[0].text) == 1000
     assert picked[0].text.endswith(TRUNCATION_MARK)
@@ -43,9 +43,9 @@ def test_an_oversized_newest_message_is_truncated_not_dropped() -> None:
 
 def test_dot_messages_are_skipped_unless_configured() -> None:
     history = [msg(1, ALICE, ".hidden"), msg(2, ALICE, "shown")]
-    assert [m.text for m in select_context(history, bot_config())] == ["shown"]
+    assert [m.text for m in select_context(history, bot_config().window)] == ["shown"]
     config = bot_config(ignore_dot_messages=False)
-    assert len(select_context(history, config)) == 2
+    assert len(select_context(history, config.window)) == 2
 
 
 def test_chat_roles_names_and_merging() -> None:
@@ -56,7 +56,7 @@ def test_chat_roles_names_and_merging() -> None:
         msg(4, ME, "how are you?"),
         msg(5, ALICE, "fine"),
     ]
-    request = render_chat(history, ME, bot_config(system_prompt="sys", max_tokens=99), "m")
+    request = render_chat(history, ME, bot_config(system_prompt="sys", max_tokens=99).render, "m")
     assert [(m.role, m.plain_text) for m in request.messages] == [
         ("user", "Alice: hi\nBob: hey"),
         ("assistant", "hello both\n\nhow are you?"),  # one bot's run is one message
@@ -74,22 +74,22 @@ def test_monitored_channels_see_less_and_only_recent() -> None:
     ]
     now = start + timedelta(minutes=110)
     config = bot_config(monitor_context_messages=4, monitor_context_age=1800)
-    assert [m.text for m in select_context(history, config, monitored_at=now)] == [
+    assert [m.text for m in select_context(history, config.window, monitored_at=now)] == [
         "m8",
         "m9",
         "m10",
         "m11",
     ]
     config = bot_config(monitor_context_messages=100, monitor_context_age=1800)
-    assert [m.text for m in select_context(history, config, monitored_at=now)] == [
+    assert [m.text for m in select_context(history, config.window, monitored_at=now)] == [
         "m8",
         "m9",
         "m10",
         "m11",
     ]
-    assert len(select_context(history, config)) == 12
+    assert len(select_context(history, config.window)) == 12
     lonely = [Message("x", ROOM, ALICE, "old but newest", start)]
-    assert len(select_context(lonely, config, monitored_at=now)) == 1
+    assert len(select_context(lonely, config.window, monitored_at=now)) == 1
 
 
 def test_chat_breakpoint_ends_a_marked_part_and_the_prefix_stays_put() -> None:
@@ -103,7 +103,7 @@ def test_chat_breakpoint_ends_a_marked_part_and_the_prefix_stays_put() -> None:
         msg(3, ME, "three"),
         msg(4, ALICE, "four"),
     ]
-    request = render_chat(room, ME, config, "m", breakpoint_id="2")
+    request = render_chat(room, ME, config.render, "m", breakpoint_id="2")
     first = request.messages[0]
     assert first.parts == (
         TextPart("Alice: one\nBob: two", cache_breakpoint=True),
@@ -112,10 +112,10 @@ def test_chat_breakpoint_ends_a_marked_part_and_the_prefix_stays_put() -> None:
     assert converted[0]["content"][0]["cache_control"] == {"type": "ephemeral"}
     assert all("cache_control" not in b for m in converted[1:] for b in m["content"])
 
-    later = render_chat([*room, msg(5, BOB, "five")], ME, config, "m", breakpoint_id="2")
+    later = render_chat([*room, msg(5, BOB, "five")], ME, config.render, "m", breakpoint_id="2")
     assert later.messages[:2] == request.messages[:2]  # up to the breakpoint: identical
 
-    mid = render_chat(room, ME, config, "m", breakpoint_id="1")
+    mid = render_chat(room, ME, config.render, "m", breakpoint_id="1")
     assert mid.messages[0].parts == (
         TextPart("Alice: one", cache_breakpoint=True),
         TextPart("\nBob: two"),
@@ -127,14 +127,14 @@ ROBO = Participant("r", "Robo", is_bot=True)
 
 def test_another_bots_run_reads_as_one_message_under_one_label() -> None:
     history = [msg(1, ALICE, "hi"), msg(2, ROBO, "First."), msg(3, ROBO, "Second.")]
-    request = render_chat(history, ME, bot_config(), "m")
+    request = render_chat(history, ME, bot_config().render, "m")
     assert request.messages[0].plain_text == "Alice: hi\nRobo: First.\n\nSecond."
 
 
 def test_paragraphs_of_an_answer_keep_their_breaks_and_size_cuts_join_with_a_space() -> None:
     cut = "x" * 1790  # a piece cut at Discord's size limit ends mid-paragraph
     history = [msg(1, ALICE, "talk"), msg(2, ME, "One."), msg(3, ME, cut), msg(4, ME, "tail")]
-    request = render_chat(history, ME, bot_config(), "m", message_limit=1800)
+    request = render_chat(history, ME, bot_config().render, "m", message_limit=1800)
     assert request.messages[1].plain_text == f"One.\n\n{cut} tail"
 
 
@@ -144,9 +144,9 @@ def test_notes_and_the_hiding_emoji_in_text_hide_a_message() -> None:
 
     config = bot_config()
     note = Message("1", ROOM, ME, "⚠️ Salon could not answer", T, tags=frozenset({Tag.NOTE}))
-    assert not is_visible(note, config)
-    assert not is_visible(msg(2, ALICE, "do not read this \U0001fae5"), config)
-    assert is_visible(msg(3, ALICE, "read this"), config)
+    assert not is_visible(note, config.visibility)
+    assert not is_visible(msg(2, ALICE, "do not read this \U0001fae5"), config.visibility)
+    assert is_visible(msg(3, ALICE, "read this"), config.visibility)
 
 
 def test_past_tool_calls_are_native_turns_when_tools_are_native() -> None:
@@ -156,7 +156,7 @@ def test_past_tool_calls_are_native_turns_when_tools_are_native() -> None:
     call = ToolCall("call_1", "lookup", {"word": "jazz"})
     record = ToolRecord(T, ROOM.key, "2", call, ToolResult("call_1", "a music"))
     history = [msg(1, ALICE, "what is jazz?"), msg(2, ME, "Let me look."), msg(3, ALICE, "ok")]
-    native = render_chat(history, ME, bot_config(), "m", [record], native_tools=True)
+    native = render_chat(history, ME, bot_config().render, "m", [record], native_tools=True)
     roles = [m.role for m in native.messages]
     assert roles == ["user", "assistant", "user"]
     said, used = native.messages[1].parts
@@ -168,5 +168,5 @@ def test_past_tool_calls_are_native_turns_when_tools_are_native() -> None:
     assert answered.result.content == "a music"
     assert answered.result.call_id == used.call.id
     assert "<function_calls>" not in "".join(m.plain_text for m in native.messages)
-    text = render_chat(history, ME, bot_config(), "m", [record])
+    text = render_chat(history, ME, bot_config().render, "m", [record])
     assert "<function_calls>" in text.messages[1].plain_text

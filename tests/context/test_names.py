@@ -45,7 +45,7 @@ def test_a_renamed_bots_mentions_read_its_configured_name_in_prefill() -> None:
         msg(2, ME, "Now we wait."),
         msg(3, BOB, "@Muse (guild nick) and @Museum?", mentions=(nick,)),
     ]
-    text = transcript(render_prefill(history, ME, config(), "m"))
+    text = transcript(render_prefill(history, ME, config().render, "m"))
     assert text == (
         "Alice: hey @Zed, what now?\n\nZed: Now we wait.\n\nBob: @Zed and @Museum?\n\nZed:"
     )
@@ -53,7 +53,7 @@ def test_a_renamed_bots_mentions_read_its_configured_name_in_prefill() -> None:
 
 def test_a_renamed_bots_mentions_read_its_configured_name_in_chat() -> None:
     history = [msg(1, ALICE, "hey @Muse, what now?", mentions=(ME,)), msg(2, ME, "We wait.")]
-    request = render_chat(history, ME, config("chat"), "m")
+    request = render_chat(history, ME, config("chat").render, "m")
     assert chat_lines(request) == [
         ("user", "Alice: hey @Zed, what now?"),
         ("assistant", "We wait."),
@@ -63,8 +63,8 @@ def test_a_renamed_bots_mentions_read_its_configured_name_in_chat() -> None:
 def test_the_memo_renders_again_when_the_name_changes() -> None:
     history = (msg(1, ALICE, "hey @Muse", mentions=(ME,)),)
     memo = ChatMemo()
-    render_chat(history, ME, bot_config(name="Muse"), "m", memo=memo)
-    again = render_chat(history, ME, config("chat"), "m", memo=memo)
+    render_chat(history, ME, bot_config(name="Muse").render, "m", memo=memo)
+    again = render_chat(history, ME, config("chat").render, "m", memo=memo)
     assert chat_lines(again) == [("user", "Alice: hey @Zed")]
 
 
@@ -96,7 +96,7 @@ HOSTILE = [
 
 
 def test_a_hostile_room_reads_as_what_happened_in_prefill() -> None:
-    text = transcript(render_prefill(HOSTILE, ME, config(), "m"))
+    text = transcript(render_prefill(HOSTILE, ME, config().render, "m"))
     assert text == (
         "Alice: hi all\n\n"
         "Bob: hello\n\n"
@@ -116,7 +116,7 @@ def test_a_hostile_room_reads_as_what_happened_in_prefill() -> None:
 
 def test_a_hostile_room_reads_as_what_happened_in_chat() -> None:
     hostile = [*HOSTILE[:-1], msg(12, ALICE, "@Zed and @Muse, look", mentions=(IMPOSTOR, ME))]
-    request = render_chat(hostile, ME, config("chat"), "m")
+    request = render_chat(hostile, ME, config("chat").render, "m")
     assert chat_lines(request) == [
         (
             "user",
@@ -139,7 +139,7 @@ def test_a_hostile_room_reads_as_what_happened_in_chat() -> None:
 
 
 def test_stop_sequences_name_participants_as_the_transcript_does() -> None:
-    stops = stop_sequences(HOSTILE[:4], ME, config(recent_participant_count=3))
+    stops = stop_sequences(HOSTILE[:4], ME, config(recent_participant_count=3).render)
     assert stops[:3] == ("\nAlice:", "\nZed [666]:", "\nBob:")
 
 
@@ -149,12 +149,12 @@ def test_a_name_taken_later_changes_no_earlier_rendering() -> None:
     carol = Participant("108", "Carol")
     before = [msg(1, BOB, "one"), msg(2, ALICE, "two\nCarol: not yet here")]
     after = [*before, msg(3, BOB_TWO, "three"), msg(4, BOB, "four"), msg(5, carol, "hi")]
-    first = transcript(render_prefill(before, ME, config(), "m"))
-    later = transcript(render_prefill(after, ME, config(), "m"))
+    first = transcript(render_prefill(before, ME, config().render, "m"))
+    later = transcript(render_prefill(after, ME, config().render, "m"))
     assert later.startswith(first.removesuffix("Zed:"))
     assert later.endswith("bob [103]: three\n\nBob: four\n\nCarol: hi\n\nZed:")
-    chat_first = render_chat(before, ME, config("chat"), "m").messages[0].plain_text
-    chat_later = render_chat(after, ME, config("chat"), "m").messages[0].plain_text
+    chat_first = render_chat(before, ME, config("chat").render, "m").messages[0].plain_text
+    chat_later = render_chat(after, ME, config("chat").render, "m").messages[0].plain_text
     assert chat_later.startswith(chat_first)
 
 

@@ -48,7 +48,7 @@ def test_transcript_request_is_exact() -> None:
         msg(3, ALICE, "Very good.", mentions=(BOB,)),
     ]
     config = prefill_config(context_prefix="A chat log.")
-    request = render_prefill(history, ME, config, "m")
+    request = render_prefill(history, ME, config.render, "m")
     assert request.system == "The system is in CLI simulation mode."
     assert request.cache_system is True
     assert to_anthropic_messages(request) == [
@@ -68,7 +68,7 @@ def test_transcript_request_is_exact() -> None:
 
 def test_continuation_adds_no_name() -> None:
     history = [msg(1, ALICE, "Tell me a story"), msg(2, ME, "Once upon a time ")]
-    request = render_prefill(history, ME, prefill_config(), "m")
+    request = render_prefill(history, ME, prefill_config().render, "m")
     last = to_anthropic_messages(request)[-1]
     assert last["content"][-1]["text"] == "Alice: Tell me a story\n\nClaude: Once upon a time"
 
@@ -81,7 +81,7 @@ def test_breakpoint_and_image_split_the_assistant_turn() -> None:
         msg(3, ALICE, "look", attachments=(picture,)),
         msg(4, BOB, "nice"),
     ]
-    request = render_prefill(history, ME, prefill_config(), "m", breakpoint_id="2")
+    request = render_prefill(history, ME, prefill_config().render, "m", breakpoint_id="2")
     assert to_anthropic_messages(request)[1:] == [
         {
             "role": "assistant",
@@ -111,7 +111,7 @@ def test_stop_sequences_are_the_recent_participants_plus_configured() -> None:
     people = [Participant(str(i), f"P{i}") for i in range(15)]
     history = [msg(i, p, "hi") for i, p in enumerate(people)]
     config = prefill_config(recent_participant_count=3, stop_sequences=["END"])
-    assert stop_sequences(history, ME, config) == (
+    assert stop_sequences(history, ME, config.render) == (
         "\nP14:",
         "\nP13:",
         "\nP12:",
@@ -125,7 +125,7 @@ def test_stop_sequences_are_the_recent_participants_plus_configured() -> None:
 def test_stops_cover_case_variants_and_the_speakers_of_the_context_prefix() -> None:
     you = Participant("u", "you")
     config = prefill_config(context_prefix="Narrator: a quiet evening.\nGuide: welcome.")
-    stops = stop_sequences([msg(1, you, "hello")], ME, config)
+    stops = stop_sequences([msg(1, you, "hello")], ME, config.render)
     assert "\nyou:" in stops
     assert "\nYou:" in stops
     assert "\nNarrator:" in stops
@@ -136,7 +136,7 @@ def test_stops_cover_case_variants_and_the_speakers_of_the_context_prefix() -> N
 def test_a_bots_run_is_one_block_in_the_transcript() -> None:
     robo = Participant("r", "Robo", is_bot=True)
     history = [msg(1, ALICE, "hi"), msg(2, robo, "One."), msg(3, robo, "Two."), msg(4, ME, "Hey")]
-    text = to_anthropic_messages(render_prefill(history, ME, prefill_config(), "m"))[-1]
+    text = to_anthropic_messages(render_prefill(history, ME, prefill_config().render, "m"))[-1]
     assert text["content"][-1]["text"] == "Alice: hi\n\nRobo: One.\n\nTwo.\n\nClaude: Hey"
 
 
@@ -145,17 +145,19 @@ def test_roll_keeps_everything_until_the_threshold() -> None:
         recency_window_messages=4, rolling_threshold=3, cache_breakpoint_offset=1
     )
     history = [msg(i, ALICE if i % 2 else BOB, f"m{i}") for i in range(10)]
-    first = roll(history, None, config, select_context(history, config), ME.id)
+    first = roll(history, None, config.window, select_context(history, config.window), ME.id)
     assert first.rolled
     assert [m.text for m in first.messages] == ["m6", "m7", "m8", "m9"]
     assert first.breakpoint_id == "8"
     longer = [*history, *(msg(i, ALICE, f"m{i}") for i in range(10, 12))]
-    second = roll(longer, first.state, config, select_context(longer, config), ME.id)
+    second = roll(longer, first.state, config.window, select_context(longer, config.window), ME.id)
     assert not second.rolled
     assert [m.text for m in second.messages] == ["m6", "m7", "m8", "m9", "m10", "m11"]
     assert second.breakpoint_id == "8"
     longest = [*longer, msg(12, BOB, "m12")]
-    third = roll(longest, second.state, config, select_context(longest, config), ME.id)
+    third = roll(
+        longest, second.state, config.window, select_context(longest, config.window), ME.id
+    )
     assert third.rolled
     assert [m.text for m in third.messages] == ["m9", "m10", "m11", "m12"]
     assert third.breakpoint_id == "11"
@@ -170,12 +172,14 @@ def test_the_bots_own_answers_do_not_bring_a_roll_closer() -> None:
         recency_window_messages=4, rolling_threshold=2, cache_breakpoint_offset=0
     )
     history = [msg(i, ALICE, f"m{i}") for i in range(4)]
-    state = roll(history, None, config, select_context(history, config), ME.id).state
+    state = roll(history, None, config.window, select_context(history, config.window), ME.id).state
     answered = [*history, msg(4, ME, "answer"), msg(5, ME, "more"), msg(6, BOB, "q")]
-    again = roll(answered, state, config, select_context(answered, config), ME.id)
+    again = roll(answered, state, config.window, select_context(answered, config.window), ME.id)
     assert not again.rolled  # one arrival (Bob's), not three
     asked = [*answered, msg(7, ALICE, "q2")]
-    assert roll(asked, again.state, config, select_context(asked, config), ME.id).rolled
+    assert roll(
+        asked, again.state, config.window, select_context(asked, config.window), ME.id
+    ).rolled
 
 
 def test_vanished_breakpoint_falls_back_to_a_stable_message() -> None:
@@ -185,7 +189,7 @@ def test_vanished_breakpoint_falls_back_to_a_stable_message() -> None:
     history = [msg(1, ALICE, "a"), msg(2, ME, "b"), msg(3, BOB, "c"), msg(4, ALICE, "d")]
     state = RollState("1", "3", "4", history[2].created_at)
     without = [m for m in history if m.id != "3"]
-    rolled = roll(without, state, config, without, ME.id)
+    rolled = roll(without, state, config.window, without, ME.id)
     assert not rolled.rolled
     assert rolled.breakpoint_id == "1"  # the bot's own message is not a stable anchor
 
@@ -219,17 +223,23 @@ def test_prefix_up_to_the_breakpoint_is_byte_identical_between_rolls(
     )
     # As the agent does: roll over the visible messages only (dot messages drop out).
     first = [
-        m for i, (who, text) in enumerate(before) if is_visible(m := msg(i, who, text), config)
+        m
+        for i, (who, text) in enumerate(before)
+        if is_visible(m := msg(i, who, text), config.visibility)
     ]
     assume(first)
-    rolled = roll(first, None, config, select_context(first, config), ME.id)
-    request = render_prefill(rolled.messages, ME, config, "m", breakpoint_id=rolled.breakpoint_id)
+    rolled = roll(first, None, config.window, select_context(first, config.window), ME.id)
+    request = render_prefill(
+        rolled.messages, ME, config.render, "m", breakpoint_id=rolled.breakpoint_id
+    )
     start = len(before)
     added = [msg(start + i, who, text) for i, (who, text) in enumerate(after)]
-    grown = [*first, *(m for m in added if is_visible(m, config))]
-    again = roll(grown, rolled.state, config, select_context(grown, config), ME.id)
+    grown = [*first, *(m for m in added if is_visible(m, config.visibility))]
+    again = roll(grown, rolled.state, config.window, select_context(grown, config.window), ME.id)
     assert not again.rolled
-    later = render_prefill(again.messages, ME, config, "m", breakpoint_id=again.breakpoint_id)
+    later = render_prefill(
+        again.messages, ME, config.render, "m", breakpoint_id=again.breakpoint_id
+    )
     assert _prefix(later) == _prefix(request)
 
 
@@ -241,11 +251,11 @@ def test_an_average_budget_rolls_below_it_by_half_the_threshold() -> None:
         rolling_budget="average",
     )
     history = [msg(i, ALICE if i % 2 else BOB, f"m{i}") for i in range(10)]
-    first = roll(history, None, config, select_context(history, config), ME.id)
+    first = roll(history, None, config.window, select_context(history, config.window), ME.id)
     assert first.rolled
     assert [m.text for m in first.messages] == ["m6", "m7", "m8", "m9"]  # 6 - 4/2
     grown = [*history, *(msg(i, ALICE, f"m{i}") for i in range(10, 14))]
-    again = roll(grown, first.state, config, select_context(grown, config), ME.id)
+    again = roll(grown, first.state, config.window, select_context(grown, config.window), ME.id)
     assert again.rolled  # four arrivals; between the rolls the window held 4 to 7 messages
     assert [m.text for m in again.messages] == ["m10", "m11", "m12", "m13"]
 
@@ -255,7 +265,7 @@ def test_an_average_budget_keeps_what_a_short_channel_has() -> None:
         recency_window_messages=6, rolling_threshold=4, rolling_budget="average"
     )
     history = [msg(i, ALICE, f"m{i}") for i in range(3)]
-    first = roll(history, None, config, select_context(history, config), ME.id)
+    first = roll(history, None, config.window, select_context(history, config.window), ME.id)
     assert [m.text for m in first.messages] == ["m0", "m1", "m2"]
 
 
@@ -267,6 +277,6 @@ def test_an_average_budget_cuts_characters_in_proportion() -> None:
         rolling_budget="average",
     )
     history = [msg(i, ALICE, "x" * 20) for i in range(8)]
-    first = roll(history, None, config, select_context(history, config), ME.id)
+    first = roll(history, None, config.window, select_context(history, config.window), ME.id)
     # Five messages by count (10 - 10/2) and 50 characters (100 x 5/10): two messages of 20.
     assert len(first.messages) == 2

@@ -70,7 +70,7 @@ def test_a_memo_renders_exactly_what_a_full_render_gives() -> None:
         chat, prefill = ChatMemo(), PrefillMemo()
         for step, history, marks in _random_histories(seed):
             kwargs = {"breakpoints": marks, "message_limit": 2000}
-            args = (history, ME, config, "m")
+            args = (history, ME, config.render, "m")
             assert render_chat(*args, memo=chat, **kwargs) == render_chat(*args, **kwargs), (
                 seed,
                 step,
@@ -83,9 +83,9 @@ def test_a_memo_goes_on_from_the_last_render_without_rendering_it_again() -> Non
     config = bot_config()
     memo = ChatMemo()
     first = [Message(str(n), ROOM, PEOPLE[n % 2], f"line {n}", T) for n in range(50)]
-    before = render_chat(tuple(first), ME, config, "m", memo=memo)
+    before = render_chat(tuple(first), ME, config.render, "m", memo=memo)
     grown = (*first, Message("50", ROOM, ME, "an answer", T))
-    after = render_chat(grown, ME, config, "m", memo=memo)
+    after = render_chat(grown, ME, config.render, "m", memo=memo)
     # The turns before the last one of the first render are the very same objects.
     assert all(a is b for a, b in zip(after.messages[:-2], before.messages[:-1], strict=False))
-    assert after == render_chat(grown, ME, config, "m")
+    assert after == render_chat(grown, ME, config.render, "m")

@@ -53,12 +53,14 @@ def test_a_view_follows_a_sliding_history_exactly() -> None:
                 depth = rng.choice([20, 60, 200])
             config = configs[seed % 2]
             history = channel[-depth:]
-            view.update(history, config)
-            visible = [m for m in history if is_visible(m, config)]
+            view.update(history, config.visibility)
+            visible = [m for m in history if is_visible(m, config.visibility)]
             assert view.visible == visible
             assert view.count == len(visible)
             assert view.has_history_links == any(m.text.startswith(".history") for m in history)
-            assert view.select(config) == select_context(visible, config, visible=True)
+            assert view.select(config.window) == select_context(
+                visible, config.window, visible=True
+            )
             plain = PlainIndex(visible)
             for m in visible:
                 assert view.position(m.id) == plain.position(m.id)
@@ -71,7 +73,7 @@ def test_views_are_bounded_by_the_messages_they_hold() -> None:
     history = [Message(str(n), ROOM, PEOPLE[0], "hi", T) for n in range(30)]
     for name in "abcdef":
         view = views.get(name)
-        view.update(history, bot_config())
+        view.update(history, bot_config().visibility)
         views.settle(view)
     assert len(views) == 3  # each holds 30 messages (once, though in two lists): three fit
 
@@ -79,9 +81,9 @@ def test_views_are_bounded_by_the_messages_they_hold() -> None:
 def test_a_view_counts_what_slid_out_but_is_kept_until_compaction() -> None:
     view = ChannelView()
     channel = [Message(str(n), ROOM, PEOPLE[0], "hi", T) for n in range(60)]
-    view.update(channel[:30], bot_config())
+    view.update(channel[:30], bot_config().visibility)
     assert view.size == 30
-    view.update(channel[10:40], bot_config())  # 10 slid out, still held; 10 new
+    view.update(channel[10:40], bot_config().visibility)  # 10 slid out, still held; 10 new
     assert view.size == 40
 
 
@@ -91,10 +93,10 @@ def test_a_long_slide_is_compacted_and_stays_exact() -> None:
     channel = [Message(str(n), ROOM, PEOPLE[n % 2], TEXTS[n % 5], T) for n in range(12_000)]
     for end in range(50, 12_000, 3):
         history = channel[end - 50 : end]
-        view.update(history, config)
-    visible = [m for m in history if is_visible(m, config)]
+        view.update(history, config.visibility)
+    visible = [m for m in history if is_visible(m, config.visibility)]
     assert view.visible == visible
-    assert view.select(config) == select_context(visible, config, visible=True)
+    assert view.select(config.window) == select_context(visible, config.window, visible=True)
     assert len(view._all) < 5000  # dropped messages were let go
     assert [view.position(m.id) for m in visible] == list(range(len(visible)))
 
@@ -110,7 +112,7 @@ def test_views_keep_within_a_byte_budget_whatever_their_messages_weigh() -> None
         for n in range(150):  # one 1 MB message per channel: 150 MB if all were kept
             message = Message(str(n), ROOM, PEOPLE[0], "x" * 1_000_000, T)
             view = views.get(f"memory:c{n}")
-            view.update([message], config)
+            view.update([message], config.visibility)
             views.settle(view)
 
     gc.collect()
@@ -134,6 +136,6 @@ def test_a_sliding_view_holds_little_more_than_its_window() -> None:
     history = [Message(str(n), ROOM, PEOPLE[n % 2], f"line {n}", T) for n in range(100)]
     for n in range(100, 3000):
         history = [*history[1:], Message(str(n), ROOM, PEOPLE[n % 2], f"line {n}", T)]
-        view.update(history, config)
+        view.update(history, config.visibility)
         assert view.size <= 100 + 100
     assert [m.text for m in view.visible][-1] == "line 2999"

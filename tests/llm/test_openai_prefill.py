@@ -41,7 +41,7 @@ def prefill_request(*texts: str) -> LLMRequest:
     when = datetime(2026, 1, 1, tzinfo=UTC)
     history = [Message(str(i), ROOM, ALICE, t, when) for i, t in enumerate(texts)]
     config = bot_config(mode="prefill", stop_sequences=["###"])
-    return render_prefill(history, ME, config, "base-7b")
+    return render_prefill(history, ME, config.render, "base-7b")
 
 
 async def text_of(provider: Provider, request: LLMRequest) -> str:

@@ -48,7 +48,7 @@ def should_activate(
     if command is not None:  # "m continue" goes on without a mention; other m words: nothing
         addressed = message.mentions_id(me.id) or message.reply_to_author_id == me.id
         return command == "continue" and (message.channel.is_direct or monitored or addressed)
-    if not is_visible(message, config):
+    if not is_visible(message, config.visibility):
         return False
     if message.channel.is_direct or monitored:
         return True

@@ -119,10 +119,10 @@ class Room:
                 await platform.react(channel, trigger.id, LOOP_EMOJI)
             return None
         if view is not None:
-            visible, chosen = view.visible, view.select(config, monitored_at)
+            visible, chosen = view.visible, view.select(config.window, monitored_at)
         else:
-            visible = [m for m in history if is_visible(m, config)]
-            chosen = select_context(visible, config, monitored_at=monitored_at, visible=True)
+            visible = [m for m in history if is_visible(m, config.visibility)]
+            chosen = select_context(visible, config.window, monitored_at=monitored_at, visible=True)
         marks: tuple[str, ...] = ()
         rolled: RollState | None = None
         cut = False
@@ -164,7 +164,7 @@ class Room:
         when there were none to apply (the view then holds what was read)."""
         recent = await platform.history(channel, limit=depth)
         view = self._views.get(channel.key)
-        view.update(recent, config)
+        view.update(recent, config.visibility)
         self._views.settle(view)
         if not view.has_history_links:
             return recent, view
@@ -212,7 +212,7 @@ class Room:
         whether the window was cut back."""
         state = await self._state(channel.key)
         me = platform.self_participant.id
-        rolled = roll(visible, state, config, window, me, index=view)
+        rolled = roll(visible, state, config.window, window, me, index=view)
         changed = rolled.state if rolled.state != state else None
         return rolled.messages, rolled.breakpoints, changed, rolled.rolled and state is not None
 
@@ -249,7 +249,7 @@ class Room:
         return [
             replace(m, tags=m.tags | {Tag.REPLY_CHAIN})
             for m in chain
-            if not in_window(m.id) and is_visible(m, config)
+            if not in_window(m.id) and is_visible(m, config.visibility)
         ]
 
     def _records(self, channel: ChannelRef, messages: Sequence[Message]) -> tuple[ToolRecord, ...]:
@@ -265,7 +265,7 @@ def _bot_chain_too_long(history: Sequence[Message], trigger: Message, config: Bo
         return False
     chain = 0
     for message in reversed(history):
-        if not is_visible(message, config):
+        if not is_visible(message, config.visibility):
             continue
         if not message.author.is_bot:
             break

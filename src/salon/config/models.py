@@ -6,7 +6,9 @@ holds the value (``api_key_env: OPENAI_API_KEY``).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from functools import cached_property
+from typing import Any, Literal, Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -56,6 +58,7 @@ from salon.config.tools import (
     ToolRule,
     WeatherIntegration,
 )
+from salon.config.views import RenderSettings, Visibility, WindowSettings
 from salon.model import Policy
 
 __all__ = [
@@ -350,3 +353,48 @@ class BotConfig(_Strict):
         if not model:  # the loader rejects this, so reaching it is a bug
             raise ValueError(f"bot {self.name!r} has no model")
         return model
+
+    # The parts' own records (salon.config.views), made once per effective config.
+    @cached_property
+    def visibility(self) -> Visibility:
+        return Visibility(self.ignore_dot_messages, tuple(self.hiding_reactions))
+
+    @cached_property
+    def window(self) -> WindowSettings:
+        return WindowSettings(
+            visibility=self.visibility,
+            recency_window_messages=self.recency_window_messages,
+            recency_window_characters=self.recency_window_characters,
+            hard_max_characters=self.hard_max_characters,
+            monitor_context_messages=self.monitor_context_messages,
+            monitor_context_age=self.monitor_context_age,
+            rolling_threshold=self.rolling_threshold,
+            rolling_budget=self.rolling_budget,
+            cache_breakpoint_offset=self.cache_breakpoint_offset,
+        )
+
+    @cached_property
+    def render(self) -> RenderSettings:
+        return RenderSettings(
+            name=self.name,
+            system_prompt=self.system_prompt,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            stop_sequences=tuple(self.stop_sequences),
+            prompt_caching=self.prompt_caching,
+            thinking=self.thinking,
+            prefill_system=self.prefill_system,
+            prefill_user=self.prefill_user,
+            context_prefix=self.context_prefix,
+            recent_participant_count=self.recent_participant_count,
+        )
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with ``update`` applied; the parts' records are made afresh from it."""
+        copied = super().model_copy(update=update, deep=deep)
+        for name in _VIEWS:
+            copied.__dict__.pop(name, None)
+        return copied
+
+
+_VIEWS = ("visibility", "window", "render")

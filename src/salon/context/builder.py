@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import re
 from collections.abc import Collection, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
 from typing import Literal
 
-from salon.config import BotConfig
+from salon.config.views import RenderSettings
 from salon.context.names import Labels, with_mentions
 from salon.context.textproto import format_calls, format_results
 from salon.llm.base import (
@@ -33,107 +31,23 @@ from salon.model import Message, Participant, Tag, ToolRecord
 __all__ = [
     "HELD_MESSAGE_BYTES",
     "REPLIED_TO_MARK",
-    "TRUNCATION_MARK",
     "ChatMemo",
     "RenderMemo",
     "continues_run",
     "images_of",
-    "is_visible",
-    "m_command",
     "message_text",
     "record_text",
     "render_chat",
     "reply_mark",
     "requested_thinking",
     "run_joiner",
-    "select_context",
     "spoken",
-    "truncated",
     "weave",
 ]
 
-TRUNCATION_MARK = " …[truncated]"
 # What a memo or view holds per message besides its text, estimated for their byte bounds:
 # the entries of their lists and indexes (the message objects are mostly the platform's).
 HELD_MESSAGE_BYTES = 128
-
-
-# An optional mention first, of a name of up to four words ("@Salon Bot m continue").
-_M_COMMAND = re.compile(r"^\s*(?:@\S+(?: \S+){0,3}?\s+)?m\s+(\w+)\s*$", re.IGNORECASE)
-
-
-def m_command(text: str) -> str | None:
-    """The word of an ``m`` command (``m continue``, optionally after a mention)."""
-    found = _M_COMMAND.match(text)
-    return found[1].lower() if found else None
-
-
-def is_visible(message: Message, config: BotConfig) -> bool:
-    """Dot messages are commands and tool logs: no bot reads them as conversation. The same
-    goes for a message marked with a hiding emoji (🫥), as a reaction or in its text, an
-    ``m`` command, and Salon's own notes (a failure, an approval question)."""
-    text = message.text
-    first = text[:1]
-    if first == "." and config.ignore_dot_messages:
-        return False
-    if first in "mM@ " and m_command(text):
-        return False
-    if message.tags and Tag.NOTE in message.tags:
-        return False
-    hiding = config.hiding_reactions
-    if message.reactions and not set(message.reactions).isdisjoint(hiding):
-        return False
-    for emoji in hiding:  # noqa: SIM110 - a plain loop: it runs for every message, every time
-        if emoji in text:
-            return False
-    return True
-
-
-def select_context(
-    history: Sequence[Message],
-    config: BotConfig,
-    *,
-    monitored_at: datetime | None = None,
-    visible: bool = False,
-) -> list[Message]:
-    """Newest visible messages within both budgets, oldest first.
-
-    Whichever budget is reached first stops the walk. The newest message is always kept,
-    cut to the character budget if it alone exceeds it. In a monitored channel (the bot
-    reads every message) ``monitored_at`` is now, and the tighter monitor rule applies too:
-    at most ``monitor_context_messages`` messages, none older than ``monitor_context_age``.
-    ``visible``: ``history`` holds only visible messages already.
-    """
-    max_messages = config.recency_window_messages
-    max_chars = config.recency_window_characters
-    oldest: datetime | None = None
-    if monitored_at is not None:
-        max_messages = min(max_messages, config.monitor_context_messages)
-        oldest = monitored_at - timedelta(seconds=config.monitor_context_age)
-    picked: list[Message] = []
-    used = 0
-    for message in reversed(history):
-        if not visible and not is_visible(message, config):
-            continue
-        if oldest is not None and message.created_at < oldest and picked:
-            break
-        size = len(message.text)
-        if used + size > max_chars:
-            if not picked:
-                picked.append(truncated(message, max_chars))
-            break
-        picked.append(message)
-        used += size
-        if len(picked) >= max_messages:
-            break
-    picked.reverse()
-    return picked
-
-
-def truncated(message: Message, max_chars: int) -> Message:
-    """``message`` cut to ``max_chars`` characters, marked as cut."""
-    keep = max(max_chars - len(TRUNCATION_MARK), 0)
-    return replace(message, text=message.text[:keep] + TRUNCATION_MARK)
 
 
 def weave(messages: Sequence[Message], records: Sequence[ToolRecord]) -> list[Message | ToolRecord]:
@@ -496,7 +410,7 @@ def _common_prefix(a: tuple[Message, ...], b: tuple[Message, ...]) -> int:
 def render_chat(
     messages: Sequence[Message],
     me: Participant,
-    config: BotConfig,
+    settings: RenderSettings,
     model: str,
     records: Sequence[ToolRecord] = (),
     *,
@@ -518,7 +432,7 @@ def render_chat(
     """
     marked = {*breakpoints, *([breakpoint_id] if breakpoint_id else [])}
     items = tuple(messages)
-    name = config.name
+    name = settings.name
     key = (me, name, native_tools, message_limit)
     turns = _Turns()
     start, starts = 0, []
@@ -555,18 +469,18 @@ def render_chat(
     return LLMRequest(
         model=model,
         messages=built,
-        system=config.system_prompt,
-        max_tokens=config.max_tokens,
-        temperature=config.temperature,
-        stop=tuple(config.stop_sequences),
-        cache_system=config.prompt_caching,
-        thinking=requested_thinking(config),
+        system=settings.system_prompt,
+        max_tokens=settings.max_tokens,
+        temperature=settings.temperature,
+        stop=tuple(settings.stop_sequences),
+        cache_system=settings.prompt_caching,
+        thinking=requested_thinking(settings),
     )
 
 
-def requested_thinking(config: BotConfig) -> Thinking | None:
+def requested_thinking(settings: RenderSettings) -> Thinking | None:
     """The reasoning the bot's config asks of the model, or None when thinking is off."""
-    wanted = config.thinking
+    wanted = settings.thinking
     if not wanted.enabled:
         return None
     return Thinking(budget_tokens=wanted.budget_tokens, effort=wanted.effort)

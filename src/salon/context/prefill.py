@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 
-from salon.config import BotConfig
+from salon.config.views import RenderSettings
 from salon.context.builder import (
     RenderMemo,
     continues_run,
@@ -72,20 +72,20 @@ class PrefillMemo(RenderMemo):
 _PREFIX_LABEL = re.compile(r"^([^\n:]{1,40}):", re.MULTILINE)
 
 
-def _reserved(me: Participant, config: BotConfig) -> tuple[str, ...]:
+def _reserved(me: Participant, settings: RenderSettings) -> tuple[str, ...]:
     """The names only the bot goes by in a transcript: its configured name, its account's,
     and the speakers of ``context_prefix``."""
     return (
-        config.name,
+        settings.name,
         me.name,
-        *(s.strip() for s in _PREFIX_LABEL.findall(config.context_prefix)),
+        *(s.strip() for s in _PREFIX_LABEL.findall(settings.context_prefix)),
     )
 
 
 def stop_sequences(
     messages: Sequence[Message],
     me: Participant,
-    config: BotConfig,
+    settings: RenderSettings,
     labels: Labels | None = None,
 ) -> tuple[str, ...]:
     """``\\nLabel:`` for the most recent participants (authors and people mentioned, under
@@ -93,22 +93,22 @@ def stop_sequences(
     speakers of ``context_prefix``, then their case variants (a model writes ``You:`` for
     ``you``): whoever the model might start to speak for, it stops there."""
     if labels is None:
-        labels = labels_until(len(messages), messages, me, Labels(_reserved(me, config)))
+        labels = labels_until(len(messages), messages, me, Labels(_reserved(me, settings)))
     names: list[str] = []
     for message in reversed(messages):
         for person in (message.author, *message.mentions):
             if person.id != me.id and (label := labels.known(person)) not in names:
                 names.append(label)
-        if len(names) >= config.recent_participant_count:
+        if len(names) >= settings.recent_participant_count:
             break
-    names = names[: config.recent_participant_count]
-    own = {config.name.lower(), me.name.lower()}
-    for label in _PREFIX_LABEL.findall(config.context_prefix):
+    names = names[: settings.recent_participant_count]
+    own = {settings.name.lower(), me.name.lower()}
+    for label in _PREFIX_LABEL.findall(settings.context_prefix):
         if label.strip() and label.strip().lower() not in own and label.strip() not in names:
             names.append(label.strip())
     variants = [v for name in names for v in (name.capitalize(), name.lower(), name.title())]
     chosen = [f"\n{name}:" for name in [*names, *variants]]
-    return tuple(dict.fromkeys([*chosen, *config.stop_sequences]))
+    return tuple(dict.fromkeys([*chosen, *settings.stop_sequences]))
 
 
 def _block(
@@ -173,7 +173,7 @@ class _Transcript:
 def render_prefill(
     messages: Sequence[Message],
     me: Participant,
-    config: BotConfig,
+    settings: RenderSettings,
     model: str,
     records: Sequence[ToolRecord] = (),
     *,
@@ -186,16 +186,16 @@ def render_prefill(
     end blocks marked for the prompt cache. A bot's run of messages is one block.
     ``memo`` (one per channel) lets a render go on from the previous one."""
     marked = {*breakpoints, *([breakpoint_id] if breakpoint_id else [])}
-    name = config.name
+    name = settings.name
     transcript = _Transcript()
     given = tuple(messages)
-    key = (me, name, config.context_prefix, message_limit)
+    key = (me, name, settings.context_prefix, message_limit)
     start, state = memo.resume_point(key, given, marked) if memo and not records else (0, None)
     if state is not None:
         transcript.restore(state)
-    elif config.context_prefix:
-        transcript.write(config.context_prefix + _SEPARATOR)
-    reserved = _reserved(me, config)
+    elif settings.context_prefix:
+        transcript.write(settings.context_prefix + _SEPARATOR)
+    reserved = _reserved(me, settings)
     labels = memo.labels_from(start, given, me, reserved) if memo else Labels(reserved)
     items: Sequence[Message | ToolRecord] = weave(given, records) if not start else given
     previous: Message | ToolRecord | None = items[start - 1] if start else None
@@ -229,17 +229,17 @@ def render_prefill(
     if not continuing:
         transcript.write(f"{_SEPARATOR if items else ''}{name}:")
     turns = transcript.finish()
-    opening = ChatMessage.text("user", config.prefill_user)
+    opening = ChatMessage.text("user", settings.prefill_user)
     return LLMRequest(
         model=model,
         messages=(opening, *_strip_end(turns)),
-        system=config.prefill_system,
-        max_tokens=config.max_tokens,
-        temperature=config.temperature,
-        stop=stop_sequences(given, me, config, labels),
-        cache_system=config.prompt_caching,
+        system=settings.prefill_system,
+        max_tokens=settings.max_tokens,
+        temperature=settings.temperature,
+        stop=stop_sequences(given, me, settings, labels),
+        cache_system=settings.prompt_caching,
         prefill=True,
-        thinking=requested_thinking(config),
+        thinking=requested_thinking(settings),
     )
 
 

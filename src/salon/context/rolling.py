@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from salon.config import BotConfig
+from salon.config.views import WindowSettings
 from salon.context.view import PlainIndex, VisibleIndex
 from salon.model import Message, RollState
 
@@ -39,7 +39,7 @@ class Rolled:
 def roll(
     visible: Sequence[Message],
     state: RollState | None,
-    config: BotConfig,
+    budgets: WindowSettings,
     window: list[Message],
     me_id: str,
     *,
@@ -60,7 +60,7 @@ def roll(
         # Arrivals are other people's messages: the bot's own answers do not count.
         arrived = sum(1 for m in visible[head + 1 :] if m.author.id != me_id)
         size = index.chars_from(anchor)
-        if arrived < config.rolling_threshold and size <= config.hard_max_characters:
+        if arrived < budgets.rolling_threshold and size <= budgets.hard_max_characters:
             previous_tail = state.tail_id
             state = _stable_breakpoint(kept, state, me_id, index, anchor)
             state = replace(state, tail_id=kept[-1].id)
@@ -74,18 +74,18 @@ def roll(
                 False,
                 tuple(sorted(found, key=present.__getitem__)),
             )
-    return _cut(_below_budget(window, config) or list(visible[-1:]), config)
+    return _cut(_below_budget(window, budgets) or list(visible[-1:]), budgets)
 
 
-def _below_budget(window: list[Message], config: BotConfig) -> list[Message]:
+def _below_budget(window: list[Message], budgets: WindowSettings) -> list[Message]:
     """What a roll keeps of ``window`` (the recency budgets' pick). With ``rolling_budget:
     average`` the budgets shrink by half the threshold, in messages and in proportion in
     characters, so that the window, growing between rolls, holds them on average."""
-    if config.rolling_budget != "average" or not window:
+    if budgets.rolling_budget != "average" or not window:
         return window
-    budget = config.recency_window_messages
-    messages = max(1, budget - config.rolling_threshold // 2)
-    characters = config.recency_window_characters * messages // budget
+    budget = budgets.recency_window_messages
+    messages = max(1, budget - budgets.rolling_threshold // 2)
+    characters = budgets.recency_window_characters * messages // budget
     kept = window[-messages:]
     used = sum(len(m.text) for m in kept)
     start = 0
@@ -95,8 +95,8 @@ def _below_budget(window: list[Message], config: BotConfig) -> list[Message]:
     return kept[start:]
 
 
-def _cut(window: list[Message], config: BotConfig) -> Rolled:
-    offset = min(config.cache_breakpoint_offset, len(window) - 1)
+def _cut(window: list[Message], budgets: WindowSettings) -> Rolled:
+    offset = min(budgets.cache_breakpoint_offset, len(window) - 1)
     mark = window[-1 - offset]
     newest = window[-1].id
     state = RollState(window[0].id, mark.id, newest, mark.created_at, tail_id=newest)

@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
-from salon.config import BotConfig
-from salon.context.builder import HELD_MESSAGE_BYTES, is_visible, select_context, truncated
+from salon.config.views import Visibility, WindowSettings
+from salon.context.builder import HELD_MESSAGE_BYTES
+from salon.context.selection import is_visible, select_context, truncated
 from salon.model import Message
 
 __all__ = [
@@ -102,15 +103,15 @@ class ChannelView:
         visible ones' running size; hidden messages count without their text)."""
         return self.size * HELD_MESSAGE_BYTES + self._sizes[-1]
 
-    def update(self, history: Sequence[Message], config: BotConfig) -> None:
+    def update(self, history: Sequence[Message], rules: Visibility) -> None:
         """Take the channel's history as it is now (oldest first)."""
         now = tuple(history)
-        key = (config.ignore_dot_messages, tuple(config.hiding_reactions))
+        key = (rules.ignore_dot_messages, rules.hiding_reactions)
         slide = self._slide(now) if key == self._key else None
         if slide is None:
-            self._rebuild(now, config)
+            self._rebuild(now, rules)
         else:
-            self._advance(now, *slide, config)
+            self._advance(now, *slide, rules)
         self._key, self._history = key, now
         if self._first > _COMPACT and self._first * 8 > len(self._all):
             self._compact()
@@ -122,18 +123,18 @@ class ChannelView:
     def chars_from(self, start: int) -> int:
         return self._sizes[-1] - self._sizes[self._first + start]
 
-    def select(self, config: BotConfig, monitored_at: datetime | None = None) -> list[Message]:
+    def select(self, window: WindowSettings, monitored_at: datetime | None = None) -> list[Message]:
         """What ``select_context`` picks from the visible messages, from the running sizes."""
         if monitored_at is not None:
-            return select_context(self.visible, config, monitored_at=monitored_at, visible=True)
+            return select_context(self.visible, window, monitored_at=monitored_at, visible=True)
         end = len(self._all)
         if end == self._first:
             return []
-        least = self._sizes[end] - config.recency_window_characters
+        least = self._sizes[end] - window.recency_window_characters
         by_size = bisect.bisect_left(self._sizes, least, self._first, end + 1)
-        start = max(by_size, end - config.recency_window_messages, self._first)
+        start = max(by_size, end - window.recency_window_messages, self._first)
         if start >= end:  # the newest alone is over the budget: it is cut, not dropped
-            return [truncated(self._all[-1], config.recency_window_characters)]
+            return [truncated(self._all[-1], window.recency_window_characters)]
         return self._all[start:end]
 
     def _slide(self, now: tuple[Message, ...]) -> tuple[int, int] | None:
@@ -152,20 +153,20 @@ class ChannelView:
                 return None
         return None
 
-    def _advance(self, now: tuple[Message, ...], gone: int, new: int, config: BotConfig) -> None:
+    def _advance(self, now: tuple[Message, ...], gone: int, new: int, rules: Visibility) -> None:
         old = self._history
         self._first += sum(self._shown[:gone])
         self._links -= sum(1 for m in old[:gone] if m.text.startswith(".history"))
         added = now[len(now) - new :]
-        shown = [is_visible(m, config) for m in added]
+        shown = [is_visible(m, rules) for m in added]
         self._shown = self._shown[gone:] + shown
         self._links += sum(1 for m in added if m.text.startswith(".history"))
         for message, visible in zip(added, shown, strict=True):
             if visible:
                 self._append(message)
 
-    def _rebuild(self, now: tuple[Message, ...], config: BotConfig) -> None:
-        self._shown = [is_visible(m, config) for m in now]
+    def _rebuild(self, now: tuple[Message, ...], rules: Visibility) -> None:
+        self._shown = [is_visible(m, rules) for m in now]
         self._links = sum(1 for m in now if m.text.startswith(".history"))
         self._all, self._first, self._sizes, self._at = [], 0, [0], {}
         for message, visible in zip(now, self._shown, strict=True):

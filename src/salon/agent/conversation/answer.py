@@ -134,7 +134,7 @@ class Conversation:
         if config.mode == "prefill":
             prefill = self._prefill_memos.get(key)
             request = render_prefill(
-                scene.messages, me, config, model, scene.records,
+                scene.messages, me, config.render, model, scene.records,
                 breakpoints=scene.breakpoints, message_limit=limit, memo=prefill,
             )  # fmt: skip
             self._prefill_memos.settle(prefill)
@@ -142,7 +142,7 @@ class Conversation:
             native = tools is not None and tools.native_offered()
             chat = self._chat_memos.get(key)
             request = render_chat(
-                scene.messages, me, config, model, scene.records,
+                scene.messages, me, config.render, model, scene.records,
                 breakpoints=scene.breakpoints, message_limit=limit, memo=chat,
                 native_tools=native,
             )  # fmt: skip
