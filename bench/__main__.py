@@ -29,6 +29,7 @@ from bench.figures import Figure
 BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "activation_overhead": activation.run,
     "trace_overhead": activation.trace_overhead,
+    "thinking_overhead": activation.thinking_overhead,
     "overhead_growth": activation.growth,
     "tool_call": tools.run,
     "chatlog": chatlog.run,

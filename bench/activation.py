@@ -26,8 +26,9 @@ from salon.agent import Agent
 from salon.agent.recording.traces import TraceWriter
 from salon.config import BotConfig, ProviderConfig
 from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDelta, UsageEvent
+from salon.llm.base import ThinkingDelta, ThoughtEvent
 from salon.llm.openai_compat import OpenAIProvider
-from salon.model import ChannelRef, Message, Participant, Usage
+from salon.model import ChannelRef, Message, Participant, Thought, Usage
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sql import SQLStore, sqlite_url
 
@@ -35,6 +36,9 @@ HISTORY = 400
 WARMUP = 200
 RUNS = 2000
 REPLY = "A short answer of one paragraph, as most chat replies are."
+# What a reasoning model streams before that answer: about 1 500 characters in 30 pieces
+# (a short chain of thought), then the signed block its vendor wants back in a tool loop.
+THINKING = [f"Step {i}: weigh what the room said and what the person asked. " for i in range(30)]
 
 
 class _TimedProvider:
@@ -45,7 +49,8 @@ class _TimedProvider:
     name = "timed"
     traits = ProviderTraits()
 
-    def __init__(self) -> None:
+    def __init__(self, *, thinks: bool = False) -> None:
+        self.thinks = thinks
         self.handed: int = 0
         self.answered: int = 0
         config = ProviderConfig(type="openai", model="m", base_url="http://127.0.0.1:9/v1")
@@ -56,8 +61,16 @@ class _TimedProvider:
         self.handed = time.perf_counter_ns()
         self.wire(request)  # the provider's own work: outside both measured spans
         self.answered = time.perf_counter_ns()
+        if self.thinks:
+            for piece in THINKING:
+                yield ThinkingDelta(piece)
+            thought = Thought("anthropic", request.model, "".join(THINKING), signature="s" * 400)
+            yield ThoughtEvent(thought)
         yield TextDelta(REPLY)
-        yield UsageEvent(Usage(input_tokens=1, output_tokens=1))
+        reasoning = 375 if self.thinks else 0
+        yield UsageEvent(
+            Usage(input_tokens=1, output_tokens=1 + reasoning, reasoning_tokens=reasoning)
+        )
         yield StopEvent("end_turn")
 
     async def aclose(self) -> None:
@@ -78,8 +91,10 @@ class _TimedPlatform(MemoryPlatform):
         return message
 
 
-def _config(mode: str = "chat", window: int | None = None) -> BotConfig:
-    sizes = {} if window is None else {"recency_window_messages": window}
+def _config(mode: str = "chat", window: int | None = None, *, thinks: bool = False) -> BotConfig:
+    sizes: dict[str, Any] = {} if window is None else {"recency_window_messages": window}
+    if thinks:
+        sizes["thinking"] = {"enabled": True, "budget_tokens": 2048}
     return BotConfig.model_validate(
         {
             **sizes,
@@ -120,7 +135,7 @@ class Rig:
         self.store = store = SQLStore(url, password=password)
         await store.open()
         stack.push_async_callback(store.close)
-        self.provider = _TimedProvider()
+        self.provider = _TimedProvider(thinks=self._config.thinking.enabled)
         self.platform = platform = _TimedPlatform()
         config = self._config
         self.writer = TraceWriter(store=store, settings=config.traces, prices=config.prices)
@@ -254,6 +269,27 @@ async def trace_overhead() -> list[Figure]:
             percentile(hot_on, 50) / percentile(hot_off, 50),
             "x",
         ),
+    ]
+
+
+async def thinking_overhead() -> list[Figure]:
+    """Activation overhead of a bot whose model reasons (thinking on, the stream carrying
+    about 1 500 characters of reasoning and a signed block before the answer) over the same
+    bot without, traced as a bot is, interleaved with the same idle pause as
+    ``trace_overhead``. The model's time is outside the spans in both: what is compared is
+    what Salon does with the reasoning (reading it off the stream, keeping it off the
+    channel, tracing it)."""
+    plain, thinking = await interleaved(
+        Rig(_config(), traces=True), Rig(_config(thinks=True), traces=True), pause=PAUSE
+    )
+    return [
+        Figure(
+            "thinking_overhead_ratio",
+            percentile(thinking, 50) / percentile(plain, 50),
+            "x",
+            target=1.10,
+        ),
+        Figure("activation_overhead_thinking_p50_us", percentile(thinking, 50), "us"),
     ]
 
 
