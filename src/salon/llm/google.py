@@ -273,7 +273,7 @@ def _thinking_config(model: str, thinking: Thinking) -> types.ThinkingConfig:
     return config
 
 
-def to_google_contents(messages: tuple[ChatMessage, ...], model: str = "") -> list[dict[str, Any]]:
+def to_google_contents(messages: tuple[ChatMessage, ...], model: str) -> list[dict[str, Any]]:
     """Salon's turns as Gemini ``contents`` (plain dicts, which the SDK accepts).
 
     Thought signatures Gemini returned for ``model`` go back on the part they came on (the
@@ -284,7 +284,8 @@ def to_google_contents(messages: tuple[ChatMessage, ...], model: str = "") -> li
     for message in messages:
         parts = _parts(message, names)
         if message.role == "assistant":
-            _sign(parts, [p.thought for p in message.parts if _ours(p, model)])
+            thoughts = [p.thought for p in message.parts if isinstance(p, ThinkingPart)]
+            _sign(parts, [t for t in thoughts if _ours(t, model)])
         if parts:
             role = "model" if message.role == "assistant" else "user"
             contents.append({"role": role, "parts": parts})
@@ -318,11 +319,8 @@ def _parts(message: ChatMessage, names: dict[str, str]) -> list[dict[str, Any]]:
     return parts
 
 
-def _ours(part: object, model: str) -> bool:
+def _ours(thought: Thought, model: str) -> bool:
     """A Gemini signature this model can read: another vendor's or model's is dropped."""
-    if not isinstance(part, ThinkingPart):
-        return False
-    thought = part.thought
     return thought.vendor == VENDOR and thought.model == model and bool(thought.signature)
 
 
