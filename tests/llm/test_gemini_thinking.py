@@ -259,3 +259,33 @@ async def test_a_text_signature_goes_back_on_the_turns_text(llm_server: LLMServe
     for parts in (with_text, without):  # the reasoning itself never goes back as text
         assert "Brief." not in str(parts)
     await provider.aclose()
+
+
+async def test_parallel_calls_then_a_second_step_each_keep_their_signature(
+    llm_server: LLMServer,
+) -> None:
+    """Parallel calls: only the first is signed; a later step of the same turn is signed
+    again, and every step's signature must come back."""
+    both = [("a", "lookup", {"word": "salon"}), ("b", "lookup", {"word": "room"})]
+    llm_server.queue(
+        Scripted(tool_calls=both),
+        Scripted(tool_calls=[("c", "lookup", {"word": "talk"})]),
+        "All looked up.",
+    )
+    provider = gemini(llm_server)
+    messages: tuple[ChatMessage, ...] = (ASKED,)
+    for _ in range(3):
+        events = await collect(provider, thinking_request(*messages))
+        calls = [e.call for e in events if isinstance(e, ToolCallEvent)]
+        signed = tuple(ThinkingPart(t) for t in thoughts(events))
+        if calls:
+            asked = ChatMessage("assistant", (*signed, *(ToolUsePart(c) for c in calls)))
+            results = tuple(ToolResultPart(ToolResult(c.id, "found")) for c in calls)
+            messages = (*messages, asked, ChatMessage("user", results))
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "All looked up."
+    steps = [c["parts"] for c in llm_server.requests[2].body["contents"] if c["role"] == "model"]
+    assert [[("thoughtSignature" in p) for p in parts] for parts in steps] == [
+        [True, False],
+        [True],
+    ]
+    await provider.aclose()
