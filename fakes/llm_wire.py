@@ -11,6 +11,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from fakes.reasoning import gemini_signature
+
 __all__ = ["Recorded", "Scripted", "Wire", "complete_body", "error_body", "wire"]
 
 
@@ -107,8 +109,7 @@ def complete_body(vendor: str, request: Recorded, reply: Scripted) -> dict[str, 
             "usage": _anthropic_usage(reply),
         }
     if vendor == "gemini":
-        candidate = {"index": 0, "content": {"role": "model", "parts": [{"text": text}]}}
-        return {"candidates": [{**candidate, "finishReason": "STOP"}], "modelVersion": "fake"}
+        return _gemini_complete(request, reply)
     if vendor == "completions":
         choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": "stop"}
         head = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": model}
@@ -153,7 +154,7 @@ def _sse(data: str, event: str = "", end: str = "\n\n") -> bytes:
 
 def wire(vendor: str, flavour: str, request: Recorded, reply: Scripted) -> Wire:
     if vendor == "gemini":
-        return _gemini_wire(reply)
+        return _gemini_wire(request, reply)
     if vendor == "completions":
         return _completions_wire(request, reply)
     if vendor in ("anthropic", "bedrock"):
@@ -270,25 +271,73 @@ def _anthropic_wire(request: Recorded, reply: Scripted, *, bedrock: bool) -> Wir
     return Wire(content_type, frames, finish_at, min(3, finish_at), broken)
 
 
-def _gemini_wire(reply: Scripted) -> Wire:
-    """The Gemini API's ``:streamGenerateContent?alt=sse``; the last chunk has the finish."""
+def _gemini_usage(reply: Scripted) -> dict[str, int]:
+    """``usageMetadata``: thoughts are counted beside the candidates, not inside them."""
+    prompt = reply.input_tokens + reply.cache_read_tokens
     usage = {
-        "promptTokenCount": reply.input_tokens + reply.cache_read_tokens,
+        "promptTokenCount": prompt,
         "candidatesTokenCount": reply.output_tokens,
         "cachedContentTokenCount": reply.cache_read_tokens,
-        "totalTokenCount": reply.input_tokens + reply.cache_read_tokens + reply.output_tokens,
+        "totalTokenCount": prompt + reply.output_tokens + reply.reasoning_tokens,
     }
+    if reply.reasoning_tokens:
+        usage["thoughtsTokenCount"] = reply.reasoning_tokens
+    return usage
+
+
+def _gemini_parts(
+    request: Recorded, reply: Scripted
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The thought parts (only when the request asked for them with ``includeThoughts``)
+    and the answer's parts. As Gemini 3 does, the first function call carries a thought
+    signature whether or not thinking was configured; without calls, the last text part
+    carries one when the request configured thinking (see fakes/reasoning.py)."""
+    thinking = (request.body.get("generationConfig") or {}).get("thinkingConfig")
+    # The API reads proto field names in either spelling (the SDK sends this one snake_case).
+    shown = thinking is not None and bool(
+        thinking.get("includeThoughts", thinking.get("include_thoughts"))
+    )
+    thoughts = [{"text": t, "thought": True} for t in reply.thinking_deltas() if t and shown]
+    answer: list[dict[str, Any]] = [{"text": t} for t in reply.deltas() if t]
+    calls: list[dict[str, Any]] = [
+        {"functionCall": {"name": n, "args": a}} for _, n, a in reply.tool_calls
+    ]
+    if calls:
+        calls[0]["thoughtSignature"] = gemini_signature()
+    elif answer and thinking is not None:
+        answer[-1]["thoughtSignature"] = gemini_signature()
+    return thoughts, answer + calls
+
+
+def _gemini_complete(request: Recorded, reply: Scripted) -> dict[str, Any]:
+    thoughts, answer = _gemini_parts(request, reply)
+    parts = thoughts + answer if thoughts or answer else [{"text": ""}]
+    candidate = {"index": 0, "content": {"role": "model", "parts": parts}, "finishReason": "STOP"}
+    return {
+        "candidates": [candidate],
+        "usageMetadata": _gemini_usage(reply),
+        "modelVersion": "fake",
+    }
+
+
+def _gemini_wire(request: Recorded, reply: Scripted) -> Wire:
+    """The Gemini API's ``:streamGenerateContent?alt=sse``: thought parts first, each part
+    in a chunk of its own; the last chunk has the finish and the usage."""
+    usage = _gemini_usage(reply)
     chunks: list[dict[str, Any]] = []
+    thoughts: list[dict[str, Any]] = []
     if reply.block_reason:
         chunks.append(
             {"promptFeedback": {"blockReason": reply.block_reason}, "usageMetadata": usage}
         )
     else:
-        parts: list[dict[str, Any]] = [{"text": t} for t in reply.deltas() if t]
-        parts += [{"functionCall": {"name": n, "args": a}} for _, n, a in reply.tool_calls]
+        thoughts, parts = _gemini_parts(request, reply)
+        for thought in thoughts:
+            candidate = {"index": 0, "content": {"role": "model", "parts": [thought]}}
+            chunks.append({"candidates": [candidate], "modelVersion": "fake"})
         for index, part in enumerate(parts or [None]):
             last = index == max(len(parts), 1) - 1
-            candidate: dict[str, Any] = {"index": 0}
+            candidate = {"index": 0}
             if part is not None:
                 candidate["content"] = {"role": "model", "parts": [part]}
             if last:
@@ -300,7 +349,8 @@ def _gemini_wire(reply: Scripted) -> Wire:
     frames = [_sse(json.dumps(chunk), end="\r\n\r\n") for chunk in chunks]
     finish_at = len(frames) - 1
     broken = _sse('{"candidates": [{"index": 0, "content"', end="\r\n\r\n")
-    return Wire("text/event-stream", frames, finish_at, min(1, finish_at), broken)
+    # Mid-stream faults strike after the first frame of the answer, past the thoughts.
+    return Wire("text/event-stream", frames, finish_at, min(len(thoughts) + 1, finish_at), broken)
 
 
 def _eventstream_chunk(event: bytes) -> bytes:
