@@ -13,11 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Protocol
+
+from salon.model import ChannelRef, Participant
 
 __all__ = [
     "MAX_NOTE_CHARS",
     "Note",
     "NoteScope",
+    "NoteStore",
     "Provenance",
     "Scope",
     "Viewpoint",
@@ -86,6 +90,18 @@ class Viewpoint:
     person_id: str = ""
     person_allows: bool = False
 
+    @classmethod
+    def of(cls, channel: ChannelRef, person: Participant | None, *, allows: bool) -> Viewpoint:
+        """Answering ``person`` in ``channel``; ``allows``: the person's choice (see
+        ``NoteStore.consent``), else ``memory.person_notes_outside_dm``."""
+        return cls(
+            channel.key,
+            guild_id=channel.guild_id,
+            is_direct=channel.is_direct,
+            person_id=person.id if person is not None else "",
+            person_allows=allows,
+        )
+
 
 def scopes_in_view(view: Viewpoint) -> tuple[NoteScope, ...]:
     """The scopes whose notes are in view from ``view``; the only place this is decided.
@@ -117,3 +133,28 @@ def scopes_in_view(view: Viewpoint) -> tuple[NoteScope, ...]:
 def in_view(scope: NoteScope, view: Viewpoint) -> bool:
     """Whether a note of ``scope`` is in view from ``view`` (``scopes_in_view``'s rule)."""
     return scope in scopes_in_view(view)
+
+
+class NoteStore(Protocol):
+    """The store's notes part (``salon.store._notes.NotePart``), as tools and the context
+    use it: every read takes a viewpoint."""
+
+    async def add_note(
+        self, bot: str, scope: NoteScope, text: str, provenance: Provenance
+    ) -> Note: ...
+
+    async def count_notes(self, bot: str, scope: NoteScope) -> int: ...
+
+    async def search_notes(
+        self, bot: str, view: Viewpoint, query: str, *, limit: int = 10
+    ) -> list[Note]: ...
+
+    async def notes_in_view(self, bot: str, view: Viewpoint, *, limit: int = 100) -> list[Note]: ...
+
+    async def note_in_view(self, bot: str, view: Viewpoint, note_id: int) -> Note | None: ...
+
+    async def delete_note(self, bot: str, note_id: int) -> bool: ...
+
+    async def set_consent(self, bot: str, person_id: str, outside_dm: bool) -> None: ...
+
+    async def consent(self, bot: str, person_id: str) -> bool | None: ...

@@ -7,15 +7,19 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
 from fakes.databases import Database
+from salon.app import BotApp
+from salon.config import Secrets
 from salon.errors import StoreError
 from salon.notes import MAX_NOTE_CHARS, NoteScope, Provenance, Scope, Viewpoint
 from salon.store import _tables
 from salon.store._db import Connection
 from salon.store.sql import SQLStore
+from tests.conftest import bot_config
 
 SAID = datetime(2026, 11, 20, 18, 30, tzinfo=UTC)
 GENERAL = "discord:100"
@@ -271,3 +275,20 @@ async def test_a_migration_merged_in_below_the_newest_is_applied_later(
         await again.close()
     assert ran == [15]
     assert sorted(versions) == [v for v, _ in merged]
+
+
+async def test_the_upkeep_deletes_notes_older_than_the_configured_age(tmp_path: Path) -> None:
+    config = bot_config(data_dir=str(tmp_path / "data"), memory={"max_age_days": 2})
+    app = BotApp(key="bot", config=config, root=tmp_path, secrets=Secrets({}))
+    async with app:
+        notes = app.store.notes
+        old = await notes.add_note("bot", NoteScope(Scope.BOT), "three days old", said_by())
+        new = await notes.add_note("bot", NoteScope(Scope.BOT), "one day old", said_by())
+        async with app.store.db.begin() as conn:
+            for note, days in ((old, 3), (new, 1)):
+                await conn.execute(
+                    "UPDATE notes SET updated_at = :at WHERE id = :id",
+                    {"at": time.time() - days * 86400, "id": note.id},
+                )
+        assert await app.upkeep.prune_notes_once() == 1
+        assert [n.id for n in await notes.list_notes("bot")] == [new.id]
