@@ -212,6 +212,13 @@ class NotePart(Part):
             value = await conn.fetchval(query, {"bot": bot, "person": person_id})
         return None if value is None else bool(value)
 
+    async def choices_of(self, person_id: str) -> dict[str, bool]:
+        """A person's choices, by bot: for an export by person."""
+        query = "SELECT bot, outside_dm FROM memory_consent WHERE person_id = :person ORDER BY bot"
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, {"person": person_id})
+        return {str(r[0]): bool(r[1]) for r in rows}
+
     # -- helpers -------------------------------------------------------------------------
 
     async def _notes(self, sql: str, params: dict[str, Any]) -> list[Note]:
