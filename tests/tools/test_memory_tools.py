@@ -188,6 +188,7 @@ async def test_guild_and_bot_notes_need_an_authorized_role(store: SQLStore) -> N
         await kit.call("remember", {"text": "server rule", "scope": "guild"} | modded)
     ).is_error
     assert not (await kit.call("remember", {"text": "bot fact", "scope": "BOT"} | modded)).is_error
+    assert not (await kit.call("remember", {"text": "alias", "scope": "server"} | modded)).is_error
     operator = in_general(OPERATOR, "operator")
     assert not (await kit.call("remember", {"text": "op", "scope": "bot"} | operator)).is_error
     nobody_may = tools(store, roles=())
@@ -196,7 +197,7 @@ async def test_guild_and_bot_notes_need_an_authorized_role(store: SQLStore) -> N
     )
     assert refused.is_error
     kinds = [n.scope.kind for n in await store.notes.list_notes("salon")]
-    assert sorted(kinds) == [Scope.BOT, Scope.BOT, Scope.GUILD]
+    assert sorted(kinds) == [Scope.BOT, Scope.BOT, Scope.GUILD, Scope.GUILD]
 
 
 async def test_a_scope_holds_a_bounded_number_of_notes(store: SQLStore) -> None:
