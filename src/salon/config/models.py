@@ -27,6 +27,7 @@ from salon.config._common import (
     database_url_problem,
     http_url_problem,
 )
+from salon.config.memory import MemoryConfig
 from salon.config.pipeline import (
     ContextEvaluatorConfig,
     KeywordConfig,
@@ -72,6 +73,7 @@ __all__ = [
     "IntegrationsConfig",
     "IrcConfig",
     "McpServerConfig",
+    "MemoryConfig",
     "ModelSettings",
     "NflIntegration",
     "OutputsConfig",
@@ -251,6 +253,7 @@ class BotConfig(_Strict):
     integrations: IntegrationsConfig = Field(default_factory=IntegrationsConfig)
     outputs: OutputsConfig = Field(default_factory=OutputsConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
     prices: dict[str, Price] = Field(
         default_factory=dict,
         description="per model: USD per million tokens; overrides the built-in table",

@@ -229,6 +229,11 @@ class ToolRunner:
             "requester_name": requester.name,
             "requester_roles": ",".join(requester.roles),
             "requester_identity": requester.identity,
+            # where the call is, for the memory tools' scopes (salon.tools.memory)
+            "channel_guild": channel.guild_id or "",
+            "channel_direct": channel.is_direct,
+            "channel_name": channel.name,
+            "message_id": after_message_id or "",
         }
         ran = await asyncio.gather(*(self._timed(platform, channel, c, hidden) for c in ready))
         by_id = {r.call_id: r for r, _ in ran} | refused
