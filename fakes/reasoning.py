@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fakes.anthropic_reasoning import refusal as anthropic_thinking_refusal
+
 __all__ = ["refusal"]
 
 
@@ -26,7 +28,7 @@ def refusal(vendor: str, body: dict[str, Any]) -> tuple[int, str] | None:
 
 
 def anthropic_refusal(body: dict[str, Any]) -> tuple[int, str] | None:
-    return None
+    return anthropic_thinking_refusal(body)
 
 
 def gemini_refusal(body: dict[str, Any]) -> tuple[int, str] | None:
