@@ -132,6 +132,7 @@ async def test_thoughts_go_back_exactly_and_only_to_their_vendor_and_model(
         Thought(vendor, "another-model", "thought for another model", signature="x"),
         Thought(other, MODEL, "thought on the other platform", signature="y"),
         Thought("gemini", MODEL, "a gemini thought", signature="z"),
+        Thought(vendor, MODEL, "cut short before its signature came"),
     ]
     sent = tool_loop(
         ThinkingPart(mine),

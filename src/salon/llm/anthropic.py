@@ -104,11 +104,11 @@ class AnthropicProvider:
         return sent_body(kwargs)[0]
 
     def _build_kwargs(self, request: LLMRequest) -> dict[str, Any]:
-        convert = partial(_replayed, vendor=self._vendor, model=request.model)
+        messages = to_anthropic_messages(request, self._converted, vendor=self._vendor)
         kwargs: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,
-            "messages": to_anthropic_messages(request, partial(convert, self._converted)),
+            "messages": messages,
             "stream": True,
         }
         if request.system:
@@ -148,7 +148,7 @@ class AnthropicProvider:
                 )
                 self._told_prefill = True
             return ""
-        kwargs["thinking"] = thinking_param(request.thinking)
+        kwargs["thinking"] = _thinking_param(request.thinking)
         if request.thinking.effort is not None:
             kwargs["output_config"] = {"effort": request.thinking.effort}
         manual = kwargs["thinking"]["type"] == "enabled"
@@ -158,7 +158,7 @@ class AnthropicProvider:
         await self._client.close()
 
 
-def thinking_param(thinking: Thinking) -> dict[str, Any]:
+def _thinking_param(thinking: Thinking) -> dict[str, Any]:
     """The Messages API's ``thinking`` for what the bot asked: a budget is manual extended
     thinking (``budget_tokens`` of at least 1024, below ``max_tokens``); without one the
     model decides how much to think (``adaptive``), steered by ``output_config.effort`` when
@@ -247,34 +247,18 @@ def _system(request: LLMRequest, marker: dict[str, str]) -> str | list[dict[str,
     return [{"type": "text", "text": request.system, "cache_control": marker}]
 
 
-def _replayed(
-    convert: Callable[[ChatMessage], dict[str, Any]],
-    message: ChatMessage,
-    *,
-    vendor: str,
-    model: str,
-) -> dict[str, Any]:
-    """``message`` in Anthropic's form, keeping only the thinking this vendor's ``model``
-    wrote (signed for it); any other thinking is left out, never sent as text."""
-    kept = tuple(
-        p for p in message.parts if not isinstance(p, ThinkingPart) or _ours(p, vendor, model)
-    )
-    if len(kept) != len(message.parts):
-        message = ChatMessage(message.role, kept)
-    return convert(message)
-
-
-def _ours(part: ThinkingPart, vendor: str, model: str) -> bool:
-    return part.thought.vendor == vendor and part.thought.model == model
-
-
 def to_anthropic_messages(
-    request: LLMRequest, convert: Callable[[ChatMessage], dict[str, Any]] | None = None
+    request: LLMRequest,
+    convert: Callable[[ChatMessage], dict[str, Any]] | None = None,
+    *,
+    vendor: str = "anthropic",
 ) -> list[dict[str, Any]]:
     """The request's messages in Anthropic's form; ``convert`` may remember turns' forms
-    (shared between requests, so the last one is copied before it is changed)."""
+    (shared between requests, so the last one is copied before it is changed). Thinking
+    goes back only where ``vendor`` (``anthropic`` or ``bedrock``) and the request's model
+    wrote it."""
     one = convert or _message
-    messages = [one(m) for m in request.messages]
+    messages = [one(_replayable(m, vendor, request.model)) for m in request.messages]
     # The API wants a user turn first; a room may well open with the bot talking.
     if not messages or messages[0]["role"] != "user":
         messages.insert(0, {"role": "user", "content": _OPENING_TURN})
@@ -283,6 +267,22 @@ def to_anthropic_messages(
         # The API rejects a final assistant turn ending in white space.
         messages[-1] = _without_trailing_space(last)
     return messages
+
+
+def _replayable(message: ChatMessage, vendor: str, model: str) -> ChatMessage:
+    """``message`` without the thinking this platform cannot take back: another vendor's or
+    model's (its signature holds only where it was issued) or one never signed (a stream
+    cut before its signature). Dropped thinking is never sent as text either."""
+    kept = tuple(
+        p for p in message.parts if not isinstance(p, ThinkingPart) or _ours(p, vendor, model)
+    )
+    return message if len(kept) == len(message.parts) else ChatMessage(message.role, kept)
+
+
+def _ours(part: ThinkingPart, vendor: str, model: str) -> bool:
+    thought = part.thought
+    signed = bool(thought.signature or thought.redacted)
+    return signed and thought.vendor == vendor and thought.model == model
 
 
 def _message(message: ChatMessage, marker: dict[str, str] | None = None) -> dict[str, Any]:
