@@ -242,3 +242,25 @@ async def test_the_fake_refuses_a_cache_marker_on_a_thinking_block(
     sent = request(thinking=BUDGET, max_tokens=4096, extra={"messages": messages})
     message = await refused(provider_for(llm_server, vendor), sent)
     assert "messages.1.content.0.thinking.cache_control: Extra inputs are not permitted" in message
+
+
+async def test_a_whole_answer_opens_with_its_thinking_blocks(llm_server: LLMServer) -> None:
+    """The fake's non-streamed body, read by the SDK itself, as the API writes it."""
+    import anthropic
+
+    llm_server.queue(Scripted(text="Done.", thinking="Quick check.", redacted_thinking="b3A="))
+    client = anthropic.AsyncAnthropic(api_key="k-test", base_url=llm_server.base_url)
+    answer = await client.messages.create(
+        model=MODEL,
+        max_tokens=4096,
+        thinking={"type": "enabled", "budget_tokens": 2048},
+        messages=[{"role": "user", "content": "hi"}],
+    )
+    await client.close()
+    assert [b.type for b in answer.content] == ["thinking", "redacted_thinking", "text"]
+    thinking = answer.content[0]
+    assert thinking.type == "thinking"
+    assert (thinking.thinking, thinking.signature) == (
+        "Quick check.",
+        anthropic_signature("Quick check."),
+    )
