@@ -26,7 +26,7 @@ def refusal(body: dict[str, Any]) -> tuple[int, str] | None:
     for refused in (
         _budget_refusal(thinking, body.get("max_tokens")) if kind == "enabled" else None,
         _alongside_thinking(body, manual=kind == "enabled") if thinks else None,
-        _thinking_blocks_refusal(body.get("messages") or [], thinks=thinks),
+        _thinking_blocks_refusal(body.get("messages") or [], kind),
     ):
         if refused is not None:
             return 400, refused
@@ -100,34 +100,36 @@ def _alongside_thinking(body: dict[str, Any], *, manual: bool) -> str | None:
     return None
 
 
-def _thinking_blocks_refusal(messages: list[dict[str, Any]], *, thinks: bool) -> str | None:
+def _thinking_blocks_refusal(messages: list[dict[str, Any]], kind: Any) -> str | None:
+    thinks = kind in ("enabled", "adaptive")
     for n, message in enumerate(messages):
         for m, block in enumerate(_blocks(message)):
-            kind = block.get("type")
-            if kind not in _THINKING_BLOCKS:
+            block_type = block.get("type")
+            if block_type not in _THINKING_BLOCKS:
                 continue
             if "cache_control" in block:
-                return _NOT_CACHEABLE.format(n=n, m=m, type=kind)
+                return _NOT_CACHEABLE.format(n=n, m=m, type=block_type)
             last = n == len(messages) - 1
             if not thinks and last and message.get("role") == "assistant":
                 return _FINAL_WITHOUT.format(n=n, m=m)
-            signed = kind != "thinking" or hmac.compare_digest(
+            signed = block_type != "thinking" or hmac.compare_digest(
                 str(block.get("signature", "")), anthropic_signature(str(block.get("thinking")))
             )
             if thinks and not signed:
                 return _BAD_SIGNATURE.format(n=n, m=m)
-    return _turn_start_refusal(messages) if thinks else None
+    return _turn_start_refusal(messages, manual=kind == "enabled") if thinks else None
 
 
-def _turn_start_refusal(messages: list[dict[str, Any]]) -> str | None:
+def _turn_start_refusal(messages: list[dict[str, Any]], *, manual: bool) -> str | None:
     """With thinking on, the assistant's turn being continued must open with its thinking:
-    a final assistant message (a prefill), or the first assistant message after the last
-    user turn that is more than tool results (a tool loop, however many rounds long)."""
+    a final assistant message (a prefill), or, in manual mode, the first assistant message
+    after the last user turn that is more than tool results (a tool loop, however many
+    rounds long). Adaptive thinking may skip thinking, so its tool loops may open without."""
     if not messages:
         return None
     if messages[-1].get("role") == "assistant":
         at = len(messages) - 1
-    elif _only_tool_results(messages[-1]):
+    elif manual and _only_tool_results(messages[-1]):
         opened = max(
             (
                 i

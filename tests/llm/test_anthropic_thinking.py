@@ -169,6 +169,17 @@ async def test_the_fake_refuses_a_tool_loop_whose_thinking_was_dropped(
 
 
 @pytest.mark.parametrize("vendor", VENDORS)
+async def test_adaptive_thinking_may_skip_thinking_in_a_tool_loop(
+    llm_server: LLMServer, vendor: str
+) -> None:
+    """The model decides whether to think: a round it did not think in goes back as is;
+    only a final assistant turn (a prefill) must still open with thinking."""
+    llm_server.queue("It means a room.")
+    sent = tool_loop(ToolUsePart(CALL), thinking=Asked(effort="low"))
+    assert text_of(await collect(provider_for(llm_server, vendor), sent)) == "It means a room."
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
 async def test_the_fake_refuses_a_changed_thinking_block(
     llm_server: LLMServer, vendor: str
 ) -> None:
