@@ -11,6 +11,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from fakes.anthropic_reasoning import anthropic_signature
 from fakes.reasoning import gemini_signature
 
 __all__ = ["Recorded", "Scripted", "Wire", "complete_body", "error_body", "wire"]
@@ -39,6 +40,7 @@ class Scripted:
     thinking: str = ""
     thinking_chunks: list[str] | None = None
     reasoning_tokens: int = 0  # billed as output; reported in the vendor's own field
+    redacted_thinking: str = ""  # anthropic: a redacted_thinking block's opaque data
 
     def thinking_deltas(self) -> list[str]:
         if self.thinking_chunks is not None:
@@ -77,7 +79,8 @@ def error_body(vendor: str, flavour: str, reply: Scripted) -> bytes:
     status, message = reply.status, reply.error_message
     body: dict[str, Any]
     if vendor in ("anthropic", "bedrock"):
-        kind = "rate_limit_error" if status == 429 else "api_error"
+        kinds = {400: "invalid_request_error", 429: "rate_limit_error"}
+        kind = kinds.get(status, "api_error")
         body = {"type": "error", "error": {"type": kind, "message": message}}
     elif vendor == "gemini":
         name = {400: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED"}.get(status, "INTERNAL")
@@ -103,7 +106,7 @@ def complete_body(vendor: str, request: Recorded, reply: Scripted) -> dict[str, 
             "type": "message",
             "role": "assistant",
             "model": model,
-            "content": [{"type": "text", "text": text}],
+            "content": [*_anthropic_thinking(request, reply), {"type": "text", "text": text}],
             "stop_reason": "end_turn",
             "stop_sequence": None,
             "usage": _anthropic_usage(reply),
@@ -125,13 +128,58 @@ def complete_body(vendor: str, request: Recorded, reply: Scripted) -> dict[str, 
     }
 
 
-def _anthropic_usage(reply: Scripted) -> dict[str, int]:
-    return {
+def _anthropic_usage(reply: Scripted) -> dict[str, Any]:
+    usage: dict[str, Any] = {
         "input_tokens": reply.input_tokens,
         "output_tokens": reply.output_tokens,
         "cache_read_input_tokens": reply.cache_read_tokens,
         "cache_creation_input_tokens": reply.cache_write_tokens,
     }
+    if reply.reasoning_tokens:  # part of output_tokens, broken out for observability
+        usage["output_tokens_details"] = {"thinking_tokens": reply.reasoning_tokens}
+    return usage
+
+
+def _anthropic_thinks(request: Recorded) -> bool:
+    thinking = request.body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def _anthropic_thinking(request: Recorded, reply: Scripted) -> list[dict[str, Any]]:
+    """The reasoning blocks that open an answer, when the request asked for reasoning:
+    a signed ``thinking`` block, then a ``redacted_thinking`` block, as scripted."""
+    if not _anthropic_thinks(request):
+        return []
+    blocks: list[dict[str, Any]] = []
+    if reply.thinking_deltas():
+        text = "".join(reply.thinking_deltas())
+        blocks.append(
+            {"type": "thinking", "thinking": text, "signature": anthropic_signature(text)}
+        )
+    if reply.redacted_thinking:
+        blocks.append({"type": "redacted_thinking", "data": reply.redacted_thinking})
+    return blocks
+
+
+def _anthropic_thinking_events(request: Recorded, reply: Scripted) -> list[dict[str, Any]]:
+    """The reasoning blocks streamed as the API streams them: a thinking block opens empty,
+    its text comes in ``thinking_delta``s and its signature in one ``signature_delta`` just
+    before the block stops; a redacted block arrives whole in its start event."""
+    events: list[dict[str, Any]] = []
+    for index, block in enumerate(_anthropic_thinking(request, reply)):
+        if block["type"] == "redacted_thinking":
+            start = {"type": "content_block_start", "index": index, "content_block": block}
+            events += [start, {"type": "content_block_stop", "index": index}]
+            continue
+        opened = {"type": "thinking", "thinking": "", "signature": ""}
+        events.append({"type": "content_block_start", "index": index, "content_block": opened})
+        for text in reply.thinking_deltas():
+            delta = {"type": "thinking_delta", "thinking": text}
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        signed = {"type": "signature_delta", "signature": block["signature"]}
+        events.append({"type": "content_block_delta", "index": index, "delta": signed})
+        events.append({"type": "content_block_stop", "index": index})
+    return events
 
 
 def _openai_usage(reply: Scripted) -> dict[str, Any]:
@@ -224,26 +272,30 @@ def _anthropic_events(request: Recorded, reply: Scripted) -> list[dict[str, Any]
         "stop_sequence": None,
         "usage": {**_anthropic_usage(reply), "output_tokens": 1},
     }
-    events: list[dict[str, Any]] = [
-        {"type": "message_start", "message": message},
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-    ]
+    thinking = _anthropic_thinking_events(request, reply)
+    first = len(_anthropic_thinking(request, reply))  # the text block's index
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": message}, *thinking]
+    opened = {"type": "text", "text": ""}
+    events.append({"type": "content_block_start", "index": first, "content_block": opened})
     for text in reply.deltas():
         delta = {"type": "text_delta", "text": text}
-        events.append({"type": "content_block_delta", "index": 0, "delta": delta})
-    events.append({"type": "content_block_stop", "index": 0})
-    for index, (call_id, name, args) in enumerate(reply.tool_calls, start=1):
+        events.append({"type": "content_block_delta", "index": first, "delta": delta})
+    events.append({"type": "content_block_stop", "index": first})
+    for index, (call_id, name, args) in enumerate(reply.tool_calls, start=first + 1):
         block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
         events.append({"type": "content_block_start", "index": index, "content_block": block})
         delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
         events.append({"type": "content_block_delta", "index": index, "delta": delta})
         events.append({"type": "content_block_stop", "index": index})
     stop = "tool_use" if reply.tool_calls else "end_turn"
+    usage: dict[str, Any] = {"output_tokens": reply.output_tokens}
+    if reply.reasoning_tokens:
+        usage["output_tokens_details"] = {"thinking_tokens": reply.reasoning_tokens}
     events.append(
         {
             "type": "message_delta",
             "delta": {"stop_reason": stop, "stop_sequence": None},
-            "usage": {"output_tokens": reply.output_tokens},
+            "usage": usage,
         }
     )
     events.append({"type": "message_stop"})
@@ -251,6 +303,7 @@ def _anthropic_events(request: Recorded, reply: Scripted) -> list[dict[str, Any]
 
 
 def _anthropic_wire(request: Recorded, reply: Scripted, *, bedrock: bool) -> Wire:
+    cut = 3
     if reply.raw_events is not None:
         payloads = [("content_block_delta", raw) for raw in reply.raw_events]
         finish_at = len(payloads)
@@ -258,6 +311,9 @@ def _anthropic_wire(request: Recorded, reply: Scripted, *, bedrock: bool) -> Wir
         events = _anthropic_events(request, reply)
         payloads = [(e["type"], json.dumps(e)) for e in events]
         finish_at = next(i for i, e in enumerate(events) if e["type"] == "message_delta")
+        cut = 1 + next(
+            i for i, e in enumerate(events) if e.get("delta", {}).get("type") == "text_delta"
+        )
     broken_json = '{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta"'
     if bedrock:
         frames = [_eventstream_chunk(payload.encode()) for _, payload in payloads]
@@ -267,8 +323,8 @@ def _anthropic_wire(request: Recorded, reply: Scripted, *, bedrock: bool) -> Wir
         frames = [_sse(payload, name) for name, payload in payloads]
         broken = _sse(broken_json, "content_block_delta")
         content_type = "text/event-stream"
-    # Mid-stream faults strike after the first text delta (message_start, block start, delta).
-    return Wire(content_type, frames, finish_at, min(3, finish_at), broken)
+    # Mid-stream faults strike after the first text delta (after any thinking block).
+    return Wire(content_type, frames, finish_at, min(cut, finish_at), broken)
 
 
 def _gemini_usage(reply: Scripted) -> dict[str, int]:

@@ -15,6 +15,8 @@ import hmac
 import os
 from typing import Any
 
+from fakes.anthropic_reasoning import refusal as anthropic_thinking_refusal
+
 __all__ = ["refusal"]
 
 
@@ -30,7 +32,7 @@ def refusal(vendor: str, body: dict[str, Any]) -> tuple[int, str] | None:
 
 
 def anthropic_refusal(body: dict[str, Any]) -> tuple[int, str] | None:
-    return None
+    return anthropic_thinking_refusal(body)
 
 
 # --- Gemini: thought signatures (ai.google.dev/gemini-api/docs/thought-signatures) -------------
