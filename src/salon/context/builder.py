@@ -25,6 +25,7 @@ from salon.llm.base import (
     LLMRequest,
     TextPart,
     Thinking,
+    ThinkingPart,
     ToolResultPart,
     ToolUsePart,
 )
@@ -262,7 +263,7 @@ class _Cont(str):
     """The rest of a line whose start was flushed (by a breakpoint or an image)."""
 
 
-Piece = str | ImagePart | ToolUsePart | ToolResultPart | _Breakpoint
+Piece = str | ImagePart | ToolUsePart | ToolResultPart | ThinkingPart | _Breakpoint
 
 
 def _parts(pieces: list[Piece]) -> tuple[ContentPart, ...]:
@@ -606,6 +607,30 @@ def _add_record(turns: _Turns, record: ToolRecord, *, native: bool) -> None:
         turns.add("assistant", record_text(record))
         return
     call_id = record_id(record)
-    call = replace(record.call, id=call_id)
-    turns.add("assistant", ToolUsePart(call))
-    turns.add("user", ToolResultPart(replace(record.result, call_id=call_id)))
+    used = ToolUsePart(replace(record.call, id=call_id))
+    answered = ToolResultPart(replace(record.result, call_id=call_id))
+    if not record.thoughts and _thought_turn_open(turns):
+        # A later call of a turn that thought: that turn's calls are one assistant turn
+        # again, as the model made them (a vendor checks the last one of a tool loop).
+        (asked, made), (role, results) = turns.turns[-2:]
+        turns.turns[-2:] = [(asked, [*made, used]), (role, [*results, answered])]
+        return
+    if record.thoughts:  # the turn's reasoning goes first on it, as the model wrote it
+        turns.pieces("assistant")[:0] = [ThinkingPart(t) for t in record.thoughts]
+    turns.add("assistant", used)
+    turns.add("user", answered)
+
+
+def _thought_turn_open(turns: _Turns) -> bool:
+    """Whether the last two turns are a call-making turn that thought and its results,
+    with nothing after them yet."""
+    if len(turns.turns) < 2:
+        return False
+    (asked, made), (role, results) = turns.turns[-2:]
+    return (
+        asked == "assistant"
+        and role == "user"
+        and bool(made)
+        and isinstance(made[0], ThinkingPart)
+        and all(isinstance(p, ToolResultPart) for p in results)
+    )

@@ -184,6 +184,7 @@ class Conversation:
                     runs,
                     scene.after,
                     recorder=reply.recorder,
+                    thoughts=turn.thoughts,
                 )
             if outcome.cancelled is not None:
                 await reply.note(f"(cancelled: {outcome.cancelled} was not run)")
