@@ -4,6 +4,8 @@ reasoning tokens counted and priced, thinking traced, and shown only as configur
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -15,12 +17,13 @@ from salon.agent.conversation.toolrunner import ToolRunner
 from salon.errors import ProviderError
 from salon.llm import FakeProvider, FakeReply
 from salon.llm.base import ThinkingPart, ToolResultPart, ToolUsePart
-from salon.model import Participant, Thought, ToolCall
+from salon.model import Participant, Thought, ToolCall, Usage
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sql import SQLStore
 from salon.tools.hub import ToolHub
 from salon.tools.log import ToolLog
 from tests.agent.test_tool_loop import kit
+from tests.agent.test_traces import SECRET, ask, make_app, running
 from tests.conftest import bot_config
 from tests.tools.conftest import in_process
 
@@ -113,3 +116,49 @@ async def test_a_restart_in_the_middle_of_a_tool_loop_sends_the_thoughts_again(
     assert [p.thought for p in made[:2]] == [FIRST, HIDDEN]  # type: ignore[union-attr]
     assert all(isinstance(p, ToolResultPart) for p in messages[2].parts[:2])
     assert all(THINKING not in m.plain_text for m in messages)
+
+
+async def test_reasoning_is_traced_priced_as_output_and_never_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    thinking = f"The key {SECRET} must not be said. So: a short greeting."
+    usage = Usage(input_tokens=10, output_tokens=905, reasoning_tokens=900)
+    reply = FakeReply(("Hello, Alice.",), thinking=(thinking[:20], thinking[20:]), usage=usage)
+    app = make_app(tmp_path, FakeProvider([reply]), model="claude-sonnet-5-5")
+    platform = MemoryPlatform(bot_name="Salon")
+    caplog.set_level(logging.DEBUG)
+    async with running(app, platform):
+        await ask(app, platform, "hi", 1)
+        (summary,) = await app.store.traces.list_traces()
+        _, body = await app.store.traces.get_trace(summary.id) or (None, {})
+        totals = await app.store.channels.usage_totals("salon")
+    assert [m.text for m in platform.sent] == ["Hello, Alice."]
+    (call,) = body["calls"]
+    assert call["thinking"] == thinking.replace(SECRET, "***")
+    assert (call["output_tokens"], call["reasoning_tokens"]) == (905, 900)
+    assert summary.reasoning_tokens == 900
+    # Sonnet 5.5: $2 in, $10 out a million; the reasoning is in the 905, priced once.
+    assert summary.cost == pytest.approx((10 * 2 + 905 * 10) / 1e6)
+    assert totals.reasoning_tokens == 900
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert not [line for line in said if "short greeting" in line]
+
+
+async def test_a_reasoning_heavy_answer_is_charged_to_the_budget(
+    start_agent: Any, store: SQLStore
+) -> None:
+    thought = FakeReply(("Yes.",), usage=Usage(10, 950, reasoning_tokens=940))
+    agent, platform = await start_agent(
+        FakeProvider([thought, "again"]),
+        limits={"channel_budget": {"tokens": 900}},
+        max_tokens=100,
+    )
+    dm = platform.channel("dm", is_direct=True)
+    await platform.post(dm, ALICE, "think hard")
+    await agent.wait_idle()
+    await platform.post(dm, ALICE, "and again")
+    await agent.wait_idle()
+    day = int(time.time() // 86400)
+    assert await store.spent("salon", f"channel:{dm.key}:tokens", day) == 960
+    assert platform.sent[0].text == "Yes."
+    assert "daily budget" in platform.sent[1].text  # the thinking was paid for

@@ -361,6 +361,16 @@ async def _m14_answer_keys(conn: Connection) -> None:
     await _run(conn, "ALTER TABLE schedule_fires ADD COLUMN answer_key VARCHAR")
 
 
+async def _m15_reasoning_tokens(conn: Connection) -> None:
+    """The tokens a model spent thinking, per usage row and per trace: a part of its
+    output tokens (billed as output), counted on their own."""
+    await _run(
+        conn,
+        "ALTER TABLE usage_log ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE traces ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0",
+    )
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -376,6 +386,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (12, _m12_limits),
     (13, _m13_trace_keyframes),
     (14, _m14_answer_keys),
+    (15, _m15_reasoning_tokens),
 ]
 
 

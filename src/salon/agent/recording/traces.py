@@ -48,6 +48,7 @@ _PRUNE_EVERY = 600.0  # seconds
 _SIDE_CALLS = frozenset({"evaluate", "gate"})  # the pipeline's calls with prompts of their own
 _CHARS_PER_TOKEN = 4  # for telling a large cache write: rough, as tokenizers differ
 _WRITE_SLACK = 512  # tokens a cache write may exceed its estimate by before it is flagged
+_THINKING_CHARS = 100_000  # of a call's reasoning kept in its trace
 _SLIDE = 64  # how far a window may have slid for the previous call's entries to be reused
 
 
@@ -374,6 +375,7 @@ def _call_trace(pending: PendingCall, price: Price | None) -> CallTrace:
         output_tokens=usage.output_tokens,
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
         cost=call_cost(
             price,
             usage,
@@ -381,4 +383,9 @@ def _call_trace(pending: PendingCall, price: Price | None) -> CallTrace:
         ),
         stop_reason=pending.stop_reason,
         error=pending.error,
+        thinking=_cut(pending.thinking, _THINKING_CHARS),
     )
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + " …[cut for the trace]"
