@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 import zlib
-from dataclasses import replace
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
