@@ -8,8 +8,9 @@ compressed JSON. Every text in a trace has passed the redactor before it is stor
 The cache diagnosis compares each call's request with the previous call in the same
 channel: ``Divergence`` says where their prefixes first differ and, where Salon knows it,
 why (a roll, a config change, an edited or deleted message, a tool-list change, a model
-change). The expected read share is the part of the request the provider could have read
-from its cache; the billed one is what it reported.
+change, the old model's thoughts dropped on one). The expected read share is the part of
+the request the provider could have read from its cache; the billed one is what it
+reported.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ CAUSES: tuple[str, ...] = (
     "deleted message",
     "tool-list change",
     "model change",
+    "thinking dropped",  # a model change, and the old model's thoughts were left out
     "new messages",
     "unknown",
 )

@@ -4,6 +4,7 @@ reasoning tokens counted and priced, thinking traced, and shown only as configur
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from salon import trace_cli
 from salon.agent import Agent
 from salon.agent.conversation.toolrunner import ToolRunner
 from salon.errors import ProviderError
@@ -132,6 +134,19 @@ async def test_reasoning_is_traced_priced_as_output_and_never_logged(
         (summary,) = await app.store.traces.list_traces()
         _, body = await app.store.traces.get_trace(summary.id) or (None, {})
         totals = await app.store.channels.usage_totals("salon")
+    out = io.StringIO()
+    await app.store.open()
+    try:
+        assert await trace_cli.show(app.store.traces, str(summary.id), out=out) == 0
+    finally:
+        await app.store.close()
+    shown = out.getvalue()
+    # Collapsed: one line with its token count, the secret redacted.
+    (line,) = [ln for ln in shown.splitlines() if "thinking" in ln]
+    assert line.startswith("  thinking (900 tokens, ")
+    assert "The key *** must not be said." in line
+    assert SECRET not in shown
+    assert "900 reasoning" in shown
     assert [m.text for m in platform.sent] == ["Hello, Alice."]
     (call,) = body["calls"]
     assert call["thinking"] == thinking.replace(SECRET, "***")

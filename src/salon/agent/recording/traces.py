@@ -7,7 +7,9 @@ with the previous call in the same channel, message by message:
 
 - where the two first differ: the index and id of that message, and why, as far as Salon
   knows it: ``roll`` (the context was cut back this time), ``config change``, ``edited
-  message``, ``deleted message``, ``tool-list change``, ``model change``; ``new messages``
+  message``, ``deleted message``, ``tool-list change``, ``model change`` (``thinking
+  dropped`` when the request carries the old model's thoughts, which the provider leaves
+  out for the new one); ``new messages``
   when the previous request is a prefix of this one (nothing broken);
 - the expected read share: the part of this request the provider could read from its cache
   (up to the divergence, and for providers with cache markers up to the last marker
@@ -29,7 +31,7 @@ from operator import add, attrgetter
 from salon.agent.recording.recorder import PendingCall, Recorder
 from salon.config import BotConfig, Price, TracesConfig
 from salon.config.prices import call_cost, price_for
-from salon.llm.base import request_as_sent
+from salon.llm.base import LLMRequest, ThinkingPart, request_as_sent
 from salon.model import Message
 from salon.store.base import Store
 from salon.trace import CallTrace, Divergence, Trace
@@ -67,6 +69,7 @@ class _Seen:
     sizes: tuple[int, ...]
     marks: frozenset[int]  # entries that end a cache block
     fixed: int  # characters before the messages: system prompt and tool definitions
+    dropped: bool = False  # it carries thoughts of another model, which are not sent
 
 
 class CacheDiagnosis:
@@ -178,6 +181,16 @@ def _fingerprint(recorder: Recorder, pending: PendingCall, previous: _Seen | Non
         sizes=tuple(sizes),
         marks=marks,
         fixed=len(request.system) + tools_size + len(request.tool_listing),
+        dropped=previous is not None and previous.model != request.model and _foreign(request),
+    )
+
+
+def _foreign(request: LLMRequest) -> bool:
+    """Whether ``request`` carries thoughts another model wrote (asked on a model change)."""
+    return any(
+        isinstance(part, ThinkingPart) and part.thought.model != request.model
+        for message in request.messages
+        for part in message.parts
     )
 
 
@@ -215,7 +228,7 @@ def _compare(
     if previous is None:
         return Divergence(-1, None, "first call"), 0
     for changed, cause in (
-        (previous.model != seen.model, "model change"),
+        (previous.model != seen.model, "thinking dropped" if seen.dropped else "model change"),
         (previous.tools != seen.tools, "tool-list change"),
         (previous.system != seen.system, "config change"),
     ):
