@@ -16,10 +16,13 @@ import pytest
 from salon import trace_cli
 from salon.agent import Agent
 from salon.agent.conversation.toolrunner import ToolRunner
+from salon.config import Redactor
+from salon.context import is_visible
 from salon.errors import ProviderError
 from salon.llm import FakeProvider, FakeReply
 from salon.llm.base import ThinkingPart, ToolResultPart, ToolUsePart
-from salon.model import Participant, Thought, ToolCall, Usage
+from salon.model import Message, Participant, Tag, Thought, ToolCall, Usage
+from salon.platforms.base import Capability
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sql import SQLStore
 from salon.tools.hub import ToolHub
@@ -177,3 +180,60 @@ async def test_a_reasoning_heavy_answer_is_charged_to_the_budget(
     assert await store.spent("salon", f"channel:{dm.key}:tokens", day) == 960
     assert platform.sent[0].text == "Yes."
     assert "daily budget" in platform.sent[1].text  # the thinking was paid for
+
+
+class PlainPlatform(MemoryPlatform):
+    """A platform with no spoilers (as IRC and a terminal): notes are plain lines."""
+
+    capabilities = frozenset(Capability) - {Capability.SPOILERS}
+
+
+LONG = f"First I recall what tea is. The key is {SECRET}. " + "Then more. " * 60
+
+
+async def thought_answer(
+    store: SQLStore, platform: MemoryPlatform, show: str | None
+) -> list[Message]:
+    thinking = {"thinking": {"enabled": True, "show": show}} if show else {}
+    reply = FakeReply(("Tea is a drink.",), thinking=(LONG[:50], LONG[50:]))
+    agent = Agent(
+        bot="salon",
+        config=bot_config(**thinking),
+        provider=FakeProvider([reply]),
+        platforms={platform.name: platform},
+        store=store,
+        redactor=Redactor(frozenset({SECRET})),
+    )
+    await platform.start(agent.submit)
+    task = asyncio.create_task(agent.run())
+    try:
+        await platform.post(platform.channel("dm", is_direct=True), ALICE, "tea?")
+        await agent.wait_idle()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    return platform.sent
+
+
+@pytest.mark.parametrize("show", [None, "hidden", "trace"])
+async def test_thinking_is_never_posted_unless_asked_for(store: SQLStore, show: str | None) -> None:
+    sent = await thought_answer(store, MemoryPlatform(bot_name="Salon"), show)
+    assert [m.text for m in sent] == ["Tea is a drink."]
+
+
+async def test_a_spoiler_is_a_short_line_of_subtext_under_the_answer(store: SQLStore) -> None:
+    platform = MemoryPlatform(bot_name="Salon")
+    answer, note = await thought_answer(store, platform, "spoiler")
+    assert answer.text == "Tea is a drink."
+    assert note.text.startswith("-# ||First I recall what tea is. The key is ***. Then")
+    assert note.text.endswith("…||")
+    assert "\n" not in note.text
+    assert len(note.text) <= 220
+    assert Tag.NOTE in note.tags  # never read back as the bot's words
+
+
+async def test_without_spoilers_the_summary_is_a_dot_message(store: SQLStore) -> None:
+    platform = PlainPlatform(bot_name="Salon")
+    _, note = await thought_answer(store, platform, "spoiler")
+    assert note.text.startswith(".Salon thought: First I recall what tea is. The key is ***.")
+    assert not is_visible(note, bot_config(name="Other"))  # no bot reads a dot message
