@@ -50,18 +50,14 @@ _MIN_BUDGET = 1024  # Anthropic's smallest thinking budget
 def thinking_refusals(config: BotConfig) -> list[tuple[str, str]]:
     """(key path, reason) for each thinking setting the bot's vendor would refuse with
     every request, and Salon cannot leave out for it. Anthropic (also on Bedrock) takes
-    no other temperature than 1 while the model thinks, and a budget of at least 1024
-    tokens below ``max_tokens``; it takes an effort without a budget. Prefill mode is not
-    refused: it is sent without thinking."""
+    a budget of at least 1024 tokens below ``max_tokens``; it takes an effort without a
+    budget. Not refused, as Salon avoids what the API refuses: a temperature (never sent
+    to Anthropic) and prefill mode (sent without thinking)."""
     thinking = config.thinking
     vendor = config.provider_config().type
     if not thinking.enabled or vendor not in ("anthropic", "bedrock"):
         return []
     found: list[tuple[str, str]] = []
-    if config.temperature is not None and config.temperature != 1:
-        found.append(
-            ("temperature", f"{vendor} takes no temperature but 1 with thinking on: leave it out")
-        )
     budget = thinking.budget_tokens
     if budget is not None and budget < _MIN_BUDGET:
         found.append(
