@@ -8,7 +8,6 @@ activation, so each walks the history once.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import replace
@@ -17,7 +16,7 @@ from typing import Literal
 
 from salon.config import BotConfig
 from salon.context.names import Labels, with_mentions
-from salon.context.textproto import format_calls, format_results
+from salon.context.records import add_record, record_text, weave
 from salon.llm.base import (
     ChatMessage,
     ContentPart,
@@ -137,39 +136,6 @@ def truncated(message: Message, max_chars: int) -> Message:
     return replace(message, text=message.text[:keep] + TRUNCATION_MARK)
 
 
-def weave(messages: Sequence[Message], records: Sequence[ToolRecord]) -> list[Message | ToolRecord]:
-    """Put each past tool call right after the message it followed.
-
-    A call whose message is gone goes after the last message older than the call; calls
-    older than every message in context were dropped by the tool log already.
-    """
-    if not records:
-        return list(messages)
-    by_message: dict[str, list[ToolRecord]] = {}
-    positions = {m.id for m in messages}
-    loose: list[ToolRecord] = []
-    for record in records:
-        if record.after_message_id in positions:
-            by_message.setdefault(record.after_message_id or "", []).append(record)
-        else:
-            loose.append(record)
-    woven: list[Message | ToolRecord] = []
-    pending = sorted(loose, key=lambda r: r.time)
-    for message in messages:
-        while pending and pending[0].time < message.created_at:
-            woven.append(pending.pop(0))
-        woven.append(message)
-        woven.extend(by_message.get(message.id, ()))
-    woven.extend(pending)
-    return woven
-
-
-def record_text(record: ToolRecord) -> str:
-    """A past tool call as the model would have written it, with its result."""
-    calls = [record.call]
-    return f"{format_calls(calls)}\n{format_results(calls, [record.result])}"
-
-
 REPLIED_TO_MARK = "(earlier message, replied to) "
 """Marks a message the reply chain brought in from beyond the recency window."""
 
@@ -244,12 +210,6 @@ def images_of(message: Message) -> list[ImagePart]:
         for a in message.attachments
         if a.data is not None and a.content_type.startswith("image/")
     ]
-
-
-def record_id(record: ToolRecord) -> str:
-    """A stable id for a past call: vendors' own ids may repeat across restarts."""
-    digest = hashlib.sha1(f"{record.time.isoformat()}|{record.call.id}".encode()).hexdigest()
-    return f"past_{digest[:16]}"
 
 
 class _Breakpoint:
@@ -536,7 +496,7 @@ def render_chat(
     for offset, item in enumerate(sequence, start=start):
         before = len(turns.turns)
         if isinstance(item, ToolRecord):
-            _add_record(turns, item, native=native_tools)
+            add_record(turns, item, native=native_tools)
         else:
             _add_message(
                 turns, item, offset, previous, me, name=name, labels=labels, limit=message_limit
@@ -600,37 +560,3 @@ def _add_message(
     else:
         mark = reply_mark(message)
         turns.line(role, f"{mark}{text}" if mine else f"{mark}{label}: {text}")
-
-
-def _add_record(turns: _Turns, record: ToolRecord, *, native: bool) -> None:
-    if not native:
-        turns.add("assistant", record_text(record))
-        return
-    call_id = record_id(record)
-    used = ToolUsePart(replace(record.call, id=call_id))
-    answered = ToolResultPart(replace(record.result, call_id=call_id))
-    if not record.thoughts and _thought_turn_open(turns):
-        # A later call of a turn that thought: that turn's calls are one assistant turn
-        # again, as the model made them (a vendor checks the last one of a tool loop).
-        (asked, made), (role, results) = turns.turns[-2:]
-        turns.turns[-2:] = [(asked, [*made, used]), (role, [*results, answered])]
-        return
-    if record.thoughts:  # the turn's reasoning goes first on it, as the model wrote it
-        turns.pieces("assistant")[:0] = [ThinkingPart(t) for t in record.thoughts]
-    turns.add("assistant", used)
-    turns.add("user", answered)
-
-
-def _thought_turn_open(turns: _Turns) -> bool:
-    """Whether the last two turns are a call-making turn that thought and its results,
-    with nothing after them yet."""
-    if len(turns.turns) < 2:
-        return False
-    (asked, made), (role, results) = turns.turns[-2:]
-    return (
-        asked == "assistant"
-        and role == "user"
-        and bool(made)
-        and isinstance(made[0], ThinkingPart)
-        and all(isinstance(p, ToolResultPart) for p in results)
-    )
