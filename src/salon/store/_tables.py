@@ -361,6 +361,16 @@ async def _m14_answer_keys(conn: Connection) -> None:
     await _run(conn, "ALTER TABLE schedule_fires ADD COLUMN answer_key VARCHAR")
 
 
+async def _m15_reasoning_tokens(conn: Connection) -> None:
+    """The tokens a model spent thinking, per usage row and per trace: a part of its
+    output tokens (billed as output), counted on their own."""
+    await _run(
+        conn,
+        "ALTER TABLE usage_log ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE traces ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0",
+    )
+
+
 async def _m16_notes(conn: Connection) -> None:
     """Notes (salon.notes): a scope and its key, the text, and the provenance (who said it,
     in which channel, which message, when); a person's choice to have their notes shown
@@ -434,6 +444,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (12, _m12_limits),
     (13, _m13_trace_keyframes),
     (14, _m14_answer_keys),
+    (15, _m15_reasoning_tokens),
     (16, _m16_notes),
 ]
 

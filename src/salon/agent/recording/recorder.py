@@ -47,6 +47,7 @@ class PendingCall:
     usage: Usage = field(default_factory=Usage)
     stop_reason: str | None = None
     error: str | None = None
+    thinking: str = ""  # the reasoning as it streamed, for the trace alone
 
     def first_event(self) -> None:
         if self.first_token_ms is None:
