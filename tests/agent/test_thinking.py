@@ -236,4 +236,4 @@ async def test_without_spoilers_the_summary_is_a_dot_message(store: SQLStore) ->
     platform = PlainPlatform(bot_name="Salon")
     _, note = await thought_answer(store, platform, "spoiler")
     assert note.text.startswith(".Salon thought: First I recall what tea is. The key is ***.")
-    assert not is_visible(note, bot_config(name="Other"))  # no bot reads a dot message
+    assert not is_visible(note, bot_config(name="Other").visibility)  # no bot reads a dot message

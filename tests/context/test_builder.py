@@ -197,7 +197,7 @@ def test_past_thoughts_go_first_on_the_assistant_turn_of_their_calls() -> None:
 
     records = thinking_records()
     history = [msg(1, ALICE, "what are w1 and w2?")]
-    native = render_chat(history, ME, bot_config(), "m", records, native_tools=True)
+    native = render_chat(history, ME, bot_config().render, "m", records, native_tools=True)
     roles = [m.role for m in native.messages]
     assert roles == ["user", "assistant", "user", "assistant", "user"]
     first, second = native.messages[1].parts, native.messages[3].parts
@@ -214,8 +214,10 @@ def test_past_thoughts_never_become_text() -> None:
     from salon.context import render_prefill
 
     history = [msg(1, ALICE, "what are w1 and w2?")]
-    text = render_chat(history, ME, bot_config(), "m", thinking_records())
-    prefill = render_prefill(history, ME, bot_config(mode="prefill"), "m", thinking_records())
+    text = render_chat(history, ME, bot_config().render, "m", thinking_records())
+    prefill = render_prefill(
+        history, ME, bot_config(mode="prefill").render, "m", thinking_records()
+    )
     for request in (text, prefill):
         shown = repr(request.messages) + request.system
         assert "<function_calls>" in shown

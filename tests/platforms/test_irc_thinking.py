@@ -77,4 +77,4 @@ async def test_a_spoiler_is_a_dot_message_no_bot_reads(
     assert said == ["Hello, alice.", ".Salon thought: alice greets me; a greeting back will do"]
     other = Participant("b", BOT, is_bot=True)
     line = Message("1", ChannelRef("irc", "#salon"), other, said[1], datetime.now(UTC))
-    assert not is_visible(line, bot_config(name="Other"))
+    assert not is_visible(line, bot_config(name="Other").visibility)
