@@ -254,17 +254,25 @@ Apply = Callable[[Connection], Awaitable[None]]
 async def test_a_migration_merged_in_below_the_newest_is_applied_later(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Versions need not be contiguous: a database that has 16 but not 15 (15 came from a
-    branch merged later) gets 15 on the next open, and nothing runs twice."""
+    """Versions need not be contiguous: a database that has the newest version but not
+    one below it (merged from a branch later) gets that one on the next open, and nothing
+    runs twice."""
+    ran: list[str] = []
+    newest = max(v for v, _ in _tables.MIGRATIONS)
+    between, later = newest + 1, newest + 2
+
+    def migration(name: str) -> Callable[[Connection], Awaitable[None]]:
+        async def apply(conn: Connection) -> None:
+            ran.append(name)
+            await conn.execute(f"CREATE TABLE {name} (x INTEGER)")
+
+        return apply
+
+    first = [*_tables.MIGRATIONS, (later, migration("made_first"))]
+    monkeypatch.setattr(_tables, "MIGRATIONS", first)
     store = await database.open_store()
     await store.close()
-    ran: list[int] = []
-
-    async def m15(conn: Connection) -> None:
-        ran.append(15)
-        await conn.execute("CREATE TABLE merged_later (x INTEGER)")
-
-    merged = sorted([*_tables.MIGRATIONS, (15, m15)], key=lambda m: m[0])
+    merged = sorted([*first, (between, migration("merged_later"))], key=lambda m: m[0])
     monkeypatch.setattr(_tables, "MIGRATIONS", merged)
     for _ in range(2):
         again = await database.open_store()
@@ -273,7 +281,7 @@ async def test_a_migration_merged_in_below_the_newest_is_applied_later(
                 int(r[0]) for r in await conn.fetch("SELECT version FROM schema_migrations")
             ]
         await again.close()
-    assert ran == [15]
+    assert ran == ["made_first", "merged_later"]
     assert sorted(versions) == [v for v, _ in merged]
 
 
