@@ -1,0 +1,130 @@
+"""Reasoning written inline in a model's text (``<think>…</think>``), taken out of the answer.
+
+Servers without a reasoning parser (Ollama, llama.cpp without ``--reasoning-format``, vLLM
+without ``--reasoning-parser``) and the local provider stream a thinking model's reasoning
+(Qwen3, GLM-4.5, DeepSeek-R1) in the answer's own text. ``ThinkSplitter`` sits in the
+provider, before anything else reads the text, and turns it into ``ThinkingDelta`` (the
+reasoning) and ``TextDelta`` (the answer), as the text streams:
+
+- a tag may be cut anywhere between chunks (``<thi`` + ``nk>``): only the end of a chunk that
+  could still become a tag is held back, so the answer is not delayed more than that;
+- a ``<think>`` never closed by the end of the stream was all reasoning: nothing of it is
+  answer;
+- some chat templates open the block themselves, so the model's text starts inside it and
+  only ``</think>`` shows (Qwen3-Thinking, DeepSeek-R1-0528). When thinking is expected
+  (the bot's ``thinking.enabled``), text before a ``</think>`` with no opening tag is
+  reasoning: the start of the answer is held until a ``</think>`` comes (what came before
+  it was reasoning) or the stream ends without one (it was all answer). When thinking is
+  not expected, nothing is held and a stray ``</think>`` is only dropped: a model whose
+  template opens the block must be configured with ``thinking.enabled``.
+
+A ``<think>`` anywhere in the answer opens a block too: a literal tag in an answer is rare,
+a leaked chain of thought in a channel is worse. The whitespace after ``</think>`` (the
+templates put a blank line there) is not part of the answer.
+"""
+
+from __future__ import annotations
+
+from salon.llm.base import TextDelta, ThinkingDelta
+
+__all__ = ["CLOSE", "OPEN", "ThinkSplitter"]
+
+OPEN, CLOSE = "<think>", "</think>"
+
+_ANSWER, _THINKING, _UNSURE = "answer", "thinking", "unsure"
+
+
+def _partial_tag(text: str, tag: str) -> int:
+    """How many characters at the end of ``text`` could be the start of ``tag``."""
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if tag.startswith(text[-size:]):
+            return size
+    return 0
+
+
+def _first(text: str, tags: tuple[str, ...]) -> tuple[int, str]:
+    """Where the first of ``tags`` is in ``text``, and which: (-1, "") for none."""
+    found = [(at, tag) for tag in tags if (at := text.find(tag)) >= 0]
+    return min(found) if found else (-1, "")
+
+
+class ThinkSplitter:
+    """Splits one stream's text into reasoning and answer; ``expect_thinking`` says the
+    model is asked to think, so a tag-less start may be reasoning (see the module)."""
+
+    def __init__(self, *, expect_thinking: bool = False) -> None:
+        self._state = _UNSURE if expect_thinking else _ANSWER
+        self._held = ""  # text not yet known to be answer or reasoning
+        self._trim = False  # drop the whitespace that follows a closing tag
+        self.reasoning = ""  # every piece of reasoning taken out, in order
+
+    def feed(self, text: str) -> list[TextDelta | ThinkingDelta]:
+        """The events ``text`` (the next piece of the stream) makes known."""
+        self._held += text
+        out: list[TextDelta | ThinkingDelta] = []
+        while self._held:
+            if not self._step(out):
+                break
+        return out
+
+    def finish(self) -> list[TextDelta | ThinkingDelta]:
+        """What is left when the stream ends: an open block was reasoning; a tag-less
+        start that never closed was the answer."""
+        held, self._held = self._held, ""
+        if not held:
+            return []
+        if self._state == _THINKING:
+            return [self._thought(held)]
+        return self._answer(held)
+
+    def _step(self, out: list[TextDelta | ThinkingDelta]) -> bool:
+        """Take what can be decided from the held text; False when the rest must wait."""
+        if self._state == _UNSURE:
+            return self._step_unsure(out)
+        held = self._held
+        # In the answer, an opening tag, or a closing one with nothing open (dropped).
+        at, tag = _first(held, (CLOSE,) if self._state == _THINKING else (OPEN, CLOSE))
+        if at < 0:
+            keep = max(_partial_tag(held, OPEN), _partial_tag(held, CLOSE))
+            self._emit(held[: len(held) - keep], out)
+            self._held = held[len(held) - keep :]
+            return False
+        self._emit(held[:at], out)
+        self._held = held[at + len(tag) :]
+        self._state = _THINKING if tag == OPEN else _ANSWER
+        self._trim = tag == CLOSE
+        return True
+
+    def _step_unsure(self, out: list[TextDelta | ThinkingDelta]) -> bool:
+        """A tag-less start: held until ``</think>`` shows or an opening tag begins it."""
+        start = self._held.lstrip()
+        if start and not OPEN.startswith(start[: len(OPEN)]) and CLOSE not in self._held:
+            return False  # not an opening tag: wait for a closing one, or the end
+        if start.startswith(OPEN):  # an ordinary block after all
+            self._held = start[len(OPEN) :]
+            self._state = _THINKING
+            return True
+        close = self._held.find(CLOSE)
+        if close < 0:
+            return False  # perhaps the start of "<think>": wait for more
+        out.append(self._thought(self._held[:close]))
+        self._held = self._held[close + len(CLOSE) :]
+        self._state, self._trim = _ANSWER, True
+        return True
+
+    def _emit(self, text: str, out: list[TextDelta | ThinkingDelta]) -> None:
+        if self._state == _THINKING:
+            if text:
+                out.append(self._thought(text))
+        else:
+            out.extend(self._answer(text))
+
+    def _thought(self, text: str) -> ThinkingDelta:
+        self.reasoning += text
+        return ThinkingDelta(text)
+
+    def _answer(self, text: str) -> list[TextDelta | ThinkingDelta]:
+        if self._trim:
+            text = text.lstrip()
+            self._trim = not text
+        return [TextDelta(text)] if text else []
