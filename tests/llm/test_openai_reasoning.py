@@ -4,11 +4,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
 from fakes.llm_server import LLMServer, Scripted
+from salon.agent.conversation.stream import Streamed, read_stream
+from salon.agent.recording.recorder import PendingCall
 from salon.config import Secrets
 from salon.errors import ProviderError
 from salon.llm import ChatMessage, LLMRequest, Provider, StreamEvent, TextDelta, UsageEvent
@@ -50,9 +53,7 @@ def provider_for(server: LLMServer, model: str = "m1", **provider: Any) -> Provi
     return build_provider(config, Secrets({"TEST_KEY": "sk-test-key"}))
 
 
-def asked(
-    model: str = "m1", thinking: Thinking | None = ON, *more: ChatMessage
-) -> LLMRequest:
+def asked(model: str = "m1", thinking: Thinking | None = ON, *more: ChatMessage) -> LLMRequest:
     messages = (ChatMessage.text("user", "time?"), *more)
     return LLMRequest(model=model, messages=messages, tools=TOOLS, thinking=thinking)
 
@@ -201,3 +202,24 @@ async def test_another_models_thoughts_never_go_back(llm_server: LLMServer) -> N
     assistant = llm_server.requests[-1].body["messages"][1]
     assert "reasoning_content" not in assistant
     assert "old model's" not in str(llm_server.requests[-1].body)
+
+
+async def test_the_agent_keeps_reasoning_as_thinking_and_shows_only_the_answer(
+    llm_server: LLMServer,
+) -> None:
+    llm_server.queue(
+        Scripted(chunks=["It is ", "noon."], thinking_chunks=THOUGHT, reasoning_tokens=5)
+    )
+    provider = provider_for(llm_server)
+    request = asked()
+    pending = PendingCall("answer", provider, request, time.time(), time.perf_counter())
+    into, shown = Streamed(), []
+
+    async def show(text: str) -> None:
+        shown.append(text)
+
+    await read_stream(provider, request, pending, into, show)
+    assert "".join(shown) == into.text == "It is noon."
+    assert into.thinking == "The user asks for the time."
+    assert [t.text for t in into.thoughts] == ["The user asks for the time."]
+    assert (pending.usage.reasoning_tokens, pending.usage.output_tokens) == (5, 12)
