@@ -34,10 +34,13 @@ Run = Callable[..., Any]
 
 @pytest.fixture
 async def run_loop(store: SQLStore, tmp_path: Path, llm_server: LLMServer) -> AsyncIterator[Run]:
-    """Ask a bot on ``model`` with ``reasoning_style`` once; its answers as sent."""
+    """Ask a bot on ``model`` with ``reasoning_style`` the ``questions``, one after the
+    other; its answers as sent."""
     stack: list[Any] = []
 
-    async def run(model: str, style: str) -> list[str]:
+    async def run(
+        model: str, style: str, questions: tuple[str, ...] = ("what is a salon?",)
+    ) -> list[str]:
         server, _ran = kit()
         hub = ToolHub([in_process(server)])
         await hub.start()
@@ -66,8 +69,9 @@ async def run_loop(store: SQLStore, tmp_path: Path, llm_server: LLMServer) -> As
         )
         await platform.start(agent.submit)
         stack.append(asyncio.create_task(agent.run()))
-        await platform.post(platform.channel("dm", is_direct=True), ALICE, "what is a salon?")
-        await agent.wait_idle()
+        for question in questions:
+            await platform.post(platform.channel("dm", is_direct=True), ALICE, question)
+            await agent.wait_idle()
         return [m.text for m in platform.sent]
 
     yield run
@@ -115,3 +119,17 @@ async def test_deepseek_gets_its_reasoning_content_back_in_the_tool_loop(
     assert sent[-1] == "A salon is a room."  # the fake refuses a turn without it, as DeepSeek
     assert assistant_turn(llm_server)["reasoning_content"] == "I should look the word up."
     assert not [s for s in sent if "look the word" in s]
+
+
+async def test_deepseek_takes_a_later_activation_whose_history_has_tool_calls(
+    run_loop: Run, llm_server: LLMServer
+) -> None:
+    """The chat log keeps the tool calls, not the reasoning they came with: in a later
+    activation they are tool-call turns with no reasoning of their own, which DeepSeek's
+    thinking mode refuses unless the field is there."""
+    llm_server.queue(looks_up(), "A salon is a room.", "Yes, a room.")
+    sent = await run_loop("deepseek-reasoner", "deepseek", questions=("what is a salon?", "sure?"))
+    assert sent[-1] == "Yes, a room."
+    later = [m for m in llm_server.requests[2].body["messages"] if m.get("tool_calls")]
+    assert later
+    assert all("reasoning_content" in m for m in later)

@@ -161,14 +161,17 @@ async def test_deepseek_refuses_a_tool_turn_without_its_reasoning_and_gets_it(
     events = await events_of(provider, asked(model))
     assert [e.call for e in events if isinstance(e, ToolCallEvent)] == [_CALL]
     (thought,) = [e.thought for e in events if isinstance(e, ThoughtEvent)]
-    # Without its reasoning the tool turn is refused, as DeepSeek documents.
+    # Without its reasoning the tool turn is refused, as DeepSeek documents (a provider
+    # not told it is DeepSeek sends it without).
     bare = follow_up(model, Thought("anthropic", model, text="not mine"))
     with pytest.raises(ProviderError, match="Missing `reasoning_content`"):
-        await events_of(provider, bare)
+        await events_of(provider_for(llm_server, model, reasoning_style="none"), bare)
     await events_of(provider, follow_up(model, thought))
     assistant = llm_server.requests[-1].body["messages"][1]
     assert assistant["reasoning_content"] == "The user asks for the time."
     assert "reasoning_details" not in assistant
+    await events_of(provider, bare)  # another's reasoning is not sent: an empty one is
+    assert llm_server.requests[-1].body["messages"][1]["reasoning_content"] == ""
 
 
 async def test_openrouter_reasoning_details_go_back_as_they_came(llm_server: LLMServer) -> None:

@@ -147,9 +147,12 @@ class OpenAIProvider:
         return kwargs
 
     def _build_kwargs(self, request: LLMRequest) -> dict[str, Any]:
+        messages = to_openai_messages(request, self._converted)
+        if self._config.reasoning_style == "deepseek":
+            messages = _with_reasoning_field(messages)
         kwargs: dict[str, Any] = {
             "model": request.model,
-            "messages": to_openai_messages(request, self._converted),
+            "messages": messages,
             "max_tokens": request.max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -247,6 +250,19 @@ def _messages(message: ChatMessage, model: str = "") -> list[dict[str, Any]]:
     elif content or not results:
         out.append({"role": message.role, "content": content, **reasoning})
     return out
+
+
+def _with_reasoning_field(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """DeepSeek's thinking mode refuses a tool-call turn without ``reasoning_content`` in
+    every later request, and ignores it elsewhere. A tool call from an earlier activation
+    comes back from the chat log without its reasoning: it gets an empty one. The
+    remembered forms are shared, so a changed turn is a new dict."""
+    return [
+        {**m, "reasoning_content": ""}
+        if m.get("tool_calls") and "reasoning_content" not in m
+        else m
+        for m in messages
+    ]
 
 
 def _reasoning_back(message: ChatMessage, model: str) -> dict[str, Any]:
