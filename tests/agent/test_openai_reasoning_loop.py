@@ -34,12 +34,15 @@ Run = Callable[..., Any]
 
 @pytest.fixture
 async def run_loop(store: SQLStore, tmp_path: Path, llm_server: LLMServer) -> AsyncIterator[Run]:
-    """Ask a bot on ``model`` with ``reasoning_style`` the ``questions``, one after the
-    other; its answers as sent."""
+    """Ask a bot on ``model`` with ``reasoning_style`` (and ``more`` config) the
+    ``questions``, one after the other; its answers as sent."""
     stack: list[Any] = []
 
     async def run(
-        model: str, style: str, questions: tuple[str, ...] = ("what is a salon?",)
+        model: str,
+        style: str,
+        questions: tuple[str, ...] = ("what is a salon?",),
+        **more: Any,
     ) -> list[str]:
         server, _ran = kit()
         hub = ToolHub([in_process(server)])
@@ -54,7 +57,7 @@ async def run_loop(store: SQLStore, tmp_path: Path, llm_server: LLMServer) -> As
             "backoff_initial": 0,
             "reasoning_style": style,
         }
-        config = bot_config(providers={"test": provider_config}, thinking={"enabled": True})
+        config = bot_config(providers={"test": provider_config}, thinking={"enabled": True}, **more)
         provider = build_provider(config, Secrets({"TEST_KEY": "k-test"}))
         log = ToolLog(tmp_path / "tools", "salon")
         runner = ToolRunner(bot="salon", config=config, tools=hub, store=store, log=log)
@@ -133,3 +136,26 @@ async def test_deepseek_takes_a_later_activation_whose_history_has_tool_calls(
     later = [m for m in llm_server.requests[2].body["messages"] if m.get("tool_calls")]
     assert later
     assert all("reasoning_content" in m for m in later)
+
+
+CALL = '<function_calls>\n<invoke name="lookup">\n<parameter name="word">salon</parameter>\n</invoke>\n'
+
+
+async def test_the_text_tool_protocol_reads_the_answer_after_the_reasoning(
+    run_loop: Run, llm_server: LLMServer
+) -> None:
+    chunks = ["<think>I will call ", "lookup, secretly</thi", "nk>\n\nLet me look.\n", CALL]
+    llm_server.queue(Scripted(chunks=chunks), "A salon is a room.")
+    sent = await run_loop("m1", "openai", tool_mode="text")
+    assert sent == ["Let me look.", "A salon is a room."]
+    continued = llm_server.requests[1].body["messages"][-1]
+    assert continued["role"] == "assistant"
+    assert "salon means something" in continued["content"]
+    assert "secretly" not in str(llm_server.requests[1].body)
+
+
+async def test_the_leading_label_after_the_reasoning_is_still_taken_off(
+    run_loop: Run, llm_server: LLMServer
+) -> None:
+    llm_server.queue(Scripted(chunks=["<think>hmm</think>", "\n\nSalon: ", "Hello."]))
+    assert await run_loop("m1", "openai") == ["Hello."]
