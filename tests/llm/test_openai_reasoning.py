@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -99,10 +101,54 @@ async def test_inline_think_split_across_chunks_is_thinking(llm_server: LLMServe
     assert (answer(events), thinking(events)) == ("It is noon.", "secret plan")
 
 
-async def test_a_tagless_start_is_thinking_when_the_bot_thinks(llm_server: LLMServer) -> None:
+@pytest.mark.parametrize("style", ["chat_template", "none"])
+async def test_a_tagless_start_is_thinking_when_the_bot_thinks(
+    llm_server: LLMServer, style: str
+) -> None:
     llm_server.queue(Scripted(chunks=["secret", " plan</think>", "It is noon."]))
-    events = await events_of(provider_for(llm_server), asked())
+    events = await events_of(provider_for(llm_server, reasoning_style=style), asked())
     assert (answer(events), thinking(events)) == ("It is noon.", "secret plan")
+
+
+@pytest.mark.parametrize(
+    ("style", "reasoning", "prefill"),
+    [
+        ("openai", [], False),  # OpenAI's reasoning models hide it: the text is the answer
+        ("deepseek", ["hm"], False),
+        ("chat_template", ["hm"], False),  # the server parses it out: content is answer
+        ("chat_template", [], True),  # a continued transcript is answer
+    ],
+)
+async def test_an_answer_is_not_held_where_reasoning_cannot_be_in_it(
+    llm_server: LLMServer, style: str, reasoning: list[str], prefill: bool
+) -> None:
+    resume = asyncio.Event()
+    frames = len(reasoning) + 1  # the reasoning, then the answer's first chunk
+    llm_server.queue(
+        Scripted(
+            chunks=["It is ", "noon."],
+            thinking_chunks=reasoning,
+            pause_before_chunk=frames,
+            resume=resume,
+        )
+    )
+    request = asked()
+    if prefill:
+        request = replace(
+            request,
+            prefill=True,
+            messages=(*request.messages, ChatMessage.text("assistant", "Bot:")),
+        )
+    provider = provider_for(llm_server, reasoning_style=style)
+    stream = provider.stream(request)
+    try:
+        seen: list[StreamEvent] = []
+        while not any(isinstance(e, TextDelta) for e in seen):
+            seen.append(await asyncio.wait_for(anext(stream), 5))
+        assert answer(seen) == "It is "  # while the server still holds the rest
+    finally:
+        resume.set()
+        await stream.aclose()
 
 
 @pytest.mark.parametrize(

@@ -99,9 +99,18 @@ class OpenAIProvider:
             decoder: _ChunkDecoder | _CompletionDecoder = _CompletionDecoder()
         else:
             opening = self._post("/chat/completions", self._kwargs(request), ChatCompletionChunk)
-            decoder = _ChunkDecoder(request.model, expect_thinking=request.thinking is not None)
+            decoder = _ChunkDecoder(request.model, expect_thinking=self._tagless(request))
         async for event in stream_sdk(self.name, openai, opening, decoder):
             yield event
+
+    def _tagless(self, request: LLMRequest) -> bool:
+        """Whether the answer may start inside a ``<think>`` block its template opened: a
+        thinking bot on a server that leaves the template's text as it is (the styles of
+        vLLM, llama.cpp, Ollama without a parser), and not a continued transcript. The
+        others (OpenAI, OpenRouter, DeepSeek) give reasoning apart, or hide it."""
+        style = self._config.reasoning_style
+        thinks = request.thinking is not None and not request.prefill
+        return thinks and style in ("chat_template", "none")
 
     def _post(
         self, path: str, kwargs: dict[str, Any], chunk: type[ChunkT]
@@ -376,6 +385,7 @@ class _ChunkDecoder:
         thinking = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
         if isinstance(thinking, str) and thinking:
             self.reasoning += thinking
+            self.inline.apart()  # the server parses reasoning out: the content is answer
             events.append(ThinkingDelta(thinking))
         self.details.add(getattr(delta, "reasoning_details", None))
         if delta.content:

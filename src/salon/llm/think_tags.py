@@ -11,12 +11,12 @@ reasoning) and ``TextDelta`` (the answer), as the text streams:
 - a ``<think>`` never closed by the end of the stream was all reasoning: nothing of it is
   answer;
 - some chat templates open the block themselves, so the model's text starts inside it and
-  only ``</think>`` shows (Qwen3-Thinking, DeepSeek-R1-0528). When thinking is expected
-  (the bot's ``thinking.enabled``), text before a ``</think>`` with no opening tag is
-  reasoning: the start of the answer is held until a ``</think>`` comes (what came before
-  it was reasoning) or the stream ends without one (it was all answer). When thinking is
-  not expected, nothing is held and a stray ``</think>`` is only dropped: a model whose
-  template opens the block must be configured with ``thinking.enabled``.
+  only ``</think>`` shows (Qwen3-Thinking, DeepSeek-R1-0528). When a tag-less start is
+  expected (the provider says when: a thinking bot on a server that leaves the template's
+  text as it is), text before a ``</think>`` with no opening tag is reasoning: the start of
+  the answer is held until a ``</think>`` comes (what came before it was reasoning) or the
+  stream ends without one (it was all answer), or the server shows it parses reasoning out
+  (``apart``). Otherwise nothing is held and a stray ``</think>`` is only dropped.
 
 A ``<think>`` anywhere in the answer opens a block too: a literal tag in an answer is rare,
 a leaked chain of thought in a channel is worse. The whitespace after ``</think>`` (the
@@ -66,6 +66,12 @@ class ThinkSplitter:
             if not self._step(out):
                 break
         return out
+
+    def apart(self) -> None:
+        """The server gives reasoning in a field of its own: a start with no opening tag
+        is the answer (tags in the text are still taken out)."""
+        if self._state == _UNSURE and not self._held:
+            self._state = _ANSWER
 
     def finish(self) -> list[TextDelta | ThinkingDelta]:
         """What is left when the stream ends: an open block was reasoning; a tag-less
