@@ -70,3 +70,17 @@ def test_reasoning_streams_as_it_comes_and_is_kept_whole() -> None:
         TextDelta("Done"),
     ]
     assert splitter.reasoning == "step one, step two"
+
+
+def test_a_tagless_start_still_sees_an_opening_tag_cut_in_two() -> None:
+    assert split(["  <th", "ink>plan</think>ok"], expect_thinking=True) == ("ok", "plan")
+    assert split(["<b>plan</b>", " more</think>ok"], expect_thinking=True) == (
+        "ok",
+        "<b>plan</b> more",
+    )
+
+
+def test_a_server_that_gives_reasoning_apart_ends_the_wait() -> None:
+    splitter = ThinkSplitter(expect_thinking=True)
+    splitter.apart()
+    assert splitter.feed("Four.") == [TextDelta("Four.")]

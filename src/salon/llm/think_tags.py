@@ -56,6 +56,8 @@ class ThinkSplitter:
         self._state = _UNSURE if expect_thinking else _ANSWER
         self._held = ""  # text not yet known to be answer or reasoning
         self._trim = False  # drop the whitespace that follows a closing tag
+        self._opening = True  # a tag-less start: what is held may still open with a tag
+        self._searched = 0  # a tag-less start: how much of what is held had no "</think>"
         self.reasoning = ""  # every piece of reasoning taken out, in order
 
     def feed(self, text: str) -> list[TextDelta | ThinkingDelta]:
@@ -102,17 +104,19 @@ class ThinkSplitter:
         return True
 
     def _step_unsure(self, out: list[TextDelta | ThinkingDelta]) -> bool:
-        """A tag-less start: held until ``</think>`` shows or an opening tag begins it."""
-        start = self._held.lstrip()
-        if start and not OPEN.startswith(start[: len(OPEN)]) and CLOSE not in self._held:
-            return False  # not an opening tag: wait for a closing one, or the end
-        if start.startswith(OPEN):  # an ordinary block after all
-            self._held = start[len(OPEN) :]
-            self._state = _THINKING
-            return True
-        close = self._held.find(CLOSE)
+        """A tag-less start: held until ``</think>`` shows or an opening tag begins it.
+        The held text is searched once, not again with every chunk."""
+        if self._opening:  # the first non-blank characters could still be "<think>"
+            start = self._held.lstrip()
+            if start.startswith(OPEN):  # an ordinary block after all
+                self._held = start[len(OPEN) :]
+                self._state = _THINKING
+                return True
+            self._opening = not start or OPEN.startswith(start)
+        close = self._held.find(CLOSE, self._searched)
         if close < 0:
-            return False  # perhaps the start of "<think>": wait for more
+            self._searched = max(len(self._held) - len(CLOSE) + 1, 0)
+            return False  # wait for a closing tag, or the end
         out.append(self._thought(self._held[:close]))
         self._held = self._held[close + len(CLOSE) :]
         self._state, self._trim = _ANSWER, True
