@@ -272,3 +272,17 @@ async def test_the_agent_keeps_reasoning_as_thinking_and_shows_only_the_answer(
     assert into.thinking == "The user asks for the time."
     assert [t.text for t in into.thoughts] == ["The user asks for the time."]
     assert (pending.usage.reasoning_tokens, pending.usage.output_tokens) == (5, 12)
+
+
+async def test_a_lone_surrogate_in_reasoning_does_not_break_the_tool_loop(
+    llm_server: LLMServer,
+) -> None:
+    broken = ['{"choices": [{"index": 0, "delta": {"reasoning_content": "I \\ud800 think"}}]}']
+    finish = '{"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}'
+    llm_server.queue(Scripted(raw_events=[*broken, finish, "[DONE]"]))
+    provider = provider_for(llm_server, reasoning_style="deepseek")
+    events = await events_of(provider, asked())
+    (thought,) = [e.thought for e in events if isinstance(e, ThoughtEvent)]
+    assert thought.text == "I \ufffd think"
+    await events_of(provider, follow_up("m1", thought))  # the SDK can encode it
+    assert llm_server.requests[-1].body["messages"][1]["reasoning_content"] == "I \ufffd think"

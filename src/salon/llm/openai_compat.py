@@ -54,7 +54,7 @@ from salon.llm.base import (
     turn_bytes,
 )
 from salon.llm.think_tags import ThinkSplitter
-from salon.model import Thought, ToolCall, Usage
+from salon.model import Thought, ToolCall, Usage, clean_text
 
 if TYPE_CHECKING:
     from openai._types import RequestOptions
@@ -395,8 +395,9 @@ class _ChunkDecoder:
         return events
 
     def _thought(self) -> Thought | None:
-        text = self.reasoning + self.inline.reasoning
-        details = self.details.json()
+        # Cleaned of lone surrogates as every event is: it goes back in a later request.
+        text = clean_text(self.reasoning + self.inline.reasoning)
+        details = clean_text(self.details.json())
         if not text and not details:
             return None
         return Thought(VENDOR, self.model, text=text, details=details)
