@@ -229,8 +229,9 @@ def to_openai_messages(
     if request.system:
         messages.append({"role": "system", "content": request.system})
     for message in request.messages:
-        if any(isinstance(p, ThinkingPart) for p in message.parts):
-            # Whether its reasoning goes back depends on the model: not remembered.
+        # Reasoning comes first on its turn. Whether it goes back depends on the model,
+        # so such a turn's form is not remembered.
+        if message.parts and isinstance(message.parts[0], ThinkingPart):
             messages.extend(_messages(message, request.model))
         else:
             messages.extend(one(message))
