@@ -90,6 +90,10 @@ class ThinkSplitter:
         if self._state == _UNSURE:
             return self._step_unsure(out)
         held = self._held
+        if "<" not in held:  # most chunks: no tag, nor the start of one
+            self._held = ""
+            self._emit(held, out)
+            return False
         # In the answer, an opening tag, or a closing one with nothing open (dropped).
         at, tag = _first(held, (CLOSE,) if self._state == _THINKING else (OPEN, CLOSE))
         if at < 0:
