@@ -41,6 +41,10 @@ class Scripted:
     thinking_chunks: list[str] | None = None
     reasoning_tokens: int = 0  # billed as output; reported in the vendor's own field
     redacted_thinking: str = ""  # anthropic: a redacted_thinking block's opaque data
+    # openai: the delta field reasoning streams in: "reasoning_content" (DeepSeek,
+    # llama.cpp), "reasoning" (newer vLLM), "openrouter" (reasoning and reasoning_details);
+    # None: the flavour's own (see _openai_reasoning).
+    reasoning_field: str | None = None
 
     def thinking_deltas(self) -> list[str]:
         if self.thinking_chunks is not None:
@@ -118,6 +122,8 @@ def complete_body(vendor: str, request: Recorded, reply: Scripted) -> dict[str, 
         head = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": model}
         return {**head, "choices": [choice], "usage": _openai_usage(reply)}
     message = {"role": "assistant", "content": text}
+    if _openai_thinks(request, reply):
+        message.update(_openai_reasoning(reply, "".join(reply.thinking_deltas()), "", -1))
     return {
         "id": "chatcmpl-1",
         "object": "chat.completion",
@@ -184,12 +190,49 @@ def _anthropic_thinking_events(request: Recorded, reply: Scripted) -> list[dict[
 
 def _openai_usage(reply: Scripted) -> dict[str, Any]:
     prompt = reply.input_tokens + reply.cache_read_tokens
-    return {
+    written = reply.output_tokens + reply.reasoning_tokens  # reasoning counts as completion
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt,
-        "completion_tokens": reply.output_tokens,
-        "total_tokens": prompt + reply.output_tokens,
+        "completion_tokens": written,
+        "total_tokens": prompt + written,
         "prompt_tokens_details": {"cached_tokens": reply.cache_read_tokens},
     }
+    if reply.reasoning_tokens:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
+    return usage
+
+
+def _openai_thinks(request: Recorded, reply: Scripted) -> bool:
+    """Whether an OpenAI-compatible server streams the scripted reasoning: a reasoning
+    model thinks unless the request switches it off (a chat template's ``enable_thinking``,
+    DeepSeek's ``thinking``, OpenRouter's ``reasoning``)."""
+    body = request.body
+    if not reply.thinking_deltas():
+        return False
+    template = body.get("chat_template_kwargs") or {}
+    thinking = body.get("thinking") or {}
+    reasoning = body.get("reasoning") or {}
+    return not (
+        template.get("enable_thinking") is False
+        or thinking.get("type") == "disabled"
+        or reasoning.get("exclude") is True
+        or reasoning.get("enabled") is False
+        or reasoning.get("effort") == "none"
+    )
+
+
+def _openai_reasoning(reply: Scripted, text: str, flavour: str, index: int) -> dict[str, Any]:
+    """One piece of reasoning in the delta (or message) field its server uses: vLLM's
+    ``reasoning``, DeepSeek's and llama.cpp's ``reasoning_content``; OpenRouter's
+    ``reasoning`` with ``reasoning_details`` blocks (text, then the block's signature)."""
+    field = reply.reasoning_field or ("reasoning" if flavour == "vllm" else "reasoning_content")
+    if field != "openrouter":
+        return {field: text}
+    detail: dict[str, Any] = {"type": "reasoning.text", "index": 0, "format": "anthropic-claude-v1"}
+    pieces = reply.thinking_deltas()
+    if index < 0 or index == len(pieces) - 1:  # the last piece carries the signature
+        detail["signature"] = f"sig-{len(''.join(pieces))}"
+    return {"reasoning": text, "reasoning_details": [{**detail, "text": text}]}
 
 
 # --- streams ----------------------------------------------------------------------------------
@@ -207,10 +250,10 @@ def wire(vendor: str, flavour: str, request: Recorded, reply: Scripted) -> Wire:
         return _completions_wire(request, reply)
     if vendor in ("anthropic", "bedrock"):
         return _anthropic_wire(request, reply, bedrock=vendor == "bedrock")
-    return _openai_wire(request, reply, repeat_names=flavour == "llamacpp")
+    return _openai_wire(request, reply, flavour)
 
 
-def _openai_wire(request: Recorded, reply: Scripted, *, repeat_names: bool) -> Wire:
+def _openai_wire(request: Recorded, reply: Scripted, flavour: str) -> Wire:
     broken = _sse('{"choices": [{"index": 0, "delta": {"content": "x"')
     if reply.raw_events is not None:
         frames = [_sse(raw) for raw in reply.raw_events]
@@ -222,7 +265,17 @@ def _openai_wire(request: Recorded, reply: Scripted, *, repeat_names: bool) -> W
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
         return _sse(json.dumps({**head, "choices": [choice]}))
 
-    frames = [chunk({"role": "assistant", "content": t}, None) for t in reply.deltas() if t]
+    frames = []
+    if _openai_thinks(request, reply):
+        thinking = reply.thinking_deltas()
+        frames = [
+            chunk(
+                {"role": "assistant", "content": None, **_openai_reasoning(reply, t, flavour, i)},
+                None,
+            )
+            for i, t in enumerate(thinking)
+        ]
+    frames += [chunk({"role": "assistant", "content": t}, None) for t in reply.deltas() if t]
     for index, (call_id, name, args) in enumerate(reply.tool_calls):
         raw = json.dumps(args)
         start = {"index": index, "id": call_id, "type": "function"}
@@ -231,7 +284,7 @@ def _openai_wire(request: Recorded, reply: Scripted, *, repeat_names: bool) -> W
         )
         for part in (raw[: len(raw) // 2], raw[len(raw) // 2 :]):
             fragment: dict[str, Any] = {"index": index, "function": {"arguments": part}}
-            if repeat_names:  # the whole name again in every delta, as those builds did
+            if flavour == "llamacpp":  # the whole name again in every delta, as those builds did
                 fragment = {**fragment, "type": "function"}
                 fragment["function"] = {"name": name, "arguments": part}
             frames.append(chunk({"tool_calls": [fragment]}, None))

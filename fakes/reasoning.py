@@ -113,4 +113,31 @@ def _either(part: dict[str, Any], camel: str, snake: str) -> Any:
 
 
 def openai_refusal(body: dict[str, Any]) -> tuple[int, str] | None:
+    """DeepSeek's thinking mode (api-docs.deepseek.com/guides/thinking_mode): between two
+    user messages, an assistant turn that called tools must carry its ``reasoning_content``
+    in every later request, or the request is a 400; on a turn without tool calls it is
+    optional (ignored). Other OpenAI-compatible servers take either."""
+    if not _deepseek_thinking(body):
+        return None
+    for index, message in enumerate(body.get("messages") or []):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        if message.get("tool_calls") and "reasoning_content" not in message:
+            return 400, (
+                f"Missing `reasoning_content` field in the assistant message at message "
+                f"index {index}. For more information, please refer to "
+                "https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"
+            )
     return None
+
+
+def _deepseek_thinking(body: dict[str, Any]) -> bool:
+    """A DeepSeek model in thinking mode: ``deepseek-reasoner``, or a model asked with
+    ``thinking: {"type": "enabled"}`` (the V4 models think unless it says disabled)."""
+    model = str(body.get("model", ""))
+    if not model.startswith("deepseek"):
+        return False
+    switch = (body.get("thinking") or {}).get("type")
+    if model == "deepseek-reasoner" or switch == "enabled":
+        return True
+    return model.startswith("deepseek-v4") and switch != "disabled"

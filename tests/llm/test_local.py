@@ -15,7 +15,15 @@ from pydantic import ValidationError
 from salon.config import ProviderConfig
 from salon.errors import ProviderError
 from salon.llm._local_engine import Engine, EngineKey
-from salon.llm.base import ChatMessage, LLMRequest, StopEvent, TextDelta, UsageEvent
+from salon.llm.base import (
+    ChatMessage,
+    LLMRequest,
+    StopEvent,
+    TextDelta,
+    Thinking,
+    ThinkingDelta,
+    UsageEvent,
+)
 from salon.llm.local import LocalProvider, fit_to_context
 
 
@@ -186,3 +194,50 @@ def test_sampling_settings_reach_the_model_and_a_bots_temperature_wins() -> None
 def test_impossible_local_settings_are_refused(key: str, value: float) -> None:
     with pytest.raises(ValidationError, match=key):
         config(**{key: value})
+
+
+class ThinkingChatModel(GatedModel):
+    """A Qwen3-style chat model: its chat template opens ``<think>`` itself when the model
+    thinks, so the stream starts inside the block (``chat_chunks`` as llama-cpp-python
+    streams chat deltas). The packaged SmolLM2 does not think: this stands in for one."""
+
+    def create_chat_completion(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        self.calls.append(kwargs)
+        for word in self.words:
+            self.n_tokens += 1
+            yield {"choices": [{"delta": {"content": word}, "finish_reason": None}]}
+        yield {"choices": [{"delta": {}, "finish_reason": "stop"}]}
+
+
+def chat(thinking: Thinking | None = None) -> LLMRequest:
+    messages = (ChatMessage.text("user", "Ann: is it four?"),)
+    return LLMRequest(model="m", messages=messages, max_tokens=100, thinking=thinking)
+
+
+@pytest.mark.parametrize(
+    ("words", "thinking"),
+    [
+        (["<th", "ink>", "Ann wants", " a yes", "</th", "ink>\n\n", "Yes", ", four."], None),
+        (["Ann wants", " a yes", "</think>", "\n\nYes", ", four."], Thinking()),
+    ],
+)
+async def test_a_thinking_template_s_reasoning_is_never_answer(
+    words: list[str], thinking: Thinking | None
+) -> None:
+    provider = LocalProvider("local", config(), engine=scripted_engine(ThinkingChatModel(words)))
+    events = await drain(provider, chat(thinking))
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Yes, four."
+    assert "".join(e.text for e in events if isinstance(e, ThinkingDelta)) == "Ann wants a yes"
+    usage = next(e.usage for e in events if isinstance(e, UsageEvent))
+    assert usage.output_tokens == len(words)
+    assert 0 < usage.reasoning_tokens < usage.output_tokens
+
+
+async def test_an_unclosed_think_block_from_a_local_model_posts_nothing() -> None:
+    model = ThinkingChatModel(["<think>", "Ann's password", " is hunter2"])
+    provider = LocalProvider("local", config(), engine=scripted_engine(model))
+    events = await drain(provider, chat())
+    assert not [e for e in events if isinstance(e, TextDelta)]
+    assert "".join(e.text for e in events if isinstance(e, ThinkingDelta)) == (
+        "Ann's password is hunter2"
+    )

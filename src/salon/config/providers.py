@@ -71,6 +71,11 @@ class ProviderConfig(_Strict):
     end_of_turn: str | None = Field(
         default=None, description="completions: the token a model ends its message with"
     )
+    reasoning_style: Literal["openai", "openrouter", "deepseek", "chat_template", "none"] = Field(
+        default="openai",
+        description="openai: the field a bot's thinking setting goes out as "
+        "(docs/CONFIGURATION.md, thinking)",
+    )
     model_path: str | None = Field(
         default=None,
         description="local: the GGUF file (~ expands); default: SmolLM2-135M-Instruct from "

