@@ -145,7 +145,9 @@ class GreyNoiseIntegration(IntegrationConfig):
 
     api_key_env: str | None = None
     api: Literal["auto", "community", "enterprise"] = Field(
-        default="auto", description="auto: enterprise when the key is set, else community"
+        default="auto",
+        description="auto: the IP lookup when the key is set (community if it refuses the "
+        "key), else community",
     )
 
 

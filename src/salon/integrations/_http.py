@@ -34,15 +34,22 @@ _BACKSTOP = 1.0
 class VendorError(ToolError):
     """A vendor call failed; the text is one sentence the model can read and act on.
 
-    ``status`` is the vendor's HTTP status when it answered one, and ``retry_after`` its
-    Retry-After in seconds, so a caller can act on an answer (wait out a 429, read a 404 as
-    "gone") instead of only showing it."""
+    ``status`` is the vendor's HTTP status when it answered one, ``detail`` its own short
+    explanation and ``retry_after`` its Retry-After in seconds, so a caller can act on an
+    answer (wait out a 429, read a 404 as "gone", word a refusal its own way) instead of
+    only showing it."""
 
     def __init__(
-        self, message: str, *, status: int | None = None, retry_after: float | None = None
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        detail: str = "",
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
+        self.detail = detail
         self.retry_after = retry_after
 
 
@@ -199,7 +206,7 @@ class VendorHttp:
         logger.info("%s answered HTTP %d: %s", self.service, status, detail or "(no detail)")
         wait = retry_after_seconds(response.headers.get("retry-after"))
         sentence = self._status_sentence(status, detail, wait)
-        raise VendorError(sentence, status=status, retry_after=wait)
+        raise VendorError(sentence, status=status, detail=detail, retry_after=wait)
 
     def _status_sentence(self, status: int, detail: str, wait: float | None) -> str:
         said = f": {detail}" if detail else ""
