@@ -120,9 +120,11 @@ async def test_a_rate_limited_poll_waits_as_told_and_the_sprite_is_kept(
 ) -> None:
     pixellab.throttle_polls = 1
     steps: list[str | None] = []
+    values: list[float] = []
 
     async def progress(value: float, total: float | None, message: str | None) -> None:
         steps.append(message)
+        values.append(value)
 
     async with connect(_server(pixellab, tmp_path, clock)) as client:
         result = await client.call_tool(
@@ -131,6 +133,7 @@ async def test_a_rate_limited_poll_waits_as_told_and_the_sprite_is_kept(
     assert not result.is_error, text_of(result)
     assert len(images_of(result)) == 4
     assert steps[0] == "PixelLab asks to slow down; checking again in 1 seconds"
+    assert values == sorted(set(values))  # MCP progress only grows
     polls = pixellab.seen("/v2/background-jobs/")
     assert len(polls) == 4  # the refused one, then the three the job takes
     assert len(pixellab.seen("/v2/create-character")) == 1  # never paid for twice
@@ -162,6 +165,19 @@ async def test_a_job_gone_early_is_followed_through_its_character(
     assert len(images_of(result)) == 4
     looks = [r.path for r in pixellab.seen("/v2/characters/")]
     assert len(looks) == 3  # processing, processing, completed
+
+
+async def test_a_job_gone_whose_character_failed_says_so(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    pixellab.fail_jobs = True
+    pixellab.script(
+        "/v2/background-jobs/{job_id}", Reply(status=404, json={"detail": "Job not found"})
+    )
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        result = await client.call_tool("generate_sprite", {"description": "a knight"})
+    assert result.is_error
+    assert text_of(result) == "PixelLab could not make the sprite (failed)"
 
 
 async def test_a_job_and_character_both_gone_are_said_plainly(

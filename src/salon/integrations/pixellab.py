@@ -256,7 +256,7 @@ class PixelLab:
                 status = str(character.get("status") or "completed").lower()
                 if status in _FAILED:
                     raise VendorError(f"PixelLab could not make the sprite ({status})")
-                if status in _DONE and any(character["rotation_urls"].values()):
+                if status in _DONE:
                     return dict(character)
             await polls.tick(status, self.config.poll_interval)
 
@@ -276,21 +276,23 @@ class PixelLab:
 
 
 class _Polls:
-    """The progress of a sprite: one report per look that found it still being drawn."""
+    """The progress of a sprite: one report (always a larger number, as MCP wants) per look
+    that found it still being drawn, or per wait PixelLab asked for."""
 
     def __init__(self, report: Report) -> None:
         self._report = report
         self._count = 0
 
     async def tick(self, status: str, interval: float) -> None:
-        self._count += 1
-        await self._report(self._count, None, f"PixelLab is drawing ({status})")
-        await asyncio.sleep(interval)
+        await self._say(f"PixelLab is drawing ({status})", interval)
 
     async def slow_down(self, wait: float) -> None:
-        message = f"PixelLab asks to slow down; checking again in {wait:g} seconds"
+        await self._say(f"PixelLab asks to slow down; checking again in {wait:g} seconds", wait)
+
+    async def _say(self, message: str, then_wait: float) -> None:
+        self._count += 1
         await self._report(self._count, None, message)
-        await asyncio.sleep(wait)
+        await asyncio.sleep(then_wait)
 
 
 Made = list[tuple[str, StoredImage, str | None]]  # (label, image, public url)
