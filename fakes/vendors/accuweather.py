@@ -1,8 +1,11 @@
 """AccuWeather's Core Weather API on loopback: city search, current conditions, 5-day forecast.
 
-As AccuWeather documents it: the key in ``Authorization: Bearer``; a refused key is HTTP
-401 with an RFC 7807 body that also carries the legacy ``Code``/``Message``/``Reference``;
-units follow ``metric=true`` (imperial by default).
+As AccuWeather documents it: the key in ``Authorization: Bearer`` (developer.accuweather.com)
+or, as the older portal's keys need it, in the ``apikey`` query parameter
+(apidev.accuweather.com); a missing or refused key is HTTP 401 with an RFC 7807 body that
+also carries the legacy ``Code``/``Message``/``Reference``; a key without access to a
+resource (not in its subscription, or past its limit) is HTTP 403; units follow
+``metric=true`` (imperial by default).
 """
 
 from __future__ import annotations
@@ -35,16 +38,29 @@ def _both(celsius: float) -> dict[str, Any]:
 
 
 class AccuWeatherFake(VendorFake):
-    def __init__(self, key: str = "accu-test-key") -> None:
+    def __init__(self, key: str = "accu-test-key", legacy_key: str = "accu-old-key") -> None:
         super().__init__()
-        self.key = key
+        self.key = key  # the developer portal's: a Bearer token or the apikey parameter
+        self.legacy_key = legacy_key  # the older portal's: the apikey parameter only
+        self.no_access: set[str] = set()  # path prefixes the keys' subscription leaves out
         self.temperature_c = 9.4
         self.route("GET", "/locations/v1/cities/search", self._search)
         self.route("GET", "/currentconditions/v1/{key}", self._current)
         self.route("GET", "/forecasts/v1/daily/5day/{key}", self._daily)
 
     def _refused(self, request: web.Request) -> web.Response | None:
-        if request.headers.get("Authorization") == f"Bearer {self.key}":
+        bearer = request.headers.get("Authorization") == f"Bearer {self.key}"
+        if bearer or request.query.get("apikey") in (self.key, self.legacy_key):
+            if any(request.path.startswith(p) for p in self.no_access):
+                return json_response(
+                    {
+                        "type": "https://httpproblems.com/http-status/403",
+                        "title": "Forbidden",
+                        "status": 403,
+                        "instance": request.path,
+                    },
+                    403,
+                )
             return None
         return json_response(
             {

@@ -1,8 +1,13 @@
 """A ComfyUI server on loopback: POST /prompt, the /ws WebSocket, /history and /view.
 
 As ComfyUI's server.py and execution.py behave: ``/ws?clientId=`` greets with a ``status``
-message; ``POST /prompt`` with ``{"prompt", "client_id"}`` answers ``{"prompt_id", "number",
-"node_errors"}`` (400 with ``error`` and ``node_errors`` for an invalid workflow); the run
+message; ``POST /prompt`` with ``{"prompt", "client_id"}`` validates each output node
+(SaveImage) with everything it depends on: when at least one output is valid
+it answers 200 ``{"prompt_id", "number", "node_errors"}`` and runs only the valid outputs
+(``node_errors`` names each invalid node with its ``errors``, ``dependent_outputs`` and
+``class_type``); when none is, 400 with ``error`` (``prompt_outputs_failed_validation``) and
+``node_errors``. Here a node is invalid when an input still holds a ``{{placeholder}}``. The
+run
 is reported to that client as JSON messages ``{"type", "data"}`` (``execution_start``,
 ``execution_cached``, ``executing``, ``progress`` {value, max}, ``executed`` with the output
 images, ``execution_success`` or ``execution_error``) plus binary preview frames; the history
@@ -13,7 +18,6 @@ images, ``execution_success`` or ``execution_error``) plus binary preview frames
 from __future__ import annotations
 
 import asyncio
-import json
 import struct
 import time
 import uuid
@@ -26,6 +30,8 @@ from fakes.vendors.base import VendorFake, json_response
 from fakes.vendors.images import tiny_png
 
 __all__ = ["ComfyUIFake", "RunPlan"]
+
+OUTPUT_CLASSES = {"SaveImage"}  # the output nodes (OUTPUT_NODE) that write output files
 
 
 @dataclass
@@ -91,36 +97,34 @@ class ComfyUIFake(VendorFake):
         graph = body.get("prompt")
         if not isinstance(graph, dict):
             return json_response({"error": "no prompt", "node_errors": []}, 400)
-        errors = {
-            nid: {
-                "errors": [{"type": "invalid", "message": "unfilled placeholder"}],
-                "class_type": n.get("class_type"),
-            }
-            for nid, n in graph.items()
-            if "{{" in json.dumps(n)
-        }
-        if errors:
+        good, node_errors = _validate(graph)
+        if not good:
+            details = "\n".join(
+                f"{e['message']}: {e['details']}" for n in node_errors.values() for e in n["errors"]
+            )
             error = {
                 "type": "prompt_outputs_failed_validation",
                 "message": "Prompt outputs failed validation",
-                "details": "",
+                "details": details,
                 "extra_info": {},
             }
-            return json_response({"error": error, "node_errors": errors}, 400)
+            return json_response({"error": error, "node_errors": node_errors}, 400)
         prompt_id = str(uuid.uuid4())
         self.prompts[prompt_id] = graph
         self._number += 1
-        task = asyncio.create_task(self._run(prompt_id, body.get("client_id", ""), self.plan))
+        client_id = body.get("client_id", "")
+        task = asyncio.create_task(self._run(prompt_id, client_id, self.plan, good))
         self._runs.add(task)
         task.add_done_callback(self._runs.discard)
-        return json_response({"prompt_id": prompt_id, "number": self._number, "node_errors": {}})
+        answer = {"prompt_id": prompt_id, "number": self._number, "node_errors": node_errors}
+        return json_response(answer)
 
     async def _send(self, client_id: str, kind: str, data: dict[str, Any]) -> None:
         ws = self.sockets.get(client_id)
         if ws is not None and not ws.closed:
             await ws.send_json({"type": kind, "data": data})
 
-    async def _run(self, prompt_id: str, client_id: str, plan: RunPlan) -> None:
+    async def _run(self, prompt_id: str, client_id: str, plan: RunPlan, outputs: list[str]) -> None:
         send = self._send
         await send(client_id, "status", {"status": {"exec_info": {"queue_remaining": 1}}})
         await send(
@@ -153,24 +157,27 @@ class ComfyUIFake(VendorFake):
                 "status": {"status_str": "error", "completed": False, "messages": []},
             }
             return
-        images = []
-        for i, name in enumerate(plan.filenames):
-            self.files[(name, "", "output")] = tiny_png(4, 4, 40 + i)
-            images.append({"filename": name, "subfolder": "", "type": "output"})
-        await send(
-            client_id, "executing", {"node": "9", "display_node": "9", "prompt_id": prompt_id}
-        )
-        if plan.announce_outputs:
+        made: dict[str, list[dict[str, str]]] = {}
+        for k, node in enumerate(outputs):
+            names = plan.filenames if k == 0 else [f"salon_{node}_00001_.png"]
+            made[node] = []
+            for i, name in enumerate(names):
+                self.files[(name, "", "output")] = tiny_png(4, 4, 40 + 10 * k + i)
+                made[node].append({"filename": name, "subfolder": "", "type": "output"})
             await send(
-                client_id,
-                "executed",
-                {
-                    "node": "9",
-                    "display_node": "9",
-                    "output": {"images": images},
-                    "prompt_id": prompt_id,
-                },
+                client_id, "executing", {"node": node, "display_node": node, "prompt_id": prompt_id}
             )
+            if plan.announce_outputs:
+                await send(
+                    client_id,
+                    "executed",
+                    {
+                        "node": node,
+                        "display_node": node,
+                        "output": {"images": made[node]},
+                        "prompt_id": prompt_id,
+                    },
+                )
         if plan.ending == "execution_success":
             await send(
                 client_id,
@@ -186,11 +193,11 @@ class ComfyUIFake(VendorFake):
                 prompt_id,
                 self.prompts[prompt_id],
                 {"client_id": client_id},
-                ["9"],
+                outputs,
             ],
-            "outputs": {"9": {"images": images}},
+            "outputs": {node: {"images": images} for node, images in made.items()},
             "status": {"status_str": "success", "completed": True, "messages": []},
-            "meta": {"9": {"node_id": "9", "display_node": "9"}},
+            "meta": {node: {"node_id": node, "display_node": node} for node in made},
         }
 
         async def write() -> None:
@@ -223,3 +230,55 @@ class ComfyUIFake(VendorFake):
             content_type="image/png",
             headers={"Content-Disposition": f'filename="{key[0]}"'},
         )
+
+
+def _validate(graph: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """(the output nodes that can run, node_errors), as execution.validate_prompt finds
+    them: an output is invalid when it or any node it depends on is."""
+    own = {nid: _input_errors(node) for nid, node in graph.items()}
+    node_errors: dict[str, Any] = {}
+    good = []
+    outputs = [n for n, node in graph.items() if node.get("class_type") in OUTPUT_CLASSES]
+    for output in sorted(outputs, key=lambda n: (len(n), n)):  # numeric ids in order
+        bad = [nid for nid in _upstream(graph, output) if own.get(nid)]
+        if not bad:
+            good.append(output)
+        for nid in bad:
+            entry = node_errors.setdefault(
+                nid,
+                {
+                    "errors": own[nid],
+                    "dependent_outputs": [],
+                    "class_type": graph[nid]["class_type"],
+                },
+            )
+            entry["dependent_outputs"].append(output)
+    return good, node_errors
+
+
+def _input_errors(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "value_not_in_list",
+            "message": "Value not in list",
+            "details": f"{name}: '{value}' not in (list of length 3)",
+            "extra_info": {"input_name": name, "received_value": value},
+        }
+        for name, value in (node.get("inputs") or {}).items()
+        if isinstance(value, str) and "{{" in value
+    ]
+
+
+def _upstream(graph: dict[str, Any], node_id: str) -> list[str]:
+    """The node and every node it takes an input from, each once."""
+    seen: list[str] = []
+    todo = [node_id]
+    while todo:
+        nid = todo.pop()
+        if nid in seen or nid not in graph:
+            continue
+        seen.append(nid)
+        for value in (graph[nid].get("inputs") or {}).values():
+            if isinstance(value, list) and len(value) == 2 and isinstance(value[0], str):
+                todo.append(value[0])
+    return seen

@@ -3,7 +3,7 @@
 ESPN does not document this API; the shapes follow recorded answers its clients rely on:
 scoreboard competitors carry ``score`` as a string, schedule competitors as an object with
 ``displayValue``; news articles have ``headline``, ``description``, ``published`` and
-``links.web.href``. A browser-like User-Agent is refused with 403, as ESPN's edge does.
+``links.web.href``. Any User-Agent is answered (public clients send browser-like ones).
 """
 
 from __future__ import annotations
@@ -82,15 +82,7 @@ class EspnFake(VendorFake):
         self.route("GET", f"{_PATH}/teams/{{team}}/schedule", self._schedule)
         self.route("GET", f"{_PATH}/news", self._news)
 
-    def _browser(self, request: web.Request) -> web.Response | None:
-        if "Mozilla" in request.headers.get("User-Agent", ""):
-            return web.Response(status=403, text="Forbidden")
-        return None
-
     async def _scoreboard(self, request: web.Request) -> web.Response:
-        refused = self._browser(request)
-        if refused is not None:
-            return refused
         events = [
             _event(
                 "401872952",

@@ -1,10 +1,13 @@
 """GreyNoise's community (/v3/community/{ip}) and IP lookup (/v3/ip/{ip}) APIs on loopback.
 
-As GreyNoise's OpenAPI describes them: the key in a ``key`` header; the community API
-answers 200 for a known IP, 404 ``{ip, noise: false, riot: false, message}`` for an unknown
-one, 400 for an address that is not routable IPv4, 429 with the plan's limit; the IP lookup
-needs a key (401 ``{"message": "Unauthorized"}``) and answers with
-``internet_scanner_intelligence`` and ``business_service_intelligence``.
+As GreyNoise's OpenAPI and docs describe them: the key in a ``key`` header; the community
+API answers 200 for a known IP, 404 ``{ip, noise: false, riot: false, message}`` for an
+unknown one, 400 for an address that is not routable IPv4, 429 with the plan's limit; the
+IP lookup "requires an active Subscription or Enterprise Trial": an unknown key is 401
+``{"message": "Unauthorized"}``, a free (community) key is refused too (403 here; GreyNoise
+does not document which of the two), and it answers with ``internet_scanner_intelligence``
+and ``business_service_intelligence`` for an IP in either data set, 404 for one in neither
+(the official client, pygreynoise, reads that 404 as an answer).
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ GOOGLE_DNS = "8.8.8.8"
 
 
 class GreyNoiseFake(VendorFake):
-    def __init__(self, key: str = "gn-test-key") -> None:
+    def __init__(self, key: str = "gn-test-key", community_key: str = "gn-free-key") -> None:
         super().__init__()
-        self.key = key
+        self.key = key  # a paid key (or an enterprise trial)
+        self.community_key = community_key  # a free account's key
         self.route("GET", "/v3/community/{ip}", self._community)
         self.route("GET", "/v3/ip/{ip}", self._lookup)
 
@@ -73,14 +77,28 @@ class GreyNoiseFake(VendorFake):
         )
 
     async def _lookup(self, request: web.Request) -> web.Response:
-        if request.headers.get("key") != self.key:
+        key = request.headers.get("key")
+        if key == self.community_key:
+            message = "This endpoint requires an active subscription or enterprise trial"
+            return json_response({"message": message}, 403)
+        if key != self.key:
             return json_response({"message": "Unauthorized"}, 401)
         ip = request.match_info["ip"]
         found = ip == SCANNER
+        if not found and ip != GOOGLE_DNS:
+            return json_response({"message": "Not Found"}, 404)
+        business = {
+            "found": True,
+            "category": "public_dns",
+            "name": "Google Public DNS",
+            "trust_level": "1",
+        }
         return json_response(
             {
                 "ip": ip,
-                "business_service_intelligence": {"found": False, "trust_level": ""},
+                "business_service_intelligence": business
+                if ip == GOOGLE_DNS
+                else {"found": False, "trust_level": ""},
                 "internet_scanner_intelligence": {
                     "ip": ip,
                     "seen": found,

@@ -1,11 +1,15 @@
 """PixelLab's v2 API on loopback: pixflux images, rotations, animations, characters.
 
-As PixelLab's v2 docs (api.pixellab.ai/v2/llms.txt) and its Python SDK describe it: the key
-in ``Authorization: Bearer`` (401 ``{"detail": ...}`` otherwise); images as
-``{"type": "base64", "base64": ..., "format": "png"}``; validation errors as 422 with a
-FastAPI ``detail`` list; a character creation answers ``{background_job_id, character_id,
-status}``, the job (``/background-jobs/{id}``) is ``processing`` until ``completed``, and the
-character (``/characters/{id}``) lists ``rotation_urls`` per direction (public files).
+As PixelLab's v2 docs (api.pixellab.ai/v2/llms.txt, pixellab.ai/docs) and its Python SDK
+describe it: the key in ``Authorization: Bearer`` (401 ``{"detail": ...}`` otherwise); every
+answer a bare JSON object (no envelope); images as ``{"type": "base64", "base64": ...,
+"format": "png"}``; validation errors as 422 with a FastAPI ``detail`` list; pixflux's canvas
+at least the area of 32x32 and at most that of 400x400 (``max_area``: 200x200 on the free
+tier, 320x320 on tier 1); a character creation answers ``{background_job_id, character_id,
+status}``, the job (``/background-jobs/{id}``) is ``processing`` until ``completed`` and is
+cleaned up after it (404 from then on: ``forget_done_jobs``), and the character
+(``/characters/{id}``) lists ``rotation_urls`` per direction (public files). Polls past the
+rate limit are answered 429 with ``Retry-After`` (``throttle_polls``).
 """
 
 from __future__ import annotations
@@ -49,9 +53,14 @@ class PixelLabFake(VendorFake):
         self.key = key
         self.polls_before_done = 2
         self.fail_jobs = False
+        self.max_area = 400 * 400
+        self.forget_done_jobs = False  # a finished job is gone: its polls are 404
+        self.throttle_polls = 0  # the next polls answered 429
+        self.retry_after = "1"
         self.jobs: dict[str, dict[str, Any]] = {}
         self.characters: dict[str, dict[str, Any]] = {}
         self.files: dict[str, bytes] = {}
+        self._drawn: dict[str, dict[str, str | None]] = {}
         self._ids = itertools.count(1)
         self.route("POST", "/v2/create-image-pixflux", self._pixflux)
         self.route("POST", "/v2/rotate", self._rotate)
@@ -73,8 +82,10 @@ class PixelLabFake(VendorFake):
             return refused
         body = await request.json()
         size = _size(body)
-        if size is None or not all(16 <= s <= 400 for s in size):
-            return _invalid("image_size", "width and height must be 16 to 400")
+        if size is None or not 32 * 32 <= size[0] * size[1] <= self.max_area:
+            return _invalid(
+                "image_size", "the canvas area must be at least 32x32 and at most 400x400"
+            )
         return json_response({"usage": {"type": "usd", "usd": 0.0079}, "image": _image(*size, 10)})
 
     async def _rotate(self, request: web.Request) -> web.Response:
@@ -120,6 +131,7 @@ class PixelLabFake(VendorFake):
             name = f"{character_id}-{direction}.png"
             self.files[name] = tiny_png(*size, 100 + i)
             urls[direction] = f"{self.base_url}/files/{name}"
+        self._drawn[character_id] = urls  # shown once the job is done
         self.characters[character_id] = {
             "id": character_id,
             "name": body.get("description", "")[:50],
@@ -129,11 +141,12 @@ class PixelLabFake(VendorFake):
             "created_at": "2026-11-23T10:00:00Z",
             "animation_count": 0,
             "template_id": "mannequin",
-            "status": "completed",
-            "rotation_urls": urls,
+            "status": "processing",
+            "rotation_urls": dict.fromkeys(EIGHT),
         }
         self.jobs[job_id] = {
             "id": job_id,
+            "character_id": character_id,
             "status": "processing",
             "created_at": "2026-11-23T10:00:00Z",
             "last_response": None,
@@ -152,15 +165,34 @@ class PixelLabFake(VendorFake):
         refused = self._refused(request)
         if refused is not None:
             return refused
+        if self.throttle_polls > 0:
+            self.throttle_polls -= 1
+            return web.Response(
+                status=429,
+                body=b'{"detail": "Too many requests"}',
+                content_type="application/json",
+                headers={"Retry-After": self.retry_after},
+            )
         job = self.jobs.get(request.match_info["job_id"])
         if job is None:
             return json_response({"detail": "Job not found"}, 404)
         job["polls"] += 1
         if job["polls"] > self.polls_before_done:
-            job["status"] = "failed" if self.fail_jobs else "completed"
-            if self.fail_jobs:
-                job["last_response"] = {"detail": "generation failed: content policy"}
-        return json_response({k: v for k, v in job.items() if k != "polls"})
+            self._finish(job)
+            if self.forget_done_jobs and job["status"] == "completed":
+                del self.jobs[request.match_info["job_id"]]  # cleaned up before this poll
+                return json_response({"detail": "Job not found"}, 404)
+        hidden = ("polls", "character_id")
+        return json_response({k: v for k, v in job.items() if k not in hidden})
+
+    def _finish(self, job: dict[str, Any]) -> None:
+        character = self.characters[job["character_id"]]
+        if self.fail_jobs:
+            job["status"] = character["status"] = "failed"
+            job["last_response"] = {"detail": "generation failed: content policy"}
+            return
+        job["status"] = character["status"] = "completed"
+        character["rotation_urls"] = self._drawn[job["character_id"]]
 
     async def _get_character(self, request: web.Request) -> web.Response:
         refused = self._refused(request)
@@ -169,6 +201,11 @@ class PixelLabFake(VendorFake):
         character = self.characters.get(request.match_info["character_id"])
         if character is None:
             return json_response({"detail": "Character not found"}, 404)
+        job = next((j for j in self.jobs.values() if j["character_id"] == character["id"]), None)
+        if job is not None and job["status"] == "processing":  # time passes for every look
+            job["polls"] += 1
+            if job["polls"] > self.polls_before_done:
+                self._finish(job)
         return json_response(character)
 
     async def _file(self, request: web.Request) -> web.Response:

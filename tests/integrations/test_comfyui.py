@@ -115,10 +115,45 @@ async def test_a_workflow_comfyui_refuses(
     async with connect(server) as client:
         result = await client.call_tool("generate_image", {"prompt": "a castle"})
     assert result.is_error
-    assert (
-        text_of(result)
-        == "ComfyUI rejected the request (HTTP 400): Prompt outputs failed validation"
+    assert text_of(result) == (
+        "ComfyUI rejected the request (HTTP 400): Prompt outputs failed validation "
+        "Value not in list: ckpt_name: '{{model}}' not in (list of length 3)"
     )
+
+
+async def test_outputs_comfyui_accepts_run_and_their_images_are_collected(
+    comfyui: ComfyUIFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    graph = json.loads(WORKFLOW.read_text())
+    graph["10"] = {
+        "class_type": "ImageScale",
+        "inputs": {"image": ["8", 0], "upscale_method": "{{method}}", "width": 2048},
+    }
+    graph["11"] = {
+        "class_type": "SaveImage",
+        "inputs": {"filename_prefix": "big", "images": ["10", 0]},
+    }
+    graph["12"] = {
+        "class_type": "SaveImage",
+        "inputs": {"filename_prefix": "salon_12", "images": ["8", 0]},
+    }
+    (tmp_path / "two.json").write_text(json.dumps(graph))
+    config = ComfyUIIntegration(base_url=comfyui.base_url, workflow=str(tmp_path / "two.json"))
+    server = build_comfyui_server(config, lookup=no_secrets, root=tmp_path, clock=clock)
+    async with connect(server) as client:
+        result = await within(client.call_tool("generate_image", {"prompt": "a castle", "seed": 7}))
+    text = text_of(result)
+    assert not result.is_error, text  # ComfyUI queued the run: 200 with node_errors
+    assert text == (
+        "ComfyUI made 2 image(s) for 'a castle' (1024x1024, seed 7): salon_00001_.png, "
+        "salon_12_00001_.png\n"
+        "Left out: output 11, because node 10 (ImageScale) failed validation: Value not in "
+        "list: upscale_method: '{{method}}' not in (list of length 3)"
+    )
+    assert [base64.b64decode(i.data) for i in images_of(result)] == [
+        tiny_png(4, 4, 40),
+        tiny_png(4, 4, 50),
+    ]
 
 
 async def test_a_run_past_the_timeout_is_abandoned_and_the_socket_closed(

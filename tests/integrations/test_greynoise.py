@@ -118,13 +118,76 @@ async def test_the_enterprise_lookup_with_a_key(
 async def test_a_refused_enterprise_key(
     greynoise: GreyNoiseFake, tmp_path: Path, clock: ManualClock
 ) -> None:
-    config = GreyNoiseIntegration(base_url=greynoise.base_url, api_key_env="GN_KEY")
+    config = GreyNoiseIntegration(
+        base_url=greynoise.base_url, api_key_env="GN_KEY", api="enterprise"
+    )
     server = build_greynoise_server(
         config, lookup=secrets_of({"GN_KEY": "expired"}), root=tmp_path, clock=clock
     )
     async with connect(server) as client:
         result = await client.call_tool("greynoise_ip_address", {"ip": SCANNER})
-    assert (
-        text_of(result)
-        == "GreyNoise refused the request (HTTP 401): Unauthorized; check the key in GN_KEY"
+    assert text_of(result) == (
+        "GreyNoise refused the IP lookup (HTTP 401): Unauthorized; check the key in GN_KEY: "
+        "the IP lookup needs a paid one or an enterprise trial (api: auto falls back to the "
+        "free community API)"
     )
+
+
+async def test_a_free_key_with_api_auto_falls_back_to_the_community_api_and_stays_there(
+    greynoise: GreyNoiseFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    config = GreyNoiseIntegration(base_url=greynoise.base_url, api_key_env="GN_KEY")
+    lookup = secrets_of({"GN_KEY": "gn-free-key"})
+    server = build_greynoise_server(config, lookup=lookup, root=tmp_path, clock=clock)
+    async with connect(server) as client:
+        scanner = await client.call_tool("greynoise_ip_address", {"ip": SCANNER})
+        google = await client.call_tool("greynoise_ip_address", {"ip": GOOGLE_DNS})
+    assert not scanner.is_error, text_of(scanner)
+    assert text_of(scanner).startswith(f"GreyNoise on {SCANNER} (community API):")
+    assert "- name: Google Public DNS" in text_of(google)
+    assert [r.path for r in greynoise.requests] == [
+        f"/v3/ip/{SCANNER}",
+        f"/v3/community/{SCANNER}",
+        f"/v3/community/{GOOGLE_DNS}",  # the key is known to be free from then on
+    ]
+    assert all(r.headers["key"] == "gn-free-key" for r in greynoise.requests)
+
+
+async def test_a_free_key_with_api_enterprise_is_told_what_the_ip_lookup_needs(
+    greynoise: GreyNoiseFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    config = GreyNoiseIntegration(
+        base_url=greynoise.base_url, api_key_env="GN_KEY", api="enterprise"
+    )
+    lookup = secrets_of({"GN_KEY": "gn-free-key"})
+    server = build_greynoise_server(config, lookup=lookup, root=tmp_path, clock=clock)
+    async with connect(server) as client:
+        result = await client.call_tool("greynoise_ip_address", {"ip": SCANNER})
+    assert result.is_error
+    assert text_of(result) == (
+        "GreyNoise refused the IP lookup (HTTP 403): This endpoint requires an active "
+        "subscription or enterprise trial; check the key in GN_KEY: the IP lookup needs a "
+        "paid one or an enterprise trial (api: auto falls back to the free community API)"
+    )
+    assert [r.path for r in greynoise.requests] == [f"/v3/ip/{SCANNER}"]
+
+
+async def test_an_address_never_observed_is_an_answer_from_the_ip_lookup(
+    greynoise: GreyNoiseFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    config = GreyNoiseIntegration(base_url=greynoise.base_url, api_key_env="GN_KEY")
+    lookup = secrets_of({"GN_KEY": "gn-test-key"})
+    server = build_greynoise_server(config, lookup=lookup, root=tmp_path, clock=clock)
+    async with connect(server) as client:
+        unseen = await client.call_tool("greynoise_ip_address", {"ip": "203.0.114.9"})
+        google = await client.call_tool("greynoise_ip_address", {"ip": GOOGLE_DNS})
+    assert not unseen.is_error, text_of(unseen)
+    assert text_of(unseen) == (
+        "GreyNoise on 203.0.114.9 (IP lookup): not observed scanning the internet, and not a "
+        "known business service"
+    )
+    assert text_of(google).splitlines() == [
+        f"GreyNoise on {GOOGLE_DNS} (IP lookup):",
+        "- internet scanner: not observed",
+        "- business service: Google Public DNS (public_dns), trust level 1",
+    ]

@@ -37,7 +37,7 @@ async def test_scoreboard_of_the_current_week(
     (seen,) = espn.requests
     assert seen.path == f"{PATH}/scoreboard"
     assert seen.query == {}
-    assert "Mozilla" not in seen.headers["user-agent"]
+    assert seen.headers["user-agent"].startswith("salon/")
 
 
 @pytest.mark.parametrize(

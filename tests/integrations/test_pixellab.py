@@ -7,6 +7,7 @@ from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 
+from fakes.vendors.base import Reply
 from fakes.vendors.images import tiny_png
 from fakes.vendors.pixellab import PixelLabFake
 from salon.config import PixelLabIntegration
@@ -75,25 +76,125 @@ async def test_eight_directions(pixellab: PixelLabFake, tmp_path: Path, clock: M
     assert "- south-west: px8" in text_of(result)
 
 
-async def test_a_sixteen_pixel_sprite_is_drawn_and_rotated(
+async def test_a_sprite_below_pixellabs_smallest_size_is_refused_before_a_request(
     pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
 ) -> None:
     async with connect(_server(pixellab, tmp_path, clock)) as client:
         result = await client.call_tool("generate_sprite", {"description": "a bat", "size": 16})
+    assert result.is_error
+    assert "Input should be 32, 64 or 128" in text_of(result)
+    assert pixellab.requests == []
+
+
+async def test_the_default_sprite_size_is_the_smallest_pixellab_draws(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        result = await client.call_tool("generate_sprite", {"description": "a bat"})
     assert not result.is_error, text_of(result)
-    assert text_of(result).splitlines() == [
-        "Sprite 'a bat', 16x16, 4 directions (drawn facing south and rotated):",
-        "- south: px1",
-        "- west: px2",
-        "- east: px3",
-        "- north: px4",
+    assert text_of(result).startswith("Sprite 'a bat', 32x32, 4 directions")
+    assert pixellab.requests[0].body["image_size"] == {"width": 32, "height": 32}
+
+
+async def test_pixflux_under_its_minimum_area_is_refused_before_a_request(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        small = await client.call_tool(
+            "generate_image_pixflux", {"description": "a coin", "width": 16, "height": 16}
+        )
+        narrow = await client.call_tool(
+            "generate_image_pixflux", {"description": "a pole", "width": 16, "height": 64}
+        )
+    assert small.is_error
+    assert text_of(small) == (
+        "PixelLab draws pixflux images of at least 32x32 pixels in area (width x height at "
+        "least 1024); 16x16 is 256"
+    )
+    assert not narrow.is_error, text_of(narrow)  # 16x64 is the area of 32x32
+    assert [r.body["image_size"] for r in pixellab.requests] == [{"width": 16, "height": 64}]
+
+
+async def test_a_rate_limited_poll_waits_as_told_and_the_sprite_is_kept(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    pixellab.throttle_polls = 1
+    steps: list[str | None] = []
+    values: list[float] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        steps.append(message)
+        values.append(value)
+
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        result = await client.call_tool(
+            "generate_sprite", {"description": "a knight"}, progress_callback=progress
+        )
+    assert not result.is_error, text_of(result)
+    assert len(images_of(result)) == 4
+    assert steps[0] == "PixelLab asks to slow down; checking again in 1 seconds"
+    assert values == sorted(set(values))  # MCP progress only grows
+    polls = pixellab.seen("/v2/background-jobs/")
+    assert len(polls) == 4  # the refused one, then the three the job takes
+    assert len(pixellab.seen("/v2/create-character")) == 1  # never paid for twice
+
+
+async def test_a_job_cleaned_up_after_completion_is_read_from_its_character(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    pixellab.forget_done_jobs = True
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        result = await client.call_tool("generate_sprite", {"description": "a knight"})
+    assert not result.is_error, text_of(result)
+    assert len(images_of(result)) == 4
+    assert [r.path for r in pixellab.seen("/v2/")][-2:] == [
+        "/v2/background-jobs/job-1",
+        "/v2/characters/char-1",
     ]
-    paths = [r.path for r in pixellab.requests]
-    assert paths == ["/v2/create-image-pixflux", "/v2/rotate", "/v2/rotate", "/v2/rotate"]
-    assert pixellab.requests[0].body["direction"] == "south"
-    assert (
-        pixellab.requests[1].body["from_image"]["base64"]
-        == base64.b64encode(tiny_png(16, 16, 10)).decode()
+
+
+async def test_a_job_gone_early_is_followed_through_its_character(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    pixellab.script(
+        "/v2/background-jobs/{job_id}", Reply(status=404, json={"detail": "Job not found"})
+    )
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        result = await client.call_tool("generate_sprite", {"description": "a knight"})
+    assert not result.is_error, text_of(result)
+    assert len(images_of(result)) == 4
+    looks = [r.path for r in pixellab.seen("/v2/characters/")]
+    assert len(looks) == 3  # processing, processing, completed
+
+
+async def test_a_job_gone_whose_character_failed_says_so(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    pixellab.fail_jobs = True
+    pixellab.script(
+        "/v2/background-jobs/{job_id}", Reply(status=404, json={"detail": "Job not found"})
+    )
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        result = await client.call_tool("generate_sprite", {"description": "a knight"})
+    assert result.is_error
+    assert text_of(result) == "PixelLab could not make the sprite (failed)"
+
+
+async def test_a_job_and_character_both_gone_are_said_plainly(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    pixellab.script(
+        "/v2/background-jobs/{job_id}", Reply(status=404, json={"detail": "Job not found"})
+    )
+    pixellab.script(
+        "/v2/characters/{character_id}", Reply(status=404, json={"detail": "Character not found"})
+    )
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        result = await client.call_tool("generate_sprite", {"description": "a knight"})
+    assert result.is_error
+    assert text_of(result) == (
+        "PixelLab no longer knows the sprite's job or its character char-1; look for it "
+        "among your characters on pixellab.ai before asking again"
     )
 
 
@@ -179,28 +280,6 @@ async def test_vendor_refusals(pixellab: PixelLabFake, tmp_path: Path, clock: Ma
     assert text_of(too_big) == "PixelLab rotates images up to 200x200"
 
 
-async def test_the_documented_envelope_is_read_too(
-    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
-) -> None:
-    from fakes.vendors.base import Reply
-
-    image = {
-        "type": "base64",
-        "base64": base64.b64encode(tiny_png(2, 2, 9)).decode(),
-        "format": "png",
-    }
-    envelope = {
-        "success": True,
-        "data": {"image": image},
-        "error": None,
-        "usage": {"credits_used": 1},
-    }
-    pixellab.script("/v2/create-image-pixflux", Reply(json=envelope))
-    async with connect(_server(pixellab, tmp_path, clock)) as client:
-        result = await client.call_tool("generate_image_pixflux", {"description": "a dot"})
-    assert base64.b64decode(images_of(result)[0].data) == tiny_png(2, 2, 9)
-
-
 async def test_generation_tools_are_not_read_only(
     pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
 ) -> None:
@@ -218,5 +297,5 @@ async def test_generation_tools_are_not_read_only(
         assert tool.annotations.destructive_hint is False
         assert tool.annotations.open_world_hint is True
     sprite = next(t for t in tools if t.name == "generate_sprite")
-    assert sprite.input_schema["properties"]["size"]["enum"] == [16, 32, 64, 128]
+    assert sprite.input_schema["properties"]["size"]["enum"] == [32, 64, 128]
     assert "ctx" not in sprite.input_schema["properties"]

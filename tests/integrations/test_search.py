@@ -115,3 +115,78 @@ async def test_out_of_searches(serpapi: SerpApiFake, tmp_path: Path, clock: Manu
         "SerpAPI is rate-limiting requests (HTTP 429): Your account has run out of searches.; "
         "try again later"
     )
+
+
+async def test_an_expired_page_token_of_a_cached_search_is_replaced_by_a_fresh_search(
+    serpapi: SerpApiFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    serpapi.lazy_queries.add("sprites")
+    async with connect(_server(serpapi, tmp_path, clock)) as client:
+        await client.call_tool("web_search", {"query": "sprites"})
+        serpapi.expire_tokens()  # minutes pass; SerpAPI still serves the search from its cache
+        clock.now += 3600  # and Salon's own cache has expired
+        result = await client.call_tool("web_search", {"query": "sprites"})
+    text = text_of(result)
+    assert "AI overview:\nPixel art is a form of digital art" in text
+    asked = [
+        (r.query["engine"], r.query.get("page_token"), r.query.get("no_cache"))
+        for r in serpapi.requests
+    ]
+    assert asked == [
+        ("google", None, None),
+        ("google_ai_overview", "token-1", None),
+        ("google", None, None),  # served from SerpAPI's cache, with token-1
+        ("google_ai_overview", "token-1", None),  # expired: "Fully empty"
+        ("google", None, "true"),  # once, past the cache: a fresh token
+        ("google_ai_overview", "token-2", None),
+    ]
+
+
+async def test_an_overview_that_stays_empty_is_asked_for_once_more_only(
+    serpapi: SerpApiFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    serpapi.lazy_queries.add("sprites")
+    empty = {
+        "search_information": {"ai_overview_state": "Fully empty"},
+        "error": "Google hasn't returned any results for this query.",
+    }
+    serpapi.script(
+        "/search.json",
+        Reply(json={"ai_overview": {"page_token": "t"}, "organic_results": []}),
+        Reply(json=empty),
+        Reply(json={"ai_overview": {"page_token": "u"}, "organic_results": []}),
+        Reply(json=empty),
+    )
+    async with connect(_server(serpapi, tmp_path, clock)) as client:
+        result = await client.call_tool("web_search", {"query": "sprites"})
+    assert not result.is_error
+    assert text_of(result).splitlines() == [
+        "Google results for 'sprites' (SerpAPI):",
+        "(Google's AI overview for this search could not be fetched.)",
+        "Google returned no results for this query.",
+    ]
+    assert len(serpapi.requests) == 4
+
+
+async def test_title_only_items_tables_code_and_expandable_blocks_are_kept(
+    serpapi: SerpApiFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    serpapi.rich_queries.add("python loops")
+    async with connect(_server(serpapi, tmp_path, clock)) as client:
+        result = await client.call_tool("web_search", {"query": "python loops", "results": 1})
+    assert text_of(result).splitlines()[:13] == [
+        "Google results for 'python loops' (SerpAPI):",
+        "AI overview:",
+        "Loops in Python",
+        "  - for loops",
+        "  - while loops: repeat while a condition holds.",
+        "Loop | Use",
+        "for | a known sequence",
+        "while | a condition",
+        "```python",
+        "for i in range(3):",
+        "    print(i)",
+        "```",
+        "Tips",
+    ]
+    assert "  Prefer for over while." in text_of(result)

@@ -103,6 +103,44 @@ async def test_accuweather_refusing_the_key_names_the_variable(
     assert "wrong-key" not in text
 
 
+async def test_a_403_is_data_the_subscription_leaves_out_not_a_bad_key(
+    accuweather: AccuWeatherFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    accuweather.no_access.add("/forecasts/v1/daily/5day")
+    config = WeatherIntegration(base_url=accuweather.base_url, accuweather_api_key_env="ACCU_KEY")
+    lookup = secrets_of({"ACCU_KEY": "accu-test-key"})
+    server = build_weather_server(config, lookup=lookup, root=tmp_path, clock=clock)
+    async with connect(server) as client:
+        result = await client.call_tool("get_weather", {"location": "Seattle"})
+    assert result.is_error
+    assert text_of(result) == (
+        "AccuWeather does not give this key access to that data (HTTP 403): Forbidden; the "
+        "subscription does not include it, or its limit is reached"
+    )
+
+
+async def test_a_key_from_the_older_portal_goes_as_the_apikey_parameter(
+    accuweather: AccuWeatherFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    config = WeatherIntegration(base_url=accuweather.base_url, accuweather_api_key_env="ACCU_KEY")
+    lookup = secrets_of({"ACCU_KEY": "accu-old-key"})
+    server = build_weather_server(config, lookup=lookup, root=tmp_path, clock=clock)
+    async with connect(server) as client:
+        result = await client.call_tool("get_weather", {"location": "Seattle"})
+    assert not result.is_error, text_of(result)
+    assert "Weather for Seattle, Washington, United States (AccuWeather)" in text_of(result)
+    sent = [
+        (r.path, r.headers.get("authorization"), r.query.get("apikey"))
+        for r in accuweather.requests
+    ]
+    assert sent == [
+        ("/locations/v1/cities/search", "Bearer accu-old-key", None),  # refused: 401
+        ("/locations/v1/cities/search", None, "accu-old-key"),
+        ("/currentconditions/v1/351409", None, "accu-old-key"),  # the way that worked, from then on
+        ("/forecasts/v1/daily/5day/351409", None, "accu-old-key"),
+    ]
+
+
 async def test_the_city_list_of_the_sprite_orchestrator(
     open_meteo: OpenMeteoFake, tmp_path: Path, clock: ManualClock
 ) -> None:

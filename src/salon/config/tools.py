@@ -145,7 +145,9 @@ class GreyNoiseIntegration(IntegrationConfig):
 
     api_key_env: str | None = None
     api: Literal["auto", "community", "enterprise"] = Field(
-        default="auto", description="auto: enterprise when the key is set, else community"
+        default="auto",
+        description="auto: the IP lookup when the key is set (community if it refuses the "
+        "key), else community",
     )
 
 
@@ -170,7 +172,9 @@ class PixelLabIntegration(IntegrationConfig):
 
     api_key_env: str = "PIXELLAB_API_KEY"
     timeout: float = Field(default=360.0, gt=0, description="six minutes, as sprites take")
-    poll_interval: float = Field(default=2.0, gt=0, description="seconds between job checks")
+    poll_interval: float = Field(
+        default=5.0, gt=0, description="seconds between job checks (PixelLab advises 5-10)"
+    )
     max_image_bytes: int = Field(default=5_000_000, gt=0)
     kept_images: int = Field(
         default=64, ge=1, description="recent images rotate and animate can refer to"

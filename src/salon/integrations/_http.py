@@ -32,7 +32,25 @@ _BACKSTOP = 1.0
 
 
 class VendorError(ToolError):
-    """A vendor call failed; the text is one sentence the model can read and act on."""
+    """A vendor call failed; the text is one sentence the model can read and act on.
+
+    ``status`` is the vendor's HTTP status when it answered one, ``detail`` its own short
+    explanation and ``retry_after`` its Retry-After in seconds, so a caller can act on an
+    answer (wait out a 429, read a 404 as "gone", word a refusal its own way) instead of
+    only showing it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        detail: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.detail = detail
+        self.retry_after = retry_after
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -186,9 +204,11 @@ class VendorHttp:
             return
         detail = vendor_message(response.content) if response.is_stream_consumed else ""
         logger.info("%s answered HTTP %d: %s", self.service, status, detail or "(no detail)")
-        raise VendorError(self._status_sentence(status, detail, response))
+        wait = retry_after_seconds(response.headers.get("retry-after"))
+        sentence = self._status_sentence(status, detail, wait)
+        raise VendorError(sentence, status=status, detail=detail, retry_after=wait)
 
-    def _status_sentence(self, status: int, detail: str, response: httpx2.Response) -> str:
+    def _status_sentence(self, status: int, detail: str, wait: float | None) -> str:
         said = f": {detail}" if detail else ""
         if status in (401, 403):
             key = f"; check {self.key_hint}" if self.key_hint else ""
@@ -198,7 +218,6 @@ class VendorHttp:
         if status == 404:
             return f"{self.service} found nothing there (HTTP 404){said}; check the name or id"
         if status in (429, 529):
-            wait = retry_after_seconds(response.headers.get("retry-after"))
             when = f"in {wait:.0f} seconds" if wait is not None else "later"
             return (
                 f"{self.service} is rate-limiting requests (HTTP {status}){said}; try again {when}"

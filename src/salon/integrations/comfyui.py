@@ -4,7 +4,9 @@ The template is a workflow exported in ComfyUI's API format, with ``{{prompt}}``
 ``{{negative_prompt}}``, ``{{seed}}``, ``{{width}}`` and ``{{height}}`` where the values go
 (a string that is exactly a number placeholder becomes a number). A generation opens
 ComfyUI's WebSocket (``/ws?clientId=``) first, then queues the workflow (``POST /prompt``
-with the same ``client_id``), follows ``progress``, ``executed``, ``execution_success`` and
+with the same ``client_id``; ComfyUI queues it when at least one output node validates and
+names the ones that did not in ``node_errors``: those are said in the result, the others'
+images collected), follows ``progress``, ``executed``, ``execution_success`` and
 ``execution_error`` for its ``prompt_id`` (older servers end with ``executing`` and a null
 node), reads the images from ``/history/{prompt_id}`` when the messages did not name them,
 and fetches them from ``/view``. Progress goes to the hub (as MCP progress notifications
@@ -94,7 +96,8 @@ class ComfyUI:
 
     async def generate(
         self, values: dict[str, Any], report: Progress
-    ) -> tuple[list[dict[str, Any]], list[Image]]:
+    ) -> tuple[list[dict[str, Any]], list[Image], str]:
+        """(the image files, the images, what ComfyUI left out of the run)."""
         client_id = uuid.uuid4().hex
         graph = fill_template(self.workflow, values)
         try:
@@ -104,7 +107,7 @@ class ComfyUI:
                 open_timeout=min(self.config.timeout, 30.0),
                 user_agent_header="salon",
             ) as ws:
-                prompt_id = await self._queue(graph, client_id)
+                prompt_id, left_out = await self._queue(graph, client_id)
                 await report(0, None, "queued")
                 named = await self._follow(ws, prompt_id, _ProgressSteps(report))
                 files = named or await self._history(ws, prompt_id)
@@ -113,16 +116,21 @@ class ComfyUI:
             raise VendorError(
                 "could not follow ComfyUI over its WebSocket; check its base_url and that it runs"
             ) from None
-        return files, await self._fetch(files)
+        return files, await self._fetch(files), left_out
 
-    async def _queue(self, graph: dict[str, Any], client_id: str) -> str:
+    async def _queue(self, graph: dict[str, Any], client_id: str) -> tuple[str, str]:
+        """The run's id, and what ComfyUI left out of it. A 200 with ``node_errors`` is a
+        queued run whose other outputs go ahead (a workflow with no valid output is a 400)."""
         answer = await self.http.post_json(
             f"{self.base}/prompt", {"prompt": graph, "client_id": client_id}
         )
         with expect_shape(SERVICE):
-            if answer.get("node_errors"):
-                raise VendorError(f"ComfyUI refused the workflow: {answer['node_errors']}")
-            return str(answer["prompt_id"])
+            prompt_id = str(answer["prompt_id"])
+            errors = answer.get("node_errors") or {}
+            left_out = _left_out(errors) if isinstance(errors, dict) else ""
+        if left_out:
+            logger.info("ComfyUI queued %s without some outputs: %s", prompt_id, left_out)
+        return prompt_id, left_out
 
     async def _follow(
         self, ws: ClientConnection, prompt_id: str, steps: _ProgressSteps
@@ -177,6 +185,21 @@ class ComfyUI:
             kind = kind if kind.startswith("image/") else "image/png"
             images.append(image_block(data, kind, name=str(file["filename"])))
         return images
+
+
+def _left_out(node_errors: dict[str, Any]) -> str:
+    """The outputs ComfyUI will not run, each with the node that failed validation."""
+    parts = []
+    for node_id, entry in node_errors.items():
+        outputs = ", ".join(str(o) for o in entry.get("dependent_outputs") or []) or "?"
+        first = (entry.get("errors") or [{}])[0]
+        said = ": ".join(str(first[k]) for k in ("message", "details") if first.get(k))
+        label = "output" if "," not in outputs else "outputs"
+        parts.append(
+            f"{label} {outputs}, because node {node_id} ({entry.get('class_type', '?')}) "
+            f"failed validation" + (f": {said}" if said else "")
+        )
+    return "; ".join(parts)[:600]
 
 
 def _ended(kind: str, data: dict[str, Any]) -> bool:
@@ -260,10 +283,12 @@ async def _generate(
         "height": _size(sizes[1], config.height, config),
         "seed": seed if seed is not None else random.SystemRandom().randrange(2**32),
     }
-    files, images = await discipline.run(lambda: comfy.generate(values, report))
+    files, images, left_out = await discipline.run(lambda: comfy.generate(values, report))
     names = ", ".join(str(f.get("filename")) for f in files[: len(images)])
     text = (
         f"ComfyUI made {len(images)} image(s) for {values['prompt']!r} "
         f"({values['width']}x{values['height']}, seed {values['seed']}): {names}"
     )
+    if left_out:
+        text += f"\nLeft out: {left_out}"
     return content_result(text, images)

@@ -1,16 +1,19 @@
 """GreyNoise IP intelligence: is this address scanning the internet, and who is it?
 
 The community API (``/v3/community/{ip}``) works without a key (a small daily quota) and
-with a free one; the enterprise IP lookup (``/v3/ip/{ip}``) needs a paid key. The key goes
-in GreyNoise's ``key`` header. A community 404 is an answer ("not observed"), not a
-failure. Only public IPv4 addresses are looked up: anything else is refused before a
-request, because GreyNoise would refuse it anyway and a private address should not leave
-the building.
+with a free one; the IP lookup (``/v3/ip/{ip}``) needs a paid key or an enterprise trial.
+The key goes in GreyNoise's ``key`` header. With ``api: auto`` and a key, the IP lookup is
+tried first; when it refuses the key (401/403: a free key), the community API answers
+instead, and from then on. A 404 from either is an answer ("not observed"), not a failure,
+as GreyNoise's own client reads it. Only public IPv4 addresses are looked up: anything else
+is refused before a request, because GreyNoise would refuse it anyway and a private address
+should not leave the building.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,6 +32,8 @@ from salon.integrations._server import (
 from salon.tools.native import Result, ToolSet
 
 __all__ = ["build_greynoise_server", "public_ipv4"]
+
+logger = logging.getLogger(__name__)
 
 SERVICE = "GreyNoise"
 
@@ -50,19 +55,42 @@ def public_ipv4(text: str) -> str:
 
 
 class GreyNoise:
-    def __init__(self, http: VendorHttp, base_url: str | None, enterprise: bool) -> None:
+    def __init__(self, http: VendorHttp, config: GreyNoiseIntegration, has_key: bool) -> None:
         self.http = http
-        self.base = (base_url or "https://api.greynoise.io").rstrip("/")
-        self.enterprise = enterprise
+        self.base = (config.base_url or "https://api.greynoise.io").rstrip("/")
+        self.enterprise = config.api == "enterprise" or (config.api == "auto" and has_key)
+        self.falls_back = config.api == "auto"  # a free key moves it to the community API
+        self.key_env = config.api_key_env
 
     async def lookup(self, ip: str) -> str:
         if self.enterprise:
-            data = await self.http.get_json(f"{self.base}/v3/ip/{ip}")
-            with expect_shape(SERVICE):
-                return _enterprise_text(ip, data)
+            try:
+                data = await self.http.get_json(f"{self.base}/v3/ip/{ip}", accept=(404,))
+            except VendorError as exc:
+                if exc.status not in (401, 403):
+                    raise
+                if not self.falls_back:
+                    raise self._needs_paid(exc) from None
+                logger.info(
+                    "GreyNoise's IP lookup refused the key (HTTP %s); using the community API",
+                    exc.status,
+                )
+                self.enterprise = False
+            else:
+                with expect_shape(SERVICE):
+                    return _enterprise_text(ip, data)
         data = await self.http.get_json(f"{self.base}/v3/community/{ip}", accept=(404,))
         with expect_shape(SERVICE):
             return _community_text(ip, data)
+
+    def _needs_paid(self, exc: VendorError) -> VendorError:
+        said = f": {exc.detail}" if exc.detail else ""
+        return VendorError(
+            f"GreyNoise refused the IP lookup (HTTP {exc.status}){said}; check the key in "
+            f"{self.key_env}: the IP lookup needs a paid one or an enterprise trial "
+            "(api: auto falls back to the free community API)",
+            status=exc.status,
+        )
 
 
 def _community_text(ip: str, data: dict[str, Any]) -> str:
@@ -85,6 +113,12 @@ def _community_text(ip: str, data: dict[str, Any]) -> str:
 def _enterprise_text(ip: str, data: dict[str, Any]) -> str:
     scanner = data.get("internet_scanner_intelligence") or {}
     business = data.get("business_service_intelligence") or {}
+    if not (scanner.get("found") or scanner.get("seen") or business.get("found")):
+        # the 404 of an address in neither data set, or an answer that found nothing
+        return (
+            f"GreyNoise on {ip} (IP lookup): not observed scanning the internet, and not a "
+            "known business service"
+        )
     lines = [f"GreyNoise on {ip} (IP lookup):"]
     if scanner.get("found") or scanner.get("seen"):
         lines.append(f"- internet scanner: yes, classified {scanner.get('classification')}")
@@ -117,17 +151,16 @@ def _enterprise_text(ip: str, data: dict[str, Any]) -> str:
 
 def _client(config: GreyNoiseIntegration, lookup: Lookup) -> tuple[VendorHttp, bool]:
     key = lookup(config.api_key_env) if config.api_key_env else None
-    enterprise = config.api == "enterprise" or (config.api == "auto" and bool(key))
     headers = {"key": key} if key else {}
     hint = f"the key in {config.api_key_env}" if config.api_key_env else None
-    return VendorHttp(SERVICE, timeout=config.timeout, headers=headers, key_hint=hint), enterprise
+    return VendorHttp(SERVICE, timeout=config.timeout, headers=headers, key_hint=hint), bool(key)
 
 
 def build_greynoise_server(
     config: GreyNoiseIntegration, *, lookup: Lookup, root: Path, clock: Clock
 ) -> ToolSet:
-    http, enterprise = _client(config, lookup)
-    greynoise = GreyNoise(http, config.base_url, enterprise)
+    http, has_key = _client(config, lookup)
+    greynoise = GreyNoise(http, config, has_key)
     discipline = Discipline(SERVICE, config, clock)
     server = ToolSet(
         "greynoise",

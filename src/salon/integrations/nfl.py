@@ -3,7 +3,7 @@
 ESPN does not document this API; the shapes are the ones its clients rely on: the
 scoreboard's competitors carry ``score`` as a string, a team schedule's as an object with
 ``displayValue``. Teams are resolved locally (the 32 are stable), so an unknown team is
-refused before any request. ESPN refuses browser-like User-Agents; Salon sends its own.
+refused before any request. Salon sends its own User-Agent.
 """
 
 from __future__ import annotations

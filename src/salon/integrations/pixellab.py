@@ -1,13 +1,16 @@
 """PixelLab pixel art: sprites facing several directions, images, rotations, animations.
 
-PixelLab's v2 API (``https://api.pixellab.ai/v2``, ``Authorization: Bearer`` key). A sprite is
-a character made by ``create-character-with-4-directions`` (or 8): a background job, polled
-until it is done, then the character's ``rotation_urls`` are downloaded (without the key:
-they are public files). PixelLab's characters start at 32 px, so a 16 px sprite is drawn
-facing south with pixflux and rotated to the other directions. Images are returned as MCP
-image content and kept (a bounded number) under short ids such as ``px3``, which
-``rotate_sprite`` and ``animate_sprite`` take instead of image data: pixels never pass
-through the model.
+PixelLab's v2 API (``https://api.pixellab.ai/v2``, ``Authorization: Bearer`` key); its
+answers are bare JSON objects. A sprite is a character made by
+``create-character-with-4-directions`` (or 8): a background job, polled every
+``poll_interval`` seconds until it is done, then the character's ``rotation_urls`` are
+downloaded (without the key: they are public files). The sprite is paid for once the job is
+queued, so polling never gives it up lightly: a 429 is waited out (its Retry-After), and a
+404 (PixelLab cleans finished jobs up) sends Salon to the character itself. Sprites start at
+32 px and pixflux at the area of 32x32, PixelLab's smallest; smaller is refused before any
+request. Images are returned as MCP image content and kept (a bounded number) under short
+ids such as ``px3``, which ``rotate_sprite`` and ``animate_sprite`` take instead of image
+data: pixels never pass through the model.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import base64
 import binascii
 import itertools
+import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -40,6 +44,8 @@ from salon.tools.native import Result, ToolSet
 
 __all__ = ["ImageStore", "PixelLab", "StoredImage", "build_pixellab_server"]
 
+logger = logging.getLogger(__name__)
+
 SERVICE = "PixelLab"
 Direction = Literal[
     "south", "south-east", "east", "north-east", "north", "north-west", "west", "south-west"
@@ -51,6 +57,8 @@ _DONE = {"completed", "complete", "done", "success", "succeeded", "finished"}
 _FAILED = {"failed", "error", "errored", "cancelled", "canceled"}
 _ANIMATION_SIZE = 64  # animate-with-text draws 64x64 frames only
 _ROTATE_MAX = 200
+_PIXFLUX_MIN_AREA = 32 * 32  # pixflux refuses (422) a smaller canvas
+_LONGEST_WAIT = 60.0  # seconds: a Retry-After beyond this is not believed
 
 Report = Callable[[float, float | None, str], Awaitable[None]]
 
@@ -98,13 +106,6 @@ class ImageStore:
         return image
 
 
-def _payload(body: Any) -> Any:
-    """PixelLab's documented envelope ``{success, data, ...}``, or the bare object."""
-    if isinstance(body, dict) and isinstance(body.get("data"), dict) and "success" in body:
-        return body["data"]
-    return body
-
-
 def _decode(image: Any, max_bytes: int) -> tuple[bytes, str]:
     """A ``{"type": "base64", "base64": ..., "format": "png"}`` image (or a data URI)."""
     if isinstance(image, dict):
@@ -140,10 +141,22 @@ class PixelLab:
         self._auth = {"Authorization": f"Bearer {key}"}  # API calls only, never file downloads
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
-        return _payload(await self.http.post_json(f"{self.base}/{path}", body, headers=self._auth))
+        return await self.http.post_json(f"{self.base}/{path}", body, headers=self._auth)
 
     async def _get(self, path: str) -> Any:
-        return _payload(await self.http.get_json(f"{self.base}/{path}", headers=self._auth))
+        return await self.http.get_json(f"{self.base}/{path}", headers=self._auth)
+
+    async def _patient_get(self, path: str, polls: _Polls) -> Any:
+        """A GET about work already paid for: PixelLab's rate limit is waited out, not
+        reported as a failure (the queue's timeout still bounds the whole call)."""
+        while True:
+            try:
+                return await self._get(path)
+            except VendorError as exc:
+                if exc.status != 429:
+                    raise
+                told = exc.retry_after if exc.retry_after is not None else 0.0
+                await polls.slow_down(min(max(told, self.config.poll_interval), _LONGEST_WAIT))
 
     def _keep(
         self, image: Any, size: tuple[int, int], description: str, direction: str | None = None
@@ -155,6 +168,12 @@ class PixelLab:
     async def pixflux(
         self, description: str, size: tuple[int, int], options: dict[str, Any]
     ) -> StoredImage:
+        area = size[0] * size[1]
+        if area < _PIXFLUX_MIN_AREA:
+            raise VendorError(
+                "PixelLab draws pixflux images of at least 32x32 pixels in area (width x height "
+                f"at least {_PIXFLUX_MIN_AREA}); {size[0]}x{size[1]} is {area}"
+            )
         body = {"description": description, "image_size": {"width": size[0], "height": size[1]}}
         body |= {k: v for k, v in options.items() if v is not None}
         answer = await self._post("create-image-pixflux", body)
@@ -193,17 +212,12 @@ class PixelLab:
         self, description: str, count: int, size: int, options: dict[str, Any], report: Report
     ) -> tuple[str, list[tuple[StoredImage, str | None]]]:
         """(how it was made, [(image, public url)]) for each direction."""
-        if size < 32:
-            return "drawn facing south and rotated", await self._small_sprite(
-                description, count, size, options
-            )
         body = {"description": description, "image_size": {"width": size, "height": size}}
         body |= {k: v for k, v in options.items() if v is not None}
         job = await self._post(f"create-character-with-{count}-directions", body)
         with expect_shape(SERVICE):
             character_id, job_id = str(job["character_id"]), str(job["background_job_id"])
-        await self._wait(job_id, report)
-        character = await self._get(f"characters/{character_id}")
+        character = await self._finished(job_id, character_id, _Polls(report))
         with expect_shape(SERVICE):
             urls: dict[str, str] = {d: u for d, u in character["rotation_urls"].items() if u}
         made: list[tuple[StoredImage, str | None]] = []
@@ -219,21 +233,37 @@ class PixelLab:
             )
         return f"PixelLab character {character_id}", made
 
-    async def _small_sprite(
-        self, description: str, count: int, size: int, options: dict[str, Any]
-    ) -> list[tuple[StoredImage, str | None]]:
-        south = await self.pixflux(
-            description, (size, size), {**options, "direction": "south", "no_background": True}
-        )
-        made: list[tuple[StoredImage, str | None]] = [(south, None)]
-        for direction in (FOUR if count == 4 else EIGHT)[1:]:
-            made.append((await self.rotate(south, direction, "south"), None))
-        return made
+    async def _finished(self, job_id: str, character_id: str, polls: _Polls) -> dict[str, Any]:
+        """The character once its job is done. PixelLab cleans finished jobs up, so a job
+        that is no longer there (404) is followed through the character itself."""
+        try:
+            await self._wait(job_id, polls)
+        except VendorError as exc:
+            if exc.status != 404:
+                raise
+            logger.info("PixelLab job %s is gone; following character %s", job_id, character_id)
+        while True:
+            try:
+                character = await self._patient_get(f"characters/{character_id}", polls)
+            except VendorError as exc:
+                if exc.status != 404:
+                    raise
+                raise VendorError(
+                    f"PixelLab no longer knows the sprite's job or its character {character_id}; "
+                    "look for it among your characters on pixellab.ai before asking again"
+                ) from None
+            with expect_shape(SERVICE):
+                status = str(character.get("status") or "completed").lower()
+                if status in _FAILED:
+                    raise VendorError(f"PixelLab could not make the sprite ({status})")
+                if status in _DONE:
+                    return dict(character)
+            await polls.tick(status, self.config.poll_interval)
 
-    async def _wait(self, job_id: str, report: Report) -> None:
+    async def _wait(self, job_id: str, polls: _Polls) -> None:
         """Poll a background job until it is done; the queue's timeout bounds the wait."""
-        for polls in itertools.count(1):
-            job = await self._get(f"background-jobs/{job_id}")
+        while True:
+            job = await self._patient_get(f"background-jobs/{job_id}", polls)
             with expect_shape(SERVICE):
                 status = str(job["status"]).lower()
                 if status in _DONE:
@@ -242,8 +272,27 @@ class PixelLab:
                     last = job.get("last_response") or {}
                     said = last.get("detail") or last.get("error") or "no reason given"
                     raise VendorError(f"PixelLab could not make the sprite: {said}")
-            await report(polls, None, f"PixelLab is drawing ({status})")
-            await asyncio.sleep(self.config.poll_interval)
+            await polls.tick(status, self.config.poll_interval)
+
+
+class _Polls:
+    """The progress of a sprite: one report (always a larger number, as MCP wants) per look
+    that found it still being drawn, or per wait PixelLab asked for."""
+
+    def __init__(self, report: Report) -> None:
+        self._report = report
+        self._count = 0
+
+    async def tick(self, status: str, interval: float) -> None:
+        await self._say(f"PixelLab is drawing ({status})", interval)
+
+    async def slow_down(self, wait: float) -> None:
+        await self._say(f"PixelLab asks to slow down; checking again in {wait:g} seconds", wait)
+
+    async def _say(self, message: str, then_wait: float) -> None:
+        self._count += 1
+        await self._report(self._count, None, message)
+        await asyncio.sleep(then_wait)
 
 
 Made = list[tuple[str, StoredImage, str | None]]  # (label, image, public url)
@@ -289,7 +338,9 @@ def _add_generation_tools(server: ToolSet, lab: PixelLab, discipline: Discipline
         progress: Progress,
         description: Annotated[str, Field(min_length=1, max_length=2000)],
         directions: Literal[4, 8] = 4,
-        size: Literal[16, 32, 64, 128] = 64,
+        size: Annotated[
+            Literal[32, 64, 128], Field(description="pixels per side; 32 is PixelLab's smallest")
+        ] = 32,
         view: View | None = None,
         seed: Annotated[int | None, Field(ge=0, le=2**31)] = None,
     ) -> Result:
@@ -310,13 +361,13 @@ def _add_generation_tools(server: ToolSet, lab: PixelLab, discipline: Discipline
     async def generate_image_pixflux(  # noqa: PLR0917 - the model passes these by name
         description: Annotated[str, Field(min_length=1, max_length=2000)],
         width: Annotated[int, Field(ge=16, le=400)] = 64,
-        height: Annotated[int, Field(ge=16, le=400)] = 64,
+        height: Annotated[int, Field(ge=16, le=400)] = 64,  # and width x height >= 32x32
         no_background: bool = False,
         isometric: bool = False,
         seed: Annotated[int | None, Field(ge=0, le=2**31)] = None,
     ) -> Result:
-        """One pixel art image (up to 400x400), optionally isometric or on a transparent
-        background. The image is shown and gets an id."""
+        """One pixel art image (at least the area of 32x32, at most 400x400), optionally
+        isometric or on a transparent background. The image is shown and gets an id."""
 
         async def run() -> Result:
             options = {"no_background": no_background, "isometric": isometric, "seed": seed}

@@ -2,8 +2,12 @@
 
 SerpAPI takes its key as the ``api_key`` parameter (it is redacted from logs like every
 secret). When Google lazy-loads the AI overview, the search answer carries only an
-``ai_overview.page_token``, fetched at once with the ``google_ai_overview`` engine (the token
-expires within minutes). Results are trimmed to title, link and snippet.
+``ai_overview.page_token``, fetched at once with the ``google_ai_overview`` engine. The token
+expires within minutes, but SerpAPI serves a repeated search from its cache for an hour,
+stale token included: when the overview comes back empty, the search is made once more with
+``no_cache=true`` for a fresh token (once only; then the results stand alone, saying so).
+The overview keeps every kind of block (paragraphs, headings, list items with only a title,
+tables, code, expandable sections). Results are trimmed to title, link and snippet.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ __all__ = ["SerpApi", "build_search_server"]
 SERVICE = "SerpAPI"
 _OVERVIEW_CHARS = 2500
 _SNIPPET_CHARS = 300
+_CODE_BLOCKS = ("code_blocks", "code_block", "code")
+_TABLE_ROWS = 20
 
 
 class SerpApi:
@@ -48,12 +54,27 @@ class SerpApi:
             "api_key": self._key,
         }
         data = await self.http.get_json(self.url, params=params)
+        overview, missing = await self._full_overview(data)
+        if missing:  # maybe SerpAPI's cache handed back an expired token: once, past it
+            fresh = await self.http.get_json(self.url, params={**params, "no_cache": "true"})
+            overview, missing = await self._full_overview(fresh)
+            data = fresh if isinstance(fresh, dict) else data
+        with expect_shape(SERVICE):
+            text = _format(query, overview, data.get("organic_results") or [], count)
+        if missing:
+            head, _, rest = text.partition("\n")
+            text = f"{head}\n(Google's AI overview for this search could not be fetched.)\n{rest}"
+        return text.rstrip("\n")
+
+    async def _full_overview(self, data: Any) -> tuple[dict[str, Any], bool]:
+        """(the overview, whether Google announced one that could not be fetched)."""
         with expect_shape(SERVICE):
             overview = data.get("ai_overview") or {}
-        if overview.get("page_token") and not overview.get("text_blocks"):
-            overview = await self._overview(str(overview["page_token"]))
-        with expect_shape(SERVICE):
-            return _format(query, overview, data.get("organic_results") or [], count)
+        token = overview.get("page_token")
+        if not token or overview.get("text_blocks"):
+            return overview, False
+        fetched = await self._overview(str(token))
+        return fetched, not fetched.get("text_blocks")
 
     async def _overview(self, token: str) -> dict[str, Any]:
         params = {"engine": "google_ai_overview", "page_token": token, "api_key": self._key}
@@ -65,16 +86,48 @@ class SerpApi:
         return overview if isinstance(overview, dict) else {}
 
 
+def _item_text(block: dict[str, Any]) -> str:
+    """A block's words: its title (a list item may have only that), then its snippet."""
+    title = str(block.get("title") or "").strip()
+    snippet = str(block.get("snippet") or "").strip()
+    if title and snippet:
+        return f"{title} {snippet}" if title[-1] in ":.?!" else f"{title}: {snippet}"
+    return title or snippet
+
+
+def _table(block: dict[str, Any], indent: str) -> list[str]:
+    rows = block.get("table")
+    if not isinstance(rows, list):
+        rows = []
+    cells = [[str(c) for c in row] for row in rows if isinstance(row, list)]
+    if not cells:  # only the formatted form: a list of {column: value}
+        formatted = [r for r in block.get("formatted") or [] if isinstance(r, dict)]
+        if formatted:
+            cells = [list(formatted[0])] + [[str(v) for v in r.values()] for r in formatted]
+    return [f"{indent}{' | '.join(row)}" for row in cells[:_TABLE_ROWS]]
+
+
+def _code(block: dict[str, Any], indent: str) -> list[str]:
+    code = str(block.get("code") or block.get("snippet") or "")
+    if not code.strip():
+        return []
+    fence = f"{indent}```"
+    body = [f"{indent}{line}" for line in code.splitlines()]
+    return [f"{fence}{block.get('language') or ''}", *body, fence]
+
+
 def _blocks(blocks: list[dict[str, Any]], depth: int = 0) -> list[str]:
     lines: list[str] = []
     indent = "  " * depth
     for block in blocks:
         kind = block.get("type")
-        if block.get("snippet"):
-            prefix = "- " if depth or kind == "list_item" else ""
-            lines.append(f"{indent}{prefix}{block['snippet']}")
-        elif block.get("title") and kind in ("heading", "list"):
-            lines.append(f"{indent}{block['title']}")
+        if kind == "table":
+            lines.extend(_table(block, indent))
+        elif kind in _CODE_BLOCKS:
+            lines.extend(_code(block, indent))
+        elif text := _item_text(block):
+            prefix = "- " if (depth and kind != "paragraph") or kind == "list_item" else ""
+            lines.append(f"{indent}{prefix}{text}")
         for item in block.get("list") or []:
             lines.extend(_blocks([item], depth + 1))
         if block.get("text_blocks"):

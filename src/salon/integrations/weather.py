@@ -2,12 +2,17 @@
 
 Open-Meteo needs no key (its geocoding API finds the place, its forecast API the weather);
 AccuWeather is used when its key is configured (city search, current conditions, the 5-day
-forecast; the key goes in an ``Authorization: Bearer`` header, never in the URL). The city
-list of the sprite orchestrator is the ``get_coolest_cities`` tool, read from config.
+forecast). The key goes in an ``Authorization: Bearer`` header, as AccuWeather's developer
+portal documents; a key from the older portal may need the ``apikey`` query parameter
+instead, so a 401 to the header is tried once that way, which is kept when it works. A 403
+is data the key's subscription does not include (or a spent limit), said so, not "bad key".
+The city list of the sprite orchestrator is the ``get_coolest_cities`` tool, read from
+config.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol
 
@@ -26,6 +31,8 @@ from salon.integrations._server import (
 from salon.tools.native import Result, ToolSet
 
 __all__ = ["AccuWeather", "OpenMeteo", "build_weather_server"]
+
+logger = logging.getLogger(__name__)
 
 Units = Literal["metric", "imperial"]
 
@@ -158,14 +165,40 @@ class AccuWeather:
 
     name = "AccuWeather"
 
-    def __init__(self, http: VendorHttp, base_url: str | None) -> None:
+    def __init__(self, http: VendorHttp, base_url: str | None, key: str) -> None:
         self.http = http
         self.base = (base_url or "https://dataservice.accuweather.com").rstrip("/")
+        self._key = key
+        self._bearer = True  # until the header is refused and the parameter is not
+
+    async def _get(self, path: str, params: dict[str, Any]) -> Any:
+        try:
+            return await self._get_as(self._bearer, path, params)
+        except VendorError as exc:
+            if exc.status != 401 or not self._bearer:
+                raise
+        answer = await self._get_as(False, path, params)  # an older portal's key
+        logger.info("AccuWeather takes this key as the apikey parameter; keeping to that")
+        self._bearer = False
+        return answer
+
+    async def _get_as(self, bearer: bool, path: str, params: dict[str, Any]) -> Any:
+        headers = {"Authorization": f"Bearer {self._key}"} if bearer else None
+        query = params if bearer else {**params, "apikey": self._key}
+        try:
+            return await self.http.get_json(f"{self.base}{path}", params=query, headers=headers)
+        except VendorError as exc:
+            if exc.status != 403:
+                raise
+            said = f": {exc.detail}" if exc.detail else ""
+            raise VendorError(
+                f"AccuWeather does not give this key access to that data (HTTP 403){said}; the "
+                "subscription does not include it, or its limit is reached",
+                status=403,
+            ) from None
 
     async def report(self, location: str, units: Units, days: int) -> str:
-        found = await self.http.get_json(
-            f"{self.base}/locations/v1/cities/search", params={"q": location}
-        )
+        found = await self._get("/locations/v1/cities/search", {"q": location})
         with expect_shape(self.name):
             if not found:
                 raise VendorError(
@@ -178,12 +211,10 @@ class AccuWeather:
                 (city.get("AdministrativeArea") or {}).get("LocalizedName"),
                 (city.get("Country") or {}).get("LocalizedName"),
             )
-        current = await self.http.get_json(
-            f"{self.base}/currentconditions/v1/{key}", params={"details": "true"}
-        )
-        forecast = await self.http.get_json(
-            f"{self.base}/forecasts/v1/daily/5day/{key}",
-            params={"metric": "true" if units == "metric" else "false"},
+        current = await self._get(f"/currentconditions/v1/{key}", {"details": "true"})
+        forecast = await self._get(
+            f"/forecasts/v1/daily/5day/{key}",
+            {"metric": "true" if units == "metric" else "false"},
         )
         with expect_shape(self.name):
             lines = [_accu_now(current[0], units), *_accu_days(forecast, days)]
@@ -232,13 +263,8 @@ def _source(config: WeatherIntegration, lookup: Lookup) -> tuple[WeatherSource, 
     if config.provider == "accuweather" or (config.provider == "auto" and key):
         if not key:  # salon.config.integrations keeps such a config from being built
             raise ValueError("AccuWeather needs its key")
-        http = VendorHttp(
-            "AccuWeather",
-            timeout=config.timeout,
-            headers={"Authorization": f"Bearer {key}"},
-            key_hint=f"the key in {env_name}",
-        )
-        return AccuWeather(http, config.base_url), http
+        http = VendorHttp("AccuWeather", timeout=config.timeout, key_hint=f"the key in {env_name}")
+        return AccuWeather(http, config.base_url, key), http
     http = VendorHttp("Open-Meteo", timeout=config.timeout)
     return OpenMeteo(http, config.base_url), http
 
