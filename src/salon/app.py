@@ -36,6 +36,7 @@ from salon.upkeep import Upkeep, Vitals
 from salon.web.links import activity_link
 
 if TYPE_CHECKING:
+    from salon.otel.export import OtelExport
     from salon.platforms.terminal import TerminalPlatform
 
 __all__ = ["BotApp", "data_dir", "database_url", "load_bot", "local_model_problems", "store_for"]
@@ -100,6 +101,30 @@ def load_bot(
     return key, config, secrets
 
 
+def _otel_export(bot: str, config: BotConfig, secrets: Secrets) -> OtelExport | None:
+    """The bot's OpenTelemetry export when its config has an enabled ``otel:`` section; the
+    SDK is imported only then."""
+    if config.otel is None or not config.otel.enabled:
+        return None
+    try:
+        from salon.otel.export import OtelExport
+    except ImportError as exc:
+        reason = (
+            f"the OpenTelemetry packages are not installed ({exc.name}); "
+            "install Salon with its otel extra: pip install 'salon[otel]'"
+        )
+        raise ConfigError([ConfigProblem("", "otel", reason)]) from exc
+    types = {name: provider.type for name, provider in config.providers.items()}
+    headers = {name: secrets.get(var) or "" for name, var in config.otel.headers_env.items()}
+    return OtelExport(
+        config.otel,
+        bot=bot,
+        provider_types=types,
+        headers=headers,
+        redact=secrets.redactor(),
+    )
+
+
 def local_model_problems(configs: ConfigSet, key: str) -> list[ConfigProblem]:
     """Each local provider the bot uses that cannot run here (no extra, no model file)."""
     locate = configs.locator(key)
@@ -160,7 +185,10 @@ class BotApp:
         self._server_names = {s.name for s in specs}
         self.hub = ToolHub(specs, redact=secrets.redactor(), outputs=self.outputs)
         self.tool_log = ToolLog(data_dir(root, config) / "tools", key)
-        self.traces = TraceWriter(store=self.store, settings=config.traces, prices=config.prices)
+        self.otel = _otel_export(key, config, secrets)
+        self.traces = TraceWriter(
+            store=self.store, settings=config.traces, prices=config.prices, sink=self.otel
+        )
         self._stack = AsyncExitStack()
         self._agent: Agent | None = None
         self.tasks: dict[str, TaskState] = {}  # supervised tasks, for health
@@ -397,6 +425,9 @@ class BotApp:
     async def __aenter__(self) -> BotApp:
         await self.store.open()
         self._stack.push_async_callback(self.store.close)
+        if self.otel is not None:
+            stop = self.otel.shutdown
+            self._stack.push_async_callback(asyncio.to_thread, stop)
         self._stack.push_async_callback(self.provider.aclose)
         seeded = self.tool_log.seed(self.config.tool_log_seed_hours)
         logger.info("bot %s: %d recent tool calls loaded", self.key, seeded)
@@ -497,6 +528,8 @@ class BotApp:
     def _task_states(self) -> dict[str, TaskState]:
         states = dict(self.tasks)
         states["chat-log writer"] = self.store.chatlog.writer_state
+        if self.otel is not None:
+            states["otel export"] = self.otel.task_state()
         for platform in self.platforms.values():
             connection = getattr(platform, "connection", None)
             if isinstance(connection, TaskState):

@@ -27,6 +27,7 @@ from salon.config._common import (
     database_url_problem,
     http_url_problem,
 )
+from salon.config.observability import OtelConfig
 from salon.config.pipeline import (
     ContextEvaluatorConfig,
     KeywordConfig,
@@ -74,6 +75,7 @@ __all__ = [
     "McpServerConfig",
     "ModelSettings",
     "NflIntegration",
+    "OtelConfig",
     "OutputsConfig",
     "PixelLabIntegration",
     "PlatformsConfig",
@@ -251,6 +253,9 @@ class BotConfig(_Strict):
     integrations: IntegrationsConfig = Field(default_factory=IntegrationsConfig)
     outputs: OutputsConfig = Field(default_factory=OutputsConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
+    otel: OtelConfig | None = Field(
+        default=None, description="export traces and metrics to OpenTelemetry (otel extra)"
+    )
     prices: dict[str, Price] = Field(
         default_factory=dict,
         description="per model: USD per million tokens; overrides the built-in table",

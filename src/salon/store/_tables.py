@@ -361,6 +361,11 @@ async def _m14_answer_keys(conn: Connection) -> None:
     await _run(conn, "ALTER TABLE schedule_fires ADD COLUMN answer_key VARCHAR")
 
 
+async def _m17_inbox_trace_context(conn: Connection) -> None:
+    """The W3C ``traceparent`` an event was pushed with, so its activation continues it."""
+    await _run(conn, "ALTER TABLE inbox ADD COLUMN traceparent VARCHAR")
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -376,6 +381,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (12, _m12_limits),
     (13, _m13_trace_keyframes),
     (14, _m14_answer_keys),
+    (17, _m17_inbox_trace_context),
 ]
 
 
