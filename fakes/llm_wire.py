@@ -11,6 +11,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from fakes.anthropic_reasoning import anthropic_signature
+from fakes.reasoning import gemini_signature
+
 __all__ = ["Recorded", "Scripted", "Wire", "complete_body", "error_body", "wire"]
 
 
@@ -37,6 +40,7 @@ class Scripted:
     thinking: str = ""
     thinking_chunks: list[str] | None = None
     reasoning_tokens: int = 0  # billed as output; reported in the vendor's own field
+    redacted_thinking: str = ""  # anthropic: a redacted_thinking block's opaque data
 
     def thinking_deltas(self) -> list[str]:
         if self.thinking_chunks is not None:
@@ -75,7 +79,8 @@ def error_body(vendor: str, flavour: str, reply: Scripted) -> bytes:
     status, message = reply.status, reply.error_message
     body: dict[str, Any]
     if vendor in ("anthropic", "bedrock"):
-        kind = "rate_limit_error" if status == 429 else "api_error"
+        kinds = {400: "invalid_request_error", 429: "rate_limit_error"}
+        kind = kinds.get(status, "api_error")
         body = {"type": "error", "error": {"type": kind, "message": message}}
     elif vendor == "gemini":
         name = {400: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED"}.get(status, "INTERNAL")
@@ -101,14 +106,13 @@ def complete_body(vendor: str, request: Recorded, reply: Scripted) -> dict[str, 
             "type": "message",
             "role": "assistant",
             "model": model,
-            "content": [{"type": "text", "text": text}],
+            "content": [*_anthropic_thinking(request, reply), {"type": "text", "text": text}],
             "stop_reason": "end_turn",
             "stop_sequence": None,
             "usage": _anthropic_usage(reply),
         }
     if vendor == "gemini":
-        candidate = {"index": 0, "content": {"role": "model", "parts": [{"text": text}]}}
-        return {"candidates": [{**candidate, "finishReason": "STOP"}], "modelVersion": "fake"}
+        return _gemini_complete(request, reply)
     if vendor == "completions":
         choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": "stop"}
         head = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": model}
@@ -124,13 +128,58 @@ def complete_body(vendor: str, request: Recorded, reply: Scripted) -> dict[str, 
     }
 
 
-def _anthropic_usage(reply: Scripted) -> dict[str, int]:
-    return {
+def _anthropic_usage(reply: Scripted) -> dict[str, Any]:
+    usage: dict[str, Any] = {
         "input_tokens": reply.input_tokens,
         "output_tokens": reply.output_tokens,
         "cache_read_input_tokens": reply.cache_read_tokens,
         "cache_creation_input_tokens": reply.cache_write_tokens,
     }
+    if reply.reasoning_tokens:  # part of output_tokens, broken out for observability
+        usage["output_tokens_details"] = {"thinking_tokens": reply.reasoning_tokens}
+    return usage
+
+
+def _anthropic_thinks(request: Recorded) -> bool:
+    thinking = request.body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def _anthropic_thinking(request: Recorded, reply: Scripted) -> list[dict[str, Any]]:
+    """The reasoning blocks that open an answer, when the request asked for reasoning:
+    a signed ``thinking`` block, then a ``redacted_thinking`` block, as scripted."""
+    if not _anthropic_thinks(request):
+        return []
+    blocks: list[dict[str, Any]] = []
+    if reply.thinking_deltas():
+        text = "".join(reply.thinking_deltas())
+        blocks.append(
+            {"type": "thinking", "thinking": text, "signature": anthropic_signature(text)}
+        )
+    if reply.redacted_thinking:
+        blocks.append({"type": "redacted_thinking", "data": reply.redacted_thinking})
+    return blocks
+
+
+def _anthropic_thinking_events(request: Recorded, reply: Scripted) -> list[dict[str, Any]]:
+    """The reasoning blocks streamed as the API streams them: a thinking block opens empty,
+    its text comes in ``thinking_delta``s and its signature in one ``signature_delta`` just
+    before the block stops; a redacted block arrives whole in its start event."""
+    events: list[dict[str, Any]] = []
+    for index, block in enumerate(_anthropic_thinking(request, reply)):
+        if block["type"] == "redacted_thinking":
+            start = {"type": "content_block_start", "index": index, "content_block": block}
+            events += [start, {"type": "content_block_stop", "index": index}]
+            continue
+        opened = {"type": "thinking", "thinking": "", "signature": ""}
+        events.append({"type": "content_block_start", "index": index, "content_block": opened})
+        for text in reply.thinking_deltas():
+            delta = {"type": "thinking_delta", "thinking": text}
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        signed = {"type": "signature_delta", "signature": block["signature"]}
+        events.append({"type": "content_block_delta", "index": index, "delta": signed})
+        events.append({"type": "content_block_stop", "index": index})
+    return events
 
 
 def _openai_usage(reply: Scripted) -> dict[str, Any]:
@@ -153,7 +202,7 @@ def _sse(data: str, event: str = "", end: str = "\n\n") -> bytes:
 
 def wire(vendor: str, flavour: str, request: Recorded, reply: Scripted) -> Wire:
     if vendor == "gemini":
-        return _gemini_wire(reply)
+        return _gemini_wire(request, reply)
     if vendor == "completions":
         return _completions_wire(request, reply)
     if vendor in ("anthropic", "bedrock"):
@@ -223,26 +272,30 @@ def _anthropic_events(request: Recorded, reply: Scripted) -> list[dict[str, Any]
         "stop_sequence": None,
         "usage": {**_anthropic_usage(reply), "output_tokens": 1},
     }
-    events: list[dict[str, Any]] = [
-        {"type": "message_start", "message": message},
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-    ]
+    thinking = _anthropic_thinking_events(request, reply)
+    first = len(_anthropic_thinking(request, reply))  # the text block's index
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": message}, *thinking]
+    opened = {"type": "text", "text": ""}
+    events.append({"type": "content_block_start", "index": first, "content_block": opened})
     for text in reply.deltas():
         delta = {"type": "text_delta", "text": text}
-        events.append({"type": "content_block_delta", "index": 0, "delta": delta})
-    events.append({"type": "content_block_stop", "index": 0})
-    for index, (call_id, name, args) in enumerate(reply.tool_calls, start=1):
+        events.append({"type": "content_block_delta", "index": first, "delta": delta})
+    events.append({"type": "content_block_stop", "index": first})
+    for index, (call_id, name, args) in enumerate(reply.tool_calls, start=first + 1):
         block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
         events.append({"type": "content_block_start", "index": index, "content_block": block})
         delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
         events.append({"type": "content_block_delta", "index": index, "delta": delta})
         events.append({"type": "content_block_stop", "index": index})
     stop = "tool_use" if reply.tool_calls else "end_turn"
+    usage: dict[str, Any] = {"output_tokens": reply.output_tokens}
+    if reply.reasoning_tokens:
+        usage["output_tokens_details"] = {"thinking_tokens": reply.reasoning_tokens}
     events.append(
         {
             "type": "message_delta",
             "delta": {"stop_reason": stop, "stop_sequence": None},
-            "usage": {"output_tokens": reply.output_tokens},
+            "usage": usage,
         }
     )
     events.append({"type": "message_stop"})
@@ -250,6 +303,7 @@ def _anthropic_events(request: Recorded, reply: Scripted) -> list[dict[str, Any]
 
 
 def _anthropic_wire(request: Recorded, reply: Scripted, *, bedrock: bool) -> Wire:
+    cut = 3
     if reply.raw_events is not None:
         payloads = [("content_block_delta", raw) for raw in reply.raw_events]
         finish_at = len(payloads)
@@ -257,6 +311,9 @@ def _anthropic_wire(request: Recorded, reply: Scripted, *, bedrock: bool) -> Wir
         events = _anthropic_events(request, reply)
         payloads = [(e["type"], json.dumps(e)) for e in events]
         finish_at = next(i for i, e in enumerate(events) if e["type"] == "message_delta")
+        cut = 1 + next(
+            i for i, e in enumerate(events) if e.get("delta", {}).get("type") == "text_delta"
+        )
     broken_json = '{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta"'
     if bedrock:
         frames = [_eventstream_chunk(payload.encode()) for _, payload in payloads]
@@ -266,29 +323,77 @@ def _anthropic_wire(request: Recorded, reply: Scripted, *, bedrock: bool) -> Wir
         frames = [_sse(payload, name) for name, payload in payloads]
         broken = _sse(broken_json, "content_block_delta")
         content_type = "text/event-stream"
-    # Mid-stream faults strike after the first text delta (message_start, block start, delta).
-    return Wire(content_type, frames, finish_at, min(3, finish_at), broken)
+    # Mid-stream faults strike after the first text delta (after any thinking block).
+    return Wire(content_type, frames, finish_at, min(cut, finish_at), broken)
 
 
-def _gemini_wire(reply: Scripted) -> Wire:
-    """The Gemini API's ``:streamGenerateContent?alt=sse``; the last chunk has the finish."""
+def _gemini_usage(reply: Scripted) -> dict[str, int]:
+    """``usageMetadata``: thoughts are counted beside the candidates, not inside them."""
+    prompt = reply.input_tokens + reply.cache_read_tokens
     usage = {
-        "promptTokenCount": reply.input_tokens + reply.cache_read_tokens,
+        "promptTokenCount": prompt,
         "candidatesTokenCount": reply.output_tokens,
         "cachedContentTokenCount": reply.cache_read_tokens,
-        "totalTokenCount": reply.input_tokens + reply.cache_read_tokens + reply.output_tokens,
+        "totalTokenCount": prompt + reply.output_tokens + reply.reasoning_tokens,
     }
+    if reply.reasoning_tokens:
+        usage["thoughtsTokenCount"] = reply.reasoning_tokens
+    return usage
+
+
+def _gemini_parts(
+    request: Recorded, reply: Scripted
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The thought parts (only when the request asked for them with ``includeThoughts``)
+    and the answer's parts. As Gemini 3 does, the first function call carries a thought
+    signature whether or not thinking was configured; without calls, the last text part
+    carries one when the request configured thinking (see fakes/reasoning.py)."""
+    thinking = (request.body.get("generationConfig") or {}).get("thinkingConfig")
+    # The API reads proto field names in either spelling (the SDK sends this one snake_case).
+    shown = thinking is not None and bool(
+        thinking.get("includeThoughts", thinking.get("include_thoughts"))
+    )
+    thoughts = [{"text": t, "thought": True} for t in reply.thinking_deltas() if t and shown]
+    answer: list[dict[str, Any]] = [{"text": t} for t in reply.deltas() if t]
+    calls: list[dict[str, Any]] = [
+        {"functionCall": {"name": n, "args": a}} for _, n, a in reply.tool_calls
+    ]
+    if calls:
+        calls[0]["thoughtSignature"] = gemini_signature()
+    elif answer and thinking is not None:
+        answer[-1]["thoughtSignature"] = gemini_signature()
+    return thoughts, answer + calls
+
+
+def _gemini_complete(request: Recorded, reply: Scripted) -> dict[str, Any]:
+    thoughts, answer = _gemini_parts(request, reply)
+    parts = thoughts + answer if thoughts or answer else [{"text": ""}]
+    candidate = {"index": 0, "content": {"role": "model", "parts": parts}, "finishReason": "STOP"}
+    return {
+        "candidates": [candidate],
+        "usageMetadata": _gemini_usage(reply),
+        "modelVersion": "fake",
+    }
+
+
+def _gemini_wire(request: Recorded, reply: Scripted) -> Wire:
+    """The Gemini API's ``:streamGenerateContent?alt=sse``: thought parts first, each part
+    in a chunk of its own; the last chunk has the finish and the usage."""
+    usage = _gemini_usage(reply)
     chunks: list[dict[str, Any]] = []
+    thoughts: list[dict[str, Any]] = []
     if reply.block_reason:
         chunks.append(
             {"promptFeedback": {"blockReason": reply.block_reason}, "usageMetadata": usage}
         )
     else:
-        parts: list[dict[str, Any]] = [{"text": t} for t in reply.deltas() if t]
-        parts += [{"functionCall": {"name": n, "args": a}} for _, n, a in reply.tool_calls]
+        thoughts, parts = _gemini_parts(request, reply)
+        for thought in thoughts:
+            candidate = {"index": 0, "content": {"role": "model", "parts": [thought]}}
+            chunks.append({"candidates": [candidate], "modelVersion": "fake"})
         for index, part in enumerate(parts or [None]):
             last = index == max(len(parts), 1) - 1
-            candidate: dict[str, Any] = {"index": 0}
+            candidate = {"index": 0}
             if part is not None:
                 candidate["content"] = {"role": "model", "parts": [part]}
             if last:
@@ -300,7 +405,8 @@ def _gemini_wire(reply: Scripted) -> Wire:
     frames = [_sse(json.dumps(chunk), end="\r\n\r\n") for chunk in chunks]
     finish_at = len(frames) - 1
     broken = _sse('{"candidates": [{"index": 0, "content"', end="\r\n\r\n")
-    return Wire("text/event-stream", frames, finish_at, min(1, finish_at), broken)
+    # Mid-stream faults strike after the first frame of the answer, past the thoughts.
+    return Wire("text/event-stream", frames, finish_at, min(len(thoughts) + 1, finish_at), broken)
 
 
 def _eventstream_chunk(event: bytes) -> bytes:

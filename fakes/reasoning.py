@@ -9,7 +9,13 @@ function call turn without its thought signature, ...).
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import os
 from typing import Any
+
+from fakes.anthropic_reasoning import refusal as anthropic_thinking_refusal
 
 __all__ = ["refusal"]
 
@@ -26,11 +32,84 @@ def refusal(vendor: str, body: dict[str, Any]) -> tuple[int, str] | None:
 
 
 def anthropic_refusal(body: dict[str, Any]) -> tuple[int, str] | None:
-    return None
+    return anthropic_thinking_refusal(body)
+
+
+# --- Gemini: thought signatures (ai.google.dev/gemini-api/docs/thought-signatures) -------------
+#
+# Gemini 3 returns a signature on the first function call part of every step (parallel calls:
+# the first only) and may return one on the last part of an answer without calls. The API
+# validates the *current turn* strictly: it looks back for the most recent user content
+# with standard content (text, not a functionResponse); in every model step after it, the
+# first functionCall part must carry its signature, or the request fails with a 400. Earlier
+# turns are not checked. A signature the API did not issue (or cannot verify) is refused as
+# "Corrupted thought signature." The messages are the API's own, as users report them.
+
+_GEMINI_MISSING = (
+    "Function call is missing a thought_signature in functionCall parts. This is required "
+    "for tools to work correctly, and missing thought_signature may lead to degraded model "
+    "performance. Additional data, function call `default_api:{name}` , position {position}. "
+    "Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
+)
+_GEMINI_CORRUPTED = "Corrupted thought signature."
+_GEMINI_KEY = os.urandom(16)  # signatures are opaque bytes only this process can verify
+
+
+def gemini_signature() -> str:
+    """A fresh thought signature (base64, as the API writes bytes) the fake will accept."""
+    nonce = os.urandom(12)
+    return base64.b64encode(nonce + _gemini_mac(nonce)).decode()
 
 
 def gemini_refusal(body: dict[str, Any]) -> tuple[int, str] | None:
+    contents: list[dict[str, Any]] = body.get("contents") or []
+    for content in contents:
+        for part in content.get("parts") or []:
+            signature = _either(part, "thoughtSignature", "thought_signature")
+            if signature is not None and not _gemini_issued(signature):
+                return 400, _GEMINI_CORRUPTED
+    start = _gemini_turn_start(contents)
+    for position, content in enumerate(contents[start:], start=start + 1):
+        if content.get("role") != "model":
+            continue
+        calls = [
+            p for p in content.get("parts") or [] if _either(p, "functionCall", "function_call")
+        ]
+        if calls and _either(calls[0], "thoughtSignature", "thought_signature") is None:
+            name = _either(calls[0], "functionCall", "function_call").get("name", "")
+            return 400, _GEMINI_MISSING.format(name=name, position=position)
     return None
+
+
+def _gemini_turn_start(contents: list[dict[str, Any]]) -> int:
+    """Where the current turn begins: the last user content that is not only function
+    responses (the API's "standard content", e.g. text)."""
+    for index in range(len(contents) - 1, -1, -1):
+        content = contents[index]
+        if content.get("role", "user") != "user":
+            continue
+        parts = content.get("parts") or []
+        if any(_either(p, "functionResponse", "function_response") is None for p in parts):
+            return index
+    return 0
+
+
+def _gemini_mac(nonce: bytes) -> bytes:
+    return hmac.new(_GEMINI_KEY, b"gemini-thought:" + nonce, hashlib.sha256).digest()[:20]
+
+
+def _gemini_issued(signature: str) -> bool:
+    # The SDK writes bytes back in the URL-safe alphabet: read either.
+    try:
+        raw = base64.urlsafe_b64decode(signature.replace("+", "-").replace("/", "_"))
+    except ValueError:
+        return False
+    nonce, mac = raw[:12], raw[12:]
+    return len(nonce) == 12 and hmac.compare_digest(mac, _gemini_mac(nonce))
+
+
+def _either(part: dict[str, Any], camel: str, snake: str) -> Any:
+    return part.get(camel, part.get(snake))
 
 
 def openai_refusal(body: dict[str, Any]) -> tuple[int, str] | None:

@@ -26,7 +26,7 @@ from salon.platforms.base import Platform
 from salon.scheduler import Clock, Scheduler
 from salon.store.sql import SQLStore, sqlite_url
 from salon.tasks import TaskState, supervise
-from salon.tools.builtin import OPERATOR, ScheduleBook, build_builtin_server
+from salon.tools.builtin import OPERATOR, MemoryBook, ScheduleBook, build_builtin_server
 from salon.tools.chatlog import log_only
 from salon.tools.hub import ServerSpec, ToolHub
 from salon.tools.log import ToolLog
@@ -181,6 +181,7 @@ class BotApp:
         )
         self.outputs = OutputDir(data_dir(root, config), config.outputs, timezone=config.timezone)
         self.schedule_book: ScheduleBook | None = None  # the schedule tools' rules
+        self.memory_book: MemoryBook | None = None  # the notes tools' (memory.enabled)
         specs = self._server_specs(extra_servers)
         self._server_names = {s.name for s in specs}
         self.hub = ToolHub(specs, redact=secrets.redactor(), outputs=self.outputs)
@@ -208,6 +209,7 @@ class BotApp:
             root=root if watch_config else None,
             apply=self.reconfigure,
             current=lambda: self.config,
+            notes=self.store.notes,
         )
 
     @property
@@ -255,10 +257,26 @@ class BotApp:
             )
             self.schedule_book = book
             builtin = build_builtin_server(
-                self.key, self.store.chatlog, self._users_of, book, history=self._history_of
+                self.key,
+                self.store.chatlog,
+                self._users_of,
+                book,
+                history=self._history_of,
+                memory=self._memory_book(),
             )
             specs.append(builtin_spec(builtin))
         return specs
+
+    def _memory_book(self) -> MemoryBook | None:
+        """The notes tools' rules (``memory.enabled``); the settings are read at each call."""
+        if not self.config.memory.enabled:
+            return None
+        self.memory_book = MemoryBook(
+            self.store.notes,
+            settings=lambda: self.config.memory,
+            authorized_roles=lambda: self.config.authorized_roles,
+        )
+        return self.memory_book
 
     def provider_for(self, config: BotConfig) -> Provider:
         """The provider a guild or channel config names (built once, closed at the end)."""
@@ -486,6 +504,7 @@ class BotApp:
             self._supervised("heartbeat", self.upkeep.heartbeat),
             self._supervised("inbox", self.upkeep.take_events),
             self._supervised("config-watch", self.upkeep.watch_config),
+            self._supervised("note-pruning", self.upkeep.prune_notes),
         ]
         try:
             for platform in self.platforms.values():

@@ -27,6 +27,7 @@ from salon.config.shards import shard_groups, with_shards
 from salon.errors import CannotServe, ConfigError, ConfigProblem, SalonError, StoreError
 from salon.llm.probe import probe
 from salon.logsetup import configure_logging
+from salon.memory_cli import add_memory_parser, run_memory
 from salon.supervisor import BotProcessSpec, Supervisor
 from salon.tools_cli import (
     call_tool,
@@ -110,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
                 help="for chat-log tools: terminal:local, irc:#chan or discord:<channel id>",
             )
     _trace_parser(sub)
+    add_memory_parser(sub)
     web = sub.add_parser("web", help="serve health, metrics, the activity page and triggers")
     web.add_argument("dir", nargs="?", default=".", type=Path)
     web.add_argument("--host", help="bind address (default: web.host, 127.0.0.1)")
@@ -154,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _tools(args)
         if args.command == "trace":
             return _trace(args)
+        if args.command == "memory":
+            return asyncio.run(run_memory(args))
         if args.command == "web":
             return _web(args.dir, args.host, args.port)
         if args.command == "config-link":

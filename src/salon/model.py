@@ -386,29 +386,34 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class ToolRecord:
-    """One call with its result, and the message it came after (where it goes in context)."""
+    """One call with its result, and the message it came after (where it goes in context).
+
+    ``thoughts``: the reasoning of the assistant turn that made the call, as its vendor
+    wants it back (a restart in the middle of a tool loop sends it again); of several
+    calls of one turn, only the first carries them."""
 
     time: datetime
     channel: str
     after_message_id: str | None
     call: ToolCall
     result: ToolResult
+    thoughts: tuple[Thought, ...] = ()
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "time": self.time.isoformat(),
-                "channel": self.channel,
-                "after_message_id": self.after_message_id,
-                "call": {
-                    "id": self.call.id,
-                    "name": self.call.name,
-                    "arguments": self.call.arguments,
-                },
-                "result": {"content": self.result.content, "is_error": self.result.is_error},
+        data: dict[str, Any] = {
+            "time": self.time.isoformat(),
+            "channel": self.channel,
+            "after_message_id": self.after_message_id,
+            "call": {
+                "id": self.call.id,
+                "name": self.call.name,
+                "arguments": self.call.arguments,
             },
-            ensure_ascii=False,
-        )
+            "result": {"content": self.result.content, "is_error": self.result.is_error},
+        }
+        if self.thoughts:
+            data["thoughts"] = [_thought_json(t) for t in self.thoughts]
+        return json.dumps(data, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, line: str) -> ToolRecord:
@@ -421,7 +426,20 @@ class ToolRecord:
             after_message_id=data.get("after_message_id"),
             call=ToolCall(str(call["id"]), str(call["name"]), dict(call["arguments"])),
             result=ToolResult(str(call["id"]), str(result["content"]), bool(result["is_error"])),
+            thoughts=tuple(_thought_from(t) for t in data.get("thoughts") or ()),
         )
+
+
+_THOUGHT_FIELDS = ("vendor", "model", "text", "signature", "redacted", "call_id", "details")
+
+
+def _thought_json(thought: Thought) -> dict[str, str]:
+    """The fields a thought has set (an empty field is left out)."""
+    return {name: value for name in _THOUGHT_FIELDS if (value := getattr(thought, name))}
+
+
+def _thought_from(data: dict[str, Any]) -> Thought:
+    return Thought(**{name: str(data.get(name) or "") for name in _THOUGHT_FIELDS})
 
 
 @dataclass(frozen=True)

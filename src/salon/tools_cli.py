@@ -13,7 +13,7 @@ from salon.config.targets import channel_key
 from salon.llm.base import ProviderTraits
 from salon.model import ToolCall
 from salon.store.sql import SQLStore
-from salon.tools.builtin import OPERATOR, ScheduleBook, build_builtin_server
+from salon.tools.builtin import OPERATOR, MemoryBook, ScheduleBook, build_builtin_server
 from salon.tools.policy import decide
 
 __all__ = ["call_tool", "list_tools", "serve_builtin", "serve_integration"]
@@ -126,7 +126,12 @@ async def offline_tool_names(key: str, bot: BotConfig, secrets: Secrets, root: P
         book = ScheduleBook(
             unopened.schedules, timezone="UTC", now=lambda: datetime.now(UTC), changed=_nothing
         )
-        servers.append(build_builtin_server(key, unopened.chatlog, nobody, book))
+        memory = None
+        if bot.memory.enabled:
+            memory = MemoryBook(
+                unopened.notes, settings=lambda: bot.memory, authorized_roles=lambda: ()
+            )
+        servers.append(build_builtin_server(key, unopened.chatlog, nobody, book, memory=memory))
     for name, config in bot.integrations.configured().items():
         try:
             servers.append(build_integration_server(name, config, lookup=secrets.get, root=root))

@@ -8,8 +8,9 @@ compressed JSON. Every text in a trace has passed the redactor before it is stor
 The cache diagnosis compares each call's request with the previous call in the same
 channel: ``Divergence`` says where their prefixes first differ and, where Salon knows it,
 why (a roll, a config change, an edited or deleted message, a tool-list change, a model
-change). The expected read share is the part of the request the provider could have read
-from its cache; the billed one is what it reported.
+change, the old model's thoughts dropped on one). The expected read share is the part of
+the request the provider could have read from its cache; the billed one is what it
+reported.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ CAUSES: tuple[str, ...] = (
     "deleted message",
     "tool-list change",
     "model change",
+    "thinking dropped",  # a model change, and the old model's thoughts were left out
     "new messages",
     "unknown",
 )
@@ -79,12 +81,14 @@ class CallTrace:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = 0  # the part of output_tokens spent thinking
     cost: float | None = None  # USD, when the model has a price
     stop_reason: str | None = None
     error: str | None = None
     divergence: Divergence | None = None
     expected_read_share: float | None = None
     flags: list[str] = field(default_factory=list)  # e.g. "cache write larger than expected"
+    thinking: str = ""  # the model's reasoning as it streamed: never shown in a channel
 
     @property
     def billed_read_share(self) -> float | None:
@@ -194,6 +198,7 @@ class Trace:
             "output_tokens": sum(c.output_tokens for c in self.calls),
             "cache_read_tokens": sum(c.cache_read_tokens for c in self.calls),
             "cache_write_tokens": sum(c.cache_write_tokens for c in self.calls),
+            "reasoning_tokens": sum(c.reasoning_tokens for c in self.calls),
         }
         usage["cost"] = sum(c.cost for c in self.calls if c.cost is not None)
         return usage
@@ -254,6 +259,7 @@ class TraceSummary:
     cache_break: str | None  # the cause, when this activation's cache was broken
     first_token_ms: float | None
     total_ms: float
+    reasoning_tokens: int = 0  # of output_tokens, spent thinking
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from salon.trace import TraceSummary
 
 __all__ = ["cost", "list_traces", "request", "show"]
 
+_THINKING_SHOWN = 200  # characters of a call's reasoning on its one line
 _MESSAGE_LINK = re.compile(r"https?://\S+/channels/[^/]+/\d+/(\d+)/?$")
 
 
@@ -122,8 +123,10 @@ def _show_call(number: int, call: dict[str, Any], write: Any) -> None:
     first, total = call.get("first_token_ms"), call.get("total_ms")
     write(f", first token {first:.0f} ms" if first is not None else "")
     write(f", {total:.0f} ms in all\n" if total is not None else "\n")
+    reasoning = call.get("reasoning_tokens") or 0
+    spent = f" ({reasoning} reasoning)" if reasoning else ""
     write(
-        f"  tokens: {call['input_tokens']} in, {call['output_tokens']} out, "
+        f"  tokens: {call['input_tokens']} in, {call['output_tokens']} out{spent}, "
         f"{call['cache_read_tokens']} read from cache, {call['cache_write_tokens']} written; "
         f"cost {_money(call.get('cost'))}\n"
     )
@@ -136,8 +139,18 @@ def _show_call(number: int, call: dict[str, Any], write: Any) -> None:
         write(f"  prefix: {divergence['cause']}{where}{which}\n")
     for flag in call.get("flags", []):
         write(f"  ! {flag}\n")
+    if call.get("thinking"):
+        tokens = f"{reasoning} tokens, " if reasoning else ""
+        write(f"  thinking ({tokens}{_folded(call['thinking'])}\n")
     if call.get("error"):
         write(f"  error: {call['error']}\n")
+
+
+def _folded(text: str, limit: int = _THINKING_SHOWN) -> str:
+    """Reasoning folded to one line: its length, then its start."""
+    line = " ".join(text.split())
+    start = line if len(line) <= limit else line[: limit - 1] + "…"
+    return f"{len(text)} characters): {start}"
 
 
 def _show_tool(tool: dict[str, Any], write: Any) -> None:

@@ -12,6 +12,8 @@ Each is a loop the app runs under supervision:
   not load leaves the running config in place, and its reason is in the heartbeat; keys
   that belong to the whole process (providers, platforms, MCP servers…) need a restart,
   which the heartbeat says.
+- ``prune_notes``: every ``NOTES_PRUNE_SECONDS`` (and at start) the bot's notes not changed
+  for ``memory.max_age_days`` are deleted, whether memory is on or not.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ logger = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 2.0
 INBOX_SECONDS = 1.0
 CONFIG_SECONDS = 1.0
+NOTES_PRUNE_SECONDS = 600.0
 
 
 class Heartbeats(Protocol):
@@ -54,6 +57,12 @@ class Inbox(Protocol):
     """The store's inbox part."""
 
     async def take_events(self, bot: str, owner: str, *, limit: int = 100) -> list[InboxEvent]: ...
+
+
+class NotePruning(Protocol):
+    """The store's notes part."""
+
+    async def prune_notes(self, bot: str, *, max_age: float, now: float | None = None) -> int: ...
 
 
 @dataclass
@@ -80,6 +89,7 @@ class Upkeep:
         root: Path | None = None,
         apply: Callable[[ConfigSet], None] | None = None,
         current: Callable[[], BotConfig] | None = None,
+        notes: NotePruning | None = None,
     ) -> None:
         self.bot = bot
         self.heartbeats = heartbeats
@@ -90,6 +100,7 @@ class Upkeep:
         self.root = root
         self._apply = apply
         self._current = current
+        self.notes = notes
         self.started_at = time.time()
         self.reload_error: str | None = None
         self.reloads = 0
@@ -174,6 +185,25 @@ class Upkeep:
         )
         logger.info("event #%d from %s for %s", event.id, event.author, event.channel)
         await self.sink(MessageEvent(message, traceparent=event.traceparent))
+
+    # -- notes' retention ----------------------------------------------------------------
+
+    async def prune_notes(self) -> None:
+        if self.notes is None or self._current is None:
+            await asyncio.Event().wait()  # no notes to keep within an age
+        while True:
+            await self.prune_notes_once()
+            await asyncio.sleep(NOTES_PRUNE_SECONDS)
+
+    async def prune_notes_once(self) -> int:
+        """Delete the bot's notes older than ``memory.max_age_days``; returns how many."""
+        if self.notes is None or self._current is None:
+            return 0
+        max_age = self._current().memory.max_age_days * 86400
+        gone = await self.notes.prune_notes(self.bot, max_age=max_age)
+        if gone:
+            logger.info("deleted %d notes older than %g days", gone, max_age / 86400)
+        return gone
 
     # -- config reload -------------------------------------------------------------------
 

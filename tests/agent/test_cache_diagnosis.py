@@ -78,3 +78,32 @@ def test_the_diagnosis_holds_a_bounded_number_of_messages_across_channels() -> N
         diagnosis.observe(f"room{n}", recorder, pending, CallTrace("answer", "p", "m", {}, 0.0))
     assert diagnosis.messages_held <= 1000
     assert "room9" in diagnosis.channels  # the newest stays
+
+
+def test_a_model_change_that_drops_earlier_thoughts_says_so() -> None:
+    from salon.llm.base import ChatMessage, TextPart, ThinkingPart
+    from salon.model import Thought
+
+    diagnosis = CacheDiagnosis()
+    messages = chat(5)
+    thought = Thought("anthropic", "m", text="I should look", signature="c2ln")
+    turns = (ChatMessage("assistant", (ThinkingPart(thought), TextPart("looked"))),)
+    causes = []
+    for model in ("m", "m", "other", "other"):
+        recorder, pending = call(messages)
+        pending.request = replace(pending.request, model=model, messages=turns)
+        pending.provider = SimpleNamespace(traits=ProviderTraits())
+        recorder.scene.cut = False
+        traced = CallTrace("answer", "p", model, {}, 0.0)
+        diagnosis.observe("room", recorder, pending, traced)
+        causes.append(traced.divergence.cause if traced.divergence else None)
+    # The new model cannot take the old one's thoughts: the provider leaves them out.
+    assert causes == ["first call", "new messages", "thinking dropped", "new messages"]
+    recorder, pending = call(messages)
+    pending.request = replace(pending.request, model="third")  # nothing of the old model
+    pending.provider = SimpleNamespace(traits=ProviderTraits())
+    recorder.scene.cut = False
+    traced = CallTrace("answer", "p", "third", {}, 0.0)
+    diagnosis.observe("room", recorder, pending, traced)
+    assert traced.divergence is not None
+    assert traced.divergence.cause == "model change"

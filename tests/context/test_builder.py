@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from salon.context import TRUNCATION_MARK, render_chat, select_context
 from salon.model import ChannelRef, Message, Participant
@@ -170,3 +171,55 @@ def test_past_tool_calls_are_native_turns_when_tools_are_native() -> None:
     assert "<function_calls>" not in "".join(m.plain_text for m in native.messages)
     text = render_chat(history, ME, bot_config().render, "m", [record])
     assert "<function_calls>" in text.messages[1].plain_text
+
+
+THOUGHT_TEXT = "the user wants jazz explained; look it up first"
+
+
+def thinking_records() -> list[Any]:
+    """Two calls of one turn that thought first (its thoughts on the first call), then a
+    call of a later turn with thoughts of its own."""
+    from salon.model import Thought, ToolCall, ToolRecord, ToolResult
+
+    thought = Thought("anthropic", "m", text=THOUGHT_TEXT, signature="c2ln")
+    hidden = Thought("anthropic", "m", redacted="b3BhcXVl")
+    later = Thought("anthropic", "m", text="now the second word", signature="c2lnMg")
+
+    def made(n: int, *thoughts: Thought) -> ToolRecord:
+        call = ToolCall(f"call_{n}", "lookup", {"word": f"w{n}"})
+        return ToolRecord(T, ROOM.key, "1", call, ToolResult(f"call_{n}", f"r{n}"), thoughts)
+
+    return [made(1, thought, hidden), made(2), made(3, later)]
+
+
+def test_past_thoughts_go_first_on_the_assistant_turn_of_their_calls() -> None:
+    from salon.llm.base import ThinkingPart, ToolResultPart, ToolUsePart
+
+    records = thinking_records()
+    history = [msg(1, ALICE, "what are w1 and w2?")]
+    native = render_chat(history, ME, bot_config().render, "m", records, native_tools=True)
+    roles = [m.role for m in native.messages]
+    assert roles == ["user", "assistant", "user", "assistant", "user"]
+    first, second = native.messages[1].parts, native.messages[3].parts
+    # The turn's calls are one assistant turn again, its thoughts first, as it was made.
+    assert [type(p) for p in first] == [ThinkingPart, ThinkingPart, ToolUsePart, ToolUsePart]
+    assert [p.thought for p in first[:2]] == list(records[0].thoughts)  # type: ignore[union-attr]
+    results = native.messages[2].parts
+    assert [type(p) for p in results] == [ToolResultPart, ToolResultPart]
+    assert [type(p) for p in second] == [ThinkingPart, ToolUsePart]
+    assert all(THOUGHT_TEXT not in m.plain_text for m in native.messages)
+
+
+def test_past_thoughts_never_become_text() -> None:
+    from salon.context import render_prefill
+
+    history = [msg(1, ALICE, "what are w1 and w2?")]
+    text = render_chat(history, ME, bot_config().render, "m", thinking_records())
+    prefill = render_prefill(
+        history, ME, bot_config(mode="prefill").render, "m", thinking_records()
+    )
+    for request in (text, prefill):
+        shown = repr(request.messages) + request.system
+        assert "<function_calls>" in shown
+        assert THOUGHT_TEXT not in shown
+        assert "c2ln" not in shown

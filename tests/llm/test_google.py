@@ -21,7 +21,7 @@ from salon.llm import (
     ToolDefinition,
     UsageEvent,
 )
-from salon.llm.base import ToolResultPart, ToolUsePart
+from salon.llm.base import ThinkingPart, ThoughtEvent, ToolResultPart, ToolUsePart
 from salon.llm.factory import build_provider
 from salon.model import ToolCall, ToolResult, Usage
 from tests.conftest import bot_config
@@ -116,6 +116,8 @@ async def test_function_calls_round_trip(llm_server: LLMServer) -> None:
     events = await collect(provider, request)
     (call,) = [e.call for e in events if isinstance(e, ToolCallEvent)]
     assert (call.name, call.arguments) == ("get_time", {"zone": "Europe/Paris"})
+    # Gemini 3 signs every function call and refuses the next step without the signature.
+    signed = tuple(ThinkingPart(e.thought) for e in events if isinstance(e, ThoughtEvent))
     declared = llm_server.requests[0].body["tools"][0]["functionDeclarations"][0]
     assert declared["name"] == "get_time"
     schema = declared.get("parametersJsonSchema") or declared["parameters_json_schema"]
@@ -124,7 +126,10 @@ async def test_function_calls_round_trip(llm_server: LLMServer) -> None:
         model="gemini-test",
         messages=(
             ChatMessage.text("user", "time?"),
-            ChatMessage("assistant", (ToolUsePart(ToolCall(call.id, call.name, call.arguments)),)),
+            ChatMessage(
+                "assistant",
+                (*signed, ToolUsePart(ToolCall(call.id, call.name, call.arguments))),
+            ),
             ChatMessage("user", (ToolResultPart(ToolResult(call.id, "09:00")),)),
         ),
         tools=(tool,),

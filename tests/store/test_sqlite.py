@@ -73,6 +73,14 @@ async def test_usage_totals(database: Database) -> None:
     await store.close()
 
 
+async def test_reasoning_tokens_are_kept_with_their_usage_row(database: Database) -> None:
+    store = await database.open_store()
+    await store.record_usage("b", "k", "p", "m", Usage(10, 900, reasoning_tokens=850))
+    await store.record_usage("b", "k", "p", "m", Usage(1, 1))
+    assert await store.channels.usage_totals("b") == Usage(11, 901, reasoning_tokens=850)
+    await store.close()
+
+
 async def test_full_text_search_filters_and_order(database: Database) -> None:
     store = await database.open_store()
     bob = Participant("b", "Bob")

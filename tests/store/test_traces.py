@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -95,6 +96,21 @@ async def test_a_secret_never_reaches_a_stored_trace(store: SQLStore) -> None:
     assert not [v for v in stored if SECRET in v]
     (summary,) = await store.traces.list_traces()
     assert summary.error == "bad key ***"
+
+
+async def test_reasoning_is_summed_kept_per_call_and_its_secrets_redacted(
+    store: SQLStore,
+) -> None:
+    trace = make_trace(1)
+    thinking = replace(trace.calls[0], reasoning_tokens=15, thinking=f"use {SECRET} here")
+    trace.calls = [thinking, replace(thinking, reasoning_tokens=5, thinking="")]
+    (trace_id,) = await store.write_traces([trace])
+    summary, body = await store.traces.get_trace(trace_id) or (None, {})
+    assert summary is not None
+    assert summary.reasoning_tokens == 20
+    assert summary.output_tokens == 40  # reasoning is part of the output, not added to it
+    assert [c["reasoning_tokens"] for c in body["calls"]] == [15, 5]
+    assert body["calls"][0]["thinking"] == "use *** here"
 
 
 async def test_traces_filter_and_cost_totals_group(store: SQLStore) -> None:

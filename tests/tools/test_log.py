@@ -59,3 +59,26 @@ def test_a_lone_surrogate_in_a_call_is_logged_as_a_replacement_character(tmp_pat
     assert logged["arguments"] == {"text": "half \ufffd", "k\ufffd": ["\ufffd"]}
     (remembered,) = log.for_channel("irc:#salon", None)
     assert remembered.call.arguments == logged["arguments"]  # as the next context shows it
+
+
+def test_the_thoughts_of_the_turn_that_made_a_call_survive_a_restart(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from salon.model import Thought
+
+    thought = Thought("anthropic", "claude-x", text="look it up", signature="c2lnbmVk")
+    hidden = Thought("anthropic", "claude-x", redacted="b3BhcXVl")
+    log = ToolLog(tmp_path, "ann")
+    log.append(replace(record(T0, 1), thoughts=(thought, hidden)))
+    log.append(record(T0, 2))  # a later call of the same turn: its thoughts went with c1
+    reborn = ToolLog(tmp_path, "ann")
+    assert reborn.seed(hours=1, now=T0) == 2
+    first, second = reborn.for_channel("irc:#salon", None)
+    assert first.thoughts == (thought, hidden)
+    assert second.thoughts == ()
+
+
+def test_a_line_written_before_thoughts_were_kept_reads_without_them(tmp_path: Path) -> None:
+    line = record(T0, 1).to_json()
+    assert "thoughts" not in json.loads(line)  # nothing new on a record without them
+    assert ToolRecord.from_json(line).thoughts == ()

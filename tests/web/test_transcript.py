@@ -81,3 +81,45 @@ def test_a_request_as_sent_keeps_an_image_as_its_size_and_hash(vendor: str) -> N
     assert base64.b64encode(picture).decode()[:64] not in sent
     text_only = replace(REQUEST, messages=REQUEST.messages[:1])
     assert request_as_sent(provider, text_only) == wire_body(provider, text_only)
+
+
+def test_a_calls_thinking_is_shown_collapsed_with_its_token_count() -> None:
+    from salon.trace import TraceSummary
+    from salon.web.pages import trace_detail
+
+    summary = TraceSummary(
+        1, "salon", "memory", "memory:room", 0.0, 1.0, "answered", None, "Alice", None,
+        "m", 10, 905, 0, 0, 0.0, None, None, None, None, 1000.0, 900,
+    )  # fmt: skip
+    call = {
+        "kind": "answer", "provider": "p", "model": "m", "request": {}, "input_tokens": 10,
+        "output_tokens": 905, "cache_read_tokens": 0, "cache_write_tokens": 0,
+        "reasoning_tokens": 900, "thinking": "first <b>think</b>, then answer",
+    }  # fmt: skip
+    page = trace_detail(summary, {"calls": [call]})
+    assert (
+        '<details class="thinking"><summary>thinking · 900 reasoning tokens</summary>'
+        "<pre>first &lt;b&gt;think&lt;/b&gt;, then answer</pre></details>"
+    ) in page
+    assert "905 out (900 reasoning)" in page
+    assert "905 out (900 reasoning)" in trace_detail(summary, {"calls": []})
+
+
+def test_thinking_blocks_of_a_request_read_as_thinking_not_as_text() -> None:
+    sent = {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "secret plan", "signature": "c2ln"},
+                    {"type": "redacted_thinking", "data": "b3BhcXVl"},
+                    {"type": "text", "text": "the answer"},
+                ],
+            }
+        ]
+    }
+    shown = unescape(transcript(sent))
+    assert "[thinking: 11 characters]" in shown
+    assert "[redacted thinking]" in shown
+    assert "secret plan" not in shown  # the call's own thinking is shown once, collapsed
+    assert "c2ln" not in shown

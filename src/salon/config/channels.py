@@ -57,6 +57,7 @@ PROCESS_KEYS = frozenset(
         "tool_log_seed_hours",
         "outputs",
         "traces",
+        "memory",
         "otel",
         "prices",
         "web",

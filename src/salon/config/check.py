@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 
 from salon.config.integrations import check_integrations
 from salon.config.loader import ConfigSet
+from salon.config.models import BotConfig
 from salon.config.secrets import Secrets, resolve_secrets
 from salon.errors import ConfigError, ConfigProblem
 
-__all__ = ["CheckReport", "check_bots"]
+__all__ = ["CheckReport", "check_bots", "thinking_refusals"]
 
 
 @dataclass
@@ -37,4 +38,39 @@ def check_bots(configs: ConfigSet, environ: Mapping[str, str]) -> CheckReport:
         found = check_integrations(config, secrets.get, configs.root, configs.locator(key))
         report.lines.extend(f"warning: {warning}" for warning in found.warnings)
         report.problems.extend(found.errors)
+        report.problems.extend(
+            configs.locator(key)(path, reason) for path, reason in thinking_refusals(config)
+        )
     return report
+
+
+_MIN_BUDGET = 1024  # Anthropic's smallest thinking budget
+
+
+def thinking_refusals(config: BotConfig) -> list[tuple[str, str]]:
+    """(key path, reason) for each thinking setting the bot's vendor would refuse with
+    every request, and Salon cannot leave out for it. Anthropic (also on Bedrock) takes
+    a budget of at least 1024 tokens below ``max_tokens``; it takes an effort without a
+    budget. Not refused, as Salon avoids what the API refuses: a temperature (never sent
+    to Anthropic) and prefill mode (sent without thinking)."""
+    thinking = config.thinking
+    vendor = config.provider_config().type
+    if not thinking.enabled or vendor not in ("anthropic", "bedrock"):
+        return []
+    found: list[tuple[str, str]] = []
+    budget = thinking.budget_tokens
+    if budget is not None and budget < _MIN_BUDGET:
+        found.append(
+            (
+                "thinking.budget_tokens",
+                f"{vendor} takes at least {_MIN_BUDGET} tokens, not {budget}",
+            )
+        )
+    elif budget is not None and budget >= config.max_tokens:
+        found.append(
+            (
+                "thinking.budget_tokens",
+                f"{vendor} wants it below max_tokens ({config.max_tokens}), not {budget}",
+            )
+        )
+    return found

@@ -27,6 +27,7 @@ from salon.config._common import (
     database_url_problem,
     http_url_problem,
 )
+from salon.config.memory import MemoryConfig
 from salon.config.observability import OtelConfig
 from salon.config.pipeline import (
     ContextEvaluatorConfig,
@@ -73,6 +74,7 @@ __all__ = [
     "IntegrationsConfig",
     "IrcConfig",
     "McpServerConfig",
+    "MemoryConfig",
     "ModelSettings",
     "NflIntegration",
     "OtelConfig",
@@ -253,6 +255,7 @@ class BotConfig(_Strict):
     integrations: IntegrationsConfig = Field(default_factory=IntegrationsConfig)
     outputs: OutputsConfig = Field(default_factory=OutputsConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
     otel: OtelConfig | None = Field(
         default=None, description="export traces and metrics to OpenTelemetry (otel extra)"
     )

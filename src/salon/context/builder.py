@@ -8,14 +8,12 @@ activation, so each walks the history once.
 from __future__ import annotations
 
 import bisect
-import hashlib
 from collections.abc import Collection, Sequence
-from dataclasses import replace
 from typing import Literal
 
 from salon.config.views import RenderSettings
 from salon.context.names import Labels, with_mentions
-from salon.context.textproto import format_calls, format_results
+from salon.context.records import add_record, record_text, weave
 from salon.llm.base import (
     ChatMessage,
     ContentPart,
@@ -23,6 +21,7 @@ from salon.llm.base import (
     LLMRequest,
     TextPart,
     Thinking,
+    ThinkingPart,
     ToolResultPart,
     ToolUsePart,
 )
@@ -48,39 +47,6 @@ __all__ = [
 # What a memo or view holds per message besides its text, estimated for their byte bounds:
 # the entries of their lists and indexes (the message objects are mostly the platform's).
 HELD_MESSAGE_BYTES = 128
-
-
-def weave(messages: Sequence[Message], records: Sequence[ToolRecord]) -> list[Message | ToolRecord]:
-    """Put each past tool call right after the message it followed.
-
-    A call whose message is gone goes after the last message older than the call; calls
-    older than every message in context were dropped by the tool log already.
-    """
-    if not records:
-        return list(messages)
-    by_message: dict[str, list[ToolRecord]] = {}
-    positions = {m.id for m in messages}
-    loose: list[ToolRecord] = []
-    for record in records:
-        if record.after_message_id in positions:
-            by_message.setdefault(record.after_message_id or "", []).append(record)
-        else:
-            loose.append(record)
-    woven: list[Message | ToolRecord] = []
-    pending = sorted(loose, key=lambda r: r.time)
-    for message in messages:
-        while pending and pending[0].time < message.created_at:
-            woven.append(pending.pop(0))
-        woven.append(message)
-        woven.extend(by_message.get(message.id, ()))
-    woven.extend(pending)
-    return woven
-
-
-def record_text(record: ToolRecord) -> str:
-    """A past tool call as the model would have written it, with its result."""
-    calls = [record.call]
-    return f"{format_calls(calls)}\n{format_results(calls, [record.result])}"
 
 
 REPLIED_TO_MARK = "(earlier message, replied to) "
@@ -159,12 +125,6 @@ def images_of(message: Message) -> list[ImagePart]:
     ]
 
 
-def record_id(record: ToolRecord) -> str:
-    """A stable id for a past call: vendors' own ids may repeat across restarts."""
-    digest = hashlib.sha1(f"{record.time.isoformat()}|{record.call.id}".encode()).hexdigest()
-    return f"past_{digest[:16]}"
-
-
 class _Breakpoint:
     """Where the cache breakpoint goes: the text before it ends a marked part."""
 
@@ -176,7 +136,7 @@ class _Cont(str):
     """The rest of a line whose start was flushed (by a breakpoint or an image)."""
 
 
-Piece = str | ImagePart | ToolUsePart | ToolResultPart | _Breakpoint
+Piece = str | ImagePart | ToolUsePart | ToolResultPart | ThinkingPart | _Breakpoint
 
 
 def _parts(pieces: list[Piece]) -> tuple[ContentPart, ...]:
@@ -449,7 +409,7 @@ def render_chat(
     for offset, item in enumerate(sequence, start=start):
         before = len(turns.turns)
         if isinstance(item, ToolRecord):
-            _add_record(turns, item, native=native_tools)
+            add_record(turns, item, native=native_tools)
         else:
             _add_message(
                 turns, item, offset, previous, me, name=name, labels=labels, limit=message_limit
@@ -513,13 +473,3 @@ def _add_message(
     else:
         mark = reply_mark(message)
         turns.line(role, f"{mark}{text}" if mine else f"{mark}{label}: {text}")
-
-
-def _add_record(turns: _Turns, record: ToolRecord, *, native: bool) -> None:
-    if not native:
-        turns.add("assistant", record_text(record))
-        return
-    call_id = record_id(record)
-    call = replace(record.call, id=call_id)
-    turns.add("assistant", ToolUsePart(call))
-    turns.add("user", ToolResultPart(replace(record.result, call_id=call_id)))

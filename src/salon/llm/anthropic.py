@@ -21,6 +21,10 @@ from salon.llm.base import (
     StreamEvent,
     TextDelta,
     TextPart,
+    Thinking,
+    ThinkingDelta,
+    ThinkingPart,
+    ThoughtEvent,
     ToolCallEvent,
     ToolResultPart,
     ToolUsePart,
@@ -29,13 +33,16 @@ from salon.llm.base import (
     parse_arguments,
     turn_bytes,
 )
-from salon.model import ToolCall, Usage
+from salon.model import Thought, ToolCall, Usage
 
 __all__ = ["AnthropicProvider", "to_anthropic_messages"]
 
 logger = logging.getLogger(__name__)
 
 _OPENING_TURN = "(the conversation so far)"
+# Manual thinking (a budget) lets the model think between tool calls only with this beta;
+# adaptive thinking does so by itself. The Bedrock client moves betas into the body.
+_INTERLEAVED = "interleaved-thinking-2025-05-14"
 
 
 class AnthropicProvider:
@@ -55,11 +62,15 @@ class AnthropicProvider:
         self.traits = anthropic_traits(config.cache_ttl)
         self._config = config
         self._marker = _marker(config.cache_ttl)
+        # A thinking block's signature is issued by the platform that served it: thoughts
+        # from Anthropic's API and from Bedrock never go back to the other.
+        self._vendor = "anthropic" if aws is None else "bedrock"
         self._kwargs = Converted(self._build_kwargs, REQUESTS)  # stream and trace: built once
         self._converted = Converted(
             partial(_message, marker=self._marker), weigh=turn_bytes, weak=True
         )
         self._told_temperature = False
+        self._told_prefill = False
         common: dict[str, Any] = {
             "base_url": base_url,
             "max_retries": 0,  # RetryingProvider owns retries
@@ -83,7 +94,8 @@ class AnthropicProvider:
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
         opening = self._client.messages.create(**self._kwargs(request))
-        async for event in stream_sdk(self.name, anthropic, opening, _EventDecoder()):
+        decoder = _EventDecoder(self._vendor, request.model)
+        async for event in stream_sdk(self.name, anthropic, opening, decoder):
             yield event
 
     def wire(self, request: LLMRequest) -> dict[str, Any]:
@@ -92,10 +104,11 @@ class AnthropicProvider:
         return sent_body(kwargs)[0]
 
     def _build_kwargs(self, request: LLMRequest) -> dict[str, Any]:
+        messages = to_anthropic_messages(request, self._converted, vendor=self._vendor)
         kwargs: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,
-            "messages": to_anthropic_messages(request, self._converted),
+            "messages": messages,
             "stream": True,
         }
         if request.system:
@@ -112,40 +125,72 @@ class AnthropicProvider:
                 {"name": t.name, "description": t.description, "input_schema": t.input_schema}
                 for t in request.tools
             ]
+        beta = self._add_thinking(kwargs, request)
         add_extras(kwargs, self._config, request)
+        if beta:
+            headers = kwargs.setdefault("extra_headers", {})
+            listed = headers.get("anthropic-beta", "")
+            headers["anthropic-beta"] = f"{listed},{beta}" if listed else beta
         return kwargs
+
+    def _add_thinking(self, kwargs: dict[str, Any], request: LLMRequest) -> str:
+        """Put the request's thinking into ``kwargs``; the beta it needs, or ""."""
+        if request.thinking is None:
+            return ""
+        if request.prefill:
+            # The API refuses thinking with a final assistant turn (it must open with a
+            # thinking block): a prefill bot continues its transcript without thinking.
+            if not self._told_prefill:
+                logger.warning(
+                    "%s: thinking is not sent in prefill mode: Anthropic's API refuses "
+                    "thinking with an assistant prefill",
+                    self.name,
+                )
+                self._told_prefill = True
+            return ""
+        kwargs["thinking"] = _thinking_param(request.thinking)
+        if request.thinking.effort is not None:
+            kwargs["output_config"] = {"effort": request.thinking.effort}
+        manual = kwargs["thinking"]["type"] == "enabled"
+        return _INTERLEAVED if manual and request.tools else ""
 
     async def aclose(self) -> None:
         await self._client.close()
 
 
+def _thinking_param(thinking: Thinking) -> dict[str, Any]:
+    """The Messages API's ``thinking`` for what the bot asked: a budget is manual extended
+    thinking (``budget_tokens`` of at least 1024, below ``max_tokens``); without one the
+    model decides how much to think (``adaptive``), steered by ``output_config.effort`` when
+    an effort is set. Models that take only manual thinking need a budget."""
+    if thinking.budget_tokens is not None:
+        return {"type": "enabled", "budget_tokens": thinking.budget_tokens}
+    return {"type": "adaptive"}
+
+
 class _EventDecoder:
     """Turns the Messages API's raw stream events into Salon stream events."""
 
-    def __init__(self) -> None:
+    def __init__(self, vendor: str = "anthropic", model: str = "") -> None:
+        self.vendor, self.model = vendor, model
         self.input_usage = Usage()
         self.usage_reported = False
         self.tool: dict[str, str] | None = None  # the tool_use block being streamed
+        self.thinking: dict[str, str] | None = None  # the thinking block being streamed
 
     def decode(self, event: Any) -> list[StreamEvent]:
         kind = event.type
         if kind == "message_start":
             self.input_usage = _input_usage(event.message.usage)
-        elif kind == "content_block_start" and event.content_block.type == "tool_use":
-            block = event.content_block
-            self.tool = {"id": block.id, "name": block.name, "json": ""}
+        elif kind == "content_block_start":
+            return self._start(event.content_block)
         elif kind == "content_block_delta":
             return self._delta(event.delta)
-        elif kind == "content_block_stop" and self.tool is not None:
-            tool, self.tool = self.tool, None
-            return [
-                ToolCallEvent(ToolCall(tool["id"], tool["name"], parse_arguments(tool["json"])))
-            ]
+        elif kind == "content_block_stop":
+            return self._stop()
         elif kind == "message_delta":
             self.usage_reported = True
-            out: list[StreamEvent] = [
-                UsageEvent(self.input_usage + Usage(output_tokens=event.usage.output_tokens or 0))
-            ]
+            out: list[StreamEvent] = [UsageEvent(self.input_usage + _output_usage(event.usage))]
             if event.delta.stop_reason:
                 out.append(StopEvent(str(event.delta.stop_reason)))
             return out
@@ -157,11 +202,36 @@ class _EventDecoder:
         # Cut before message_delta: the prompt was still read (and billed).
         return [UsageEvent(self.input_usage)]
 
+    def _start(self, block: Any) -> list[StreamEvent]:
+        if block.type == "tool_use":
+            self.tool = {"id": block.id, "name": block.name, "json": ""}
+        elif block.type == "thinking":
+            self.thinking = {"text": block.thinking or "", "signature": block.signature or ""}
+        elif block.type == "redacted_thinking":  # arrives whole: nothing streams for it
+            return [ThoughtEvent(Thought(self.vendor, self.model, redacted=block.data))]
+        return []
+
+    def _stop(self) -> list[StreamEvent]:
+        if self.tool is not None:
+            tool, self.tool = self.tool, None
+            call = ToolCall(tool["id"], tool["name"], parse_arguments(tool["json"]))
+            return [ToolCallEvent(call)]
+        if self.thinking is not None:
+            done, self.thinking = self.thinking, None
+            signed = Thought(self.vendor, self.model, done["text"], signature=done["signature"])
+            return [ThoughtEvent(signed)]
+        return []
+
     def _delta(self, delta: Any) -> list[StreamEvent]:
         if delta.type == "text_delta":
             return [TextDelta(delta.text)]
         if delta.type == "input_json_delta" and self.tool is not None:
             self.tool["json"] += delta.partial_json
+        elif delta.type == "thinking_delta" and self.thinking is not None:
+            self.thinking["text"] += delta.thinking
+            return [ThinkingDelta(delta.thinking)]
+        elif delta.type == "signature_delta" and self.thinking is not None:
+            self.thinking["signature"] += delta.signature
         return []
 
 
@@ -178,12 +248,17 @@ def _system(request: LLMRequest, marker: dict[str, str]) -> str | list[dict[str,
 
 
 def to_anthropic_messages(
-    request: LLMRequest, convert: Callable[[ChatMessage], dict[str, Any]] | None = None
+    request: LLMRequest,
+    convert: Callable[[ChatMessage], dict[str, Any]] | None = None,
+    *,
+    vendor: str = "anthropic",
 ) -> list[dict[str, Any]]:
     """The request's messages in Anthropic's form; ``convert`` may remember turns' forms
-    (shared between requests, so the last one is copied before it is changed)."""
+    (shared between requests, so the last one is copied before it is changed). Thinking
+    goes back only where ``vendor`` (``anthropic`` or ``bedrock``) and the request's model
+    wrote it."""
     one = convert or _message
-    messages = [one(m) for m in request.messages]
+    messages = [one(_replayable(m, vendor, request.model)) for m in request.messages]
     # The API wants a user turn first; a room may well open with the bot talking.
     if not messages or messages[0]["role"] != "user":
         messages.insert(0, {"role": "user", "content": _OPENING_TURN})
@@ -192,6 +267,22 @@ def to_anthropic_messages(
         # The API rejects a final assistant turn ending in white space.
         messages[-1] = _without_trailing_space(last)
     return messages
+
+
+def _replayable(message: ChatMessage, vendor: str, model: str) -> ChatMessage:
+    """``message`` without the thinking this platform cannot take back: another vendor's or
+    model's (its signature holds only where it was issued) or one never signed (a stream
+    cut before its signature). Dropped thinking is never sent as text either."""
+    kept = tuple(
+        p for p in message.parts if not isinstance(p, ThinkingPart) or _ours(p, vendor, model)
+    )
+    return message if len(kept) == len(message.parts) else ChatMessage(message.role, kept)
+
+
+def _ours(part: ThinkingPart, vendor: str, model: str) -> bool:
+    thought = part.thought
+    signed = bool(thought.signature or thought.redacted)
+    return signed and thought.vendor == vendor and thought.model == model
 
 
 def _message(message: ChatMessage, marker: dict[str, str] | None = None) -> dict[str, Any]:
@@ -211,6 +302,9 @@ def _message(message: ChatMessage, marker: dict[str, str] | None = None) -> dict
             blocks.append(
                 {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
             )
+        elif isinstance(part, ThinkingPart):
+            # Exactly as received, and never with a cache marker (the API refuses one there).
+            blocks.append(_thinking_block(part.thought))
         elif isinstance(part, ToolResultPart):
             result = part.result
             blocks.append(
@@ -224,12 +318,25 @@ def _message(message: ChatMessage, marker: dict[str, str] | None = None) -> dict
     return {"role": message.role, "content": blocks}
 
 
+def _thinking_block(thought: Thought) -> dict[str, Any]:
+    if thought.redacted:
+        return {"type": "redacted_thinking", "data": thought.redacted}
+    return {"type": "thinking", "thinking": thought.text, "signature": thought.signature}
+
+
 def _without_trailing_space(message: dict[str, Any]) -> dict[str, Any]:
     blocks = message["content"]
     if not blocks or blocks[-1]["type"] != "text":
         return message
     last = {**blocks[-1], "text": blocks[-1]["text"].rstrip()}
     return {**message, "content": [*blocks[:-1], last]}
+
+
+def _output_usage(usage: Any) -> Usage:
+    """The answer's tokens; the reasoning's part of them where the API breaks it out."""
+    details = getattr(usage, "output_tokens_details", None)
+    thinking = getattr(details, "thinking_tokens", 0) if details is not None else 0
+    return Usage(output_tokens=usage.output_tokens or 0, reasoning_tokens=thinking or 0)
 
 
 def _input_usage(usage: Any) -> Usage:

@@ -13,10 +13,12 @@ from salon.llm.base import (
     StopEvent,
     StreamEvent,
     TextDelta,
+    ThinkingDelta,
+    ThoughtEvent,
     ToolCallEvent,
     UsageEvent,
 )
-from salon.model import ToolCall, Usage
+from salon.model import Thought, ToolCall, Usage
 
 __all__ = ["FakeProvider", "FakeReply"]
 
@@ -25,7 +27,8 @@ __all__ = ["FakeProvider", "FakeReply"]
 class FakeReply:
     """One scripted answer: text chunks to stream, or an error to raise before streaming
     (or after ``error_after`` chunks). ``stop`` is the finish reason; ``None`` ends the
-    stream without one, as a dropped connection does."""
+    stream without one, as a dropped connection does. ``thinking`` streams as reasoning
+    before the text, then ``thoughts`` come as the vendor's replayable form of it."""
 
     chunks: tuple[str, ...] = ()
     calls: tuple[ToolCall, ...] = ()
@@ -33,6 +36,8 @@ class FakeReply:
     usage: Usage = field(default_factory=lambda: Usage(input_tokens=10, output_tokens=5))
     error_after: int | None = None
     stop: str | None = "end_turn"
+    thinking: tuple[str, ...] = ()
+    thoughts: tuple[Thought, ...] = ()
 
     @classmethod
     def text(cls, text: str, *, chunk_size: int = 0) -> FakeReply:
@@ -61,6 +66,10 @@ class FakeProvider:
         reply = self._replies.popleft() if self._replies else self._default
         if reply.error is not None and reply.error_after is None:
             raise reply.error
+        for piece in reply.thinking:
+            yield ThinkingDelta(piece)
+        for thought in reply.thoughts:
+            yield ThoughtEvent(thought)
         for index, chunk in enumerate(reply.chunks):
             if reply.error is not None and index == reply.error_after:
                 raise reply.error

@@ -55,6 +55,7 @@ class Capability(StrEnum):
     TYPING = "typing"  # a "bot is writing" indicator
     REPLIES = "replies"  # messages that answer a message (reply chains)
     LINKS = "links"  # message links (.history)
+    SPOILERS = "spoilers"  # text a reader opens (Discord's ||…||) and small subtext (-#)
 
 
 _PROGRESS_JOBS = 256  # jobs remembered by the default progress: a bound, not a limit

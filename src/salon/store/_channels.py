@@ -81,6 +81,7 @@ class ChannelPart(Part):
             "output_tokens": usage.output_tokens,
             "cache_read_tokens": usage.cache_read_tokens,
             "cache_write_tokens": usage.cache_write_tokens,
+            "reasoning_tokens": usage.reasoning_tokens,
             "created_at": time.time(),
         }
         await execute(self.db, insert_sql("usage_log", tuple(row)), row)
@@ -88,9 +89,10 @@ class ChannelPart(Part):
     async def usage_totals(self, bot: str) -> Usage:
         query = (
             "SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),"
-            " coalesce(sum(cache_read_tokens), 0), coalesce(sum(cache_write_tokens), 0)"
+            " coalesce(sum(cache_read_tokens), 0), coalesce(sum(cache_write_tokens), 0),"
+            " coalesce(sum(reasoning_tokens), 0)"
             " FROM usage_log WHERE bot = :bot"
         )
         async with self.db.connect() as conn:
             (row,) = await conn.fetch(query, {"bot": bot})
-        return Usage(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+        return Usage(*(int(value) for value in row))

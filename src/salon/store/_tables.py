@@ -361,6 +361,74 @@ async def _m14_answer_keys(conn: Connection) -> None:
     await _run(conn, "ALTER TABLE schedule_fires ADD COLUMN answer_key VARCHAR")
 
 
+async def _m15_reasoning_tokens(conn: Connection) -> None:
+    """The tokens a model spent thinking, per usage row and per trace: a part of its
+    output tokens (billed as output), counted on their own."""
+    await _run(
+        conn,
+        "ALTER TABLE usage_log ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE traces ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0",
+    )
+
+
+async def _m16_notes(conn: Connection) -> None:
+    """Notes (salon.notes): a scope and its key, the text, and the provenance (who said it,
+    in which channel, which message, when); a person's choice to have their notes shown
+    outside DMs. Full-text search as for the chat log: FTS5 kept in step by triggers on
+    SQLite, a stored tsvector under a GIN index on PostgreSQL."""
+    await _run(
+        conn,
+        """CREATE TABLE notes (
+            id {serial} NOT NULL,
+            bot VARCHAR NOT NULL,
+            scope VARCHAR NOT NULL,
+            scope_key VARCHAR NOT NULL,
+            text TEXT NOT NULL,
+            author_id VARCHAR NOT NULL,
+            author_name VARCHAR NOT NULL,
+            channel VARCHAR NOT NULL,
+            channel_name VARCHAR NOT NULL,
+            message_id VARCHAR NOT NULL,
+            said_at FLOAT NOT NULL,
+            created_at FLOAT NOT NULL,
+            updated_at FLOAT NOT NULL,
+            PRIMARY KEY (id)
+        )""",
+        "CREATE INDEX ix_notes_bot_scope ON notes (bot, scope, scope_key)",
+        "CREATE INDEX ix_notes_author ON notes (author_id)",
+        "CREATE INDEX ix_notes_person ON notes (scope_key)",
+        "CREATE INDEX ix_notes_bot_updated ON notes (bot, updated_at)",
+        """CREATE TABLE memory_consent (
+            bot VARCHAR NOT NULL,
+            person_id VARCHAR NOT NULL,
+            outside_dm BOOLEAN NOT NULL,
+            updated_at FLOAT NOT NULL,
+            PRIMARY KEY (bot, person_id)
+        )""",
+    )
+    if conn.dialect == "sqlite":
+        await _run(
+            conn,
+            "CREATE VIRTUAL TABLE notes_fts USING fts5("
+            "text, content='notes', content_rowid='id', tokenize='unicode61')",
+            "CREATE TRIGGER notes_ai AFTER INSERT ON notes BEGIN "
+            "INSERT INTO notes_fts(rowid, text) VALUES (new.id, new.text); END",
+            "CREATE TRIGGER notes_ad AFTER DELETE ON notes BEGIN "
+            "INSERT INTO notes_fts(notes_fts, rowid, text) "
+            "VALUES ('delete', old.id, old.text); END",
+            "CREATE TRIGGER notes_au AFTER UPDATE OF text ON notes BEGIN "
+            "INSERT INTO notes_fts(notes_fts, rowid, text) VALUES ('delete', old.id, old.text); "
+            "INSERT INTO notes_fts(rowid, text) VALUES (new.id, new.text); END",
+        )
+        return
+    await _run(
+        conn,
+        "ALTER TABLE notes ADD COLUMN search tsvector "
+        "GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED",
+        "CREATE INDEX ix_notes_search ON notes USING gin (search)",
+    )
+
+
 async def _m17_inbox_trace_context(conn: Connection) -> None:
     """The W3C ``traceparent`` an event was pushed with, so its activation continues it."""
     await _run(conn, "ALTER TABLE inbox ADD COLUMN traceparent VARCHAR")
@@ -381,6 +449,8 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (12, _m12_limits),
     (13, _m13_trace_keyframes),
     (14, _m14_answer_keys),
+    (15, _m15_reasoning_tokens),
+    (16, _m16_notes),
     (17, _m17_inbox_trace_context),
 ]
 

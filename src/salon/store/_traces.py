@@ -102,6 +102,7 @@ class TracePart(Part):
             "output_tokens": int(totals["output_tokens"]),
             "cache_read_tokens": int(totals["cache_read_tokens"]),
             "cache_write_tokens": int(totals["cache_write_tokens"]),
+            "reasoning_tokens": int(totals["reasoning_tokens"]),
             "cost": float(totals["cost"]),
             "read_share": totals["cache_read_tokens"] / prompt if prompt else None,
             "expected_read_share": sum(shares) / len(shares) if shares else None,

@@ -7,8 +7,8 @@ this code is refused rather than guessed at.
 
 ``SQLStore`` opens the database and owns the parts that use it, one per concern, each in
 its own module: ``chatlog``, ``channels``, ``approvals``, ``schedules`` (with the process
-leases), ``limits``, ``traces``, ``health`` and ``inbox``. A consumer takes the part it
-uses; the methods here are those of the agent's ``Store``, ``AnswerBook`` and
+leases), ``limits``, ``traces``, ``health``, ``inbox`` and ``notes``. A consumer takes the
+part it uses; the methods here are those of the agent's ``Store``, ``AnswerBook`` and
 ``LimitStore`` protocols, each handed to its part (the agent takes one store and checks
 what it offers).
 """
@@ -29,6 +29,7 @@ from salon.store._db import Database, DatabaseError
 from salon.store._dialects import connect, parse_url
 from salon.store._health import HealthPart, InboxPart
 from salon.store._limits import LimitPart
+from salon.store._notes import NotePart
 from salon.store._schedules import SchedulePart
 from salon.store._tables import MIGRATIONS, migrate
 from salon.store._traces import TracePart
@@ -43,6 +44,7 @@ __all__ = [
     "HealthPart",
     "InboxPart",
     "LimitPart",
+    "NotePart",
     "SQLStore",
     "SchedulePart",
     "TracePart",
@@ -79,6 +81,7 @@ class SQLStore:
         self.traces = TracePart(self._opened, redact)
         self.health = HealthPart(self._opened)
         self.inbox = InboxPart(self._opened)
+        self.notes = NotePart(self._opened)
 
     def _opened(self) -> Database:
         if self._db is None:

@@ -5,7 +5,10 @@ from typing import Protocol
 
 from salon.model import ToolSpec
 
-__all__ = ["Progress", "ToolSpec"]
+__all__ = ["OPERATOR", "Progress", "ToolSpec"]
+
+OPERATOR = "operator"
+"""Requester id of whoever runs ``salon tools call``: the bot's operator."""
 
 
 class Progress(Protocol):

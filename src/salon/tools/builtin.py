@@ -15,7 +15,9 @@ from typing import TypeVar
 
 from salon.errors import ToolError
 from salon.model import ChannelRef, ChatLine, Participant, Schedule
+from salon.tools.base import OPERATOR
 from salon.tools.chatlog import ChannelHistory, ChannelLog, ChatLogQueries, log_only
+from salon.tools.memory import MEMORY_ARGUMENTS, MemoryBook, add_memory_tools
 from salon.tools.native import Annotations, ToolSet
 from salon.tools.schedules import ScheduleStore
 from salon.tools.timing import ParsedWhen, next_occurrence, parse_when, shortest_gap, zone
@@ -25,6 +27,7 @@ __all__ = [
     "HIDDEN_ARGUMENTS",
     "OPERATOR",
     "ChatLogQueries",
+    "MemoryBook",
     "ScheduleBook",
     "TargetCheck",
     "build_builtin_server",
@@ -35,9 +38,8 @@ _T = TypeVar("_T")
 CHANNEL_ARGUMENT = "channel"
 HIDDEN_ARGUMENTS = frozenset(
     {CHANNEL_ARGUMENT, "requester_id", "requester_name", "requester_roles", "requester_identity"}
+    | MEMORY_ARGUMENTS
 )
-OPERATOR = "operator"
-"""Requester id of whoever runs ``salon tools call``: the bot's operator."""
 _READ_ONLY = Annotations(read_only=True, destructive=False)
 _MAX_LIMIT = 200
 
@@ -138,13 +140,17 @@ def build_builtin_server(
     book: ScheduleBook | None = None,
     *,
     history: ChannelHistory = log_only,
+    memory: MemoryBook | None = None,
 ) -> ToolSet:
     """``history`` reads channels of platforms that keep their own (``log`` holds the
-    terminal's and IRC's); without it, the chat-log tools refuse those channels."""
+    terminal's and IRC's); without it, the chat-log tools refuse those channels.
+    ``memory``: the notes tools (``salon.tools.memory``), when the bot's memory is on."""
     server = ToolSet("salon", instructions="Salon's built-in tools: time, chat log, schedules.")
     _add_chat_tools(server, bot, ChannelLog(log, history), users_of)
     if book is not None:
         _add_schedule_tools(server, bot, book)
+    if memory is not None:
+        add_memory_tools(server, bot, memory)
     return server
 
 

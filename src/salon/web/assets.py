@@ -102,8 +102,8 @@ pre { margin:0; white-space:pre-wrap; word-break:break-word; font:12.5px/1.45 ui
 .marker { display:inline-block; margin-left:6px; font:11px var(--font); color:var(--accent);
   border:1px solid #c5cdf3; border-radius:8px; padding:0 6px; }
 .meta { color:var(--muted); font-size:12px; }
-details.raw pre { background:#f3f4f8; padding:8px; border-radius:6px; max-height:420px;
-  overflow:auto; }
+details.raw pre, details.thinking pre { background:#f3f4f8; padding:8px; border-radius:6px;
+  max-height:420px; overflow:auto; }
 .approval { color:var(--green); font-weight:600; }
 .login { max-width:420px; margin:60px auto; } .login input { width:100%; padding:8px;
   margin:8px 0; }

@@ -144,11 +144,28 @@ def _facts(summary: TraceSummary, body: dict[str, Any]) -> str:
         '<div class="facts">'
         f"<p><b>{money(summary.cost)}</b> · cache read <b>{share(summary.read_share)}</b> billed, "
         f"{share(summary.expected_read_share)} expected · "
-        f"{summary.input_tokens:,} in, {summary.output_tokens:,} out, "
+        f"{summary.input_tokens:,} in, {summary.output_tokens:,} out{_reasoning(summary)}, "
         f"{summary.cache_read_tokens:,} read, {summary.cache_write_tokens:,} written</p>"
         f"<p>config: {layers}</p>"
         f'<div class="timings">{bars}</div></div>'
     )
+
+
+def _reasoning(usage: TraceSummary | dict[str, Any]) -> str:
+    """The part of the output tokens spent thinking, where there was any."""
+    spent = usage.get("reasoning_tokens", 0) if isinstance(usage, dict) else usage.reasoning_tokens
+    return f" ({spent:,} reasoning)" if spent else ""
+
+
+def _thinking(call: dict[str, Any]) -> str:
+    """The call's reasoning, folded away: it is long, and not what the model answered."""
+    text = call.get("thinking") or ""
+    spent = call.get("reasoning_tokens") or 0
+    if not text and not spent:
+        return ""
+    count = f"{spent:,} reasoning tokens" if spent else f"{len(text):,} characters"
+    body = f"<pre>{escape(text)}</pre>" if text else "<p>(the model did not show it)</p>"
+    return f'<details class="thinking"><summary>thinking · {count}</summary>{body}</details>'
 
 
 def _divergence(call: dict[str, Any]) -> str:
@@ -177,11 +194,11 @@ def _call(number: int, call: dict[str, Any]) -> str:
     return (
         f'<div class="call"><h4>Call {number} · {escape(call["kind"])} · '
         f"{escape(call['provider'])} {escape(call['model'])}{timing}</h4>"
-        f"<p>{call['input_tokens']:,} in, {call['output_tokens']:,} out, "
+        f"<p>{call['input_tokens']:,} in, {call['output_tokens']:,} out{_reasoning(call)}, "
         f"{call['cache_read_tokens']:,} read from cache, {call['cache_write_tokens']:,} written"
         f" · {money(call.get('cost'))} · cache read {share(billed)} billed, "
         f"{share(call.get('expected_read_share'))} expected</p>"
-        f"{_divergence(call)}{flags}{error}"
+        f"{_divergence(call)}{flags}{error}{_thinking(call)}"
         f'<div class="transcript">{transcript(call.get("request", {}))}</div>'
         f'<details class="raw"><summary>the exact request (JSON)</summary>'
         f"<pre>{escape(request)}</pre></details></div>"
@@ -223,6 +240,11 @@ def _block_text(block: Any) -> tuple[str, bool]:
         return json.dumps(block, ensure_ascii=False, default=str), False
     marked = "cache_control" in block or bool(block.get("cache_breakpoint"))
     kind = block.get("type")
+    if kind == "thinking" or block.get("thought") is True:  # Anthropic's, Gemini's
+        thought = str(block.get("thinking", block.get("text", "")))
+        return f"[thinking: {len(thought):,} characters]", marked
+    if kind == "redacted_thinking":
+        return "[redacted thinking]", marked
     if "text" in block and kind in (None, "text", "input_text", "output_text"):
         return str(block["text"]), marked
     if kind == "tool_use":

@@ -37,7 +37,7 @@ from salon.llm.base import (
 )
 from salon.llm.retry import backoff_delay
 from salon.model import ChannelRef, ToolCall, Usage
-from salon.platforms.base import Platform
+from salon.platforms.base import Capability, Platform
 from salon.store.base import Store
 
 __all__ = ["Conversation", "Reply"]
@@ -45,6 +45,7 @@ __all__ = ["Conversation", "Reply"]
 logger = logging.getLogger(__name__)
 
 _MEMO_MESSAGES = 200_000  # messages the channels' render memos may hold between them
+_SPOILER_CHARS = 200  # of the reasoning, in a spoiler under the answer
 
 
 @dataclass
@@ -59,6 +60,7 @@ class Reply:
     recorder: Recorder
     usage: Usage = field(default_factory=Usage)
     sent: int = 0
+    thinking: str = ""  # the reasoning of the answer's calls, for a spoiler
 
     async def write(self, text: str) -> None:
         for piece in self.paragraphs.feed(text):
@@ -121,11 +123,24 @@ class Conversation:
             await reply.flush()
             if reply.sent == 0:
                 await reply.note(f"({scene.config.name} had nothing to say: the answer was empty)")
+            elif scene.config.thinking.show == "spoiler" and reply.thinking.strip():
+                await reply.note(self._spoiler(reply, scene.config.name))
             recorder.answer_shown = True
         finally:
             await record_usage(
                 self.store, self.bot, scene.channel.key, provider, request, reply.usage
             )
+
+    def _spoiler(self, reply: Reply, name: str) -> str:
+        """The start of the answer's reasoning on one line, secrets redacted before it is
+        cut (a cut secret would not match): hidden subtext where the platform has
+        spoilers, else a dot message (no bot reads one)."""
+        line = " ".join(self._redact(reply.thinking).split())
+        if len(line) > _SPOILER_CHARS:
+            line = line[: _SPOILER_CHARS - 1].rstrip() + "…"
+        if reply.platform.can(Capability.SPOILERS):
+            return f"-# ||{line.replace('|', '¦')}||"  # a "|" of its own could end it
+        return f".{name} thought: {line}"
 
     def _render(self, scene: Scene, tools: ToolRunner | None) -> LLMRequest:
         config = scene.config
@@ -184,6 +199,7 @@ class Conversation:
                     runs,
                     scene.after,
                     recorder=reply.recorder,
+                    thoughts=turn.thoughts,
                 )
             if outcome.cancelled is not None:
                 await reply.note(f"(cancelled: {outcome.cancelled} was not run)")
@@ -315,6 +331,7 @@ class Conversation:
                 await read_stream(provider, pending, streamed, show)
             finally:
                 reply.usage += streamed.usage
+                reply.thinking += streamed.thinking
         if not streamed.finished:
             raise IncompleteStream(
                 f"{provider.name}: the answer stream ended before the model finished",

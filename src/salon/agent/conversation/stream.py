@@ -95,6 +95,7 @@ def _take(event: StreamEvent, into: Streamed, pending: PendingCall) -> None:
         into.calls.append(event.call)
     elif isinstance(event, ThinkingDelta):
         into.thinking += event.text
+        pending.thinking += event.text
     elif isinstance(event, ThoughtEvent):
         into.thoughts.append(event.thought)
     elif isinstance(event, UsageEvent):

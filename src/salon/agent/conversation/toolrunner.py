@@ -206,7 +206,10 @@ class ToolRunner:
         after_message_id: str | None,
         *,
         recorder: Recorder | None = None,
+        thoughts: Sequence[Thought] = (),
     ) -> Outcome:
+        """Run a turn's calls; ``thoughts``, the turn's reasoning, are kept with the first
+        call's record (a restart in the middle of the loop sends them back)."""
         ready: list[ToolCall] = []
         refused: dict[str, ToolResult] = {}
         verdicts: dict[str, tuple[Verdict, dict[str, Any] | None]] = {}
@@ -229,6 +232,11 @@ class ToolRunner:
             "requester_name": requester.name,
             "requester_roles": ",".join(requester.roles),
             "requester_identity": requester.identity,
+            # where the call is, for the memory tools' scopes (salon.tools.memory)
+            "channel_guild": channel.guild_id or "",
+            "channel_direct": channel.is_direct,
+            "channel_name": channel.name,
+            "message_id": after_message_id or "",
         }
         ran = await asyncio.gather(*(self._timed(platform, channel, c, hidden) for c in ready))
         by_id = {r.call_id: r for r, _, _ in ran} | refused
@@ -236,9 +244,11 @@ class ToolRunner:
         # No configured secret, and no encoded file, travels on: not to the model, the tool
         # log, the trace or the channel (the hub already keeps files out; this is the seal).
         results = [replace(by_id[c.id], content=self._clean(by_id[c.id].content)) for c in calls]
+        kept = tuple(thoughts)
         for call, result in zip(calls, results, strict=True):
             shown = replace(call, arguments=_cleaned(call.arguments, self._clean))
-            self._record(channel, after_message_id, shown, result)
+            self._record(channel, after_message_id, shown, result, kept)
+            kept = ()
             if recorder is not None:
                 ms, at = took.get(call.id, (0.0, 0.0))
                 self._trace(recorder, shown, result, (ms, at), verdicts[call.id])
@@ -330,11 +340,16 @@ class ToolRunner:
         return verdict, asked
 
     def _record(
-        self, channel: ChannelRef, after: str | None, call: ToolCall, result: ToolResult
+        self,
+        channel: ChannelRef,
+        after: str | None,
+        call: ToolCall,
+        result: ToolResult,
+        thoughts: tuple[Thought, ...] = (),
     ) -> None:
         if self.log is None:
             return
-        record = ToolRecord(datetime.now(UTC), channel.key, after, call, result)
+        record = ToolRecord(datetime.now(UTC), channel.key, after, call, result, thoughts)
         try:
             self.log.append(record)
         except OSError:

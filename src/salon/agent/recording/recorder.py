@@ -49,6 +49,7 @@ class PendingCall:
     stop_reason: str | None = None
     error: str | None = None
     span_id: int = 0  # the call's span, when the activation carries a trace id
+    thinking: str = ""  # the reasoning as it streamed, for the trace alone
 
     def first_event(self) -> None:
         if self.first_token_ms is None:

@@ -7,7 +7,9 @@ with the previous call in the same channel, message by message:
 
 - where the two first differ: the index and id of that message, and why, as far as Salon
   knows it: ``roll`` (the context was cut back this time), ``config change``, ``edited
-  message``, ``deleted message``, ``tool-list change``, ``model change``; ``new messages``
+  message``, ``deleted message``, ``tool-list change``, ``model change`` (``thinking
+  dropped`` when the request carries the old model's thoughts, which the provider leaves
+  out for the new one); ``new messages``
   when the previous request is a prefix of this one (nothing broken);
 - the expected read share: the part of this request the provider could read from its cache
   (up to the divergence, and for providers with cache markers up to the last marker
@@ -30,7 +32,7 @@ from salon.agent.recording.export import TraceSink, finished
 from salon.agent.recording.recorder import PendingCall, Recorder
 from salon.config import BotConfig, Price, TracesConfig
 from salon.config.prices import call_cost, price_for
-from salon.llm.base import request_as_sent
+from salon.llm.base import LLMRequest, ThinkingPart, request_as_sent
 from salon.model import Message
 from salon.store.base import Store
 from salon.trace import CallTrace, Divergence, Trace
@@ -49,6 +51,7 @@ _PRUNE_EVERY = 600.0  # seconds
 _SIDE_CALLS = frozenset({"evaluate", "gate"})  # the pipeline's calls with prompts of their own
 _CHARS_PER_TOKEN = 4  # for telling a large cache write: rough, as tokenizers differ
 _WRITE_SLACK = 512  # tokens a cache write may exceed its estimate by before it is flagged
+_THINKING_CHARS = 100_000  # of a call's reasoning kept in its trace
 _SLIDE = 64  # how far a window may have slid for the previous call's entries to be reused
 
 
@@ -67,6 +70,7 @@ class _Seen:
     sizes: tuple[int, ...]
     marks: frozenset[int]  # entries that end a cache block
     fixed: int  # characters before the messages: system prompt and tool definitions
+    dropped: bool = False  # it carries thoughts of another model, which are not sent
 
 
 class CacheDiagnosis:
@@ -178,6 +182,16 @@ def _fingerprint(recorder: Recorder, pending: PendingCall, previous: _Seen | Non
         sizes=tuple(sizes),
         marks=marks,
         fixed=len(request.system) + tools_size + len(request.tool_listing),
+        dropped=previous is not None and previous.model != request.model and _foreign(request),
+    )
+
+
+def _foreign(request: LLMRequest) -> bool:
+    """Whether ``request`` carries thoughts another model wrote (asked on a model change)."""
+    return any(
+        isinstance(part, ThinkingPart) and part.thought.model != request.model
+        for message in request.messages
+        for part in message.parts
     )
 
 
@@ -215,7 +229,7 @@ def _compare(
     if previous is None:
         return Divergence(-1, None, "first call"), 0
     for changed, cause in (
-        (previous.model != seen.model, "model change"),
+        (previous.model != seen.model, "thinking dropped" if seen.dropped else "model change"),
         (previous.tools != seen.tools, "tool-list change"),
         (previous.system != seen.system, "config change"),
     ):
@@ -402,6 +416,7 @@ def _call_trace(pending: PendingCall, price: Price | None) -> CallTrace:
         output_tokens=usage.output_tokens,
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
         cost=call_cost(
             price,
             usage,
@@ -409,4 +424,9 @@ def _call_trace(pending: PendingCall, price: Price | None) -> CallTrace:
         ),
         stop_reason=pending.stop_reason,
         error=pending.error,
+        thinking=_cut(pending.thinking, _THINKING_CHARS),
     )
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + " …[cut for the trace]"

@@ -1,0 +1,106 @@
+"""Past tool calls in a request: where each goes among the messages, and how it reads.
+
+A call comes back in the bot's turn: as native tool turns where the request offers tools
+natively, else as the text protocol's form. A turn that thought carries its thoughts (on
+its first call's record); natively they go first on that turn again, and the calls of the
+turn are one assistant turn as the model made them, so a restart in the middle of a tool
+loop sends the vendor what it checks. Thoughts never become text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, Literal, Protocol
+
+from salon.context.textproto import format_calls, format_results
+from salon.llm.base import ThinkingPart, ToolResultPart, ToolUsePart
+from salon.model import Message, ToolRecord
+
+__all__ = ["Turns", "add_record", "record_id", "record_text", "weave"]
+
+Role = Literal["user", "assistant"]
+
+
+class Turns(Protocol):
+    """Chat turns being built (``salon.context.builder``): each a role and its pieces."""
+
+    turns: list[tuple[Role, list[Any]]]
+
+    def pieces(self, role: Role) -> list[Any]: ...
+
+    def add(self, role: Role, *pieces: Any) -> None: ...
+
+
+def weave(messages: Sequence[Message], records: Sequence[ToolRecord]) -> list[Message | ToolRecord]:
+    """Put each past tool call right after the message it followed.
+
+    A call whose message is gone goes after the last message older than the call; calls
+    older than every message in context were dropped by the tool log already.
+    """
+    if not records:
+        return list(messages)
+    by_message: dict[str, list[ToolRecord]] = {}
+    positions = {m.id for m in messages}
+    loose: list[ToolRecord] = []
+    for record in records:
+        if record.after_message_id in positions:
+            by_message.setdefault(record.after_message_id or "", []).append(record)
+        else:
+            loose.append(record)
+    woven: list[Message | ToolRecord] = []
+    pending = sorted(loose, key=lambda r: r.time)
+    for message in messages:
+        while pending and pending[0].time < message.created_at:
+            woven.append(pending.pop(0))
+        woven.append(message)
+        woven.extend(by_message.get(message.id, ()))
+    woven.extend(pending)
+    return woven
+
+
+def record_text(record: ToolRecord) -> str:
+    """A past tool call as the model would have written it, with its result."""
+    calls = [record.call]
+    return f"{format_calls(calls)}\n{format_results(calls, [record.result])}"
+
+
+def record_id(record: ToolRecord) -> str:
+    """A stable id for a past call: vendors' own ids may repeat across restarts."""
+    digest = hashlib.sha1(f"{record.time.isoformat()}|{record.call.id}".encode()).hexdigest()
+    return f"past_{digest[:16]}"
+
+
+def add_record(turns: Turns, record: ToolRecord, *, native: bool) -> None:
+    if not native:
+        turns.add("assistant", record_text(record))
+        return
+    call_id = record_id(record)
+    used = ToolUsePart(replace(record.call, id=call_id))
+    answered = ToolResultPart(replace(record.result, call_id=call_id))
+    if not record.thoughts and _thought_turn_open(turns):
+        # A later call of a turn that thought: that turn's calls are one assistant turn
+        # again, as the model made them (a vendor checks the last one of a tool loop).
+        (asked, made), (role, results) = turns.turns[-2:]
+        turns.turns[-2:] = [(asked, [*made, used]), (role, [*results, answered])]
+        return
+    if record.thoughts:  # the turn's reasoning goes first on it, as the model wrote it
+        turns.pieces("assistant")[:0] = [ThinkingPart(t) for t in record.thoughts]
+    turns.add("assistant", used)
+    turns.add("user", answered)
+
+
+def _thought_turn_open(turns: Turns) -> bool:
+    """Whether the last two turns are a call-making turn that thought and its results,
+    with nothing after them yet."""
+    if len(turns.turns) < 2:
+        return False
+    (asked, made), (role, results) = turns.turns[-2:]
+    return (
+        asked == "assistant"
+        and role == "user"
+        and bool(made)
+        and isinstance(made[0], ThinkingPart)
+        and all(isinstance(p, ToolResultPart) for p in results)
+    )
