@@ -22,6 +22,7 @@ from salon.llm.base import Provider
 from salon.llm.factory import build_provider, warm_provider
 from salon.llm.local import local_problem
 from salon.model import Approval, ChannelRef, Event, Message, Participant, Schedule, ToolCall
+from salon.otel import otel_export
 from salon.platforms.base import Platform
 from salon.scheduler import Clock, Scheduler
 from salon.store.sql import SQLStore, sqlite_url
@@ -36,7 +37,6 @@ from salon.upkeep import Upkeep, Vitals
 from salon.web.links import activity_link
 
 if TYPE_CHECKING:
-    from salon.otel.export import OtelExport
     from salon.platforms.terminal import TerminalPlatform
 
 __all__ = ["BotApp", "data_dir", "database_url", "load_bot", "local_model_problems", "store_for"]
@@ -101,30 +101,6 @@ def load_bot(
     return key, config, secrets
 
 
-def _otel_export(bot: str, config: BotConfig, secrets: Secrets) -> OtelExport | None:
-    """The bot's OpenTelemetry export when its config has an enabled ``otel:`` section; the
-    SDK is imported only then."""
-    if config.otel is None or not config.otel.enabled:
-        return None
-    try:
-        from salon.otel.export import OtelExport
-    except ImportError as exc:
-        reason = (
-            f"the OpenTelemetry packages are not installed ({exc.name}); "
-            "install Salon with its otel extra: pip install 'salon[otel]'"
-        )
-        raise ConfigError([ConfigProblem("", "otel", reason)]) from exc
-    types = {name: provider.type for name, provider in config.providers.items()}
-    headers = {name: secrets.get(var) or "" for name, var in config.otel.headers_env.items()}
-    return OtelExport(
-        config.otel,
-        bot=bot,
-        provider_types=types,
-        headers=headers,
-        redact=secrets.redactor(),
-    )
-
-
 def local_model_problems(configs: ConfigSet, key: str) -> list[ConfigProblem]:
     """Each local provider the bot uses that cannot run here (no extra, no model file)."""
     locate = configs.locator(key)
@@ -186,7 +162,7 @@ class BotApp:
         self._server_names = {s.name for s in specs}
         self.hub = ToolHub(specs, redact=secrets.redactor(), outputs=self.outputs)
         self.tool_log = ToolLog(data_dir(root, config) / "tools", key)
-        self.otel = _otel_export(key, config, secrets)
+        self.otel = otel_export(key, config, secrets)
         self.traces = TraceWriter(
             store=self.store, settings=config.traces, prices=config.prices, sink=self.otel
         )
