@@ -22,6 +22,7 @@ from salon.llm.base import Provider
 from salon.llm.factory import build_provider, warm_provider
 from salon.llm.local import local_problem
 from salon.model import Approval, ChannelRef, Event, Message, Participant, Schedule, ToolCall
+from salon.otel import otel_export
 from salon.platforms.base import Platform
 from salon.scheduler import Clock, Scheduler
 from salon.store.sql import SQLStore, sqlite_url
@@ -161,7 +162,10 @@ class BotApp:
         self._server_names = {s.name for s in specs}
         self.hub = ToolHub(specs, redact=secrets.redactor(), outputs=self.outputs)
         self.tool_log = ToolLog(data_dir(root, config) / "tools", key)
-        self.traces = TraceWriter(store=self.store, settings=config.traces, prices=config.prices)
+        self.otel = otel_export(key, config, secrets)
+        self.traces = TraceWriter(
+            store=self.store, settings=config.traces, prices=config.prices, sink=self.otel
+        )
         self._stack = AsyncExitStack()
         self._agent: Agent | None = None
         self.tasks: dict[str, TaskState] = {}  # supervised tasks, for health
@@ -415,6 +419,9 @@ class BotApp:
     async def __aenter__(self) -> BotApp:
         await self.store.open()
         self._stack.push_async_callback(self.store.close)
+        if self.otel is not None:
+            stop = self.otel.shutdown
+            self._stack.push_async_callback(asyncio.to_thread, stop)
         self._stack.push_async_callback(self.provider.aclose)
         seeded = self.tool_log.seed(self.config.tool_log_seed_hours)
         logger.info("bot %s: %d recent tool calls loaded", self.key, seeded)
@@ -516,6 +523,8 @@ class BotApp:
     def _task_states(self) -> dict[str, TaskState]:
         states = dict(self.tasks)
         states["chat-log writer"] = self.store.chatlog.writer_state
+        if self.otel is not None:
+            states["otel export"] = self.otel.task_state()
         for platform in self.platforms.values():
             connection = getattr(platform, "connection", None)
             if isinstance(connection, TaskState):

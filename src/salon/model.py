@@ -148,6 +148,7 @@ class MessageEvent:
 
     message: Message
     kind: Literal["message"] = "message"
+    traceparent: str = ""  # a W3C trace context the event came with (pushed events)
 
     @property
     def channel(self) -> ChannelRef:

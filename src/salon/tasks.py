@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["TaskState", "supervise"]
 
@@ -28,6 +28,7 @@ class TaskState:
     restarts: int = 0
     last_error: str | None = None
     last_failure: float | None = None  # time.time() of the last failure
+    counts: dict[str, int] = field(default_factory=dict)  # e.g. spans dropped, for health
 
     def failed(self, reason: str) -> None:
         self.running = False

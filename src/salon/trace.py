@@ -106,6 +106,7 @@ class ToolTrace:
     duration_ms: float
     verdict: str  # salon.model.Verdict: run, deny, cancel
     approval: dict[str, Any] | None = None  # {"answer", "by", "at"} when a person was asked
+    started_at: float = 0.0  # epoch seconds, when the tool was started (0: not run)
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,3 +302,4 @@ class InboxEvent:
     text: str
     author: str
     created_at: float
+    traceparent: str = ""  # the W3C trace context it was pushed with

@@ -127,6 +127,7 @@ class Upkeep:
                     "running": state.running,
                     "restarts": state.restarts,
                     "last_error": state.last_error,
+                    **state.counts,
                 }
                 for name, state in self.vitals.tasks().items()
             },
@@ -183,7 +184,7 @@ class Upkeep:
             tags=frozenset({Tag.ASKED}),
         )
         logger.info("event #%d from %s for %s", event.id, event.author, event.channel)
-        await self.sink(MessageEvent(message))
+        await self.sink(MessageEvent(message, traceparent=event.traceparent))
 
     # -- notes' retention ----------------------------------------------------------------
 

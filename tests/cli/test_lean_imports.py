@@ -31,6 +31,8 @@ NEVER_BEFORE_READY = [
     "salon.web.app",
     "croniter",  # loads at a bot's first schedule
     "sqlalchemy",  # the store writes its SQL itself
+    "opentelemetry",  # only with an otel: section
+    "salon.otel.export",
 ]
 WEB_SERVER = ["starlette", "uvicorn"]  # still loaded by the MCP SDK until it leaves this path
 

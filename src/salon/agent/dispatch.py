@@ -336,6 +336,8 @@ class Agent:
         activation leaves a trace, whatever its outcome."""
         platform = self.platforms[activation.channel.platform]
         recorder = Recorder(self.bot, activation, platform, queued_at=activation.queued_at)
+        if self.traces is not None:
+            self.traces.begin(recorder)
         try:
             answered = await self.activate(activation, recorder)
         except asyncio.CancelledError as exc:

@@ -58,6 +58,7 @@ PROCESS_KEYS = frozenset(
         "outputs",
         "traces",
         "memory",
+        "otel",
         "prices",
         "web",
     }

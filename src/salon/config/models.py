@@ -28,6 +28,7 @@ from salon.config._common import (
     http_url_problem,
 )
 from salon.config.memory import MemoryConfig
+from salon.config.observability import OtelConfig
 from salon.config.pipeline import (
     ContextEvaluatorConfig,
     KeywordConfig,
@@ -76,6 +77,7 @@ __all__ = [
     "MemoryConfig",
     "ModelSettings",
     "NflIntegration",
+    "OtelConfig",
     "OutputsConfig",
     "PixelLabIntegration",
     "PlatformsConfig",
@@ -254,6 +256,9 @@ class BotConfig(_Strict):
     outputs: OutputsConfig = Field(default_factory=OutputsConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    otel: OtelConfig | None = Field(
+        default=None, description="export traces and metrics to OpenTelemetry (otel extra)"
+    )
     prices: dict[str, Price] = Field(
         default_factory=dict,
         description="per model: USD per million tokens; overrides the built-in table",

@@ -156,6 +156,11 @@ def resolve_secrets(
     for env_name in (bot.web.activity_key_env, bot.web.trigger_token_env):
         if environ.get(env_name):
             values[env_name] = environ[env_name]
+    # A collector's headers (API keys) are secrets; one not set is sent empty (the
+    # collector says so), never required: the bot answers whether or not it exports.
+    for env_name in bot.otel.headers_env.values() if bot.otel is not None else ():
+        if environ.get(env_name):
+            values[env_name] = environ[env_name]
     plain: dict[str, str] = {}
     if not tools_only:
         others, plain, url_problems = _other_providers(bot, environ, locate)

@@ -44,13 +44,17 @@ class HealthPart(Part):
 
 
 class InboxPart(Part):
-    async def enqueue_event(self, bot: str, channel: str, text: str, author: str) -> int:
+    async def enqueue_event(
+        self, bot: str, channel: str, text: str, author: str, *, traceparent: str = ""
+    ) -> int:
+        """Queue an event; ``traceparent``: the W3C trace context it came with, if any."""
         row = {
             "bot": bot,
             "channel": channel,
             "text": text,
             "author": author,
             "created_at": time.time(),
+            "traceparent": traceparent or None,
         }
         async with self.db.begin() as conn:
             key = await conn.fetchval(insert_sql("inbox", tuple(row), " RETURNING id"), row)
@@ -59,7 +63,7 @@ class InboxPart(Part):
     async def take_events(self, bot: str, owner: str, *, limit: int = 100) -> list[InboxEvent]:
         """Claim waiting events of ``bot``: each is taken by exactly one caller."""
         waiting = (
-            "SELECT id, bot, channel, text, author, created_at FROM inbox"
+            "SELECT id, bot, channel, text, author, created_at, traceparent FROM inbox"
             " WHERE bot = :bot AND taken_at IS NULL ORDER BY id LIMIT :limit"
         )
         claim = (
@@ -75,5 +79,8 @@ class InboxPart(Part):
             for row in rows:
                 params = {"now": time.time(), "owner": owner, "id": row[0]}
                 if await conn.execute(claim, params):
-                    taken.append(InboxEvent(*tuple(row)))
+                    key, bot_, channel, text, author, created_at, traceparent = tuple(row)
+                    taken.append(
+                        InboxEvent(key, bot_, channel, text, author, created_at, traceparent or "")
+                    )
         return taken

@@ -429,6 +429,11 @@ async def _m16_notes(conn: Connection) -> None:
     )
 
 
+async def _m17_inbox_trace_context(conn: Connection) -> None:
+    """The W3C ``traceparent`` an event was pushed with, so its activation continues it."""
+    await _run(conn, "ALTER TABLE inbox ADD COLUMN traceparent VARCHAR")
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -446,6 +451,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (14, _m14_answer_keys),
     (15, _m15_reasoning_tokens),
     (16, _m16_notes),
+    (17, _m17_inbox_trace_context),
 ]
 
 

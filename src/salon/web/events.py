@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -91,10 +92,26 @@ async def post_event(request: Request) -> Response:
         return web.json({"error": "the body did not arrive"}, 400)
     if raw is None:
         return web.json({"error": f"the body is larger than {limit} bytes"}, 413)
-    return await _enqueue(web, name, raw, configs.bots[name])
+    traceparent = _traceparent(request.headers.get("traceparent", ""))
+    return await _enqueue(web, name, raw, configs.bots[name], traceparent)
 
 
-async def _enqueue(web: Web, name: str, raw: bytes, config: BotConfig) -> Response:
+def _traceparent(header: str) -> str:
+    """A W3C ``traceparent`` header (version 00) as sent, or "" when it is not a valid one:
+    an event with a broken one is still taken, it just starts a trace of its own."""
+    value = header.strip().lower()
+    if not _TRACEPARENT.fullmatch(value):
+        return ""
+    _, trace_id, span_id, _ = value.split("-")
+    return "" if int(trace_id, 16) == 0 or int(span_id, 16) == 0 else value
+
+
+_TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+async def _enqueue(
+    web: Web, name: str, raw: bytes, config: BotConfig, traceparent: str = ""
+) -> Response:
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
@@ -110,5 +127,5 @@ async def _enqueue(web: Web, name: str, raw: bytes, config: BotConfig) -> Respon
         key = channel_key(config, channel, label="channel")
     except ValueError as exc:
         return web.json({"error": str(exc)}, 422)
-    event_id = await web.store.inbox.enqueue_event(name, key, text, author)
+    event_id = await web.store.inbox.enqueue_event(name, key, text, author, traceparent=traceparent)
     return web.json({"queued": event_id, "bot": name, "channel": key}, 202)

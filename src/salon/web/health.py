@@ -171,12 +171,20 @@ class _Snapshot(Collector):
             "1 when the platform is connected",
             labels=["bot", "platform"],
         )
+        dropped = CounterMetricFamily(
+            "salon_otel_spans_dropped",
+            "Spans the OpenTelemetry export dropped (queue full or collector failing)",
+            labels=["bot"],
+        )
         for bot in self.bots:
             up.add_metric([bot["bot"]], 1.0 if bot["state"] == "up" else 0.0)
             depth.add_metric([bot["bot"]], float(bot.get("queue_depth") or 0))
             for platform, on in sorted((bot.get("platforms") or {}).items()):
                 connected.add_metric([bot["bot"], platform], 1.0 if on else 0.0)
-        yield from (up, depth, connected)
+            export = (bot.get("tasks") or {}).get("otel export")
+            if export is not None:
+                dropped.add_metric([bot["bot"]], float(export.get("dropped") or 0))
+        yield from (up, depth, connected, dropped)
 
 
 async def metrics(request: Request) -> Response:

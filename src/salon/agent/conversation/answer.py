@@ -328,7 +328,7 @@ class Conversation:
         streamed = Streamed(calls=turn.calls, thoughts=turn.thoughts)
         async with reply.platform.typing(reply.channel):  # while the model writes, not longer
             try:
-                await read_stream(provider, request, pending, streamed, show)
+                await read_stream(provider, pending, streamed, show)
             finally:
                 reply.usage += streamed.usage
                 reply.thinking += streamed.thinking

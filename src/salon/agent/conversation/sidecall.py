@@ -50,7 +50,7 @@ async def side_call(
     pending = recorder.call(kind, provider, request)
     streamed = Streamed()
     try:
-        await read_stream(provider, request, pending, streamed)
+        await read_stream(provider, pending, streamed)
     finally:
         await record_usage(store, bot, recorder.trace.channel, provider, request, streamed.usage)
     return streamed.text

@@ -56,15 +56,16 @@ class Streamed:
 
 async def read_stream(
     provider: Provider,
-    request: LLMRequest,
     pending: PendingCall,
     into: Streamed,
     on_text: Callable[[str], Awaitable[None]] | None = None,
 ) -> None:
     """Read the call's stream into ``into``, handing each piece of text to ``on_text``.
-    A provider's failure after the first event is raised as an ``IncompleteStream``."""
+    A provider's failure after the first event is raised as an ``IncompleteStream``.
+    What goes out is ``pending.request``: the request as the recorder noted it (with a
+    trace context's header where the activation carries one)."""
     try:
-        async for event in provider.stream(request):
+        async for event in provider.stream(pending.request):
             if not into.began:
                 into.began = True
                 pending.first_event()

@@ -219,7 +219,7 @@ class ToolRunner:
             if verdict is Verdict.CANCEL:
                 if recorder is not None:
                     cancelled = ToolResult(call.id, "not run: the person asked said no", True)
-                    self._trace(recorder, call, cancelled, 0.0, verdicts[call.id])
+                    self._trace(recorder, call, cancelled, (0.0, 0.0), verdicts[call.id])
                 return Outcome(cancelled=call.name)
             if verdict is Verdict.DENY:
                 reason = f"{call.name} is not allowed here (denied by policy)"
@@ -239,8 +239,8 @@ class ToolRunner:
             "message_id": after_message_id or "",
         }
         ran = await asyncio.gather(*(self._timed(platform, channel, c, hidden) for c in ready))
-        by_id = {r.call_id: r for r, _ in ran} | refused
-        took = {r.call_id: ms for r, ms in ran}
+        by_id = {r.call_id: r for r, _, _ in ran} | refused
+        took = {r.call_id: (ms, at) for r, ms, at in ran}
         # No configured secret, and no encoded file, travels on: not to the model, the tool
         # log, the trace or the channel (the hub already keeps files out; this is the seal).
         results = [replace(by_id[c.id], content=self._clean(by_id[c.id].content)) for c in calls]
@@ -250,7 +250,8 @@ class ToolRunner:
             self._record(channel, after_message_id, shown, result, kept)
             kept = ()
             if recorder is not None:
-                self._trace(recorder, shown, result, took.get(call.id, 0.0), verdicts[call.id])
+                ms, at = took.get(call.id, (0.0, 0.0))
+                self._trace(recorder, shown, result, (ms, at), verdicts[call.id])
             await self._show(platform, channel, shown, result)
         return Outcome(results)
 
@@ -259,8 +260,9 @@ class ToolRunner:
 
     async def _timed(
         self, platform: Platform, channel: ChannelRef, call: ToolCall, hidden: dict[str, object]
-    ) -> tuple[ToolResult, float]:
-        started = time.perf_counter()
+    ) -> tuple[ToolResult, float, float]:
+        """The call's result, its milliseconds, and the epoch second it started."""
+        started, at = time.perf_counter(), time.time()
         relay = _ProgressRelay(platform, channel, call.name, f"{call.id}#{next(_jobs)}")
         try:
             result = await self.tools.call(call, hidden=hidden, progress=relay.report)
@@ -269,16 +271,17 @@ class ToolRunner:
             raise
         took = time.perf_counter() - started
         await relay.finish(took, failed=result.is_error)
-        return result, took * 1000
+        return result, took * 1000, at
 
     def _trace(
         self,
         recorder: Recorder,
         call: ToolCall,
         result: ToolResult,
-        took: float,
+        took: tuple[float, float],
         verdict: tuple[Verdict, dict[str, Any] | None],
     ) -> None:
+        """Note a call on the trace; ``took``: (milliseconds, epoch seconds it started)."""
         text = result.content
         if len(text) > _TRACE_RESULT_CHARS:
             text = text[:_TRACE_RESULT_CHARS] + " …[cut for the trace]"
@@ -289,9 +292,10 @@ class ToolRunner:
                 arguments=call.arguments,
                 result=text,
                 is_error=result.is_error,
-                duration_ms=took,
+                duration_ms=took[0],
                 verdict=str(verdict[0]),
                 approval=verdict[1],
+                started_at=took[1],
             )
         )
 

@@ -57,6 +57,8 @@ __all__ = ["Attempt", "Pipeline"]
 logger = logging.getLogger(__name__)
 
 _PAUSES = 4096  # channels whose loop-breaker pause is remembered in memory
+# The phase a side call of the pipeline is timed under (a span of its own when exported).
+_STAGES = {"gate": "speak_gate", "evaluate": "evaluator"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +125,9 @@ class Pipeline:
             return scene is not None and await self._answer(attempt, scene, self.conversation)
         config, trigger = attempt.config, attempt.activation.trigger
         match = None
-        if trigger is not None:
-            match = match_keyword(trigger, attempt.platform.self_participant, config)
+        if trigger is not None and config.keywords:
+            with attempt.recorder.phase("keywords"):
+                match = match_keyword(trigger, attempt.platform.self_participant, config)
         if match is not None and match.is_help:
             await self._note(attempt, help_text(config))
             attempt.recorder.trace.pipeline.keyword = KeywordStep(match.word)
@@ -165,9 +168,10 @@ class Pipeline:
         if self.limits is None or not attempt.config.limits.any:
             return Hold(None)
         activation = attempt.activation
-        verdict = await self.limits.admit(
-            activation, attempt.config, scene, model_calls=scene is not None
-        )
+        with attempt.recorder.phase("limits"):
+            verdict = await self.limits.admit(
+                activation, attempt.config, scene, model_calls=scene is not None
+            )
         if not isinstance(verdict, Refusal):
             return verdict
         attempt.recorder.trace.pipeline.refused = LimitRefusal(
@@ -415,6 +419,7 @@ class Pipeline:
         self, attempt: Attempt, side: BotConfig, request: LLMRequest, kind: CallKind
     ) -> str:
         provider = self._provider_for(side)
-        return await side_call(
-            provider, request, attempt.recorder, kind, store=self.store, bot=self.bot
-        )
+        with attempt.recorder.phase(_STAGES.get(kind, kind)):
+            return await side_call(
+                provider, request, attempt.recorder, kind, store=self.store, bot=self.bot
+            )

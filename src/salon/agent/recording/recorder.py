@@ -8,10 +8,11 @@ trace writer's work, done after the answer (``salon.agent.recording.traces``).
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from salon.agent.activation import Activation, Scene
@@ -47,6 +48,7 @@ class PendingCall:
     usage: Usage = field(default_factory=Usage)
     stop_reason: str | None = None
     error: str | None = None
+    span_id: int = 0  # the call's span, when the activation carries a trace id
     thinking: str = ""  # the reasoning as it streamed, for the trace alone
 
     def first_event(self) -> None:
@@ -82,6 +84,34 @@ class Recorder:
         # The answer is complete in the channel: what fails after it is bookkeeping, logged
         # and traced but never told as a failure to answer.
         self.answer_shown = False
+        # Each phase as it ran (name, start, end: perf_counter), for exported spans.
+        self.marks: list[tuple[str, float, float]] = []
+        # W3C trace context, when traces are exported with ``traceparent`` on: the
+        # activation's trace id (an inbound event's, or new), the span it continues, and
+        # whether it was sampled. 0: no trace context travels with the calls.
+        self.trace_id = 0
+        self.parent_span_id = 0
+        self.sampled = True
+
+    def start_trace(self, trace_id: int = 0, parent_span_id: int = 0) -> None:
+        """Carry a W3C trace context on this activation's provider calls: ``trace_id``
+        (continued from an inbound ``traceparent``) or a new one."""
+        self.trace_id = trace_id or random.getrandbits(128) or 1
+        self.parent_span_id = parent_span_id
+
+    def inbound_context(self) -> tuple[int, int, bool]:
+        """(trace id, parent span id, sampled) of the W3C ``traceparent`` a triggering
+        event came with (a pushed event), or (0, 0, True) when none did."""
+        for event in self.activation.triggers:
+            header = getattr(event, "traceparent", "")
+            if header:
+                _, trace_id, span_id, flags = header.split("-")
+                return int(trace_id, 16), int(span_id, 16), bool(int(flags, 16) & 1)
+        return 0, 0, True
+
+    def perf_to_epoch(self, clock: float) -> float:
+        """A ``perf_counter`` reading of this activation as epoch seconds."""
+        return self.trace.started_at + (clock - self._clock)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -90,11 +120,20 @@ class Recorder:
         try:
             yield
         finally:
-            spent = (time.perf_counter() - started) * 1000
+            ended = time.perf_counter()
+            self.marks.append((name, started, ended))
+            spent = (ended - started) * 1000
             self.trace.timings[name] = self.trace.timings.get(name, 0.0) + spent
 
     def call(self, kind: CallKind, provider: Provider, request: LLMRequest) -> PendingCall:
+        """A call about to be made; its ``request`` is what to send (with the trace
+        context's ``traceparent`` header added, when the activation carries one)."""
         pending = PendingCall(kind, provider, request, time.time(), time.perf_counter())
+        if self.trace_id:
+            pending.span_id = random.getrandbits(64) or 1
+            flags = "01" if self.sampled else "00"
+            parent = f"00-{self.trace_id:032x}-{pending.span_id:016x}-{flags}"
+            pending.request = replace(request, headers={**request.headers, "traceparent": parent})
         self.calls.append(pending)
         return pending
 

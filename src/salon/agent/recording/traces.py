@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from operator import add, attrgetter
 
+from salon.agent.recording.export import TraceSink, finished
 from salon.agent.recording.recorder import PendingCall, Recorder
 from salon.config import BotConfig, Price, TracesConfig
 from salon.config.prices import call_cost, price_for
@@ -293,9 +294,13 @@ class TraceWriter:
         settings: TracesConfig,
         prices: Mapping[str, Price],
         queue_size: int = 1000,
+        sink: TraceSink | None = None,
     ) -> None:
+        """``sink``: where each finished activation is exported as well (OpenTelemetry),
+        stored or not (``settings.enabled``)."""
         self.store = store
         self.settings = settings
+        self.sink = sink
         self._price_of: OrderedDict[str, Price | None] = OrderedDict()  # by model name
         self.prices = dict(prices)
         self.diagnosis = CacheDiagnosis()
@@ -303,8 +308,18 @@ class TraceWriter:
         self.dropped = 0
         self.written = 0
 
+    def begin(self, recorder: Recorder) -> None:
+        """At an activation's start: give it a trace context when its calls carry one
+        (``trace_id``/``parent_span_id``: an inbound event's ``traceparent``, if any)."""
+        sink = self.sink
+        if sink is None or not sink.traceparent:
+            return
+        trace_id, parent, sampled = recorder.inbound_context()
+        recorder.start_trace(trace_id, parent)
+        recorder.sampled = sampled if trace_id else sink.sampled(recorder.trace_id)
+
     def submit(self, recorder: Recorder) -> None:
-        if not self.settings.enabled:
+        if not self.settings.enabled and self.sink is None:
             return
         if self._queue.full():  # the oldest goes: the newest is what an operator looks for
             self._queue.get_nowait()
@@ -332,8 +347,21 @@ class TraceWriter:
 
     async def _write(self, batch: Sequence[Recorder]) -> None:
         traces = [self.build(recorder) for recorder in batch]
+        if self.sink is not None:
+            for recorder, trace in zip(batch, traces, strict=True):
+                self._export(self.sink, recorder, trace)
+        if not self.settings.enabled:
+            return
         await self.store.write_traces(traces)
         self.written += len(traces)
+
+    @staticmethod
+    def _export(sink: TraceSink, recorder: Recorder, trace: Trace) -> None:
+        """Hand one activation to the sink; its failure is logged, never the writer's."""
+        try:
+            sink.export(finished(recorder, trace))
+        except Exception:
+            logger.exception("could not export the trace of %s", trace.channel)
 
     def build(self, recorder: Recorder) -> Trace:
         trace = recorder.trace
