@@ -27,6 +27,7 @@ from salon.config._common import (
     database_url_problem,
     http_url_problem,
 )
+from salon.config.links import MAX_LINKS, LinkConfig
 from salon.config.pipeline import (
     ContextEvaluatorConfig,
     KeywordConfig,
@@ -71,6 +72,7 @@ __all__ = [
     "IntegrationConfig",
     "IntegrationsConfig",
     "IrcConfig",
+    "LinkConfig",
     "McpServerConfig",
     "ModelSettings",
     "NflIntegration",
@@ -207,6 +209,11 @@ class BotConfig(_Strict):
     )
     history_max_nesting: int = Field(
         default=5, ge=0, description="how deep .history messages inside spliced history go"
+    )
+    links: list[LinkConfig] = Field(
+        default_factory=list,
+        max_length=MAX_LINKS,
+        description="other channels whose recent messages this context shows (salon.agent.links)",
     )
 
     timezone: str = Field(default="UTC", description="for schedules given without one")
