@@ -181,8 +181,9 @@ async def _foreign_link(
         return None, True
     for entry in links:
         named = entry.get("channel") if isinstance(entry, dict) else None
-        if not isinstance(named, str):
+        if not isinstance(named, str | int):
             continue
+        named = str(named)
         target = await _target(platform, named.strip())
         guild = target.guild_id if target is not None else None
         if guild is not None and guild == channel.guild_id:

@@ -23,6 +23,7 @@ MAX_LINKS = 8
 
 
 def _channel_word(value: str) -> str:
+    """A channel key or id as written; YAML reads a bare Discord id as a number."""
     value = value.strip()
     if not value or any(c.isspace() for c in value):
         raise ValueError("must be a channel key (platform:id) or a channel id, without spaces")
@@ -45,12 +46,14 @@ class LinkConfig(_Strict):
         "empty: wherever this config applies",
     )
 
-    @field_validator("channel")
+    @field_validator("channel", mode="before")
     @classmethod
-    def _channel(cls, value: str) -> str:
-        return _channel_word(value)
+    def _channel(cls, value: object) -> object:
+        return _channel_word(str(value)) if isinstance(value, str | int) else value
 
-    @field_validator("where")
+    @field_validator("where", mode="before")
     @classmethod
-    def _where(cls, value: list[str]) -> list[str]:
-        return [_channel_word(v) for v in value]
+    def _where(cls, value: object) -> object:
+        if not isinstance(value, list):
+            return value
+        return [_channel_word(str(v)) if isinstance(v, str | int) else v for v in value]
