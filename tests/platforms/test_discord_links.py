@@ -10,6 +10,7 @@ import json
 from fakes.discord_server import DiscordServer, FakeUser
 from fakes.discord_wire import GUILD_ID
 from fakes.llm_server import LLMServer
+from tests.platforms import leak_probes
 from tests.platforms.conftest import Start, real_provider
 
 GENERAL, RANDOM, STAFF = "10", "11", "12"
@@ -110,3 +111,14 @@ async def test_a_pinned_config_linking_another_guilds_channel_is_refused(
         await fake_discord.sent.wait_for(lambda: other.get("reactions"))
     assert other["reactions"][0]["emoji"]["name"] == WARNING
     assert "reactions" not in same
+
+
+async def test_generated_probes_find_no_linked_content_out_of_scope(
+    fake_discord: DiscordServer, start_bot: Start, llm_server: LLMServer
+) -> None:
+    world = await leak_probes.build_world(fake_discord)
+    provider, providers = real_provider(llm_server, "anthropic")
+    await start_bot(provider, providers=providers, links=leak_probes.LINKS)
+    batch = leak_probes.probes(world, 24)
+    assert len({(p.asker, p.place) for p in batch}) == 18  # every asker in every place
+    assert await leak_probes.run_probes(world, llm_server, batch) == []
