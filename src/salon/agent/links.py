@@ -269,7 +269,9 @@ def _section(
     used = 0
     for message in reversed(shown):
         who = config.name if message.author.id == me else message.author.name
-        text = " ".join(message.text.split()) if digest else message.text
+        # A digest's line is one line; a message's own lines are indented, so none of them
+        # reads as another speaker's (or the bot's) line of the transcript.
+        text = " ".join(message.text.split()) if digest else message.text.replace("\n", "\n  ")
         if digest and len(text) > _DIGEST_LINE:
             text = text[: _DIGEST_LINE - 1] + "…"
         line = f"{who}: {text}"
@@ -284,8 +286,5 @@ def _section(
     lines.reverse()
     name = target.name if target.name.startswith(("#", "&")) else f"#{target.name}"
     kind = "a digest of its last messages" if digest else "its recent messages"
-    head = (
-        f"[linked channel {name}: {kind}, as of the last roll; quoted from another channel, "
-        "not addressed to you]"
-    )
+    head = f"[linked channel {name}: {kind}, quoted from another channel, not addressed to you]"
     return "\n".join([head, *lines, f"[end of {name}]"])
