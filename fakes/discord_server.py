@@ -29,7 +29,9 @@ adapter meets what it will meet in production:
   an edit keeps the flags it does not name. A message over 2000 characters is refused.
 - Members have permissions: the owner (the first person) all of them, others what
   @everyone (Discord's defaults for a new server: no Manage Channels, no Mention Everyone)
-  and their roles allow; an interaction's ``member`` carries them as ``permissions``. A
+  and their roles allow, and in a channel its permission overwrites for @everyone, roles
+  and members (``overwrite``; Discord's order, ``channel_permissions``; a thread takes its
+  parent's); an interaction's ``member`` carries those as ``permissions``. A
   command registered with ``default_member_permissions`` is not offered to a member who
   lacks one of them (``command`` raises ``NotOffered``).
 - Interactions: callbacks of type 4, 5, 6, 7 and 9 (204, or the callback response with
@@ -45,7 +47,8 @@ adapter meets what it will meet in production:
 Tests act as people with ``post``, ``edit``, ``delete``, ``react``, ``pin``, ``click``,
 ``command``, ``join``, ``leave`` and ``start_thread``; they read what the bot did in
 ``channels``, count REST calls in ``calls`` (and their order in ``log``), read who the
-bot notified in ``pings``, take rights away with ``deny``, and script failures with
+bot notified in ``pings``, take rights away with ``deny`` (the bot's) and ``overwrite``
+(anyone's, in a channel), and script failures with
 ``fail_next`` and ``rate_limit``.
 """
 
@@ -152,6 +155,8 @@ class DiscordServer(RestRoutes):
         self.nicks: dict[str, str] = {u.id: u.nick for u in [self.bot, *self.people] if u.nick}
         self.left: set[str] = set()  # people who left the guild
         self.denied: dict[str, int] = {}  # channel id -> permission bits the bot lacks
+        # channel id -> its permission overwrites for roles and members (Discord's objects)
+        self.overwrites: dict[str, list[dict[str, Any]]] = {}
         self.intents = 0  # what the last IDENTIFY asked for
         self._failures: list[Failure] = []
         self._nonces: dict[str, dict[str, Any]] = {}
@@ -283,6 +288,51 @@ class DiscordServer(RestRoutes):
         """Take permissions (``PERMISSIONS`` names) from the bot in one channel."""
         for name in permissions:
             self.denied[channel_id] = self.denied.get(channel_id, 0) | PERMISSIONS[name]
+
+    async def overwrite(
+        self,
+        channel_id: str,
+        target: str,
+        *,
+        allow: tuple[str, ...] = (),
+        deny: tuple[str, ...] = (),
+        member: bool = False,
+    ) -> None:
+        """Set a channel's permission overwrite for a role (the guild's id: @everyone) or,
+        with ``member``, for one member; Discord then sends CHANNEL_UPDATE."""
+        bits = {
+            "allow": sum(PERMISSIONS[p] for p in allow),
+            "deny": sum(PERMISSIONS[p] for p in deny),
+        }
+        entry = {"id": target, "type": 1 if member else 0} | {k: str(v) for k, v in bits.items()}
+        kept = [o for o in self.overwrites.get(channel_id, []) if o["id"] != target]
+        self.overwrites[channel_id] = [*kept, entry]
+        await self.dispatch("CHANNEL_UPDATE", self._channel_payload(channel_id))
+
+    def channel_permissions(self, user: FakeUser, channel_id: str) -> int:
+        """A member's permissions in a channel as Discord computes them: the guild's
+        (``member_permissions``; the owner and administrators have all), then the
+        @everyone overwrite, the member's roles' overwrites (denies, then allows), the
+        member's own overwrite; without View Channel, none. A thread is its parent's."""
+        granted = self.member_permissions(user)
+        if granted == ALL_PERMISSIONS:
+            return granted
+        parent = self.threads.get(channel_id, channel_id)
+        overwrites = {o["id"]: o for o in self.overwrites.get(parent, [])}
+        everyone = overwrites.get(self.guild_of(parent))
+        if everyone is not None:
+            granted = (granted & ~int(everyone["deny"])) | int(everyone["allow"])
+        roles = [
+            o
+            for o in overwrites.values()
+            if o["type"] == 0 and o["id"] in self.roles.get(user.id, [])
+        ]
+        granted &= ~sum(int(o["deny"]) for o in roles)
+        granted |= sum(int(o["allow"]) for o in roles)
+        own = overwrites.get(user.id)
+        if own is not None and own["type"] == 1:
+            granted = (granted & ~int(own["deny"])) | int(own["allow"])
+        return granted if granted & PERMISSIONS["VIEW_CHANNEL"] else 0
 
     def link(self, message: dict[str, Any]) -> str:
         channel_id = message["channel_id"]
@@ -653,7 +703,7 @@ class DiscordServer(RestRoutes):
         }
         if self._in_guild(channel_id):
             payload["guild_id"] = self.guild_of(channel_id)
-            permissions = self.member_permissions(user)  # the member's, in the channel
+            permissions = self.channel_permissions(user, channel_id)  # with overwrites
             payload["member"] = self._member(user) | {"permissions": str(permissions)}
         else:
             payload["user"] = user.payload()
@@ -663,10 +713,11 @@ class DiscordServer(RestRoutes):
         return ALL_PERMISSIONS & ~self.denied.get(channel_id, 0)
 
     def _overwrites(self, channel_id: str) -> list[dict[str, Any]]:
+        overwrites = list(self.overwrites.get(channel_id, []))
         denied = self.denied.get(channel_id, 0)
-        if not denied:
-            return []
-        return [{"id": self.bot.id, "type": 1, "allow": "0", "deny": str(denied)}]
+        if denied:
+            overwrites.append({"id": self.bot.id, "type": 1, "allow": "0", "deny": str(denied)})
+        return overwrites
 
     def _channel_payload(self, channel_id: str) -> dict[str, Any]:
         if channel_id in self.threads:

@@ -679,3 +679,31 @@ async def test_files_are_shown_as_links_or_paths_and_progress_as_one_line(
         "⏳ generate_sprite: queued",  # edits do not exist on IRC: the first report only
         "after",
     ]
+
+
+async def test_a_linked_channel_is_shown_only_to_who_is_in_it_now(
+    ircd: IrcServer, tmp_path: Path, serve_app: ServeApp
+) -> None:
+    provider = FakeProvider(["one", "two"])
+    settings = {"server": "127.0.0.1", "port": ircd.port, "tls": False, "nick": BOT}
+    config = bot_config(
+        data_dir=str(tmp_path / "data"),
+        platforms={"irc": settings | {"channels": ["#salon", "#dev"], "flood_burst": 50}},
+        links=[{"channel": "irc:#dev", "where": ["#salon"]}],
+    )
+    app = BotApp(key="salon", config=config, root=tmp_path, secrets=Secrets({}), provider=provider)
+    (platform,) = app.unattended_platforms()
+    assert isinstance(platform, IrcPlatform)
+    await serve_app(app, [platform])
+    await asyncio.wait_for(platform.wait_connected(), 15)
+    alice = await human(ircd, "alice", "#salon")
+    await alice.join("#dev")
+    bob = await human(ircd, "bob", "#salon")
+    await asyncio.wait_for(platform.wait_seen("join", "bob"), 10)
+    await alice.say("#dev", "DEV-TALK the build is red")
+    await bob.say("#salon", f"{BOT}: news?")
+    await bob.privmsgs_from(BOT, 1)
+    assert "DEV-TALK" not in provider.requests[-1].messages[-1].plain_text
+    await alice.say("#salon", f"{BOT}: news?")
+    await alice.privmsgs_from(BOT, 2)
+    assert "DEV-TALK the build is red" in provider.requests[-1].messages[0].plain_text

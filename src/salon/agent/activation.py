@@ -110,6 +110,7 @@ class Scene:
     records: tuple[ToolRecord, ...] = ()  # past tool calls among those messages
     rolled: RollState | None = None  # a new rolling state, to store once answered
     cut: bool = False  # the rolling window was cut back for this answer
+    linked: str = ""  # the linked channels' block, before the history (salon.agent.links)
 
     @property
     def after(self) -> str | None:

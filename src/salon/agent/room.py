@@ -18,6 +18,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from salon.agent.activation import Activation, Scene
+from salon.agent.links import Linker
 from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Resolved
 from salon.context import RollState, is_visible, m_command, roll, select_context
@@ -57,26 +58,37 @@ class Room:
         # Rolling states by channel, read from the store once, written after each answer.
         self._states: OrderedDict[str, RollState | None] = OrderedDict()
         self._views = channel_views()
+        self.links = Linker(self._source_config)
 
     async def config_in(self, platform: Platform, channel: ChannelRef) -> BotConfig:
         """The bot's config in ``channel``: its guild's layers and the pinned configs."""
         return (await self.resolve(platform, channel)).config
 
-    async def resolve(self, platform: Platform, channel: ChannelRef) -> Resolved:
-        """``config_in``, with the layers it was made of."""
+    async def resolve(
+        self, platform: Platform, channel: ChannelRef, *, flag: bool = True
+    ) -> Resolved:
+        """``config_in``, with the layers it was made of; ``flag``: mark skipped pins."""
         try:
             pinned_messages = await platform.pinned(channel)
         except PlatformError as exc:  # unreadable pins: the guild's config still applies
             logger.warning("cannot read the pins of %s: %s", channel.key, exc)
             pinned_messages = ()
         pins = [m for m in pinned_messages if m.text.startswith(".config")]
+        pinned = [PinnedConfig(m.id, m.text) for m in pins]
+        name = self.configs.for_guild(channel.guild_id).name
+        foreign = await self.links.refusals(platform, channel, pinned, name) if pins else {}
         resolved = self.configs.resolve(
-            channel.guild_id, [PinnedConfig(m.id, m.text) for m in pins]
+            channel.guild_id, [p for p in pinned if p.message_id not in foreign]
         )
-        for message_id, reason in resolved.rejected:
+        for message_id, reason in [*foreign.items(), *resolved.rejected]:
             message = next(m for m in pins if m.id == message_id)
-            await self._flag(platform, message, reason)
+            if flag:
+                await self._flag(platform, message, reason)
         return resolved
+
+    async def _source_config(self, platform: Platform, channel: ChannelRef) -> BotConfig:
+        """A linked channel's own config (its pins are not flagged from here)."""
+        return (await self.resolve(platform, channel, flag=False)).config
 
     async def _flag(self, platform: Platform, message: Message, reason: str) -> None:
         """Mark a skipped pinned config once (⚠️ where the platform has reactions)."""
@@ -132,6 +144,7 @@ class Room:
             )
         with recorder.phase("history"):
             chain = await self._reply_chain(platform, chosen, trigger, config, view)
+            linked = await self._linked(platform, activation, config, rolled, rolling=rolling)
         messages = (*chain, *chosen, *activation.extra())
         scene = recorder.scene = Scene(
             platform=platform,
@@ -143,8 +156,27 @@ class Room:
             records=self._records(channel, messages),
             rolled=rolled,
             cut=cut,
+            linked=linked,
         )
         return scene
+
+    async def _linked(
+        self,
+        platform: Platform,
+        activation: Activation,
+        config: BotConfig,
+        rolled: RollState | None,
+        *,
+        rolling: bool,
+    ) -> str:
+        """The linked channels' block, kept until the room's next roll (the anchor and
+        the newest message of a roll change only then)."""
+        if not config.links:
+            return ""
+        channel = activation.channel
+        state = (rolled or self._states.get(channel.key)) if rolling else None
+        epoch = f"{state.anchor_id} {state.head_id}" if state is not None else None
+        return await self.links.block(platform, channel, config, activation.requester, epoch=epoch)
 
     async def remember(self, scene: Scene) -> None:
         """Store the scene's new rolling state (after the answer, off its path)."""

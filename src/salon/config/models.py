@@ -27,6 +27,7 @@ from salon.config._common import (
     database_url_problem,
     http_url_problem,
 )
+from salon.config.links import MAX_LINKS, LinkConfig
 from salon.config.memory import MemoryConfig
 from salon.config.observability import OtelConfig
 from salon.config.pipeline import (
@@ -73,6 +74,7 @@ __all__ = [
     "IntegrationConfig",
     "IntegrationsConfig",
     "IrcConfig",
+    "LinkConfig",
     "McpServerConfig",
     "MemoryConfig",
     "ModelSettings",
@@ -211,6 +213,11 @@ class BotConfig(_Strict):
     )
     history_max_nesting: int = Field(
         default=5, ge=0, description="how deep .history messages inside spliced history go"
+    )
+    links: list[LinkConfig] = Field(
+        default_factory=list,
+        max_length=MAX_LINKS,
+        description="other channels whose recent messages this context shows (salon.agent.links)",
     )
 
     timezone: str = Field(default="UTC", description="for schedules given without one")

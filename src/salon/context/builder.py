@@ -379,6 +379,7 @@ def render_chat(
     native_tools: bool = False,
     message_limit: int | None = None,
     memo: ChatMemo | None = None,
+    preamble: str = "",
 ) -> LLMRequest:
     """Chat mode: the bot's messages are assistant turns, everyone else's user turns.
 
@@ -388,12 +389,13 @@ def render_chat(
     else part of the bot's turns in the text protocol's form. Images a platform loaded
     follow the line they came with. The messages ``breakpoint_id`` and ``breakpoints`` end
     text parts marked as prompt-cache breakpoints. ``memo`` (one per channel) lets a render
-    go on from the previous one instead of starting over.
+    go on from the previous one instead of starting over. ``preamble`` (the linked
+    channels, ``salon.agent.links``) opens the first user turn, before the room's history.
     """
     marked = {*breakpoints, *([breakpoint_id] if breakpoint_id else [])}
     items = tuple(messages)
     name = settings.name
-    key = (me, name, native_tools, message_limit)
+    key = (me, name, native_tools, message_limit, preamble)
     turns = _Turns()
     start, starts = 0, []
     reused: tuple[ChatMessage, ...] = ()
@@ -404,6 +406,9 @@ def render_chat(
             starts, reused = memo.starts[: kept + 1], memo.built[:kept]
     reserved = (name, me.name)  # the bot's names: no one else goes by them
     labels = memo.labels_from(start, items, me, reserved) if memo is not None else Labels(reserved)
+    if start == 0 and preamble:
+        turns.line("user", preamble)
+        starts = [0]
     sequence = weave(items, records) if start == 0 else items[start:]
     previous: Message | ToolRecord | None = items[start - 1] if start else None
     for offset, item in enumerate(sequence, start=start):

@@ -181,20 +181,23 @@ def render_prefill(
     breakpoints: Collection[str] = (),
     message_limit: int | None = None,
     memo: PrefillMemo | None = None,
+    preamble: str = "",
 ) -> LLMRequest:
     """The request for ``messages``; the messages ``breakpoint_id`` and ``breakpoints``
     end blocks marked for the prompt cache. A bot's run of messages is one block.
-    ``memo`` (one per channel) lets a render go on from the previous one."""
+    ``memo`` (one per channel) lets a render go on from the previous one. ``preamble``
+    (the linked channels, ``salon.agent.links``) follows ``context_prefix``, before the
+    room's history."""
     marked = {*breakpoints, *([breakpoint_id] if breakpoint_id else [])}
     name = settings.name
     transcript = _Transcript()
     given = tuple(messages)
-    key = (me, name, settings.context_prefix, message_limit)
+    key = (me, name, settings.context_prefix, message_limit, preamble)
     start, state = memo.resume_point(key, given, marked) if memo and not records else (0, None)
     if state is not None:
         transcript.restore(state)
-    elif settings.context_prefix:
-        transcript.write(settings.context_prefix + _SEPARATOR)
+    else:
+        _open(transcript, settings.context_prefix, preamble)
     reserved = _reserved(me, settings)
     labels = memo.labels_from(start, given, me, reserved) if memo else Labels(reserved)
     items: Sequence[Message | ToolRecord] = weave(given, records) if not start else given
@@ -241,6 +244,13 @@ def render_prefill(
         prefill=True,
         thinking=requested_thinking(settings),
     )
+
+
+def _open(transcript: _Transcript, *openings: str) -> None:
+    """What comes before the room's history: ``context_prefix``, then the linked block."""
+    for opening in openings:
+        if opening:
+            transcript.write(opening + _SEPARATOR)
 
 
 def _strip_end(turns: list[ChatMessage]) -> list[ChatMessage]:

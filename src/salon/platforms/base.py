@@ -155,6 +155,15 @@ class Platform(Protocol):
     async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
         """Pinned messages, oldest first; a thread's start with its parent's."""
 
+    async def find_channel(self, channel_id: str) -> ChannelRef | None:
+        """The channel with this id (its name, guild, parent), or None when the platform
+        does not know it (a linked channel, ``salon.agent.links``)."""
+
+    async def can_read(self, person: Participant, channel: ChannelRef) -> bool:
+        """Whether ``person`` may read ``channel``'s messages on the platform now (their
+        own rights, not the bot's). False when the platform cannot tell: what is shown
+        from another channel must never reach someone who could not read it there."""
+
     def typing(self, channel: ChannelRef) -> AbstractAsyncContextManager[None]:
         """Show that the bot is writing while the context is open."""
 
@@ -226,6 +235,13 @@ class PlatformBase(ABC):
 
     async def history_until(self, link: str, *, limit: int) -> Sequence[Message] | None:
         return None
+
+    async def find_channel(self, channel_id: str) -> ChannelRef | None:
+        return None
+
+    async def can_read(self, person: Participant, channel: ChannelRef) -> bool:
+        """A platform that cannot tell: no one reads another channel through the bot."""
+        return False
 
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
         return ()

@@ -72,13 +72,28 @@ class MemoryPlatform(PlatformBase):
         self._approvals_changed = asyncio.Condition()
         self.progress_log: list[tuple[str, str, bool]] = []  # (job, text, done)
         self._progress: dict[str, Message] = {}
+        self._refs: dict[str, ChannelRef] = {}  # channel id -> the channel, once made
+        # (person id, channel key) pairs that may not read a channel; everyone else may.
+        self.unreadable: set[tuple[str, str]] = set()
 
     @property
     def self_participant(self) -> Participant:
         return self._me
 
-    def channel(self, channel_id: str = "general", *, is_direct: bool = False) -> ChannelRef:
-        return ChannelRef(self.name, channel_id, name=channel_id, is_direct=is_direct)
+    def channel(
+        self, channel_id: str = "general", *, is_direct: bool = False, guild_id: str | None = None
+    ) -> ChannelRef:
+        ref = ChannelRef(
+            self.name, channel_id, name=channel_id, is_direct=is_direct, guild_id=guild_id
+        )
+        self._refs.setdefault(channel_id, ref)
+        return ref
+
+    async def find_channel(self, channel_id: str) -> ChannelRef | None:
+        return self._refs.get(channel_id)
+
+    async def can_read(self, person: Participant, channel: ChannelRef) -> bool:
+        return (person.id, channel.key) not in self.unreadable
 
     async def start(self, sink: EventSink) -> None:
         self._sink = sink

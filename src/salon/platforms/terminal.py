@@ -195,6 +195,13 @@ class TerminalPlatform(PlatformBase):
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
         return [self._user.name, self._me.name]
 
+    async def find_channel(self, channel_id: str) -> ChannelRef | None:
+        return CHANNEL if channel_id == CHANNEL.id else None
+
+    async def can_read(self, person: Participant, channel: ChannelRef) -> bool:
+        """The one person at the terminal runs the bot on their own machine."""
+        return True
+
     async def request_approval(
         self, channel: ChannelRef, request: ApprovalRequest
     ) -> ApprovalDecision:

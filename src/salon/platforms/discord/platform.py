@@ -34,6 +34,7 @@ from salon.model import (
     Participant,
 )
 from salon.platforms.base import Capability, EventSink, PlatformBase
+from salon.platforms.discord.access import Access
 from salon.platforms.discord.approvals import Approvals
 from salon.platforms.discord.attachments import AttachmentLoader
 from salon.platforms.discord.cache import HistoryCache
@@ -109,6 +110,7 @@ class DiscordPlatform(PlatformBase):
             monitored=self._monitored,
         )
         self._channels = Channels(config, lambda: self._client)
+        self._access = Access(self._channels)
         self._reader = Reader(
             config=config,
             cache=self.cache,
@@ -297,6 +299,13 @@ class DiscordPlatform(PlatformBase):
 
     async def reply_chain(self, message: Message) -> Sequence[Message]:
         return await self._reader.reply_chain(message)
+
+    async def find_channel(self, channel_id: str) -> ChannelRef | None:
+        return await self._access.find(channel_id)
+
+    async def can_read(self, person: Participant, channel: ChannelRef) -> bool:
+        """``person``'s own View Channel and Read Message History there (``access.py``)."""
+        return await self._access.can_read(person, channel)
 
     @property
     def history_fetches(self) -> int:

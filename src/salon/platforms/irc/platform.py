@@ -194,6 +194,20 @@ class IrcPlatform(PlatformBase):
             return []
         return sorted(client.channels[channel.name]["users"], key=str.lower)
 
+    async def find_channel(self, channel_id: str) -> ChannelRef | None:
+        """A channel by its name (``#salon``); a nick's direct messages are never linked."""
+        if not channel_id or channel_id[0] not in "#&+!":
+            return None
+        return ChannelRef("irc", channel_id.lower(), name=channel_id)
+
+    async def can_read(self, person: Participant, channel: ChannelRef) -> bool:
+        """IRC shows no one a channel's past: only who is in the channel now reads it."""
+        client = self._connection.client
+        if channel.is_direct or client is None or not client.in_channel(channel.name):
+            return False
+        users = client.channels[channel.name]["users"]
+        return any(client.is_same_nick(person.name, nick) for nick in users)
+
     async def request_approval(
         self, channel: ChannelRef, request: ApprovalRequest
     ) -> ApprovalDecision:
