@@ -23,6 +23,7 @@ from typing import Any
 
 from bench.figures import Figure, percentile, settled_rss_mib
 from salon.agent import Agent
+from salon.agent.recording.export import TraceSink
 from salon.agent.recording.traces import TraceWriter
 from salon.config import BotConfig, ProviderConfig
 from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDelta, UsageEvent
@@ -122,8 +123,10 @@ class Rig:
         history: int = HISTORY,
         channels: int = 1,
         database: tuple[str, str | None] | None = None,
+        sink: TraceSink | None = None,
     ) -> None:
-        self._config, self._traces = config, traces
+        """``sink``: where traces are exported as well (OpenTelemetry)."""
+        self._config, self._traces, self._sink = config, traces, sink
         self._history, self._channels, self._database = history, channels, database
         self._stack = contextlib.AsyncExitStack()
         self._count = 0
@@ -138,7 +141,9 @@ class Rig:
         self.provider = _TimedProvider(thinks=self._config.thinking.enabled)
         self.platform = platform = _TimedPlatform()
         config = self._config
-        self.writer = TraceWriter(store=store, settings=config.traces, prices=config.prices)
+        self.writer = TraceWriter(
+            store=store, settings=config.traces, prices=config.prices, sink=self._sink
+        )
         self.agent = Agent(
             bot="bench",
             config=config,

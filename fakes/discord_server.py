@@ -229,10 +229,13 @@ class DiscordServer(RestRoutes):
         mentions: list[FakeUser] = (),  # type: ignore[assignment]
         reply_to: dict[str, Any] | None = None,
         files: list[tuple[str, str, bytes]] = (),  # type: ignore[assignment]
+        flags: int = 0,
     ) -> dict[str, Any]:
+        """A message from someone else (``flags``: e.g. SUPPRESS_NOTIFICATIONS, 1 << 12)."""
         message = self._new_message(
             channel_id, author, content, mentions=list(mentions), reply_to=reply_to
         )
+        message["flags"] = flags
         for filename, content_type, data in files:
             message["attachments"].append(self._attachment(filename, content_type, data))
         return await self._publish(message)

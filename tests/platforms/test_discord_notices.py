@@ -49,6 +49,22 @@ async def test_discord_notices_are_never_in_the_history(
     assert shown(provider) == "Alice: words worth keeping\nBob: @Salon and here?"
 
 
+async def test_another_bots_silent_notes_are_no_part_of_the_conversation(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    """Another Salon bot's notes (its failures, its reasoning in a spoiler) are sent silent
+    as this bot's are: no bot reads them as conversation, fetched or from the gateway."""
+    muse = FakeUser("300", "Muse", bot=True)
+    await fake_discord.post(GENERAL, muse, "-# ||I weighed the two plans first.||", flags=SILENT)
+    await fake_discord.post(GENERAL, muse, "Plan B it is.")
+    provider = FakeProvider(["noted"])
+    app, _ = await start_bot(provider)
+    await fake_discord.post(GENERAL, muse, "-# ||then I checked the dates||", flags=SILENT)
+    await ask(fake_discord, GENERAL, fake_discord.user("Alice"), "which plan?")
+    await fake_discord.wait_bot_messages(GENERAL, 1)
+    assert shown(provider) == "Muse: Plan B it is.\nAlice: @Salon which plan?"
+
+
 async def test_notes_are_sent_silent_and_read_back_as_notes(
     fake_discord: DiscordServer, start_bot: Start
 ) -> None:

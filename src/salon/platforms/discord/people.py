@@ -67,9 +67,12 @@ class People:
 
     def _is_note(self, message: discord.Message) -> bool:
         """Salon's own words are sent silent (SUPPRESS_NOTIFICATIONS); nothing else of
-        this bot is."""
+        this bot is. Another bot's silent messages are taken as its notes too (another
+        Salon bot's failures, or its reasoning in a spoiler): no bot reads them."""
+        if not message.flags.silent:
+            return False
         me = self._me()
-        return me is not None and message.author.id == me.id and message.flags.silent
+        return message.author.bot or (me is not None and message.author.id == me.id)
 
     async def converted(self, messages: Iterable[discord.Message]) -> list[Message]:
         """Fetched messages as Salon's, every person named as their guild shows them;
