@@ -58,7 +58,7 @@ async def test_another_bots_silent_notes_are_no_part_of_the_conversation(
     await fake_discord.post(GENERAL, muse, "-# ||I weighed the two plans first.||", flags=SILENT)
     await fake_discord.post(GENERAL, muse, "Plan B it is.")
     provider = FakeProvider(["noted"])
-    app, _ = await start_bot(provider)
+    await start_bot(provider)
     await fake_discord.post(GENERAL, muse, "-# ||then I checked the dates||", flags=SILENT)
     await ask(fake_discord, GENERAL, fake_discord.user("Alice"), "which plan?")
     await fake_discord.wait_bot_messages(GENERAL, 1)
