@@ -54,11 +54,22 @@ def test_a_budget_not_below_max_tokens_is_refused(write_config: WriteConfig) -> 
     assert "max_tokens (4000)" in line
 
 
+@pytest.mark.parametrize("kind", ["anthropic", "bedrock"])
+def test_thinking_with_an_assistant_prefill_is_refused(
+    write_config: WriteConfig, kind: str
+) -> None:
+    """The API refuses thinking with a prefilled assistant turn. A pinned .config that
+    turns thinking on for a prefill bot is not checked: those requests go without it."""
+    bot = "provider: claude\nmode: prefill\nthinking: {enabled: true}\n"
+    (line,) = problems(write_config, bot, kind)
+    assert "ann.yaml:3: thinking.enabled: " in line
+    assert "no thinking with an assistant prefill (mode: prefill)" in line
+
+
 def test_what_a_vendor_takes_passes(write_config: WriteConfig) -> None:
     for bot in (
         "provider: claude\nthinking: {enabled: true, budget_tokens: 2048}\n",
         "provider: claude\nthinking: {enabled: true, effort: low}\n",  # Anthropic takes effort
-        "provider: claude\nmode: prefill\nthinking: {enabled: true}\n",  # sent without it
         # Salon never sends a temperature to Anthropic (the log says so once).
         "provider: claude\ntemperature: 0.7\nthinking: {enabled: true, budget_tokens: 2048}\n",
         "provider: claude\ntemperature: 0.2\nthinking: {enabled: false, budget_tokens: 10}\n",
