@@ -4,6 +4,10 @@ the MCP SDK for Salon's own tools).
 Each tool is registered with MCPServer through a wrapper whose signature is the tool's own
 (the progress parameter swapped for MCP's ``Context``), so the SDK derives the same input
 schema, output schema and error wording it did when the tools were MCPServer tools.
+
+The server offers tools only: MCPServer's prompt and resource methods are taken out, so
+they are neither advertised nor answered (the client gets "Method not found"), and a call
+to a tool the set does not have is refused as invalid params, as the MCP spec says.
 """
 
 from __future__ import annotations
@@ -14,17 +18,30 @@ import inspect
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import mcp_types
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as McpToolError
+from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, ToolAnnotations
 
+from salon import __version__
 from salon.errors import ToolError
 from salon.tools.native import Annotations, Image, InvalidArguments, NativeTool, Result, ToolSet
 from salon.tools.results import META_NAME, META_URL
 
-__all__ = ["mcp_annotations", "mcp_result", "to_mcp_server"]
+__all__ = ["mcp_annotations", "mcp_result", "server_name", "to_mcp_server"]
 
 _CONTEXT = "ctx"
+_UNSERVED = (  # MCPServer's methods for prompts and resources: Salon has neither
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+)
 
 
 def mcp_annotations(notes: Annotations | None) -> ToolAnnotations | None:
@@ -83,6 +100,25 @@ def _wrapper(tool: NativeTool) -> Callable[..., Any]:
     return run
 
 
+def server_name(tools: ToolSet) -> str:
+    """What the server calls itself: ``salon``, or ``salon-weather`` for one integration."""
+    return "salon" if tools.name == "salon" else f"salon-{tools.name}"
+
+
+def _known_tools_only(tools: ToolSet) -> ServerMiddleware[Any]:
+    """Middleware refusing a call to a tool the set does not have with "invalid params"
+    (MCPServer answers it as a tool error, a result the caller may take for the tool's)."""
+
+    async def check(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tools/call" and isinstance(ctx.params, dict):
+            name = ctx.params.get("name")
+            if isinstance(name, str) and name not in tools.tools:
+                raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"Unknown tool: {name}")
+        return await call_next(ctx)
+
+    return check
+
+
 def to_mcp_server(tools: ToolSet) -> MCPServer:
     """The set as an MCPServer whose lifespan opens the set's clients per connection."""
 
@@ -91,7 +127,18 @@ def to_mcp_server(tools: ToolSet) -> MCPServer:
         async with tools.open():
             yield {}
 
-    server = MCPServer(tools.name, instructions=tools.instructions or None, lifespan=lifespan)
+    server = MCPServer(
+        server_name(tools),
+        title=tools.name,
+        version=__version__,
+        instructions=tools.instructions or None,
+        lifespan=lifespan,
+        middleware=[_known_tools_only(tools)],
+    )
+    # MCPServer registers every method; what is registered is what gets advertised.
+    handlers = server._lowlevel_server._request_handlers  # no public way to drop one
+    for method in _UNSERVED:
+        handlers.pop(method, None)
     for tool in tools.tools.values():
         server.add_tool(
             _wrapper(tool),
