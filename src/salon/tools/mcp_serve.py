@@ -8,29 +8,47 @@ schema, output schema and error wording it did when the tools were MCPServer too
 The server offers tools only: MCPServer's prompt and resource methods are taken out, so
 they are neither advertised nor answered (the client gets "Method not found"), and a call
 to a tool the set does not have is refused as invalid params, as the MCP spec says.
+
+Over HTTP (``serve_http``) the SDK's streamable-HTTP app is served with its DNS-rebinding
+protection on, behind an optional bearer token.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import hmac
 import inspect
+import json
+import socket
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as McpToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, ToolAnnotations
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from salon import __version__
 from salon.errors import ToolError
 from salon.tools.native import Annotations, Image, InvalidArguments, NativeTool, Result, ToolSet
 from salon.tools.results import META_NAME, META_URL
 
-__all__ = ["mcp_annotations", "mcp_result", "server_name", "to_mcp_server"]
+__all__ = [
+    "HttpListen",
+    "mcp_annotations",
+    "mcp_result",
+    "parse_listen",
+    "serve_http",
+    "server_name",
+    "to_mcp_server",
+]
 
 _CONTEXT = "ctx"
 _UNSERVED = (  # MCPServer's methods for prompts and resources: Salon has neither
@@ -148,3 +166,90 @@ def to_mcp_server(tools: ToolSet) -> MCPServer:
             structured_output=tool.structured_output,
         )
     return server
+
+
+@dataclass(frozen=True)
+class HttpListen:
+    """Where ``salon tools serve --http`` listens, and who may ask it."""
+
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: a free port, said on stderr
+    token: str | None = None  # the bearer token every request must carry
+    allowed_hosts: tuple[str, ...] = ()  # further names a Host header may give
+
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_REFUSAL = json.dumps(
+    {"error": "invalid_token", "error_description": "a valid bearer token is required"}
+)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[::1]:PORT`` or a bare ``PORT`` (on 127.0.0.1)."""
+    host, colon, port = text.rpartition(":")
+    if not colon:
+        host, port = "127.0.0.1", text
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"--http {text!r}: write HOST:PORT, e.g. 127.0.0.1:8931")
+    return host, int(port)
+
+
+def _security(host: str, port: int, extra: tuple[str, ...]) -> TransportSecuritySettings:
+    """The SDK's DNS-rebinding protection: only Host (and Origin) headers naming this
+    server are served, so a web page cannot reach it through a name it controls."""
+    names = list(_LOOPBACK) if host in _LOOPBACK else [host]
+    names += extra
+    hosts = [f"[{n}]:{port}" if ":" in n else f"{n}:{port}" for n in names]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts,
+        allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts],
+    )
+
+
+def _bearer_gate(app: ASGIApp, token: str) -> ASGIApp:
+    """``app`` for requests carrying ``Authorization: Bearer <token>`` only (compared in
+    constant time); any other gets 401 with a ``WWW-Authenticate`` challenge (RFC 6750)."""
+    expected = f"Bearer {token}".encode()
+
+    async def gate(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope["headers"]).get(b"authorization")
+            if not hmac.compare_digest(given or b"", expected):
+                challenge = 'Bearer realm="salon"'
+                if given is not None:  # credentials were sent, and were wrong
+                    challenge += ', error="invalid_token"'
+                refusal = Response(
+                    _REFUSAL,
+                    status_code=401,
+                    media_type="application/json",
+                    headers={"WWW-Authenticate": challenge},
+                )
+                await refusal(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return gate
+
+
+async def serve_http(server: MCPServer, listen: HttpListen, said: Callable[[str], None]) -> None:
+    """Serve ``server`` over streamable HTTP until the process is stopped; ``said`` gets
+    the URL once the port is bound."""
+    import uvicorn  # only where a server listens
+
+    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((listen.host, listen.port))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    app: ASGIApp = server.streamable_http_app(
+        host=listen.host, transport_security=_security(listen.host, port, listen.allowed_hosts)
+    )
+    if listen.token:
+        app = _bearer_gate(app, listen.token)
+    shown = f"[{listen.host}]" if family == socket.AF_INET6 else listen.host
+    said(f"http://{shown}:{port}/mcp")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve(sockets=[sock])
