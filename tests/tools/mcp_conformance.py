@@ -35,6 +35,7 @@ SERVER_SCENARIOS = (
     "ping",
     "tools-list",
     "server-sse-multiple-streams",
+    "server-sse-polling",  # in the pending suite of 0.1.16
     "dns-rebinding-protection",
 )
 SCENARIO_TIMEOUT = 120.0
