@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import replace
 
 import pytest
 import uvicorn
@@ -15,9 +17,13 @@ from starlette.types import ASGIApp
 
 from fakes import mcp_server
 from salon import __version__
+from salon.config import Secrets
 from salon.model import ToolCall
 from salon.tools.hub import MessageHandler, ServerSpec, ToolHub
 from salon.tools.mcp_link import open_http
+from salon.tools.servers import configured_specs
+from tests.conftest import bot_config
+from tests.tools.conftest import REPO
 
 
 def call(tool: str, **arguments: object) -> ToolCall:
@@ -101,6 +107,14 @@ async def test_the_client_names_itself_salon_with_its_version(
     session_server: LoopbackServer,
 ) -> None:
     async with ToolHub([http_spec("kit", session_server.url)]) as hub:
+        result = await hub.call(call("client_info"))
+    assert (result.content, result.is_error) == (f"salon {__version__}", False)
+
+
+async def test_a_configured_stdio_server_is_told_salon_too() -> None:
+    server = {"command": sys.executable, "args": ["-m", "fakes.mcp_server"], "cwd": str(REPO)}
+    (spec,) = configured_specs(bot_config(mcp_servers={"kit": server}), Secrets({}))
+    async with ToolHub([replace(spec, start_timeout=20)]) as hub:
         result = await hub.call(call("client_info"))
     assert (result.content, result.is_error) == (f"salon {__version__}", False)
 
