@@ -50,8 +50,8 @@ window fails the call as "may or may not have run")."""
 _RESTARTING_CODES = frozenset({mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT})
 _SALON = mcp_types.Implementation(name="salon", version=__version__)
 _AUTHORIZATION = {
-    401: "authorization failed (HTTP 401: the server did not accept the credentials, if any)",
-    403: "authorization failed (HTTP 403: the credentials are not allowed this)",
+    401: "authorization failed (HTTP 401: no credentials, or the server did not accept them)",
+    403: "authorization failed (HTTP 403: the credentials lack the permission)",
 }
 
 
