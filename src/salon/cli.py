@@ -30,6 +30,7 @@ from salon.logsetup import configure_logging
 from salon.memory_cli import add_memory_parser, run_memory
 from salon.supervisor import BotProcessSpec, Supervisor
 from salon.tools_cli import (
+    ServeOptions,
     call_tool,
     list_tools,
     offline_tool_names,
@@ -90,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     for name, text in (
         ("list", "start the bot's MCP servers and list every tool with its policy"),
         ("call", "call one tool: salon tools call [DIR] NAME '{\"arg\": 1}'"),
-        ("serve", "offer Salon's built-in tools, or one integration, over stdio"),
+        ("serve", "offer Salon's built-in tools, or one integration, over stdio or HTTP"),
     ):
         command = tools_sub.add_parser(name, help=text)
         command.add_argument("dir", nargs="?", default=".", type=Path)
@@ -101,6 +102,25 @@ def _parser() -> argparse.ArgumentParser:
                 metavar="NAME",
                 default="salon",
                 help=f"the server to offer: salon (built-ins) or {', '.join(_INTEGRATIONS)}",
+            )
+            command.add_argument(
+                "--http",
+                metavar="HOST:PORT",
+                help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
+                "(HOST defaults to 127.0.0.1)",
+            )
+            command.add_argument(
+                "--token-env",
+                metavar="NAME",
+                help="with --http: every request must carry 'Authorization: Bearer <token>', "
+                "the token read from this environment variable",
+            )
+            command.add_argument(
+                "--allow-host",
+                metavar="NAME",
+                action="append",
+                default=[],
+                help="with --http: a further name clients may reach the server by (Host header)",
             )
         if name == "call":
             command.add_argument("tool")
@@ -363,11 +383,12 @@ def _tools(args: argparse.Namespace) -> int:
     key, config, secrets = load_bot(configs, args.bot, tools_only=True)
     # stdout belongs to the MCP protocol (serve) or the answer (list, call): log to stderr.
     configure_logging(secrets.redactor(), level="WARNING")
-    if args.tools_command == "serve" and args.only != "salon":
-        return asyncio.run(serve_integration(config, configs.root, secrets, args.only))
     if args.tools_command == "serve":
+        options = ServeOptions(args.http, args.token_env, tuple(args.allow_host))
+        if args.only != "salon":
+            return asyncio.run(serve_integration(config, configs.root, secrets, args.only, options))
         store = store_for(configs.root, config, secrets=secrets)
-        return asyncio.run(serve_builtin(key, store))
+        return asyncio.run(serve_builtin(key, store, options))
     if args.tools_command == "list":
         return asyncio.run(list_tools(key, config, configs.root, secrets))
     return asyncio.run(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from salon.app import BotApp
 from salon.config import BotConfig, Secrets
@@ -14,9 +17,53 @@ from salon.llm.base import ProviderTraits
 from salon.model import ToolCall
 from salon.store.sql import SQLStore
 from salon.tools.builtin import OPERATOR, MemoryBook, ScheduleBook, build_builtin_server
+from salon.tools.native import ToolSet
 from salon.tools.policy import decide
 
-__all__ = ["call_tool", "list_tools", "serve_builtin", "serve_integration"]
+if TYPE_CHECKING:
+    from salon.tools.mcp_serve import HttpListen
+
+__all__ = ["ServeOptions", "call_tool", "list_tools", "serve_builtin", "serve_integration"]
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How ``salon tools serve`` offers its server: stdio, or streamable HTTP."""
+
+    http: str | None = None  # HOST:PORT; None: stdio
+    token_env: str | None = None  # the environment variable holding the bearer token
+    allow_hosts: tuple[str, ...] = ()  # further names a Host header may give
+
+    def listen(self) -> HttpListen | None:
+        """Where to listen (None for stdio); ValueError with the line to show."""
+        if self.http is None:
+            if self.token_env is not None or self.allow_hosts:
+                raise ValueError("--token-env and --allow-host go with --http HOST:PORT")
+            return None
+        from salon.tools.mcp_serve import HttpListen, parse_listen  # MCP only when served
+
+        host, port = parse_listen(self.http)
+        token = None
+        if self.token_env is not None:
+            token = (os.environ.get(self.token_env) or "").strip()
+            if not token:
+                raise ValueError(f"--token-env {self.token_env}: the variable is not set")
+        return HttpListen(host, port, token or None, self.allow_hosts)
+
+
+async def _serve(tools: ToolSet, listen: HttpListen | None) -> None:
+    from salon.tools.mcp_serve import serve_http, to_mcp_server  # MCP only for the outside client
+
+    server = to_mcp_server(tools)
+    if listen is None:
+        await server.run_stdio_async()
+        return
+
+    def said(url: str) -> None:
+        guarded = "a bearer token" if listen.token else "no token"
+        print(f"salon tools serve: MCP at {url} ({guarded})", file=sys.stderr, flush=True)
+
+    await serve_http(server, listen, said)
 
 
 class _NoProvider:
@@ -80,33 +127,46 @@ async def call_tool(
     return 1 if result.is_error else 0
 
 
-async def serve_builtin(key: str, store: SQLStore) -> int:
-    """Salon's built-in tools over stdio; chat-log tools take an explicit ``channel``."""
+def _listen(options: ServeOptions) -> HttpListen | int | None:
+    try:
+        return options.listen()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+async def serve_builtin(key: str, store: SQLStore, options: ServeOptions) -> int:
+    """Salon's built-in tools over stdio or HTTP; chat-log tools take an explicit ``channel``."""
+    listen = _listen(options)
+    if isinstance(listen, int):
+        return listen
     await store.open()
     try:
 
         async def nobody(_channel: str) -> list[str]:
             return []
 
-        from salon.tools.mcp_serve import to_mcp_server  # MCP only for the outside client
-
-        await to_mcp_server(build_builtin_server(key, store.chatlog, nobody)).run_stdio_async()
+        await _serve(build_builtin_server(key, store.chatlog, nobody), listen)
     finally:
         await store.close()
     return 0
 
 
-async def serve_integration(config: BotConfig, root: Path, secrets: Secrets, name: str) -> int:
-    """One integration over stdio, with the bot's settings for it (or the defaults)."""
+async def serve_integration(
+    config: BotConfig, root: Path, secrets: Secrets, name: str, options: ServeOptions
+) -> int:
+    """One integration over stdio or HTTP, with the bot's settings for it (or the defaults)."""
     from salon.integrations import IntegrationUnavailable, server_for  # only when served
-    from salon.tools.mcp_serve import to_mcp_server
 
+    listen = _listen(options)
+    if isinstance(listen, int):
+        return listen
     try:
         server = server_for(config, name, secrets, root)
     except IntegrationUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    await to_mcp_server(server).run_stdio_async()
+    await _serve(server, listen)
     return 0
 
 

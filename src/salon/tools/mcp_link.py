@@ -8,24 +8,38 @@ the MCP SDK (or jsonschema, which checks arguments against the schemas servers p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import httpx2
 import jsonschema
 import mcp_types
-from mcp import Client
+from mcp import Client, StdioServerParameters
+from mcp.client._transport import TransportStreams
 from mcp.client.session import IncomingMessage
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from salon import __version__
 from salon.errors import ToolError
 from salon.model import ToolResult
 from salon.tools.base import Progress, ToolSpec
-from salon.tools.link import CallContext, ServerGone, ServerSpec, describe, without_hidden
+from salon.tools.link import (
+    CallContext,
+    MessageHandler,
+    ServerGone,
+    ServerSpec,
+    describe,
+    without_hidden,
+)
 from salon.tools.results import to_result
 
-__all__ = ["McpServerLink"]
+__all__ = ["McpServerLink", "open_http", "open_stdio"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +48,74 @@ _FRESH = 2.0
 first: a server that answered that recently is taken to be there (a death inside that
 window fails the call as "may or may not have run")."""
 _RESTARTING_CODES = frozenset({mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT})
+_SALON = mcp_types.Implementation(name="salon", version=__version__)
+_AUTHORIZATION = {
+    401: "authorization failed (HTTP 401: no credentials, or the server did not accept them)",
+    403: "authorization failed (HTTP 403: the credentials lack the permission)",
+}
+
+
+class _Refusals:
+    """What a server's HTTP answers said that the SDK's errors leave out: it reports a 401
+    or 403 as "Server returned an error response", and a 404 to a request in a session (the
+    server restarted and forgot it) only by the body's words."""
+
+    def __init__(self) -> None:
+        self.status: int | None = None  # the last answer was a 401 or 403
+        self.session_gone = False
+
+    async def saw(self, response: httpx2.Response) -> None:
+        status = response.status_code
+        if status == 404 and response.request.headers.get("mcp-session-id"):
+            self.session_gone = response.request.method != "DELETE"  # closing: gone anyway
+        elif status in _AUTHORIZATION:
+            self.status = status
+        elif status < 300:
+            self.status = None
+
+
+@dataclass
+class _HttpClient(Client):
+    """A streamable-HTTP connection that keeps what its server's HTTP answers said."""
+
+    refusals: _Refusals = field(default_factory=_Refusals)
+
+
+def open_http(url: str, headers: dict[str, str], on_message: MessageHandler) -> Client:
+    """A streamable-HTTP connection to ``url`` (unentered), naming itself Salon."""
+    refusals = _Refusals()
+
+    @contextlib.asynccontextmanager
+    async def transport() -> AsyncIterator[TransportStreams]:
+        # the SDK leaves a client it was given open: this one closes with the connection
+        async with create_mcp_http_client(headers=headers) as http:
+            http.event_hooks["response"].append(refusals.saw)
+            async with streamable_http_client(url, http_client=http) as streams:
+                yield streams
+
+    return _HttpClient(
+        transport(), message_handler=on_message, cache=None, client_info=_SALON, refusals=refusals
+    )
+
+
+def open_stdio(params: StdioServerParameters, on_message: MessageHandler) -> Client:
+    """A connection to a server Salon starts (unentered), naming itself Salon."""
+    return Client(params, message_handler=on_message, cache=None, client_info=_SALON)
+
+
+def _unauthorized(client: Client | None) -> str | None:
+    """Why the server refused ``client``'s credentials, if that is why its last answer failed."""
+    if isinstance(client, _HttpClient) and client.refusals.status is not None:
+        return _AUTHORIZATION[client.refusals.status]
+    return None
+
+
+def _session_gone(client: Client) -> bool:
+    return isinstance(client, _HttpClient) and client.refusals.session_gone
+
+
+class _SessionGone(Exception):
+    """The server answered 404 to the session's request: it never ran it."""
 
 
 class McpServerLink:
@@ -49,6 +131,7 @@ class McpServerLink:
         self.ready = asyncio.Event()
         self.first_attempt = asyncio.Event()
         self.last_error: str | None = None
+        self.refused: str | None = None  # the last attempt's credentials were refused
         self.failures = 0
         self.connections = 0  # successful connections so far (a restart makes one more)
         self.checks = 0  # health checks the server answered
@@ -69,10 +152,13 @@ class McpServerLink:
         while True:
             self._restart.clear()
             self._draining = False
+            client: Client | None = None
             try:
-                async with self._connect(self._on_message) as client:
+                client = self._connect(self._on_message)
+                async with client:
                     await self._load_tools(client)
                     self.client, self.last_error, self.failures = client, None, 0
+                    self.refused = None
                     self.ready.set()
                     self.first_attempt.set()
                     async with self._counted:
@@ -83,7 +169,8 @@ class McpServerLink:
                     await self._serve(client)
             except Exception as exc:  # a server's failure must never take the hub down
                 self.failures += 1
-                self.last_error = describe(exc)
+                self.refused = _unauthorized(client)
+                self.last_error = self.refused or describe(exc)
                 if self.failures == 1 or self.failures % 10 == 0:  # a dead server, not a flood
                     logger.warning(
                         "MCP server %s failed (%d in a row): %s",
@@ -217,6 +304,9 @@ class McpServerLink:
 
     async def _current(self) -> Client:
         """The connection, once there is one (waiting up to ``start_timeout``)."""
+        if not self.ready.is_set() and self.refused is not None:
+            # waiting for a restart would not help: the same credentials would be sent
+            raise ToolError(f"MCP server {self.spec.name} is unavailable: {self.refused}")
         if not self.ready.is_set():
             try:
                 await asyncio.wait_for(self.ready.wait(), self.spec.start_timeout)
@@ -255,10 +345,41 @@ class McpServerLink:
         self, remote_name: str, arguments: dict[str, Any], progress: Progress | None
     ) -> mcp_types.CallToolResult:
         client = await self._current()
+        if _session_gone(client):  # the session's event stream found it gone already
+            client = await self._renewed(client)
         # A lookup cut short is asked again anyway; a server heard from just now is there.
         recent = time.monotonic() - self._heard < _FRESH
         if remote_name not in self._lookups and not recent:
             client = await self._reachable(client, remote_name)
+        try:
+            return await self._send(client, remote_name, arguments, progress)
+        except _SessionGone:
+            # The server forgot the session (it restarted) and refused the call unrun:
+            # the call goes once more, on a new session.
+            logger.info(
+                "MCP server %s lost the session; sending %s again", self.spec.name, remote_name
+            )
+        client = await self._renewed(client)
+        try:
+            return await self._send(client, remote_name, arguments, progress)
+        except _SessionGone:
+            raise ToolError(
+                f"MCP server {self.spec.name} lost its session again; {remote_name} was not run"
+            ) from None
+
+    async def _renewed(self, client: Client) -> Client:
+        """A new connection in place of ``client``, whose session the server forgot."""
+        self.last_error = "the server lost the session (HTTP 404)"
+        self.restart(client)
+        return await self._current()
+
+    async def _send(
+        self,
+        client: Client,
+        remote_name: str,
+        arguments: dict[str, Any],
+        progress: Progress | None,
+    ) -> mcp_types.CallToolResult:
         timeout = self.spec.timeout
         self._in_flight += 1
         try:
@@ -277,6 +398,13 @@ class McpServerLink:
                 f"{remote_name} timed out after {timeout:g}s; restarting server"
             ) from None
         except MCPError as exc:
+            if _session_gone(client):
+                raise _SessionGone from None
+            refused = _unauthorized(client)
+            if refused is not None:
+                raise ToolError(
+                    f"{remote_name} was refused by MCP server {self.spec.name}: {refused}"
+                ) from None
             if exc.code in _RESTARTING_CODES:
                 self.restart(client)
                 raise ServerGone(f"{remote_name} failed: {exc.message}; restarting server") from exc
@@ -306,6 +434,8 @@ async def _probe(client: Client, within: float) -> _Unanswered | None:
         async with asyncio.timeout(within):
             await client.session.send_ping()  # the session's ping: no deprecation warning
     except MCPError as exc:
+        if _session_gone(client):  # a restarted server: it answers, but not this session
+            return _Unanswered("the server lost the session (HTTP 404)", gone=True)
         if exc.code == mcp_types.REQUEST_TIMEOUT:
             return _Unanswered(exc.message, gone=False)
         if exc.code == mcp_types.CONNECTION_CLOSED:

@@ -53,9 +53,9 @@ def _make_connect(server: McpServerConfig, secrets: Secrets) -> Callable[[Messag
     if server.command is not None:
 
         def connect_stdio(on_message: MessageHandler) -> Client:
-            from mcp import Client
+            from salon.tools.mcp_link import open_stdio
 
-            return Client(_stdio(server, secrets), message_handler=on_message, cache=None)
+            return open_stdio(_stdio(server, secrets), on_message)
 
         return connect_stdio
     headers = dict(server.headers)
@@ -64,13 +64,9 @@ def _make_connect(server: McpServerConfig, secrets: Secrets) -> Callable[[Messag
     url = server.url or ""
 
     def connect_http(on_message: MessageHandler) -> Client:
-        from mcp import Client
-        from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
+        from salon.tools.mcp_link import open_http
 
-        http = create_mcp_http_client(headers=headers)
-        transport = streamable_http_client(url, http_client=http)
-        return Client(transport, message_handler=on_message, cache=None)
+        return open_http(url, headers, on_message)
 
     return connect_http
 

