@@ -51,13 +51,18 @@ def thinking_refusals(config: BotConfig) -> list[tuple[str, str]]:
     """(key path, reason) for each thinking setting the bot's vendor would refuse with
     every request, and Salon cannot leave out for it. Anthropic (also on Bedrock) takes
     a budget of at least 1024 tokens below ``max_tokens``; it takes an effort without a
-    budget. Not refused, as Salon avoids what the API refuses: a temperature (never sent
-    to Anthropic) and prefill mode (sent without thinking)."""
+    budget; it refuses thinking with a prefilled assistant turn (``mode: prefill``; a
+    pinned ``.config`` that turns thinking on there is not refused: those requests go
+    without thinking, and the log says so). Not refused, as Salon never sends it to
+    Anthropic: a temperature."""
     thinking = config.thinking
     vendor = config.provider_config().type
     if not thinking.enabled or vendor not in ("anthropic", "bedrock"):
         return []
     found: list[tuple[str, str]] = []
+    if config.mode == "prefill":
+        reason = f"{vendor} takes no thinking with an assistant prefill (mode: prefill)"
+        found.append(("thinking.enabled", f"{reason}; turn one of them off"))
     budget = thinking.budget_tokens
     if budget is not None and budget < _MIN_BUDGET:
         found.append(
