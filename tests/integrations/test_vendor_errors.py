@@ -115,6 +115,8 @@ def test_retry_after_as_seconds_or_a_date() -> None:
     assert retry_after_seconds("Wed, 21 Oct 2026 07:28:00 GMT", now=1792567650.0) == 30.0
     assert retry_after_seconds("soon") is None
     assert retry_after_seconds(None) is None
+    # Headers are read as Latin-1: a superscript digit is a character str.isdigit() takes.
+    assert retry_after_seconds("\u00b2") is None
 
 
 def test_a_query_is_encoded_as_httpx2_encodes_params() -> None:

@@ -9,8 +9,10 @@ from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
+    AnyHttpUrl,
     BaseModel,
     ConfigDict,
+    ValidationError,
     ValidationInfo,
     field_validator,
 )
@@ -43,6 +45,8 @@ MAX_WAIT_SECONDS = 7 * 24 * 3600
 """Bound on every timeout and backoff: a wait of more than a week is a typo."""
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HTTP_PREFIX = re.compile(r"https?://", re.IGNORECASE)
+_HTTP_SCHEME = re.compile(r"\s*https?:", re.IGNORECASE)  # written, if badly: no hint
 _ENV_NAME_RULE = (
     "must be the name of an environment variable (letters, digits and _, such as "
     "OPENAI_API_KEY); the value itself goes in that variable"
@@ -50,18 +54,20 @@ _ENV_NAME_RULE = (
 
 
 def http_url_problem(url: str) -> str | None:
-    """Why ``url`` cannot be an HTTP endpoint, or None when it can."""
+    """Why ``url`` cannot be an HTTP endpoint, or None when it can. pydantic's URL type
+    parses it (the WHATWG URL standard, as browsers and HTTP clients read URLs); the text
+    itself must spell out ``http://`` or ``https://``, since it is handed on as written."""
     problem = "not an http(s) URL with a host"
-    try:
-        parts = urlsplit(url)
-        _ = parts.port  # a port that is not a number raises here
-    except ValueError:
+    if not _HTTP_PREFIX.match(url):
+        if not _HTTP_SCHEME.match(url) and "://" not in url and "@" not in url and url.strip():
+            return f"{problem}: write http://{url}"
         return problem
-    if parts.scheme in ("http", "https") and parts.hostname:
-        return None
-    if "://" not in url and "@" not in url and url.strip():
-        return f"{problem}: write http://{url}"
-    return problem
+    try:
+        AnyHttpUrl(url)
+    except ValidationError as exc:
+        _, _, why = exc.errors()[0]["msg"].partition("valid URL, ")
+        return f"{problem} ({why})" if why and why != "empty host" else problem
+    return None
 
 
 def database_url_problem(url: str) -> str | None:

@@ -3,18 +3,25 @@ configurator's one-time links (``salon config-link``).
 
 All are signed with keys derived from the activity key, so every process that knows the
 key (the web server, a bot answering ``/activity``) can make or check them, and changing
-the key ends every link and session at once. A token is ``<expiry>.<signature>``; nothing
-in it is secret. A configurator link is ``<expiry>.<nonce>.<signature>``: the web server
-remembers the nonces it has taken, so each link signs in once.
+the key ends every link and session at once. Signing is itsdangerous's ``Signer``
+(HMAC-SHA256, the key derived from the activity key by HMAC with the purpose as salt, so
+a token made for one purpose opens nothing else). A token is ``<expiry>.<signature>``;
+nothing in it is secret. A configurator link is ``<expiry>.<nonce>.<signature>``: the web
+server remembers the nonces it has taken, so each link signs in once.
+
+The expiry is part of the signed value (rather than itsdangerous's signing time and a
+``max_age`` at the check) because whoever makes a link chooses its lifetime (a bot's
+``web.link_minutes``) and the server checking it need not know that choice.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import hmac
+import re
 import secrets
 import time
+
+from itsdangerous import BadSignature, Signer
 
 __all__ = [
     "CONFIG_LINK_SECONDS",
@@ -32,31 +39,40 @@ SESSION = b"salon activity session"
 CONFIG_LINK = b"salon configurator link"
 CONFIG_LINK_SECONDS = 300  # long enough to paste it into a browser, no longer
 MAX_NONCE_CHARS = 64
+# What a token of ours looks like: digits, a nonce, an unpadded URL-safe signature. Checked
+# before the signature: base64 decoding skips characters outside its alphabet, so without
+# it a token with bytes appended would still pass.
+_TOKEN = re.compile(rf"[0-9]{{1,12}}(\.[A-Za-z0-9_-]{{1,{MAX_NONCE_CHARS}}})?\.[A-Za-z0-9_-]{{43}}")
 
 
-def _derived(key: str, purpose: bytes) -> bytes:
-    return hmac.new(key.encode("utf-8"), purpose, hashlib.sha256).digest()
+def _signer(key: str, purpose: bytes) -> Signer:
+    return Signer(key, salt=purpose, key_derivation="hmac", digest_method=hashlib.sha256)
 
 
-def _signature(key: str, purpose: bytes, expires: int | str) -> str:
-    mac = hmac.new(_derived(key, purpose), str(expires).encode("ascii"), hashlib.sha256)
-    return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode("ascii")
+def _unsigned(key: str, purpose: bytes, token: str) -> list[str] | None:
+    """The signed fields of ``token`` (expiry first), or None if it is not one of ours."""
+    if not _TOKEN.fullmatch(token):
+        return None
+    try:
+        value = _signer(key, purpose).unsign(token)
+    except BadSignature:
+        return None
+    return value.decode("ascii").split(".")
+
+
+def _now(now: float | None) -> float:
+    return time.time() if now is None else now
 
 
 def make_token(key: str, purpose: bytes, seconds: float, *, now: float | None = None) -> str:
-    expires = int((time.time() if now is None else now) + seconds)
-    return f"{expires}.{_signature(key, purpose, expires)}"
+    expires = int(_now(now) + seconds)
+    return _signer(key, purpose).sign(str(expires)).decode("ascii")
 
 
 def token_valid(key: str, purpose: bytes, token: str, *, now: float | None = None) -> bool:
-    """Signed with ``key`` for ``purpose`` and not expired; compared in constant time."""
-    expires_text, dot, signature = token.partition(".")
-    if not dot or not expires_text.isdigit() or len(expires_text) > 12:
-        return False
-    expected = _signature(key, purpose, int(expires_text))
-    if not hmac.compare_digest(expected.encode("ascii"), signature.encode("ascii", "replace")):
-        return False
-    return int(expires_text) > (time.time() if now is None else now)
+    """Signed with ``key`` for ``purpose`` and not expired."""
+    fields = _unsigned(key, purpose, token)
+    return fields is not None and len(fields) == 1 and int(fields[0]) > _now(now)
 
 
 def activity_link(public_url: str, key: str, minutes: float, *, now: float | None = None) -> str:
@@ -68,27 +84,17 @@ def activity_link(public_url: str, key: str, minutes: float, *, now: float | Non
 def config_token(key: str, *, now: float | None = None) -> str:
     """A configurator link's token: valid ``CONFIG_LINK_SECONDS``, once (the server
     remembers its nonce)."""
-    expires = int((time.time() if now is None else now) + CONFIG_LINK_SECONDS)
-    signed = f"{expires}.{secrets.token_urlsafe(16)}"
-    return f"{signed}.{_signature(key, CONFIG_LINK, signed)}"
+    expires = int(_now(now) + CONFIG_LINK_SECONDS)
+    value = f"{expires}.{secrets.token_urlsafe(16)}"
+    return _signer(key, CONFIG_LINK).sign(value).decode("ascii")
 
 
 def one_time_token(key: str, token: str, *, now: float | None = None) -> tuple[str, int] | str:
     """(nonce, expiry) of a configurator link's token, or why it is refused."""
-    expires_text, _, rest = token.partition(".")
-    nonce, dot, signature = rest.partition(".")
-    if (
-        not dot
-        or not expires_text.isascii()
-        or not expires_text.isdigit()
-        or len(expires_text) > 12
-        or not 0 < len(nonce) <= MAX_NONCE_CHARS
-        or not nonce.isascii()
-    ):
+    fields = _unsigned(key, CONFIG_LINK, token)
+    if fields is None or len(fields) != 2:
         return "This link is not valid"
-    expected = _signature(key, CONFIG_LINK, f"{expires_text}.{nonce}")
-    if not hmac.compare_digest(expected.encode("ascii"), signature.encode("ascii", "replace")):
-        return "This link is not valid"
-    if int(expires_text) <= (time.time() if now is None else now):
+    expires_text, nonce = fields
+    if int(expires_text) <= _now(now):
         return "This link has expired"
     return nonce, int(expires_text)
