@@ -399,6 +399,7 @@ class BotApp:
                     generate=self.generate_command if self.offers_generate() else None,
                     authorized_roles=self.config.authorized_roles,
                     activity=self.activity_answer,
+                    memory=self.memory_book,
                 )
             )
         irc = self.config.platforms.irc
@@ -553,7 +554,6 @@ class BotApp:
 
         assert isinstance(platform, DiscordPlatform)
         return await platform.serves(schedule.channel)
-        return True
 
     async def _release_lease(self) -> None:
         """What this process leaves open is taken over by another at once, not after its
