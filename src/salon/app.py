@@ -413,6 +413,7 @@ class BotApp:
                     config=irc,
                     secrets=self.secrets,
                     chat_log=self.store.chatlog,
+                    memory=self.memory_book,
                 )
             )
         return platforms

@@ -93,6 +93,30 @@ class PeoplesMemory:
         self.notes = book.notes
         self.bot = bot
 
+    async def answer(
+        self,
+        person: Participant,
+        command: str,
+        rest: str,
+        words: MemoryWords,
+        *,
+        operator: bool = False,
+    ) -> str:
+        """A typed command (IRC, the terminal): ``command`` is "memory" or "forget" and
+        ``rest`` the words after it."""
+        parts = rest.lower().split()
+        if command == "memory":
+            if not parts:
+                return await self.show(person, words)
+            if len(parts) == 2 and parts[0] == "share" and parts[1] in {"on", "off"}:
+                return await self.share(person, parts[1] == "on")
+            return f"Say {words.show}, or {words.share.format(on='on')} (or off)."
+        if parts[:1] == ["all"] and parts[1:] in ([], ["confirm"]):
+            return await self.forget_all(person, words, confirmed=len(parts) == 2)
+        if len(parts) == 1 and parts[0].lstrip("#").isdigit():
+            return await self.forget(person, int(parts[0].lstrip("#")), words, operator=operator)
+        return f"Say which: {words.forget.format(id='N')}, or {words.forget_all}."
+
     def authorized(self, person: Participant) -> bool:
         roles = set(self.book.authorized_roles())
         return bool(roles) and not roles.isdisjoint(person.roles)
