@@ -203,6 +203,7 @@ class BotApp:
             user_name=self.config.platforms.terminal.user_name,
             chat_log=self.store.chatlog,
             commands={"/schedules": self.schedules_command},
+            memory=self.memory_book,
             **kwargs,  # type: ignore[arg-type]
         )
         self.platforms[terminal.name] = terminal
