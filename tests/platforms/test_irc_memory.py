@@ -18,6 +18,7 @@ from salon.llm import FakeProvider
 from salon.model import ChannelRef
 from salon.notes import NoteScope, Provenance, Scope
 from salon.platforms.irc import IrcPlatform
+from salon.platforms.irc.memorycmds import MEMORY_COMMANDS_PER_MINUTE
 from tests.conftest import ServeApp, bot_config
 from tests.platforms.test_irc import (
     BOT,
@@ -101,3 +102,18 @@ async def test_forget_all_by_private_message_asks_first(
     await alice.expect(r"NOTICE alice :Forgot 1 note about you or from you\.", after=mark)
     assert await app.store.notes.notes_of_person("irc:alice") == []
     assert [n.id for n in await app.store.notes.notes_of_person("irc:bob")] == [kept]
+
+
+async def test_a_flood_of_commands_is_answered_only_so_far(
+    ircd: IrcServer, tmp_path: Path, serve_app: ServeApp
+) -> None:
+    await _start(ircd, tmp_path, serve_app, FakeProvider(["hi alice"]))
+    alice = await human(ircd, channel=None)
+    for _ in range(MEMORY_COMMANDS_PER_MINUTE + 5):
+        await alice.say(BOT, "!memory")
+    await alice.say(BOT, "hello")  # answered by the model after the commands were handled
+    await alice.expect(rf"^:{BOT}!\S+ PRIVMSG alice :hi alice$")
+    answered = [ln for ln in alice.lines if re.search(r"NOTICE alice :I keep no notes", ln)]
+    refused = [ln for ln in alice.lines if "Too many memory commands" in ln]
+    assert len(answered) == MEMORY_COMMANDS_PER_MINUTE
+    assert len(refused) == 1
