@@ -103,6 +103,9 @@ async def test_forget_one_note_only_of_ones_own(
     await fake_discord.command(GENERAL, alice, "forget", note=his)
     assert (await _answer(fake_discord, 3))["data"]["content"] == f"Forgot note {his}."
     assert await app.store.notes.notes_of_person(bob.id) == []
+    await fake_discord.command(GENERAL, alice, "forget")
+    said = (await _answer(fake_discord, 4))["data"]["content"]
+    assert said == "Say which: /forget note:N, or /forget all:True."
 
 
 async def test_no_memory_commands_without_memory(
