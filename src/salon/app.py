@@ -203,6 +203,7 @@ class BotApp:
             user_name=self.config.platforms.terminal.user_name,
             chat_log=self.store.chatlog,
             commands={"/schedules": self.schedules_command},
+            memory=self.memory_book,
             **kwargs,  # type: ignore[arg-type]
         )
         self.platforms[terminal.name] = terminal
@@ -399,6 +400,7 @@ class BotApp:
                     generate=self.generate_command if self.offers_generate() else None,
                     authorized_roles=self.config.authorized_roles,
                     activity=self.activity_answer,
+                    memory=self.memory_book,
                 )
             )
         irc = self.config.platforms.irc
@@ -412,6 +414,7 @@ class BotApp:
                     config=irc,
                     secrets=self.secrets,
                     chat_log=self.store.chatlog,
+                    memory=self.memory_book,
                 )
             )
         return platforms
@@ -553,7 +556,6 @@ class BotApp:
 
         assert isinstance(platform, DiscordPlatform)
         return await platform.serves(schedule.channel)
-        return True
 
     async def _release_lease(self) -> None:
         """What this process leaves open is taken over by another at once, not after its

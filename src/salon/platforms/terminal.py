@@ -28,6 +28,7 @@ from salon.model import (
     Participant,
 )
 from salon.platforms.base import YES_ANSWERS, ChatLog, EventSink, PlatformBase, file_lines
+from salon.platforms.notes import TERMINAL_WORDS, NotesBook, PeoplesMemory
 
 __all__ = ["Command", "TerminalPlatform", "stdin_lines"]
 
@@ -104,7 +105,9 @@ class TerminalPlatform(PlatformBase):
         out: TextIO | None = None,
         commands: Mapping[str, Command] | None = None,
         waiting_notice: float = WAITING_NOTICE,
+        memory: NotesBook | None = None,
     ) -> None:
+        """``memory``: the notes' rules, for ``/memory`` and ``/forget`` (offered with it)."""
         self._bot = bot
         self._me = Participant(f"bot:{bot}", bot_name, is_bot=True)
         self._user = Participant("user", user_name)
@@ -112,6 +115,8 @@ class TerminalPlatform(PlatformBase):
         self._lines = lines
         self._out = out or sys.stdout
         self._commands = dict(commands or {})
+        if memory is not None:
+            self._commands |= self._memory_commands(PeoplesMemory(memory, bot=bot))
         self._waiting_notice = waiting_notice
         self._reader: asyncio.Task[None] | None = None
         self._question: asyncio.Future[bool] | None = None
@@ -123,6 +128,17 @@ class TerminalPlatform(PlatformBase):
     @property
     def self_participant(self) -> Participant:
         return self._me
+
+    def _memory_commands(self, memory: PeoplesMemory) -> dict[str, Command]:
+        """The terminal's person is its operator: they may forget any note by its number."""
+
+        def command(name: str) -> Command:
+            async def run(channel: ChannelRef, rest: str) -> str:
+                return await memory.answer(self._user, name, rest, TERMINAL_WORDS, operator=True)
+
+            return run
+
+        return {"/memory": command("memory"), "/forget": command("forget")}
 
     async def start(self, sink: EventSink) -> None:
         lines = self._lines if self._lines is not None else stdin_lines()

@@ -143,19 +143,29 @@ class NotePart(Part):
     # -- the operator's (and a person's own) reads and deletions -------------------------
 
     async def list_notes(
-        self, bot: str, *, limit: int = 100, before_id: int | None = None
+        self,
+        bot: str,
+        *,
+        limit: int = 100,
+        before_id: int | None = None,
+        scope: Scope | None = None,
+        person: str | None = None,
     ) -> list[Note]:
-        """Every note of the bot, newest first, whatever its scope: for the operator only
-        (the configurator), never for a prompt."""
+        """Every note of the bot, newest first, whatever its scope (or of one ``scope``;
+        about or by one ``person``): for the operator only (the configurator), never for
+        a prompt."""
         params: dict[str, Any] = {"bot": bot, "limit": _bounded(limit)}
-        before = ""
+        where = "n.bot = :bot"
         if before_id is not None:
-            before = " AND n.id < :before"
+            where += " AND n.id < :before"
             params["before"] = before_id
-        sql = (
-            f"SELECT {_COLUMNS} FROM notes AS n WHERE n.bot = :bot{before}"
-            " ORDER BY n.id DESC LIMIT :limit"
-        )
+        if scope is not None:
+            where += " AND n.scope = :scope"
+            params["scope"] = scope.value
+        if person is not None:
+            params |= {"person": person, "kind": Scope.PERSON.value}
+            where += f" AND {_of_person(None, params)}"
+        sql = f"SELECT {_COLUMNS} FROM notes AS n WHERE {where} ORDER BY n.id DESC LIMIT :limit"
         return await self._notes(sql, params)
 
     async def notes_of_person(self, person_id: str, *, bot: str | None = None) -> list[Note]:

@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from salon.config import ConfigSet, Redactor, WebConfig
 from salon.store.sql import SQLStore
-from salon.web import activity, configurator
+from salon.web import activity, configurator, notes
 from salon.web.assets import script, stylesheet
 from salon.web.context import Fleet, Web
 from salon.web.events import post_event
@@ -68,6 +68,9 @@ def build_app(
         Route("/config", configurator.overview),
         Route("/config/edit", configurator.edit),
         Route("/config/edit", configurator.save, methods=["POST"]),
+        Route("/config/notes", notes.listing),
+        Route("/config/notes/edit", notes.update, methods=["POST"]),
+        Route("/config/notes/delete", notes.delete, methods=["POST"]),
         Route("/static/salon.css", stylesheet),
         Route("/static/salon.js", script),
     ]

@@ -117,7 +117,11 @@ table.keys td, table.keys th { border-bottom:1px solid var(--line); padding:4px 
   text-align:left;
   vertical-align:top; } table.keys td.layer { color:var(--muted); white-space:nowrap; }
 table.keys pre { font-size:12px; }
+table.notes textarea { width:100%; min-width:280px; font:inherit; } table.notes td.layer {
+  white-space:normal; } .filters label { margin-right:10px; }
 .files a { margin-right:12px; }
+.memory ul { margin:4px 0 10px; padding-left:18px; font-size:12.5px; }
+.memory li.tool-error { color:var(--red); }
 .empty { color:var(--muted); padding:20px; text-align:center; }
 """
 

@@ -42,7 +42,7 @@ from salon.web.guard import (
 from salon.web.links import one_time_token
 from salon.web.pages import layout
 
-__all__ = ["edit", "overview", "save", "validate_edit"]
+__all__ = ["edit", "gate", "header", "overview", "save", "validate_edit"]
 
 MAX_FILE_BYTES = 1_000_000  # the YAML reader's own limit
 _COPIED = ("shared.yaml", "guilds", "bots")
@@ -81,7 +81,7 @@ def _off(web: Web) -> Response:
     return web.html(layout("Salon configurator", body), 503)
 
 
-def _gate(web: Web, request: Request) -> Response | None:
+def gate(web: Web, request: Request) -> Response | None:
     """The answer for a request that may not use the configurator, or None."""
     refusal = loopback_refusal(request)
     if refusal:
@@ -195,7 +195,7 @@ def _effective(configs: ConfigSet, bot: str, reload_error: str | None) -> str:
 
 async def overview(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = _gate(web, request)
+    refused = gate(web, request)
     if refused:
         return refused
     configs = await web.fleet.current()
@@ -215,12 +215,13 @@ async def overview(request: Request) -> Response:
         for name in _outside(web)
     )
     body = f'<h1>Configurator</h1><div class="panel files">Edit: {links}</div>{outside}{bots}'
-    return web.html(layout("Salon configurator", body, header=_header()))
+    return web.html(layout("Salon configurator", body, header=header()))
 
 
-def _header() -> str:
+def header() -> str:
     return (
         '<nav><a class="chip" href="/config">configurator</a>'
+        '<a class="chip" href="/config/notes">notes</a>'
         '<a class="chip" href="/activity">activity</a></nav>'
     )
 
@@ -238,7 +239,7 @@ def _editor(
         '<p><button type="submit">check and save</button> '
         '<a href="/config">back</a></p></form>'
     )
-    response = web.html(layout(f"Salon configurator: {name}", body, header=_header()), status)
+    response = web.html(layout(f"Salon configurator: {name}", body, header=header()), status)
     if new:
         keep_csrf(web, request, response, token)
     return response
@@ -246,7 +247,7 @@ def _editor(
 
 async def edit(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = _gate(web, request)
+    refused = gate(web, request)
     if refused:
         return refused
     name = request.query_params.get("file", "")
@@ -258,7 +259,7 @@ async def edit(request: Request) -> Response:
 
 async def save(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = _gate(web, request)
+    refused = gate(web, request)
     if refused:
         return refused
     fields = await form(request)

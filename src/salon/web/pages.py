@@ -12,6 +12,7 @@ from html import escape
 from typing import Any
 
 from salon.trace import TraceSummary
+from salon.web.memory import memory_events
 
 __all__ = ["layout", "timeline_rows", "trace_detail"]
 
@@ -101,6 +102,7 @@ def trace_detail(summary: TraceSummary, body: dict[str, Any]) -> str:
         _heading(summary, body),
         _facts(summary, body),
         *(_call(n, call) for n, call in enumerate(body.get("calls", []), 1)),
+        memory_events(body.get("tools", [])),
         *(_tool(tool) for tool in body.get("tools", [])),
     ]
     if body.get("answer"):

@@ -1,4 +1,5 @@
-"""Discord's slash commands: /monitor, /unmonitor, /ask, /generate, /schedules, /activity.
+"""Discord's slash commands: /monitor, /unmonitor, /ask, /generate, /schedules, /activity,
+and /memory and /forget (``memorycmds.py``).
 
 What changes the bot for everyone in a channel (/monitor, /unmonitor, cancelling another's
 schedule) is offered by Discord to who may manage the channel, and Salon asks for one of
@@ -19,8 +20,10 @@ from salon.model import ChannelRef, Event, Message, MessageEvent, Participant, T
 from salon.platforms.discord.cache import HistoryCache
 from salon.platforms.discord.channels import Channels
 from salon.platforms.discord.convert import channel_ref
+from salon.platforms.discord.memorycmds import register_memory
 from salon.platforms.discord.people import People
 from salon.platforms.discord.refusals import NETWORK_ERRORS
+from salon.platforms.notes import PeoplesMemory
 
 __all__ = ["ActivityLink", "Commands", "GenerateCommand", "MonitorStore", "SchedulesCommand"]
 
@@ -68,10 +71,12 @@ class Commands:
         channels: Channels,
         cache: HistoryCache,
         deliver: Callable[[Event], Awaitable[None]],
+        memory: PeoplesMemory | None = None,
     ) -> None:
         """``monitored``: the platform's set of monitored channel keys, changed here;
         ``generate``: what ``/generate`` runs (without it the command is not offered);
-        ``deliver``: where an ``/ask`` question goes, as any message would."""
+        ``deliver``: where an ``/ask`` question goes, as any message would; ``memory``:
+        what ``/memory`` and ``/forget`` answer (without it they are not offered)."""
         self._bot = bot
         self._bot_name = bot_name
         self._monitors = monitors
@@ -84,6 +89,7 @@ class Commands:
         self._channels = channels
         self._cache = cache
         self._deliver = deliver
+        self._memory = memory
 
     def register(self, tree: app_commands.CommandTree[Any]) -> None:
         # What changes the bot for everyone in a channel is offered to those who may manage
@@ -104,6 +110,8 @@ class Commands:
 
         if self._generate is not None:
             self._register_generate(tree)
+        if self._memory is not None:
+            register_memory(tree, self._memory, self._asker)
 
         @tree.command(name="schedules", description="List this channel's schedules, or cancel one")
         async def schedules(interaction: discord.Interaction, cancel: int | None = None) -> None:

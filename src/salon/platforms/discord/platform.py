@@ -56,6 +56,7 @@ from salon.platforms.discord.reading import Reader
 from salon.platforms.discord.refusals import translated, where
 from salon.platforms.discord.sending import Sender
 from salon.platforms.discord.showing import ProgressBoard, TypingIndicator
+from salon.platforms.notes import NotesBook, PeoplesMemory
 from salon.tasks import TaskState, supervise
 
 __all__ = ["PERMISSIONS", "DiscordPlatform", "GenerateCommand", "invite_url"]
@@ -83,8 +84,10 @@ class DiscordPlatform(PlatformBase):
         generate: GenerateCommand | None = None,
         authorized_roles: Sequence[str] = (),
         activity: ActivityLink | None = None,
+        memory: NotesBook | None = None,
     ) -> None:
-        """``generate``: what ``/generate`` runs; without it the command is not offered."""
+        """``generate``: what ``/generate`` runs; without it the command is not offered;
+        ``memory``: the notes' rules, for ``/memory`` and ``/forget`` (offered with it)."""
         self.config = config
         self.cache = HistoryCache(max_channels=config.history_cache_channels)
         self.members = MemberCache(max_entries=_MEMBER_CACHE)
@@ -150,6 +153,7 @@ class DiscordPlatform(PlatformBase):
             channels=self._channels,
             cache=self.cache,
             deliver=self._deliver,
+            memory=PeoplesMemory(memory, bot=bot) if memory is not None else None,
         )
         self._events = Events(
             cache=self.cache,

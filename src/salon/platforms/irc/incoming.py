@@ -23,10 +23,12 @@ from salon.platforms.irc.client import Client
 from salon.platforms.irc.lines import TokenBucket
 from salon.platforms.irc.recording import Recorder
 
-__all__ = ["Incoming"]
+__all__ = ["Command", "Incoming"]
 
 logger = logging.getLogger(__name__)
 
+Command = Callable[[Participant, str, str], Awaitable[bool]]
+"""A person's command: (who, their nick, the line); True when the line was one."""
 _TOLD_PER_MINUTE = 20  # server and private notices written to the log
 _SEEN = 200  # lines remembered for ``wait_seen``
 
@@ -41,15 +43,18 @@ class Incoming:
         approvals: Approvals,
         deliver: Callable[[MessageEvent], Awaitable[None]],
         stopping: Callable[[], bool],
+        commands: Command | None = None,
     ) -> None:
         """``current``: the client of the connection now; ``deliver``: to the agent;
-        ``stopping``: lines still arriving then must not reach a closing store."""
+        ``stopping``: lines still arriving then must not reach a closing store;
+        ``commands``: a person's own commands (``!memory``), answered before all else."""
         self._config = config
         self._current = current
         self._recorder = recorder
         self._approvals = approvals
         self._deliver = deliver
         self._stopping = stopping
+        self._commands = commands
         self._seen: deque[tuple[str, str]] = deque(maxlen=_SEEN)
         self._seen_changed = asyncio.Condition()
         self._told = TokenBucket(_TOLD_PER_MINUTE, _TOLD_PER_MINUTE / 60)
@@ -65,6 +70,9 @@ class Incoming:
     ) -> None:
         if self._stopping() or self._is_me(nick):
             return  # our own lines come back with echo-message; ``send`` logged them whole
+        author = self._participant(nick)
+        if kind == "message" and self._commands and await self._commands(author, nick, text):
+            return  # answered to the person alone: not a line for the bot or the log
         channel = _channel(target, private=private)
         question = self._command_question(text) if kind == "message" else None
         if question is not None:
@@ -73,7 +81,6 @@ class Incoming:
             text = question
         addressed = kind == "message" and (private or question is not None or self._addressed(text))
         mentions = (self.myself(),) if addressed else ()
-        author = self._participant(nick)
         message = Message(
             uuid.uuid4().hex, channel, author, text, self._line_time(), mentions=mentions
         )

@@ -38,9 +38,11 @@ from salon.platforms.irc.connection import Connection
 from salon.platforms.irc.ctcp import Ctcp
 from salon.platforms.irc.incoming import Incoming
 from salon.platforms.irc.joins import Joins
+from salon.platforms.irc.memorycmds import MemoryCommands
 from salon.platforms.irc.nicks import Nicks
 from salon.platforms.irc.recording import Recorder
 from salon.platforms.irc.sending import Sender
+from salon.platforms.notes import NotesBook, PeoplesMemory
 from salon.tasks import TaskState, supervise
 
 __all__ = ["IrcPlatform"]
@@ -54,8 +56,16 @@ class IrcPlatform(PlatformBase):
     quit_timeout = 3.0
 
     def __init__(
-        self, *, bot: str, bot_name: str, config: IrcConfig, secrets: Secrets, chat_log: ChatLog
+        self,
+        *,
+        bot: str,
+        bot_name: str,
+        config: IrcConfig,
+        secrets: Secrets,
+        chat_log: ChatLog,
+        memory: NotesBook | None = None,
     ) -> None:
+        """``memory``: the notes' rules, for ``!memory`` and ``!forget`` (offered with it)."""
         self.config = config
         self._bot_name = bot_name
         self._sink: EventSink | None = None
@@ -83,6 +93,9 @@ class IrcPlatform(PlatformBase):
             approvals=self._approvals,
             deliver=self._deliver,
             stopping=lambda: self._stopping,
+            commands=None
+            if memory is None
+            else MemoryCommands(PeoplesMemory(memory, bot=bot), current, self._sender),
         )
         self._connection = Connection(
             config=config,

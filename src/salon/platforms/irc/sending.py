@@ -107,6 +107,11 @@ class Sender:
         for line in dot_lines(no_ctcp(text), self.room("NOTICE", channel.name)):
             await self._send_line(client, "NOTICE", channel.name, line)
 
+    async def notice(self, client: Client, target: str, text: str) -> None:
+        """A private answer to a command: NOTICEs to ``target``, never logged."""
+        for line in irc_lines(no_ctcp(text), self.room("NOTICE", target)):
+            await self._send_line(client, "NOTICE", target, line)
+
     async def spare_line(self, client: Client, command: str, target: str, line: str) -> bool:
         """Send a line that may as well be dropped: only when the flood limit has one to
         spare right now and nothing else is being sent (never delaying other lines)."""
