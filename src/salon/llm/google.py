@@ -11,7 +11,7 @@ import base64
 import itertools
 import re
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 from google import genai
@@ -81,7 +81,11 @@ class GoogleProvider:
         try:
             stream = await self._client.aio.models.generate_content_stream(
                 model=request.model,
-                contents=to_google_contents(request.messages, request.model),
+                # Plain dicts in the API's shape, which the SDK takes; its type names them
+                # ContentDict (a TypedDict, which a dict built at run time is not).
+                contents=cast(
+                    "list[types.ContentDict]", to_google_contents(request.messages, request.model)
+                ),
                 config=self._generation_config(request),
             )
         except errors.APIError as exc:
