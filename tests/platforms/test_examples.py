@@ -28,6 +28,7 @@ from salon.cli import main
 from salon.config import BotConfig, Secrets
 from salon.config.loader import load_config_dir
 from salon.platforms.discord import DiscordPlatform
+from salon.platforms.irc import IrcPlatform
 from tests.conftest import ServeApp
 from tests.platforms.conftest import GENERAL, ask
 
@@ -95,7 +96,8 @@ async def serve_example(
     root: Path, bot: str, serve_app: ServeApp, secrets: Mapping[str, str]
 ) -> BotApp:
     """One bot of a copied example, built as ``salon run`` builds it (its guild layers
-    included) and served on its platforms; a Discord platform is ready when this returns."""
+    included) and served on its platforms, each ready (Discord) or connected (IRC) when
+    this returns."""
     configs = load_config_dir(root)
     key, config = configs.bot(bot)
     app = BotApp(
@@ -113,6 +115,8 @@ async def serve_example(
     for platform in platforms:
         if isinstance(platform, DiscordPlatform):
             await asyncio.wait_for(platform.ready.wait(), 15)
+        elif isinstance(platform, IrcPlatform):
+            await asyncio.wait_for(platform.wait_connected(), 15)
     return app
 
 
