@@ -190,3 +190,43 @@ def _readme_block(start: str) -> str:
     blocks = re.findall(r"^```[a-z]*\n(.*?)^```$", text, flags=re.S | re.M)
     (block,) = [b for b in blocks if b.startswith(start)]
     return str(block).rstrip("\n")
+
+
+async def test_history_from_a_historian_splices_another_channel_and_from_others_is_ignored(
+    fake_discord: DiscordServer,
+    bots: tuple[FakeUser, FakeUser],
+    llm_server: LLMServer,
+    serve_app: ServeApp,
+    tmp_path: Path,
+) -> None:
+    """The README's ``.history``, in the test server's channels (no layers there)."""
+    muse, _ = bots
+    general, random = "10", "11"
+    alice, bob = fake_discord.user("Alice"), fake_discord.user("Bob")
+    fake_discord.role_names["700"] = "Historian"
+    fake_discord.roles[alice.id] = ["700"]
+    _, _, models = await _start_both(llm_server, serve_app, tmp_path)
+    first = await fake_discord.post(random, alice, "Chapter one: the keeper wakes.")
+    last = await fake_discord.post(random, alice, "Chapter two: the storm.")
+    await fake_discord.post(random, alice, "An aside nobody spliced.")
+    await fake_discord.post(general, bob, "old chatter")
+    template = _readme_block(".history Muse")
+    links = re.findall(r"https://discord\.com/channels/\S+", template)
+    history = template.replace(links[0], fake_discord.link(first))
+    history = history.replace(links[1], fake_discord.link(last))
+
+    async def ask_muse(count: int) -> str:
+        await fake_discord.post(general, alice, f"<@{muse.id}> go on", mentions=[muse])
+        await _wait(fake_discord, lambda: len(_said(fake_discord, general, muse)) == count)
+        return _text(models.requests(MUSE_MODEL)[-1]["messages"])
+
+    await fake_discord.post(general, bob, history)  # Bob is no historian: ignored
+    ignored = await ask_muse(1)
+    assert "old chatter" in ignored
+    assert "Chapter one" not in ignored
+    await fake_discord.post(general, alice, history)
+    spliced = await ask_muse(2)
+    assert "Chapter one: the keeper wakes." in spliced
+    assert "Chapter two: the storm." in spliced
+    assert "old chatter" not in spliced
+    assert "An aside nobody spliced." not in spliced
