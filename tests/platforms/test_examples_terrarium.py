@@ -1,0 +1,82 @@
+"""Terrarium (``examples/terrarium``, seed 004) on the fakes: Terra on a real miniircd,
+the OpenAI SDK against the loopback LLM server as the local model server, which streams
+its reasoning inline as ``<think>…</think>`` the way a server without a reasoning parser
+does."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fakes.irc import Human, IrcServer
+from fakes.llm_server import LLMServer, Scripted
+from tests.conftest import ServeApp
+from tests.platforms.test_examples import copy_example, serve_example
+
+ANSWER = "bob said the deploy broke on the cache migration."
+THOUGHT = ("<think>PLUGH: bob talked about", " the deploy, I should", " summarise</th", "ink>")
+
+
+@pytest.fixture
+async def ircd() -> AsyncIterator[IrcServer]:
+    server = IrcServer()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def people(ircd: IrcServer) -> AsyncIterator[tuple[Human, Human]]:
+    alice, bob = Human("alice", ircd.port), Human("bob", ircd.port)
+    try:
+        for person in (alice, bob):
+            await person.connect()
+            await person.join("#terrarium")
+        yield alice, bob
+    finally:
+        await alice.close()
+        await bob.close()
+
+
+async def test_terrarium_answers_from_the_chat_log_and_only_its_answer_reaches_irc(
+    ircd: IrcServer,
+    people: tuple[Human, Human],
+    llm_server: LLMServer,
+    serve_app: ServeApp,
+    tmp_path: Path,
+) -> None:
+    alice, bob = people
+
+    def on_fakes(data: dict[str, Any]) -> None:
+        data["providers"]["agent"].update(base_url=llm_server.base_url + "/v1", retries=0)
+        irc = data["platforms"]["irc"]
+        irc.update(server="127.0.0.1", port=ircd.port, tls=False, flood_burst=50)
+
+    root = copy_example("terrarium", tmp_path, {"bots/terra.yaml": on_fakes})
+    app = await serve_example(root, "terra", serve_app, {})
+    await alice.expect(r"JOIN :?#terrarium", within=15)  # Terra is in the channel
+    llm_server.queue(
+        Scripted(tool_calls=[("call_1", "search_chat_logs", {"query": "deploy"})]),
+        Scripted(chunks=[*THOUGHT, "\n\n", ANSWER]),
+    )
+    await bob.say("#terrarium", "the deploy broke on the cache migration")
+    await alice.say("#terrarium", "lunch anyone?")
+    await alice.say("#terrarium", ".terrarium what did bob say about the deploy?")
+    assert await alice.privmsgs_from("Terra", 1) == [ANSWER]
+    await app.agent.wait_idle()
+    assert await alice.privmsgs_from("Terra", 1) == [ANSWER]  # and nothing after it
+    assert "PLUGH" not in "\n".join(alice.lines)  # no reasoning in any line, notice or dot
+    first, second = llm_server.requests
+    assert first.body["model"] == "GLM-4.5-Air-4bit"
+    assert first.body["temperature"] == 0.8
+    assert first.body["chat_template_kwargs"] == {"enable_thinking": True}
+    asked = json.dumps(first.body["messages"])
+    assert "bob: the deploy broke on the cache migration" in asked  # the channel's lines
+    assert "what did bob say about the deploy?" in asked
+    result = next(m for m in second.body["messages"] if m["role"] == "tool")
+    assert "<bob> the deploy broke on the cache migration" in result["content"]
+    assert "PLUGH" not in json.dumps([r.body for r in llm_server.requests])
