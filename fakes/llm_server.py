@@ -184,7 +184,10 @@ class LLMServer:
             refusal = self._render(request)
             if refusal is not None:
                 reply = replace(reply, status=refusal[0], error_message=refusal[1])
-        refused = reasoning_refusal(vendor, request.body)
+        body = request.body
+        if vendor == "bedrock":  # Bedrock names the model in the path, not the body
+            body = {**body, "model": request.path.split("/")[2]}
+        refused = reasoning_refusal(vendor, body)
         if refused is not None:
             reply = replace(reply, status=refused[0], error_message=refused[1])
         if self._bills(vendor) and self.billing is not None and reply.status == 200:

@@ -13,6 +13,7 @@ import base64
 import hashlib
 import hmac
 import os
+import re
 from typing import Any
 
 from fakes.anthropic_reasoning import refusal as anthropic_thinking_refusal
@@ -32,7 +33,32 @@ def refusal(vendor: str, body: dict[str, Any]) -> tuple[int, str] | None:
 
 
 def anthropic_refusal(body: dict[str, Any]) -> tuple[int, str] | None:
+    if prefill_refused(str(body.get("model", ""))) and _ends_with_assistant(body):
+        return 400, NO_PREFILL
     return anthropic_thinking_refusal(body)
+
+
+# Claude 4.6 and later refuse a request whose last message is the assistant's (Anthropic's
+# migration guide, "Prefill removal"); the message is the API's own.
+NO_PREFILL = (
+    "This model does not support assistant message prefill. "
+    "The conversation must end with a user message."
+)
+_CLAUDE_VERSION = re.compile(r"claude-(?:opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?!\d)")
+
+
+def prefill_refused(model: str) -> bool:
+    """Whether the Claude model (any vendor prefix or date suffix) refuses a prefill."""
+    found = _CLAUDE_VERSION.search(model)
+    if found is None:
+        return False
+    major, minor = int(found[1]), int(found[2] or 0)
+    return (major, minor) >= (4, 6)
+
+
+def _ends_with_assistant(body: dict[str, Any]) -> bool:
+    messages = body.get("messages") or []
+    return bool(messages) and messages[-1].get("role") == "assistant"
 
 
 # --- Gemini: thought signatures (ai.google.dev/gemini-api/docs/thought-signatures) -------------

@@ -60,9 +60,9 @@ def test_thinking_with_an_assistant_prefill_is_refused(
 ) -> None:
     """The API refuses thinking with a prefilled assistant turn. A pinned .config that
     turns thinking on for a prefill bot is not checked: those requests go without it."""
-    bot = "provider: claude\nmode: prefill\nthinking: {enabled: true}\n"
+    bot = "provider: claude\nmodel: claude-opus-4-5\nmode: prefill\nthinking: {enabled: true}\n"
     (line,) = problems(write_config, bot, kind)
-    assert "ann.yaml:3: thinking.enabled: " in line
+    assert "ann.yaml:4: thinking.enabled: " in line
     assert "no thinking with an assistant prefill (mode: prefill)" in line
 
 
@@ -76,3 +76,18 @@ def test_what_a_vendor_takes_passes(write_config: WriteConfig) -> None:
         "provider: open\ntemperature: 0.2\nthinking: {enabled: true, budget_tokens: 100}\n",
     ):
         assert not problems(write_config, bot), bot
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "bedrock"])
+def test_prefill_on_a_claude_model_that_refuses_it_is_refused(
+    write_config: WriteConfig, kind: str
+) -> None:
+    bot = "provider: claude\nmodel: claude-opus-4-6\nmode: prefill\n"
+    (line,) = problems(write_config, bot, kind)
+    assert "ann.yaml:3: mode: claude-opus-4-6 refuses an assistant prefill" in line
+    for fine in (
+        "provider: claude\nmodel: claude-opus-4-5\nmode: prefill\n",
+        "provider: claude\nmodel: claude-opus-4-6\nmode: chat\n",
+        "provider: open\nmodel: claude-opus-4-6\nmode: prefill\n",  # a server that continues
+    ):
+        assert not problems(write_config, fine, kind), fine

@@ -267,7 +267,7 @@ async def test_the_agent_keeps_reasoning_as_thinking_and_shows_only_the_answer(
     async def show(text: str) -> None:
         shown.append(text)
 
-    await read_stream(provider, request, pending, into, show)
+    await read_stream(provider, pending, into, show)
     assert "".join(shown) == into.text == "It is noon."
     assert into.thinking == "The user asks for the time."
     assert [t.text for t in into.thoughts] == ["The user asks for the time."]

@@ -3,6 +3,7 @@ integrations. The CLI and the web configurator share it, so both judge a config 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -12,7 +13,7 @@ from salon.config.models import BotConfig
 from salon.config.secrets import Secrets, resolve_secrets
 from salon.errors import ConfigError, ConfigProblem
 
-__all__ = ["CheckReport", "check_bots", "thinking_refusals"]
+__all__ = ["CheckReport", "check_bots", "prefill_refusals", "thinking_refusals"]
 
 
 @dataclass
@@ -38,10 +39,30 @@ def check_bots(configs: ConfigSet, environ: Mapping[str, str]) -> CheckReport:
         found = check_integrations(config, secrets.get, configs.root, configs.locator(key))
         report.lines.extend(f"warning: {warning}" for warning in found.warnings)
         report.problems.extend(found.errors)
-        report.problems.extend(
-            configs.locator(key)(path, reason) for path, reason in thinking_refusals(config)
-        )
+        refusals = [*thinking_refusals(config), *prefill_refusals(config)]
+        report.problems.extend(configs.locator(key)(path, reason) for path, reason in refusals)
     return report
+
+
+# Claude 4.6 and later refuse an assistant prefill (a request ending with the assistant's
+# turn: Anthropic's migration guide, "Prefill removal"), on Anthropic and on Bedrock.
+_CLAUDE_VERSION = re.compile(r"claude-(?:opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?!\d)")
+
+
+def prefill_refusals(config: BotConfig) -> list[tuple[str, str]]:
+    """(key path, reason) when the bot is in prefill mode on a Claude model that refuses
+    an assistant prefill: every answer would be a 400."""
+    if config.mode != "prefill" or config.provider_config().type not in ("anthropic", "bedrock"):
+        return []
+    model = config.model_name()
+    found = _CLAUDE_VERSION.search(model)
+    if found is None or (int(found[1]), int(found[2] or 0)) < (4, 6):
+        return []
+    reason = (
+        f"{model} refuses an assistant prefill (Claude 4.6 and later): use mode: chat, "
+        "or an earlier model (such as claude-opus-4-5) for prefill"
+    )
+    return [("mode", reason)]
 
 
 _MIN_BUDGET = 1024  # Anthropic's smallest thinking budget
