@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
-from fakes.llm_server import LLMServer
+from fakes.llm_server import LLMServer, Scripted
 from salon.agent import Agent
 from salon.agent.conversation.planner import Plan, answer_request, parse_plan
 from salon.agent.conversation.toolrunner import ToolRunner
@@ -133,3 +133,17 @@ async def test_an_unreadable_plan_falls_back_to_a_direct_answer(
     planning, answering = (r.body for r in llm_server.requests)
     assert answering["messages"][-1]["content"] == "Alice: hello"  # the plain request
     assert len(answering["messages"]) == len(planning["messages"]) - 1
+
+
+async def test_a_failed_planning_call_falls_back_to_a_direct_answer(
+    llm_server: LLMServer, planner_bot: tuple[Agent, MemoryPlatform]
+) -> None:
+    """As the seed's planner does on a timeout or an API error: no plan, a plain answer."""
+    agent, platform = planner_bot
+    llm_server.queue(Scripted(status=400, error_message="planner refused"), "Hello Alice!")
+    dm = platform.channel("dm", is_direct=True)
+    await platform.post(dm, ALICE, "hello")
+    await agent.wait_idle()
+    assert [m.text for m in platform.sent] == ["Hello Alice!"]
+    _, answering = (r.body for r in llm_server.requests)
+    assert answering["messages"][-1]["content"] == "Alice: hello"

@@ -220,14 +220,20 @@ class Conversation:
         """Planner mode: ask for a JSON plan (not shown), run its tool, then answer."""
         specs = tools.offered()
         planning = planning_request(request, specs)
-        async with reply.platform.typing(reply.channel):
-            text = await side_call(
-                provider, planning, reply.recorder, "plan", store=self.store, bot=self.bot
-            )
+        try:
+            async with reply.platform.typing(reply.channel):
+                text = await side_call(
+                    provider, planning, reply.recorder, "plan", store=self.store, bot=self.bot
+                )
+        except ProviderError as exc:
+            # A plan is a help, not the answer: a planning call that times out or is
+            # refused leaves a direct answer (the call and its failure are traced).
+            logger.warning("planner: the planning call failed (%s); answering directly", exc)
+            text = ""
         plan = parse_plan(text, {s.name for s in specs})
-        if plan is None:
+        if plan is None and text:
             logger.info("planner: no usable plan in %r; answering directly", text[:200])
-        elif plan.use_tool:
+        elif plan is not None and plan.use_tool:
             self._plans += 1
             call = ToolCall(f"plan-{self._plans}", plan.tool, plan.args or {})
             with reply.recorder.phase("tools"):
