@@ -276,6 +276,9 @@ class BotConfig(_Strict):
         default="native",
         description="native tool calling, the XML text protocol, or a JSON plan first",
     )
+    planner_temperature: float | None = Field(
+        default=None, ge=0, le=2, description="the plan's temperature; unset: `temperature`"
+    )
     default_tool_policy: ToolPolicy = Policy.ASK
     tool_policies: dict[str, ToolRule | list[ToolRule]] = Field(
         default_factory=dict, description="per exposed tool name; wins over server rules"

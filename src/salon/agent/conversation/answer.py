@@ -219,7 +219,7 @@ class Conversation:
     ) -> None:
         """Planner mode: ask for a JSON plan (not shown), run its tool, then answer."""
         specs = tools.offered()
-        planning = planning_request(request, specs)
+        planning = planning_request(request, specs, scene.config.planner_temperature)
         try:
             async with reply.platform.typing(reply.channel):
                 text = await side_call(
