@@ -237,6 +237,9 @@ class BotConfig(_Strict):
     event_queue_size: int = Field(default=1000, ge=1)
     event_batch_max: int = Field(default=100, ge=1)
     error_replies: bool = Field(default=True, description="answer a failed activation in-channel")
+    error_message: str | None = Field(
+        default=None, description="that answer's text; `{reason}` is replaced by the reason"
+    )
 
     data_dir: str = "data"
     database_url: str | None = Field(
