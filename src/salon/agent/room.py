@@ -153,7 +153,7 @@ class Room:
             messages=messages,
             requester=activation.requester,
             breakpoints=marks,
-            records=self._records(channel, messages),
+            records=self._records(channel, messages, config.tool_result_context_chars),
             rolled=rolled,
             cut=cut,
             linked=linked,
@@ -284,11 +284,13 @@ class Room:
             if not in_window(m.id) and is_visible(m, config.visibility)
         ]
 
-    def _records(self, channel: ChannelRef, messages: Sequence[Message]) -> tuple[ToolRecord, ...]:
+    def _records(
+        self, channel: ChannelRef, messages: Sequence[Message], result_chars: int | None
+    ) -> tuple[ToolRecord, ...]:
         if self.tool_log is None:
             return ()
         oldest = messages[0].created_at if messages else None
-        return tuple(self.tool_log.for_channel(channel.key, oldest))
+        return tuple(self.tool_log.for_channel(channel.key, oldest, result_chars))
 
 
 def _bot_chain_too_long(history: Sequence[Message], trigger: Message, config: BotConfig) -> bool:

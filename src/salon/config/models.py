@@ -291,6 +291,9 @@ class BotConfig(_Strict):
     authorized_roles: list[str] = Field(default_factory=list)
     tool_output_visible: bool = True
     tool_log_seed_hours: float = Field(default=48.0, ge=0)
+    tool_result_context_chars: int | None = Field(
+        default=None, ge=1, description="a past call's result in later contexts, cut; unset: whole"
+    )
 
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
