@@ -206,6 +206,9 @@ class BotConfig(_Strict):
     )
 
     reply_on_name: bool = False
+    reply_to_trigger: bool = Field(
+        default=False, description="an answer's first message is a reply to what asked"
+    )
     reply_on_random: int = Field(default=0, ge=0, description="answer 1 in N messages; 0 = off")
     allow_bot_interactions: bool = False
     max_bot_reply_chain_depth: int = Field(

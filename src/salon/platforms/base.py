@@ -103,6 +103,7 @@ class Platform(Protocol):
         files: Sequence[Attachment] = (),
         note: bool = False,
         key: str | None = None,
+        reply_to: str | None = None,
     ) -> Message:
         """Post one message (already within ``max_message_chars``) and return it. A ``note``
         is Salon's own word (a failure, a cancelled tool): the platform marks it so that it
@@ -110,7 +111,9 @@ class Platform(Protocol):
         uploaded where the platform takes files (images in embeds on Discord, with their
         ``label`` and ``url``); elsewhere each is a line with its link or saved path.
         ``key`` (the first message of a schedule's answer, ``salon.agent.answerkey``): the
-        message goes out under it where ``sent_before`` can find it again."""
+        message goes out under it where ``sent_before`` can find it again. ``reply_to``:
+        a message of the channel this one answers, shown as a reply where the platform
+        has replies (Discord; a plain message when that one is gone), else ignored."""
 
     async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
         """Whether a message went out under ``key`` in ``channel`` (a process that stopped
@@ -197,6 +200,7 @@ class PlatformBase(ABC):
         files: Sequence[Attachment] = (),
         note: bool = False,
         key: str | None = None,
+        reply_to: str | None = None,
     ) -> Message:
         """Every adapter sends; ``progress`` here posts through it."""
 

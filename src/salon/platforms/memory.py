@@ -161,13 +161,15 @@ class MemoryPlatform(PlatformBase):
         files: Sequence[Attachment] = (),
         note: bool = False,
         key: str | None = None,
+        reply_to: str | None = None,
     ) -> Message:
         if self.fail_sends:
             raise self.fail_sends.pop(0)
         if len(text) > self.max_message_chars:
             raise PlatformError(f"message of {len(text)} chars over {self.max_message_chars}")
         tags = frozenset({Tag.NOTE}) if note else None
-        message = self.add(channel, self._me, text, tags=tags, files=files)
+        replied = next((m for m in self._channels.get(channel.key, []) if m.id == reply_to), None)
+        message = self.add(channel, self._me, text, tags=tags, files=files, reply_to=replied)
         if key is not None:
             self.keys[channel.key, key] = message
         self.files.extend(files)

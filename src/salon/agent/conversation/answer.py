@@ -36,7 +36,7 @@ from salon.llm.base import (
     Provider,
 )
 from salon.llm.retry import backoff_delay
-from salon.model import ChannelRef, ToolCall, Usage
+from salon.model import ChannelRef, Tag, ToolCall, Usage
 from salon.platforms.base import Capability, Platform
 from salon.store.base import Store
 
@@ -61,6 +61,7 @@ class Reply:
     usage: Usage = field(default_factory=Usage)
     sent: int = 0
     thinking: str = ""  # the reasoning of the answer's calls, for a spoiler
+    reply_to: str | None = None  # the trigger the answer's first message replies to
 
     async def write(self, text: str) -> None:
         for piece in self.paragraphs.feed(text):
@@ -86,8 +87,11 @@ class Reply:
         # A schedule's answer goes out under its key, on its first message (answerkey).
         once = self.recorder.activation.first_send
         key = await once.take() if once is not None else None
+        reply_to = None if note else self.reply_to
         with self.recorder.phase("send"):
-            await self.platform.send(self.channel, text, note=note, key=key)
+            await self.platform.send(self.channel, text, note=note, key=key, reply_to=reply_to)
+        if reply_to is not None:
+            self.reply_to = None  # the first message answers the asker; the rest follow it
         self.sent += 1
         self.recorder.said(text, note=note)
 
@@ -118,6 +122,9 @@ class Conversation:
             request = self._render(scene, tools)
         paragraphs = ParagraphStream(scene.platform.max_message_chars)
         reply = Reply(scene.platform, scene.channel, self._redact, paragraphs, recorder)
+        trigger = recorder.activation.trigger
+        if scene.config.reply_to_trigger and trigger is not None and Tag.ASKED not in trigger.tags:
+            reply.reply_to = trigger.id  # an /ask question is no message to reply to
         try:
             await self._converse(reply, provider, request, scene, tools)
             await reply.flush()

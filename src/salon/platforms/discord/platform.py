@@ -260,10 +260,13 @@ class DiscordPlatform(PlatformBase):
         files: Sequence[Attachment] = (),
         note: bool = False,
         key: str | None = None,
+        reply_to: str | None = None,
     ) -> Message:
         """Images go in embeds (an attachment each, titled and linked), ten to a message.
         ``key`` is the first message's nonce (see ``sent_before``)."""
-        return await self._sender.send(channel, text, files=files, note=note, key=key)
+        return await self._sender.send(
+            channel, text, files=files, note=note, key=key, reply_to=reply_to
+        )
 
     async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
         """Discord shows no nonce on a fetched message, but a message created with a nonce

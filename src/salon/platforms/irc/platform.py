@@ -171,6 +171,7 @@ class IrcPlatform(PlatformBase):
         files: Sequence[Attachment] = (),
         note: bool = False,
         key: str | None = None,
+        reply_to: str | None = None,
     ) -> Message:
         client = self._connection.require()
         return await self._sender.send(
