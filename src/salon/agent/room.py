@@ -23,6 +23,7 @@ from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Resolved
 from salon.context import RollState, is_visible, m_command, roll, select_context
 from salon.context.history import expand_history
+from salon.context.sources import shaped
 from salon.context.view import ChannelView, channel_views
 from salon.errors import PlatformError
 from salon.model import ChannelRef, Message, Participant, Tag, ToolRecord
@@ -145,7 +146,8 @@ class Room:
         with recorder.phase("history"):
             chain = await self._reply_chain(platform, chosen, trigger, config, view)
             linked = await self._linked(platform, activation, config, rolled, rolling=rolling)
-        messages = (*chain, *chosen, *activation.extra())
+        me, extra = platform.self_participant, activation.extra()
+        messages = shaped(chain, chosen, extra, trigger, me=me, shaping=config.shaping)
         scene = recorder.scene = Scene(
             platform=platform,
             channel=channel,

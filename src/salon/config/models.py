@@ -61,7 +61,7 @@ from salon.config.tools import (
     ToolRule,
     WeatherIntegration,
 )
-from salon.config.views import RenderSettings, Visibility, WindowSettings
+from salon.config.views import RenderSettings, Shaping, Visibility, WindowSettings
 from salon.model import Policy
 
 __all__ = [
@@ -211,6 +211,15 @@ class BotConfig(_Strict):
     )
     reply_on_random: int = Field(default=0, ge=0, description="answer 1 in N messages; 0 = off")
     allow_bot_interactions: bool = False
+    other_bots_in_context: bool = Field(
+        default=True, description="other bots' messages in the context (one asking stays)"
+    )
+    context_history: bool = Field(
+        default=True, description="false: the context is the message that asked, alone"
+    )
+    context_sources: bool = Field(
+        default=False, description="mark each message with [reply], [channel], [thread], [dm]"
+    )
     max_bot_reply_chain_depth: int = Field(
         default=3, ge=1, description="consecutive bot messages after which bots stop answering"
     )
@@ -401,6 +410,10 @@ class BotConfig(_Strict):
         )
 
     @cached_property
+    def shaping(self) -> Shaping:
+        return Shaping(self.other_bots_in_context, self.context_history, self.context_sources)
+
+    @cached_property
     def render(self) -> RenderSettings:
         return RenderSettings(
             name=self.name,
@@ -424,4 +437,4 @@ class BotConfig(_Strict):
         return copied
 
 
-_VIEWS = ("visibility", "window", "render")
+_VIEWS = ("visibility", "window", "render", "shaping")

@@ -14,6 +14,7 @@ from typing import Literal
 from salon.config.views import RenderSettings
 from salon.context.names import Labels, with_mentions
 from salon.context.records import add_record, record_text, weave
+from salon.context.sources import source_of
 from salon.llm.base import (
     ChatMessage,
     ContentPart,
@@ -102,8 +103,13 @@ def spoken(
 
 
 def reply_mark(message: Message) -> str:
-    """What goes before a message's label when the reply chain brought it in."""
-    return REPLIED_TO_MARK if message.tags and Tag.REPLY_CHAIN in message.tags else ""
+    """What goes before a message's label: where it came from (``context_sources``), or
+    that the reply chain brought it in."""
+    if not message.tags:
+        return ""
+    if Tag.SOURCED in message.tags:
+        return f"[{source_of(message)}] "
+    return REPLIED_TO_MARK if Tag.REPLY_CHAIN in message.tags else ""
 
 
 def _file_texts(message: Message) -> str:
