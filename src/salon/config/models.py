@@ -186,6 +186,9 @@ class BotConfig(_Strict):
     prefill_user: str = "<cmd>cat untitled.txt</cmd>"
     context_prefix: str = Field(default="", description="prefill: text before the transcript")
     recent_participant_count: int = Field(default=10, ge=0)
+    bot_run_join: Literal["paragraph", "space"] = Field(
+        default="paragraph", description="what joins a bot's consecutive messages in context"
+    )
 
     prompt_caching: bool = Field(default=True, description="Anthropic cache breakpoints")
     rolling_threshold: int = Field(default=50, ge=1)
@@ -427,6 +430,7 @@ class BotConfig(_Strict):
             prefill_user=self.prefill_user,
             context_prefix=self.context_prefix,
             recent_participant_count=self.recent_participant_count,
+            bot_run_join=self.bot_run_join,
         )
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:

@@ -54,6 +54,7 @@ class RenderSettings:
     prefill_user: str
     context_prefix: str
     recent_participant_count: int
+    bot_run_join: Literal["paragraph", "space"] = "paragraph"  # between a bot's messages
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,10 +68,13 @@ def continues_run(previous: Message | ToolRecord | None, item: Message | ToolRec
     )
 
 
-def run_joiner(previous: Message, message_limit: int | None) -> str:
+def run_joiner(
+    previous: Message, message_limit: int | None, join: Literal["paragraph", "space"] = "paragraph"
+) -> str:
     """What goes between two pieces of a run: a paragraph break, as answers are sent a
-    paragraph at a time; a space after a piece cut for size (it ends mid-paragraph)."""
-    if message_limit and len(previous.text) >= message_limit * _SIZE_CUT:
+    paragraph at a time; a space after a piece cut for size (it ends mid-paragraph), or
+    always with ``join="space"`` (ChapterX joins a bot's messages so)."""
+    if join == "space" or (message_limit and len(previous.text) >= message_limit * _SIZE_CUT):
         return " "
     return "\n\n"
 
@@ -401,7 +404,7 @@ def render_chat(
     marked = {*breakpoints, *([breakpoint_id] if breakpoint_id else [])}
     items = tuple(messages)
     name = settings.name
-    key = (me, name, native_tools, message_limit, preamble)
+    key = (me, name, native_tools, message_limit, preamble, settings.bot_run_join)
     turns = _Turns()
     start, starts = 0, []
     reused: tuple[ChatMessage, ...] = ()
@@ -423,8 +426,9 @@ def render_chat(
             add_record(turns, item, native=native_tools)
         else:
             _add_message(
-                turns, item, offset, previous, me, name=name, labels=labels, limit=message_limit
-            )
+                turns, item, offset, previous, me, name=name, labels=labels, limit=message_limit,
+                join=settings.bot_run_join,
+            )  # fmt: skip
             extra: list[Piece] = list(images_of(item))
             if marked and item.id in marked:
                 extra.insert(0, _BREAK)  # right after the line, before any image
@@ -467,6 +471,7 @@ def _add_message(
     name: str,
     labels: Labels,
     limit: int | None,
+    join: Literal["paragraph", "space"],
 ) -> None:
     mine = message.author.id == me.id
     role: Literal["user", "assistant"] = "assistant" if mine else "user"
@@ -475,7 +480,7 @@ def _add_message(
     joiner = ""  # what joins a piece of a bot's run to the one before
     if continues_run(previous, message):
         assert isinstance(previous, Message)
-        joiner = run_joiner(previous, limit)
+        joiner = run_joiner(previous, limit, join)
     text = message.text
     if message.attachments or message.mentions or ":" in text:  # else spoken() gives it back
         text = spoken(message, position, me, name, labels, at_line_start=joiner.endswith("\n"))
