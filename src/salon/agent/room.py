@@ -22,11 +22,11 @@ from salon.agent.links import Linker
 from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Resolved
 from salon.context import RollState, is_visible, m_command, roll, select_context
-from salon.context.history import expand_history
+from salon.context.history import by_roles, expand_history
 from salon.context.sources import shaped
 from salon.context.view import ChannelView, channel_views
 from salon.errors import PlatformError
-from salon.model import ChannelRef, Message, Participant, Tag, ToolRecord
+from salon.model import ChannelRef, Message, Tag, ToolRecord
 from salon.platforms.base import Capability, Platform
 from salon.store.base import Store
 from salon.tools.log import ToolLog
@@ -203,10 +203,6 @@ class Room:
         if not view.has_history_links:
             return recent, view
         history = list(recent)
-        roles = set(config.authorized_roles)
-
-        def authorized(author: Participant) -> bool:
-            return not roles or not roles.isdisjoint(author.roles)
 
         async def fetch_until(link: str, limit: int) -> Sequence[Message] | None:
             return await platform.history_until(link, limit=limit)
@@ -215,7 +211,7 @@ class Room:
             history,
             me_name=config.name,
             fetch_until=fetch_until,
-            authorized=authorized,
+            authorized=by_roles(config.authorized_roles),
             depth=depth,
             max_nesting=config.history_max_nesting,
         )
