@@ -149,6 +149,19 @@ def test_a_bots_run_can_join_with_a_space_as_chapterx_does() -> None:
     ]
 
 
+def test_lines_can_read_as_a_timestamped_irc_log() -> None:
+    """Terrarium's `[time] <nick> message`, in the bot's timezone; the bot's own turns
+    stay bare (it would learn to write the stamp)."""
+    history = [msg(1, ALICE, "hi"), msg(2, BOB, "yo"), msg(3, ME, "Hello."), msg(4, ALICE, "ok")]
+    config = bot_config(line_format="irc", timezone="Europe/Paris")
+    request = render_chat(history, ME, config.render, "m")
+    assert [m.plain_text for m in request.messages] == [
+        "[2026-01-01 01:00:00] <Alice> hi\n[2026-01-01 01:00:00] <Bob> yo",
+        "Hello.",
+        "[2026-01-01 01:00:00] <Alice> ok",
+    ]
+
+
 def test_notes_and_the_hiding_emoji_in_text_hide_a_message() -> None:
     from salon.context import is_visible
     from salon.model import Tag

@@ -189,6 +189,10 @@ class BotConfig(_Strict):
     bot_run_join: Literal["paragraph", "space"] = Field(
         default="paragraph", description="what joins a bot's consecutive messages in context"
     )
+    line_format: Literal["name", "irc"] = Field(
+        default="name",
+        description="chat mode: others' lines as `Name: text` or `[time] <Name> text`",
+    )
 
     prompt_caching: bool = Field(default=True, description="Anthropic cache breakpoints")
     rolling_threshold: int = Field(default=50, ge=1)
@@ -431,6 +435,8 @@ class BotConfig(_Strict):
             context_prefix=self.context_prefix,
             recent_participant_count=self.recent_participant_count,
             bot_run_join=self.bot_run_join,
+            line_format=self.line_format,
+            timezone=self.timezone,
         )
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:

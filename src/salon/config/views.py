@@ -55,6 +55,8 @@ class RenderSettings:
     context_prefix: str
     recent_participant_count: int
     bot_run_join: Literal["paragraph", "space"] = "paragraph"  # between a bot's messages
+    line_format: Literal["name", "irc"] = "name"  # chat mode: "Name: text" or "[time] <Name> text"
+    timezone: str = "UTC"  # of the times "irc" lines show
 
 
 @dataclass(frozen=True, slots=True)

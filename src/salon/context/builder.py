@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Collection, Sequence
 from typing import Literal
+from zoneinfo import ZoneInfo
 
 from salon.config.views import RenderSettings
 from salon.context.names import Labels, with_mentions
@@ -404,7 +405,7 @@ def render_chat(
     marked = {*breakpoints, *([breakpoint_id] if breakpoint_id else [])}
     items = tuple(messages)
     name = settings.name
-    key = (me, name, native_tools, message_limit, preamble, settings.bot_run_join)
+    key = (me, name, native_tools, message_limit, preamble, settings)
     turns = _Turns()
     start, starts = 0, []
     reused: tuple[ChatMessage, ...] = ()
@@ -426,8 +427,8 @@ def render_chat(
             add_record(turns, item, native=native_tools)
         else:
             _add_message(
-                turns, item, offset, previous, me, name=name, labels=labels, limit=message_limit,
-                join=settings.bot_run_join,
+                turns, item, offset, previous, me, labels=labels, limit=message_limit,
+                settings=settings,
             )  # fmt: skip
             extra: list[Piece] = list(images_of(item))
             if marked and item.id in marked:
@@ -468,11 +469,11 @@ def _add_message(
     previous: Message | ToolRecord | None,
     me: Participant,
     *,
-    name: str,
     labels: Labels,
     limit: int | None,
-    join: Literal["paragraph", "space"],
+    settings: RenderSettings,
 ) -> None:
+    name = settings.name
     mine = message.author.id == me.id
     role: Literal["user", "assistant"] = "assistant" if mine else "user"
     who = message.author
@@ -480,7 +481,7 @@ def _add_message(
     joiner = ""  # what joins a piece of a bot's run to the one before
     if continues_run(previous, message):
         assert isinstance(previous, Message)
-        joiner = run_joiner(previous, limit, join)
+        joiner = run_joiner(previous, limit, settings.bot_run_join)
     text = message.text
     if message.attachments or message.mentions or ":" in text:  # else spoken() gives it back
         text = spoken(message, position, me, name, labels, at_line_start=joiner.endswith("\n"))
@@ -488,4 +489,10 @@ def _add_message(
         turns.continue_line(role, joiner + text)
     else:
         mark = reply_mark(message)
-        turns.line(role, f"{mark}{text}" if mine else f"{mark}{label}: {text}")
+        if mine:
+            turns.line(role, f"{mark}{text}")
+        elif settings.line_format == "irc":  # Terrarium's chat log lines
+            stamp = message.created_at.astimezone(ZoneInfo(settings.timezone))
+            turns.line(role, f"{mark}[{stamp:%Y-%m-%d %H:%M:%S}] <{label}> {text}")
+        else:
+            turns.line(role, f"{mark}{label}: {text}")
