@@ -3,8 +3,11 @@ message marked with where it came from."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from salon.llm import FakeProvider
-from salon.model import ChannelRef, Participant
+from salon.model import ChannelRef, Message, Participant
+from salon.store.sql import SQLStore
 from tests.agent.conftest import StartAgent
 
 ALICE = Participant("alice", "Alice")
@@ -78,3 +81,38 @@ async def test_each_message_can_say_where_it_came_from(start_agent: StartAgent) 
     in_thread, in_dm = ([m.plain_text for m in r.messages] for r in provider.requests[-2:])
     assert in_thread == ["[thread] Alice: in a thread @Salon"]
     assert in_dm == ["[dm] Alice: in private"]
+
+
+async def test_joins_parts_and_quits_reach_the_model_as_an_irc_logs_block(
+    start_agent: StartAgent, store: SQLStore
+) -> None:
+    """Terrarium's <irc_logs>: the channel's log with its comings and goings, stamped, in
+    the system prompt; the conversation itself stays as it was."""
+    provider = FakeProvider(["Hi."])
+    agent, platform = await start_agent(provider, system_prompt="You are Salon.", irc_logs=10)
+    room = platform.channel()
+    at = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+    bob, carol = Participant("bob", "Bob"), Participant("carol", "Carol")
+    for n, (who, kind, text) in enumerate(
+        [
+            (bob, "join", ""),
+            (ALICE, "message", "morning"),
+            (carol, "part", "bye"),
+            (bob, "quit", "Ping timeout"),
+            (ALICE, "note", "(Salon's own note)"),
+            (carol, "nick", "Caroline"),
+        ]
+    ):
+        line = Message(f"l{n}", room, who, text, at + timedelta(seconds=n))
+        await store.log_message("salon", line, kind)
+    await platform.post(room, ALICE, "hello @Salon", mentions=[platform.self_participant])
+    await agent.wait_idle()
+    assert provider.requests[0].system == (
+        "You are Salon.\n\n<irc_logs>\n"
+        "[2026-01-01 10:00:00] * Bob joined\n"
+        "[2026-01-01 10:00:01] <Alice> morning\n"
+        "[2026-01-01 10:00:02] * Carol left (bye)\n"
+        "[2026-01-01 10:00:03] * Bob quit (Ping timeout)\n"
+        "[2026-01-01 10:00:05] * Carol is now known as Caroline\n"
+        "</irc_logs>"
+    )

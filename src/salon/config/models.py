@@ -189,6 +189,9 @@ class BotConfig(_Strict):
     bot_run_join: Literal["paragraph", "space"] = Field(
         default="paragraph", description="what joins a bot's consecutive messages in context"
     )
+    irc_logs: int = Field(
+        default=0, ge=0, le=1000, description="logged lines (with joins, parts) in <irc_logs>"
+    )
     line_format: Literal["name", "irc"] = Field(
         default="name",
         description="chat mode: others' lines as `Name: text` or `[time] <Name> text`",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from salon.agent.activation import Scene
 from salon.agent.conversation.output import LeadingLabel, ParagraphStream
@@ -28,15 +28,16 @@ from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, Redactor
 from salon.context import ChatMemo, render_chat, render_prefill
 from salon.context.prefill import PrefillMemo
+from salon.context.sources import irc_logs_block
 from salon.context.textproto import CallTextFilter, parse_calls
 from salon.context.view import ByChannel
-from salon.errors import ProviderError
+from salon.errors import ProviderError, StoreError
 from salon.llm.base import (
     LLMRequest,
     Provider,
 )
 from salon.llm.retry import backoff_delay
-from salon.model import ChannelRef, Tag, ToolCall, Usage
+from salon.model import ChannelRef, ChatLine, Tag, ToolCall, Usage
 from salon.platforms.base import Capability, Platform
 from salon.store.base import Store
 
@@ -96,6 +97,13 @@ class Reply:
         self.recorder.said(text, note=note)
 
 
+@runtime_checkable
+class ChannelLogs(Protocol):
+    """A chat log that keeps joins and parts too (``SQLStore.chatlog``)."""
+
+    async def channel_log(self, bot: str, channel_key: str, *, limit: int) -> list[ChatLine]: ...
+
+
 class Conversation:
     def __init__(
         self,
@@ -118,8 +126,11 @@ class Conversation:
     async def answer(self, scene: Scene, provider: Provider, recorder: Recorder) -> None:
         """Answer in the scene's channel; usage is recorded even when the answer fails."""
         tools = self.tools.with_config(scene.config) if self.tools is not None else None
+        logs = await self._irc_logs(scene)
         with recorder.phase("render"):
             request = self._render(scene, tools)
+        if logs:  # Terrarium's feed, beside the system prompt
+            request = replace(request, system=f"{request.system}\n\n{logs}".lstrip())
         paragraphs = ParagraphStream(scene.platform.max_message_chars)
         reply = Reply(scene.platform, scene.channel, self._redact, paragraphs, recorder)
         trigger = recorder.activation.trigger
@@ -137,6 +148,20 @@ class Conversation:
             await record_usage(
                 self.store, self.bot, scene.channel.key, provider, request, reply.usage
             )
+
+    async def _irc_logs(self, scene: Scene) -> str:
+        """``irc_logs``: the channel's newest logged lines with joins, parts and quits; a
+        store that cannot tell leaves the block out (said in the log)."""
+        count = scene.config.irc_logs
+        log = getattr(self.store, "chatlog", None)  # SQLStore's chat-log part
+        if not count or not isinstance(log, ChannelLogs):
+            return ""
+        try:
+            lines = await log.channel_log(self.bot, scene.channel.key, limit=count)
+        except StoreError as exc:
+            logger.warning("no <irc_logs> for %s: %s", scene.channel.key, exc)
+            return ""
+        return irc_logs_block(lines, scene.config.timezone)
 
     def _spoiler(self, reply: Reply, name: str) -> str:
         """The start of the answer's reasoning on one line, secrets redacted before it is
