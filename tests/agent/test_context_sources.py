@@ -116,3 +116,27 @@ async def test_joins_parts_and_quits_reach_the_model_as_an_irc_logs_block(
         "[2026-01-01 10:00:05] * Carol is now known as Caroline\n"
         "</irc_logs>"
     )
+
+
+async def test_the_system_prompt_can_name_the_channel_its_topic_and_who_is_there(
+    start_agent: StartAgent,
+) -> None:
+    """Terrarium's system prompt with channel info, as template variables any bot may use."""
+    prompt = "In {{channel}} on {{ server }} ({{topic}}), {{time}}; here: {{users}}. {json}"
+    provider = FakeProvider(["Hi."])
+    agent, platform = await start_agent(provider, system_prompt=prompt, timezone="Asia/Tokyo")
+    room = platform.channel("terrarium")
+    platform.topics[room.key] = "plants and bots"
+    platform.add(room, Participant("bob", "Bob"), "hey")
+    await platform.post(room, ALICE, "hello @Salon", mentions=[platform.self_participant])
+    await agent.wait_idle()
+    system = provider.requests[0].system
+    head, _, rest = system.partition(", ")
+    assert head == "In terrarium on memory (plants and bots)"
+    stamp, _, tail = rest.partition("; ")
+    assert stamp.endswith(" JST")
+    when = datetime.strptime(stamp.removesuffix(" JST"), "%Y-%m-%d %H:%M")
+    assert abs(when.replace(tzinfo=UTC) - datetime.now(UTC) - timedelta(hours=9)) < timedelta(
+        minutes=2
+    )
+    assert tail == "here: Bob, Alice. {json}"  # other braces are left alone

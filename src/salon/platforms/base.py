@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Protocol
 
@@ -33,6 +34,7 @@ __all__ = [
     "Capability",
     "ChatLog",
     "EventSink",
+    "Place",
     "Platform",
     "PlatformBase",
     "Unsupported",
@@ -71,6 +73,14 @@ def file_lines(files: Sequence[Attachment], *, local: bool) -> list[str]:
         where = next((p for p in places if p), "(not kept)")
         lines.append(f"[{file.label or file.filename}: {where}]")
     return lines
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a channel is: its server's name and its topic ("" when none or unknown)."""
+
+    server: str = ""
+    topic: str = ""
 
 
 class Unsupported(PlatformError):
@@ -138,6 +148,9 @@ class Platform(Protocol):
 
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
         """Names of who is in the channel now, as far as the platform knows."""
+
+    async def place(self, channel: ChannelRef) -> Place:
+        """The server (Discord guild, IRC network) the channel is on, and its topic."""
 
     async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
         """Remove a message (an ``m`` command the bot acted on); PlatformError if refused."""
@@ -207,6 +220,10 @@ class PlatformBase(ABC):
     async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
         """No ids kept and no log to read: a platform cannot tell (answered again)."""
         return None
+
+    async def place(self, channel: ChannelRef) -> Place:
+        """Nothing known: no server name, no topic."""
+        return Place()
 
     async def progress(
         self, channel: ChannelRef, key: str, text: str, *, done: bool = False

@@ -20,6 +20,7 @@ from typing import Literal, Protocol, runtime_checkable
 from salon.agent.activation import Scene
 from salon.agent.conversation.output import LeadingLabel, ParagraphStream
 from salon.agent.conversation.planner import answer_request, parse_plan, planning_request
+from salon.agent.conversation.prompt import fill_prompt
 from salon.agent.conversation.sidecall import side_call
 from salon.agent.conversation.stream import IncompleteStream, Streamed, read_stream, record_usage
 from salon.agent.conversation.toolrules import merge_results, split_calls
@@ -129,8 +130,13 @@ class Conversation:
         logs = await self._irc_logs(scene)
         with recorder.phase("render"):
             request = self._render(scene, tools)
+        system = await fill_prompt(
+            request.system, scene.platform, scene.channel, scene.config.timezone
+        )
         if logs:  # Terrarium's feed, beside the system prompt
-            request = replace(request, system=f"{request.system}\n\n{logs}".lstrip())
+            system = f"{system}\n\n{logs}".lstrip()
+        if system != request.system:
+            request = replace(request, system=system)
         paragraphs = ParagraphStream(scene.platform.max_message_chars)
         reply = Reply(scene.platform, scene.channel, self._redact, paragraphs, recorder)
         trigger = recorder.activation.trigger

@@ -31,7 +31,7 @@ from salon.model import (
     MessageEvent,
     Participant,
 )
-from salon.platforms.base import ChatLog, EventSink, PlatformBase
+from salon.platforms.base import ChatLog, EventSink, Place, PlatformBase
 from salon.platforms.irc.approvals import Approvals
 from salon.platforms.irc.client import Client
 from salon.platforms.irc.connection import Connection
@@ -194,6 +194,13 @@ class IrcPlatform(PlatformBase):
         if client is None or not client.in_channel(channel.name):
             return []
         return sorted(client.channels[channel.name]["users"], key=str.lower)
+
+    async def place(self, channel: ChannelRef) -> Place:
+        """The network's name (else the server's address) and the channel's topic."""
+        client = self._connection.client
+        if client is None:
+            return Place(self.config.server)
+        return Place(client.network or self.config.server, client.topic(channel.name))
 
     async def find_channel(self, channel_id: str) -> ChannelRef | None:
         """A channel by its name (``#salon``); a nick's direct messages are never linked."""
