@@ -142,12 +142,6 @@ class Client(pydle.Client):  # type: ignore[misc]
         value = self._isupport.get("NICKLEN")
         return int(value) if isinstance(value, str) and value.isdigit() else None
 
-    @property
-    def network(self) -> str:
-        """The network's name as the server told it (ISUPPORT NETWORK), or ""."""
-        value = self._isupport.get("NETWORK")
-        return value if isinstance(value, str) else ""
-
     def topic(self, channel: str) -> str:
         """The channel's topic as last seen (332 on join, TOPIC since), or ""."""
         if not self.in_channel(channel):

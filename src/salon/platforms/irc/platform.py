@@ -36,6 +36,7 @@ from salon.platforms.irc.approvals import Approvals
 from salon.platforms.irc.client import Client
 from salon.platforms.irc.connection import Connection
 from salon.platforms.irc.ctcp import Ctcp
+from salon.platforms.irc.dotcommands import DotCommands
 from salon.platforms.irc.incoming import Incoming
 from salon.platforms.irc.joins import Joins
 from salon.platforms.irc.nicks import Nicks
@@ -83,6 +84,7 @@ class IrcPlatform(PlatformBase):
             approvals=self._approvals,
             deliver=self._deliver,
             stopping=lambda: self._stopping,
+            dot_commands=DotCommands(config.commands, self._note) if config.dot_commands else None,
         )
         self._connection = Connection(
             config=config,
@@ -195,12 +197,16 @@ class IrcPlatform(PlatformBase):
             return []
         return sorted(client.channels[channel.name]["users"], key=str.lower)
 
+    async def _note(self, channel: ChannelRef, text: str) -> None:
+        await self.send(channel, text, note=True)
+
     async def place(self, channel: ChannelRef) -> Place:
         """The network's name (else the server's address) and the channel's topic."""
         client = self._connection.client
         if client is None:
             return Place(self.config.server)
-        return Place(client.network or self.config.server, client.topic(channel.name))
+        network = client.network  # pydle's: ISUPPORT NETWORK, or None
+        return Place(str(network or self.config.server), client.topic(channel.name))
 
     async def find_channel(self, channel_id: str) -> ChannelRef | None:
         """A channel by its name (``#salon``); a nick's direct messages are never linked."""
