@@ -305,9 +305,13 @@ class RestRoutes:
             None,
         )
         if found is None or found["type"] not in (DEFAULT, REPLY, COMMAND):
-            if reference.get("fail_if_not_exists", True):
-                raise Refusal(400, 50035)
-            return None
+            if reference.get("fail_if_not_exists", True):  # the reply must exist, or no post
+                unknown = {
+                    "code": "MESSAGE_REFERENCE_UNKNOWN_MESSAGE",
+                    "message": "Unknown message",
+                }
+                raise Refusal(400, 50035, {"message_reference": {"_errors": [unknown]}})
+            return None  # posted as a plain message, with no reference
         return found
 
     async def _channel_webhooks(

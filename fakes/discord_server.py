@@ -929,7 +929,7 @@ class DiscordServer(RestRoutes):
         try:
             return await self._route(request, path)
         except Refusal as refusal:
-            return error_response(refusal.status, refusal.code)
+            return error_response(refusal.status, refusal.code, refusal.errors)
         except (KeyError, StopIteration):
             return json_response({"message": "404: Not Found", "code": 0}, 404)
 

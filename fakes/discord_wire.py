@@ -105,9 +105,10 @@ class NotOffered(Exception):
 class Refusal(Exception):
     """An HTTP error answer, raised from deep in a route."""
 
-    def __init__(self, status: int, code: int) -> None:
+    def __init__(self, status: int, code: int, errors: dict[str, Any] | None = None) -> None:
         super().__init__(status, code)
         self.status, self.code = status, code
+        self.errors = errors  # an Invalid Form Body's field errors, as Discord lists them
 
 
 @dataclass
@@ -352,8 +353,11 @@ def now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def error_response(status: int, code: int) -> web.Response:
-    return json_response({"message": ERRORS.get(code, "General error"), "code": code}, status)
+def error_response(status: int, code: int, errors: dict[str, Any] | None = None) -> web.Response:
+    body: dict[str, Any] = {"message": ERRORS.get(code, "General error"), "code": code}
+    if errors is not None:
+        body["errors"] = errors
+    return json_response(body, status)
 
 
 def json_response(

@@ -296,6 +296,8 @@ class Tag(StrEnum):
     """A question asked outside the channel's history (a slash command)."""
     REPLY_CHAIN = "reply_chain"
     """Brought into the context by a reply chain, from beyond the window."""
+    SOURCED = "sourced"
+    """Marked in the context with where it came from (``context_sources``)."""
     NOTE = "note"
     """Salon's own words in a channel (a failure, an approval question, a cancelled tool),
     not the bot's conversation; no bot reads them back as something said."""

@@ -130,3 +130,20 @@ async def test_every_provider_that_caches_a_prefix_gets_a_rolling_context(
     await platform.post(dm, ALICE, "hi")
     await agent.wait_idle()
     assert await agent.store.rolling_state("salon", dm.key) is None
+
+
+async def test_the_failure_text_can_be_the_operators_own(start_agent: StartAgent) -> None:
+    """The seed's ERROR_MESSAGE: one configured line instead of Salon's, the reason
+    where it says ``{reason}``."""
+    error = ProviderError("test: HTTP 500: boom", status=500, retryable=False)
+    provider = FakeProvider([FakeReply(error=error), FakeReply(error=error)])
+    agent, platform = await start_agent(provider, error_message="The spirits are silent.")
+    dm = platform.channel("dm", is_direct=True)
+    await platform.post(dm, ALICE, "first")
+    await agent.wait_idle()
+    assert [m.text for m in platform.sent] == ["The spirits are silent."]
+    assert Tag.NOTE in platform.sent[0].tags
+    agent.config = agent.config.model_copy(update={"error_message": "Oops ({reason})"})
+    await platform.post(dm, ALICE, "second")
+    await agent.wait_idle()
+    assert platform.sent[-1].text == "Oops (test: HTTP 500: boom)"

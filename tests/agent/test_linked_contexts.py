@@ -83,7 +83,9 @@ async def test_two_channels_share_context_by_config(
 async def test_hidden_messages_of_the_linked_channel_never_reach_the_model(
     llm_server: LLMServer, start_agent: StartAgent
 ) -> None:
-    agent, platform = await start_agent(anthropic(llm_server), links=[{"channel": "design"}])
+    agent, platform = await start_agent(
+        anthropic(llm_server), links=[{"channel": "design"}], authorized_roles=["mods"]
+    )
     build, design = platform.channel("build"), platform.channel("design")
     platform.add(design, BOB, "SECRET-BEFORE-CLEAR old plans")
     platform.add(design, ALICE, ".history")  # clears what is older, for every bot

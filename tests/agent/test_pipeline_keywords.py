@@ -176,3 +176,22 @@ async def test_a_failed_keyword_call_is_told_as_a_note_without_the_model(
     (note,) = platform.sent
     assert note.text.startswith("(!weather failed:")
     assert "note" in str(note.tags)
+
+
+async def test_a_keyword_in_a_reply_puts_the_replied_to_message_first(
+    store: SQLStore, tmp_path: Path, llm_server: LLMServer
+) -> None:
+    """Bob Bot's !generate: the message replied to goes before the rest of the line."""
+    calls: list[dict[str, Any]] = []
+    keywords = {"weather": {"tool": "get_weather", "reply_context": True}}
+    async with pipeline_agent(store, tmp_path, llm_server, tool_calls=calls, keywords=keywords) as (
+        agent,
+        platform,
+    ):
+        general = platform.channel("general")
+        asked = platform.add(general, ALICE, "Seattle")
+        for text in ("!weather tomorrow", "!weather", "!weather Oslo"):
+            replied = asked if text != "!weather Oslo" else None
+            await platform.post(general, ALICE, text, reply_to=replied)
+            await agent.wait_idle()  # one at a time: waiting triggers would join one answer
+    assert [c["location"] for c in calls] == ["Seattle\ntomorrow", "Seattle", "Oslo"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
-from fakes.llm_server import LLMServer
+from fakes.llm_server import LLMServer, Scripted
 from salon.agent import Agent
 from salon.agent.conversation.planner import Plan, answer_request, parse_plan
 from salon.agent.conversation.toolrunner import ToolRunner
@@ -67,7 +67,7 @@ def test_the_result_goes_before_the_bots_name_in_a_transcript() -> None:
 
 @pytest.fixture
 async def planner_bot(
-    llm_server: LLMServer, store: SQLStore, tmp_path: Path
+    llm_server: LLMServer, store: SQLStore, tmp_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[tuple[Agent, MemoryPlatform]]:
     params = StdioServerParameters(command=str(MCP_SERVER_TIME))
 
@@ -76,7 +76,8 @@ async def planner_bot(
 
     hub = ToolHub([ServerSpec("time", connect, start_timeout=20)])
     await hub.start()
-    config = bot_config(tool_mode="planner", default_tool_policy="allow")
+    overrides = getattr(request, "param", {})  # more config keys, by indirect parametrize
+    config = bot_config(tool_mode="planner", default_tool_policy="allow", **overrides)
     runner = ToolRunner(bot="salon", config=config, tools=hub, store=store, log=None)
     platform = MemoryPlatform(bot_name="Salon")
     agent = Agent(
@@ -133,3 +134,32 @@ async def test_an_unreadable_plan_falls_back_to_a_direct_answer(
     planning, answering = (r.body for r in llm_server.requests)
     assert answering["messages"][-1]["content"] == "Alice: hello"  # the plain request
     assert len(answering["messages"]) == len(planning["messages"]) - 1
+
+
+async def test_a_failed_planning_call_falls_back_to_a_direct_answer(
+    llm_server: LLMServer, planner_bot: tuple[Agent, MemoryPlatform]
+) -> None:
+    """As the seed's planner does on a timeout or an API error: no plan, a plain answer."""
+    agent, platform = planner_bot
+    llm_server.queue(Scripted(status=400, error_message="planner refused"), "Hello Alice!")
+    dm = platform.channel("dm", is_direct=True)
+    await platform.post(dm, ALICE, "hello")
+    await agent.wait_idle()
+    assert [m.text for m in platform.sent] == ["Hello Alice!"]
+    _, answering = (r.body for r in llm_server.requests)
+    assert answering["messages"][-1]["content"] == "Alice: hello"
+
+
+@pytest.mark.parametrize(
+    "planner_bot", [{"temperature": 1.2, "planner_temperature": 1.0}], indirect=True
+)
+async def test_planning_and_answering_have_their_own_temperatures(
+    llm_server: LLMServer, planner_bot: tuple[Agent, MemoryPlatform]
+) -> None:
+    """The seed plans at 1.0 (creative but structured) and answers at 1.2."""
+    agent, platform = planner_bot
+    llm_server.queue('{"use_tool": false, "reason": "chat"}', "Hello Alice!")
+    await platform.post(platform.channel("dm", is_direct=True), ALICE, "hello")
+    await agent.wait_idle()
+    planning, answering = (r.body for r in llm_server.requests)
+    assert (planning["temperature"], answering["temperature"]) == (1.0, 1.2)

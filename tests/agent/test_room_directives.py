@@ -96,7 +96,7 @@ async def test_pinned_config_can_turn_on_answering_by_name(start_agent: StartAge
 
 async def test_history_splices_a_range_from_another_channel(start_agent: StartAgent) -> None:
     provider = FakeProvider()
-    agent, platform = await start_agent(provider)
+    agent, platform = await start_agent(provider, authorized_roles=["mods"])
     old, room = platform.channel("old"), platform.channel("room")
     platform.add(old, BOB, "before the range")
     first = platform.add(old, BOB, "first of the range")
@@ -122,7 +122,7 @@ async def test_history_first_out_of_reach_is_ignored_and_empty_body_clears(
     start_agent: StartAgent,
 ) -> None:
     provider = FakeProvider()
-    agent, platform = await start_agent(provider)
+    agent, platform = await start_agent(provider, authorized_roles=["mods"])
     old, room = platform.channel("old"), platform.channel("room")
     elsewhere = platform.add(platform.channel("x"), BOB, "not in old")
     platform.add(old, BOB, "one")
@@ -159,9 +159,23 @@ async def test_history_from_an_unauthorized_author_or_for_another_bot_is_ignored
     assert seen(provider) == "Bob: @Salon b"
 
 
-async def test_nested_history_is_followed_and_cycles_stop(start_agent: StartAgent) -> None:
+async def test_without_authorized_roles_nobody_may_splice_history(
+    start_agent: StartAgent,
+) -> None:
+    """ChapterX: a .history must come from an authorized role; with none, from nobody."""
     provider = FakeProvider()
     agent, platform = await start_agent(provider)
+    room = platform.channel("room")
+    platform.add(room, BOB, "kept")
+    platform.add(room, ALICE, ".history")
+    await platform.post(room, BOB, "@Salon a", mentions=[platform.self_participant])
+    await agent.wait_idle()
+    assert seen(provider) == "Bob: kept | Bob: @Salon a"
+
+
+async def test_nested_history_is_followed_and_cycles_stop(start_agent: StartAgent) -> None:
+    provider = FakeProvider()
+    agent, platform = await start_agent(provider, authorized_roles=["mods"])
     a, b, room = platform.channel("a"), platform.channel("b"), platform.channel("room")
     platform.add(a, BOB, "from a")
     a_last = platform.add(a, BOB, "end of a")

@@ -297,6 +297,26 @@ async def test_tool_log_goes_back_into_later_contexts(setup: Setup) -> None:
     assert all(".Salon>" not in m.plain_text for m in later)  # the dot message stays invisible
 
 
+async def test_past_tool_results_are_cut_to_a_size_in_later_contexts(setup: Setup) -> None:
+    """The seed's 200 characters of a tool result in history: whole for the answer that
+    made the call, in the log and in the trace; cut in the contexts after."""
+    replies = [asks(ToolCall("c1", "lookup", {"word": "tea"})), "Tea is a drink.", "Yes."]
+    agent, platform, provider, _, log = await setup(replies, tool_result_context_chars=8)
+    dm = platform.channel("dm", is_direct=True)
+    await platform.post(dm, ALICE, "what is tea?")
+    await agent.wait_idle()
+    answered = provider.requests[1].messages[-1].parts[0]
+    assert isinstance(answered, ToolResultPart)
+    assert answered.result.content == "tea means something"
+    (record,) = log.for_channel(dm.key, None)
+    assert record.result.content == "tea means something"
+    await platform.post(dm, ALICE, "sure?")
+    await agent.wait_idle()
+    result = provider.requests[-1].messages[2].parts[0]
+    assert isinstance(result, ToolResultPart)
+    assert result.result.content == "tea mean… [11 more characters not shown]"
+
+
 async def test_text_protocol_parses_calls_and_continues_the_turn(setup: Setup) -> None:
     written = 'Let me look.\n<function_calls>\n<invoke name="lookup">\n<parameter name="word">jazz</parameter>\n</invoke>\n'
     agent, platform, provider, ran, _ = await setup([written, "Jazz is music."], tool_mode="text")

@@ -139,6 +139,29 @@ def test_paragraphs_of_an_answer_keep_their_breaks_and_size_cuts_join_with_a_spa
     assert request.messages[1].plain_text == f"One.\n\n{cut} tail"
 
 
+def test_a_bots_run_can_join_with_a_space_as_chapterx_does() -> None:
+    history = [msg(1, ALICE, "hi"), msg(2, ROBO, "First."), msg(3, ROBO, "Second.")]
+    history += [msg(4, ME, "Mine,"), msg(5, ME, "too.")]
+    request = render_chat(history, ME, bot_config(bot_run_join="space").render, "m")
+    assert [m.plain_text for m in request.messages] == [
+        "Alice: hi\nRobo: First. Second.",
+        "Mine, too.",
+    ]
+
+
+def test_lines_can_read_as_a_timestamped_irc_log() -> None:
+    """Terrarium's `[time] <nick> message`, in the bot's timezone; the bot's own turns
+    stay bare (it would learn to write the stamp)."""
+    history = [msg(1, ALICE, "hi"), msg(2, BOB, "yo"), msg(3, ME, "Hello."), msg(4, ALICE, "ok")]
+    config = bot_config(line_format="irc", timezone="Europe/Paris")
+    request = render_chat(history, ME, config.render, "m")
+    assert [m.plain_text for m in request.messages] == [
+        "[2026-01-01 01:00:00] <Alice> hi\n[2026-01-01 01:00:00] <Bob> yo",
+        "Hello.",
+        "[2026-01-01 01:00:00] <Alice> ok",
+    ]
+
+
 def test_notes_and_the_hiding_emoji_in_text_hide_a_message() -> None:
     from salon.context import is_visible
     from salon.model import Tag

@@ -140,6 +140,14 @@ def test_a_bots_run_is_one_block_in_the_transcript() -> None:
     assert text["content"][-1]["text"] == "Alice: hi\n\nRobo: One.\n\nTwo.\n\nClaude: Hey"
 
 
+def test_a_bots_run_can_join_with_a_space_in_the_transcript() -> None:
+    robo = Participant("r", "Robo", is_bot=True)
+    history = [msg(1, ALICE, "hi"), msg(2, robo, "One."), msg(3, robo, "Two."), msg(4, ME, "Hey")]
+    config = prefill_config(bot_run_join="space")
+    text = to_anthropic_messages(render_prefill(history, ME, config.render, "m"))[-1]
+    assert text["content"][-1]["text"] == "Alice: hi\n\nRobo: One. Two.\n\nClaude: Hey"
+
+
 def test_roll_keeps_everything_until_the_threshold() -> None:
     config = prefill_config(
         recency_window_messages=4, rolling_threshold=3, cache_breakpoint_offset=1

@@ -93,7 +93,7 @@ async def build_world(server: DiscordServer) -> World:
 
     said = [
         (RANDOM, bob, "LEAK-CLEARED-r1 old plans"),
-        (RANDOM, alice, ".history"),  # clears what is older
+        (RANDOM, carol, ".history"),  # clears what is older (carol: an authorized role)
         (GENERAL, bob, "MARK-GENERAL-g1 we meet at noon"),
         (GENERAL, bob, ".LEAK-DOT-g2 a command"),
         (GENERAL, bob, f"LEAK-EMOJI-g3 {HIDE} not for bots"),

@@ -259,3 +259,31 @@ async def test_a_client_ended_by_discord_is_logged_and_replaced(
     await fake_discord.wait_bot_messages(GENERAL, 2)
     assert platform.connection.restarts == 1
     assert any("Discord connection failed" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_answer_replies_to_its_trigger_or_is_plain_once_the_trigger_is_gone(
+    fake_discord: DiscordServer, start_bot: Start, llm_server: LLMServer
+) -> None:
+    """``reply_to_trigger``: the seed's ``message.reply``. A trigger deleted while the
+    model writes leaves a plain message, not a refused one (Discord's 400 "Unknown
+    message" is for a reference that must exist)."""
+    resume = asyncio.Event()
+    llm_server.queue(
+        "Hello Alice.", Scripted(chunks=["Still here."], pause_before_chunk=0, resume=resume)
+    )
+    provider, providers = real_provider(llm_server, "openai")
+    await start_bot(provider, providers=providers, reply_to_trigger=True)
+    alice = fake_discord.user("Alice")
+    first = await ask(fake_discord, GENERAL, alice, "hi")
+    (answer,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    assert answer["content"] == "Hello Alice."
+    assert answer["message_reference"]["message_id"] == first["id"]
+    assert answer["referenced_message"]["id"] == first["id"]
+    typed = fake_discord.calls[TYPING]
+    second = await ask(fake_discord, GENERAL, alice, "still there?")
+    await fake_discord.wait_calls(TYPING, typed + 1)  # the model is writing
+    await fake_discord.delete(second)
+    resume.set()
+    _, plain = await fake_discord.wait_bot_messages(GENERAL, 2)
+    assert plain["content"] == "Still here."
+    assert "message_reference" not in plain

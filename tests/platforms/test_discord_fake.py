@@ -159,6 +159,34 @@ async def test_refusals_carry_discords_codes(
         )
 
 
+async def test_a_reply_to_a_deleted_message_is_refused_unless_it_may_be_plain(
+    fake_discord: DiscordServer, http: aiohttp.ClientSession
+) -> None:
+    """Discord's answer to a reference that no longer exists: 400 Invalid Form Body,
+    "message_reference: Unknown message"; with fail_if_not_exists false, a plain post."""
+    gone = await fake_discord.post(GENERAL, fake_discord.user("Alice"), "soon gone")
+    await fake_discord.delete(gone)
+    reference = {"message_id": gone["id"], "channel_id": GENERAL}
+    body = {"content": "hi", "message_reference": reference}
+    async with http.post(f"channels/{GENERAL}/messages", json=body) as response:
+        unknown = {"code": "MESSAGE_REFERENCE_UNKNOWN_MESSAGE", "message": "Unknown message"}
+        assert (response.status, await response.json()) == (
+            400,
+            {
+                "message": "Invalid Form Body",
+                "code": 50035,
+                "errors": {"message_reference": {"_errors": [unknown]}},
+            },
+        )
+    body["message_reference"] = {**reference, "fail_if_not_exists": False}
+    async with http.post(f"channels/{GENERAL}/messages", json=body) as response:
+        posted = await response.json()
+    assert response.status == 200
+    assert posted["content"] == "hi"
+    assert "message_reference" not in posted
+    assert posted["type"] == 0
+
+
 async def test_an_interaction_is_answered_once_and_an_update_keeps_the_flags(
     fake_discord: DiscordServer, http: aiohttp.ClientSession, gateway: Gateway
 ) -> None:

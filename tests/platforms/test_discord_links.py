@@ -118,7 +118,9 @@ async def test_generated_probes_find_no_linked_content_out_of_scope(
 ) -> None:
     world = await leak_probes.build_world(fake_discord)
     provider, providers = real_provider(llm_server, "anthropic")
-    await start_bot(provider, providers=providers, links=leak_probes.LINKS)
+    await start_bot(
+        provider, providers=providers, links=leak_probes.LINKS, authorized_roles=[leak_probes.MODS]
+    )
     batch = leak_probes.probes(world, 24)
     assert len({(p.asker, p.place) for p in batch}) == 18  # every asker in every place
     assert await leak_probes.run_probes(world, llm_server, batch) == []

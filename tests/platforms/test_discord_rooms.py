@@ -137,8 +137,9 @@ async def test_a_thread_opening_with_history_does_not_continue_into_its_parent(
     fake_discord: DiscordServer, start_bot: Start
 ) -> None:
     provider = FakeProvider()
-    await start_bot(provider)
+    await start_bot(provider, authorized_roles=["mods"])
     alice, bot = fake_discord.user("Alice"), fake_discord.bot
+    fake_discord.roles[alice.id] = ["500"]  # the "mods" role: who may splice history
     await fake_discord.post(GENERAL, alice, "parent chatter")
     starter = await fake_discord.post(GENERAL, alice, "branch here")
     source = await fake_discord.post(RANDOM, alice, "the chosen past")

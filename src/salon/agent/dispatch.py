@@ -455,7 +455,12 @@ class Agent:
         """Tell the channel, in one line, as a note; returns whether it was told."""
         if not self.config.error_replies:
             return False
-        text = f"⚠️ {self.config.name} could not answer: {reason}"
+        custom = self.config.error_message
+        text = (
+            f"⚠️ {self.config.name} could not answer: {reason}"
+            if custom is None
+            else custom.replace("{reason}", reason)
+        )
         try:
             await self.platforms[channel.platform].send(channel, text, note=True)
         except Exception:

@@ -33,7 +33,7 @@ from salon.config import BotConfig, LinkConfig, PinnedConfig, parse_config_messa
 from salon.config._yaml import MAX_PIN_CHARS, YamlRefused, parse_yaml
 from salon.config.links import DIRECT
 from salon.context import is_visible
-from salon.context.history import expand_history
+from salon.context.history import by_roles, expand_history
 from salon.errors import PlatformError
 from salon.model import ChannelRef, Message, Participant
 from salon.platforms.base import Platform
@@ -230,10 +230,6 @@ async def _expanded(
 ) -> list[Message]:
     """``history`` with its ``.history`` directives applied, as in its own channel; a
     stretch from a channel the requester cannot read shows nothing."""
-    roles = set(source.authorized_roles)
-
-    def authorized(author: Participant) -> bool:
-        return not roles or not roles.isdisjoint(author.roles)
 
     async def fetch_until(link: str, limit: int) -> Sequence[Message] | None:
         stretch = await platform.history_until(link, limit=limit)
@@ -249,7 +245,7 @@ async def _expanded(
         history,
         me_name=me,
         fetch_until=fetch_until,
-        authorized=authorized,
+        authorized=by_roles(source.authorized_roles),
         depth=depth,
         max_nesting=source.history_max_nesting,
     )

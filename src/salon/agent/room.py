@@ -22,10 +22,11 @@ from salon.agent.links import Linker
 from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Resolved
 from salon.context import RollState, is_visible, m_command, roll, select_context
-from salon.context.history import expand_history
+from salon.context.history import by_roles, expand_history
+from salon.context.sources import shaped
 from salon.context.view import ChannelView, channel_views
 from salon.errors import PlatformError
-from salon.model import ChannelRef, Message, Participant, Tag, ToolRecord
+from salon.model import ChannelRef, Message, Tag, ToolRecord
 from salon.platforms.base import Capability, Platform
 from salon.store.base import Store
 from salon.tools.log import ToolLog
@@ -145,7 +146,8 @@ class Room:
         with recorder.phase("history"):
             chain = await self._reply_chain(platform, chosen, trigger, config, view)
             linked = await self._linked(platform, activation, config, rolled, rolling=rolling)
-        messages = (*chain, *chosen, *activation.extra())
+        me, extra = platform.self_participant, activation.extra()
+        messages = shaped(chain, chosen, extra, trigger, me=me, shaping=config.shaping)
         scene = recorder.scene = Scene(
             platform=platform,
             channel=channel,
@@ -153,7 +155,7 @@ class Room:
             messages=messages,
             requester=activation.requester,
             breakpoints=marks,
-            records=self._records(channel, messages),
+            records=self._records(channel, messages, config.tool_result_context_chars),
             rolled=rolled,
             cut=cut,
             linked=linked,
@@ -201,10 +203,6 @@ class Room:
         if not view.has_history_links:
             return recent, view
         history = list(recent)
-        roles = set(config.authorized_roles)
-
-        def authorized(author: Participant) -> bool:
-            return not roles or not roles.isdisjoint(author.roles)
 
         async def fetch_until(link: str, limit: int) -> Sequence[Message] | None:
             return await platform.history_until(link, limit=limit)
@@ -213,7 +211,7 @@ class Room:
             history,
             me_name=config.name,
             fetch_until=fetch_until,
-            authorized=authorized,
+            authorized=by_roles(config.authorized_roles),
             depth=depth,
             max_nesting=config.history_max_nesting,
         )
@@ -284,11 +282,13 @@ class Room:
             if not in_window(m.id) and is_visible(m, config.visibility)
         ]
 
-    def _records(self, channel: ChannelRef, messages: Sequence[Message]) -> tuple[ToolRecord, ...]:
+    def _records(
+        self, channel: ChannelRef, messages: Sequence[Message], result_chars: int | None
+    ) -> tuple[ToolRecord, ...]:
         if self.tool_log is None:
             return ()
         oldest = messages[0].created_at if messages else None
-        return tuple(self.tool_log.for_channel(channel.key, oldest))
+        return tuple(self.tool_log.for_channel(channel.key, oldest, result_chars))
 
 
 def _bot_chain_too_long(history: Sequence[Message], trigger: Message, config: BotConfig) -> bool:

@@ -61,7 +61,7 @@ from salon.config.tools import (
     ToolRule,
     WeatherIntegration,
 )
-from salon.config.views import RenderSettings, Visibility, WindowSettings
+from salon.config.views import RenderSettings, Shaping, Visibility, WindowSettings
 from salon.model import Policy
 
 __all__ = [
@@ -186,6 +186,16 @@ class BotConfig(_Strict):
     prefill_user: str = "<cmd>cat untitled.txt</cmd>"
     context_prefix: str = Field(default="", description="prefill: text before the transcript")
     recent_participant_count: int = Field(default=10, ge=0)
+    bot_run_join: Literal["paragraph", "space"] = Field(
+        default="paragraph", description="what joins a bot's consecutive messages in context"
+    )
+    irc_logs: int = Field(
+        default=0, ge=0, le=1000, description="logged lines (with joins, parts) in <irc_logs>"
+    )
+    line_format: Literal["name", "irc"] = Field(
+        default="name",
+        description="chat mode: others' lines as `Name: text` or `[time] <Name> text`",
+    )
 
     prompt_caching: bool = Field(default=True, description="Anthropic cache breakpoints")
     rolling_threshold: int = Field(default=50, ge=1)
@@ -206,8 +216,20 @@ class BotConfig(_Strict):
     )
 
     reply_on_name: bool = False
+    reply_to_trigger: bool = Field(
+        default=False, description="an answer's first message is a reply to what asked"
+    )
     reply_on_random: int = Field(default=0, ge=0, description="answer 1 in N messages; 0 = off")
     allow_bot_interactions: bool = False
+    other_bots_in_context: bool = Field(
+        default=True, description="other bots' messages in the context (one asking stays)"
+    )
+    context_history: bool = Field(
+        default=True, description="false: the context is the message that asked, alone"
+    )
+    context_sources: bool = Field(
+        default=False, description="mark each message with [reply], [channel], [thread], [dm]"
+    )
     max_bot_reply_chain_depth: int = Field(
         default=3, ge=1, description="consecutive bot messages after which bots stop answering"
     )
@@ -237,6 +259,9 @@ class BotConfig(_Strict):
     event_queue_size: int = Field(default=1000, ge=1)
     event_batch_max: int = Field(default=100, ge=1)
     error_replies: bool = Field(default=True, description="answer a failed activation in-channel")
+    error_message: str | None = Field(
+        default=None, description="that answer's text; `{reason}` is replaced by the reason"
+    )
 
     data_dir: str = "data"
     database_url: str | None = Field(
@@ -276,6 +301,9 @@ class BotConfig(_Strict):
         default="native",
         description="native tool calling, the XML text protocol, or a JSON plan first",
     )
+    planner_temperature: float | None = Field(
+        default=None, ge=0, le=2, description="the plan's temperature; unset: `temperature`"
+    )
     default_tool_policy: ToolPolicy = Policy.ASK
     tool_policies: dict[str, ToolRule | list[ToolRule]] = Field(
         default_factory=dict, description="per exposed tool name; wins over server rules"
@@ -285,6 +313,9 @@ class BotConfig(_Strict):
     authorized_roles: list[str] = Field(default_factory=list)
     tool_output_visible: bool = True
     tool_log_seed_hours: float = Field(default=48.0, ge=0)
+    tool_result_context_chars: int | None = Field(
+        default=None, ge=1, description="a past call's result in later contexts, cut; unset: whole"
+    )
 
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
@@ -389,6 +420,10 @@ class BotConfig(_Strict):
         )
 
     @cached_property
+    def shaping(self) -> Shaping:
+        return Shaping(self.other_bots_in_context, self.context_history, self.context_sources)
+
+    @cached_property
     def render(self) -> RenderSettings:
         return RenderSettings(
             name=self.name,
@@ -402,6 +437,9 @@ class BotConfig(_Strict):
             prefill_user=self.prefill_user,
             context_prefix=self.context_prefix,
             recent_participant_count=self.recent_participant_count,
+            bot_run_join=self.bot_run_join,
+            line_format=self.line_format,
+            timezone=self.timezone,
         )
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
@@ -412,4 +450,4 @@ class BotConfig(_Strict):
         return copied
 
 
-_VIEWS = ("visibility", "window", "render")
+_VIEWS = ("visibility", "window", "render", "shaping")

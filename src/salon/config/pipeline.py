@@ -72,6 +72,9 @@ class KeywordConfig(_Strict):
     context_evaluator: bool | None = Field(
         default=None, description="filter the history of the final pass; unset: the bot's"
     )
+    reply_context: bool = Field(
+        default=False, description="in a reply, the replied-to message's text goes first"
+    )
 
 
 def internal_tools(keywords: Mapping[str, KeywordConfig]) -> frozenset[str]:

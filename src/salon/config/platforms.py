@@ -54,6 +54,9 @@ class IrcConfig(_Strict):
     tls_client_key: str | None = Field(default=None, description="its key's PEM file")
     channels: list[str] = Field(default_factory=list)
     commands: list[str] = Field(default_factory=lambda: ["!ask"])
+    dot_commands: bool = Field(
+        default=False, description="answer .ping and .help here, without the model"
+    )
     max_line_bytes: int = Field(default=400, ge=50, le=480)
     flood_burst: int = Field(default=4, ge=1)
     flood_rate: float = Field(default=1.0, gt=0, description="lines per second past the burst")

@@ -13,7 +13,7 @@ from typing import Literal
 
 from salon.config.providers import ThinkingConfig
 
-__all__ = ["RenderSettings", "Visibility", "WindowSettings"]
+__all__ = ["RenderSettings", "Shaping", "Visibility", "WindowSettings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +54,15 @@ class RenderSettings:
     prefill_user: str
     context_prefix: str
     recent_participant_count: int
+    bot_run_join: Literal["paragraph", "space"] = "paragraph"  # between a bot's messages
+    line_format: Literal["name", "irc"] = "name"  # chat mode: "Name: text" or "[time] <Name> text"
+    timezone: str = "UTC"  # of the times "irc" lines show
+
+
+@dataclass(frozen=True, slots=True)
+class Shaping:
+    """Which messages the context holds, and their marks (context/sources.py)."""
+
+    other_bots: bool = True  # other bots' messages stay in the context
+    history: bool = True  # more than the message that asked (and schedules, /ask)
+    sources: bool = False  # each message of someone else marked with where it came from

@@ -10,10 +10,12 @@ from __future__ import annotations
 import bisect
 from collections.abc import Collection, Sequence
 from typing import Literal
+from zoneinfo import ZoneInfo
 
 from salon.config.views import RenderSettings
 from salon.context.names import Labels, with_mentions
 from salon.context.records import add_record, record_text, weave
+from salon.context.sources import source_of
 from salon.llm.base import (
     ChatMessage,
     ContentPart,
@@ -67,10 +69,13 @@ def continues_run(previous: Message | ToolRecord | None, item: Message | ToolRec
     )
 
 
-def run_joiner(previous: Message, message_limit: int | None) -> str:
+def run_joiner(
+    previous: Message, message_limit: int | None, join: Literal["paragraph", "space"] = "paragraph"
+) -> str:
     """What goes between two pieces of a run: a paragraph break, as answers are sent a
-    paragraph at a time; a space after a piece cut for size (it ends mid-paragraph)."""
-    if message_limit and len(previous.text) >= message_limit * _SIZE_CUT:
+    paragraph at a time; a space after a piece cut for size (it ends mid-paragraph), or
+    always with ``join="space"`` (ChapterX joins a bot's messages so)."""
+    if join == "space" or (message_limit and len(previous.text) >= message_limit * _SIZE_CUT):
         return " "
     return "\n\n"
 
@@ -102,8 +107,13 @@ def spoken(
 
 
 def reply_mark(message: Message) -> str:
-    """What goes before a message's label when the reply chain brought it in."""
-    return REPLIED_TO_MARK if message.tags and Tag.REPLY_CHAIN in message.tags else ""
+    """What goes before a message's label: where it came from (``context_sources``), or
+    that the reply chain brought it in."""
+    if not message.tags:
+        return ""
+    if Tag.SOURCED in message.tags:
+        return f"[{source_of(message)}] "
+    return REPLIED_TO_MARK if Tag.REPLY_CHAIN in message.tags else ""
 
 
 def _file_texts(message: Message) -> str:
@@ -395,7 +405,7 @@ def render_chat(
     marked = {*breakpoints, *([breakpoint_id] if breakpoint_id else [])}
     items = tuple(messages)
     name = settings.name
-    key = (me, name, native_tools, message_limit, preamble)
+    key = (me, name, native_tools, message_limit, preamble, settings)
     turns = _Turns()
     start, starts = 0, []
     reused: tuple[ChatMessage, ...] = ()
@@ -417,8 +427,9 @@ def render_chat(
             add_record(turns, item, native=native_tools)
         else:
             _add_message(
-                turns, item, offset, previous, me, name=name, labels=labels, limit=message_limit
-            )
+                turns, item, offset, previous, me, labels=labels, limit=message_limit,
+                settings=settings,
+            )  # fmt: skip
             extra: list[Piece] = list(images_of(item))
             if marked and item.id in marked:
                 extra.insert(0, _BREAK)  # right after the line, before any image
@@ -458,10 +469,11 @@ def _add_message(
     previous: Message | ToolRecord | None,
     me: Participant,
     *,
-    name: str,
     labels: Labels,
     limit: int | None,
+    settings: RenderSettings,
 ) -> None:
+    name = settings.name
     mine = message.author.id == me.id
     role: Literal["user", "assistant"] = "assistant" if mine else "user"
     who = message.author
@@ -469,7 +481,7 @@ def _add_message(
     joiner = ""  # what joins a piece of a bot's run to the one before
     if continues_run(previous, message):
         assert isinstance(previous, Message)
-        joiner = run_joiner(previous, limit)
+        joiner = run_joiner(previous, limit, settings.bot_run_join)
     text = message.text
     if message.attachments or message.mentions or ":" in text:  # else spoken() gives it back
         text = spoken(message, position, me, name, labels, at_line_start=joiner.endswith("\n"))
@@ -477,4 +489,10 @@ def _add_message(
         turns.continue_line(role, joiner + text)
     else:
         mark = reply_mark(message)
-        turns.line(role, f"{mark}{text}" if mine else f"{mark}{label}: {text}")
+        if mine:
+            turns.line(role, f"{mark}{text}")
+        elif settings.line_format == "irc":  # Terrarium's chat log lines
+            stamp = message.created_at.astimezone(ZoneInfo(settings.timezone))
+            turns.line(role, f"{mark}[{stamp:%Y-%m-%d %H:%M:%S}] <{label}> {text}")
+        else:
+            turns.line(role, f"{mark}{label}: {text}")

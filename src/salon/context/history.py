@@ -9,8 +9,9 @@
 
 Walking back from the newest message, the newest ``.history`` that is meant for this bot
 (its inner name is among the targets, or there are none) and comes from an authorized
-author replaces everything older than itself with the messages from ``first`` to ``last``
-(any channel the platform can read). If ``first`` is not found within the context depth
+author (a member of ``authorized_roles``; with none, nobody) replaces everything older
+than itself with the messages from ``first`` to ``last`` (any channel the platform can
+read). If ``first`` is not found within the context depth
 before ``last``, it is ignored. A ``.history`` with no body clears everything older. The
 spliced stretch may hold ``.history`` messages of its own: they are followed to a bounded
 depth, and a link seen twice on one path (a cycle) stops there.
@@ -19,13 +20,13 @@ depth, and a link seen twice on one path (a cycle) stops there.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from salon.errors import PlatformError
 from salon.model import Message, Participant
 
-__all__ = ["HistoryDirective", "expand_history", "parse_history_message"]
+__all__ = ["HistoryDirective", "by_roles", "expand_history", "parse_history_message"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,13 @@ class HistoryDirective:
     @property
     def clears(self) -> bool:
         return self.last is None
+
+
+def by_roles(roles: Collection[str]) -> Callable[[Participant], bool]:
+    """Who may splice history: a member of one of ``roles``; with none, nobody (a
+    ``.history`` rewrites what the bot remembers of a channel)."""
+    allowed = frozenset(roles)
+    return lambda author: not allowed.isdisjoint(author.roles)
 
 
 def parse_history_message(text: str) -> HistoryDirective | None:

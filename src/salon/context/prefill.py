@@ -192,7 +192,7 @@ def render_prefill(
     name = settings.name
     transcript = _Transcript()
     given = tuple(messages)
-    key = (me, name, settings.context_prefix, message_limit, preamble)
+    key = (me, name, settings.context_prefix, message_limit, preamble, settings.bot_run_join)
     start, state = memo.resume_point(key, given, marked) if memo and not records else (0, None)
     if state is not None:
         transcript.restore(state)
@@ -211,7 +211,7 @@ def render_prefill(
             assert isinstance(previous, Message)
             if item.author.id != me.id:
                 labels.author(item.author, position)  # for every message, as in a catch-up
-            joiner = run_joiner(previous, message_limit)
+            joiner = run_joiner(previous, message_limit, settings.bot_run_join)
             at_line_start = joiner.endswith("\n")
             said = spoken(item, position, me, name, labels, at_line_start=at_line_start)
             transcript.write((joiner + said).rstrip())

@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Protocol
 
@@ -33,6 +34,7 @@ __all__ = [
     "Capability",
     "ChatLog",
     "EventSink",
+    "Place",
     "Platform",
     "PlatformBase",
     "Unsupported",
@@ -73,6 +75,14 @@ def file_lines(files: Sequence[Attachment], *, local: bool) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a channel is: its server's name and its topic ("" when none or unknown)."""
+
+    server: str = ""
+    topic: str = ""
+
+
 class Unsupported(PlatformError):
     """The platform has no such operation (see ``Platform.capabilities``)."""
 
@@ -103,6 +113,7 @@ class Platform(Protocol):
         files: Sequence[Attachment] = (),
         note: bool = False,
         key: str | None = None,
+        reply_to: str | None = None,
     ) -> Message:
         """Post one message (already within ``max_message_chars``) and return it. A ``note``
         is Salon's own word (a failure, a cancelled tool): the platform marks it so that it
@@ -110,7 +121,9 @@ class Platform(Protocol):
         uploaded where the platform takes files (images in embeds on Discord, with their
         ``label`` and ``url``); elsewhere each is a line with its link or saved path.
         ``key`` (the first message of a schedule's answer, ``salon.agent.answerkey``): the
-        message goes out under it where ``sent_before`` can find it again."""
+        message goes out under it where ``sent_before`` can find it again. ``reply_to``:
+        a message of the channel this one answers, shown as a reply where the platform
+        has replies (Discord; a plain message when that one is gone), else ignored."""
 
     async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
         """Whether a message went out under ``key`` in ``channel`` (a process that stopped
@@ -135,6 +148,9 @@ class Platform(Protocol):
 
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
         """Names of who is in the channel now, as far as the platform knows."""
+
+    async def place(self, channel: ChannelRef) -> Place:
+        """The server (Discord guild, IRC network) the channel is on, and its topic."""
 
     async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
         """Remove a message (an ``m`` command the bot acted on); PlatformError if refused."""
@@ -197,12 +213,17 @@ class PlatformBase(ABC):
         files: Sequence[Attachment] = (),
         note: bool = False,
         key: str | None = None,
+        reply_to: str | None = None,
     ) -> Message:
         """Every adapter sends; ``progress`` here posts through it."""
 
     async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
         """No ids kept and no log to read: a platform cannot tell (answered again)."""
         return None
+
+    async def place(self, channel: ChannelRef) -> Place:
+        """Nothing known: no server name, no topic."""
+        return Place()
 
     async def progress(
         self, channel: ChannelRef, key: str, text: str, *, done: bool = False

@@ -21,7 +21,7 @@ from salon.model import (
     Participant,
     Tag,
 )
-from salon.platforms.base import Capability, EventSink, PlatformBase
+from salon.platforms.base import Capability, EventSink, Place, PlatformBase
 
 __all__ = ["MemoryPlatform", "PendingApproval"]
 
@@ -55,6 +55,7 @@ class MemoryPlatform(PlatformBase):
         self._sent_changed = asyncio.Condition()
         self.sent: list[Message] = []
         self.keys: dict[tuple[str, str], Message] = {}  # (channel, key): sent under a key
+        self.topics: dict[str, str] = {}  # channel key -> its topic
         self.typing_log: list[tuple[str, str]] = []
         self.fail_sends: list[PlatformError] = []
         self.history_requests = 0
@@ -161,13 +162,15 @@ class MemoryPlatform(PlatformBase):
         files: Sequence[Attachment] = (),
         note: bool = False,
         key: str | None = None,
+        reply_to: str | None = None,
     ) -> Message:
         if self.fail_sends:
             raise self.fail_sends.pop(0)
         if len(text) > self.max_message_chars:
             raise PlatformError(f"message of {len(text)} chars over {self.max_message_chars}")
         tags = frozenset({Tag.NOTE}) if note else None
-        message = self.add(channel, self._me, text, tags=tags, files=files)
+        replied = next((m for m in self._channels.get(channel.key, []) if m.id == reply_to), None)
+        message = self.add(channel, self._me, text, tags=tags, files=files, reply_to=replied)
         if key is not None:
             self.keys[channel.key, key] = message
         self.files.extend(files)
@@ -196,6 +199,9 @@ class MemoryPlatform(PlatformBase):
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         self.add(channel, self._me, text)
         self.tool_logs.append(text)
+
+    async def place(self, channel: ChannelRef) -> Place:
+        return Place("memory", self.topics.get(channel.key, ""))
 
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
         names = {m.author.name: None for m in self._channels.get(channel.key, [])}

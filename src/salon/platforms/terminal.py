@@ -197,6 +197,7 @@ class TerminalPlatform(PlatformBase):
         files: Sequence[Attachment] = (),
         note: bool = False,
         key: str | None = None,
+        reply_to: str | None = None,
     ) -> Message:
         message = self._message(self._me, text, key)
         # In the store before it is on screen: a line shown must survive a crash.

@@ -171,6 +171,17 @@ class ChatLogPart(Part):
         lines = await self._lines(sql, params)
         return lines[::-1]
 
+    async def channel_log(self, bot: str, channel_key: str, *, limit: int) -> list[ChatLine]:
+        """The newest lines of every kind but Salon's notes (joins, parts, quits, nick
+        changes and notices with the conversation), oldest first."""
+        params: dict[str, Any] = {"bot": bot, "channel": channel_key, "limit": limit}
+        sql = (
+            "SELECT created_at, author_name, text, kind FROM chat_log"
+            " WHERE bot = :bot AND channel = :channel AND kind <> 'note'"
+            " ORDER BY id DESC LIMIT :limit"
+        )
+        return (await self._lines(sql, params))[::-1]
+
     async def channel_stats(self, bot: str, channel_key: str) -> dict[str, object]:
         """Counts per person in one statement, so the figures agree with each other."""
         query = (

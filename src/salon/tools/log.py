@@ -13,12 +13,13 @@ import os
 import re
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from salon.model import ToolRecord, clean_text
 
-__all__ = ["ToolLog", "ToolRecord"]
+__all__ = ["ToolLog", "ToolRecord", "shortened"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,15 +85,30 @@ class ToolLog:
                 count += 1
         return count
 
-    def for_channel(self, channel: str, oldest: datetime | None) -> list[ToolRecord]:
-        """Cached calls of a channel, dropping those older than ``oldest`` for good."""
+    def for_channel(
+        self, channel: str, oldest: datetime | None, result_chars: int | None = None
+    ) -> list[ToolRecord]:
+        """Cached calls of a channel, dropping those older than ``oldest`` for good; with
+        ``result_chars``, each result cut to that many characters (the file and the cache
+        keep it whole)."""
         queue = self._cache.get(channel)
         if not queue:
             return []
         if oldest is not None:
             while queue and queue[0].time < oldest:
                 queue.popleft()
-        return list(queue)
+        if result_chars is None:
+            return list(queue)
+        return [shortened(record, result_chars) for record in queue]
 
     def channels(self) -> Sequence[str]:
         return list(self._cache)
+
+
+def shortened(record: ToolRecord, chars: int) -> ToolRecord:
+    """The record with its result cut to ``chars`` characters, saying how much is left out."""
+    content = record.result.content
+    if len(content) <= chars:
+        return record
+    cut = f"{content[:chars]}… [{len(content) - chars} more characters not shown]"
+    return replace(record, result=replace(record.result, content=cut))

@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from salon.agent.activation import Scene
 from salon.agent.conversation.output import LeadingLabel, ParagraphStream
 from salon.agent.conversation.planner import answer_request, parse_plan, planning_request
+from salon.agent.conversation.prompt import fill_prompt
 from salon.agent.conversation.sidecall import side_call
 from salon.agent.conversation.stream import IncompleteStream, Streamed, read_stream, record_usage
 from salon.agent.conversation.toolrules import merge_results, split_calls
@@ -28,15 +29,16 @@ from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, Redactor
 from salon.context import ChatMemo, render_chat, render_prefill
 from salon.context.prefill import PrefillMemo
+from salon.context.sources import irc_logs_block
 from salon.context.textproto import CallTextFilter, parse_calls
 from salon.context.view import ByChannel
-from salon.errors import ProviderError
+from salon.errors import ProviderError, StoreError
 from salon.llm.base import (
     LLMRequest,
     Provider,
 )
 from salon.llm.retry import backoff_delay
-from salon.model import ChannelRef, ToolCall, Usage
+from salon.model import ChannelRef, ChatLine, Tag, ToolCall, Usage
 from salon.platforms.base import Capability, Platform
 from salon.store.base import Store
 
@@ -61,6 +63,7 @@ class Reply:
     usage: Usage = field(default_factory=Usage)
     sent: int = 0
     thinking: str = ""  # the reasoning of the answer's calls, for a spoiler
+    reply_to: str | None = None  # the trigger the answer's first message replies to
 
     async def write(self, text: str) -> None:
         for piece in self.paragraphs.feed(text):
@@ -86,10 +89,20 @@ class Reply:
         # A schedule's answer goes out under its key, on its first message (answerkey).
         once = self.recorder.activation.first_send
         key = await once.take() if once is not None else None
+        reply_to = None if note else self.reply_to
         with self.recorder.phase("send"):
-            await self.platform.send(self.channel, text, note=note, key=key)
+            await self.platform.send(self.channel, text, note=note, key=key, reply_to=reply_to)
+        if reply_to is not None:
+            self.reply_to = None  # the first message answers the asker; the rest follow it
         self.sent += 1
         self.recorder.said(text, note=note)
+
+
+@runtime_checkable
+class ChannelLogs(Protocol):
+    """A chat log that keeps joins and parts too (``SQLStore.chatlog``)."""
+
+    async def channel_log(self, bot: str, channel_key: str, *, limit: int) -> list[ChatLine]: ...
 
 
 class Conversation:
@@ -114,10 +127,21 @@ class Conversation:
     async def answer(self, scene: Scene, provider: Provider, recorder: Recorder) -> None:
         """Answer in the scene's channel; usage is recorded even when the answer fails."""
         tools = self.tools.with_config(scene.config) if self.tools is not None else None
+        logs = await self._irc_logs(scene)
         with recorder.phase("render"):
             request = self._render(scene, tools)
+        system = await fill_prompt(
+            request.system, scene.platform, scene.channel, scene.config.timezone
+        )
+        if logs:  # Terrarium's feed, beside the system prompt
+            system = f"{system}\n\n{logs}".lstrip()
+        if system != request.system:
+            request = replace(request, system=system)
         paragraphs = ParagraphStream(scene.platform.max_message_chars)
         reply = Reply(scene.platform, scene.channel, self._redact, paragraphs, recorder)
+        trigger = recorder.activation.trigger
+        if scene.config.reply_to_trigger and trigger is not None and Tag.ASKED not in trigger.tags:
+            reply.reply_to = trigger.id  # an /ask question is no message to reply to
         try:
             await self._converse(reply, provider, request, scene, tools)
             await reply.flush()
@@ -130,6 +154,20 @@ class Conversation:
             await record_usage(
                 self.store, self.bot, scene.channel.key, provider, request, reply.usage
             )
+
+    async def _irc_logs(self, scene: Scene) -> str:
+        """``irc_logs``: the channel's newest logged lines with joins, parts and quits; a
+        store that cannot tell leaves the block out (said in the log)."""
+        count = scene.config.irc_logs
+        log = getattr(self.store, "chatlog", None)  # SQLStore's chat-log part
+        if not count or not isinstance(log, ChannelLogs):
+            return ""
+        try:
+            lines = await log.channel_log(self.bot, scene.channel.key, limit=count)
+        except StoreError as exc:
+            logger.warning("no <irc_logs> for %s: %s", scene.channel.key, exc)
+            return ""
+        return irc_logs_block(lines, scene.config.timezone)
 
     def _spoiler(self, reply: Reply, name: str) -> str:
         """The start of the answer's reasoning on one line, secrets redacted before it is
@@ -219,15 +257,21 @@ class Conversation:
     ) -> None:
         """Planner mode: ask for a JSON plan (not shown), run its tool, then answer."""
         specs = tools.offered()
-        planning = planning_request(request, specs)
-        async with reply.platform.typing(reply.channel):
-            text = await side_call(
-                provider, planning, reply.recorder, "plan", store=self.store, bot=self.bot
-            )
+        planning = planning_request(request, specs, scene.config.planner_temperature)
+        try:
+            async with reply.platform.typing(reply.channel):
+                text = await side_call(
+                    provider, planning, reply.recorder, "plan", store=self.store, bot=self.bot
+                )
+        except ProviderError as exc:
+            # A plan is a help, not the answer: a planning call that times out or is
+            # refused leaves a direct answer (the call and its failure are traced).
+            logger.warning("planner: the planning call failed (%s); answering directly", exc)
+            text = ""
         plan = parse_plan(text, {s.name for s in specs})
-        if plan is None:
+        if plan is None and text:
             logger.info("planner: no usable plan in %r; answering directly", text[:200])
-        elif plan.use_tool:
+        elif plan is not None and plan.use_tool:
             self._plans += 1
             call = ToolCall(f"plan-{self._plans}", plan.tool, plan.args or {})
             with reply.recorder.phase("tools"):

@@ -36,8 +36,11 @@ class Plan:
     reason: str = ""
 
 
-def planning_request(request: LLMRequest, specs: Sequence[ToolSpec]) -> LLMRequest:
-    """The conversation as it is, then a turn asking for the plan."""
+def planning_request(
+    request: LLMRequest, specs: Sequence[ToolSpec], temperature: float | None = None
+) -> LLMRequest:
+    """The conversation as it is, then a turn asking for the plan (at ``temperature``
+    when given, else the answer's)."""
     listing = "\n".join(
         f"- {s.name}: {s.description.strip() or 'no description'}\n"
         f"  arguments (JSON Schema): {json.dumps(s.input_schema, ensure_ascii=False)}"
@@ -59,6 +62,7 @@ def planning_request(request: LLMRequest, specs: Sequence[ToolSpec]) -> LLMReque
         stop=(),
         prefill=False,
         max_tokens=min(request.max_tokens, _PLAN_MAX_TOKENS),
+        temperature=request.temperature if temperature is None else temperature,
     )
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from salon.config import BotConfig
 from salon.config.pipeline import KeywordConfig, normalize_keyword
 from salon.model import Message, Participant, ToolCall, ToolSpec
+from salon.platforms.base import Capability, Platform
 
 __all__ = [
     "KeywordMatch",
@@ -23,6 +24,7 @@ __all__ = [
     "help_text",
     "keyword_call",
     "match_keyword",
+    "with_reply",
 ]
 
 
@@ -51,6 +53,22 @@ def match_keyword(message: Message, me: Participant, config: BotConfig) -> Keywo
     if keyword is None:
         return None
     return KeywordMatch(word, keyword, rest.strip())
+
+
+async def with_reply(match: KeywordMatch, platform: Platform, trigger: Message) -> KeywordMatch:
+    """``reply_context``: the text of the message ``trigger`` replies to, then the rest of
+    the line (one level, as Bob Bot's image prompts take it); the match as it was when
+    there is none, or it is gone."""
+    if not (match.keyword.reply_context and trigger.reply_to_id):
+        return match
+    if not platform.can(Capability.REPLIES):
+        return match
+    chain = await platform.reply_chain(trigger)
+    replied = next((m for m in reversed(chain) if m.id == trigger.reply_to_id), None)
+    if replied is None or not replied.text.strip():
+        return match
+    rest = "\n".join(part for part in (replied.text.strip(), match.rest) if part)
+    return replace(match, rest=rest)
 
 
 def _without_mention(text: str, names: tuple[str, ...]) -> str:

@@ -32,7 +32,13 @@ from salon.agent.pipeline.gate import (
     gate_prompt,
     gate_says_yes,
 )
-from salon.agent.pipeline.keywords import KeywordMatch, help_text, keyword_call, match_keyword
+from salon.agent.pipeline.keywords import (
+    KeywordMatch,
+    help_text,
+    keyword_call,
+    match_keyword,
+    with_reply,
+)
 from salon.agent.pipeline.limits import Hold, Limits
 from salon.agent.recording.recorder import Recorder
 from salon.agent.room import Room
@@ -244,12 +250,14 @@ class Pipeline:
             await self._note(attempt, f"(!{match.word}: its tool {tool} is not available here)")
             return None
         self._calls += 1
+        trigger = attempt.activation.trigger
+        if trigger is not None:
+            match = await with_reply(match, attempt.platform, trigger)
         call = keyword_call(match, spec, f"kw-{self._calls}")
         if isinstance(call, str):
             await self._note(attempt, f"({call})")
             return None
         activation, recorder = attempt.activation, attempt.recorder
-        trigger = activation.trigger
         with recorder.phase("tools"):
             outcome = await runner.run(
                 attempt.platform,

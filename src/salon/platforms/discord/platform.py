@@ -33,7 +33,7 @@ from salon.model import (
     Message,
     Participant,
 )
-from salon.platforms.base import Capability, EventSink, PlatformBase
+from salon.platforms.base import Capability, EventSink, Place, PlatformBase
 from salon.platforms.discord.access import Access
 from salon.platforms.discord.approvals import Approvals
 from salon.platforms.discord.attachments import AttachmentLoader
@@ -264,10 +264,13 @@ class DiscordPlatform(PlatformBase):
         files: Sequence[Attachment] = (),
         note: bool = False,
         key: str | None = None,
+        reply_to: str | None = None,
     ) -> Message:
         """Images go in embeds (an attachment each, titled and linked), ten to a message.
         ``key`` is the first message's nonce (see ``sent_before``)."""
-        return await self._sender.send(channel, text, files=files, note=note, key=key)
+        return await self._sender.send(
+            channel, text, files=files, note=note, key=key, reply_to=reply_to
+        )
 
     async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
         """Discord shows no nonce on a fetched message, but a message created with a nonce
@@ -338,6 +341,14 @@ class DiscordPlatform(PlatformBase):
         names = {m.author.name for m in self.cache.get(channel.id, 1, everything=True) or ()}
         names |= {self._people.person(m, guild).name for m in getattr(target, "members", ())}
         return sorted(names)
+
+    async def place(self, channel: ChannelRef) -> Place:
+        """The guild's name (none in DMs) and the channel's topic (a thread's parent's)."""
+        target = await self._channels.get(channel)
+        guild = getattr(target, "guild", None)
+        home = getattr(target, "parent", None) or target
+        topic = getattr(home, "topic", None)
+        return Place(guild.name if guild is not None else "", topic or "")
 
     @asynccontextmanager
     async def typing(self, channel: ChannelRef) -> AsyncIterator[None]:

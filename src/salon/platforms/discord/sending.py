@@ -82,13 +82,24 @@ class Sender:
         files: Sequence[Attachment] = (),
         note: bool = False,
         key: str | None = None,
+        reply_to: str | None = None,
     ) -> Message:
         """Images go in embeds (an attachment each, titled and linked), ten to a message.
-        ``key`` is the first message's nonce (see ``DiscordPlatform.sent_before``)."""
+        ``key`` is the first message's nonce (see ``DiscordPlatform.sent_before``);
+        ``reply_to`` makes the first a reply, or a plain message if that one is gone."""
         target = await self._channels.get(channel)
         content = to_discord_mentions(text, self._known_people(channel, target))
         batches: list[FileBatch | None] = [*file_batches(files)] or [None]
-        first = await self._post(channel, target, content, batches[0], silent=note, nonce=key)
+        reference = None
+        if reply_to is not None:
+            # Without fail_if_not_exists=False, Discord refuses the whole message (400,
+            # "Unknown message") when the one it answers was deleted meanwhile.
+            reference = discord.MessageReference(
+                message_id=int(reply_to), channel_id=int(channel.id), fail_if_not_exists=False
+            )
+        first = await self._post(
+            channel, target, content, batches[0], silent=note, nonce=key, reference=reference
+        )
         for batch in batches[1:]:
             await self._post(channel, target, "", batch, silent=note)
         return first
@@ -102,11 +113,14 @@ class Sender:
         *,
         silent: bool,
         nonce: int | str | None = None,
+        reference: discord.MessageReference | None = None,
     ) -> Message:
         if nonce is None:  # Discord drops a repeat with the same nonce
             nonce = new_nonce()
         action = f"post in {where(target)}"
         extra: dict[str, Any] = {"embeds": list(batch.embeds)} if batch and batch.embeds else {}
+        if reference is not None:
+            extra["reference"] = reference
 
         def attempt() -> Awaitable[discord.Message]:
             uploads = batch.uploads() if batch is not None else []  # fresh for each try

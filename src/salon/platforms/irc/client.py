@@ -142,6 +142,12 @@ class Client(pydle.Client):  # type: ignore[misc]
         value = self._isupport.get("NICKLEN")
         return int(value) if isinstance(value, str) and value.isdigit() else None
 
+    def topic(self, channel: str) -> str:
+        """The channel's topic as last seen (332 on join, TOPIC since), or ""."""
+        if not self.in_channel(channel):
+            return ""
+        return str(self.channels[channel].get("topic") or "")
+
     async def _nick_refused(self, message: Any) -> None:
         params = message.params
         nick = str(params[1]) if len(params) > 2 else "?"

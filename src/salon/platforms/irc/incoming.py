@@ -20,6 +20,7 @@ from salon.config import IrcConfig
 from salon.model import ChannelRef, Message, MessageEvent, Participant
 from salon.platforms.irc.approvals import Approvals
 from salon.platforms.irc.client import Client
+from salon.platforms.irc.dotcommands import DotCommands
 from salon.platforms.irc.lines import TokenBucket
 from salon.platforms.irc.recording import Recorder
 
@@ -44,6 +45,7 @@ class Incoming:
         deliver: Callable[[MessageEvent], Awaitable[None]],
         stopping: Callable[[], bool],
         commands: Command | None = None,
+        dot_commands: DotCommands | None = None,
     ) -> None:
         """``current``: the client of the connection now; ``deliver``: to the agent;
         ``stopping``: lines still arriving then must not reach a closing store;
@@ -55,6 +57,7 @@ class Incoming:
         self._deliver = deliver
         self._stopping = stopping
         self._commands = commands
+        self._dot_commands = dot_commands  # .ping and .help, when on
         self._seen: deque[tuple[str, str]] = deque(maxlen=_SEEN)
         self._seen_changed = asyncio.Condition()
         self._told = TokenBucket(_TOLD_PER_MINUTE, _TOLD_PER_MINUTE / 60)
@@ -86,6 +89,9 @@ class Incoming:
         )
         if kind == "message" and await self._approvals.answer(message):
             return  # an answer to "may I run ...?" is not a new question for the bot
+        if kind == "message" and self._dot_commands and await self._dot_commands.answer(message):
+            await self._recorder.record(message, kind)  # said in the channel: logged
+            return  # answered here, without the model
         await self._recorder.record(message, kind)
         await self._deliver(MessageEvent(message))
 

@@ -31,11 +31,12 @@ from salon.model import (
     MessageEvent,
     Participant,
 )
-from salon.platforms.base import ChatLog, EventSink, PlatformBase
+from salon.platforms.base import ChatLog, EventSink, Place, PlatformBase
 from salon.platforms.irc.approvals import Approvals
 from salon.platforms.irc.client import Client
 from salon.platforms.irc.connection import Connection
 from salon.platforms.irc.ctcp import Ctcp
+from salon.platforms.irc.dotcommands import DotCommands
 from salon.platforms.irc.incoming import Incoming
 from salon.platforms.irc.joins import Joins
 from salon.platforms.irc.memorycmds import MemoryCommands
@@ -96,6 +97,7 @@ class IrcPlatform(PlatformBase):
             commands=None
             if memory is None
             else MemoryCommands(PeoplesMemory(memory, bot=bot), current, self._sender),
+            dot_commands=DotCommands(config.commands, self._note) if config.dot_commands else None,
         )
         self._connection = Connection(
             config=config,
@@ -184,6 +186,7 @@ class IrcPlatform(PlatformBase):
         files: Sequence[Attachment] = (),
         note: bool = False,
         key: str | None = None,
+        reply_to: str | None = None,
     ) -> Message:
         client = self._connection.require()
         return await self._sender.send(
@@ -206,6 +209,17 @@ class IrcPlatform(PlatformBase):
         if client is None or not client.in_channel(channel.name):
             return []
         return sorted(client.channels[channel.name]["users"], key=str.lower)
+
+    async def _note(self, channel: ChannelRef, text: str) -> None:
+        await self.send(channel, text, note=True)
+
+    async def place(self, channel: ChannelRef) -> Place:
+        """The network's name (else the server's address) and the channel's topic."""
+        client = self._connection.client
+        if client is None:
+            return Place(self.config.server)
+        network = client.network  # pydle's: ISUPPORT NETWORK, or None
+        return Place(str(network or self.config.server), client.topic(channel.name))
 
     async def find_channel(self, channel_id: str) -> ChannelRef | None:
         """A channel by its name (``#salon``); a nick's direct messages are never linked."""
