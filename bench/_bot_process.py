@@ -1,11 +1,12 @@
 """One bot process for the Discord benchmarks: ``salon run DIR --bot NAME`` with
 discord.py pointed at the loopback fake (``BENCH_DISCORD_API``, ``BENCH_DISCORD_GATEWAY``).
 
-``BENCH_OPENAI_CREATE=1`` sends requests through the SDK's ``chat.completions.create``
-instead of Salon's own body, the request path before it was changed: the baseline that
-``discord_activation_cpu_ms`` is compared with in the same run. It starts as the ``salon``
-command does (``salon.launch``). ``BENCH_PROFILE=FILE`` writes a cProfile of the whole
-process to FILE when it stops.
+``BENCH_ARM`` says which bot: ``salon`` (the default) starts as the ``salon`` command does
+(``salon.launch``); ``sdk`` is Salon sending requests through the SDK's
+``chat.completions.create`` instead of its own body, the request path before it was
+changed: the baseline that ``discord_activation_cpu_ms`` is compared with in the same run;
+``floor`` is ``bench.floor_bot``, the least such a bot costs. ``BENCH_PROFILE=FILE``
+writes a cProfile of the whole (Salon) process to FILE when it stops.
 """
 
 from __future__ import annotations
@@ -36,9 +37,15 @@ def _use_the_sdk_create() -> None:
 
 
 def main() -> int:
+    arm = os.environ.get("BENCH_ARM", "salon")
+    if arm == "floor":
+        _point_discord_at_the_fake()
+        from bench.floor_bot import main as floor
+
+        return floor()
     gc.disable()  # as salon.launch does first: discord.py loads here, before it
     _point_discord_at_the_fake()
-    if os.environ.get("BENCH_OPENAI_CREATE") == "1":
+    if arm == "sdk":
         _use_the_sdk_create()
     from salon.launch import main as salon
 
