@@ -26,6 +26,7 @@ import compileall
 import os
 import sys
 import tempfile
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,13 +65,14 @@ def _memory_mib(pid: int, field: str = "VmRSS") -> float:
     return 0.0
 
 
-class _Arm:
-    """One bot process (``arm``: ``salon``, ``sdk`` for Salon with the SDK's ``create``, or
-    ``floor``) on a Discord fake of its own with a 400-message channel, sharing the LLM
-    server; CPU and memory read from ``/proc``."""
+class Arm:
+    """One bot process (``arm``: ``salon``, ``sdk`` for Salon with the SDK's ``create``,
+    ``floor``, or ``before``: Salon from the ``src`` that ``BENCH_BEFORE_SRC`` names) on a
+    Discord fake of its own with a 400-message channel, sharing the LLM server; CPU and
+    memory read from ``/proc``."""
 
-    def __init__(self, arm: str, llm: LLMServer, tmp: Path) -> None:
-        self.arm, self.llm, self.tmp = arm, llm, tmp
+    def __init__(self, arm: str, llm: LLMServer, tmp: Path, errors: Path) -> None:
+        self.arm, self.llm, self.tmp, self.errors = arm, llm, tmp, errors
         self.server = DiscordServer()
         self.proc: asyncio.subprocess.Process | None = None
         self.answer: dict[str, object] | None = None
@@ -84,7 +86,7 @@ class _Arm:
         for i in range(HISTORY):
             text = f"message number {i}, with a few words in it"
             await server.post(CHANNEL, self.people[i % 3], text)
-        self.proc = await _bot(self.arm, self.tmp, server, self.llm)
+        self.proc = await _bot(self.arm, self.tmp, server, self.llm, self.errors)
         await server.wait_calls(f"PUT /applications/{server.bot.id}/commands", 1, within=60)
         self.startup = self.cpu()
         await asyncio.sleep(SETTLE)  # what a bot does just after ready (Salon: its SDK)
@@ -119,7 +121,7 @@ class _Arm:
 
 
 async def _bot(
-    arm: str, tmp: Path, server: DiscordServer, llm: LLMServer
+    arm: str, tmp: Path, server: DiscordServer, llm: LLMServer, errors: Path
 ) -> asyncio.subprocess.Process:
     home = tmp / arm
     (home / "bots").mkdir(parents=True)
@@ -130,10 +132,12 @@ async def _bot(
         "BENCH_LLM_KEY": "k-bench",
         "BENCH_DISCORD_API": server.api,
         "BENCH_DISCORD_GATEWAY": server.gateway,
-        "BENCH_ARM": arm,
+        "BENCH_ARM": "salon" if arm == "before" else arm,
         "FLOOR_LLM_URL": f"{llm.base_url}/v1",
         "FLOOR_LLM_KEY": "k-bench",
     }
+    if arm == "before":  # Salon from another checkout's src, for before-and-after runs
+        env["PYTHONPATH"] = os.pathsep.join([os.environ["BENCH_BEFORE_SRC"], str(ROOT)])
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -143,7 +147,7 @@ async def _bot(
         cwd=ROOT,
         env=env,
         stdout=asyncio.subprocess.DEVNULL,
-        stderr=(tmp / f"{arm}.err").open("wb"),
+        stderr=(errors / f"{arm}.err").open("wb"),
     )
 
 
@@ -160,31 +164,43 @@ class Reading:
     first_answer: float
 
 
-async def session(arms: list[str], activations: int = ACTIVATIONS) -> dict[str, Reading]:
+async def session(
+    arms: list[str],
+    activations: int = ACTIVATIONS,
+    *,
+    on_steady: Callable[[list[Arm], bool], Awaitable[None]] | None = None,
+    errors: Path | None = None,
+) -> dict[str, Reading]:
     """The ``arms`` started one after another, then their activations taken in turns, one
     each: the machine's speed drifts within a run, and turns put every arm in the same
-    moments."""
+    moments. ``on_steady(arms, False)`` is called before the measured activations and
+    ``(arms, True)`` after them; ``errors``: where the processes' stderr goes."""
     llm = LLMServer()
     await llm.start()
     llm.default = Scripted(text=ANSWER)
-    bots: list[_Arm] = []
+    bots: list[Arm] = []
     with tempfile.TemporaryDirectory() as name:
         try:
             for arm in arms:
-                bots.append(bot := _Arm(arm, llm, Path(name)))
+                bots.append(bot := Arm(arm, llm, Path(name), errors or Path(name)))
                 await bot.start()
             for _ in range(WARMUP):
                 for bot in bots:
                     await bot.activate()
+            if on_steady is not None:
+                await on_steady(bots, False)
             start = {bot.arm: bot.cpu() for bot in bots}
             for _ in range(activations):
                 for bot in bots:
                     await bot.activate()
+            end = {bot.arm: bot.cpu() for bot in bots}
+            if on_steady is not None:
+                await on_steady(bots, True)
             return {
                 bot.arm: Reading(
                     startup=bot.startup,
                     settled=bot.settled,
-                    per_activation=(bot.cpu() - start[bot.arm]) / activations * 1000,
+                    per_activation=(end[bot.arm] - start[bot.arm]) / activations * 1000,
                     rss=bot.memory(),
                     peak=bot.memory("VmHWM"),
                     first_answer=bot.first_answer,
