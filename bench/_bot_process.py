@@ -31,12 +31,26 @@ def _point_discord_at_the_fake() -> None:
 
 
 def _use_the_sdk_create() -> None:
-    from salon.llm import openai_compat
+    """Requests through the openai SDK's ``create`` (its client made at the first)."""
+    import openai
 
-    def post(self: Any, path: str, kwargs: dict[str, Any], chunk: type) -> Any:
+    from salon.llm import openai_compat
+    from salon.llm._sdk import sdk_timeout, stream_sdk
+
+    def post(self: Any, path: str, kwargs: dict[str, Any], decoder: Any) -> Any:
+        client = self.__dict__.get("_sdk_client")
+        if client is None:
+            client = self._sdk_client = openai.AsyncOpenAI(
+                api_key=os.environ["BENCH_LLM_KEY"],
+                base_url=self._http.base_url,
+                max_retries=0,
+                timeout=sdk_timeout(self._config),
+            )
         if path == "/completions":
-            return self._client.completions.create(**kwargs)
-        return self._client.chat.completions.create(**kwargs)
+            opening = client.completions.create(**kwargs)
+        else:
+            opening = client.chat.completions.create(**kwargs)
+        return stream_sdk(self.name, openai, opening, decoder)
 
     openai_compat.OpenAIProvider._post = post  # type: ignore[method-assign]
 
