@@ -214,13 +214,18 @@ async def session(
 
 
 async def run() -> list[Figure]:
+    """The figures; with ``BENCH_BEFORE_SRC`` set, the same for Salon from that ``src``
+    (``before_*``), taking turns in the same run."""
     # Salon's bytecode as an installed copy has it (scripts/install compiles it; a process
     # started with PYTHONDONTWRITEBYTECODE would otherwise compile every module each time).
     compileall.compile_dir(ROOT / "src", quiet=1)
     compileall.compile_dir(ROOT / "bench", quiet=1)
-    got = await session(["salon", "floor", "sdk"])
+    before = os.environ.get("BENCH_BEFORE_SRC")
+    if before:
+        compileall.compile_dir(before, quiet=1)
+    got = await session(["salon", "floor", "sdk", *(["before"] if before else [])])
     salon, floor, sdk = got["salon"], got["floor"], got["sdk"]
-    return [
+    figures = [
         Figure(
             "discord_activation_cpu_ms", salon.per_activation, "ms", target=sdk.per_activation / 2
         ),
@@ -228,15 +233,44 @@ async def run() -> list[Figure]:
         Figure("bot_rss_mib", salon.rss, "MiB", target=90),
         Figure("bot_startup_cpu_s", salon.startup, "s", target=0.7),
         Figure("bot_first_answer_cpu_s", salon.first_answer, "s"),
-        Figure("floor_cpu_ratio", salon.per_activation / floor.per_activation, "x", target=1.5),
-        Figure("floor_rss_ratio", salon.peak / floor.peak, "x", target=1.3),
-        Figure("startup_cpu_vs_floor_ratio", salon.settled / floor.settled, "x", target=2.0),
+        *_against_floor("", salon, floor),
         Figure("floor_activation_cpu_ms", floor.per_activation, "ms"),
         Figure("floor_rss_mib", floor.rss, "MiB"),
-        Figure("bot_peak_rss_mib", salon.peak, "MiB"),
         Figure("floor_peak_rss_mib", floor.peak, "MiB"),
-        Figure("bot_settled_startup_cpu_s", salon.settled, "s"),
         Figure("floor_settled_startup_cpu_s", floor.settled, "s"),
         Figure("floor_startup_cpu_s", floor.startup, "s"),
         Figure("floor_first_answer_cpu_s", floor.first_answer, "s"),
+    ]
+    if before:
+        old = got["before"]
+        figures += [
+            Figure("before_activation_cpu_ms", old.per_activation, "ms"),
+            Figure("before_rss_mib", old.rss, "MiB"),
+            Figure("before_startup_cpu_s", old.startup, "s"),
+            Figure("before_first_answer_cpu_s", old.first_answer, "s"),
+            *_against_floor("before_", old, floor),
+        ]
+    return figures
+
+
+def _against_floor(prefix: str, salon: Reading, floor: Reading) -> list[Figure]:
+    ratios = (prefix == "") or None  # targets on the code under test only
+    return [
+        Figure(
+            f"{prefix}floor_cpu_ratio",
+            salon.per_activation / floor.per_activation,
+            "x",
+            target=1.5 if ratios else None,
+        ),
+        Figure(
+            f"{prefix}floor_rss_ratio", salon.peak / floor.peak, "x", target=1.3 if ratios else None
+        ),
+        Figure(
+            f"{prefix}startup_cpu_vs_floor_ratio",
+            salon.settled / floor.settled,
+            "x",
+            target=2.0 if ratios else None,
+        ),
+        Figure(f"{prefix}bot_peak_rss_mib", salon.peak, "MiB"),
+        Figure(f"{prefix}bot_settled_startup_cpu_s", salon.settled, "s"),
     ]
