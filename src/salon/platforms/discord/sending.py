@@ -86,7 +86,9 @@ class Sender:
         """Images go in embeds (an attachment each, titled and linked), ten to a message.
         ``key`` is the first message's nonce (see ``DiscordPlatform.sent_before``)."""
         target = await self._channels.get(channel)
-        content = to_discord_mentions(text, self._known_people(channel, target))
+        # Who could be meant is looked up only for a text naming someone (most do not).
+        known = self._known_people(channel, target) if "@" in text else {}
+        content = to_discord_mentions(text, known)
         batches: list[FileBatch | None] = [*file_batches(files)] or [None]
         first = await self._post(channel, target, content, batches[0], silent=note, nonce=key)
         for batch in batches[1:]:
