@@ -1,18 +1,24 @@
 """One bot process for the Discord benchmarks: ``salon run DIR --bot NAME`` with
 discord.py pointed at the loopback fake (``BENCH_DISCORD_API``, ``BENCH_DISCORD_GATEWAY``).
 
-``BENCH_OPENAI_CREATE=1`` sends requests through the SDK's ``chat.completions.create``
-instead of Salon's own body, the request path before it was changed: the baseline that
-``discord_activation_cpu_ms`` is compared with in the same run. It starts as the ``salon``
-command does (``salon.launch``). ``BENCH_PROFILE=FILE`` writes a cProfile of the whole
-process to FILE when it stops.
+``BENCH_ARM`` says which bot: ``salon`` (the default) starts as the ``salon`` command does
+(``salon.launch``); ``sdk`` is Salon sending requests through the SDK's
+``chat.completions.create`` instead of its own body, the request path before it was
+changed: the baseline that ``discord_activation_cpu_ms`` is compared with in the same run;
+``floor`` is ``bench.floor_bot``, the least such a bot costs. ``BENCH_PROFILE=FILE``
+writes a cProfile of the whole (Salon) process to FILE when it stops.
+``BENCH_PROFILE_STEADY=DIR`` (``bench.floor_profile``): SIGUSR1 starts a cProfile of the
+main thread's CPU time and SIGUSR2 stops it, writing it, the CPU of each thread in between
+and (under ``PYTHONTRACEMALLOC``) the Python heap by package into DIR.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -25,20 +31,109 @@ def _point_discord_at_the_fake() -> None:
 
 
 def _use_the_sdk_create() -> None:
-    from salon.llm import openai_compat
+    """Requests through the openai SDK's ``create`` (its client made at the first)."""
+    import openai
 
-    def post(self: Any, path: str, kwargs: dict[str, Any], chunk: type) -> Any:
+    from salon.llm import openai_compat
+    from salon.llm._sdk import sdk_timeout, stream_sdk
+
+    def post(self: Any, path: str, kwargs: dict[str, Any], decoder: Any) -> Any:
+        client = self.__dict__.get("_sdk_client")
+        if client is None:
+            client = self._sdk_client = openai.AsyncOpenAI(
+                api_key=os.environ["BENCH_LLM_KEY"],
+                base_url=self._http.base_url,
+                max_retries=0,
+                timeout=sdk_timeout(self._config),
+            )
         if path == "/completions":
-            return self._client.completions.create(**kwargs)
-        return self._client.chat.completions.create(**kwargs)
+            opening = client.completions.create(**kwargs)
+        else:
+            opening = client.chat.completions.create(**kwargs)
+        return stream_sdk(self.name, openai, opening, decoder)
 
     openai_compat.OpenAIProvider._post = post  # type: ignore[method-assign]
 
 
+class _Steady:
+    """The profile of the steady activations (see the module)."""
+
+    def __init__(self, out: Path, arm: str) -> None:
+        self.out, self.arm = out, arm
+        self.profiler: Any = None
+        self.threads: dict[int, float] = {}
+        signal.signal(signal.SIGUSR1, self.start)
+        signal.signal(signal.SIGUSR2, self.stop)
+
+    @staticmethod
+    def _thread_cpu() -> dict[int, float]:
+        ticks = os.sysconf("SC_CLK_TCK")
+        cpu = {}
+        for task in Path("/proc/self/task").iterdir():
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            cpu[int(task.name)] = (int(fields[11]) + int(fields[12])) / ticks
+        return cpu
+
+    def start(self, *_: object) -> None:
+        import cProfile
+        import time
+
+        self.threads = self._thread_cpu()
+        self.profiler = cProfile.Profile(time.thread_time)  # the main thread's CPU, not idle
+        self.profiler.enable()
+
+    def stop(self, *_: object) -> None:
+        import threading
+        import tracemalloc
+
+        self.profiler.disable()
+        names = {t.native_id: t.name for t in threading.enumerate()}
+        lines = [
+            f"{names.get(tid, tid)}: {cpu - self.threads.get(tid, 0.0):.3f} s"
+            for tid, cpu in sorted(self._thread_cpu().items())
+        ]
+        (self.out / f"{self.arm}-threads.txt").write_text("\n".join(lines) + "\n")
+        self.profiler.dump_stats(self.out / f"{self.arm}-steady.prof")
+        if tracemalloc.is_tracing():
+            (self.out / f"{self.arm}-heap.txt").write_text(_heap_by_package())
+        os.kill(os.getppid(), signal.SIGUSR1)  # written
+
+
+def _heap_by_package() -> str:
+    import tracemalloc
+    from collections import Counter
+
+    sizes: Counter[str] = Counter()
+    for stat in tracemalloc.take_snapshot().statistics("filename"):
+        name = stat.traceback[0].filename
+        parts = Path(name).parts
+        if "site-packages" in parts:
+            package = parts[parts.index("site-packages") + 1]
+        elif "salon" in parts:
+            package = "salon." + parts[parts.index("salon") + 1].removesuffix(".py")
+        elif "python3.11" in parts:
+            package = "stdlib:" + parts[parts.index("python3.11") + 1].removesuffix(".py")
+        else:
+            package = name
+        sizes[package] += stat.size
+    total = sum(sizes.values())
+    lines = [f"total {total / 2**20:.1f} MiB"]
+    lines += [f"{p:40} {n / 2**20:7.2f} MiB" for p, n in sizes.most_common(40)]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
+    arm = os.environ.get("BENCH_ARM", "salon")
+    if steady := os.environ.get("BENCH_PROFILE_STEADY"):
+        _Steady(Path(steady), arm)
+    if arm == "floor":
+        _point_discord_at_the_fake()
+        from bench.floor_bot import main as floor
+
+        return floor()
     gc.disable()  # as salon.launch does first: discord.py loads here, before it
     _point_discord_at_the_fake()
-    if os.environ.get("BENCH_OPENAI_CREATE") == "1":
+    if arm == "sdk":
         _use_the_sdk_create()
     from salon.launch import main as salon
 

@@ -582,7 +582,10 @@ class DiscordServer(RestRoutes):
         }
         if reply_to is not None:
             message["message_reference"] = self._reference(channel_id, reply_to["id"])
-            message["referenced_message"] = reply_to
+            # One level deep, as Discord resolves it: not the answered message's own.
+            message["referenced_message"] = {
+                k: v for k, v in reply_to.items() if k != "referenced_message"
+            }
         return message
 
     def _reference(self, channel_id: str, message_id: str) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """A bot process loads what its config uses: with one OpenAI-type provider on Discord, no
-other vendor's SDK, web server, trace CLI or cron parser is imported by the time it is
-ready, and the provider's own SDK is loaded after ready, before the first answer."""
+vendor's SDK, web server, trace CLI or cron parser is imported by the time it is ready, and
+an OpenAI-type provider needs no SDK at all: its streams go over aiohttp, which the Discord
+adapter has loaded."""
 
 from __future__ import annotations
 
@@ -61,8 +62,9 @@ async def _modules_now(proc: asyncio.subprocess.Process) -> set[str]:
     return set(line.decode().split()[1:])
 
 
-async def _modules_at_ready(tmp_path: Path) -> set[str]:
-    """The modules of a ``salon run`` bot process at its first ready."""
+async def _modules_at_ready(tmp_path: Path, *, answered: bool = False) -> set[str]:
+    """The modules of a ``salon run`` bot process at its first ready (``answered``: once
+    it has answered a mention too)."""
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE)
     fake = DiscordServer()
@@ -82,6 +84,10 @@ async def _modules_at_ready(tmp_path: Path) -> set[str]:
         try:
             # Slash commands are registered once the bot is ready.
             await fake.wait_calls(f"PUT /applications/{fake.bot.id}/commands", 1, within=60)
+            if answered:
+                alice = fake.user("Alice")
+                await fake.post("10", alice, f"<@{fake.bot.id}> hi", mentions=[fake.bot])
+                await fake.wait_bot_messages("10", 1, within=30)
             return await _modules_now(proc)
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -102,3 +108,9 @@ async def test_an_openai_bot_is_ready_without_other_sdks_or_the_trace_cli(tmp_pa
 async def test_an_openai_bot_is_ready_without_the_web_server(tmp_path: Path) -> None:
     modules = await _modules_at_ready(tmp_path)
     assert _loaded(modules, WEB_SERVER) == []
+
+
+async def test_an_openai_bot_answers_without_the_openai_sdk(tmp_path: Path) -> None:
+    modules = await _modules_at_ready(tmp_path, answered=True)
+    assert "salon.llm.openai_compat" in modules  # the provider was built and used
+    assert _loaded(modules, ["openai", "httpcore2", "anyio"]) == []

@@ -357,3 +357,22 @@ async def test_a_429_can_come_without_via(
         assert response.status == 429
         assert "Via" not in response.headers
         assert response.headers["Retry-After"] == "3"
+
+
+async def test_a_reply_carries_the_message_it_answers_but_not_that_ones_own_reply(
+    fake_discord: DiscordServer, gateway: Gateway
+) -> None:
+    # Discord resolves a reply's reference one level deep: the referenced message comes
+    # with its own message_reference, never with its referenced_message (else every reply
+    # in a long chain would carry the whole chain).
+    await gateway.identify()
+    alice, bob = fake_discord.user("Alice"), fake_discord.user("Bob")
+    first = await fake_discord.post(GENERAL, alice, "first")
+    second = await fake_discord.post(GENERAL, bob, "second", reply_to=first)
+    await fake_discord.post(GENERAL, alice, "third", reply_to=second)
+    for _ in range(3):
+        event = await gateway.event("MESSAGE_CREATE")
+    referenced = event["referenced_message"]
+    assert referenced["id"] == second["id"]
+    assert referenced["message_reference"]["message_id"] == first["id"]
+    assert "referenced_message" not in referenced

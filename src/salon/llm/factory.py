@@ -141,7 +141,5 @@ def _vendor_provider(bot: BotConfig, secrets: Secrets, http_client: Any) -> Prov
     else:
         from salon.llm.openai_compat import OpenAIProvider
 
-        inner = OpenAIProvider(
-            bot.provider, config, api_key=api_key, base_url=base_url, http_client=http_client
-        )
+        inner = OpenAIProvider(bot.provider, config, api_key=api_key, base_url=base_url)
     return inner

@@ -1,4 +1,4 @@
-"""Any OpenAI-compatible server through the official ``openai`` SDK.
+"""Any OpenAI-compatible server, its streams read over aiohttp (``_http_stream``).
 
 Chat completions for chat mode. In prefill mode, ``prefill_style`` decides:
 ``assistant_continue`` sends the transcript as a final assistant message with the fields a
@@ -21,17 +21,15 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+import os
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
-
-import openai
-from openai.types import Completion
-from openai.types.chat import ChatCompletionChunk
+from typing import Any
 
 from salon.config import ProviderConfig
 from salon.llm._convert import REQUESTS, Converted
-from salon.llm._sdk import add_extras, sdk_timeout, sent_body, stream_sdk
+from salon.llm._http_stream import Decoder, EventStreams
+from salon.llm._sdk import BACKSTOP, add_extras, sent_body
 from salon.llm.base import (
     ChatMessage,
     ImagePart,
@@ -56,14 +54,11 @@ from salon.llm.base import (
 from salon.llm.think_tags import ThinkSplitter
 from salon.model import Thought, ToolCall, Usage, clean_text
 
-if TYPE_CHECKING:
-    from openai._types import RequestOptions
-
 __all__ = ["VENDOR", "OpenAIProvider", "reasoning_fields", "to_openai_messages", "transcript_text"]
 
 logger = logging.getLogger(__name__)
 
-ChunkT = TypeVar("ChunkT", Completion, ChatCompletionChunk)
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 VENDOR = "openai"  # what this provider's thoughts say wrote them (with the model)
 
 
@@ -75,32 +70,30 @@ class OpenAIProvider:
         *,
         api_key: str | None,
         base_url: str | None,
-        http_client: Any = None,
     ) -> None:
         self.name = name
         self.traits = ProviderTraits()
         self._config = config
         self._kwargs = Converted(self._build_kwargs, REQUESTS)  # stream and trace: built once
         self._converted = Converted(_messages, weigh=turn_bytes, weak=True)
-        # Local servers (Ollama, vLLM) need no key, but the SDK insists on one.
-        self._client = openai.AsyncOpenAI(
-            api_key=api_key or "unused",
-            base_url=base_url,
-            max_retries=0,  # RetryingProvider owns retries so the policy is ours
-            timeout=sdk_timeout(config),
-            default_headers=config.headers or None,
-            http_client=http_client,
+        # As the openai SDK did: OPENAI_BASE_URL, else OpenAI's. Local servers (Ollama,
+        # vLLM) need no key; "unused" is what goes then. RetryingProvider owns retries.
+        self._http = EventStreams(
+            base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,
+            api_key or "unused",
+            headers=config.headers,
+            connect_timeout=config.connect_timeout,
+            read_timeout=config.timeout + BACKSTOP,  # DeadlineProvider ends a slow answer
         )
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
         if request.prefill and self._config.prefill_style == "completions":
-            opening: Awaitable[openai.AsyncStream[Any]]
-            opening = self._post("/completions", self._completion_kwargs(request), Completion)
+            path, kwargs = "/completions", self._completion_kwargs(request)
             decoder: _ChunkDecoder | _CompletionDecoder = _CompletionDecoder()
         else:
-            opening = self._post("/chat/completions", self._kwargs(request), ChatCompletionChunk)
+            path, kwargs = "/chat/completions", self._kwargs(request)
             decoder = _ChunkDecoder(request.model, expect_thinking=self._tagless(request))
-        async for event in stream_sdk(self.name, openai, opening, decoder):
+        async for event in self._post(path, kwargs, decoder):
             yield event
 
     def _tagless(self, request: LLMRequest) -> bool:
@@ -113,23 +106,13 @@ class OpenAIProvider:
         return thinks and style in ("chat_template", "none")
 
     def _post(
-        self, path: str, kwargs: dict[str, Any], chunk: type[ChunkT]
-    ) -> Awaitable[openai.AsyncStream[ChunkT]]:
-        """Open a stream with a body Salon built itself. The SDK's ``create`` would walk
+        self, path: str, kwargs: dict[str, Any], decoder: Decoder
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream the answer to a body Salon built itself (an SDK's ``create`` would walk
         the whole body against its typed parameters first: tens of milliseconds for a long
-        chat, most of an activation's CPU. Auth, errors and streaming stay the SDK's."""
+        chat)."""
         body, headers = sent_body(kwargs)
-        options: RequestOptions = {"security": {"bearer_auth": True}}
-        if headers:
-            options["headers"] = headers
-        return self._client.post(
-            path,
-            cast_to=chunk,
-            body=body,
-            options=options,
-            stream=True,
-            stream_cls=openai.AsyncStream[chunk],  # type: ignore[valid-type]
-        )
+        return self._http.stream(self.name, path, body, headers, decoder)
 
     def wire(self, request: LLMRequest) -> dict[str, Any]:
         """The JSON body this request goes out as (extra fields merged in, as the SDK does)."""
@@ -189,7 +172,7 @@ class OpenAIProvider:
         return kwargs
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._http.aclose()
 
 
 def reasoning_fields(style: str, thinking: Thinking | None) -> dict[str, Any]:

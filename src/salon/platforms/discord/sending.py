@@ -88,7 +88,9 @@ class Sender:
         ``key`` is the first message's nonce (see ``DiscordPlatform.sent_before``);
         ``reply_to`` makes the first a reply, or a plain message if that one is gone."""
         target = await self._channels.get(channel)
-        content = to_discord_mentions(text, self._known_people(channel, target))
+        # Who could be meant is looked up only for a text naming someone (most do not).
+        known = self._known_people(channel, target) if "@" in text else {}
+        content = to_discord_mentions(text, known)
         batches: list[FileBatch | None] = [*file_batches(files)] or [None]
         reference = None
         if reply_to is not None:
