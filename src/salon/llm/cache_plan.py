@@ -8,17 +8,21 @@ put between rolls) and the **tail** ones (the newest message of the previous act
 and of this one), which move every activation.
 
 For ``cache_ttl: auto`` each candidate (stable, tail) is priced over the channel's recent
-gaps between activations, as if each gap were the one before the next activation, with the
-prompt's own sizes: S tokens up to the stable breakpoint, R from there to the previous
-tail, D the new tail. For a gap g:
+gaps between activations, as if each gap were the one before the next activation, with
+that activation's likely sizes: S tokens up to the stable breakpoint, R from there to the
+breakpoint this activation writes (its previous tail and its new messages), D a tail as
+long as this one's. For a gap g:
 
 - tail alive (g <= tail TTL): 0.1 (S + R) + w_tail D  (read up to the old tail, write the new);
 - else stable alive (g <= stable TTL): 0.1 S + w_tail (R + D);
 - else: w_stable S + w_tail (R + D);
 
-with w = 1.25 (5 minutes), 2 (1 hour) or 1 (off: no marker, plain input). The candidate of
-lowest mean cost wins: ``off/off``, ``5m/5m``, ``1h/5m``, ``1h/1h``, ``5m/off``, ``1h/off``
-(never a 1-hour marker after a 5-minute one: the API refuses that order). With fewer than
+with w = 1.25 (5 minutes), 2 (1 hour) or 1 (off: no marker, plain input), plus the roll's
+rewrite of the stable prefix, w_stable S / (2 k), k = (R + D) / D the activations the
+prefix has lived (expected to live as many more). The candidate of
+lowest mean cost wins: ``off/off``, ``5m/5m``, ``1h/5m`` or ``1h/1h`` (never a 1-hour
+marker after a 5-minute one: the API refuses that order; never a marked stable prefix
+with an unmarked tail, which would stop the cached prefix from growing). With fewer than
 ``MIN_GAPS`` gaps seen the plan is the API's default, 5 minutes everywhere.
 """
 
@@ -34,14 +38,9 @@ MIN_GAPS = 3
 READ = 0.1
 WRITE = {"off": 1.0, "5m": 1.25, "1h": 2.0}
 LIFETIME = {"off": -1.0, "5m": 300.0, "1h": 3600.0}
-CANDIDATES: tuple[tuple[str, str], ...] = (
-    ("off", "off"),
-    ("5m", "5m"),
-    ("1h", "5m"),
-    ("1h", "1h"),
-    ("5m", "off"),
-    ("1h", "off"),
-)
+# Never a marked stable prefix with an unmarked tail: the tail is where the next
+# activation's read ends, and without it the cached prefix stops growing.
+CANDIDATES: tuple[tuple[str, str], ...] = (("off", "off"), ("5m", "5m"), ("1h", "5m"), ("1h", "1h"))
 
 # Anthropic's minimum cacheable prompt per model family; anything else takes 1 024 tokens.
 _MINIMUMS = (
@@ -71,7 +70,13 @@ def plan_ttls(gaps: Sequence[float], stable: int, middle: int, tail: int) -> Cac
     ``gaps`` seconds apart, for a prompt of ``stable`` + ``middle`` + ``tail`` tokens."""
     if len(gaps) < MIN_GAPS:
         return CachePlan("5m", "5m", f"{len(gaps)} gaps seen: the API's default")
-    costs = {c: _mean_cost(c, gaps, stable, middle, tail) for c in CANDIDATES}
+    # Priced for the next activation, which this one's writes serve: its middle is this
+    # one's middle and tail, its tail about this one's.
+    costs = {c: _mean_cost(c, gaps, stable, middle + tail, tail) for c in CANDIDATES}
+    # A roll rewrites the stable prefix at its write price. The prefix has lived about
+    # (middle / tail) activations since the last one: expect as many more.
+    lived = max(1.0, (middle + tail) / max(tail, 1))
+    costs = {c: cost + WRITE[c[0]] * stable / (2 * lived) for c, cost in costs.items()}
     best = min(CANDIDATES, key=costs.__getitem__)
     within = sum(1 for g in gaps if g <= LIFETIME["5m"]), sum(1 for g in gaps if g <= 3600)
     reason = (
