@@ -4,8 +4,9 @@ Time comes from ``clock`` (a callable returning an aware ``datetime``): the benc
 in a virtual clock it moves itself, so a simulated day takes no real time.
 
 ``CacheBilling``: Anthropic's Messages API and Bedrock's Claude models
-(platform.claude.com/docs/en/build-with-claude/prompt-caching; Bedrock's prompt-caching
-user guide says the same of Claude). A request's prompt is its tools, then the system
+(platform.claude.com/docs/en/build-with-claude/prompt-caching; for Claude on Bedrock,
+docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html: the same lifetimes, each
+hit resetting it, and the same checkpoint limit). A request's prompt is its tools, then the system
 prompt, then each message's content blocks, in that order. A block carrying
 ``cache_control`` is a breakpoint:
 
