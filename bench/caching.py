@@ -19,6 +19,26 @@ answer most of the input: the ``*_default`` figures run the defaults (50, ``floo
 cuts to the budget, at most about 9 in 10 prompts are read), the ``*_floor`` figures a
 threshold of 100 with ``floor`` (the targeted setting until session 5). The ``*_prefill``
 figures repeat the targeted run in prefill mode.
+
+Since session 9 the fake bills as the API does (``fakes/billing.py``: entries expire, a
+5th breakpoint or a 1-hour one after a 5-minute one is refused, short prefixes are not
+cached, reads are found by a 20-block look-back), on a virtual clock the benchmark moves:
+the loop's messages come a second apart. The **tempo** figures run seeded arrival
+processes on that clock, the targeted rolling setting with ``cache_ttl`` ``auto``, ``off``,
+``5m`` and ``1h``, beside the no-cache sliding window:
+
+- ``busy``: a message every 5 s on average, each a mention with probability 1/12 (an
+  activation a minute or so), for 4 simulated hours (a whole day would take minutes);
+- ``bursty``: a simulated day of standup-style bursts, 5 of 10 to 20 minutes (a message
+  every 8 s, an activation a minute or so), 1 to 5 hours idle between them;
+- ``slow``: a simulated day with one activation every 10 to 40 minutes, 1 to 4 messages
+  between.
+
+For each: ``cache_read_share_<tempo>``, ``cache_cost_ratio_<tempo>`` (auto over the sliding
+window), ``cache_write_waste_share_<tempo>`` (written tokens whose entry expired unread) and
+``cache_cost_vs_best_fixed_<tempo>`` (auto over the cheapest of off/5m/1h for that tempo);
+over the three, ``cache_cost_vs_best_single_fixed`` (auto over the one fixed setting
+cheapest for all three together) and ``cache_write_waste_share_auto|5m|1h``.
 """
 
 from __future__ import annotations
@@ -26,6 +46,9 @@ from __future__ import annotations
 import asyncio
 import random
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.figures import Figure
@@ -53,8 +76,11 @@ def _config(
     mode: str,
     vendor: str = "anthropic",
     budget: str = "floor",
+    cache_ttl: str = "auto",
+    model: str = "model-test",
 ) -> BotConfig:
     base = base_url + ("/v1" if vendor == "openai" else "")
+    cache = {"cache_ttl": cache_ttl} if vendor == "anthropic" else {}
     return BotConfig.model_validate(
         {
             "name": "Salon",
@@ -63,9 +89,10 @@ def _config(
             "providers": {
                 "llm": {
                     "type": vendor,
-                    "model": "model-test",
+                    "model": model,
                     "base_url": base,
                     "api_key_env": "KEY",
+                    **cache,
                 }
             },
             "mode": mode,
@@ -77,13 +104,84 @@ def _config(
     )
 
 
-def _lines(seed: int = 7) -> list[tuple[int, str]]:
+@dataclass(frozen=True)
+class Said:
+    at: float  # seconds since the start
+    who: int
+    text: str
+    mention: bool
+
+
+class VirtualClock:
+    """The benchmark's time: moved by hand, read by the platform and the billing fake."""
+
+    def __init__(self) -> None:
+        self.start = self.now_at = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now_at
+
+    def move_to(self, seconds: float) -> None:
+        self.now_at = max(self.now_at, self.start + timedelta(seconds=seconds))
+
+
+def _text(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 60)))
+
+
+def _lines(seed: int = 7) -> list[Said]:
+    """The loop: 1 000 messages a second apart, every fifth a mention."""
     rng = random.Random(seed)
-    words = WORDS
     return [
-        (rng.randrange(4), " ".join(rng.choice(words) for _ in range(rng.randint(6, 60))))
-        for _ in range(MESSAGES)
+        Said(float(i), rng.randrange(4), _text(rng), i % EVERY == 0) for i in range(1, MESSAGES + 1)
     ]
+
+
+def _busy(rng: random.Random) -> list[Said]:
+    out, at = [], 0.0
+    while at < 4 * 3600:
+        at += rng.expovariate(1 / 5)
+        out.append(Said(at, rng.randrange(4), _text(rng), rng.random() < 1 / 12))
+    return out
+
+
+def _bursty(rng: random.Random) -> list[Said]:
+    out, at = [], 3600.0
+    for _ in range(5):
+        end = at + rng.uniform(600, 1200)
+        while at < end:
+            at += rng.expovariate(1 / 8)
+            out.append(Said(at, rng.randrange(4), _text(rng), rng.random() < 1 / 8))
+        at += rng.uniform(3600, 5 * 3600)
+    return out
+
+
+def _slow(rng: random.Random) -> list[Said]:
+    out, at = [], 0.0
+    while at < 24 * 3600:
+        gap = rng.uniform(600, 2400)
+        chatter = rng.randint(1, 4)
+        for i in range(chatter):
+            out.append(
+                Said(at + gap * (i + 1) / (chatter + 1), rng.randrange(4), _text(rng), False)
+            )
+        at += gap
+        out.append(Said(at, rng.randrange(4), _text(rng), True))
+    return out
+
+
+TEMPOS: dict[str, Callable[[random.Random], list[Said]]] = {
+    "busy": _busy,
+    "bursty": _bursty,
+    "slow": _slow,
+}
+
+
+@dataclass
+class Run:
+    bill: Bill
+    recorded: Usage
+    wasted: int  # tokens written whose entry expired unread
 
 
 async def conversation(
@@ -93,9 +191,38 @@ async def conversation(
     mode: str = "chat",
     vendor: str = "anthropic",
     budget: str = "floor",
+    cache_ttl: str = "auto",
+    said: list[Said] | None = None,
+    model: str = "model-test",
 ) -> tuple[Bill, Usage]:
     """Bill of the whole conversation, and the cache tokens the store recorded."""
-    billing = CacheBilling() if vendor == "anthropic" else AutoPrefixBilling()
+    run = await conversation_run(
+        caching=caching,
+        threshold=threshold,
+        mode=mode,
+        vendor=vendor,
+        budget=budget,
+        cache_ttl=cache_ttl,
+        said=said,
+        model=model,
+    )
+    return run.bill, run.recorded
+
+
+async def conversation_run(
+    *,
+    caching: bool,
+    threshold: int = 50,
+    mode: str = "chat",
+    vendor: str = "anthropic",
+    budget: str = "floor",
+    cache_ttl: str = "auto",
+    said: list[Said] | None = None,
+    model: str = "model-test",
+) -> Run:
+    """The conversation ``said`` (the loop by default) on a virtual clock, billed."""
+    clock = VirtualClock()
+    billing = CacheBilling(clock=clock) if vendor == "anthropic" else AutoPrefixBilling(clock=clock)
     async with LLMServer(billing=billing) as server:
         server.default = Scripted(text="Sounds good to me, let us do that.")
         config = _config(
@@ -105,12 +232,14 @@ async def conversation(
             mode=mode,
             vendor=vendor,
             budget=budget,
+            cache_ttl=cache_ttl,
+            model=model,
         )
         provider = build_provider(config, Secrets({"KEY": "k"}))
         with tempfile.TemporaryDirectory() as tmp:
             store = SQLStore(sqlite_url(Path(tmp) / "bench.db"))
             await store.open()
-            platform = MemoryPlatform(bot_name="Salon")
+            platform = MemoryPlatform(bot_name="Salon", clock=clock)
             agent = Agent(
                 bot="bench",
                 config=config,
@@ -124,11 +253,13 @@ async def conversation(
             me = platform.self_participant
             people = [Participant(f"p{i}", n) for i, n in enumerate(["Ada", "Bo", "Cy", "Di"])]
             try:
-                for index, (who, text) in enumerate(_lines(), start=1):
-                    if index % EVERY:
-                        platform.add(room, people[who], text)
+                for line in said if said is not None else _lines():
+                    clock.move_to(line.at)
+                    if not line.mention:
+                        platform.add(room, people[line.who], line.text)
                         continue
-                    await platform.post(room, people[who], f"@Salon {text}", mentions=[me])
+                    text = f"@Salon {line.text}"
+                    await platform.post(room, people[line.who], text, mentions=[me])
                     await agent.wait_idle()
                 recorded = await store.channels.usage_totals("bench")
             finally:
@@ -136,13 +267,19 @@ async def conversation(
                 await asyncio.gather(runner, return_exceptions=True)
                 await store.close()
                 await provider.aclose()
-    return billing.total, recorded
+    wasted = billing.settle() if isinstance(billing, CacheBilling) else 0
+    return Run(billing.total, recorded, wasted)
 
 
 THRESHOLD, BUDGET = 200, "average"  # the targeted setting
 
 
 async def run() -> list[Figure]:
+    return [*await loop(), *await tempos()]
+
+
+async def loop() -> list[Figure]:
+    """The loop: the figures of sessions 1 to 8, recomputed under the strict fake."""
     sliding, _ = await conversation(caching=False)
     rolling, recorded = await conversation(caching=True, threshold=THRESHOLD, budget=BUDGET)
     default, _ = await conversation(caching=True, threshold=50)
@@ -174,6 +311,66 @@ async def run() -> list[Figure]:
         Figure("rolling_input_tokens", rolling.total_tokens, "tokens"),
         Figure("sliding_input_tokens", sliding.total_tokens, "tokens"),
     ]
+
+
+FIXED = ("off", "5m", "1h")
+TEMPO_MODEL = "claude-sonnet-4-6"  # a 1 024-token minimum
+
+
+async def tempos(seed: int = 9) -> list[Figure]:
+    """Each tempo with ``cache_ttl`` auto and each fixed setting, beside no cache at all."""
+    runs: dict[tuple[str, str], Run] = {}
+    for tempo, arrivals in TEMPOS.items():
+        said = arrivals(random.Random(seed))
+        common = {"said": said, "model": TEMPO_MODEL, "threshold": THRESHOLD}
+        runs[tempo, "sliding"] = await conversation_run(caching=False, **common)  # type: ignore[arg-type]
+        for setting in ("auto", *FIXED):
+            runs[tempo, setting] = await conversation_run(
+                caching=True,
+                budget=BUDGET,
+                cache_ttl=setting,
+                **common,  # type: ignore[arg-type]
+            )
+    return _tempo_figures(runs)
+
+
+def _tempo_figures(runs: dict[tuple[str, str], Run]) -> list[Figure]:
+    figures: list[Figure] = []
+    for tempo in TEMPOS:
+        auto, sliding = runs[tempo, "auto"].bill, runs[tempo, "sliding"].bill
+        best = min(runs[tempo, f].bill.cost for f in FIXED)
+        figures += [
+            Figure(f"cache_read_share_{tempo}", _share(auto), "fraction"),
+            Figure(f"cache_cost_ratio_{tempo}", auto.cost / sliding.cost, "ratio"),
+            Figure(f"cache_write_waste_share_{tempo}", _waste([runs[tempo, "auto"]]), "fraction"),
+            Figure(f"cache_cost_vs_best_fixed_{tempo}", auto.cost / best, "ratio", target=1.05),
+        ]
+        figures += [
+            Figure(
+                f"cache_cost_ratio_{tempo}_{f}", runs[tempo, f].bill.cost / sliding.cost, "ratio"
+            )
+            for f in FIXED
+        ]
+    total = {s: sum(runs[t, s].bill.cost for t in TEMPOS) for s in ("auto", *FIXED)}
+    figures.append(
+        Figure(
+            "cache_cost_vs_best_single_fixed",
+            total["auto"] / min(total[f] for f in FIXED),
+            "ratio",
+            target=0.90,
+        )
+    )
+    for setting, target in (("auto", 0.15), ("5m", None), ("1h", None)):
+        share = _waste([runs[t, setting] for t in TEMPOS])
+        figures.append(
+            Figure(f"cache_write_waste_share_{setting}", share, "fraction", target=target)
+        )
+    return figures
+
+
+def _waste(runs: list[Run]) -> float:
+    written = sum(r.bill.cache_write_tokens for r in runs)
+    return sum(r.wasted for r in runs) / written if written else 0.0
 
 
 def _share(bill: Bill) -> float:

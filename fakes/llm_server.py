@@ -54,7 +54,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal
 
-from fakes.billing import AutoPrefixBilling, CacheBilling
+from fakes.billing import AutoPrefixBilling, BillingRefused, CacheBilling, ImplicitPrefixBilling
 from fakes.llm_wire import Recorded, Scripted, Wire, complete_body, error_body
 from fakes.llm_wire import wire as wire_for
 from fakes.reasoning import refusal as reasoning_refusal
@@ -134,6 +134,8 @@ class LLMServer:
 
     def _bills(self, vendor: str) -> bool:
         """Whether the billing fake prices this vendor's requests (markers: Anthropic's)."""
+        if isinstance(self.billing, ImplicitPrefixBilling):
+            return vendor == "gemini"
         if isinstance(self.billing, AutoPrefixBilling):
             return vendor == "openai"
         return vendor in ("anthropic", "bedrock")
@@ -191,13 +193,7 @@ class LLMServer:
         if refused is not None:
             reply = replace(reply, status=refused[0], error_message=refused[1])
         if self._bills(vendor) and self.billing is not None and reply.status == 200:
-            bill = self.billing.bill(request.body)
-            reply = replace(
-                reply,
-                input_tokens=bill.input_tokens,
-                cache_read_tokens=bill.cache_read_tokens,
-                cache_write_tokens=bill.cache_write_tokens,
-            )
+            reply = self._bill(request, reply)
         if reply.status != 200:
             body = error_body(vendor, self.flavour, reply)
             _write_head(writer, reply.status, "application/json", reply.headers, len(body))
@@ -212,6 +208,21 @@ class LLMServer:
             return
         wire = wire_for(vendor, self.flavour, request, reply)
         await self._write_stream(writer, wire, reply)
+
+    def _bill(self, request: Recorded, reply: Scripted) -> Scripted:
+        """``reply`` with the prompt's tokens as the billing fake bills them, or the
+        vendor's 400 when the fake's rules refuse the request (before anything is billed)."""
+        assert self.billing is not None
+        try:
+            bill = self.billing.bill(request.body, _model(request))
+        except BillingRefused as refused:
+            return replace(reply, status=400, error_message=str(refused))
+        return replace(
+            reply,
+            input_tokens=bill.input_tokens,
+            cache_read_tokens=bill.cache_read_tokens,
+            cache_write_tokens=bill.cache_write_tokens,
+        )
 
     def _render(self, request: Recorded) -> tuple[int, str] | None:
         """Record the prompt the flavour's server would build; a refusal if it would refuse."""
@@ -267,6 +278,18 @@ async def _read_request(reader: asyncio.StreamReader) -> Recorded | None:
     length = int(headers.get("content-length", "0"))
     raw = await reader.readexactly(length) if length else b"{}"
     return Recorded(method, path, headers, json.loads(raw or b"{}"))
+
+
+def _model(request: Recorded) -> str | None:
+    """The model a request names: in its body, or (Bedrock, Gemini) in its path."""
+    named = request.body.get("model")
+    if isinstance(named, str):
+        return named
+    bare = request.path.split("?", maxsplit=1)[0]
+    for prefix in ("/model/", "models/"):
+        if prefix in bare:
+            return bare.split(prefix, 1)[1].split("/")[0].split(":")[0]
+    return None
 
 
 def _vendor(path: str) -> str:

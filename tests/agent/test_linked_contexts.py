@@ -30,6 +30,7 @@ def anthropic(server: LLMServer) -> Provider:
             "retries": 0,
             "backoff_initial": 0,
             "api_key_env": "TEST_KEY",
+            "cache_min_tokens": 0,  # a short conversation: mark it anyway
         }
     }
     return build_provider(bot_config(providers=providers), Secrets({"TEST_KEY": "k"}))

@@ -160,7 +160,8 @@ async def test_a_cache_break_names_its_cause_and_the_read_shares_sit_side_by_sid
     platform = MemoryPlatform(bot_name="Salon")
     dm = platform.channel("dm", is_direct=True)
     for i in range(30):
-        platform.add(dm, ALICE, f"an earlier message, number {i}, with a few more words in it")
+        # Long enough that the prefix passes the model's minimum cacheable length.
+        platform.add(dm, ALICE, f"an earlier message, number {i}, with more words in it " * 3)
     async with running(app, platform):
         await ask(app, platform, "first question", 1)
         await ask(app, platform, "second question", 2)

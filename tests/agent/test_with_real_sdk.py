@@ -27,6 +27,7 @@ def real_provider(server: LLMServer, vendor: str, retries: int = 2):  # type: ig
             "retries": retries,
             "backoff_initial": 0,
             "api_key_env": "TEST_KEY",
+            "cache_min_tokens": 0,  # these conversations are short: mark them anyway
         }
     }
     return build_provider(bot_config(providers=providers), Secrets({"TEST_KEY": "k-test"}))

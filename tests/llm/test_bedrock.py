@@ -24,6 +24,7 @@ def bedrock(server: LLMServer) -> object:
         providers={
             "aws": {
                 "type": "bedrock",
+                "cache_min_tokens": 0,  # a short request: its markers are tested
                 "model": "anthropic.claude-test-v1:0",
                 "base_url": server.base_url,
                 "aws_region": "eu-west-3",

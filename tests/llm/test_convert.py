@@ -54,7 +54,8 @@ def test_a_one_hour_cache_marks_every_breakpoint_and_costs_its_write_rate() -> N
     from salon.model import Usage
 
     def config(**extra: object):  # type: ignore[no-untyped-def]
-        settings = {"type": "anthropic", "model": "m", "base_url": "http://127.0.0.1:9", **extra}
+        settings = {"type": "anthropic", "model": "m", "base_url": "http://127.0.0.1:9"}
+        settings |= {"cache_min_tokens": 0, **extra}  # a short request: mark it anyway
         return bot_config(providers={"test": settings})
 
     marked = ChatMessage("user", (TextPart("Alice: hi", cache_breakpoint=True),))

@@ -139,7 +139,8 @@ async def test_an_activation_of_a_running_bot_opens_into_its_exact_request(
     platform = MemoryPlatform(bot_name="Salon")
     dm = platform.channel("dm", is_direct=True)
     for i in range(30):
-        platform.add(dm, ALICE, f"an earlier message, number {i}, with a few more words in it")
+        # Long enough that the prefix passes the model's minimum cacheable length.
+        platform.add(dm, ALICE, f"an earlier message, number {i}, with more words in it " * 3)
     stop = asyncio.Event()
     async with app:
         running = asyncio.create_task(app.serve(stop, [platform]))

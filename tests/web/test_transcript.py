@@ -43,7 +43,10 @@ REQUEST = LLMRequest(
 @pytest.mark.parametrize("vendor", ["openai", "anthropic", "google"])
 def test_each_vendor_s_request_reads_as_a_transcript(vendor: str) -> None:
     config = bot_config(
-        providers={"test": {"type": vendor, "model": "m", "api_key_env": "K"}}, provider="test"
+        providers={
+            "test": {"type": vendor, "model": "m", "api_key_env": "K", "cache_min_tokens": 0}
+        },
+        provider="test",
     )
     provider = build_provider(config, Secrets({"K": "key-for-the-test"}))
     sent: dict[str, Any] = json.loads(json.dumps(request_as_sent(provider, REQUEST), default=str))
@@ -65,7 +68,10 @@ def test_each_vendor_s_request_reads_as_a_transcript(vendor: str) -> None:
 @pytest.mark.parametrize("vendor", ["openai", "anthropic", "google"])
 def test_a_request_as_sent_keeps_an_image_as_its_size_and_hash(vendor: str) -> None:
     config = bot_config(
-        providers={"test": {"type": vendor, "model": "m", "api_key_env": "K"}}, provider="test"
+        providers={
+            "test": {"type": vendor, "model": "m", "api_key_env": "K", "cache_min_tokens": 0}
+        },
+        provider="test",
     )
     provider = build_provider(config, Secrets({"K": "key-for-the-test"}))
     picture = bytes(range(256)) * 8

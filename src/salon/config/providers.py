@@ -46,10 +46,18 @@ class ProviderConfig(_Strict):
     aws_secret_key_env: str | None = None
     aws_session_token_env: str | None = None
     aws_profile: str | None = Field(default=None, description="bedrock: a profile of ~/.aws")
-    cache_ttl: Literal["5m", "1h"] | None = Field(
-        default=None,
+    cache_ttl: Literal["auto", "5m", "1h", "off"] | None = Field(
+        default="auto",
         description="anthropic, bedrock: how long a cached prompt prefix lives (1h writes "
-        "cost 2x input instead of 1.25x; the default is the API's, 5 minutes)",
+        "cost 2x input instead of 1.25x; null is the API's default, 5 minutes); auto "
+        "chooses per channel and breakpoint from the gaps between activations; off sends "
+        "no cache markers",
+    )
+    cache_min_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="anthropic, bedrock: the fewest tokens a marked prefix needs (below it "
+        "the API caches nothing); default: the model's documented minimum",
     )
     headers: dict[str, str] = Field(default_factory=dict)
     extra_headers: dict[str, str] = Field(

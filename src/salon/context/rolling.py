@@ -17,6 +17,7 @@ system prompt takes the fourth.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -24,7 +25,13 @@ from salon.config.views import WindowSettings
 from salon.context.view import PlainIndex, VisibleIndex
 from salon.model import Message, RollState
 
-__all__ = ["RollState", "Rolled", "roll"]
+__all__ = ["RollState", "Rolled", "activation_gaps", "roll"]
+
+# The channel's tempo: how many recent gaps between the bot's activations are weighed, and
+# how close two of its messages must be to count as one activation (a split answer, or a
+# tool's note before the answer).
+TEMPO_GAPS = 20
+SAME_ACTIVATION = 10.0
 
 
 @dataclass(frozen=True)
@@ -129,3 +136,22 @@ def _stable_breakpoint(
     if not stable:
         return replace(state, breakpoint_id=None, breakpoint_time=None)
     return replace(state, breakpoint_id=stable[-1].id, breakpoint_time=stable[-1].created_at)
+
+
+def activation_gaps(messages: Sequence[Message], me_id: str) -> tuple[float, ...]:
+    """Seconds between the bot's recent activations in ``messages`` (oldest first), the
+    last one up to the newest message (the one being answered): the channel's tempo, by
+    which a provider chooses how long cache entries live. Read from the messages' own
+    times, so it needs no state of its own and survives a restart."""
+    if not messages:
+        return ()
+    times: list[float] = []
+    for message in messages:
+        if message.author.id != me_id:
+            continue
+        at = message.created_at.timestamp()
+        if not times or at - times[-1] > SAME_ACTIVATION:
+            times.append(at)
+    times.append(messages[-1].created_at.timestamp())
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    return tuple(max(gap, 0.0) for gap in gaps[-TEMPO_GAPS:])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import json
 import logging
+import math
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 from typing import Any
@@ -33,6 +35,7 @@ from salon.llm.base import (
     parse_arguments,
     turn_bytes,
 )
+from salon.llm.cache_plan import CachePlan, anthropic_min_prefix, plan_ttls
 from salon.model import Thought, ToolCall, Usage
 
 __all__ = ["AnthropicProvider", "to_anthropic_messages"]
@@ -113,6 +116,9 @@ class AnthropicProvider:
         }
         if request.system:
             kwargs["system"] = _system(request, self._marker)
+        plan = _settle_markers(kwargs, request, self._config)
+        if plan is not None:
+            logger.debug("%s: cache %s/%s (%s)", self.name, plan.stable, plan.tail, plan.reason)
         if request.temperature is not None and not self._told_temperature:
             # The API (2026-10-21, what the SDK sends) refuses sampling settings, and the
             # SDK no longer takes them: the bot answers without, and the log says so once.
@@ -236,9 +242,102 @@ class _EventDecoder:
 
 
 def _marker(ttl: str | None) -> dict[str, str]:
-    """A ``cache_control`` value; every marker of a request has the same lifetime (the API
-    wants 1-hour entries before 5-minute ones, which one lifetime cannot break)."""
-    return {"type": "ephemeral", "ttl": ttl} if ttl else {"type": "ephemeral"}
+    """A ``cache_control`` value of one lifetime; ``auto`` and ``off`` start bare (the
+    API's 5 minutes) and ``_settle_markers`` sets or drops each one."""
+    return {"type": "ephemeral", "ttl": ttl} if ttl in ("5m", "1h") else {"type": "ephemeral"}
+
+
+MAX_MARKERS = 4  # the API refuses a fifth
+Spot = tuple[int, int, int]  # (tokens up to the block, message index or -1: system, block)
+
+
+def _settle_markers(
+    kwargs: dict[str, Any], request: LLMRequest, config: ProviderConfig
+) -> CachePlan | None:
+    """Make the request's cache markers ones the API takes and bills usefully: none with
+    ``off``; none on a prefix shorter than the model's minimum (nothing would be cached;
+    ``cache_min_tokens`` overrides the table);
+    never more than four (the first and the newest three are kept); and with ``auto`` the
+    lifetime ``plan_ttls`` finds cheapest for the channel's tempo, the stable breakpoints
+    (the system prompt, and the first of two or more in the messages) before the tail
+    ones. Marked blocks are copied, never changed in place (turns are shared)."""
+    spots = _marked_spots(kwargs)
+    if not spots:
+        return None
+    setting, minimum = config.cache_ttl, config.cache_min_tokens
+    if minimum is None:
+        minimum = anthropic_min_prefix(request.model)
+    kept = [spot for spot in spots if spot[0] >= minimum and setting != "off"]
+    if len(kept) > MAX_MARKERS:
+        kept = [kept[0], *kept[1 - MAX_MARKERS :]]
+    plan = _plan(kept, request) if setting == "auto" and kept else None
+    for spot in spots:
+        if spot not in kept:
+            _set_control(kwargs, spot, None)
+        elif plan is not None:
+            ttl = plan.stable if _is_stable(spot, kept) else plan.tail
+            # 5 minutes is the API's default: such markers go bare, as they always did.
+            _set_control(kwargs, spot, None if ttl == "off" else _marker(ttl.replace("5m", "")))
+    return plan
+
+
+def _is_stable(spot: Spot, kept: list[Spot]) -> bool:
+    """The system prompt's marker, and the first of two or more in the messages, stay put
+    between activations; the others move with the tail."""
+    in_messages = [s for s in kept if s[1] >= 0]
+    return spot[1] < 0 or (len(in_messages) > 1 and spot == in_messages[0])
+
+
+def _plan(kept: list[Spot], request: LLMRequest) -> CachePlan:
+    stable = [spot[0] for spot in kept if _is_stable(spot, kept)]
+    tail = [spot[0] for spot in kept if not _is_stable(spot, kept)]
+    s = stable[-1] if stable else 0
+    p = tail[-2] if len(tail) > 1 else s
+    n = tail[-1] if tail else s
+    return plan_ttls(request.activation_gaps, s, p - s, n - p)
+
+
+def _marked_spots(kwargs: dict[str, Any]) -> list[Spot]:
+    """(estimated tokens up to and including the block, message index or -1 for the
+    system prompt, block index) of each block with a cache marker, in prompt order."""
+    tokens = sum(_estimate(tool) for tool in kwargs.get("tools") or [])
+    spots: list[Spot] = []
+    system = kwargs.get("system")
+    turns: list[tuple[int, Any]] = [(-1, system)] if isinstance(system, list) else []
+    turns += list(enumerate(m["content"] for m in kwargs["messages"]))
+    for turn, content in turns:
+        if isinstance(content, str):
+            tokens += math.ceil(len(content) / 4)
+            continue
+        for index, block in enumerate(content):
+            tokens += _estimate(block)
+            if "cache_control" in block:
+                spots.append((tokens, turn, index))
+    return spots
+
+
+def _estimate(block: dict[str, Any]) -> int:
+    """Tokens, roughly (4 characters each; an image about a thousand)."""
+    if block.get("type") == "text":
+        return math.ceil(len(block["text"]) / 4)
+    if block.get("type") == "image":
+        return 1000
+    return math.ceil(len(json.dumps(block, default=str)) / 4)
+
+
+def _set_control(kwargs: dict[str, Any], spot: Spot, control: dict[str, str] | None) -> None:
+    """Give the block at ``spot`` the cache marker ``control``, or none."""
+    _, turn, index = spot
+    if turn < 0:
+        blocks = kwargs["system"]
+    else:
+        message = kwargs["messages"][turn]
+        blocks = list(message["content"])
+        kwargs["messages"][turn] = {**message, "content": blocks}
+    block = {k: v for k, v in blocks[index].items() if k != "cache_control"}
+    if control is not None:
+        block["cache_control"] = control
+    blocks[index] = block
 
 
 def _system(request: LLMRequest, marker: dict[str, str]) -> str | list[dict[str, Any]]:

@@ -142,6 +142,9 @@ class LLMRequest:
     # the first user turn; a provider sending a raw transcript puts it on top instead.
     tool_listing: str = ""
     thinking: Thinking | None = None  # None: the model is not asked to reason
+    # Seconds between the channel's recent activations, oldest first: its tempo, from
+    # which a provider may choose how long its cache entries live (``cache_ttl: auto``).
+    activation_gaps: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +253,7 @@ class Provider(Protocol):
 
 def anthropic_traits(cache_ttl: str | None) -> ProviderTraits:
     """An Anthropic server's traits; 1-hour cache writes cost 2x input where the price
-    table holds the 5-minute 1.25x."""
+    table holds the 5-minute 1.25x (``auto`` mixes both: priced as 5-minute ones)."""
     return ProviderTraits(cache_markers=True, cache_write_factor=1.6 if cache_ttl == "1h" else 1.0)
 
 

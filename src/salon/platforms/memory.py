@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -43,9 +43,15 @@ class MemoryPlatform(PlatformBase):
     capabilities = frozenset(Capability)
 
     def __init__(
-        self, *, name: str = "memory", bot_name: str = "Bot", max_message_chars: int = 2000
+        self,
+        *,
+        name: str = "memory",
+        bot_name: str = "Bot",
+        max_message_chars: int = 2000,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.name = name
+        self._clock = clock or (lambda: datetime.now(UTC))  # when messages are written
         self.max_message_chars = max_message_chars
         self._me = Participant("bot", bot_name, is_bot=True)
         self._channels: dict[str, list[Message]] = {}
@@ -120,7 +126,7 @@ class MemoryPlatform(PlatformBase):
             channel=channel,
             author=author,
             text=text,
-            created_at=datetime.now(UTC),
+            created_at=self._clock(),
             mentions=tuple(mentions),
             reply_to_id=reply_to.id if reply_to else None,
             reply_to_author_id=reply_to.author.id if reply_to else None,

@@ -29,6 +29,7 @@ from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, Redactor
 from salon.context import ChatMemo, render_chat, render_prefill
 from salon.context.prefill import PrefillMemo
+from salon.context.rolling import activation_gaps
 from salon.context.sources import irc_logs_block
 from salon.context.textproto import CallTextFilter, parse_calls
 from salon.context.view import ByChannel
@@ -201,6 +202,8 @@ class Conversation:
                 native_tools=native, preamble=scene.linked,
             )  # fmt: skip
             self._chat_memos.settle(chat)
+        if scene.breakpoints:  # the channel's tempo, for cache lifetimes (cache_ttl: auto)
+            request = replace(request, activation_gaps=activation_gaps(scene.messages, me.id))
         return tools.prepare(request) if tools is not None else request
 
     async def _converse(

@@ -1,0 +1,103 @@
+"""Which lifetime each Anthropic cache breakpoint gets, from the channel's tempo.
+
+Anthropic's prompt cache (platform.claude.com/docs/en/build-with-claude/prompt-caching)
+keeps an entry 5 minutes from its last read, or 1 hour with ``ttl: "1h"``; a write costs
+1.25x input (5 minutes) or 2x (1 hour), a read 0.1x. A prompt of Salon's has up to two
+kinds of breakpoint: the **stable** one (the system prompt and the breakpoint that stays
+put between rolls) and the **tail** ones (the newest message of the previous activation
+and of this one), which move every activation.
+
+For ``cache_ttl: auto`` each candidate (stable, tail) is priced over the channel's recent
+gaps between activations, as if each gap were the one before the next activation, with
+that activation's likely sizes: S tokens up to the stable breakpoint, R from there to the
+breakpoint this activation writes (its previous tail and its new messages), D a tail as
+long as this one's. For a gap g:
+
+- tail alive (g <= tail TTL): 0.1 (S + R) + w_tail D  (read up to the old tail, write the new);
+- else stable alive (g <= stable TTL): 0.1 S + w_tail (R + D);
+- else: w_stable S + w_tail (R + D);
+
+with w = 1.25 (5 minutes), 2 (1 hour) or 1 (off: no marker, plain input), plus the roll's
+rewrite of the stable prefix, w_stable S / (2 k), k = (R + D) / D the activations the
+prefix has lived (expected to live as many more). The candidate of
+lowest mean cost wins: ``off/off``, ``5m/5m``, ``1h/5m`` or ``1h/1h`` (never a 1-hour
+marker after a 5-minute one: the API refuses that order; never a marked stable prefix
+with an unmarked tail, which would stop the cached prefix from growing). With fewer than
+``MIN_GAPS`` gaps seen the plan is the API's default, 5 minutes everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["MIN_GAPS", "CachePlan", "anthropic_min_prefix", "plan_ttls"]
+
+MIN_GAPS = 3
+READ = 0.1
+WRITE = {"off": 1.0, "5m": 1.25, "1h": 2.0}
+LIFETIME = {"off": -1.0, "5m": 300.0, "1h": 3600.0}
+# Never a marked stable prefix with an unmarked tail: the tail is where the next
+# activation's read ends, and without it the cached prefix stops growing.
+CANDIDATES: tuple[tuple[str, str], ...] = (("off", "off"), ("5m", "5m"), ("1h", "5m"), ("1h", "1h"))
+
+# Anthropic's minimum cacheable prompt per model family; anything else takes 1 024 tokens.
+_MINIMUMS = (
+    (re.compile(r"opus-4-[56]|haiku-4-5"), 4096),
+    (re.compile(r"haiku-3|3-5-haiku|3-haiku|opus-4-7"), 2048),
+)
+
+
+def anthropic_min_prefix(model: str) -> int:
+    """The fewest tokens a cached prefix needs on ``model``: below it nothing is cached
+    (and the API says nothing), so a marker there is wasted."""
+    for pattern, tokens in _MINIMUMS:
+        if pattern.search(model):
+            return tokens
+    return 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CachePlan:
+    stable: str  # "off", "5m" or "1h"
+    tail: str
+    reason: str
+
+
+def plan_ttls(gaps: Sequence[float], stable: int, middle: int, tail: int) -> CachePlan:
+    """The cheapest (stable, tail) lifetimes for a channel whose recent activations came
+    ``gaps`` seconds apart, for a prompt of ``stable`` + ``middle`` + ``tail`` tokens."""
+    if len(gaps) < MIN_GAPS:
+        return CachePlan("5m", "5m", f"{len(gaps)} gaps seen: the API's default")
+    # Priced for the next activation, which this one's writes serve: its middle is this
+    # one's middle and tail, its tail about this one's.
+    costs = {c: _mean_cost(c, gaps, stable, middle + tail, tail) for c in CANDIDATES}
+    # A roll rewrites the stable prefix at its write price. The prefix has lived about
+    # (middle / tail) activations since the last one: expect as many more.
+    lived = max(1.0, (middle + tail) / max(tail, 1))
+    costs = {c: cost + WRITE[c[0]] * stable / (2 * lived) for c, cost in costs.items()}
+    best = min(CANDIDATES, key=costs.__getitem__)
+    within = sum(1 for g in gaps if g <= LIFETIME["5m"]), sum(1 for g in gaps if g <= 3600)
+    reason = (
+        f"{len(gaps)} gaps, {within[0]} within 5m, {within[1]} within 1h: "
+        f"{best[0]}/{best[1]} costs {costs[best]:.0f} a call against "
+        f"{costs['5m', '5m']:.0f} for 5m/5m, {costs['off', 'off']:.0f} uncached"
+    )
+    return CachePlan(best[0], best[1], reason)
+
+
+def _mean_cost(
+    plan: tuple[str, str], gaps: Sequence[float], stable: int, middle: int, tail: int
+) -> float:
+    first, last = plan
+    w_first, w_last = WRITE[first], WRITE[last]
+    total = 0.0
+    for gap in gaps:
+        if gap <= LIFETIME[last]:
+            total += READ * (stable + middle) + w_last * tail
+        elif gap <= LIFETIME[first]:
+            total += READ * stable + w_last * (middle + tail)
+        else:
+            total += w_first * stable + w_last * (middle + tail)
+    return total / len(gaps)
