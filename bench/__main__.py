@@ -38,6 +38,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "history_requests": discord_history.run,
     "discord_cpu": discord_cpu.run,
     "cache_billing": caching.run,
+    "cache_thinking": caching.thinking,
     "faults": faults.run,
     "kill9": kill9.run,
     "load": load.run,

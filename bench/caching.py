@@ -78,11 +78,15 @@ def _config(
     budget: str = "floor",
     cache_ttl: str = "auto",
     model: str = "model-test",
+    thinking: bool = False,
 ) -> BotConfig:
     base = base_url + ("/v1" if vendor == "openai" else "")
     cache = {"cache_ttl": cache_ttl} if vendor == "anthropic" else {}
+    # Thinking on: a budget (the API's least, 1024) below max_tokens, as Anthropic wants.
+    reasoning = {"thinking": {"enabled": True, "budget_tokens": 1024}, "max_tokens": 4096}
     return BotConfig.model_validate(
         {
+            **(reasoning if thinking else {}),
             "name": "Salon",
             "system_prompt": SYSTEM,
             "provider": "llm",
@@ -194,6 +198,7 @@ async def conversation(
     cache_ttl: str = "auto",
     said: list[Said] | None = None,
     model: str = "model-test",
+    thinking: bool = False,
 ) -> tuple[Bill, Usage]:
     """Bill of the whole conversation, and the cache tokens the store recorded."""
     run = await conversation_run(
@@ -205,6 +210,7 @@ async def conversation(
         cache_ttl=cache_ttl,
         said=said,
         model=model,
+        thinking=thinking,
     )
     return run.bill, run.recorded
 
@@ -219,12 +225,20 @@ async def conversation_run(
     cache_ttl: str = "auto",
     said: list[Said] | None = None,
     model: str = "model-test",
+    thinking: bool = False,
 ) -> Run:
-    """The conversation ``said`` (the loop by default) on a virtual clock, billed."""
+    """The conversation ``said`` (the loop by default) on a virtual clock, billed;
+    ``thinking``: the bot asks for reasoning and every answer streams some first."""
     clock = VirtualClock()
     billing = CacheBilling(clock=clock) if vendor == "anthropic" else AutoPrefixBilling(clock=clock)
     async with LLMServer(billing=billing) as server:
         server.default = Scripted(text="Sounds good to me, let us do that.")
+        if thinking:
+            server.default = Scripted(
+                text="Sounds good to me, let us do that.",
+                thinking="They agree on the plan; a short yes is enough here.",
+                reasoning_tokens=14,
+            )
         config = _config(
             server.base_url,
             caching=caching,
@@ -234,6 +248,7 @@ async def conversation_run(
             budget=budget,
             cache_ttl=cache_ttl,
             model=model,
+            thinking=thinking,
         )
         provider = build_provider(config, Secrets({"KEY": "k"}))
         with tempfile.TemporaryDirectory() as tmp:
@@ -315,6 +330,28 @@ async def loop() -> list[Figure]:
 
 FIXED = ("off", "5m", "1h")
 TEMPO_MODEL = "claude-sonnet-4-6"  # a 1 024-token minimum
+
+
+async def thinking() -> list[Figure]:
+    """``cache_read_share_thinking``: the targeted loop with thinking on (every answer
+    streams a signed thinking block first), beside the same without, in one run. Thinking
+    blocks of earlier answers are never in a later prompt (the room is rendered from the
+    channel), so the cache must read as much as without."""
+    plain, _ = await conversation(caching=True, threshold=THRESHOLD, budget=BUDGET)
+    with_thinking, recorded = await conversation(
+        caching=True, threshold=THRESHOLD, budget=BUDGET, thinking=True
+    )
+    return [
+        Figure(
+            "cache_read_share_thinking",
+            _share(with_thinking),
+            "fraction",
+            target=0.95,
+            direction="min",
+        ),
+        Figure("cache_read_share_no_thinking", _share(plain), "fraction"),
+        Figure("reasoning_tokens_recorded", float(recorded.reasoning_tokens), "tokens"),
+    ]
 
 
 async def tempos(seed: int = 9) -> list[Figure]:
