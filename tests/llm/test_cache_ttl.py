@@ -125,3 +125,41 @@ def test_the_tempo_is_read_from_the_bots_own_messages() -> None:
     # Two answers 3 seconds apart are one activation; the last gap runs to the newest.
     assert activation_gaps(said, "bot") == (20 * 60.0, 29 * 60.0)
     assert activation_gaps([at(0, ada)], "bot") == ()
+
+
+def test_the_tempo_walk_from_the_newest_back_equals_a_walk_of_the_whole_room() -> None:
+    """It stops once it has its gaps: the same gaps as reading every message from the
+    oldest, in rooms of every shape."""
+    import itertools
+    import random
+    from datetime import UTC, datetime, timedelta
+
+    from salon.context.rolling import SAME_ACTIVATION, TEMPO_GAPS, activation_gaps
+    from salon.model import ChannelRef, Message, Participant
+
+    room = ChannelRef("memory", "room")
+    me, ada = Participant("bot", "Salon", is_bot=True), Participant("p0", "Ada")
+    start = datetime(2026, 11, 26, 9, tzinfo=UTC)
+
+    def whole(messages: list[Message]) -> tuple[float, ...]:
+        starts: list[float] = []
+        last: float | None = None
+        for message in messages:
+            if message.author.id != "bot":
+                continue
+            at = message.created_at.timestamp()
+            if last is None or at - last >= SAME_ACTIVATION:
+                starts.append(at)
+            last = at
+        times = [*starts, messages[-1].created_at.timestamp()]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        return tuple(gaps[-TEMPO_GAPS:])
+
+    for seed in range(200):
+        rng = random.Random(seed)
+        clock, said = 0.0, []
+        for n in range(rng.randint(1, 300)):
+            clock += rng.choice((1.0, 4.0, 9.0, 11.0, 60.0, 1800.0))
+            who = me if rng.random() < 0.3 else ada
+            said.append(Message(str(n), room, who, "x", start + timedelta(seconds=clock)))
+        assert activation_gaps(said, "bot") == whole(said), seed

@@ -142,16 +142,26 @@ def activation_gaps(messages: Sequence[Message], me_id: str) -> tuple[float, ...
     """Seconds between the bot's recent activations in ``messages`` (oldest first), the
     last one up to the newest message (the one being answered): the channel's tempo, by
     which a provider chooses how long cache entries live. Read from the messages' own
-    times, so it needs no state of its own and survives a restart."""
+    times, so it needs no state of its own and survives a restart. The bot's messages
+    less than ``SAME_ACTIVATION`` apart, one after another, are one activation (an answer
+    in paragraphs), timed by its first. Walked from the newest back, only as far as the
+    last ``TEMPO_GAPS`` gaps need: this runs for every answer."""
     if not messages:
         return ()
-    times: list[float] = []
-    for message in messages:
+    starts: list[float] = []  # activations' first messages, newest first
+    later: float | None = None  # the bot message seen just before (a later one)
+    for message in reversed(messages):
         if message.author.id != me_id:
             continue
         at = message.created_at.timestamp()
-        if not times or at - times[-1] > SAME_ACTIVATION:
-            times.append(at)
-    times.append(messages[-1].created_at.timestamp())
-    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+        if later is not None and later - at < SAME_ACTIVATION:
+            starts[-1] = at  # the same activation began earlier
+        elif len(starts) > TEMPO_GAPS:
+            break  # enough: the oldest start is complete
+        else:
+            starts.append(at)
+        later = at
+    starts = starts[: TEMPO_GAPS + 1]
+    times = [*reversed(starts), messages[-1].created_at.timestamp()]
+    gaps = [after - before for before, after in itertools.pairwise(times)]
     return tuple(max(gap, 0.0) for gap in gaps[-TEMPO_GAPS:])

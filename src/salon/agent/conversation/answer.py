@@ -37,6 +37,7 @@ from salon.errors import ProviderError, StoreError
 from salon.llm.base import (
     LLMRequest,
     Provider,
+    ProviderTraits,
 )
 from salon.llm.retry import backoff_delay
 from salon.model import ChannelRef, ChatLine, Tag, ToolCall, Usage
@@ -130,7 +131,7 @@ class Conversation:
         tools = self.tools.with_config(scene.config) if self.tools is not None else None
         logs = await self._irc_logs(scene)
         with recorder.phase("render"):
-            request = self._render(scene, tools)
+            request = self._render(scene, tools, provider.traits)
         system = await fill_prompt(
             request.system, scene.platform, scene.channel, scene.config.timezone
         )
@@ -181,7 +182,7 @@ class Conversation:
             return f"-# ||{line.replace('|', '¦')}||"  # a "|" of its own could end it
         return f".{name} thought: {line}"
 
-    def _render(self, scene: Scene, tools: ToolRunner | None) -> LLMRequest:
+    def _render(self, scene: Scene, tools: ToolRunner | None, traits: ProviderTraits) -> LLMRequest:
         config = scene.config
         me, model, key = scene.platform.self_participant, config.model_name(), scene.channel.key
         limit = scene.platform.max_message_chars
@@ -202,7 +203,8 @@ class Conversation:
                 native_tools=native, preamble=scene.linked,
             )  # fmt: skip
             self._chat_memos.settle(chat)
-        if scene.breakpoints:  # the channel's tempo, for cache lifetimes (cache_ttl: auto)
+        # The channel's tempo, for a provider that chooses its cache markers' lifetimes.
+        if scene.breakpoints and traits.cache_markers:
             request = replace(request, activation_gaps=activation_gaps(scene.messages, me.id))
         return tools.prepare(request) if tools is not None else request
 
