@@ -30,9 +30,10 @@ REQUIRE_ENV = "SALON_REQUIRE_SYNAPSE"
 SERVER_NAME = "salon.test"
 _START_TIMEOUT = 120.0  # a cold start on a busy two-core machine takes tens of seconds
 
-# Generous rate limits: the tests send faster than people do. ``relaxed=False`` keeps
-# Synapse's defaults (a test of waiting out M_LIMIT_EXCEEDED).
+# Generous rate limits: the tests send faster than people do. ``relaxed=False`` makes
+# sending messages tight instead (a test of waiting out M_LIMIT_EXCEEDED).
 _RELAXED = {"per_second": 1000, "burst_count": 1000}
+_TIGHT = {"per_second": 2, "burst_count": 3}
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def _free_port() -> int:
 
 
 def _config(directory: Path, port: int, shared_secret: str, *, relaxed: bool) -> dict[str, Any]:
-    limits = _RELAXED if relaxed else None
+    limits = _RELAXED
     config: dict[str, Any] = {
         "server_name": SERVER_NAME,
         "pid_file": str(directory / "homeserver.pid"),
@@ -90,12 +91,11 @@ def _config(directory: Path, port: int, shared_secret: str, *, relaxed: bool) ->
         "url_preview_enabled": False,
         "presence": {"enabled": False},
     }
-    if limits:
-        for key in ("rc_message", "rc_joins", "rc_invites", "rc_3pid_validation"):
-            config[key] = limits
-        config["rc_login"] = {"address": limits, "account": limits, "failed_attempts": limits}
-        config["rc_joins"] = {"local": limits, "remote": limits}
-        config["rc_invites"] = {"per_room": limits, "per_user": limits, "per_issuer": limits}
+    config["rc_message"] = limits if relaxed else _TIGHT
+    config["rc_3pid_validation"] = limits
+    config["rc_login"] = {"address": limits, "account": limits, "failed_attempts": limits}
+    config["rc_joins"] = {"local": limits, "remote": limits}
+    config["rc_invites"] = {"per_room": limits, "per_user": limits, "per_issuer": limits}
     return config
 
 

@@ -17,9 +17,9 @@ from fakes.synapse import Account, Synapse, synapse_available
 from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
-from salon.model import ToolCall
+from salon.model import ChannelRef, ToolCall
 from salon.platforms.matrix import ENCRYPTED_REFUSAL, MatrixPlatform
-from salon.platforms.matrix.api import q
+from salon.platforms.matrix.api import Homeserver, q
 from tests.conftest import ServeApp, bot_config
 from tests.platforms.test_approvals import danger_server
 from tests.tools.conftest import in_process
@@ -99,6 +99,7 @@ class Room:
         self.bot = self.bot_account.user_id
         self.id = ""
         self.platform: MatrixPlatform | None = None
+        self.secrets = {"BOT_TOKEN": self.bot_account.access_token}
 
     async def create(self, *, encrypted: bool = False) -> None:
         initial = (
@@ -120,6 +121,12 @@ class Room:
         self.id = answer["room_id"]
         await self.bob.call("POST", f"/_matrix/client/v3/join/{q(self.id)}", {})
 
+    async def power(self, user: str, level: int) -> None:
+        path = f"/_matrix/client/v3/rooms/{q(self.id)}/state/m.room.power_levels/"
+        levels = await self.alice.call("GET", path)
+        levels.setdefault("users", {})[user] = level
+        await self.alice.call("PUT", path, levels)
+
     async def start(self, provider: FakeProvider, extra_servers: Any = (), **matrix: Any) -> BotApp:
         settings = {
             "homeserver": self.synapse.url,
@@ -138,7 +145,7 @@ class Room:
             key="salon",
             config=config,
             root=self.tmp_path,
-            secrets=Secrets({"BOT_TOKEN": self.bot_account.access_token}),
+            secrets=Secrets(self.secrets),
             provider=provider,
             extra_servers=extra_servers,
         )
@@ -304,3 +311,99 @@ async def test_an_encrypted_room_is_refused_in_one_line(
     assert any("encrypted" in r.getMessage() for r in caplog.records)
     await secret_room.alice.close()
     await secret_room.bob.close()
+
+
+async def test_dot_messages_are_left_out_and_m_continue_is_redacted(room: Room) -> None:
+    provider = FakeProvider(["first", "continued"])
+    await room.power(room.bot, 50)  # redacting others' events takes the redact level
+    await room.start(provider, monitored_rooms=[room.id])
+    await room.alice.say(room.id, ".a note for people only")
+    await room.ask(room.alice, "go on")
+    assert ".a note for people only" not in seen(provider)
+    command = await room.alice.say(room.id, "m continue")
+    answer = await room.alice.wait(room.id, from_bot(room.bot, notice=False))
+    assert answer["content"]["body"] == "continued"
+    redaction = await room.alice.wait(room.id, lambda e: e.get("type") == "m.room.redaction")
+    assert redaction["redacts"] == command or redaction["content"].get("redacts") == command
+
+
+async def test_invites_are_joined_only_from_allowed_people_and_a_kick_is_left(
+    room: Room, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="salon.platforms.matrix")
+    await room.start(FakeProvider(), invite_from_users=[room.alice.id])
+    bot_member = f"/_matrix/client/v3/rooms/{{}}/state/m.room.member/{q(room.bot)}"
+    for person, expected in ((room.alice, "join"), (room.bob, "leave")):
+        made = await person.call("POST", "/_matrix/client/v3/createRoom", {"invite": [room.bot]})
+        member = await person.wait(
+            made["room_id"],
+            lambda e: e.get("state_key") == room.bot and e["content"]["membership"] != "invite",
+        )
+        assert member["content"]["membership"] == expected, person.id
+        state = await person.call("GET", bot_member.format(q(made["room_id"])))
+        assert state["membership"] == expected
+    await room.alice.call(
+        "POST", f"/_matrix/client/v3/rooms/{q(room.id)}/kick", {"user_id": room.bot}
+    )
+    async with asyncio.timeout(_WAIT):
+        while not any("forgetting it" in r.getMessage() for r in caplog.records):
+            await room.alice.say(room.id, "still there?")  # each sync wakes the bot
+            await room.alice.wait(room.id, lambda e: e["content"].get("body") == "still there?")
+
+
+async def test_a_password_login_keeps_the_device_token_in_the_data_directory(
+    room: Room,
+) -> None:
+    room.secrets = {"BOT_PASSWORD": room.bot_account.password}
+    await room.start(FakeProvider(["hi"]), access_token_env=None, password_env="BOT_PASSWORD")
+    session = room.tmp_path / "data" / "matrix-session.json"
+    assert session.stat().st_mode & 0o777 == 0o600
+    assert room.bot_account.password not in session.read_text()
+    assert room.platform is not None
+    await room.platform.stop()
+    room.secrets = {}  # no password now: the kept token logs in
+    provider = FakeProvider(["back"])
+    await room.start(provider, access_token_env=None, password_env="BOT_PASSWORD")
+    answer = await room.ask(room.alice, "are you back?")
+    assert answer["content"]["body"] == "back"
+
+
+async def test_a_send_tried_again_with_its_transaction_id_is_one_event(room: Room) -> None:
+    await room.start(FakeProvider())
+    server = Homeserver(
+        room.synapse.url, room.bot_account.access_token, rate_limit_wait_max=5, retries=0
+    )
+    try:
+        content = {"msgtype": "m.text", "body": "once"}
+        first = await server.send_event(room.id, "m.room.message", content, "txn-1")
+        again = await server.send_event(room.id, "m.room.message", content, "txn-1")
+    finally:
+        await server.close()
+    assert first == again
+
+
+@pytest.fixture(scope="module")
+def tight_synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synapse]:
+    synapse_available()
+    server = Synapse(tmp_path_factory.mktemp("synapse-tight"), relaxed=False)
+    server.start()
+    yield server
+    server.stop()
+
+
+async def test_rate_limits_are_waited_out_and_nothing_is_lost(
+    tight_synapse: Synapse, tmp_path: Path, serve_app: ServeApp
+) -> None:
+    tight = Room(tight_synapse, tmp_path, serve_app)
+    await tight.create()
+    await tight.start(FakeProvider())
+    assert tight.platform is not None
+    channel = ChannelRef("matrix", tight.id)
+    sent = [await tight.platform.send(channel, f"line {i}") for i in range(8)]
+    bodies = []
+    for _ in sent:
+        event = await tight.alice.wait(tight.id, from_bot(tight.bot, notice=False))
+        bodies.append(event["content"]["body"])
+    assert bodies == [f"line {i}" for i in range(8)]
+    await tight.alice.close()
+    await tight.bob.close()

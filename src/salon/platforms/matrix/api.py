@@ -191,8 +191,10 @@ def _retry_after(exc: MatrixRequestError) -> float | None:
 
 
 def _refusal(method: str, path: str, exc: MatrixRequestError) -> PlatformError:
-    """A readable reason without the homeserver's address or the token."""
-    what = path.rsplit("/_matrix/client/", 1)[-1].split("/", 2)[-1].split("/")[0:1]
+    """A readable reason naming the operation (``send``, ``redact``, ``join``), without the
+    homeserver's address or the token."""
+    parts = path.split("/_matrix/client/", 1)[-1].split("/")[1:]  # past the version
+    what = parts[2] if len(parts) > 2 and parts[0] == "rooms" else (parts[0] if parts else "")
     code = getattr(exc, "errcode", "") or f"HTTP {exc.http_status}"
     message = getattr(exc, "message", "") or ""
-    return PlatformError(f"the homeserver refused {method} {'/'.join(what)}: {code} {message}")
+    return PlatformError(f"the homeserver refused {what or method}: {code} {message}".strip())
