@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from mautrix.api import HTTPAPI, Method
 
+from fakes.providers import GatedProvider
 from fakes.synapse import Account, Synapse, synapse_available
 from salon.app import BotApp
 from salon.config import Secrets
@@ -72,6 +73,7 @@ class Person:
                 self._since = answer["next_batch"]
                 joined = answer.get("rooms", {}).get("join", {}).get(room, {})
                 self._events.extend(joined.get("timeline", {}).get("events", []))
+                self._events.extend(joined.get("ephemeral", {}).get("events", []))
 
     async def close(self) -> None:
         await self.api.session.close()
@@ -127,7 +129,7 @@ class Room:
         levels.setdefault("users", {})[user] = level
         await self.alice.call("PUT", path, levels)
 
-    async def start(self, provider: FakeProvider, extra_servers: Any = (), **matrix: Any) -> BotApp:
+    async def start(self, provider: Any, extra_servers: Any = (), **matrix: Any) -> BotApp:
         settings = {
             "homeserver": self.synapse.url,
             "user_id": self.bot,
@@ -182,6 +184,30 @@ async def test_a_mention_is_answered_and_the_answer_notifies_nobody_else(room: R
     assert answer["content"]["body"] == "Hello, Alice."
     assert answer["content"]["m.mentions"] == {"user_ids": []}  # never @room
     assert "hi there" in seen(provider)
+
+
+async def test_the_bot_types_while_it_writes_and_answers_to_its_display_name(
+    room: Room,
+) -> None:
+    path = f"/_matrix/client/v3/profile/{q(room.bot)}/displayname"
+    bot = HTTPAPI(room.synapse.url, token=room.bot_account.access_token)
+    await bot.request(Method.PUT, path, {"displayname": "Professor Owl"})
+    await bot.session.close()
+    provider = GatedProvider()
+    await room.start(provider)
+    await room.alice.say(room.id, "professor owl, are you awake?")
+    await provider.wait_started(1, within=_WAIT)
+    typing = await room.alice.wait(
+        room.id, lambda e: e.get("type") == "m.typing" and room.bot in e["content"]["user_ids"]
+    )
+    assert typing["content"]["user_ids"] == [room.bot]
+    provider.gates[0].set()
+    answer = await room.alice.wait(room.id, from_bot(room.bot, notice=False))
+    assert answer["content"]["body"] == "answer 1"
+    stopped = await room.alice.wait(
+        room.id, lambda e: e.get("type") == "m.typing" and not e["content"]["user_ids"]
+    )
+    assert stopped["content"]["user_ids"] == []
 
 
 async def test_a_reply_to_the_bot_is_answered_as_a_reply_chain(room: Room) -> None:

@@ -76,6 +76,7 @@ def relation(event: JSON) -> JSON:
 class Me:
     user_id: str
     name: str
+    display_name: str = ""  # the account's own, where it has one
 
 
 def event_message(
@@ -133,7 +134,7 @@ def _mentions(content: JSON, text: str, me: Me) -> tuple[Participant, ...]:
         return (Participant(me.user_id, me.name, is_bot=True),)
     if isinstance(intentional, dict) and isinstance(users, list):
         return ()  # the client said whom it mentions, and it is not us
-    words = [re.escape(me.user_id)] + ([re.escape(me.name)] if me.name else [])
+    words = [re.escape(w) for w in (me.user_id, me.name, me.display_name) if w]
     if re.search(rf"(?<![\w@])({'|'.join(words)})(?!\w)", text, re.IGNORECASE):
         return (Participant(me.user_id, me.name, is_bot=True),)
     return ()

@@ -133,6 +133,7 @@ class MatrixPlatform(PlatformBase):
         me = await server.call("GET", "/_matrix/client/v3/account/whoami")
         if me.get("user_id") != self.config.user_id:
             raise PlatformError(f"the token is for {me.get('user_id')}, not {self.config.user_id}")
+        self._me = Me(self.config.user_id, self._bot_name, await self._display_name(server))
         self._reader = Reader(
             server, self._names, self._me, reply_depth=self.config.reply_chain_max_depth
         )
@@ -154,6 +155,15 @@ class MatrixPlatform(PlatformBase):
             "Matrix sync", self._sync_forever, state=self.connection, finished=self._halt.is_set
         )
         self._runner = asyncio.create_task(work, name="matrix")
+
+    async def _display_name(self, server: Homeserver) -> str:
+        """The account's display name: people mention the bot by it too."""
+        path = f"/_matrix/client/v3/profile/{_q(self.config.user_id)}/displayname"
+        try:
+            name = (await server.call("GET", path)).get("displayname")
+        except PlatformError:
+            return ""
+        return name.strip() if isinstance(name, str) else ""
 
     async def stop(self) -> None:
         self._halt.set()
