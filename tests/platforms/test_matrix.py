@@ -18,6 +18,7 @@ from fakes.synapse import Account, Synapse, synapse_available
 from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
+from salon.llm.base import ImagePart
 from salon.model import ChannelRef, ToolCall
 from salon.platforms.matrix import ENCRYPTED_REFUSAL, MatrixPlatform
 from salon.platforms.matrix.api import Homeserver, q
@@ -208,6 +209,27 @@ async def test_the_bot_types_while_it_writes_and_answers_to_its_display_name(
         room.id, lambda e: e.get("type") == "m.typing" and not e["content"]["user_ids"]
     )
     assert stopped["content"]["user_ids"] == []
+
+
+async def test_an_image_reaches_the_model_through_authenticated_media(room: Room) -> None:
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+    upload = await room.alice.api.request(
+        Method.POST,
+        "/_matrix/media/v3/upload",
+        png,
+        headers={"Content-Type": "image/png"},
+        query_params={"filename": "cat.png"},
+    )
+    provider = FakeProvider()
+    await room.start(provider)
+    image = {"mimetype": "image/png", "size": len(png)}
+    await room.alice.send(
+        room.id,
+        {"msgtype": "m.image", "body": "cat.png", "url": upload["content_uri"], "info": image},
+    )
+    await room.ask(room.alice, "what is in the picture?")
+    parts = [p for m in provider.requests[-1].messages for p in m.parts]
+    assert [p.data for p in parts if isinstance(p, ImagePart)] == [png]
 
 
 async def test_a_reply_to_the_bot_is_answered_as_a_reply_chain(room: Room) -> None:

@@ -233,6 +233,9 @@ class MatrixConfig(_Strict):
         default_factory=list, description="MXIDs who may approve under ask_admin"
     )
     reply_chain_max_depth: int = Field(default=30, ge=0)
+    include_images: bool = Field(default=True, description="images as the model's input")
+    max_images: int = Field(default=5, ge=0, description="the newest images of the context")
+    max_image_bytes: int = Field(default=5_000_000, gt=0)
     sync_timeout: float = Field(default=30.0, gt=0, le=300, description="long-poll, seconds")
     rate_limit_wait_max: float = Field(
         default=60.0, ge=0, description="seconds of M_LIMIT_EXCEEDED waited out per request"

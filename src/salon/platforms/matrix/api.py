@@ -13,7 +13,7 @@ import secrets
 from typing import Any
 from urllib.parse import quote
 
-from aiohttp import ClientResponse, ContentTypeError
+from aiohttp import ClientError, ClientResponse, ContentTypeError
 from mautrix.api import HTTPAPI, Method
 from mautrix.errors import (
     MatrixConnectionError,
@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 JSON = dict[str, Any]
 _V3 = "/_matrix/client/v3"
 _V1 = "/_matrix/client/v1"
+_DOWNLOAD_TIMEOUT = 30.0  # seconds for one file
 
 
 def new_txn_id() -> str:
@@ -167,6 +168,27 @@ class Homeserver:
             query["from"] = start
         path = f"{_V1}/rooms/{q(room)}/relations/{q(root)}/m.thread"
         return await self.call("GET", path, query=query)
+
+    async def download(self, mxc: str, *, max_bytes: int) -> bytes | None:
+        """A file of the media repository through authenticated media (``/v1/media``,
+        the access token shown); None when it is not there, refused or too large."""
+        server_name, _, media = mxc.removeprefix("mxc://").partition("/")
+        if not server_name or not media or "/" in media:
+            return None
+        url = self.api.base_url.with_path(
+            f"{_V1}/media/download/{q(server_name)}/{q(media)}", encoded=True
+        )
+        headers = {"Authorization": f"Bearer {self.api.token}"}
+        try:
+            async with asyncio.timeout(_DOWNLOAD_TIMEOUT):
+                async with self.api.session.get(url, headers=headers) as response:
+                    if response.status != 200 or (response.content_length or 0) > max_bytes:
+                        return None
+                    data = await response.content.read(max_bytes + 1)
+        except (TimeoutError, ClientError) as exc:
+            logger.warning("Matrix: could not download %s (%s)", mxc, type(exc).__name__)
+            return None
+        return data if len(data) <= max_bytes else None
 
     async def typing(self, room: str, me: str, on: bool) -> None:
         body: JSON = {"typing": on, "timeout": 30000} if on else {"typing": False}

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from salon.model import ChannelRef, Message, Participant, Tag
+from salon.model import Attachment, ChannelRef, Message, Participant, Tag
 
 __all__ = [
     "NOTE_KEY",
@@ -105,6 +105,9 @@ def event_message(
         else set()
     )
     text = _without_fallback(body) if reply_id else body
+    files = _files(content)
+    if files and content.get("filename") in (None, body):
+        text = ""  # the body only names the file
     return Message(
         id=str(event.get("event_id", "")),
         channel=channel_of(room, str(root) if isinstance(root, str) else None, room_name),
@@ -113,8 +116,23 @@ def event_message(
         created_at=datetime.fromtimestamp(int(event.get("origin_server_ts", 0)) / 1000, UTC),
         mentions=_mentions(content, text, me),
         reply_to_id=str(reply_id) if isinstance(reply_id, str) else None,
+        attachments=files,
         tags=frozenset(tags),
     )
+
+
+def _files(content: JSON) -> tuple[Attachment, ...]:
+    """An image event's file (its ``mxc://`` URL; the data is downloaded when read)."""
+    url = content.get("url")
+    if content.get("msgtype") != "m.image" or not isinstance(url, str):
+        return ()
+    info = content.get("info")
+    info = info if isinstance(info, dict) else {}
+    kind, size = info.get("mimetype"), info.get("size")
+    kind = kind if isinstance(kind, str) else "image/png"
+    size = size if isinstance(size, int) else 0
+    name = content.get("filename") or content.get("body") or "image"
+    return (Attachment(str(name), kind, size, url=url),)
 
 
 def _without_fallback(body: str) -> str:

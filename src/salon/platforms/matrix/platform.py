@@ -135,7 +135,12 @@ class MatrixPlatform(PlatformBase):
             raise PlatformError(f"the token is for {me.get('user_id')}, not {self.config.user_id}")
         self._me = Me(self.config.user_id, self._bot_name, await self._display_name(server))
         self._reader = Reader(
-            server, self._names, self._me, reply_depth=self.config.reply_chain_max_depth
+            server,
+            self._names,
+            self._me,
+            reply_depth=self.config.reply_chain_max_depth,
+            max_images=self.config.max_images if self.config.include_images else 0,
+            max_image_bytes=self.config.max_image_bytes,
         )
         self._approvals = Approvals(
             server,
