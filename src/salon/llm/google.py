@@ -78,10 +78,14 @@ class GoogleProvider:
         self._ids = itertools.count(1)
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        # Any: the SDK's own union of content types changes with whether Pillow is
+        # installed (matrix-synapse, a dev dependency, brings it), and a list of dicts
+        # matches only one of them.
+        contents: Any = to_google_contents(request.messages, request.model)
         try:
             stream = await self._client.aio.models.generate_content_stream(
                 model=request.model,
-                contents=to_google_contents(request.messages, request.model),
+                contents=contents,
                 config=self._generation_config(request),
             )
         except errors.APIError as exc:
