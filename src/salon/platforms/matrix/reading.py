@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 _PAGE = 100
+_SENDERS_KEPT = 4096  # senders of replied-to events beyond the window: a bound
 _IMAGES_KEPT = 16  # downloaded images kept for the next activations: a bound
 _PAGES_PER_LIMIT = 4  # edits, reactions and state share pages with messages: a bound
 
@@ -50,6 +51,7 @@ class Reader:
         self._max_images = max_images
         self._max_image_bytes = max_image_bytes
         self._images: OrderedDict[str, bytes] = OrderedDict()  # by mxc URL, bounded
+        self._senders: OrderedDict[str, str] = OrderedDict()  # replied-to events' senders
 
     def message(self, event: JSON, room: str) -> Message | None:
         return event_message(event, room, self._names, self.me)
@@ -129,15 +131,22 @@ class Reader:
         return done
 
     async def author_of(self, message: Message) -> str:
-        """The sender of the event ``message`` replies to ('' when it cannot be read)."""
+        """The sender of the event ``message`` replies to ('' when it cannot be read);
+        kept, as an event's sender never changes, so a window is not fetched again."""
         room, _ = room_and_root(message.channel)
-        if not message.reply_to_id:
+        target = message.reply_to_id
+        if not target:
             return ""
+        if target in self._senders:
+            return self._senders[target]
         try:
-            event = await self._server.event(room, message.reply_to_id)
+            event = await self._server.event(room, target)
         except PlatformError:
             return ""
-        return str(event.get("sender", ""))
+        self._senders[target] = sender = str(event.get("sender", ""))
+        while len(self._senders) > _SENDERS_KEPT:
+            self._senders.popitem(last=False)
+        return sender
 
     async def reply_chain(self, message: Message) -> Sequence[Message]:
         room, _ = room_and_root(message.channel)
