@@ -400,13 +400,15 @@ async def test_invites_are_joined_only_from_allowed_people_and_a_kick_is_left(
 
 
 async def test_a_password_login_keeps_the_device_token_in_the_data_directory(
-    room: Room,
+    room: Room, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level("DEBUG")  # mautrix logs request bodies at DEBUG: never the password
     room.secrets = {"BOT_PASSWORD": room.bot_account.password}
     await room.start(FakeProvider(["hi"]), access_token_env=None, password_env="BOT_PASSWORD")
     session = room.tmp_path / "data" / "matrix-session.json"
     assert session.stat().st_mode & 0o777 == 0o600
     assert room.bot_account.password not in session.read_text()
+    assert room.bot_account.password not in caplog.text
     assert room.platform is not None
     await room.platform.stop()
     room.secrets = {}  # no password now: the kept token logs in

@@ -100,6 +100,7 @@ class Homeserver:
         *,
         query: dict[str, str] | None = None,
         limit: float = 60.0,
+        sensitive: bool = False,
     ) -> JSON:
         """One request, waiting out rate limits; ``path`` is under ``/_matrix/client``."""
         waited = 0.0
@@ -107,7 +108,11 @@ class Homeserver:
             try:
                 async with asyncio.timeout(limit):
                     answer = await self.api.request(
-                        Method(method), path, content, query_params=query or {}
+                        Method(method),
+                        path,
+                        content,
+                        query_params=query or {},
+                        sensitive=sensitive,  # mautrix then never logs the body
                     )
                 return answer if isinstance(answer, dict) else {}
             except MatrixRequestError as exc:

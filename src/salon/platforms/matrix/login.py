@@ -48,6 +48,7 @@ async def access_token(config: MatrixConfig, secrets: Secrets, data_dir: Path) -
                 "password": password,
                 "initial_device_display_name": config.device_name,
             },
+            sensitive=True,
         )
     finally:
         await server.close()
