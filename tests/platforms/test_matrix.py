@@ -416,6 +416,15 @@ async def test_a_password_login_keeps_the_device_token_in_the_data_directory(
     await room.start(provider, access_token_env=None, password_env="BOT_PASSWORD")
     answer = await room.ask(room.alice, "are you back?")
     assert answer["content"]["body"] == "back"
+    await room.platform.stop()
+    kept = session.read_text()
+    session.write_text(kept.replace(json.loads(kept)["access_token"], "syt_revoked"))
+    room.secrets = {"BOT_PASSWORD": room.bot_account.password}  # a token no longer known:
+    provider = FakeProvider(["again"])  # the password logs in afresh
+    await room.start(provider, access_token_env=None, password_env="BOT_PASSWORD")
+    answer = await room.ask(room.alice, "and now?")
+    assert answer["content"]["body"] == "again"
+    assert "syt_revoked" not in session.read_text()
 
 
 async def test_a_send_tried_again_with_its_transaction_id_is_one_event(room: Room) -> None:

@@ -14,7 +14,7 @@ from salon.config import MatrixConfig, Secrets
 from salon.errors import PlatformError
 from salon.platforms.matrix.api import Homeserver
 
-__all__ = ["SESSION_FILE", "access_token"]
+__all__ = ["SESSION_FILE", "access_token", "forget_session"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +61,15 @@ async def access_token(config: MatrixConfig, secrets: Secrets, data_dir: Path) -
     )
     logger.info("Matrix: logged in as %s, device %s", config.user_id, answer.get("device_id"))
     return token
+
+
+def forget_session(data_dir: Path) -> bool:
+    """Drop the kept device token; whether there was one."""
+    try:
+        (data_dir / SESSION_FILE).unlink()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _keep(session: Path, data: dict[str, object]) -> None:
