@@ -19,6 +19,7 @@ from bench import (
     kill9,
     load,
     local,
+    matrix_cpu,
     otel,
     pipeline,
     postgres,
@@ -37,6 +38,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "chatlog": chatlog.run,
     "history_requests": discord_history.run,
     "discord_cpu": discord_cpu.run,
+    "matrix_cpu": matrix_cpu.run,  # a real Synapse (matrix-synapse, the dev extra)
     "cache_billing": caching.run,
     "cache_thinking": caching.thinking,
     "faults": faults.run,

@@ -267,8 +267,7 @@ class BotApp:
         """The platforms this bot's config puts it on (whether started here or not)."""
         names = ["terminal", *self.platforms]
         platforms = self.config.platforms
-        names += ["discord"] if platforms.discord is not None else []
-        names += ["irc"] if platforms.irc is not None else []
+        names += [p for p in ("discord", "irc", "matrix") if getattr(platforms, p) is not None]
         return sorted(set(names))
 
     def check_schedule_target(self, source: str, target: str, requester: Participant) -> str | None:
@@ -417,6 +416,11 @@ class BotApp:
                     memory=self.memory_book,
                 )
             )
+        if (matrix := self.config.platforms.matrix) is not None:
+            from salon.platforms.matrix import MatrixPlatform
+
+            where = data_dir(self.root, self.config)
+            platforms.append(MatrixPlatform(self.config.name, matrix, self.secrets, where))
         return platforms
 
     async def __aenter__(self) -> BotApp:

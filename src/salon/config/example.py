@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["PROVIDERS", "write_example"]
+__all__ = ["PLATFORMS", "PROVIDERS", "write_example"]
 
 SHARED_YAML = """\
 # shared.yaml: settings every bot in this directory starts from.
@@ -68,6 +68,23 @@ platforms:
 """
 
 
+# What `salon init --platform NAME` adds under the bot's `platforms:`.
+PLATFORM_YAML = {
+    "matrix": """\
+  # Matrix: a bot account on your homeserver (docs/CONFIGURATION.md, "Matrix").
+  matrix:
+    homeserver: https://matrix.example.org   # the client-server API of the bot's server
+    user_id: "@{bot}:example.org"            # the bot's MXID
+    access_token_env: MATRIX_ACCESS_TOKEN    # its access token, read from the environment
+    # password_env: MATRIX_PASSWORD          # or a password login (the token is kept in data/)
+    rooms: []                                # room ids joined at start: ["!abc:example.org"]
+    monitored_rooms: []                      # room ids answered without a mention
+    invite_from_users: []                    # MXIDs whose invites it accepts
+    invite_from_servers: []                  # or whole servers: ["example.org"]
+    approval_power_level: 50                 # who may approve a tool call with a reaction
+""",
+}
+PLATFORMS = tuple(PLATFORM_YAML)
 PROVIDERS = ("openai", "anthropic", "local")
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-5-5"
@@ -79,9 +96,11 @@ def write_example(
     model: str | None = None,
     bot: str = "assistant",
     provider: str = "openai",
+    platform: str | None = None,
 ) -> list[tuple[Path, bool]]:
     """Write the example files, keeping any that exist; the bot uses ``provider`` (with
-    ``model``, for openai and anthropic). Returns (path, written) pairs."""
+    ``model``, for openai and anthropic) and is on ``platform`` too (a commented section to
+    fill in). Returns (path, written) pairs."""
     openai_model = model if model and provider == "openai" else DEFAULT_OPENAI_MODEL
     anthropic_model = model if model and provider == "anthropic" else DEFAULT_ANTHROPIC_MODEL
     shared = SHARED_YAML.format(model=openai_model, anthropic_model=anthropic_model)
@@ -90,7 +109,8 @@ def write_example(
         root / "shared.yaml": shared,
         root / "bots" / f"{bot}.yaml": BOT_YAML.format(
             bot=bot, name=bot.capitalize(), provider=provider, pad=pad
-        ),
+        )
+        + (PLATFORM_YAML[platform].format(bot=bot) if platform else ""),
     }
     results: list[tuple[Path, bool]] = []
     for path, text in files.items():

@@ -41,6 +41,7 @@ from salon.config.pipeline import (
 from salon.config.platforms import (
     DiscordConfig,
     IrcConfig,
+    MatrixConfig,
     PlatformsConfig,
     TerminalConfig,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "IntegrationsConfig",
     "IrcConfig",
     "LinkConfig",
+    "MatrixConfig",
     "McpServerConfig",
     "MemoryConfig",
     "ModelSettings",

@@ -1,4 +1,4 @@
-"""Platforms: the terminal, IRC and Discord (``platforms:``)."""
+"""Platforms: the terminal, IRC, Discord and Matrix (``platforms:``)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ __all__ = [
     "DiscordConfig",
     "DiscordMentions",
     "IrcConfig",
+    "MatrixConfig",
     "PlatformsConfig",
     "TerminalConfig",
 ]
@@ -208,7 +209,45 @@ class DiscordConfig(_Strict):
         return [shards[i : i + size] for i in range(0, len(shards), size)]
 
 
+class MatrixConfig(_Strict):
+    """A Matrix bot account. It logs in with the access token in ``access_token_env``, or
+    with the password in ``password_env`` (the device's token is then kept in the data
+    directory, ``matrix-session.json``, and used at the next start)."""
+
+    homeserver: Endpoint = Field(description="the client-server API, e.g. https://matrix.org")
+    user_id: str = Field(pattern=r"^@[^:]+:.+$", description="the bot's MXID, @salon:example.org")
+    access_token_env: str | None = "MATRIX_ACCESS_TOKEN"
+    password_env: str | None = None
+    device_name: str = "Salon"
+    rooms: list[str] = Field(default_factory=list, description="room ids joined at start")
+    monitored_rooms: list[str] = Field(
+        default_factory=list, description="room ids answered without a mention"
+    )
+    invite_from_users: list[str] = Field(
+        default_factory=list, description="MXIDs whose invites the bot accepts"
+    )
+    invite_from_servers: list[str] = Field(
+        default_factory=list, description="server names whose users' invites it accepts"
+    )
+    approval_power_level: int = Field(
+        default=50, description="the power level that may approve a tool call by reaction"
+    )
+    operators: list[str] = Field(
+        default_factory=list, description="MXIDs who may approve under ask_admin"
+    )
+    reply_chain_max_depth: int = Field(default=30, ge=0)
+    include_images: bool = Field(default=True, description="images as the model's input")
+    max_images: int = Field(default=5, ge=0, description="the newest images of the context")
+    max_image_bytes: int = Field(default=5_000_000, gt=0)
+    sync_timeout: float = Field(default=30.0, gt=0, le=300, description="long-poll, seconds")
+    rate_limit_wait_max: float = Field(
+        default=60.0, ge=0, description="seconds of M_LIMIT_EXCEEDED waited out per request"
+    )
+    send_retries: int = Field(default=3, ge=0, description="on network errors, same txn id")
+
+
 class PlatformsConfig(_Strict):
     terminal: TerminalConfig = Field(default_factory=TerminalConfig)
     irc: IrcConfig | None = None
     discord: DiscordConfig | None = None
+    matrix: MatrixConfig | None = None

@@ -70,6 +70,23 @@ _PROVIDER_SECRETS = (
 )
 
 
+def _platform_secrets(bot: BotConfig) -> list[tuple[str, str]]:
+    needed: list[tuple[str, str]] = []
+    irc = bot.platforms.irc
+    if irc is not None:
+        for key in ("password_env", "sasl_password_env"):
+            env_name = getattr(irc, key)
+            if env_name:
+                needed.append((f"platforms.irc.{key}", env_name))
+    matrix = bot.platforms.matrix
+    if matrix is not None:  # a password login wins: its kept token needs no variable
+        key = "password_env" if matrix.password_env else "access_token_env"
+        env_name = getattr(matrix, key)
+        if env_name:
+            needed.append((f"platforms.matrix.{key}", env_name))
+    return needed
+
+
 def required_secrets(bot: BotConfig) -> list[tuple[str, str]]:
     """(key path, environment variable) of every secret the bot cannot start without."""
     needed: list[tuple[str, str]] = []
@@ -83,12 +100,7 @@ def required_secrets(bot: BotConfig) -> list[tuple[str, str]]:
     discord = bot.platforms.discord
     if discord is not None:
         needed.append(("platforms.discord.token_env", discord.token_env))
-    irc = bot.platforms.irc
-    if irc is not None:
-        for key in ("password_env", "sasl_password_env"):
-            env_name = getattr(irc, key)
-            if env_name:
-                needed.append((f"platforms.irc.{key}", env_name))
+    needed += _platform_secrets(bot)
     for name, server in bot.mcp_servers.items():
         if not server.enabled:
             continue
@@ -152,10 +164,11 @@ def resolve_secrets(
         if environ.get(env_name):
             values[env_name] = environ[env_name]
     # The web server's keys are optional too (without one its page or triggers are off),
-    # and secret: taken to be redacted.
-    for env_name in (bot.web.activity_key_env, bot.web.trigger_token_env):
-        if environ.get(env_name):
-            values[env_name] = environ[env_name]
+    # and secret: taken to be redacted. So is a Matrix token beside a password login.
+    matrix_token = bot.platforms.matrix.access_token_env if bot.platforms.matrix else None
+    for optional in (bot.web.activity_key_env, bot.web.trigger_token_env, matrix_token):
+        if optional and environ.get(optional):
+            values[optional] = environ[optional]
     # A collector's headers (API keys) are secrets; one not set is sent empty (the
     # collector says so), never required: the bot answers whether or not it exports.
     for env_name in bot.otel.headers_env.values() if bot.otel is not None else ():

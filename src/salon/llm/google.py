@@ -11,7 +11,7 @@ import base64
 import itertools
 import re
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import httpx2
 from google import genai
@@ -78,14 +78,14 @@ class GoogleProvider:
         self._ids = itertools.count(1)
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        # Any: the SDK's own union of content types changes with whether Pillow is
+        # installed (matrix-synapse, a dev dependency, brings it), and a list of dicts
+        # matches only one of them.
+        contents: Any = to_google_contents(request.messages, request.model)
         try:
             stream = await self._client.aio.models.generate_content_stream(
                 model=request.model,
-                # Plain dicts in the API's shape, which the SDK takes; its type names them
-                # ContentDict (a TypedDict, which a dict built at run time is not).
-                contents=cast(
-                    "list[types.ContentDict]", to_google_contents(request.messages, request.model)
-                ),
+                contents=contents,
                 config=self._generation_config(request),
             )
         except errors.APIError as exc:

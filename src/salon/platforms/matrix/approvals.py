@@ -1,0 +1,126 @@
+"""Approvals by reaction: the bot asks in a notice and reacts ✅ and ❌ to it; the first of
+those reactions from someone who may answer decides. Who may: the requester, or someone
+whose power level in the room is at least ``approval_power_level`` (the "authorized role"
+of Matrix); under ``ask_admin``, see ``ApprovalRequest``. Anyone else is told why not."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from salon.errors import PlatformError
+from salon.model import Approval, ApprovalDecision, ApprovalRequest, ChannelRef
+from salon.platforms.matrix.api import Homeserver, q
+from salon.platforms.matrix.convert import relation, room_and_root
+
+__all__ = ["APPROVE", "CANCEL", "Approvals"]
+
+logger = logging.getLogger(__name__)
+
+_CREATOR = 2**53  # above any power level a room can give
+APPROVE = "✅"
+CANCEL = "❌"
+JSON = dict[str, Any]
+
+
+@dataclass
+class _Prompt:
+    room: str
+    request: ApprovalRequest
+    answer: asyncio.Future[ApprovalDecision]
+
+
+class Approvals:
+    def __init__(
+        self,
+        server: Homeserver,
+        *,
+        bot_name: str,
+        power_level: int,
+        operators: frozenset[str],
+        note: Callable[[ChannelRef, str], Awaitable[str]],
+    ) -> None:
+        """``note``: posts a notice and returns its event id."""
+        self._server = server
+        self._bot_name = bot_name
+        self._power_level = power_level
+        self._operators = operators
+        self._note = note
+        self._prompts: dict[str, _Prompt] = {}  # by the prompt's event id
+
+    async def ask(self, channel: ChannelRef, request: ApprovalRequest) -> ApprovalDecision:
+        text = (
+            f"{self._bot_name} wants to run {request.description}. "
+            f"React {APPROVE} to allow or {CANCEL} to cancel."
+        )
+        event_id = await self._note(channel, text)
+        room, _ = room_and_root(channel)
+        future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
+        self._prompts[event_id] = _Prompt(room, request, future)
+        try:
+            for key in (APPROVE, CANCEL):
+                with contextlib.suppress(PlatformError):  # a prompt works without them
+                    await self._server.send_event(room, "m.reaction", _annotation(event_id, key))
+            async with asyncio.timeout(request.timeout):
+                return await future
+        except TimeoutError:
+            return ApprovalDecision(Approval.TIMEOUT)
+        finally:
+            self._prompts.pop(event_id, None)
+
+    async def reaction(self, event: JSON, channel: ChannelRef) -> None:
+        """A reaction seen in a room: an answer when it is on an open prompt."""
+        relates = relation(event)
+        prompt = self._prompts.get(str(relates.get("event_id", "")))
+        key = relates.get("key")
+        if prompt is None or prompt.answer.done() or key not in (APPROVE, CANCEL):
+            return
+        sender = str(event.get("sender", ""))
+        approve = key == APPROVE
+        level = await self._level(prompt.room, sender)
+        allowed = prompt.request.may_answer(
+            requester=sender == prompt.request.requester.id,
+            in_role=level >= self._power_level,
+            operator=sender in self._operators,
+            approve=approve,
+        )
+        if not allowed:
+            logger.info("Matrix: %s may not answer an approval in %s", sender, prompt.room)
+            with contextlib.suppress(PlatformError):
+                await self._note(channel, f"{sender}: {prompt.request.refusal()}")
+            return
+        answer = Approval.APPROVED if approve else Approval.CANCELLED
+        if not prompt.answer.done():
+            prompt.answer.set_result(ApprovalDecision(answer, by=sender))
+
+    async def _level(self, room: str, user: str) -> int:
+        try:
+            levels = await self._server.state(room, "m.room.power_levels") or {}
+        except PlatformError:
+            return 0
+        users = levels.get("users")
+        value = users.get(user) if isinstance(users, dict) else None
+        if value is None and await self._creator(room, user):
+            return _CREATOR  # room version 12: creators outrank every power level
+        if value is None:
+            value = levels.get("users_default", 0)
+        return value if isinstance(value, int) else 0
+
+    async def _creator(self, room: str, user: str) -> bool:
+        """Whether ``user`` created the room (its create event's sender, or one of its
+        ``additional_creators``)."""
+        path = f"/_matrix/client/v3/rooms/{q(room)}/state/m.room.create/"
+        try:
+            create = await self._server.call("GET", path, query={"format": "event"})
+        except PlatformError:
+            return False
+        more = (create.get("content") or {}).get("additional_creators")
+        return user == create.get("sender") or (isinstance(more, list) and user in more)
+
+
+def _annotation(event_id: str, key: str) -> JSON:
+    return {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}

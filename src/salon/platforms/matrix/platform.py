@@ -1,0 +1,411 @@
+"""Matrix through mautrix's HTTP client: ``MatrixPlatform``, the adapter's ``Platform``.
+
+The room is read as Discord's is: from the homeserver (``reading.py``), with no local copy.
+A long-polled ``/sync`` brings new events: messages (to the agent), reactions (approvals,
+``approvals.py``), invites (joined only from allowed users or servers), kicks (the room is
+forgotten) and encryption (refused: one notice in the room, one line in the log, as
+Salon keeps no crypto store). The first sync only sets where to start: what was said
+while the bot was away is read as history, not answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from salon.config import MatrixConfig, Secrets
+from salon.errors import PlatformError
+from salon.model import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Attachment,
+    ChannelRef,
+    Message,
+    MessageEvent,
+    Participant,
+    Tag,
+)
+from salon.platforms.base import Capability, EventSink, PlatformBase, file_lines
+from salon.platforms.matrix.api import Homeserver, new_txn_id
+from salon.platforms.matrix.api import q as _q
+from salon.platforms.matrix.approvals import Approvals
+from salon.platforms.matrix.convert import NOTE_KEY, SALON_KEY, Me, Names, room_and_root
+from salon.platforms.matrix.login import access_token, forget_session
+from salon.platforms.matrix.reading import Reader
+from salon.tasks import TaskState, supervise
+
+__all__ = ["ENCRYPTED_REFUSAL", "MatrixPlatform"]
+
+logger = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+ENCRYPTED_REFUSAL = "This room is encrypted, and Salon does not read encrypted rooms."
+_SYNC_FILTER = json.dumps(
+    {
+        "room": {"timeline": {"limit": 50}, "state": {"lazy_load_members": True}},
+        "presence": {"types": []},
+        "account_data": {"types": []},
+    }
+)
+_SEEN = 1024  # event ids remembered so a repeated sync delivers nothing twice
+_TYPING_REFRESH = 20.0  # the typing notice lasts 30 s: renewed before it lapses
+_MXID = re.compile(r"@[a-z0-9._=/+-]+:[a-zA-Z0-9.:\[\]-]+")
+
+
+class MatrixPlatform(PlatformBase):
+    name = "matrix"
+    # Under the homeserver's 65,536-byte event limit with any UTF-8 and JSON escaping.
+    max_message_chars = 8000
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {
+            Capability.DELETE,
+            Capability.PINS,
+            Capability.REACTIONS,
+            Capability.TYPING,
+            Capability.REPLIES,
+        }
+    )
+
+    def __init__(
+        self, bot_name: str, config: MatrixConfig, secrets: Secrets, data_dir: Path
+    ) -> None:
+        self.config = config
+        self._bot_name = bot_name
+        self._secrets = secrets
+        self._data_dir = data_dir
+        self._server: Homeserver | None = None
+        self._names = Names()
+        self._me = Me(config.user_id, bot_name)
+        self._reader: Reader | None = None
+        self._approvals: Approvals | None = None
+        self._sink: EventSink | None = None
+        self._since: str | None = None
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._refused: set[str] = set()  # encrypted rooms told already
+        self._runner: asyncio.Task[None] | None = None
+        self._halt = asyncio.Event()
+        self._synced = asyncio.Event()
+        self.connection = TaskState("Matrix sync")
+
+    # -- connection -------------------------------------------------------------------
+
+    @property
+    def self_participant(self) -> Participant:
+        return Participant(self._me.user_id, self._me.name, is_bot=True)
+
+    @property
+    def connected(self) -> bool:
+        return self._synced.is_set() and not self._halt.is_set()
+
+    async def wait_synced(self) -> None:
+        """Return once the first sync is done (from then on, new events are answered)."""
+        await self._synced.wait()
+
+    def _need(self) -> Homeserver:
+        if self._server is None:
+            raise PlatformError("not connected to the Matrix homeserver")
+        return self._server
+
+    def _read(self) -> Reader:
+        if self._reader is None:
+            raise PlatformError("not connected to the Matrix homeserver")
+        return self._reader
+
+    async def start(self, sink: EventSink) -> None:
+        self._sink = sink
+        server = self._server = await self._log_in()
+        me = await server.call("GET", "/_matrix/client/v3/account/whoami")
+        if me.get("user_id") != self.config.user_id:
+            raise PlatformError(f"the token is for {me.get('user_id')}, not {self.config.user_id}")
+        self._me = Me(self.config.user_id, self._bot_name, await self._display_name(server))
+        self._reader = Reader(
+            server,
+            self._names,
+            self._me,
+            reply_depth=self.config.reply_chain_max_depth,
+            max_images=self.config.max_images if self.config.include_images else 0,
+            max_image_bytes=self.config.max_image_bytes,
+        )
+        self._approvals = Approvals(
+            server,
+            bot_name=self._bot_name,
+            power_level=self.config.approval_power_level,
+            operators=frozenset(self.config.operators),
+            note=self._note,
+        )
+        for room in self.config.rooms:
+            try:
+                await server.call("POST", f"/_matrix/client/v3/join/{_q(room)}", {})
+            except PlatformError as exc:
+                logger.error("Matrix: could not join %s: %s", room, exc)
+        await self._sync_once(first=True)
+        self._synced.set()
+        work = supervise(
+            "Matrix sync", self._sync_forever, state=self.connection, finished=self._halt.is_set
+        )
+        self._runner = asyncio.create_task(work, name="matrix")
+
+    async def _log_in(self) -> Homeserver:
+        """A session whose token the homeserver knows; a kept device token it no longer
+        knows (logged out, expired) is dropped and the password logs in again."""
+        for _ in range(2):
+            token = await access_token(self.config, self._secrets, self._data_dir)
+            server = Homeserver(
+                self.config.homeserver,
+                token,
+                rate_limit_wait_max=self.config.rate_limit_wait_max,
+                retries=self.config.send_retries,
+            )
+            try:
+                await server.call("GET", "/_matrix/client/v3/account/whoami")
+            except PlatformError as exc:
+                await server.close()
+                if "M_UNKNOWN_TOKEN" not in str(exc) or not forget_session(self._data_dir):
+                    raise
+                logger.warning("Matrix: the kept device token is no longer valid; logging in")
+                continue
+            return server
+        raise PlatformError("the homeserver refused the new login's token")
+
+    async def _display_name(self, server: Homeserver) -> str:
+        """The account's display name: people mention the bot by it too."""
+        path = f"/_matrix/client/v3/profile/{_q(self.config.user_id)}/displayname"
+        try:
+            name = (await server.call("GET", path)).get("displayname")
+        except PlatformError:
+            return ""
+        return name.strip() if isinstance(name, str) else ""
+
+    async def stop(self) -> None:
+        self._halt.set()
+        if self._runner is not None:
+            self._runner.cancel()
+            await asyncio.gather(self._runner, return_exceptions=True)
+            self._runner = None
+        if self._server is not None:
+            await self._server.close()
+
+    async def _sync_forever(self) -> None:
+        while not self._halt.is_set():
+            await self._sync_once(first=False)
+
+    async def _sync_once(self, *, first: bool) -> None:
+        server = self._need()
+        timeout = 0 if first else int(self.config.sync_timeout * 1000)
+        answer = await server.sync(self._since, timeout_ms=timeout, filter_json=_SYNC_FILTER)
+        rooms = answer.get("rooms") or {}
+        for room, invite in (rooms.get("invite") or {}).items():
+            await self._invited(room, invite)
+        for room in rooms.get("leave") or {}:
+            logger.warning("Matrix: left %s (kicked, banned or left); forgetting it", room)
+            with contextlib.suppress(PlatformError):
+                await server.call("POST", f"/_matrix/client/v3/rooms/{_q(room)}/forget", {})
+        for room, joined in (rooms.get("join") or {}).items():
+            await self._joined(room, joined, first=first)
+        self._since = answer.get("next_batch") or self._since
+
+    async def _invited(self, room: str, invite: JSON) -> None:
+        events = (invite.get("invite_state") or {}).get("events") or []
+        inviter = next(
+            (
+                str(e.get("sender", ""))
+                for e in events
+                if e.get("type") == "m.room.member" and e.get("state_key") == self._me.user_id
+            ),
+            "",
+        )
+        server_name = inviter.split(":", 1)[-1]
+        path = f"/_matrix/client/v3/rooms/{_q(room)}/"
+        if (
+            inviter in self.config.invite_from_users
+            or server_name in self.config.invite_from_servers
+        ):
+            logger.info("Matrix: joining %s, invited by %s", room, inviter)
+            await self._need().call("POST", path + "join", {})
+        else:
+            logger.warning("Matrix: declined the invite of %s to %s (not allowed)", inviter, room)
+            await self._need().call("POST", path + "leave", {})
+
+    async def _joined(self, room: str, joined: JSON, *, first: bool) -> None:
+        state = (joined.get("state") or {}).get("events") or []
+        timeline = (joined.get("timeline") or {}).get("events") or []
+        self._names.learn(room, [*state, *timeline])
+        if any(e.get("type") == "m.room.encryption" for e in [*state, *timeline]):
+            await self._refuse_encrypted(room)
+        if first:
+            for event in timeline:
+                self._remember(str(event.get("event_id", "")))
+            return
+        for event in timeline:
+            if self._remember(str(event.get("event_id", ""))):
+                await self._event(room, event)
+
+    def _remember(self, event_id: str) -> bool:
+        """Whether ``event_id`` is new (a repeated sync can repeat events)."""
+        if event_id in self._seen:
+            return False
+        self._seen[event_id] = None
+        while len(self._seen) > _SEEN:
+            self._seen.popitem(last=False)
+        return True
+
+    async def _refuse_encrypted(self, room: str) -> None:
+        if room in self._refused:
+            return
+        self._refused.add(room)
+        logger.warning("Matrix: %s is encrypted; Salon does not read encrypted rooms", room)
+        with contextlib.suppress(PlatformError):
+            await self._note(ChannelRef("matrix", room), ENCRYPTED_REFUSAL)
+
+    async def _event(self, room: str, event: JSON) -> None:
+        if event.get("sender") == self._me.user_id or room in self._refused:
+            return
+        channel = ChannelRef("matrix", room)
+        if event.get("type") == "m.reaction" and self._approvals is not None:
+            await self._approvals.reaction(event, channel)
+            return
+        message = self._read().message(event, room)
+        if message is None or self._sink is None:
+            return
+        if message.reply_to_id:
+            author = await self._read().author_of(message)
+            message = replace(message, reply_to_author_id=author)
+        if room in self.config.monitored_rooms:
+            message = replace(message, tags=message.tags | {Tag.MONITORED})
+        logger.debug("Matrix: %s in %s", message.id, room)
+        await self._sink(MessageEvent(message))
+
+    # -- sending ----------------------------------------------------------------------
+
+    async def send(
+        self,
+        channel: ChannelRef,
+        text: str,
+        *,
+        files: Sequence[Attachment] = (),
+        note: bool = False,
+        key: str | None = None,
+    ) -> Message:
+        body = "\n".join([text, *file_lines(files, local=False)]) if files else text
+        content = self._content(channel, body, note=note)
+        if key:
+            content[SALON_KEY] = key
+        room, _ = room_and_root(channel)
+        event_id = await self._need().send_event(room, "m.room.message", content, new_txn_id())
+        message = self._read().message(
+            {**_shell(event_id, self._me.user_id), "content": content}, room
+        )
+        assert message is not None
+        return message
+
+    def _content(self, channel: ChannelRef, body: str, *, note: bool) -> JSON:
+        """A message's content: a note is an ``m.notice`` that notifies nobody; an answer
+        notifies only the people it names by MXID (never the whole room)."""
+        content: JSON = {"msgtype": "m.notice" if note else "m.text", "body": body}
+        if note:
+            content[NOTE_KEY] = True
+            content["m.mentions"] = {}
+        else:
+            users = sorted(set(_MXID.findall(body)) - {self._me.user_id})
+            content["m.mentions"] = {"user_ids": users}
+        _, root = room_and_root(channel)
+        if root is not None:
+            content["m.relates_to"] = {
+                "rel_type": "m.thread",
+                "event_id": root,
+                "is_falling_back": True,
+                "m.in_reply_to": {"event_id": root},
+            }
+        return content
+
+    async def _note(self, channel: ChannelRef, text: str) -> str:
+        return (await self.send(channel, text, note=True)).id
+
+    async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
+        """Whether a recent event of ours in the room carries ``key``."""
+        room, _ = room_and_root(channel)
+        page = await self._need().messages(room, start=None, limit=100)
+        return any(
+            e.get("sender") == self._me.user_id and (e.get("content") or {}).get(SALON_KEY) == key
+            for e in page.get("chunk") or []
+        )
+
+    async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
+        await self.send(channel, text, note=True)
+
+    async def request_approval(
+        self, channel: ChannelRef, request: ApprovalRequest
+    ) -> ApprovalDecision:
+        if self._approvals is None:
+            raise PlatformError("not connected to the Matrix homeserver")
+        return await self._approvals.ask(channel, request)
+
+    async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
+        room, _ = room_and_root(channel)
+        await self._need().redact(room, message_id)
+
+    async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
+        room, _ = room_and_root(channel)
+        content = {
+            "m.relates_to": {"rel_type": "m.annotation", "event_id": message_id, "key": emoji}
+        }
+        await self._need().send_event(room, "m.reaction", content)
+
+    @asynccontextmanager
+    async def typing(self, channel: ChannelRef) -> AsyncIterator[None]:
+        room, _ = room_and_root(channel)
+        server = self._need()
+
+        async def keep_typing() -> None:
+            while True:
+                with contextlib.suppress(PlatformError):
+                    await server.typing(room, self._me.user_id, True)
+                await asyncio.sleep(_TYPING_REFRESH)  # renewing a notice, not waiting on one
+
+        task = asyncio.create_task(keep_typing())
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            with contextlib.suppress(PlatformError):
+                await server.typing(room, self._me.user_id, False)
+
+    # -- reading ----------------------------------------------------------------------
+
+    async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
+        return await self._read().history(channel, limit=limit)
+
+    async def reply_chain(self, message: Message) -> Sequence[Message]:
+        return await self._read().reply_chain(message)
+
+    async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
+        return await self._read().pinned(channel)
+
+    async def current_users(self, channel: ChannelRef) -> Sequence[str]:
+        room, _ = room_and_root(channel)
+        answer = await self._need().call(
+            "GET", f"/_matrix/client/v3/rooms/{_q(room)}/joined_members"
+        )
+        joined = answer.get("joined") or {}
+        return sorted(self._names.name(room, user) for user in joined)
+
+
+def _shell(event_id: str, sender: str) -> JSON:
+    """The parts of a sent event the homeserver would give back, for the Message of it."""
+    return {
+        "type": "m.room.message",
+        "event_id": event_id,
+        "sender": sender,
+        "origin_server_ts": int(time.time() * 1000),
+    }
