@@ -295,9 +295,14 @@ class MatrixPlatform(PlatformBase):
         files: Sequence[Attachment] = (),
         note: bool = False,
         key: str | None = None,
+        reply_to: str | None = None,
     ) -> Message:
+        """``reply_to``: the event the message answers (``reply_to_trigger``), as a Matrix
+        reply; in a thread the thread's own relation wins (a reply there is in-thread)."""
         body = "\n".join([text, *file_lines(files, local=False)]) if files else text
         content = self._content(channel, body, note=note)
+        if reply_to and "m.relates_to" not in content:
+            content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
         if key:
             content[SALON_KEY] = key
         room, _ = room_and_root(channel)
