@@ -130,7 +130,13 @@ class Room:
         levels.setdefault("users", {})[user] = level
         await self.alice.call("PUT", path, levels)
 
-    async def start(self, provider: Any, extra_servers: Any = (), **matrix: Any) -> BotApp:
+    async def start(
+        self,
+        provider: Any,
+        extra_servers: Any = (),
+        bot: dict[str, Any] | None = None,
+        **matrix: Any,
+    ) -> BotApp:
         settings = {
             "homeserver": self.synapse.url,
             "user_id": self.bot,
@@ -143,6 +149,7 @@ class Room:
             data_dir=str(self.tmp_path / "data"),
             platforms={"matrix": settings},
             builtin_tools=False,
+            **(bot or {}),
         )
         app = BotApp(
             key="salon",
@@ -241,6 +248,15 @@ async def test_a_reply_to_the_bot_is_answered_as_a_reply_chain(room: Room) -> No
     second = await room.alice.wait(room.id, from_bot(room.bot, notice=False))
     assert second["content"]["body"] == "About 2 million people."
     assert "The capital is Paris." in seen(provider)
+
+
+async def test_with_reply_to_trigger_the_answer_is_a_reply_to_the_asker(room: Room) -> None:
+    provider = FakeProvider(["Paris."])
+    await room.start(provider, bot={"reply_to_trigger": True})
+    asked = await room.alice.say(room.id, f"{room.bot} capital of France?")
+    answer = await room.alice.wait(room.id, from_bot(room.bot, notice=False))
+    assert answer["content"]["body"] == "Paris."
+    assert answer["content"]["m.relates_to"] == {"m.in_reply_to": {"event_id": asked}}
 
 
 async def test_edits_and_redactions_show_in_the_next_context(room: Room) -> None:
