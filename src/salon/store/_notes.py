@@ -35,7 +35,7 @@ MAX_QUERY_TERMS = 16  # words of a recall query that are searched; the rest are 
 _MAX_LIMIT = 1000
 _COLUMNS = (
     "id, bot, scope, scope_key, text, author_id, author_name, channel, channel_name,"
-    " message_id, said_at, created_at, updated_at"
+    " message_id, said_at, created_at, updated_at, trusted"
 )
 _WORD = re.compile(r"\w+")
 
@@ -46,8 +46,17 @@ class NotePart(Part):
 
     # -- writing -------------------------------------------------------------------------
 
-    async def add_note(self, bot: str, scope: NoteScope, text: str, provenance: Provenance) -> Note:
-        """Keep a note; its text is stripped and must be 1 to ``MAX_NOTE_CHARS`` long."""
+    async def add_note(
+        self,
+        bot: str,
+        scope: NoteScope,
+        text: str,
+        provenance: Provenance,
+        *,
+        trusted: bool = False,
+    ) -> Note:
+        """Keep a note; its text is stripped and must be 1 to ``MAX_NOTE_CHARS`` long.
+        ``trusted``: the writer was the operator, an authorized role or the bot itself."""
         text = _checked_text(text)
         now = time.time()
         row = {
@@ -63,6 +72,7 @@ class NotePart(Part):
             "said_at": provenance.at.timestamp(),
             "created_at": now,
             "updated_at": now,
+            "trusted": trusted,
         }
         statement = insert_sql("notes", tuple(row), " RETURNING id")
         try:
@@ -71,7 +81,7 @@ class NotePart(Part):
         except DatabaseError as exc:
             raise StoreError(f"cannot keep the note: {exc}") from exc
         stamp = datetime.fromtimestamp(now, UTC)
-        return Note(int(key or 0), bot, scope, text, provenance, stamp, stamp)
+        return Note(int(key or 0), bot, scope, text, provenance, stamp, stamp, trusted)
 
     async def update_note(self, bot: str, note_id: int, text: str) -> bool:
         """The operator's edit (the configurator): a new text, the provenance kept."""
@@ -81,6 +91,30 @@ class NotePart(Part):
         async with self.db.begin() as conn:
             changed = await conn.execute(statement, params)
         return bool(changed)
+
+    async def approve_note(self, bot: str, note_id: int, *, approved: bool = True) -> bool:
+        """An authorized person's (or the operator's) approval: the note may shape answers
+        to everyone in its scope, not only to its author."""
+        params = {"trusted": approved, "bot": bot, "id": note_id}
+        statement = "UPDATE notes SET trusted = :trusted WHERE bot = :bot AND id = :id"
+        async with self.db.begin() as conn:
+            changed = await conn.execute(statement, params)
+        return bool(changed)
+
+    async def note_stamps(self, bot: str, ids: Sequence[int]) -> dict[int, datetime]:
+        """When each of these notes (those still kept) last changed: how a memory block
+        tells, cheaply, that a note it shows was edited or forgotten."""
+        if not ids:
+            return {}
+        params: dict[str, Any] = {"bot": bot}
+        names = []
+        for n, note_id in enumerate(ids[:_MAX_LIMIT]):
+            params[f"i{n}"] = int(note_id)
+            names.append(f":i{n}")
+        sql = f"SELECT id, updated_at FROM notes WHERE bot = :bot AND id IN ({', '.join(names)})"
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(sql, params)
+        return {int(r[0]): _stamp(float(r[1])) for r in rows}
 
     async def count_notes(self, bot: str, scope: NoteScope) -> int:
         query = (
@@ -101,7 +135,7 @@ class NotePart(Part):
         if not terms:
             return []
         params: dict[str, Any] = {"bot": bot, "limit": _bounded(limit)}
-        where = _scoped(scopes_in_view(view), params)
+        where = _scoped(view, params)
         if self.db.dialect == "sqlite":
             params["match"] = " OR ".join(f'"{t}"' for t in terms)  # \w+ holds no quote
             sql = (
@@ -125,7 +159,7 @@ class NotePart(Part):
     async def notes_in_view(self, bot: str, view: Viewpoint, *, limit: int = 100) -> list[Note]:
         """The newest ``limit`` notes in view, oldest first (a memory block's order)."""
         params: dict[str, Any] = {"bot": bot, "limit": _bounded(limit)}
-        where = _scoped(scopes_in_view(view), params)
+        where = _scoped(view, params)
         sql = (
             f"SELECT {_COLUMNS} FROM notes AS n WHERE n.bot = :bot AND {where}"
             " ORDER BY n.id DESC LIMIT :limit"
@@ -135,7 +169,7 @@ class NotePart(Part):
     async def note_in_view(self, bot: str, view: Viewpoint, note_id: int) -> Note | None:
         """One note, if it is in view from ``view``."""
         params: dict[str, Any] = {"bot": bot, "id": note_id}
-        where = _scoped(scopes_in_view(view), params)
+        where = _scoped(view, params)
         sql = f"SELECT {_COLUMNS} FROM notes AS n WHERE n.bot = :bot AND n.id = :id AND {where}"
         found = await self._notes(sql, params)
         return found[0] if found else None
@@ -269,13 +303,21 @@ def _prefixed(alias: str) -> str:
     return ", ".join(f"{alias}.{c.strip()}" for c in _COLUMNS.split(","))
 
 
-def _scoped(scopes: Sequence[NoteScope], params: dict[str, Any]) -> str:
-    """SQL matching notes of exactly these scopes (their parameters added to ``params``)."""
+def _scoped(view: Viewpoint, params: dict[str, Any]) -> str:
+    """SQL matching the notes ``view`` may read (``salon.notes.note_in_view``): of the
+    scopes in view, and trusted or written by the person answered (their parameters added
+    to ``params``)."""
     clauses = []
-    for n, scope in enumerate(scopes):
+    for n, scope in enumerate(scopes_in_view(view)):
         params[f"sk{n}"], params[f"sv{n}"] = scope.kind.value, scope.key
         clauses.append(f"(n.scope = :sk{n} AND n.scope_key = :sv{n})")
-    return f"({' OR '.join(clauses)})" if clauses else "(1 = 0)"
+    if not clauses:
+        return "(1 = 0)"
+    trust = "n.trusted = TRUE"
+    if view.person_id:
+        params["answered"] = view.person_id
+        trust = f"({trust} OR n.author_id = :answered)"
+    return f"({' OR '.join(clauses)}) AND {trust}"
 
 
 def _of_person(bot: str | None, params: dict[str, Any]) -> str:
@@ -308,4 +350,5 @@ def _row_to_note(row: Any) -> Note:
         provenance=provenance,
         created_at=_stamp(row["created_at"]),
         updated_at=_stamp(row["updated_at"]),
+        trusted=bool(row["trusted"]),
     )

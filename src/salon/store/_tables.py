@@ -434,6 +434,18 @@ async def _m17_inbox_trace_context(conn: Connection) -> None:
     await _run(conn, "ALTER TABLE inbox ADD COLUMN traceparent VARCHAR")
 
 
+async def _m18_note_trust(conn: Connection) -> None:
+    """Whether a note may shape answers to people other than its author (salon.notes):
+    written by the operator, an authorized role or the bot itself, or approved by one.
+    Server, bot and person notes made before were trusted by how they could be written;
+    a channel note of unknown standing stays its author's."""
+    await _run(
+        conn,
+        "ALTER TABLE notes ADD COLUMN trusted BOOLEAN NOT NULL DEFAULT FALSE",
+        "UPDATE notes SET trusted = TRUE WHERE scope <> 'channel'",
+    )
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -452,6 +464,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (15, _m15_reasoning_tokens),
     (16, _m16_notes),
     (17, _m17_inbox_trace_context),
+    (18, _m18_note_trust),
 ]
 
 

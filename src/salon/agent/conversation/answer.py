@@ -151,7 +151,7 @@ class Conversation:
             request = render_prefill(
                 scene.messages, me, config.render, model, scene.records,
                 breakpoints=scene.breakpoints, message_limit=limit, memo=prefill,
-                preamble=scene.linked,
+                preamble=scene.preamble,
             )  # fmt: skip
             self._prefill_memos.settle(prefill)
         else:
@@ -160,7 +160,7 @@ class Conversation:
             request = render_chat(
                 scene.messages, me, config.render, model, scene.records,
                 breakpoints=scene.breakpoints, message_limit=limit, memo=chat,
-                native_tools=native, preamble=scene.linked,
+                native_tools=native, preamble=scene.preamble,
             )  # fmt: skip
             self._chat_memos.settle(chat)
         return tools.prepare(request) if tools is not None else request
