@@ -20,7 +20,7 @@ from typing import Protocol, runtime_checkable
 
 from salon.agent.activation import Activation, Scene
 from salon.agent.links import Linker
-from salon.agent.memoryblock import MemoryBlocks
+from salon.agent.memoryblock import MemoryBlocks, without_recalled_notes
 from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Resolved
 from salon.context import RollState, is_visible, m_command, roll, select_context
@@ -302,7 +302,7 @@ class Room:
         if self.tool_log is None:
             return ()
         oldest = messages[0].created_at if messages else None
-        return tuple(self.tool_log.for_channel(channel.key, oldest))
+        return tuple(without_recalled_notes(self.tool_log.for_channel(channel.key, oldest)))
 
 
 def _bot_chain_too_long(history: Sequence[Message], trigger: Message, config: BotConfig) -> bool:
