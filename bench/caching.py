@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import random
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bench.figures import Figure
@@ -53,6 +54,7 @@ def _config(
     mode: str,
     vendor: str = "anthropic",
     budget: str = "floor",
+    memory: bool = False,
 ) -> BotConfig:
     base = base_url + ("/v1" if vendor == "openai" else "")
     return BotConfig.model_validate(
@@ -73,6 +75,7 @@ def _config(
             "rolling_threshold": threshold,
             "rolling_budget": budget,
             "builtin_tools": False,
+            "memory": {"enabled": memory},
         }
     )
 
@@ -93,8 +96,12 @@ async def conversation(
     mode: str = "chat",
     vendor: str = "anthropic",
     budget: str = "floor",
+    memory: bool = False,
+    between: Callable[[SQLStore, int], Awaitable[None]] | None = None,
 ) -> tuple[Bill, Usage]:
-    """Bill of the whole conversation, and the cache tokens the store recorded."""
+    """Bill of the whole conversation, and the cache tokens the store recorded.
+    ``memory``: memory on (``bench/memory.py``); ``between``: called with the store and
+    the activation's number before each activation (0 before the first)."""
     billing = CacheBilling() if vendor == "anthropic" else AutoPrefixBilling()
     async with LLMServer(billing=billing) as server:
         server.default = Scripted(text="Sounds good to me, let us do that.")
@@ -105,6 +112,7 @@ async def conversation(
             mode=mode,
             vendor=vendor,
             budget=budget,
+            memory=memory,
         )
         provider = build_provider(config, Secrets({"KEY": "k"}))
         with tempfile.TemporaryDirectory() as tmp:
@@ -128,6 +136,8 @@ async def conversation(
                     if index % EVERY:
                         platform.add(room, people[who], text)
                         continue
+                    if between is not None:
+                        await between(store, index // EVERY - 1)
                     await platform.post(room, people[who], f"@Salon {text}", mentions=[me])
                     await agent.wait_idle()
                 recorded = await store.channels.usage_totals("bench")

@@ -156,6 +156,8 @@ class NoteStore(Protocol):
     """The store's notes part (``salon.store._notes.NotePart``), as tools and the context
     use it: every read takes a viewpoint."""
 
+    changes: int  # notes this process edited, approved or deleted so far
+
     async def add_note(
         self,
         bot: str,

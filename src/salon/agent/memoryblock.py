@@ -13,15 +13,17 @@ are notes, not instructions.
 When it changes: the block is kept from one roll of the room to the next (the room's roll
 anchor, as the linked block), so a ``remember`` does not break the prompt cache of every
 later request: the model reads its fresh note in the tool's result until the room rolls.
-A note shown that is edited or forgotten since changes the block at once (what a person
-had forgotten is never sent again), and so does a change of the ``memory`` settings or of
-the person's choice about their notes outside DMs. ``refresh`` drops what is kept (the
-operator asking).
+A note shown that is edited or forgotten since changes the block at once when this
+process changed it, and within ``CHECK_SECONDS`` when another did (the web, ``salon memory
+forget``, a second process of the bot): what a person had forgotten is not sent again. So
+does a change of the ``memory`` settings or of the person's choice about their notes
+outside DMs. ``refresh`` drops what is kept (the operator asking).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -44,6 +46,7 @@ HEADER = (
 )
 FOOTER = "[end of memory]"
 _KEPT = 4096  # (channel, person) blocks kept between rolls
+CHECK_SECONDS = 1.0  # how long a kept block is trusted without asking the store
 _RECALLS = frozenset({"recall"})  # the memory tools whose results are notes
 RECALLED = "(notes recalled for the person answered then; not shown again)"
 
@@ -67,6 +70,8 @@ class _Kept:
     allows: bool
     stamps: dict[int, datetime]  # the notes shown, with when each last changed
     text: str
+    checked_at: float  # time.monotonic() of the last look at those stamps
+    changes: int  # the store's count of this process's changes then
 
 
 def render_block(notes: list[Note], max_chars: int) -> tuple[str, list[Note]]:
@@ -140,8 +145,8 @@ class MemoryBlocks:
             epoch is not None
             and kept is not None
             and (kept.epoch, kept.allows) == (epoch, allows)
-            and kept.settings == settings
-            and (not kept.stamps or await self._unchanged(kept.stamps))
+            and (kept.settings is settings or kept.settings == settings)
+            and (not kept.stamps or await self._unchanged(key, kept))
         ):
             self._kept.move_to_end(key)
             return kept.text
@@ -151,7 +156,10 @@ class MemoryBlocks:
         self.built += 1
         if epoch is not None:
             stamps = {n.id: n.updated_at for n in shown}
-            self._kept[key] = _Kept(epoch, settings, allows, stamps, text)
+            changes = self.notes.changes
+            self._kept[key] = _Kept(
+                epoch, settings, allows, stamps, text, time.monotonic(), changes
+            )
             self._kept.move_to_end(key)
             while len(self._kept) > _KEPT:
                 self._kept.popitem(last=False)
@@ -168,6 +176,15 @@ class MemoryBlocks:
         chosen = await self.notes.consent(self.bot, requester.id)
         return settings.person_notes_outside_dm if chosen is None else chosen
 
-    async def _unchanged(self, stamps: dict[int, datetime]) -> bool:
+    async def _unchanged(self, key: tuple[str, str], kept: _Kept) -> bool:
+        """Whether the notes a kept block shows are as they were: at once when this
+        process changed notes since, else looked at every ``CHECK_SECONDS`` (another
+        process may have); a look costs a query, too much for every activation."""
         assert self.notes is not None
-        return await self.notes.note_stamps(self.bot, list(stamps)) == stamps
+        now, changes = time.monotonic(), self.notes.changes
+        if changes == kept.changes and now - kept.checked_at < CHECK_SECONDS:
+            return True
+        if await self.notes.note_stamps(self.bot, list(kept.stamps)) != kept.stamps:
+            return False
+        self._kept[key] = replace(kept, checked_at=now, changes=changes)
+        return True

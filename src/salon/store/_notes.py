@@ -29,7 +29,7 @@ from salon.store._db import Connection, Database, DatabaseError
 from salon.store._dialects import insert_sql, upsert
 from salon.store._part import Part
 
-__all__ = ["MAX_QUERY_TERMS", "NotePart"]
+__all__ = ["MAX_QUERY_TERMS", "NotePart", "scope_tag"]
 
 MAX_QUERY_TERMS = 16  # words of a recall query that are searched; the rest are ignored
 _MAX_LIMIT = 1000
@@ -43,6 +43,7 @@ _WORD = re.compile(r"\w+")
 class NotePart(Part):
     def __init__(self, database: Callable[[], Database]) -> None:
         super().__init__(database)
+        self.changes = 0  # edits, approvals and deletions by this process (memory blocks)
 
     # -- writing -------------------------------------------------------------------------
 
@@ -73,6 +74,7 @@ class NotePart(Part):
             "created_at": now,
             "updated_at": now,
             "trusted": trusted,
+            "tag": scope_tag(scope),
         }
         statement = insert_sql("notes", tuple(row), " RETURNING id")
         try:
@@ -90,6 +92,7 @@ class NotePart(Part):
         statement = "UPDATE notes SET text = :text, updated_at = :now WHERE bot = :bot AND id = :id"
         async with self.db.begin() as conn:
             changed = await conn.execute(statement, params)
+        self.changes += 1
         return bool(changed)
 
     async def approve_note(self, bot: str, note_id: int, *, approved: bool = True) -> bool:
@@ -99,6 +102,7 @@ class NotePart(Part):
         statement = "UPDATE notes SET trusted = :trusted WHERE bot = :bot AND id = :id"
         async with self.db.begin() as conn:
             changed = await conn.execute(statement, params)
+        self.changes += 1
         return bool(changed)
 
     async def note_stamps(self, bot: str, ids: Sequence[int]) -> dict[int, datetime]:
@@ -137,11 +141,13 @@ class NotePart(Part):
         params: dict[str, Any] = {"bot": bot, "limit": _bounded(limit)}
         where = _scoped(view, params)
         if self.db.dialect == "sqlite":
-            params["match"] = " OR ".join(f'"{t}"' for t in terms)  # \w+ holds no quote
+            words = " OR ".join(f'"{t}"' for t in terms)  # \w+ holds no quote
+            tags = " OR ".join(scope_tag(scope) for scope in scopes_in_view(view))
+            params["match"] = f"text : ({words}) AND tag : ({tags})"
             sql = (
                 f"SELECT {_prefixed('n')} FROM notes_fts CROSS JOIN notes AS n"
                 " ON n.id = notes_fts.rowid WHERE notes_fts MATCH :match AND n.bot = :bot"
-                f" AND {where} ORDER BY bm25(notes_fts), n.id DESC LIMIT :limit"
+                f" AND {where} ORDER BY bm25(notes_fts, 1.0, 0.0), n.id DESC LIMIT :limit"
             )
         else:
             queries = []
@@ -276,6 +282,8 @@ class NotePart(Part):
                     await _purge_index(conn)
         except DatabaseError as exc:
             raise StoreError(f"cannot delete the notes: {exc}") from exc
+        finally:
+            self.changes += 1
         return gone
 
 
@@ -284,6 +292,12 @@ async def _purge_index(conn: Connection) -> None:
     segments; ``optimize`` merges them all now. PostgreSQL's index entries go with the row."""
     if conn.dialect == "sqlite":
         await conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('optimize')")
+
+
+def scope_tag(scope: NoteScope) -> str:
+    """A scope as one word of the search index (letters and digits only), so the search
+    asks FTS5 for the notes in view alone (migration 18 computes the same in SQL)."""
+    return "k" + f"{scope.kind.value}:{scope.key}".encode().hex()
 
 
 def _checked_text(text: str) -> str:
