@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 # The answer's calls, and the pipeline's own: the context evaluator and the speak gate.
-CallKind = Literal["answer", "plan", "retry", "evaluate", "gate"]
+CallKind = Literal["answer", "plan", "retry", "evaluate", "gate", "digest"]
 Outcome = Literal["answered", "error", "cancelled", "stopped"]
 OUTCOMES: tuple[Outcome, ...] = ("answered", "error", "cancelled", "stopped")
 

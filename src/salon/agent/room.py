@@ -192,6 +192,10 @@ class Room:
         channel = activation.channel
         return await self.links.block(platform, channel, config, activation.requester, epoch=epoch)
 
+    def recent_channels(self) -> list[str]:
+        """The channels answered in with rolling on since the start, least recent first."""
+        return list(self._states)
+
     async def remember(self, scene: Scene) -> None:
         """Store the scene's new rolling state (after the answer, off its path)."""
         if scene.rolled is None:

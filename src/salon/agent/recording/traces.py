@@ -49,7 +49,8 @@ DIAGNOSIS_BYTES = 64 * 1024 * 1024  # their estimated memory (as the views' CACH
 _ENTRY_BYTES = 128  # per entry besides its text: its id, hash and size (the message is shared)
 _MODELS = 256  # models whose price is remembered
 _PRUNE_EVERY = 600.0  # seconds
-_SIDE_CALLS = frozenset({"evaluate", "gate"})  # the pipeline's calls with prompts of their own
+# The pipeline's calls and the memory digest: prompts of their own.
+_SIDE_CALLS = frozenset({"evaluate", "gate", "digest"})
 _CHARS_PER_TOKEN = 4  # for telling a large cache write: rough, as tokenizers differ
 _WRITE_SLACK = 512  # tokens a cache write may exceed its estimate by before it is flagged
 _THINKING_CHARS = 100_000  # of a call's reasoning kept in its trace
