@@ -482,7 +482,7 @@ class BotApp:
             self._supervised("inbox", self.upkeep.take_events),
             self._supervised("config-watch", self.upkeep.watch_config),
             self._supervised("note-pruning", self.upkeep.prune_notes),
-            self._supervised("digests", Digester(self, self.store.notes, agent.room).run),
+            self._supervised("digests", Digester.of(self, agent).run),
         ]
         try:
             for platform in self.platforms.values():

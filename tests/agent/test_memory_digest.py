@@ -80,3 +80,25 @@ async def test_a_digest_note_is_made_from_visible_history_outside_excluded_chann
     traces = await store.traces.list_traces()
     assert len(traces) == 2
     assert {t.channel for t in traces} == {build.key}
+
+
+async def test_a_spent_channel_budget_leaves_the_channel_without_a_digest(
+    start_agent: StartAgent, store: SQLStore
+) -> None:
+    memory: dict[str, Any] = {"enabled": True, "consolidate": CONSOLIDATE}
+    limits = {"channel_budget": {"tokens": 20}}  # a call of the fake spends 15
+    agent, platform = await start_agent(FakeProvider(), memory=memory, limits=limits)
+    build = platform.channel("build")
+    for n in range(6):
+        platform.add(build, BOB, f"talk {n}")
+    await platform.post(build, BOB, "@Salon hi", mentions=[platform.self_participant])
+    await agent.wait_idle()
+    writer = TraceWriter(store=store, settings=agent.config.traces, prices={})
+    bot = _Bot("salon", agent.config, writer, store, dict(agent.platforms))
+    job = Digester.of(bot, agent)
+    assert job.limits is not None
+    assert await job.digest_once() == 1  # the budget had room: the digest's spend counted
+    for n in range(5):
+        platform.add(build, BOB, f"later talk {n}")
+    assert await job.digest_once() == 0  # spent now
+    assert len(bot.model.requests) == 1

@@ -10,9 +10,11 @@ call with a prompt of its own, and the answer is kept as a channel note written 
 (trusted: the channel's own history, which everyone there reads). Never in a channel that
 ``exclude`` names (or whose parent it names), nor with ``memory.enabled`` off.
 
-The call is the bot's: its usage is recorded as any call's (the bot's limits count it),
-and it has a trace of its own (kind ``digest``) in that channel. A failure is logged and
-the channel is tried again at the next look.
+The call is the bot's: it is admitted against the bot's ``limits`` as an activation in
+that channel asked by the bot itself (a spent channel or guild budget means no digest
+there until it resets) and what it spent is settled against them; its usage is recorded
+as any call's, and it has a trace of its own (kind ``digest``) in that channel. A failure
+is logged and the channel is tried again at the next look.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import Protocol
 
 from salon.agent.activation import Activation
 from salon.agent.conversation.sidecall import side_call, side_request
+from salon.agent.dispatch import Agent
+from salon.agent.pipeline.limits import Limits
 from salon.agent.recording.recorder import Recorder
 from salon.agent.recording.traces import TraceWriter
 from salon.config import BotConfig
@@ -37,6 +41,7 @@ from salon.model import ChannelRef, Message, MessageEvent
 from salon.notes import NoteScope, NoteStore, Provenance, Scope
 from salon.platforms.base import Platform
 from salon.store.base import Store
+from salon.store.limits import Refusal
 
 __all__ = ["DIGEST_PROMPT", "Digester"]
 
@@ -68,17 +73,29 @@ class Host(Protocol):
 
 
 class Digester:
-    def __init__(self, host: Host, notes: NoteStore, channels: Channels) -> None:
+    def __init__(
+        self,
+        host: Host,
+        notes: NoteStore | None,
+        channels: Channels,
+        limits: Limits | None = None,
+    ) -> None:
         self.host = host
         self.notes = notes
         self.channels = channels
+        self.limits = limits
         self._done: OrderedDict[str, datetime] = OrderedDict()  # channel -> newest digested
         self.made = 0
+
+    @classmethod
+    def of(cls, host: Host, agent: Agent) -> Digester:
+        """The job of a running bot: its agent's room, notes and limits."""
+        return cls(host, agent.room.memory.notes, agent.room, agent.pipeline.limits)
 
     async def run(self) -> None:
         while True:
             config = self.host.config
-            if config.memory.enabled and config.memory.consolidate.enabled:
+            if self.notes and config.memory.enabled and config.memory.consolidate.enabled:
                 await self.digest_once()
             await asyncio.sleep(config.memory.consolidate.interval)
 
@@ -98,7 +115,7 @@ class Digester:
 
     async def _digest(self, key: str, settings: ConsolidateConfig) -> int:
         found = await self._channel(key)
-        if found is None or _excluded(found[1], settings.exclude):
+        if found is None or self.notes is None or _excluded(found[1], settings.exclude):
             return 0
         platform, channel = found
         config = await self.channels.config_in(platform, channel)
@@ -149,6 +166,13 @@ class Digester:
         )
         activation = Activation(channel, [MessageEvent(asked)])
         recorder = Recorder(self.host.key, activation, platform, queued_at=None)
+        hold = None
+        if self.limits is not None and config.limits.any:
+            verdict = await self.limits.admit(activation, config, None, model_calls=True)
+            if isinstance(verdict, Refusal):
+                logger.info("no digest of %s: %s", channel.key, verdict.key)
+                return ""
+            hold = verdict
         try:
             provider = self.host.provider_for(config)
             text = await side_call(
@@ -158,6 +182,8 @@ class Digester:
             recorder.finish("error", exc)
             raise
         finally:
+            if self.limits is not None and hold is not None:
+                await self.limits.settle(hold, config, recorder)
             self.host.traces.submit(recorder)
         recorder.finish("answered")
         return " ".join(text.split())
