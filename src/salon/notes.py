@@ -156,7 +156,7 @@ class NoteStore(Protocol):
     """The store's notes part (``salon.store._notes.NotePart``), as tools and the context
     use it: every read takes a viewpoint."""
 
-    changes: int  # notes this process edited, approved or deleted so far
+    changes: int  # notes edited, approved, deleted and choices made by this process so far
 
     async def add_note(
         self,

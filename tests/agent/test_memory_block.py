@@ -175,3 +175,21 @@ def test_a_changed_memory_block_is_named_as_the_cache_breaks_cause() -> None:
         assert call.divergence is not None
         causes.append(call.divergence.cause)
     assert causes == ["first call", "new messages", "memory change", "linked change"]
+
+
+async def test_a_persons_choice_applies_to_the_block_at_once(
+    llm_server: LLMServer, start_agent: StartAgent, store: SQLStore
+) -> None:
+    agent, platform = await start_agent(anthropic(llm_server), memory=MEMORY)
+    build = platform.channel("build")
+    await keep(store, "NOTE-BOB-OWN likes tea", NoteScope(Scope.PERSON, "bob"), BOB)
+    await ask(agent, platform, build, BOB, "one")
+    assert "NOTE-BOB-OWN" not in body(llm_server)  # outside a DM, without his leave
+    await store.notes.set_consent("salon", "bob", True)
+    await ask(agent, platform, build, BOB, "two")
+    assert "NOTE-BOB-OWN" in body(llm_server)
+    await ask(agent, platform, build, ALICE, "three")
+    assert "NOTE-BOB-OWN" not in body(llm_server)  # never to anyone else
+    await store.notes.set_consent("salon", "bob", False)
+    await ask(agent, platform, build, BOB, "four")
+    assert "NOTE-BOB-OWN" not in body(llm_server)

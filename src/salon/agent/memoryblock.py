@@ -17,7 +17,7 @@ A note shown that is edited or forgotten since changes the block at once when th
 process changed it, and within ``CHECK_SECONDS`` when another did (the web, ``salon memory
 forget``, a second process of the bot): what a person had forgotten is not sent again. So
 does a change of the ``memory`` settings or of the person's choice about their notes
-outside DMs. ``refresh`` drops what is kept (the operator asking).
+outside DMs (looked up with those checks). ``refresh`` drops what is kept (the operator asking).
 """
 
 from __future__ import annotations
@@ -139,17 +139,17 @@ class MemoryBlocks:
     ) -> str:
         assert self.notes is not None
         key = (channel.key, requester.id)
-        allows = await self._allows(channel, settings, requester)
         kept = self._kept.get(key)
         if (
             epoch is not None
             and kept is not None
-            and (kept.epoch, kept.allows) == (epoch, allows)
+            and kept.epoch == epoch
             and (kept.settings is settings or kept.settings == settings)
-            and (not kept.stamps or await self._unchanged(key, kept))
+            and await self._unchanged(key, kept, channel, requester)
         ):
             self._kept.move_to_end(key)
             return kept.text
+        allows = await self._allows(channel, settings, requester)
         view = Viewpoint.of(channel, requester if requester.id else None, allows=allows)
         notes = await self.notes.notes_in_view(self.bot, view, limit=settings.block_notes)
         text, shown = render_block(notes, settings.block_characters)
@@ -176,15 +176,21 @@ class MemoryBlocks:
         chosen = await self.notes.consent(self.bot, requester.id)
         return settings.person_notes_outside_dm if chosen is None else chosen
 
-    async def _unchanged(self, key: tuple[str, str], kept: _Kept) -> bool:
-        """Whether the notes a kept block shows are as they were: at once when this
-        process changed notes since, else looked at every ``CHECK_SECONDS`` (another
-        process may have); a look costs a query, too much for every activation."""
+    async def _unchanged(
+        self, key: tuple[str, str], kept: _Kept, channel: ChannelRef, requester: Participant
+    ) -> bool:
+        """Whether the notes a kept block shows and the person's choice are as they were:
+        asked at once when this process changed notes or choices since, else every
+        ``CHECK_SECONDS`` (another process may have); asking costs queries, too much for
+        every activation."""
         assert self.notes is not None
         now, changes = time.monotonic(), self.notes.changes
         if changes == kept.changes and now - kept.checked_at < CHECK_SECONDS:
             return True
-        if await self.notes.note_stamps(self.bot, list(kept.stamps)) != kept.stamps:
+        if await self._allows(channel, kept.settings, requester) != kept.allows:
+            return False
+        stamps = kept.stamps
+        if stamps and await self.notes.note_stamps(self.bot, list(stamps)) != stamps:
             return False
         self._kept[key] = replace(kept, checked_at=now, changes=changes)
         return True

@@ -43,7 +43,7 @@ _WORD = re.compile(r"\w+")
 class NotePart(Part):
     def __init__(self, database: Callable[[], Database]) -> None:
         super().__init__(database)
-        self.changes = 0  # edits, approvals and deletions by this process (memory blocks)
+        self.changes = 0  # edits, approvals, deletions, choices by this process (memory blocks)
 
     # -- writing -------------------------------------------------------------------------
 
@@ -244,6 +244,7 @@ class NotePart(Part):
         statement = upsert("memory_consent", tuple(row), ["bot", "person_id"])
         async with self.db.begin() as conn:
             await conn.many([(statement, row)])
+        self.changes += 1
 
     async def consent(self, bot: str, person_id: str) -> bool | None:
         """A person's choice, or None when they made none (the config's default applies)."""
