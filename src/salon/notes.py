@@ -157,6 +157,7 @@ class NoteStore(Protocol):
     use it: every read takes a viewpoint."""
 
     changes: int  # notes edited, approved, deleted and choices made by this process so far
+    additions: int  # notes this process added so far
 
     async def add_note(
         self,

@@ -11,8 +11,10 @@ Salon, never the model), oldest first, within ``memory.block_characters``; each 
 are notes, not instructions.
 
 When it changes: the block is kept from one roll of the room to the next (the room's roll
-anchor, as the linked block), so a ``remember`` does not break the prompt cache of every
-later request: the model reads its fresh note in the tool's result until the room rolls.
+anchor, as the linked block; one read less than ``CHECK_SECONDS`` before a roll, with no
+note added or changed by this process since, is carried over the roll), so a
+``remember`` does not break the prompt cache of every later request: the model reads its
+fresh note in the tool's result until the room rolls.
 A note shown that is edited or forgotten since changes the block at once when this
 process changed it, and within ``CHECK_SECONDS`` when another did (the web, ``salon memory
 forget``, a second process of the bot): what a person had forgotten is not sent again. So
@@ -72,6 +74,8 @@ class _Kept:
     text: str
     checked_at: float  # time.monotonic() of the last look at those stamps
     changes: int  # the store's count of this process's changes then
+    additions: int  # and of the notes it added, when the block was read
+    built_at: float  # time.monotonic() when it was read
 
 
 def render_block(notes: list[Note], max_chars: int) -> tuple[str, list[Note]]:
@@ -143,10 +147,12 @@ class MemoryBlocks:
         if (
             epoch is not None
             and kept is not None
-            and kept.epoch == epoch
+            and (kept.epoch == epoch or self._just_read(kept))
             and (kept.settings is settings or kept.settings == settings)
             and await self._unchanged(key, kept, channel, requester)
         ):
+            if kept.epoch != epoch:  # read less than a second ago: what a read would give
+                self._kept[key] = replace(kept, epoch=epoch)
             self._kept.move_to_end(key)
             return kept.text
         allows = await self._allows(channel, settings, requester)
@@ -156,9 +162,9 @@ class MemoryBlocks:
         self.built += 1
         if epoch is not None:
             stamps = {n.id: n.updated_at for n in shown}
-            changes = self.notes.changes
+            now, store = time.monotonic(), self.notes
             self._kept[key] = _Kept(
-                epoch, settings, allows, stamps, text, time.monotonic(), changes
+                epoch, settings, allows, stamps, text, now, store.changes, store.additions, now
             )
             self._kept.move_to_end(key)
             while len(self._kept) > _KEPT:
@@ -175,6 +181,17 @@ class MemoryBlocks:
         assert self.notes is not None
         chosen = await self.notes.consent(self.bot, requester.id)
         return settings.person_notes_outside_dm if chosen is None else chosen
+
+    def _just_read(self, kept: _Kept) -> bool:
+        """Whether a block read before the room rolled is still what a read would give:
+        read less than ``CHECK_SECONDS`` ago, and this process added or changed no note
+        since (another process's new note waits for the next roll)."""
+        assert self.notes is not None
+        return (
+            time.monotonic() - kept.built_at < CHECK_SECONDS
+            and self.notes.additions == kept.additions
+            and self.notes.changes == kept.changes
+        )
 
     async def _unchanged(
         self, key: tuple[str, str], kept: _Kept, channel: ChannelRef, requester: Participant

@@ -44,6 +44,7 @@ class NotePart(Part):
     def __init__(self, database: Callable[[], Database]) -> None:
         super().__init__(database)
         self.changes = 0  # edits, approvals, deletions, choices by this process (memory blocks)
+        self.additions = 0  # notes this process added
 
     # -- writing -------------------------------------------------------------------------
 
@@ -82,6 +83,7 @@ class NotePart(Part):
                 key = await conn.fetchval(statement, row)
         except DatabaseError as exc:
             raise StoreError(f"cannot keep the note: {exc}") from exc
+        self.additions += 1
         stamp = datetime.fromtimestamp(now, UTC)
         return Note(int(key or 0), bot, scope, text, provenance, stamp, stamp, trusted)
 
