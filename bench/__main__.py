@@ -20,6 +20,7 @@ from bench import (
     load,
     local,
     matrix_cpu,
+    memory,
     otel,
     pipeline,
     postgres,
@@ -48,6 +49,10 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "pipeline_overhead": pipeline.pipeline_overhead,
     "evaluator_tokens_saved": pipeline.evaluator_savings,
     "integrations": integrations.run,
+    "memory_leaks": memory.memory_leaks,
+    "cache_read_share_memory": memory.cache_read_share_memory,
+    "recall_p50_ms": memory.recall_p50,
+    "memory_overhead_ratio": memory.memory_overhead,
     # These need a PostgreSQL server: scripts/with-postgres .venv/bin/python -m bench pg_ schedule
     "pg_activation_overhead": postgres.activation_ratio,
     "pg_chatlog_search": postgres.chatlog_search,

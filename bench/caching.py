@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import random
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -79,6 +79,7 @@ def _config(
     cache_ttl: str = "auto",
     model: str = "model-test",
     thinking: bool = False,
+    memory: bool = False,
 ) -> BotConfig:
     base = base_url + ("/v1" if vendor == "openai" else "")
     cache = {"cache_ttl": cache_ttl} if vendor == "anthropic" else {}
@@ -104,6 +105,7 @@ def _config(
             "rolling_threshold": threshold,
             "rolling_budget": budget,
             "builtin_tools": False,
+            "memory": {"enabled": memory},
         }
     )
 
@@ -199,8 +201,12 @@ async def conversation(
     said: list[Said] | None = None,
     model: str = "model-test",
     thinking: bool = False,
+    memory: bool = False,
+    between: Callable[[SQLStore, int], Awaitable[None]] | None = None,
 ) -> tuple[Bill, Usage]:
-    """Bill of the whole conversation, and the cache tokens the store recorded."""
+    """Bill of the whole conversation, and the cache tokens the store recorded.
+    ``memory``: memory on (``bench/memory.py``); ``between``: called with the store and
+    the activation's number before each activation (0 before the first)."""
     run = await conversation_run(
         caching=caching,
         threshold=threshold,
@@ -211,6 +217,8 @@ async def conversation(
         said=said,
         model=model,
         thinking=thinking,
+        memory=memory,
+        between=between,
     )
     return run.bill, run.recorded
 
@@ -226,6 +234,8 @@ async def conversation_run(
     said: list[Said] | None = None,
     model: str = "model-test",
     thinking: bool = False,
+    memory: bool = False,
+    between: Callable[[SQLStore, int], Awaitable[None]] | None = None,
 ) -> Run:
     """The conversation ``said`` (the loop by default) on a virtual clock, billed;
     ``thinking``: the bot asks for reasoning and every answer streams some first."""
@@ -249,6 +259,7 @@ async def conversation_run(
             cache_ttl=cache_ttl,
             model=model,
             thinking=thinking,
+            memory=memory,
         )
         provider = build_provider(config, Secrets({"KEY": "k"}))
         with tempfile.TemporaryDirectory() as tmp:
@@ -267,12 +278,16 @@ async def conversation_run(
             room = platform.channel("room")
             me = platform.self_participant
             people = [Participant(f"p{i}", n) for i, n in enumerate(["Ada", "Bo", "Cy", "Di"])]
+            asked = 0
             try:
                 for line in said if said is not None else _lines():
                     clock.move_to(line.at)
                     if not line.mention:
                         platform.add(room, people[line.who], line.text)
                         continue
+                    if between is not None:
+                        await between(store, asked)
+                    asked += 1
                     text = f"@Salon {line.text}"
                     await platform.post(room, people[line.who], text, mentions=[me])
                     await agent.wait_idle()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from salon.agent import Agent
 from salon.agent.conversation.toolrunner import ToolRunner
+from salon.agent.digest import Digester
 from salon.agent.recording.traces import TraceWriter
 from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets, resolve_secrets
 from salon.errors import ConfigError, ConfigProblem, PlatformError, ToolError
@@ -488,6 +489,7 @@ class BotApp:
             self._supervised("inbox", self.upkeep.take_events),
             self._supervised("config-watch", self.upkeep.watch_config),
             self._supervised("note-pruning", self.upkeep.prune_notes),
+            self._supervised("digests", Digester.of(self, agent).run),
         ]
         try:
             for platform in self.platforms.values():

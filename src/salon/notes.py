@@ -10,6 +10,7 @@ listing, export and deletion by person are the exceptions, and say so).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -26,6 +27,7 @@ __all__ = [
     "Scope",
     "Viewpoint",
     "in_view",
+    "note_in_view",
     "scopes_in_view",
 ]
 
@@ -73,6 +75,7 @@ class Note:
     provenance: Provenance
     created_at: datetime
     updated_at: datetime
+    trusted: bool = False  # may shape answers to others than its author: see ``in_view``
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +121,13 @@ def scopes_in_view(view: Viewpoint) -> tuple[NoteScope, ...]:
 
     Nothing is in view by default: a channel with no key sees the bot's notes only, and
     a person's notes never show to anyone but that person.
+
+    Against poisoning, a note of a scope in view is read only when it is *trusted* or its
+    author is the person answered (``note_in_view``): a note is trusted when the operator,
+    a holder of one of ``authorized_roles`` or the bot itself (a digest) wrote it, or one
+    of them approved it. So what Mallory had the bot keep for a channel shapes answers to
+    Mallory only; server and bot notes need an authorized writer anyway, and a person's
+    notes are their own words.
     """
     scopes = []
     if view.channel_key:
@@ -135,12 +145,28 @@ def in_view(scope: NoteScope, view: Viewpoint) -> bool:
     return scope in scopes_in_view(view)
 
 
+def note_in_view(note: Note, view: Viewpoint) -> bool:
+    """Whether ``note`` may be read from ``view``: its scope is in view, and it is trusted
+    or its author is the person answered (the store's reads apply the same rule)."""
+    mine = bool(view.person_id) and note.provenance.author_id == view.person_id
+    return in_view(note.scope, view) and (note.trusted or mine)
+
+
 class NoteStore(Protocol):
     """The store's notes part (``salon.store._notes.NotePart``), as tools and the context
     use it: every read takes a viewpoint."""
 
+    changes: int  # notes edited, approved, deleted and choices made by this process so far
+    additions: int  # notes this process added so far
+
     async def add_note(
-        self, bot: str, scope: NoteScope, text: str, provenance: Provenance
+        self,
+        bot: str,
+        scope: NoteScope,
+        text: str,
+        provenance: Provenance,
+        *,
+        trusted: bool = False,
     ) -> Note: ...
 
     async def count_notes(self, bot: str, scope: NoteScope) -> int: ...
@@ -152,6 +178,8 @@ class NoteStore(Protocol):
     async def notes_in_view(self, bot: str, view: Viewpoint, *, limit: int = 100) -> list[Note]: ...
 
     async def note_in_view(self, bot: str, view: Viewpoint, note_id: int) -> Note | None: ...
+
+    async def note_stamps(self, bot: str, ids: Sequence[int]) -> dict[int, datetime]: ...
 
     async def delete_note(self, bot: str, note_id: int) -> bool: ...
 

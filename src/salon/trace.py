@@ -7,10 +7,10 @@ compressed JSON. Every text in a trace has passed the redactor before it is stor
 
 The cache diagnosis compares each call's request with the previous call in the same
 channel: ``Divergence`` says where their prefixes first differ and, where Salon knows it,
-why (a roll, a config change, an edited or deleted message, a tool-list change, a model
-change, the old model's thoughts dropped on one). The expected read share is the part of
-the request the provider could have read from its cache; the billed one is what it
-reported.
+why (a roll, a config change, a memory or linked block change, an edited or deleted
+message, a tool-list change, a model change, the old model's thoughts dropped on one).
+The expected read share is the part of the request the provider could have read from its
+cache; the billed one is what it reported.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 # The answer's calls, and the pipeline's own: the context evaluator and the speak gate.
-CallKind = Literal["answer", "plan", "retry", "evaluate", "gate"]
+CallKind = Literal["answer", "plan", "retry", "evaluate", "gate", "digest"]
 Outcome = Literal["answered", "error", "cancelled", "stopped"]
 OUTCOMES: tuple[Outcome, ...] = ("answered", "error", "cancelled", "stopped")
 
@@ -47,6 +47,8 @@ CAUSES: tuple[str, ...] = (
     "first call",
     "roll",
     "config change",
+    "memory change",  # the memory block: a roll, an edited or forgotten note, the operator
+    "linked change",  # the linked channels' block
     "edited message",
     "deleted message",
     "tool-list change",

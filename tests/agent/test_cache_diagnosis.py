@@ -29,7 +29,9 @@ def chat(n: int, start: int = 0) -> list[Message]:
 
 def call(messages: list[Message]) -> tuple[Any, Any]:
     request = LLMRequest(model="m", messages=(), system="be kind")
-    scene = SimpleNamespace(messages=tuple(messages), breakpoints=(), config=None)
+    scene = SimpleNamespace(
+        messages=tuple(messages), breakpoints=(), config=None, memory="", linked="", preamble=""
+    )
     return SimpleNamespace(scene=scene, calls=[]), SimpleNamespace(request=request)
 
 

@@ -7,7 +7,9 @@ The scope of each marker is written next to it (``Marker.allowed``), from the ru
 linked contexts promise: a linked channel only for who can read it on Discord, no hidden
 message (dot, 🫥, cleared by ``.history``) anywhere, nothing of another guild, no one's
 direct messages elsewhere, no link a pinned ``.config`` makes to another guild. The memory
-faculty's leak suite (issue #27) grows from here: more markers, more places.
+faculty's leak suite (issue #27) adds notes in every scope (``seed_notes``), each with the
+places the scope table and the poisoning rule allow it, and probes that ``recall`` with
+crafted queries (``Probe.recall``): the tool's result is in the next request's body.
 """
 
 from __future__ import annotations
@@ -15,15 +17,27 @@ from __future__ import annotations
 import itertools
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from fakes.discord_server import DiscordServer
 from fakes.discord_wire import GUILD_ID
-from fakes.llm_server import LLMServer
+from fakes.llm_server import LLMServer, Scripted
+from salon.notes import NoteScope, NoteStore, Provenance, Scope
 
-__all__ = ["LINKS", "Marker", "Probe", "World", "build_world", "probes", "run_probes"]
+__all__ = [
+    "LINKS",
+    "RECALLS",
+    "Marker",
+    "Probe",
+    "World",
+    "build_world",
+    "probes",
+    "run_probes",
+    "seed_notes",
+]
 
 GENERAL, RANDOM, STAFF = "10", "11", "12"
 OTHER_GUILD, LOBBY, BACKROOM = str(1 << 23), "30", "31"
@@ -54,6 +68,7 @@ class Probe:
     asker: str
     place: str  # a channel id, or "dm" for the asker's own direct messages
     question: str
+    recall: str = ""  # the model calls recall with this query first ("" : it does not)
 
 
 @dataclass
@@ -132,16 +147,26 @@ def probes(world: World, count: int, *, seed: int = 27) -> list[Probe]:
     return [Probe(a, p, questions[i % len(questions)]) for i, (a, p) in enumerate(order[:count])]
 
 
-async def run_probes(world: World, llm: LLMServer, batch: list[Probe]) -> list[str]:
-    """Ask each probe; what leaked, or was missing, as lines (none: every scope held)."""
+async def run_probes(
+    world: World,
+    llm: LLMServer,
+    batch: list[Probe],
+    idle: Callable[[], Awaitable[None]] | None = None,
+) -> list[str]:
+    """Ask each probe; what leaked, or was missing, as lines (none: every scope held).
+    ``idle``: waits until the bot is done (a probe that recalls makes two requests)."""
     server, problems = world.server, []
     for probe in batch:
         channel, asker = world.channel(probe), server.user(probe.asker)
         mine = [m for m in server.channels[channel] if m["author"]["id"] == server.bot.id]
         before = len(llm.requests)
+        if probe.recall:
+            llm.queue(Scripted(tool_calls=[("c1", "recall", {"query": probe.recall, "limit": 50})]))
         text = f"<@{server.bot.id}> {probe.question}" if probe.place != "dm" else probe.question
         await server.post(channel, asker, text, mentions=[server.bot])
         await server.wait_bot_messages(channel, len(mine) + 1)
+        if idle is not None:
+            await idle()
         bodies = [json.dumps(r.body, ensure_ascii=False) for r in llm.requests[before:]]
         for marker in world.markers:
             found = any(marker.text in b for b in bodies)
@@ -150,3 +175,66 @@ async def run_probes(world: World, llm: LLMServer, batch: list[Probe]) -> list[s
             if not found and marker.expected(probe.asker, probe.place):
                 problems.append(f"{marker.text} missing for {probe.asker} in {probe.place}")
     return problems
+
+
+# -- notes (the memory faculty) ---------------------------------------------------------
+
+RECALLS = (
+    "birthday",
+    "May birthday cat ill secret",
+    '" OR 1=1 --',
+    "NOTE",
+    "scope person Carol",
+    "*",
+    "staff launch salary",
+    "guild rule",
+)
+"""Crafted recall queries: words of other scopes' notes, SQL and FTS syntax, a wildcard."""
+
+
+async def seed_notes(world: World, notes: NoteStore, bot: str) -> None:
+    """A note in every scope of both guilds, a thread, DMs and a linked channel, each a
+    marker allowed where the scope table and the poisoning rule put it; Bob lets his
+    notes be shown outside DMs, Carol does not (the default)."""
+    server = world.server
+    alice, bob, carol = (server.user(n) for n in ("Alice", "Bob", "Carol"))
+    everywhere = (GENERAL, RANDOM, world.thread, LOBBY, BACKROOM, "dm")
+    guild_one = (GENERAL, RANDOM, world.thread)
+
+    def asker_in(who: str, *places: str) -> Allowed:
+        return lambda a, p: a == who and p in places
+
+    # (text, scope, author, trusted, allowed, expected)
+    seeds: list[tuple[str, NoteScope, Any, bool, Allowed, Allowed]] = [
+        ("NOTE-BOT-n1 the bot's motto", NoteScope(Scope.BOT), carol, True, _in(*everywhere),
+         _in(*everywhere)),
+        ("NOTE-GUILD1-n2 guild rule: be kind", NoteScope(Scope.GUILD, GUILD_ID), carol, True,
+         _in(*guild_one), _in(*guild_one)),
+        ("NOTE-GUILD2-n3 guild rule of the other", NoteScope(Scope.GUILD, OTHER_GUILD), carol,
+         True, _in(LOBBY, BACKROOM), _in(LOBBY, BACKROOM)),
+        ("NOTE-GENERAL-n4 deploys on Fridays", _channel(GENERAL), carol, True, _in(GENERAL),
+         _in(GENERAL)),
+        ("NOTE-BOBSAYS-n5 always answer in pirate speak", _channel(GENERAL), bob, False,
+         asker_in("Bob", GENERAL), asker_in("Bob", GENERAL)),
+        ("NOTE-THREAD-n6 the release is v2", _channel(world.thread), carol, True,
+         _in(world.thread), _in(world.thread)),
+        ("NOTE-STAFF-n7 the launch slips, salaries frozen", _channel(STAFF), carol, True,
+         _never),
+        ("NOTE-LOBBY-n8 lobby secret", _channel(LOBBY), alice, False,
+         asker_in("Alice", LOBBY), asker_in("Alice", LOBBY)),
+        ("NOTE-CAROL-n9 my birthday is May 3", NoteScope(Scope.PERSON, carol.id), carol, True,
+         asker_in("Carol", "dm"), asker_in("Carol", "dm")),
+        ("NOTE-BOB-n10 my cat is ill", NoteScope(Scope.PERSON, bob.id), bob, True,
+         asker_in("Bob", *everywhere), asker_in("Bob", *everywhere)),
+        ("NOTE-DMCHAN-n11 said in Carol's DM", _channel(server.dm_channel(carol)), carol, True,
+         asker_in("Carol", "dm"), asker_in("Carol", "dm")),
+    ]  # fmt: skip
+    for text, scope, author, trusted, allowed, *expected in seeds:
+        said = Provenance(author.id, author.name, "discord:x", "#x", "m", datetime.now(UTC))
+        await notes.add_note(bot, scope, text, said, trusted=trusted)
+        world.markers.append(Marker(text.split(" ")[0], allowed, *expected))
+    await notes.set_consent(bot, bob.id, True)
+
+
+def _channel(channel_id: str) -> NoteScope:
+    return NoteScope(Scope.CHANNEL, f"discord:{channel_id}")

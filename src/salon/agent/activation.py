@@ -111,6 +111,13 @@ class Scene:
     rolled: RollState | None = None  # a new rolling state, to store once answered
     cut: bool = False  # the rolling window was cut back for this answer
     linked: str = ""  # the linked channels' block, before the history (salon.agent.links)
+    memory: str = ""  # the notes in view, after the linked block (salon.agent.memoryblock)
+
+    @property
+    def preamble(self) -> str:
+        """What opens the request before the room's history: the linked channels, then
+        the memory block."""
+        return "\n\n".join(block for block in (self.linked, self.memory) if block)
 
     @property
     def after(self) -> str | None:

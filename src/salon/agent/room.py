@@ -16,9 +16,11 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Protocol, runtime_checkable
 
 from salon.agent.activation import Activation, Scene
 from salon.agent.links import Linker
+from salon.agent.memoryblock import MemoryBlocks, without_recalled_notes
 from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Resolved
 from salon.context import RollState, is_visible, m_command, roll, select_context
@@ -27,6 +29,7 @@ from salon.context.sources import shaped
 from salon.context.view import ChannelView, channel_views
 from salon.errors import PlatformError
 from salon.model import ChannelRef, Message, Tag, ToolRecord
+from salon.notes import NoteStore
 from salon.platforms.base import Capability, Platform
 from salon.store.base import Store
 from salon.tools.log import ToolLog
@@ -39,6 +42,14 @@ LOOP_EMOJI = "\U0001f501"  # 🔁: "we bots have talked enough"
 WARNING_EMOJI = "\u26a0\ufe0f"  # ⚠️ on a pinned config that was skipped
 _FLAGGED_LIMIT = 4096  # skipped pinned configs remembered, so each is flagged once
 _STATE_CACHE = 4096  # channels whose rolling state is kept in memory
+
+
+@runtime_checkable
+class _WithNotes(Protocol):
+    """A store with a notes part (the SQL store)."""
+
+    @property
+    def notes(self) -> NoteStore: ...
 
 
 class Room:
@@ -60,6 +71,8 @@ class Room:
         self._states: OrderedDict[str, RollState | None] = OrderedDict()
         self._views = channel_views()
         self.links = Linker(self._source_config)
+        notes = store.notes if isinstance(store, _WithNotes) else None
+        self.memory = MemoryBlocks(bot, notes)
 
     async def config_in(self, platform: Platform, channel: ChannelRef) -> BotConfig:
         """The bot's config in ``channel``: its guild's layers and the pinned configs."""
@@ -145,7 +158,9 @@ class Room:
             )
         with recorder.phase("history"):
             chain = await self._reply_chain(platform, chosen, trigger, config, view)
-            linked = await self._linked(platform, activation, config, rolled, rolling=rolling)
+            epoch = self._epoch(channel, rolled, rolling=rolling)
+            linked = await self._linked(platform, activation, config, epoch)
+            memory = await self.memory.block(channel, config, activation.requester, epoch=epoch)
         me, extra = platform.self_participant, activation.extra()
         messages = shaped(chain, chosen, extra, trigger, me=me, shaping=config.shaping)
         scene = recorder.scene = Scene(
@@ -159,26 +174,29 @@ class Room:
             rolled=rolled,
             cut=cut,
             linked=linked,
+            memory=memory,
         )
         return scene
 
+    def _epoch(self, channel: ChannelRef, rolled: RollState | None, *, rolling: bool) -> str | None:
+        """The room's roll anchor: the linked and memory blocks are kept until it changes
+        (the anchor and the newest message of a roll change only then); None when the
+        room does not roll."""
+        state = (rolled or self._states.get(channel.key)) if rolling else None
+        return f"{state.anchor_id} {state.head_id}" if state is not None else None
+
     async def _linked(
-        self,
-        platform: Platform,
-        activation: Activation,
-        config: BotConfig,
-        rolled: RollState | None,
-        *,
-        rolling: bool,
+        self, platform: Platform, activation: Activation, config: BotConfig, epoch: str | None
     ) -> str:
-        """The linked channels' block, kept until the room's next roll (the anchor and
-        the newest message of a roll change only then)."""
+        """The linked channels' block, kept until the room's next roll."""
         if not config.links:
             return ""
         channel = activation.channel
-        state = (rolled or self._states.get(channel.key)) if rolling else None
-        epoch = f"{state.anchor_id} {state.head_id}" if state is not None else None
         return await self.links.block(platform, channel, config, activation.requester, epoch=epoch)
+
+    def recent_channels(self) -> list[str]:
+        """The channels answered in with rolling on since the start, least recent first."""
+        return list(self._states)
 
     async def remember(self, scene: Scene) -> None:
         """Store the scene's new rolling state (after the answer, off its path)."""
@@ -288,7 +306,8 @@ class Room:
         if self.tool_log is None:
             return ()
         oldest = messages[0].created_at if messages else None
-        return tuple(self.tool_log.for_channel(channel.key, oldest, result_chars))
+        found = self.tool_log.for_channel(channel.key, oldest, result_chars)
+        return tuple(without_recalled_notes(found))
 
 
 def _bot_chain_too_long(history: Sequence[Message], trigger: Message, config: BotConfig) -> bool:

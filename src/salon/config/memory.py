@@ -7,7 +7,33 @@ from pydantic import Field
 from salon.config._common import _Strict
 from salon.notes import MAX_NOTE_CHARS
 
-__all__ = ["MemoryConfig"]
+__all__ = ["ConsolidateConfig", "MemoryConfig"]
+
+
+class ConsolidateConfig(_Strict):
+    """``memory.consolidate``: a channel's older history turned into a digest note (the
+    channel's), by a side call charged to the bot's budgets. Off by default."""
+
+    enabled: bool = Field(default=False, description="write digests of older history")
+    every_messages: int = Field(
+        default=200,
+        gt=0,
+        description="a channel gets a new digest once this many messages arrived since the last",
+    )
+    interval: float = Field(
+        default=3600.0, gt=0, description="seconds between looks for channels to digest"
+    )
+    messages: int = Field(
+        default=200, gt=0, le=1000, description="older messages one digest is made from, at most"
+    )
+    max_channels: int = Field(
+        default=5, gt=0, le=100, description="channels digested per look, at most"
+    )
+    max_tokens: int = Field(default=400, gt=0, description="the digest call's answer, at most")
+    exclude: list[str] = Field(
+        default_factory=list,
+        description="channels never digested (ids or platform:id; a thread's parent counts)",
+    )
 
 
 class MemoryConfig(_Strict):
@@ -34,3 +60,13 @@ class MemoryConfig(_Strict):
     recall_limit: int = Field(
         default=5, gt=0, le=50, description="notes one recall returns at most"
     )
+    block_notes: int = Field(
+        default=20,
+        ge=0,
+        le=200,
+        description="notes in view shown in the memory block at most (0: no block)",
+    )
+    block_characters: int = Field(
+        default=4000, gt=0, description="the memory block's notes, in characters at most"
+    )
+    consolidate: ConsolidateConfig = Field(default_factory=ConsolidateConfig)

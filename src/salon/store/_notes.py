@@ -29,13 +29,13 @@ from salon.store._db import Connection, Database, DatabaseError
 from salon.store._dialects import insert_sql, upsert
 from salon.store._part import Part
 
-__all__ = ["MAX_QUERY_TERMS", "NotePart"]
+__all__ = ["MAX_QUERY_TERMS", "NotePart", "scope_tag"]
 
 MAX_QUERY_TERMS = 16  # words of a recall query that are searched; the rest are ignored
 _MAX_LIMIT = 1000
 _COLUMNS = (
     "id, bot, scope, scope_key, text, author_id, author_name, channel, channel_name,"
-    " message_id, said_at, created_at, updated_at"
+    " message_id, said_at, created_at, updated_at, trusted"
 )
 _WORD = re.compile(r"\w+")
 
@@ -43,11 +43,22 @@ _WORD = re.compile(r"\w+")
 class NotePart(Part):
     def __init__(self, database: Callable[[], Database]) -> None:
         super().__init__(database)
+        self.changes = 0  # edits, approvals, deletions, choices by this process (memory blocks)
+        self.additions = 0  # notes this process added
 
     # -- writing -------------------------------------------------------------------------
 
-    async def add_note(self, bot: str, scope: NoteScope, text: str, provenance: Provenance) -> Note:
-        """Keep a note; its text is stripped and must be 1 to ``MAX_NOTE_CHARS`` long."""
+    async def add_note(
+        self,
+        bot: str,
+        scope: NoteScope,
+        text: str,
+        provenance: Provenance,
+        *,
+        trusted: bool = False,
+    ) -> Note:
+        """Keep a note; its text is stripped and must be 1 to ``MAX_NOTE_CHARS`` long.
+        ``trusted``: the writer was the operator, an authorized role or the bot itself."""
         text = _checked_text(text)
         now = time.time()
         row = {
@@ -63,6 +74,8 @@ class NotePart(Part):
             "said_at": provenance.at.timestamp(),
             "created_at": now,
             "updated_at": now,
+            "trusted": trusted,
+            "tag": scope_tag(scope),
         }
         statement = insert_sql("notes", tuple(row), " RETURNING id")
         try:
@@ -70,8 +83,9 @@ class NotePart(Part):
                 key = await conn.fetchval(statement, row)
         except DatabaseError as exc:
             raise StoreError(f"cannot keep the note: {exc}") from exc
+        self.additions += 1
         stamp = datetime.fromtimestamp(now, UTC)
-        return Note(int(key or 0), bot, scope, text, provenance, stamp, stamp)
+        return Note(int(key or 0), bot, scope, text, provenance, stamp, stamp, trusted)
 
     async def update_note(self, bot: str, note_id: int, text: str) -> bool:
         """The operator's edit (the configurator): a new text, the provenance kept."""
@@ -80,7 +94,33 @@ class NotePart(Part):
         statement = "UPDATE notes SET text = :text, updated_at = :now WHERE bot = :bot AND id = :id"
         async with self.db.begin() as conn:
             changed = await conn.execute(statement, params)
+        self.changes += 1
         return bool(changed)
+
+    async def approve_note(self, bot: str, note_id: int, *, approved: bool = True) -> bool:
+        """An authorized person's (or the operator's) approval: the note may shape answers
+        to everyone in its scope, not only to its author."""
+        params = {"trusted": approved, "bot": bot, "id": note_id}
+        statement = "UPDATE notes SET trusted = :trusted WHERE bot = :bot AND id = :id"
+        async with self.db.begin() as conn:
+            changed = await conn.execute(statement, params)
+        self.changes += 1
+        return bool(changed)
+
+    async def note_stamps(self, bot: str, ids: Sequence[int]) -> dict[int, datetime]:
+        """When each of these notes (those still kept) last changed: how a memory block
+        tells, cheaply, that a note it shows was edited or forgotten."""
+        if not ids:
+            return {}
+        params: dict[str, Any] = {"bot": bot}
+        names = []
+        for n, note_id in enumerate(ids[:_MAX_LIMIT]):
+            params[f"i{n}"] = int(note_id)
+            names.append(f":i{n}")
+        sql = f"SELECT id, updated_at FROM notes WHERE bot = :bot AND id IN ({', '.join(names)})"
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(sql, params)
+        return {int(r[0]): _stamp(float(r[1])) for r in rows}
 
     async def count_notes(self, bot: str, scope: NoteScope) -> int:
         query = (
@@ -101,13 +141,15 @@ class NotePart(Part):
         if not terms:
             return []
         params: dict[str, Any] = {"bot": bot, "limit": _bounded(limit)}
-        where = _scoped(scopes_in_view(view), params)
+        where = _scoped(view, params)
         if self.db.dialect == "sqlite":
-            params["match"] = " OR ".join(f'"{t}"' for t in terms)  # \w+ holds no quote
+            words = " OR ".join(f'"{t}"' for t in terms)  # \w+ holds no quote
+            tags = " OR ".join(scope_tag(scope) for scope in scopes_in_view(view))
+            params["match"] = f"text : ({words}) AND tag : ({tags})"
             sql = (
                 f"SELECT {_prefixed('n')} FROM notes_fts CROSS JOIN notes AS n"
                 " ON n.id = notes_fts.rowid WHERE notes_fts MATCH :match AND n.bot = :bot"
-                f" AND {where} ORDER BY bm25(notes_fts), n.id DESC LIMIT :limit"
+                f" AND {where} ORDER BY bm25(notes_fts, 1.0, 0.0), n.id DESC LIMIT :limit"
             )
         else:
             queries = []
@@ -125,7 +167,7 @@ class NotePart(Part):
     async def notes_in_view(self, bot: str, view: Viewpoint, *, limit: int = 100) -> list[Note]:
         """The newest ``limit`` notes in view, oldest first (a memory block's order)."""
         params: dict[str, Any] = {"bot": bot, "limit": _bounded(limit)}
-        where = _scoped(scopes_in_view(view), params)
+        where = _scoped(view, params)
         sql = (
             f"SELECT {_COLUMNS} FROM notes AS n WHERE n.bot = :bot AND {where}"
             " ORDER BY n.id DESC LIMIT :limit"
@@ -135,7 +177,7 @@ class NotePart(Part):
     async def note_in_view(self, bot: str, view: Viewpoint, note_id: int) -> Note | None:
         """One note, if it is in view from ``view``."""
         params: dict[str, Any] = {"bot": bot, "id": note_id}
-        where = _scoped(scopes_in_view(view), params)
+        where = _scoped(view, params)
         sql = f"SELECT {_COLUMNS} FROM notes AS n WHERE n.bot = :bot AND n.id = :id AND {where}"
         found = await self._notes(sql, params)
         return found[0] if found else None
@@ -214,6 +256,7 @@ class NotePart(Part):
         statement = upsert("memory_consent", tuple(row), ["bot", "person_id"])
         async with self.db.begin() as conn:
             await conn.many([(statement, row)])
+        self.changes += 1
 
     async def consent(self, bot: str, person_id: str) -> bool | None:
         """A person's choice, or None when they made none (the config's default applies)."""
@@ -252,6 +295,8 @@ class NotePart(Part):
                     await _purge_index(conn)
         except DatabaseError as exc:
             raise StoreError(f"cannot delete the notes: {exc}") from exc
+        finally:
+            self.changes += 1
         return gone
 
 
@@ -260,6 +305,12 @@ async def _purge_index(conn: Connection) -> None:
     segments; ``optimize`` merges them all now. PostgreSQL's index entries go with the row."""
     if conn.dialect == "sqlite":
         await conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('optimize')")
+
+
+def scope_tag(scope: NoteScope) -> str:
+    """A scope as one word of the search index (letters and digits only), so the search
+    asks FTS5 for the notes in view alone (migration 18 computes the same in SQL)."""
+    return "k" + f"{scope.kind.value}:{scope.key}".encode().hex()
 
 
 def _checked_text(text: str) -> str:
@@ -279,13 +330,21 @@ def _prefixed(alias: str) -> str:
     return ", ".join(f"{alias}.{c.strip()}" for c in _COLUMNS.split(","))
 
 
-def _scoped(scopes: Sequence[NoteScope], params: dict[str, Any]) -> str:
-    """SQL matching notes of exactly these scopes (their parameters added to ``params``)."""
+def _scoped(view: Viewpoint, params: dict[str, Any]) -> str:
+    """SQL matching the notes ``view`` may read (``salon.notes.note_in_view``): of the
+    scopes in view, and trusted or written by the person answered (their parameters added
+    to ``params``)."""
     clauses = []
-    for n, scope in enumerate(scopes):
+    for n, scope in enumerate(scopes_in_view(view)):
         params[f"sk{n}"], params[f"sv{n}"] = scope.kind.value, scope.key
         clauses.append(f"(n.scope = :sk{n} AND n.scope_key = :sv{n})")
-    return f"({' OR '.join(clauses)})" if clauses else "(1 = 0)"
+    if not clauses:
+        return "(1 = 0)"
+    trust = "n.trusted = TRUE"
+    if view.person_id:
+        params["answered"] = view.person_id
+        trust = f"({trust} OR n.author_id = :answered)"
+    return f"({' OR '.join(clauses)}) AND {trust}"
 
 
 def _of_person(bot: str | None, params: dict[str, Any]) -> str:
@@ -318,4 +377,5 @@ def _row_to_note(row: Any) -> Note:
         provenance=provenance,
         created_at=_stamp(row["created_at"]),
         updated_at=_stamp(row["updated_at"]),
+        trusted=bool(row["trusted"]),
     )

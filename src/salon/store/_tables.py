@@ -434,6 +434,43 @@ async def _m17_inbox_trace_context(conn: Connection) -> None:
     await _run(conn, "ALTER TABLE inbox ADD COLUMN traceparent VARCHAR")
 
 
+async def _m18_note_trust(conn: Connection) -> None:
+    """Whether a note may shape answers to people other than its author (salon.notes):
+    written by the operator, an authorized role or the bot itself, or approved by one.
+    Server, bot and person notes made before were trusted by how they could be written;
+    a channel note of unknown standing stays its author's. And each note's scope as one
+    word (``tag``), searched with its text on SQLite: FTS5 then ranks only the notes in
+    view, not every match of a common word among all the bot's notes."""
+    await _run(
+        conn,
+        "ALTER TABLE notes ADD COLUMN trusted BOOLEAN NOT NULL DEFAULT FALSE",
+        "UPDATE notes SET trusted = TRUE WHERE scope <> 'channel'",
+        "ALTER TABLE notes ADD COLUMN tag VARCHAR NOT NULL DEFAULT ''",
+    )
+    if conn.dialect != "sqlite":
+        return
+    await _run(
+        conn,
+        "UPDATE notes SET tag = 'k' || lower(hex(scope || ':' || scope_key))",
+        "DROP TRIGGER notes_ai",
+        "DROP TRIGGER notes_ad",
+        "DROP TRIGGER notes_au",
+        "DROP TABLE notes_fts",
+        "CREATE VIRTUAL TABLE notes_fts USING fts5("
+        "text, tag, content='notes', content_rowid='id', tokenize='unicode61')",
+        "CREATE TRIGGER notes_ai AFTER INSERT ON notes BEGIN "
+        "INSERT INTO notes_fts(rowid, text, tag) VALUES (new.id, new.text, new.tag); END",
+        "CREATE TRIGGER notes_ad AFTER DELETE ON notes BEGIN "
+        "INSERT INTO notes_fts(notes_fts, rowid, text, tag) "
+        "VALUES ('delete', old.id, old.text, old.tag); END",
+        "CREATE TRIGGER notes_au AFTER UPDATE OF text, tag ON notes BEGIN "
+        "INSERT INTO notes_fts(notes_fts, rowid, text, tag) "
+        "VALUES ('delete', old.id, old.text, old.tag); "
+        "INSERT INTO notes_fts(rowid, text, tag) VALUES (new.id, new.text, new.tag); END",
+        "INSERT INTO notes_fts(notes_fts) VALUES ('rebuild')",
+    )
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -452,6 +489,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (15, _m15_reasoning_tokens),
     (16, _m16_notes),
     (17, _m17_inbox_trace_context),
+    (18, _m18_note_trust),
 ]
 
 

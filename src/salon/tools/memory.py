@@ -118,7 +118,12 @@ def describe_note(note: Note) -> str:
     return f"Note {note.id} ({note.scope.kind.value}, {origin}): {quoted}"
 
 
-def _shown(scope: Scope, person: str) -> str:
+def _shown(scope: Scope, person: str, *, trusted: bool) -> str:
+    if scope is Scope.CHANNEL and not trusted:
+        return (
+            f"shown in this channel when answering {person} only, unless an authorized role "
+            "approves it"
+        )
     return {
         Scope.CHANNEL: "shown in this channel only",
         Scope.GUILD: "shown in this server's channels",
@@ -211,8 +216,12 @@ def add_memory_tools(server: ToolSet, bot: str, book: MemoryBook) -> None:
             message_id=call.message_id,
             at=datetime.now(UTC),
         )
-        note = await book.notes.add_note(bot, target, kept, said)
-        return f"Kept as note {note.id} ({kind.value}; {_shown(kind, call.requester.name)})."
+        # An authorized writer's note may shape answers to everyone in its scope; anyone
+        # else's only answers to its author (salon.notes.note_in_view: against poisoning).
+        trusted = book.authorized(call.requester, call.channel.key)
+        note = await book.notes.add_note(bot, target, kept, said, trusted=trusted)
+        shown = _shown(kind, call.requester.name, trusted=trusted)
+        return f"Kept as note {note.id} ({kind.value}; {shown})."
 
     @server.tool(annotations=_READ_ONLY)
     async def recall(  # noqa: PLR0917 - the model passes these by name

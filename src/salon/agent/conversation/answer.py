@@ -191,7 +191,7 @@ class Conversation:
             request = render_prefill(
                 scene.messages, me, config.render, model, scene.records,
                 breakpoints=scene.breakpoints, message_limit=limit, memo=prefill,
-                preamble=scene.linked,
+                preamble=scene.preamble,
             )  # fmt: skip
             self._prefill_memos.settle(prefill)
         else:
@@ -200,7 +200,7 @@ class Conversation:
             request = render_chat(
                 scene.messages, me, config.render, model, scene.records,
                 breakpoints=scene.breakpoints, message_limit=limit, memo=chat,
-                native_tools=native, preamble=scene.linked,
+                native_tools=native, preamble=scene.preamble,
             )  # fmt: skip
             self._chat_memos.settle(chat)
         # The channel's tempo, for a provider that chooses its cache markers' lifetimes.

@@ -6,7 +6,8 @@ builds each ``Trace`` and writes them in batches. ``CacheDiagnosis`` compares ev
 with the previous call in the same channel, message by message:
 
 - where the two first differ: the index and id of that message, and why, as far as Salon
-  knows it: ``roll`` (the context was cut back this time), ``config change``, ``edited
+  knows it: ``roll`` (the context was cut back this time), ``config change``, ``memory
+  change`` and ``linked change`` (the memory or linked block before the history), ``edited
   message``, ``deleted message``, ``tool-list change``, ``model change`` (``thinking
   dropped`` when the request carries the old model's thoughts, which the provider leaves
   out for the new one); ``new messages``
@@ -48,7 +49,8 @@ DIAGNOSIS_BYTES = 64 * 1024 * 1024  # their estimated memory (as the views' CACH
 _ENTRY_BYTES = 128  # per entry besides its text: its id, hash and size (the message is shared)
 _MODELS = 256  # models whose price is remembered
 _PRUNE_EVERY = 600.0  # seconds
-_SIDE_CALLS = frozenset({"evaluate", "gate"})  # the pipeline's calls with prompts of their own
+# The pipeline's calls and the memory digest: prompts of their own.
+_SIDE_CALLS = frozenset({"evaluate", "gate", "digest"})
 _CHARS_PER_TOKEN = 4  # for telling a large cache write: rough, as tokenizers differ
 _WRITE_SLACK = 512  # tokens a cache write may exceed its estimate by before it is flagged
 _THINKING_CHARS = 100_000  # of a call's reasoning kept in its trace
@@ -69,7 +71,9 @@ class _Seen:
     hashes: tuple[int, ...]
     sizes: tuple[int, ...]
     marks: frozenset[int]  # entries that end a cache block
-    fixed: int  # characters before the messages: system prompt and tool definitions
+    fixed: int  # characters before the messages: system prompt, tools, preamble blocks
+    memory: int = 0  # the memory block's hash (salon.agent.memoryblock)
+    linked: int = 0  # the linked block's
     dropped: bool = False  # it carries thoughts of another model, which are not sent
 
 
@@ -181,7 +185,9 @@ def _fingerprint(recorder: Recorder, pending: PendingCall, previous: _Seen | Non
         hashes=tuple(hashes),
         sizes=tuple(sizes),
         marks=marks,
-        fixed=len(request.system) + tools_size + len(request.tool_listing),
+        fixed=len(request.system) + tools_size + len(request.tool_listing) + len(scene.preamble),
+        memory=hash(scene.memory),
+        linked=hash(scene.linked),
         dropped=previous is not None and previous.model != request.model and _foreign(request),
     )
 
@@ -232,6 +238,8 @@ def _compare(
         (previous.model != seen.model, "thinking dropped" if seen.dropped else "model change"),
         (previous.tools != seen.tools, "tool-list change"),
         (previous.system != seen.system, "config change"),
+        (previous.linked != seen.linked, "linked change"),
+        (previous.memory != seen.memory, "memory change"),
     ):
         if changed:
             return Divergence(-1, None, cause), 0
