@@ -175,7 +175,9 @@ class MemoryPlatform(PlatformBase):
         if len(text) > self.max_message_chars:
             raise PlatformError(f"message of {len(text)} chars over {self.max_message_chars}")
         tags = frozenset({Tag.NOTE}) if note else None
-        replied = next((m for m in self._channels.get(channel.key, []) if m.id == reply_to), None)
+        replied = None
+        if reply_to is not None:  # looked up only for a reply: a channel holds thousands
+            replied = next((m for m in self._channels[channel.key] if m.id == reply_to), None)
         message = self.add(channel, self._me, text, tags=tags, files=files, reply_to=replied)
         if key is not None:
             self.keys[channel.key, key] = message
