@@ -9,7 +9,9 @@ tier, 320x320 on tier 1); a character creation answers ``{background_job_id, cha
 status}``, the job (``/background-jobs/{id}``) is ``processing`` until ``completed`` and is
 cleaned up after it (404 from then on: ``forget_done_jobs``), and the character
 (``/characters/{id}``) lists ``rotation_urls`` per direction (public files). Polls past the
-rate limit are answered 429 with ``Retry-After`` (``throttle_polls``).
+rate limit are answered 429 with ``Retry-After`` (``throttle_polls``). Style fields
+(``outline``, ``shading``, ``detail``), ``direction`` and the views take only the values of
+the SDK's types (``pixellab/types.py``); any other is a 422 naming the field.
 """
 
 from __future__ import annotations
@@ -27,6 +29,29 @@ __all__ = ["PixelLabFake"]
 
 FOUR = ["south", "west", "east", "north"]
 EIGHT = [*FOUR, "south-east", "north-east", "north-west", "south-west"]
+VIEWS = ["side", "low top-down", "high top-down"]
+CHOICES = {
+    "outline": [
+        "single color black outline",
+        "single color outline",
+        "selective outline",
+        "lineless",
+    ],
+    "shading": [
+        "flat shading",
+        "basic shading",
+        "medium shading",
+        "detailed shading",
+        "highly detailed shading",
+    ],
+    "detail": ["low detail", "medium detail", "highly detailed"],
+    "direction": EIGHT,
+    "view": VIEWS,
+    "from_view": VIEWS,
+    "to_view": VIEWS,
+    "from_direction": EIGHT,
+    "to_direction": EIGHT,
+}
 
 
 def _image(width: int, height: int, shade: int) -> dict[str, str]:
@@ -45,6 +70,15 @@ def _invalid(field: str, message: str) -> web.Response:
     return json_response(
         {"detail": [{"loc": ["body", field], "msg": message, "type": "value_error"}]}, 422
     )
+
+
+def _unknown_choice(body: dict[str, Any]) -> web.Response | None:
+    """A 422 for the first field whose value is not one PixelLab knows (null is absent)."""
+    for field, allowed in CHOICES.items():
+        value = body.get(field)
+        if value is not None and value not in allowed:
+            return _invalid(field, "Input should be " + ", ".join(repr(a) for a in allowed))
+    return None
 
 
 class PixelLabFake(VendorFake):
@@ -81,6 +115,9 @@ class PixelLabFake(VendorFake):
         if refused is not None:
             return refused
         body = await request.json()
+        wrong = _unknown_choice(body)
+        if wrong is not None:
+            return wrong
         size = _size(body)
         if size is None or not 32 * 32 <= size[0] * size[1] <= self.max_area:
             return _invalid(
@@ -93,6 +130,9 @@ class PixelLabFake(VendorFake):
         if refused is not None:
             return refused
         body = await request.json()
+        wrong = _unknown_choice(body)
+        if wrong is not None:
+            return wrong
         size = _size(body)
         if size is None or not all(16 <= s <= 200 for s in size):
             return _invalid("image_size", "width and height must be 16 to 200")
@@ -120,6 +160,9 @@ class PixelLabFake(VendorFake):
         if refused is not None:
             return refused
         body = await request.json()
+        wrong = _unknown_choice(body)
+        if wrong is not None:
+            return wrong
         size = _size(body)
         if size is None or not all(32 <= s <= 400 for s in size):
             return _invalid("image_size", "width and height must be 32 to 400")

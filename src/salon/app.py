@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import uuid
@@ -24,7 +25,7 @@ from salon.llm.factory import build_provider, warm_provider
 from salon.llm.local import local_problem
 from salon.model import Approval, ChannelRef, Event, Message, Participant, Schedule, ToolCall
 from salon.otel import otel_export
-from salon.platforms.base import Platform
+from salon.platforms.base import Platform, readable_through
 from salon.scheduler import Clock, Scheduler
 from salon.store.sql import SQLStore, sqlite_url
 from salon.tasks import TaskState, supervise
@@ -241,6 +242,7 @@ class BotApp:
                 book,
                 history=self._history_of,
                 memory=self._memory_book(),
+                access=functools.partial(readable_through, self.platforms),
             )
             specs.append(builtin_spec(builtin))
         return specs
@@ -371,9 +373,8 @@ class BotApp:
         return [] if platform is None else await platform.current_users(channel)
 
     async def _history_of(self, channel: ChannelRef, limit: int) -> Sequence[Message]:
-        """A channel as its platform keeps it (Discord), for the chat-log tools. They read
-        only the channel being answered in, where the answer goes, so they show nobody a
-        channel they cannot read; a refusal (a missing permission) is the tool's error."""
+        """A channel as its platform keeps it (Discord), for the chat-log tools (who may read
+        which: ``readable_through``); a refusal (a missing permission) is the tool's error."""
         platform = self.platforms.get(channel.platform)
         if platform is None:  # salon tools call --channel discord:…: not connected
             return await log_only(channel, limit)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import base64
+import io
 from pathlib import Path
 
+import aiohttp
+import PIL.Image
 from mcp.server.mcpserver import MCPServer
 
 from fakes.vendors.base import Reply
@@ -228,21 +231,21 @@ async def test_pixflux_then_rotate_and_animate_by_id(
         "no_background": True,
         "isometric": False,
     }
-    assert text_of(turned).splitlines() == ["px1 turned (64x64):", "- east: px2", "- north: px3"]
-    assert [base64.b64decode(i.data) for i in images_of(turned)] == [
-        tiny_png(64, 64, 22),
-        tiny_png(64, 64, 23),
+    assert text_of(turned).splitlines() == [
+        "px1 turned (64x64):",
+        "- sprite sheet (2 directions x 1 view): px4",
+        "- east: px2",
+        "- north: px3",
     ]
+    with PIL.Image.open(io.BytesIO(base64.b64decode(images_of(turned)[0].data))) as sheet:
+        assert sheet.size == (128, 64)
+        assert sheet.convert("RGB").getpixel((0, 0)) == (22, 66, 154)  # east's shade
     assert text_of(moving).splitlines() == [
-        "px1 doing 'walk', 4 frames:",
-        "- frame 1: px4",
-        "- frame 2: px5",
-        "- frame 3: px6",
-        "- frame 4: px7",
+        "px1 doing 'walk', 4 frames at 8 fps, looping:",
+        "- animation: px9",
+        "- frames: px5, px6, px7, px8",
     ]
-    assert [i.meta for i in images_of(moving)] == [
-        {"salon/name": f"frame {n}"} for n in range(1, 5)
-    ]
+    assert [i.meta for i in images_of(moving)] == [{"salon/name": "animation"}]
     animate = pixellab.seen("/v2/animate-with-text")[0]
     assert animate.body["description"] == "a fox"
     assert (
@@ -299,3 +302,128 @@ async def test_generation_tools_are_not_read_only(
     sprite = next(t for t in tools if t.name == "generate_sprite")
     assert sprite.input_schema["properties"]["size"]["enum"] == [32, 64, 128]
     assert "ctx" not in sprite.input_schema["properties"]
+
+
+async def test_sprite_style_and_pixflux_options_reach_pixellab_by_their_names(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    style = {"outline": "lineless", "shading": "flat shading", "detail": "low detail"}
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        sprite = await client.call_tool("generate_sprite", {"description": "a bat", **style})
+        image = await client.call_tool(
+            "generate_image_pixflux",
+            {"description": "a fox", **style, "direction": "west", "view": "side"},
+        )
+        wrong = await client.call_tool(
+            "generate_image_pixflux", {"description": "a fox", "outline": "thick"}
+        )
+    assert not sprite.is_error, text_of(sprite)
+    assert not image.is_error, text_of(image)
+    created = pixellab.seen("/v2/create-character-with-4-directions")[0]
+    assert {k: created.body[k] for k in style} == style
+    assert created.body["image_size"] == {"width": 32, "height": 32}  # 000's default size
+    pixflux = pixellab.seen("/v2/create-image-pixflux")[0]
+    assert {k: pixflux.body[k] for k in (*style, "direction", "view")} == {
+        **style,
+        "direction": "west",
+        "view": "side",
+    }
+    assert wrong.is_error
+    assert "single color black outline" in text_of(wrong)  # the choices are named
+    assert len(pixellab.seen("/v2/create-image-pixflux")) == 1
+
+
+async def test_the_fake_refuses_a_style_pixellab_does_not_know(pixellab: PixelLabFake) -> None:
+    body = {"description": "a fox", "image_size": {"width": 32, "height": 32}, "detail": "max"}
+    headers = {"Authorization": "Bearer px-test-key"}
+    async with aiohttp.ClientSession() as session:
+        for path in ("create-image-pixflux", "create-character-with-4-directions"):
+            url = f"{pixellab.base_url}/v2/{path}"
+            async with session.post(url, json=body, headers=headers) as answer:
+                assert answer.status == 422
+                assert (await answer.json())["detail"][0]["loc"] == ["body", "detail"]
+
+
+async def test_rotate_up_to_sixteen_angles_with_a_sprite_sheet(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    eight = [
+        "south",
+        "west",
+        "east",
+        "north",
+        "south-east",
+        "north-east",
+        "north-west",
+        "south-west",
+    ]
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        await client.call_tool(
+            "generate_image_pixflux", {"description": "a fox", "width": 32, "height": 32}
+        )
+        turned = await client.call_tool(
+            "rotate_sprite",
+            {"image_id": "px1", "to_directions": eight, "to_views": ["side", "high top-down"]},
+        )
+        too_many = await client.call_tool(
+            "rotate_sprite",
+            {
+                "image_id": "px1",
+                "to_directions": eight,
+                "to_views": ["side", "low top-down", "high top-down"],
+            },
+        )
+    assert not turned.is_error, text_of(turned)
+    rotations = pixellab.seen("/v2/rotate")
+    assert len(rotations) == 16
+    assert {(r.body["to_direction"], r.body["to_view"]) for r in rotations} == {
+        (d, v) for d in eight for v in ("side", "high top-down")
+    }
+    assert all(r.body["from_view"] == "side" for r in rotations)
+    lines = text_of(turned).splitlines()
+    assert lines[1] == "- sprite sheet (8 directions x 2 views): px18"
+    assert lines[2] == "- south, side: px2"
+    sheet = images_of(turned)
+    assert len(sheet) == 1  # one sheet in the channel, not sixteen images
+    assert sheet[0].meta == {"salon/name": "sprite sheet"}
+    with PIL.Image.open(io.BytesIO(base64.b64decode(sheet[0].data))) as picture:
+        assert picture.size == (8 * 32, 2 * 32)
+    assert too_many.is_error
+    assert (
+        text_of(too_many)
+        == "PixelLab rotations: at most 16 angles at once (8 directions x 3 views is 24)"
+    )
+    assert len(pixellab.seen("/v2/rotate")) == 16
+
+
+async def test_animate_makes_a_gif_at_the_asked_speed_and_loop(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        await client.call_tool("generate_image_pixflux", {"description": "a fox"})
+        looping = await client.call_tool(
+            "animate_sprite", {"image_id": "px1", "action": "walk", "fps": 10}
+        )
+        once = await client.call_tool(
+            "animate_sprite", {"image_id": "px1", "action": "jump", "fps": 4, "loop": False}
+        )
+        too_fast = await client.call_tool(
+            "animate_sprite", {"image_id": "px1", "action": "run", "fps": 61}
+        )
+    assert text_of(looping).splitlines() == [
+        "px1 doing 'walk', 4 frames at 10 fps, looping:",
+        "- animation: px6",
+        "- frames: px2, px3, px4, px5",
+    ]
+    gifs = images_of(looping)
+    assert [(g.mime_type, g.meta) for g in gifs] == [("image/gif", {"salon/name": "animation"})]
+    with PIL.Image.open(io.BytesIO(base64.b64decode(gifs[0].data))) as gif:
+        assert gif.n_frames == 4
+        assert gif.info["duration"] == 100
+        assert gif.info["loop"] == 0  # forever
+    with PIL.Image.open(io.BytesIO(base64.b64decode(images_of(once)[0].data))) as gif:
+        assert gif.info["duration"] == 250
+        assert "loop" not in gif.info  # played once
+    assert too_fast.is_error
+    assert "less than or equal to 60" in text_of(too_fast)
+    assert len(pixellab.seen("/v2/animate-with-text")) == 2

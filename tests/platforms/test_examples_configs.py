@@ -23,23 +23,32 @@ NOT_LAYERS = {"compose.yaml", "container/shared.yaml"}  # read by Docker; checke
 BLOCK = re.compile(r"^```([a-z]*)\n(.*?)^```$", re.S | re.M)
 
 
-def _layer_files(root: Path) -> set[str]:
+def _layer_files(root: Path, base: Path) -> set[str]:
     configs = load_config_dir(root)
     files = {layer.file for layers in configs.layers.values() for layer in layers}
     files |= {layer.file for layer in configs.guilds.values()}
     files |= {la.file for overlays in configs.bot_guilds.values() for la in overlays.values()}
-    return {Path(f).resolve().relative_to(root.resolve()).as_posix() for f in files}
+    return {Path(f).resolve().relative_to(base.resolve()).as_posix() for f in files}
+
+
+def _config_dirs(root: Path) -> list[Path]:
+    """The example's config directory and its variants (any directory in it with bots/,
+    such as sprite-orchestrator/isolated)."""
+    return sorted({p.parent for p in root.rglob("bots") if p.is_dir()})
 
 
 @pytest.mark.parametrize("example", NAMES)
 def test_every_yaml_file_is_a_layer_that_validates(example: str) -> None:
     root = EXAMPLES / example
-    configs = load_config_dir(root)  # raises with every problem of every file
-    for name in configs.bots:
-        for config in configs.configs_in_use(name):  # the bot in each guild with layers
-            assert isinstance(config, BotConfig)
+    layers: set[str] = set()
+    for directory in _config_dirs(root):
+        configs = load_config_dir(directory)  # raises with every problem of every file
+        for name in configs.bots:
+            for config in configs.configs_in_use(name):  # the bot in each guild with layers
+                assert isinstance(config, BotConfig)
+        layers |= _layer_files(directory, root)
     found = {p.relative_to(root).as_posix() for p in root.rglob("*.yaml")}
-    assert found - NOT_LAYERS == _layer_files(root)
+    assert found - NOT_LAYERS == layers
 
 
 def _readme_blocks(example: str) -> list[tuple[str, str]]:
@@ -67,7 +76,7 @@ def test_the_readmes_pinned_configs_and_yaml_blocks_are_accepted(example: str) -
 def test_chapterx_has_every_layer_the_seed_names() -> None:
     root = EXAMPLES / "chapterx"
     configs = load_config_dir(root)
-    assert {"shared.yaml", "guilds/900000000000000001.yaml"} <= _layer_files(root)
+    assert {"shared.yaml", "guilds/900000000000000001.yaml"} <= _layer_files(root, root)
     assert set(configs.bot_guilds["muse"]) == {"900000000000000001"}
     modes = {key: config.mode for key, config in configs.bots.items()}
     assert modes == {"muse": "prefill", "echo": "chat"}

@@ -122,6 +122,12 @@ class DiscordConfig(_Strict):
     max_image_bytes: int = Field(default=5_000_000, gt=0)
     max_text_attachment_kb: int = Field(default=100, ge=0)
     reply_chain_max_depth: int = Field(default=30, ge=0)
+    reply_chain_image_max_depth: int = Field(
+        default=5,
+        ge=0,
+        le=50,
+        description="reply-chain messages (the nearest first) scanned for images; 0: none",
+    )
     history_cache_channels: int = Field(default=200, ge=1)
     progress_interval: float = Field(
         default=2.0, gt=0, le=60, description="seconds between edits of a progress message"

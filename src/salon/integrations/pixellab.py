@@ -10,7 +10,8 @@ queued, so polling never gives it up lightly: a 429 is waited out (its Retry-Aft
 32 px and pixflux at the area of 32x32, PixelLab's smallest; smaller is refused before any
 request. Images are returned as MCP image content and kept (a bounded number) under short
 ids such as ``px3``, which ``rotate_sprite`` and ``animate_sprite`` take instead of image
-data: pixels never pass through the model.
+data: pixels never pass through the model. Rotations come back as one sprite sheet and
+animations as one animated GIF (``_pixels``), as the seed's tools gave them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pydantic import Field
 from salon.config import PixelLabIntegration
 from salon.integrations._discipline import Clock, Discipline
 from salon.integrations._http import VendorError, VendorHttp
+from salon.integrations._pixels import animated_gif, sprite_sheet
 from salon.integrations._server import (
     GENERATES,
     Lookup,
@@ -51,12 +53,21 @@ Direction = Literal[
     "south", "south-east", "east", "north-east", "north", "north-west", "west", "south-west"
 ]
 View = Literal["side", "low top-down", "high top-down"]
+# PixelLab's style choices, by its own names (its SDK's types; anything else is a 422)
+Outline = Literal[
+    "single color black outline", "single color outline", "selective outline", "lineless"
+]
+Shading = Literal[
+    "flat shading", "basic shading", "medium shading", "detailed shading", "highly detailed shading"
+]
+Detail = Literal["low detail", "medium detail", "highly detailed"]
 FOUR: tuple[Direction, ...] = ("south", "west", "east", "north")
 EIGHT: tuple[Direction, ...] = (*FOUR, "south-east", "north-east", "north-west", "south-west")
 _DONE = {"completed", "complete", "done", "success", "succeeded", "finished"}
 _FAILED = {"failed", "error", "errored", "cancelled", "canceled"}
 _ANIMATION_SIZE = 64  # animate-with-text draws 64x64 frames only
 _ROTATE_MAX = 200
+_MOST_ANGLES = 16  # rotations in one call (000's limit): each is one paid request
 _PIXFLUX_MIN_AREA = 32 * 32  # pixflux refuses (422) a smaller canvas
 _LONGEST_WAIT = 60.0  # seconds: a Retry-After beyond this is not believed
 
@@ -180,16 +191,21 @@ class PixelLab:
         with expect_shape(SERVICE):
             return self._keep(answer["image"], size, description, options.get("direction"))
 
-    async def rotate(self, image: StoredImage, to: Direction, start: Direction) -> StoredImage:
+    async def rotate(
+        self, image: StoredImage, start: tuple[Direction, View], to: tuple[Direction, View]
+    ) -> StoredImage:
         body = {
             "image_size": {"width": image.width, "height": image.height},
             "from_image": _encoded(image),
-            "from_direction": start,
-            "to_direction": to,
+            "from_direction": start[0],
+            "to_direction": to[0],
+            "from_view": start[1],
+            "to_view": to[1],
         }
         answer = await self._post("rotate", body)
         with expect_shape(SERVICE):
-            return self._keep(answer["image"], (image.width, image.height), image.description, to)
+            size = (image.width, image.height)
+            return self._keep(answer["image"], size, image.description, to[0])
 
     async def animate(
         self, image: StoredImage, action: str, direction: Direction, view: View
@@ -342,13 +358,17 @@ def _add_generation_tools(server: ToolSet, lab: PixelLab, discipline: Discipline
             Literal[32, 64, 128], Field(description="pixels per side; 32 is PixelLab's smallest")
         ] = 32,
         view: View | None = None,
+        outline: Outline | None = None,
+        shading: Shading | None = None,
+        detail: Detail | None = None,
         seed: Annotated[int | None, Field(ge=0, le=2**31)] = None,
     ) -> Result:
         """A game sprite of a character or object facing 4 or 8 directions (takes up to a few
-        minutes). Each direction's image is shown and gets an id for rotate/animate."""
+        minutes), in a style (outline, shading, detail). Each direction's image is shown and
+        gets an id for rotate/animate."""
 
         async def run() -> Result:
-            options = {"view": view, "seed": seed}
+            options = {"view": view, "seed": seed} | _style(outline, shading, detail)
             how, made = await discipline.run(
                 lambda: lab.sprite(description, directions, size, options, progress)
             )
@@ -364,13 +384,25 @@ def _add_generation_tools(server: ToolSet, lab: PixelLab, discipline: Discipline
         height: Annotated[int, Field(ge=16, le=400)] = 64,  # and width x height >= 32x32
         no_background: bool = False,
         isometric: bool = False,
+        outline: Outline | None = None,
+        shading: Shading | None = None,
+        detail: Detail | None = None,
+        direction: Direction | None = None,
+        view: View | None = None,
         seed: Annotated[int | None, Field(ge=0, le=2**31)] = None,
     ) -> Result:
         """One pixel art image (at least the area of 32x32, at most 400x400), optionally
-        isometric or on a transparent background. The image is shown and gets an id."""
+        isometric or on a transparent background, in a style (outline, shading, detail),
+        facing a direction. The image is shown and gets an id."""
 
         async def run() -> Result:
-            options = {"no_background": no_background, "isometric": isometric, "seed": seed}
+            options = {
+                "no_background": no_background,
+                "isometric": isometric,
+                "direction": direction,
+                "view": view,
+                "seed": seed,
+            } | _style(outline, shading, detail)
             image = await discipline.run(lambda: lab.pixflux(description, (width, height), options))
             title = f"Pixel art {description!r}, {width}x{height}:"
             return _shown(title, [("image", image, None)])
@@ -378,45 +410,106 @@ def _add_generation_tools(server: ToolSet, lab: PixelLab, discipline: Discipline
         return await guarded(SERVICE, run)
 
 
+def _style(outline: str | None, shading: str | None, detail: str | None) -> dict[str, Any]:
+    return {"outline": outline, "shading": shading, "detail": detail}
+
+
+def _source(lab: PixelLab, image_id: str) -> StoredImage:
+    """An image PixelLab can start from: a GIF Salon made is not one."""
+    image = lab.store.get(image_id)
+    if image.mime_type == "image/gif":
+        raise VendorError(f"{image.id} is an animation; use one of its frames' ids")
+    return image
+
+
 def _add_editing_tools(server: ToolSet, lab: PixelLab, discipline: Discipline) -> None:
     @server.tool(annotations=GENERATES, structured_output=False)
     async def rotate_sprite(
         image_id: Annotated[str, Field(min_length=2, max_length=20, description="e.g. px3")],
         to_directions: Annotated[list[Direction], Field(min_length=1, max_length=8)],
+        to_views: Annotated[
+            list[View] | None, Field(max_length=3, description="camera views; default: from_view")
+        ] = None,
         from_direction: Direction = "south",
+        from_view: View = "side",
     ) -> Result:
-        """The same sprite turned to other directions (up to 8), from an earlier image id."""
+        """The same sprite turned to other directions and camera views (up to 16 angles),
+        from an earlier image id, shown as one sprite sheet (a row per view)."""
 
         async def run() -> Result:
-            image = lab.store.get(image_id)
+            image = _source(lab, image_id)
             if max(image.width, image.height) > _ROTATE_MAX:
                 raise VendorError(f"PixelLab rotates images up to {_ROTATE_MAX}x{_ROTATE_MAX}")
+            directions = list(dict.fromkeys(to_directions))
+            views = list(dict.fromkeys(to_views or [from_view]))
+            if len(directions) * len(views) > _MOST_ANGLES:
+                raise VendorError(
+                    f"PixelLab rotations: at most {_MOST_ANGLES} angles at once ({len(directions)} "
+                    f"directions x {len(views)} views is {len(directions) * len(views)})"
+                )
 
-            async def turn_all() -> list[tuple[StoredImage, str | None]]:
-                wanted = list(dict.fromkeys(to_directions))
-                return [(await lab.rotate(image, d, from_direction), None) for d in wanted]
+            async def turn_all() -> list[list[StoredImage]]:
+                start = (from_direction, from_view)
+                return [[await lab.rotate(image, start, (d, v)) for d in directions] for v in views]
 
-            made = await discipline.run(turn_all)
-            title = f"{image.id} turned ({image.width}x{image.height}):"
-            return _shown(title, _directions(made))
+            rows = await discipline.run(turn_all)
+            return await _sheet_result(lab, image, rows, views)
 
         return await guarded(SERVICE, run)
 
     @server.tool(annotations=GENERATES, structured_output=False)
-    async def animate_sprite(
+    async def animate_sprite(  # noqa: PLR0917 - the model passes these by name
         image_id: Annotated[str, Field(min_length=2, max_length=20, description="a 64x64 image")],
         action: Annotated[str, Field(min_length=1, max_length=500, description="e.g. walk")],
         direction: Direction = "east",
         view: View = "side",
+        fps: Annotated[int, Field(ge=1, le=60, description="frames per second")] = 8,
+        loop: Annotated[bool, Field(description="play forever (else once)")] = True,
     ) -> Result:
-        """Four animation frames of a 64x64 sprite doing an action (walk, jump, attack)."""
+        """An animated GIF of a 64x64 sprite doing an action (walk, jump, attack): four
+        frames (each kept by id) at ``fps`` frames a second, looping or played once."""
 
         async def run() -> Result:
-            image = lab.store.get(image_id)
+            image = _source(lab, image_id)
             if (image.width, image.height) != (_ANIMATION_SIZE, _ANIMATION_SIZE):
                 raise VendorError("PixelLab animates 64x64 sprites only: make one with size 64")
             frames = await discipline.run(lambda: lab.animate(image, action, direction, view))
-            made: Made = [(f"frame {i}", f, None) for i, f in enumerate(frames, 1)]
-            return _shown(f"{image.id} doing {action!r}, {len(frames)} frames:", made)
+            data = await asyncio.to_thread(animated_gif, [f.data for f in frames], fps, loop)
+            size = (_ANIMATION_SIZE, _ANIMATION_SIZE)
+            gif = lab.store.add(data, "image/gif", size, image.description, direction)
+            how = "looping" if loop else "once"
+            lines = [
+                f"{image.id} doing {action!r}, {len(frames)} frames at {fps} fps, {how}:",
+                f"- animation: {gif.id}",
+                "- frames: " + ", ".join(f.id for f in frames),
+            ]
+            picture = image_block(gif.data, gif.mime_type, name="animation")
+            return content_result("\n".join(lines), [picture])
 
         return await guarded(SERVICE, run)
+
+
+async def _sheet_result(
+    lab: PixelLab, image: StoredImage, rows: list[list[StoredImage]], views: list[View]
+) -> Result:
+    """The rotations listed by id, and shown as one sheet (a single one is shown as is)."""
+    turned = [(r, view) for row, view in zip(rows, views, strict=True) for r in row]
+    if len(turned) == 1:
+        return _shown(
+            f"{image.id} turned ({image.width}x{image.height}):",
+            _directions([(turned[0][0], None)]),
+        )
+    cell = (image.width, image.height)
+    data = await asyncio.to_thread(sprite_sheet, [[r.data for r in row] for row in rows], cell)
+    size = (cell[0] * len(rows[0]), cell[1] * len(rows))
+    sheet = lab.store.add(data, "image/png", size, image.description)
+    grid = f"{len(rows[0])} directions x {len(rows)} view" + ("s" if len(rows) > 1 else "")
+    lines = [
+        f"{image.id} turned ({image.width}x{image.height}):",
+        f"- sprite sheet ({grid}): {sheet.id}",
+    ]
+    several = len(views) > 1
+    for turn, view in turned:
+        lines.append(f"- {turn.direction}" + (f", {view}" if several else "") + f": {turn.id}")
+    picture = image_block(sheet.data, sheet.mime_type, name="sprite sheet")
+    return content_result("\n".join(lines), [picture])

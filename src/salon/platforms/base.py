@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -39,6 +39,7 @@ __all__ = [
     "PlatformBase",
     "Unsupported",
     "file_lines",
+    "readable_through",
 ]
 
 YES_ANSWERS = frozenset({"y", "yes", "ok", "approve"})
@@ -301,3 +302,12 @@ class ChatLog(Protocol):
     async def chat_history(
         self, bot: str, channel: ChannelRef, *, limit: int, before_id: str | None = None
     ) -> Sequence[Message]: ...
+
+
+async def readable_through(
+    platforms: Mapping[str, Platform], person: Participant, channel: ChannelRef
+) -> bool:
+    """Whether ``person`` may read ``channel`` through the bot: a platform the bot is on,
+    and their own rights there (``Platform.can_read``; IRC: both are in the channel)."""
+    platform = platforms.get(channel.platform)
+    return platform is not None and await platform.can_read(person, channel)

@@ -12,7 +12,7 @@ from typing import Any
 from salon.errors import StoreError
 from salon.model import ChannelRef, ChatLine, Message, Participant
 from salon.store._batch import BatchWriter
-from salon.store._db import Database, DatabaseError
+from salon.store._db import Database, DatabaseError, in_list
 from salon.store._dialects import chat_search, insert_sql
 from salon.store._part import Part, execute
 from salon.store._tables import CONVERSATION_KINDS
@@ -155,17 +155,24 @@ class ChatLogPart(Part):
         return await self._lines(sql, params, custom_plan=self.db.dialect == "postgresql")
 
     async def recent_chat(
-        self, bot: str, channel_key: str, *, limit: int = 50, since: datetime | None = None
+        self,
+        bot: str,
+        channel_key: str,
+        *,
+        limit: int = 50,
+        since: datetime | None = None,
+        kinds: Sequence[str] = CONVERSATION_KINDS,
     ) -> list[ChatLine]:
-        """The newest conversation lines, oldest first."""
+        """The newest lines of these kinds (the conversation by default), oldest first."""
         params: dict[str, Any] = {"bot": bot, "channel": channel_key, "limit": limit}
+        of_kinds = "kind IN " + in_list("kind", list(kinds), params)
         after = ""
         if since is not None:
             after = " AND created_at >= :since"
             params["since"] = since.timestamp()
         sql = (
             "SELECT created_at, author_name, text, kind FROM chat_log"
-            f" WHERE bot = :bot AND channel = :channel AND {_CONVERSATION}{after}"
+            f" WHERE bot = :bot AND channel = :channel AND {of_kinds}{after}"
             " ORDER BY id DESC LIMIT :limit"
         )
         lines = await self._lines(sql, params)

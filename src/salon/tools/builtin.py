@@ -4,19 +4,22 @@ The hub calls them in-process, directly; ``salon tools serve`` wraps the same se
 MCP server over stdio for any MCP client. The chat-log tools read the
 store's log for the terminal and IRC and the platform's own history elsewhere (see
 ``salon.tools.chatlog``); ``channel`` is filled in by Salon with the channel of the
-activation, so a bot only ever reads the room it is answering in.
+activation. Another channel (``in_channel``) is read only when the bot is in it and the
+person asking could read it there themselves (``ChannelAccess``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Annotated, Literal, TypeVar
+
+from pydantic import Field
 
 from salon.errors import ToolError
 from salon.model import ChannelRef, ChatLine, Participant, Schedule
 from salon.tools.base import OPERATOR
-from salon.tools.chatlog import ChannelHistory, ChannelLog, ChatLogQueries, log_only
+from salon.tools.chatlog import CONVERSATION, ChannelHistory, ChannelLog, ChatLogQueries, log_only
 from salon.tools.memory import MEMORY_ARGUMENTS, MemoryBook, add_memory_tools
 from salon.tools.native import Annotations, ToolSet
 from salon.tools.schedules import ScheduleStore
@@ -45,6 +48,28 @@ _MAX_LIMIT = 200
 
 
 UsersOf = Callable[[str], Awaitable[Sequence[str]]]
+ChannelAccess = Callable[[Participant, ChannelRef], Awaitable[bool]]
+"""(person, channel) -> whether the bot is in that channel and the person may read it
+there (``Platform.can_read``)."""
+LineType = Literal["messages", "joins", "parts", "quits", "kicks", "nicks", "notices"]
+_KINDS: dict[str, tuple[str, ...]] = {
+    "messages": CONVERSATION,
+    "joins": ("join",),
+    "parts": ("part",),
+    "quits": ("quit",),
+    "kicks": ("kick",),
+    "nicks": ("nick",),
+    "notices": ("notice",),
+}
+_InChannel = Annotated[
+    str | None,
+    Field(description="another channel of this platform to read (IRC: #name; Discord: its id)"),
+]
+
+
+async def nobody_reads(person: Participant, channel: ChannelRef) -> bool:
+    """Without platforms (``salon tools serve``), no other channel can be checked: none."""
+    return False
 
 
 TargetCheck = Callable[[str, str, Participant], str | None]
@@ -116,13 +141,45 @@ def _format(lines: Sequence[ChatLine]) -> str:
 
 
 def _line(line: ChatLine) -> str:
-    said = f"* {line.user} {line.text}" if line.kind == "action" else f"<{line.user}> {line.text}"
+    why = f" ({line.text})" if line.text else ""
+    said = {
+        "action": f"* {line.user} {line.text}",
+        "join": f"-> {line.user} joined",
+        "part": f"<- {line.user} left{why}",
+        "quit": f"<- {line.user} quit{why}",
+        "kick": f"<- {line.user} kicked {line.text}",
+        "nick": f"* {line.user} is now known as {line.text}",
+        "notice": f"-{line.user}- {line.text}",
+    }.get(line.kind, f"<{line.user}> {line.text}")
     return f"[{line.time:%Y-%m-%d %H:%M:%S}] {said}"
 
 
 def _need_channel(channel: str) -> None:
     if not channel:
         raise ToolError("channel is required (e.g. terminal:local or irc:#salon)")
+
+
+async def _readable(
+    access: ChannelAccess, channel: str, in_channel: str | None, asker: tuple[str, str]
+) -> str:
+    """The channel a chat-log tool reads: the one it is asked in, or ``in_channel`` of the
+    same platform when the asker could read it there and the bot is in it (what is read
+    is shown where the question was asked, so the asker's own rights decide)."""
+    _need_channel(channel)
+    here = ChannelRef.from_key(channel)
+    wanted = (in_channel or "").strip()
+    if not wanted or wanted in {channel, here.id}:
+        return channel
+    there = ChannelRef.from_key(wanted if ":" in wanted else f"{here.platform}:{wanted}")
+    if there.platform != here.platform:
+        raise ToolError(f"only channels of {here.platform} can be read from here")
+    person = Participant(asker[0] or "unknown", asker[1] or "someone")
+    if asker[0] != OPERATOR and not await access(person, there):
+        raise ToolError(
+            f"{wanted} cannot be read from here: the bot is not in it, or you could not "
+            "read it yourself"
+        )
+    return there.key
 
 
 def _checked(check: Callable[[], _T]) -> _T:
@@ -141,12 +198,14 @@ def build_builtin_server(
     *,
     history: ChannelHistory = log_only,
     memory: MemoryBook | None = None,
+    access: ChannelAccess = nobody_reads,
 ) -> ToolSet:
     """``history`` reads channels of platforms that keep their own (``log`` holds the
     terminal's and IRC's); without it, the chat-log tools refuse those channels.
-    ``memory``: the notes tools (``salon.tools.memory``), when the bot's memory is on."""
+    ``memory``: the notes tools (``salon.tools.memory``), when the bot's memory is on.
+    ``access``: who may read which other channel through the chat-log tools."""
     server = ToolSet("salon", instructions="Salon's built-in tools: time, chat log, schedules.")
-    _add_chat_tools(server, bot, ChannelLog(log, history), users_of)
+    _add_chat_tools(server, bot, ChannelLog(log, history), users_of, access)
     if book is not None:
         _add_schedule_tools(server, bot, book)
     if memory is not None:
@@ -154,7 +213,9 @@ def build_builtin_server(
     return server
 
 
-def _add_chat_tools(server: ToolSet, bot: str, log: ChatLogQueries, users_of: UsersOf) -> None:
+def _add_chat_tools(
+    server: ToolSet, bot: str, log: ChatLogQueries, users_of: UsersOf, access: ChannelAccess
+) -> None:
     @server.tool(annotations=_READ_ONLY)
     def get_current_time(timezone: str = "UTC") -> str:
         """The current date and time in an IANA timezone such as Europe/Paris."""
@@ -162,41 +223,68 @@ def _add_chat_tools(server: ToolSet, bot: str, log: ChatLogQueries, users_of: Us
         return f"{now:%A %Y-%m-%d %H:%M:%S} {timezone} (UTC{now:%z})"
 
     @server.tool(annotations=_READ_ONLY)
-    async def search_chat_logs(
+    async def search_chat_logs(  # noqa: PLR0917 - the model passes these by name
         query: str,
         user: str | None = None,
         hours: float | None = None,
         limit: int = 20,
+        in_channel: _InChannel = None,
         channel: str = "",
+        requester_id: str = "",
+        requester_name: str = "",
     ) -> str:
-        """Find past messages of this channel containing every word of the query."""
-        _need_channel(channel)
+        """Find past messages of this channel (or ``in_channel``) containing every word of
+        the query."""
+        where = await _readable(access, channel, in_channel, (requester_id, requester_name))
         limit = max(1, min(limit, _MAX_LIMIT))
         found = await log.search_chat(
-            bot, channel, query, user=user, since=_since(hours), limit=limit
+            bot, where, query, user=user, since=_since(hours), limit=limit
         )
         return _format(found[::-1])
 
     @server.tool(annotations=_READ_ONLY)
-    async def get_recent_messages(
-        limit: int = 50, hours: float | None = None, channel: str = ""
+    async def get_recent_messages(  # noqa: PLR0917 - the model passes these by name
+        limit: int = 50,
+        hours: float | None = None,
+        types: Annotated[
+            list[LineType] | None,
+            Field(description="kinds of lines (default: messages); joins etc. on IRC only"),
+        ] = None,
+        in_channel: _InChannel = None,
+        channel: str = "",
+        requester_id: str = "",
+        requester_name: str = "",
     ) -> str:
-        """The latest messages of this channel, oldest first."""
-        _need_channel(channel)
+        """The latest lines of this channel (or ``in_channel``), oldest first: messages, or
+        the kinds of lines ``types`` names."""
+        where = await _readable(access, channel, in_channel, (requester_id, requester_name))
         limit = max(1, min(limit, _MAX_LIMIT))
-        return _format(await log.recent_chat(bot, channel, limit=limit, since=_since(hours)))
+        kinds = [k for t in types or ["messages"] for k in _KINDS[t]]
+        lines = await log.recent_chat(bot, where, limit=limit, since=_since(hours), kinds=kinds)
+        return _format(lines)
 
     @server.tool(annotations=_READ_ONLY)
-    async def get_channel_stats(channel: str = "") -> dict[str, object]:
-        """How many messages and people this channel has seen, and who talks most."""
-        _need_channel(channel)
-        return await log.channel_stats(bot, channel)
+    async def get_channel_stats(
+        in_channel: _InChannel = None,
+        channel: str = "",
+        requester_id: str = "",
+        requester_name: str = "",
+    ) -> dict[str, object]:
+        """How many messages and people this channel (or ``in_channel``) has seen, and who
+        talks most."""
+        where = await _readable(access, channel, in_channel, (requester_id, requester_name))
+        return await log.channel_stats(bot, where)
 
     @server.tool(annotations=_READ_ONLY)
-    async def get_current_users(channel: str = "") -> str:
-        """Who is in this channel right now."""
-        _need_channel(channel)
-        users = await users_of(channel)
+    async def get_current_users(
+        in_channel: _InChannel = None,
+        channel: str = "",
+        requester_id: str = "",
+        requester_name: str = "",
+    ) -> str:
+        """Who is in this channel (or ``in_channel``) right now."""
+        where = await _readable(access, channel, in_channel, (requester_id, requester_name))
+        users = await users_of(where)
         return ", ".join(users) if users else "nobody is known to be here"
 
 

@@ -19,6 +19,7 @@ from salon.errors import ToolError
 from salon.model import ChannelRef, ChatLine, Message, Tag
 
 __all__ = [
+    "CONVERSATION",
     "LOGGED_PLATFORMS",
     "PLATFORM_SCAN",
     "ChannelHistory",
@@ -29,6 +30,8 @@ __all__ = [
 
 LOGGED_PLATFORMS = frozenset({"terminal", "irc"})
 """Platforms whose channels Salon logs in the store (they keep no history of their own)."""
+CONVERSATION = ("message", "action")
+"""The chat log's kinds of lines that are conversation (the store's CONVERSATION_KINDS)."""
 PLATFORM_SCAN = 200
 """Newest messages of a platform's channel that search and counts read."""
 _TOP_POSTERS = 5
@@ -49,7 +52,13 @@ class ChatLogQueries(Protocol):
     ) -> list[ChatLine]: ...
 
     async def recent_chat(
-        self, bot: str, channel_key: str, *, limit: int = 50, since: datetime | None = None
+        self,
+        bot: str,
+        channel_key: str,
+        *,
+        limit: int = 50,
+        since: datetime | None = None,
+        kinds: Sequence[str] = CONVERSATION,
     ) -> list[ChatLine]: ...
 
     async def channel_stats(self, bot: str, channel_key: str) -> dict[str, object]: ...
@@ -104,12 +113,23 @@ class ChannelLog:
         return found[:limit]
 
     async def recent_chat(
-        self, bot: str, channel_key: str, *, limit: int = 50, since: datetime | None = None
+        self,
+        bot: str,
+        channel_key: str,
+        *,
+        limit: int = 50,
+        since: datetime | None = None,
+        kinds: Sequence[str] = CONVERSATION,
     ) -> list[ChatLine]:
-        """The newest lines, oldest first."""
+        """The newest lines of these kinds, oldest first. A platform's own history holds
+        messages only (joins and parts are logged where Salon keeps the log)."""
         channel = ChannelRef.from_key(channel_key)
         if channel.platform in LOGGED_PLATFORMS:
-            return await self._log.recent_chat(bot, channel_key, limit=limit, since=since)
+            return await self._log.recent_chat(
+                bot, channel_key, limit=limit, since=since, kinds=kinds
+            )
+        if not set(kinds) & set(CONVERSATION):
+            raise ToolError(f"{channel.platform} keeps messages only, not joins or parts")
         return (await self._lines(channel, limit, since))[-limit:]
 
     async def channel_stats(self, bot: str, channel_key: str) -> dict[str, object]:

@@ -39,11 +39,12 @@ class AttachmentLoader:
             await self._session.close()
             self._session = None
 
-    async def load(self, messages: Sequence[Message]) -> list[Message]:
+    async def load(self, messages: Sequence[Message], *, images: bool = True) -> list[Message]:
         """``messages`` with the data the model may see; a message with nothing new to
-        load is returned as it was (the same object)."""
+        load is returned as it was (the same object). ``images=False``: text files only,
+        images already loaded are dropped."""
         out = list(messages)
-        images_left = self.config.max_images if self.config.include_images else 0
+        images_left = self.config.max_images if self.config.include_images and images else 0
         for index in range(len(out) - 1, -1, -1):  # the newest images first
             # Salon's notes (a tool's images among them) are never read back: not loaded.
             if out[index].attachments and Tag.NOTE not in out[index].tags:

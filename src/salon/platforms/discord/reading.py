@@ -173,7 +173,15 @@ class Reader:
         return self._pins[channel_id]
 
     async def reply_chain(self, message: Message) -> Sequence[Message]:
-        """Walk replies back, at most ``reply_chain_max_depth``; the cache first, then REST."""
+        """Walk replies back, at most ``reply_chain_max_depth``; the cache first, then REST.
+        Only the ``reply_chain_image_max_depth`` nearest messages are scanned for images."""
+        chain = await self._chain(message)  # the nearest first
+        depth = self._config.reply_chain_image_max_depth
+        scanned = await self._with_files(chain[:depth][::-1])  # downloads kept in the cache
+        beyond = await self._attachments.load(chain[depth:][::-1], images=False)
+        return [*beyond, *scanned]
+
+    async def _chain(self, message: Message) -> list[Message]:
         target = await self._channels.get(message.channel)
         known = {m.id: m for m in self._cache.get(message.channel.id, 1, everything=True) or ()}
         chain: list[Message] = []
@@ -190,7 +198,7 @@ class Reader:
             seen.add(found.id)
             chain.append(found)
             current = found
-        return chain[::-1]
+        return chain
 
     async def _replied(self, target: discord.abc.Messageable, message_id: str) -> Message | None:
         with translated(f"read message {message_id} in {where(target)}", needs=READ_HISTORY):
