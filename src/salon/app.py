@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
@@ -18,16 +17,15 @@ from salon.agent import Agent
 from salon.agent.conversation.toolrunner import ToolRunner
 from salon.agent.digest import Digester
 from salon.agent.recording.traces import TraceWriter
-from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets, resolve_secrets
-from salon.errors import ConfigError, ConfigProblem, PlatformError, ToolError
+from salon.bots import data_dir, database_url, load_bot, local_model_problems, store_for
+from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets
+from salon.errors import PlatformError, ToolError
 from salon.llm.base import Provider
 from salon.llm.factory import build_provider, warm_provider
-from salon.llm.local import local_problem
 from salon.model import Approval, ChannelRef, Event, Message, Participant, Schedule, ToolCall
 from salon.otel import otel_export
 from salon.platforms.base import Platform, readable_through
 from salon.scheduler import Clock, Scheduler
-from salon.store.sql import SQLStore, sqlite_url
 from salon.tasks import TaskState, supervise
 from salon.tools.builtin import OPERATOR, MemoryBook, ScheduleBook, build_builtin_server
 from salon.tools.chatlog import log_only
@@ -47,76 +45,6 @@ logger = logging.getLogger(__name__)
 
 GENERATE_TOOL = "generate_image"  # the comfyui integration's tool, run by /generate
 SHUTDOWN_GRACE = 4.0  # seconds answers in progress get to finish at shutdown; then they stop
-
-
-def data_dir(root: Path, config: BotConfig) -> Path:
-    path = Path(config.data_dir)
-    return path if path.is_absolute() else root / path
-
-
-def database_url(root: Path, config: BotConfig) -> str:
-    if config.database_url:
-        return config.database_url
-    directory = data_dir(root, config)
-    directory.mkdir(parents=True, exist_ok=True)
-    return sqlite_url(directory / "salon.db")
-
-
-def store_for(
-    root: Path,
-    config: BotConfig,
-    environ: Mapping[str, str] | None = None,
-    *,
-    owner: str | None = None,
-    secrets: Secrets | None = None,
-    redact: Callable[[str], str] | None = None,
-) -> SQLStore:
-    """The bot's store: its URL, with the password from ``database_password_env`` (from
-    ``secrets`` when given, else the environment), and every secret redacted in it
-    (``secrets``' values, or what ``redact`` takes out)."""
-    env_name = config.database_password_env
-    password = None
-    if env_name:
-        env = os.environ if environ is None else environ
-        password = secrets.get(env_name) if secrets is not None else env.get(env_name)
-        if not password:
-            reason = f"environment variable {env_name} is not set (the database's password)"
-            raise ConfigError([ConfigProblem("(environment)", "database_password_env", reason)])
-    if redact is None and secrets is not None:
-        redact = secrets.redactor()
-    return SQLStore(database_url(root, config), password=password, owner=owner, redact=redact)
-
-
-def load_bot(
-    configs: ConfigSet,
-    name: str | None,
-    environ: Mapping[str, str] | None = None,
-    *,
-    tools_only: bool = False,
-) -> tuple[str, BotConfig, Secrets]:
-    """Pick a bot and resolve its secrets; raises ConfigError before anything connects."""
-    key, config = configs.bot(name)
-    env = os.environ if environ is None else environ
-    secrets = resolve_secrets(config, env, configs.locator(key), tools_only=tools_only)
-    if not tools_only and (problems := local_model_problems(configs, key)):
-        raise ConfigError(problems)
-    return key, config, secrets
-
-
-def local_model_problems(configs: ConfigSet, key: str) -> list[ConfigProblem]:
-    """Each local provider the bot uses that cannot run here (no extra, no model file)."""
-    locate = configs.locator(key)
-    seen: set[str] = set()
-    problems: list[ConfigProblem] = []
-    for config in configs.configs_in_use(key):
-        name, settings = config.provider, config.provider_config()
-        if name in seen or settings.type != "local":
-            continue
-        seen.add(name)
-        found = local_problem(settings)
-        if found is not None:
-            problems.append(locate(f"providers.{name}.{found[0]}", found[1]))
-    return problems
 
 
 class BotApp:
