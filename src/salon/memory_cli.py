@@ -99,14 +99,19 @@ async def _export(configs: ConfigSet, user: str, bot: str | None) -> int:
 
 
 async def _forget(configs: ConfigSet, user: str, bot: str | None) -> int:
-    gone = 0
+    """The person's notes, and the traces of their activations (which quote what the bot
+    saw, their notes in view among it)."""
+    gone = traced = 0
 
     async def delete(store: SQLStore, only: str | None) -> None:
-        nonlocal gone
+        nonlocal gone, traced
         gone += await store.notes.forget_person(user, bot=only)
+        traced += await store.traces.forget_requester(user, bot=only)
 
     await _each_store(configs, bot, delete)
-    print(f"forgot {gone} note{'' if gone == 1 else 's'} about or by {user}")
+    notes = f"{gone} note{'' if gone == 1 else 's'}"
+    traces = f"{traced} trace{'' if traced == 1 else 's'}"
+    print(f"forgot {notes} about or by {user}, and {traces} of their activations")
     return 0
 
 

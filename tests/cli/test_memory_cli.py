@@ -14,6 +14,7 @@ from salon.app import store_for
 from salon.cli import main
 from salon.config import load_config_dir
 from salon.notes import NoteScope, Provenance, Scope
+from salon.trace import Trace
 from tests.conftest import WriteConfig
 
 SAID = datetime(2026, 11, 20, 18, 30, tzinfo=UTC)
@@ -107,12 +108,46 @@ def test_forget_deletes_them_and_says_how_many(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["memory", "forget", str(root), "--user", "1001"]) == 0
-    assert capsys.readouterr().out.strip() == "forgot 3 notes about or by 1001"
+    said = "forgot 3 notes about or by 1001, and 0 traces of their activations"
+    assert capsys.readouterr().out.strip() == said
     assert asyncio.run(remaining(root)) == ["bob alone"]
     assert main(["memory", "export", str(root), "--user", "1001"]) == 0
     assert json.loads(capsys.readouterr().out) == {"user": "1001", "notes": [], "choices": {}}
     assert main(["memory", "forget", str(root), "--user", "1001"]) == 0
-    assert capsys.readouterr().out.strip() == "forgot 0 notes about or by 1001"
+    said = "forgot 0 notes about or by 1001, and 0 traces of their activations"
+    assert capsys.readouterr().out.strip() == said
+
+
+async def traced(root: Path, *people: tuple[str, str]) -> list[str]:
+    """Store a trace of an activation asked by each (person, channel); the requesters of
+    the traces left afterwards when nothing is given."""
+    configs = load_config_dir(root)
+    store = store_for(root, configs.bots["ann"])
+    await store.open()
+    try:
+        await store.traces.write_traces(
+            [
+                Trace("ann", "discord", channel, "#x", 1.0, 2.0, requester={"id": who, "name": who})
+                for who, channel in people
+            ]
+        )
+        rows = await store.traces.list_traces(limit=50)
+        return sorted(r.requester for r in rows)
+    finally:
+        await store.close()
+
+
+def test_forget_also_deletes_the_traces_of_their_activations(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Traces quote what the bot saw and said, notes in view included: the person's own
+    activations' traces go with their notes (whole groups: a trace may be stored as a
+    difference from an earlier one of its channel)."""
+    before = asyncio.run(traced(root, ("1001", "discord:100"), ("1002", "discord:200")))
+    assert before == ["1001", "1002"]
+    assert main(["memory", "forget", str(root), "--user", "1001"]) == 0
+    assert "and 1 trace of their activations" in capsys.readouterr().out
+    assert asyncio.run(traced(root)) == ["1002"]
 
 
 def test_an_unknown_bot_is_an_error(root: Path, capsys: pytest.CaptureFixture[str]) -> None:

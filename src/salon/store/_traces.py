@@ -169,18 +169,34 @@ class TracePart(Part):
                 return gone
             gone += deleted
 
+    async def forget_requester(self, person_id: str, *, bot: str | None = None) -> int:
+        """Delete the traces of every activation ``person_id`` asked for (of ``bot``, or of
+        every bot), and with each the rest of its group: a trace may be stored as a
+        difference from an earlier one of its channel. Returns how many went."""
+        chosen = "SELECT id FROM traces WHERE requester_id = :who"
+        params: dict[str, Any] = {"who": person_id}
+        if bot is not None:
+            chosen += " AND bot = :bot"
+            params["bot"] = bot
+        return await self._delete_traces(chosen, params, whole_groups=True)
+
     async def _delete_traces(
-        self, chosen: str, params: dict[str, Any], *, cascade: bool = False
+        self,
+        chosen: str,
+        params: dict[str, Any],
+        *,
+        cascade: bool = False,
+        whole_groups: bool = False,
     ) -> int:
         """Delete the chosen traces, each group (a keyframe and the traces referring to
         it) only whole; with ``cascade``, when no group is wholly chosen, the chosen
-        traces' groups go whole."""
+        traces' groups go whole; with ``whole_groups``, every chosen trace's group goes."""
         async with self.db.begin() as conn:
             ids = {int(r[0]) for r in await conn.fetch(chosen, params)}
             if not ids:
                 return 0
             deleted, groups = await _whole_groups(conn, ids)
-            if not deleted and cascade:
+            if whole_groups or (not deleted and cascade):
                 deleted = set().union(*groups.values())
             for table, column in (
                 ("trace_messages", "trace_id"),
