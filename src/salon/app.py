@@ -24,6 +24,7 @@ from salon.llm.local import local_problem
 from salon.model import Approval, ChannelRef, Event, Message, Participant, Schedule, ToolCall
 from salon.otel import otel_export
 from salon.platforms.base import Platform
+from salon.platforms.slack import build as build_slack
 from salon.scheduler import Clock, Scheduler
 from salon.store.sql import SQLStore, sqlite_url
 from salon.tasks import TaskState, supervise
@@ -267,8 +268,7 @@ class BotApp:
         """The platforms this bot's config puts it on (whether started here or not)."""
         names = ["terminal", *self.platforms]
         platforms = self.config.platforms
-        names += ["discord"] if platforms.discord is not None else []
-        names += ["irc"] if platforms.irc is not None else []
+        names += [n for n in ("discord", "irc", "slack") if getattr(platforms, n) is not None]
         return sorted(set(names))
 
     def check_schedule_target(self, source: str, target: str, requester: Participant) -> str | None:
@@ -417,6 +417,7 @@ class BotApp:
                     memory=self.memory_book,
                 )
             )
+        platforms += build_slack(self.key, self.config, self.secrets, self.store.channels)
         return platforms
 
     async def __aenter__(self) -> BotApp:
