@@ -20,7 +20,7 @@ from salon.agent.dispatch import TOLD_IN_CHANNEL
 from salon.app import BotApp, data_dir, load_bot, local_model_problems, store_for
 from salon.config import BotConfig, ConfigSet, Redactor, Secrets, load_config_dir
 from salon.config.check import check_bots
-from salon.config.example import PROVIDERS, write_example
+from salon.config.example import PLATFORMS, PROVIDERS, write_example
 from salon.config.models import IntegrationsConfig
 from salon.config.pipeline import keyword_problems
 from salon.config.shards import shard_groups, with_shards
@@ -61,6 +61,13 @@ def _parser() -> argparse.ArgumentParser:
         choices=PROVIDERS,
         help="the bot's provider (default: openai when --model or an OPENAI_ variable is "
         "set, anthropic when ANTHROPIC_API_KEY is, else local)",
+    )
+    init.add_argument(
+        "--platform",
+        action="append",
+        choices=PLATFORMS,
+        default=[],
+        help="put the bot on this platform too (a commented section to fill in)",
     )
 
     check = sub.add_parser("check", help="validate a config directory and its secrets")
@@ -167,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _started()  # a bot process says so itself, once its store is open
     try:
         if args.command == "init":
-            return _init(args.dir, args.bot, args.model, args.provider)
+            return _init(args.dir, args.bot, args.model, args.provider, args.platform)
         if args.command == "check":
             return _check(args.dir, live=args.live)
         if args.command == "chat":
@@ -200,10 +207,15 @@ def _started() -> None:
         gc.enable()
 
 
-def _init(root: Path, bot: str, model: str | None, provider: str | None) -> int:
+def _init(
+    root: Path, bot: str, model: str | None, provider: str | None, platforms: list[str]
+) -> int:
     provider = provider or _provider_from_environment(model)
     model = model or (os.environ.get("OPENAI_MODEL") if provider == "openai" else None)
-    for path, written in write_example(root, model=model, bot=bot, provider=provider):
+    written_files = write_example(
+        root, model=model, bot=bot, provider=provider, platforms=platforms
+    )
+    for path, written in written_files:
         print(f"{'wrote' if written else 'kept existing'} {path}")
     salon, where = _salon_command(), shlex.quote(str(root))
     print(f"next: {salon} check {where} && {salon} chat {where}")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["PROVIDERS", "write_example"]
+__all__ = ["PLATFORMS", "PROVIDERS", "write_example"]
 
 SHARED_YAML = """\
 # shared.yaml: settings every bot in this directory starts from.
@@ -68,6 +69,21 @@ platforms:
 """
 
 
+PLATFORM_YAML = {
+    "slack": """\
+  # Slack, in Socket Mode (no public URL). Create the app from the manifest in
+  # docs/CONFIGURATION.md ("Slack"), install it, and set both tokens in the environment.
+  slack:
+    bot_token_env: SLACK_BOT_TOKEN    # xoxb-…: OAuth & Permissions, after installing
+    app_token_env: SLACK_APP_TOKEN    # xapp-…: Basic Information, scope connections:write
+    # monitored_channels: [C0123456789]   # channel ids answered without a mention
+    # progress_interval: 2.0          # seconds between edits of a progress message
+    # rate_limit_wait_max: 60         # longest Retry-After waited out before giving up
+""",
+}
+"""A commented section per platform ``salon init --platform`` adds to the bot's file."""
+
+PLATFORMS = tuple(PLATFORM_YAML)
 PROVIDERS = ("openai", "anthropic", "local")
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-5-5"
@@ -79,9 +95,11 @@ def write_example(
     model: str | None = None,
     bot: str = "assistant",
     provider: str = "openai",
+    platforms: Sequence[str] = (),
 ) -> list[tuple[Path, bool]]:
     """Write the example files, keeping any that exist; the bot uses ``provider`` (with
-    ``model``, for openai and anthropic). Returns (path, written) pairs."""
+    ``model``, for openai and anthropic), on the terminal and each of ``platforms``.
+    Returns (path, written) pairs."""
     openai_model = model if model and provider == "openai" else DEFAULT_OPENAI_MODEL
     anthropic_model = model if model and provider == "anthropic" else DEFAULT_ANTHROPIC_MODEL
     shared = SHARED_YAML.format(model=openai_model, anthropic_model=anthropic_model)
@@ -90,7 +108,8 @@ def write_example(
         root / "shared.yaml": shared,
         root / "bots" / f"{bot}.yaml": BOT_YAML.format(
             bot=bot, name=bot.capitalize(), provider=provider, pad=pad
-        ),
+        )
+        + "".join(PLATFORM_YAML[p] for p in dict.fromkeys(platforms)),
     }
     results: list[tuple[Path, bool]] = []
     for path, text in files.items():

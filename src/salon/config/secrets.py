@@ -83,6 +83,10 @@ def required_secrets(bot: BotConfig) -> list[tuple[str, str]]:
     discord = bot.platforms.discord
     if discord is not None:
         needed.append(("platforms.discord.token_env", discord.token_env))
+    slack = bot.platforms.slack
+    if slack is not None:
+        needed.append(("platforms.slack.bot_token_env", slack.bot_token_env))
+        needed.append(("platforms.slack.app_token_env", slack.app_token_env))
     irc = bot.platforms.irc
     if irc is not None:
         for key in ("password_env", "sasl_password_env"):
