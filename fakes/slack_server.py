@@ -34,6 +34,17 @@ from fakes.slack_web import APP, TEAM, SlackError, WebApi
 __all__ = ["APP_TOKEN", "BOT_TOKEN", "SlackServer", "SlackUser"]
 
 BOT_TOKEN, APP_TOKEN = "xoxb-fake-bot", "xapp-1-fake-app"
+BOT_SCOPES = (
+    "channels:history",
+    "groups:history",
+    "im:history",
+    "mpim:history",
+    "chat:write",
+    "commands",
+    "pins:read",
+    "reactions:write",
+    "users:read",
+)
 EVENT_RETRIES = 3  # Slack retries an unacknowledged event up to three times
 
 
@@ -65,6 +76,7 @@ class SlackServer(WebApi):
         self.acks: dict[str, dict[str, Any] | None] = {}  # envelope id -> response payload
         self.responses: list[dict[str, Any]] = []  # posted to a response_url
         self.deliveries: list[dict[str, Any]] = []  # every envelope sent, retries too
+        self.scopes = set(BOT_SCOPES)  # the bot token's, sent as X-OAuth-Scopes
         self._limits: dict[str, list[int]] = {}  # method -> [times, retry_after]
         self._tickets: set[str] = set()
         self._backlog: list[dict[str, Any]] = []  # envelopes for when the app connects
@@ -351,7 +363,8 @@ class SlackServer(WebApi):
         except SlackError as exc:
             return web.json_response({"ok": False, "error": exc.error})
         await self._notify()
-        return web.json_response({"ok": True, **result})
+        scopes = {"X-OAuth-Scopes": ",".join(sorted(self.scopes))} if token == BOT_TOKEN else {}
+        return web.json_response({"ok": True, **result}, headers=scopes)
 
     def _authorize(self, method: str, token: str) -> None:
         if token not in (BOT_TOKEN, APP_TOKEN):

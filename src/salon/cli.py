@@ -317,6 +317,13 @@ async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> in
             failed = failed or not result.ok
     for name in sorted(defined - probed):
         print(f"live: provider {name}: skipped (unused)")
+    for key, secrets in bots:
+        if configs.bots[key].platforms.slack is not None:
+            from salon.platforms.slack import live_check  # the Slack SDK only when used
+
+            line, ok = await live_check(configs.bots[key], secrets)
+            print(line)
+            failed = failed or not ok
     return 1 if failed else 0
 
 

@@ -233,3 +233,29 @@ async def test_a_redelivered_event_is_answered_once(
     assert platform.handled == 1
     assert len(fake_slack.messages(GENERAL)) == 1
     assert len(provider.requests) == 1
+
+
+async def test_live_check_names_the_scopes_the_bot_token_lacks(fake_slack: SlackServer) -> None:
+    from salon.platforms.slack import live_check
+
+    cfg = bot_config(platforms={"slack": {"api_base_url": fake_slack.base_url}})
+    secrets = Secrets({"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN})
+    fake_slack.scopes.discard("pins:read")
+    fake_slack.scopes.discard("commands")
+    line, ok = await live_check(cfg, secrets)
+    assert not ok
+    assert line == (
+        "live: slack: the bot token lacks scopes commands, pins:read "
+        "(add them under OAuth & Permissions and reinstall the app)"
+    )
+    fake_slack.scopes |= {"pins:read", "commands"}
+    line, ok = await live_check(cfg, secrets)
+    assert ok
+    assert line == "live: slack: ok, salon in Fake; Socket Mode open to this app token"
+    wrong = Secrets({"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": BOT_TOKEN})
+    line, ok = await live_check(cfg, wrong)
+    assert not ok
+    assert line == (
+        "live: slack: Slack refused to open Socket Mode with SLACK_APP_TOKEN: "
+        "not_allowed_token_type"
+    )

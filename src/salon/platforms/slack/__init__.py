@@ -11,7 +11,7 @@ from salon.platforms.base import Platform
 if TYPE_CHECKING:
     from salon.platforms.slack.events import MonitorStore
 
-__all__ = ["build"]
+__all__ = ["build", "live_check"]
 
 
 def build(bot: str, config: BotConfig, secrets: Secrets, monitors: MonitorStore) -> list[Platform]:
@@ -30,3 +30,13 @@ def build(bot: str, config: BotConfig, secrets: Secrets, monitors: MonitorStore)
         authorized_roles=config.authorized_roles,
     )
     return [platform]
+
+
+async def live_check(config: BotConfig, secrets: Secrets) -> tuple[str, bool]:
+    """``salon check --live`` for a bot on Slack: one line, and whether all is well."""
+    slack = config.platforms.slack
+    if slack is None:
+        return "live: slack: not configured", True
+    from salon.platforms.slack.scopes import check_tokens
+
+    return await check_tokens(slack, secrets)

@@ -22,7 +22,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from salon.errors import PlatformError
 
-__all__ = ["NETWORK_ERRORS", "build_web_client", "call"]
+__all__ = ["NETWORK_ERRORS", "answer", "build_web_client", "call"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,11 +76,16 @@ def build_web_client(token: str, *, base_url: str | None, wait_max: float) -> As
 async def call(what: str, request: Awaitable[AsyncSlackResponse]) -> dict[str, Any]:
     """Await one Web API ``request``; a refusal or a network failure is a ``PlatformError``
     saying what could not be done and Slack's error code."""
+    response = await answer(what, request)
+    return dict(response.data) if isinstance(response.data, dict) else {}
+
+
+async def answer(what: str, request: Awaitable[AsyncSlackResponse]) -> AsyncSlackResponse:
+    """``call``, keeping the whole response (its headers too)."""
     try:
-        response = await request
+        return await request
     except SlackApiError as exc:
         code = exc.response.get("error", "refused") if exc.response is not None else "refused"
         raise PlatformError(f"Slack refused to {what}: {code}") from exc
     except (SlackClientError, *NETWORK_ERRORS) as exc:
         raise PlatformError(f"could not reach Slack to {what}: {type(exc).__name__}") from exc
-    return dict(response.data) if isinstance(response.data, dict) else {}
