@@ -79,6 +79,7 @@ class SlackServer(WebApi):
         self.scopes = set(BOT_SCOPES)  # the bot token's, sent as X-OAuth-Scopes
         self._limits: dict[str, list[int]] = {}  # method -> [times, retry_after]
         self._tickets: set[str] = set()
+        self.opened = 0  # Socket Mode connections opened in all
         self._backlog: list[dict[str, Any]] = []  # envelopes for when the app connects
         self._sockets: list[web.WebSocketResponse] = []
         self._changed = asyncio.Condition()
@@ -153,8 +154,9 @@ class SlackServer(WebApi):
         async with self._changed:
             await asyncio.wait_for(self._changed.wait_for(check), within)
 
-    async def connected(self, within: float = 15) -> None:
-        await self.wait_for(lambda: bool(self._sockets), within)
+    async def connected(self, within: float = 15, *, times: int = 1) -> None:
+        """Until a connection is open, and ``times`` have been opened in all."""
+        await self.wait_for(lambda: bool(self._sockets) and self.opened >= times, within)
 
     async def post(
         self, channel: str, user: SlackUser, text: str, *, thread_ts: str | None = None
@@ -246,6 +248,11 @@ class SlackServer(WebApi):
         """Send an envelope as Slack redelivers one (a test sets its ``retry_attempt``)."""
         await self._send(envelope)
 
+    async def drop(self) -> None:
+        """Close the app's connections, as Slack does now and then (the SDK reconnects)."""
+        for ws in list(self._sockets):
+            await ws.close()
+
     async def wait_ack(self, envelope_id: str, within: float = 15) -> dict[str, Any] | None:
         await self.wait_for(lambda: envelope_id in self.acks, within)
         return self.acks[envelope_id]
@@ -268,6 +275,7 @@ class SlackServer(WebApi):
             }
         )
         self._sockets.append(ws)
+        self.opened += 1
         await self._notify()
         held, self._backlog = self._backlog, []
         for envelope in held:

@@ -235,6 +235,22 @@ async def test_a_redelivered_event_is_answered_once(
     assert len(provider.requests) == 1
 
 
+async def test_a_new_connection_drops_the_history_kept(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    provider = FakeProvider(["one", "two"])
+    _, platform = await start_slack(provider)
+    alice = fake_slack.user("Alice")
+    await fake_slack.post(GENERAL, alice, mention(fake_slack, "hi"))
+    await fake_slack.wait_bot_messages(GENERAL, 1)
+    fetched = platform.history_fetches
+    await fake_slack.drop()
+    await fake_slack.connected(times=2)  # slack_sdk opened a new one
+    await fake_slack.post(GENERAL, alice, mention(fake_slack, "again"))
+    await fake_slack.wait_bot_messages(GENERAL, 2)
+    assert platform.history_fetches == fetched + 1  # read from Slack again, not the cache
+
+
 async def test_live_check_names_the_scopes_the_bot_token_lacks(fake_slack: SlackServer) -> None:
     from salon.platforms.slack import live_check
 

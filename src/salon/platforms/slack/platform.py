@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
@@ -72,6 +73,7 @@ class SlackPlatform(PlatformBase):
         self._sink: EventSink | None = None
         self._web: AsyncWebClient | None = None
         self._handler: AsyncSocketModeHandler | None = None
+        self.connections = 0  # Socket Mode connections opened (hello received)
         self._people = People(client=self._client, bot_name=bot_name, monitored=self._monitored)
         self._reader = Reader(
             client=self._client, people=self._people, max_channels=config.history_cache_channels
@@ -150,14 +152,21 @@ class SlackPlatform(PlatformBase):
         app = AsyncApp(client=self._web, logger=logger)  # the client carries the token
         self._events.register(app)
         handler = self._handler = AsyncSocketModeHandler(app, self._app_token)
+        handler.client.message_listeners.append(self._on_socket_message)
         try:
             await asyncio.wait_for(handler.connect_async(), _CONNECT_TIMEOUT)  # type: ignore[no-untyped-call]
         except Exception as exc:  # the SDK's own errors, or a timeout
             await self.stop()
             raise PlatformError(f"Slack Socket Mode did not connect: {exc}") from exc
-        self._reader.forget()
         self.ready.set()
         logger.info("Slack: connected as %s", me.get("user", "?"))
+
+    async def _on_socket_message(self, _: object, message: dict[str, Any], raw: object) -> None:
+        """Each new connection says hello: events may have been missed while there was
+        none, so the history kept is dropped."""
+        if message.get("type") == "hello":
+            self._reader.forget()
+            self.connections += 1
 
     def _tokens(self) -> list[tuple[str, str]]:
         config = self.config
