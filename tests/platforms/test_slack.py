@@ -14,7 +14,7 @@ from fakes.slack_server import APP_TOKEN, BOT_TOKEN, SlackServer
 from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
-from salon.model import ToolCall
+from salon.model import ChannelRef, ToolCall
 from salon.platforms.slack.platform import SlackPlatform
 from tests.conftest import ServeApp, bot_config
 
@@ -249,6 +249,39 @@ async def test_a_new_connection_drops_the_history_kept(
     await fake_slack.post(GENERAL, alice, mention(fake_slack, "again"))
     await fake_slack.wait_bot_messages(GENERAL, 2)
     assert platform.history_fetches == fetched + 1  # read from Slack again, not the cache
+
+
+async def test_a_long_answer_is_split_within_slacks_limit(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    words = " ".join(f"w{i}<&>" for i in range(1500))  # over 10,000 characters, escaped longer
+    provider = FakeProvider([words])
+    _, platform = await start_slack(provider)
+    await fake_slack.post(GENERAL, fake_slack.user("Alice"), mention(fake_slack, "talk"))
+    await fake_slack.wait_for(
+        lambda: "w1499" in "".join(m["text"] for m in fake_slack.messages(GENERAL))
+    )
+    said = [m["text"] for m in fake_slack.messages(GENERAL)]
+    assert len(said) >= 3
+    shown = [t.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") for t in said]
+    assert all(len(t) <= platform.max_message_chars for t in shown)
+    assert " ".join(shown).split() == words.split()  # nothing lost, nothing doubled
+
+
+async def test_progress_is_one_note_edited_to_its_end(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    _, platform = await start_slack(FakeProvider(), slack={"progress_interval": 0.05})
+    here = ChannelRef("slack", GENERAL)
+    for step in range(1, 6):
+        await platform.progress(here, "job-1", f"generate_image: step {step}/5 <here>")
+    await platform.progress(here, "job-1", "generate_image: done in 3 s", done=True)
+    await platform.progress(here, "job-1", "late report", done=True)  # after the end: nothing
+    (note,) = fake_slack.messages(GENERAL)
+    assert note["text"] == "generate_image: done in 3 s"
+    assert note["metadata"]["event_type"] == "salon_note"
+    edits = [p for method, _, p in fake_slack.calls if method == "chat.update"]
+    assert 1 <= len(edits) <= 2  # reports in between are folded, not each an edit
 
 
 async def test_live_check_names_the_scopes_the_bot_token_lacks(fake_slack: SlackServer) -> None:
