@@ -80,7 +80,7 @@ class SlackServer(WebApi):
         self._limits: dict[str, list[int]] = {}  # method -> [times, retry_after]
         self._tickets: set[str] = set()
         self.opened = 0  # Socket Mode connections opened in all
-        self._backlog: list[dict[str, Any]] = []  # envelopes for when the app connects
+        self.missed: list[dict[str, Any]] = []  # sent while the app had no connection
         self._sockets: list[web.WebSocketResponse] = []
         self._changed = asyncio.Condition()
         self._ts = itertools.count(1)
@@ -181,9 +181,14 @@ class SlackServer(WebApi):
         event = {"subtype": "message_deleted", "hidden": True, "deleted_ts": ts}
         await self._event(channel, {**event, "ts": self._next_ts(), "previous_message": message})
 
-    def pin(self, channel: str, ts: str) -> None:
-        self._find(channel, ts)
+    async def pin(self, channel: str, ts: str, by: SlackUser | None = None) -> None:
+        """Someone pins message ``ts``: ``pin_added`` tells the app."""
+        message = self._find(channel, ts)
         self.channels[channel].pins.append(ts)
+        item = {"type": "message", "channel": channel, "message": message}
+        user = (by or self.bot).id
+        event = {"type": "pin_added", "user": user, "channel_id": channel, "item": item}
+        await self._event(channel, {**event, "event_ts": self._next_ts()})
 
     async def command(self, user: SlackUser, channel: str, command: str, text: str = "") -> str:
         """``user`` types ``/command text`` in ``channel``; returns the envelope id."""
@@ -277,9 +282,6 @@ class SlackServer(WebApi):
         self._sockets.append(ws)
         self.opened += 1
         await self._notify()
-        held, self._backlog = self._backlog, []
-        for envelope in held:
-            await self._send(envelope)
         try:
             async for frame in ws:
                 if frame.type == WSMsgType.TEXT:
@@ -295,7 +297,8 @@ class SlackServer(WebApi):
             await self._notify()
 
     async def _event(self, channel: str, event: dict[str, Any]) -> str:
-        event = {"type": "message", "channel": channel, "event_ts": event.get("ts"), **event}
+        if event.get("type", "message") == "message":
+            event = {"type": "message", "channel": channel, "event_ts": event.get("ts"), **event}
         payload = {
             "token": "verification-token",
             "team_id": TEAM,
@@ -321,16 +324,17 @@ class SlackServer(WebApi):
         if kind == "events_api":
             envelope |= {"retry_attempt": 0, "retry_reason": ""}
         await self._send(envelope)
-        if kind == "events_api":
+        if kind == "events_api" and self._sockets:
             task = asyncio.create_task(self._redeliver(envelope))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         return str(envelope["envelope_id"])
 
     async def _send(self, envelope: dict[str, Any]) -> None:
-        """To the newest connection; with none open, held until one opens."""
+        """To the newest connection. With none open the envelope is missed (Slack tries
+        an event again minutes later; the fake does not)."""
         if not self._sockets:
-            self._backlog.append(envelope)
+            self.missed.append(envelope)
             return
         self.deliveries.append(envelope)
         await self._sockets[-1].send_json(envelope)

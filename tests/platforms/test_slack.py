@@ -105,7 +105,7 @@ async def test_a_pinned_config_is_applied_and_edits_and_deletes_reach_the_next_c
     await start_slack(provider, system_prompt="base")
     alice = fake_slack.user("Alice")
     config = await fake_slack.post(GENERAL, alice, ".config\n---\nsystem_prompt: pinned")
-    fake_slack.pin(GENERAL, config["ts"])
+    await fake_slack.pin(GENERAL, config["ts"], alice)
     typo = await fake_slack.post(GENERAL, alice, "I like tee")
     gone = await fake_slack.post(GENERAL, alice, "something regretted")
     await fake_slack.post(GENERAL, alice, mention(fake_slack, "hello"))
@@ -119,6 +119,28 @@ async def test_a_pinned_config_is_applied_and_edits_and_deletes_reach_the_next_c
     assert "I like tea" in second
     assert "tee" not in second
     assert "regretted" not in second
+
+
+async def test_pins_are_read_once_until_a_pin_or_an_edit_changes_them(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    provider = FakeProvider(["one", "two", "three", "four"])
+    await start_slack(provider, system_prompt="base")
+    alice = fake_slack.user("Alice")
+    await fake_slack.post(GENERAL, alice, mention(fake_slack, "hello"))
+    await fake_slack.wait_bot_messages(GENERAL, 1)
+    await fake_slack.post(GENERAL, alice, mention(fake_slack, "still there?"))
+    await fake_slack.wait_bot_messages(GENERAL, 2)
+    assert [m for m, _, _ in fake_slack.calls].count("pins.list") == 1
+    config = await fake_slack.post(GENERAL, alice, ".config\n---\nsystem_prompt: pinned")
+    await fake_slack.pin(GENERAL, config["ts"], alice)
+    await fake_slack.post(GENERAL, alice, mention(fake_slack, "and now?"))
+    await fake_slack.wait_bot_messages(GENERAL, 3)
+    assert provider.requests[2].system == "pinned"
+    await fake_slack.edit(GENERAL, config["ts"], ".config\n---\nsystem_prompt: edited")
+    await fake_slack.post(GENERAL, alice, mention(fake_slack, "and now?"))
+    await fake_slack.wait_bot_messages(GENERAL, 4)
+    assert provider.requests[3].system == "edited"
 
 
 async def test_approval_buttons_refuse_someone_else_and_take_the_requester(

@@ -77,6 +77,8 @@ class Events:
     def register(self, app: AsyncApp) -> None:
         app.event("message")(self.on_message)
         app.event("app_mention")(self._ignore)  # the message event carries it too
+        app.event("pin_added")(self.on_pins)
+        app.event("pin_removed")(self.on_pins)
         app.action(re.compile(r"^salon_"))(self.on_button)
         app.command("/ask")(self.on_ask)
         app.command("/monitor")(self.on_monitor)
@@ -84,6 +86,9 @@ class Events:
 
     async def _ignore(self, body: dict[str, Any]) -> None:
         return None
+
+    async def on_pins(self, event: dict[str, Any]) -> None:
+        self._reader.pins_changed(str(event.get("channel_id", "")))
 
     def _first_time(self, key: str) -> bool:
         if not key or key in self._seen:
@@ -102,6 +107,8 @@ class Events:
         channel_id = str(event.get("channel", ""))
         direct = event.get("channel_type") == "im"
         subtype = event.get("subtype")
+        if subtype in ("message_changed", "message_deleted"):
+            self._reader.pins_changed(channel_id)  # a pinned .config may be the one
         if subtype == "message_changed":
             await self._changed(channel_id, dict(event.get("message") or {}), direct)
         elif subtype == "message_deleted":

@@ -3,6 +3,7 @@ Slack's message payloads converted into Salon's ``Message``."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
@@ -39,6 +40,7 @@ class People:
         self._bot_name = bot_name
         self._monitored = monitored
         self._names: OrderedDict[str, tuple[str, bool]] = OrderedDict()
+        self._asking = asyncio.Lock()
         self.me = Participant("", bot_name, is_bot=True)
         self.bot_id = ""
 
@@ -55,8 +57,15 @@ class People:
         return Participant(user_id, name, is_bot=is_bot, roles=(user_id, name))
 
     async def learn(self, user_ids: set[str]) -> None:
-        """Look up the names not known yet (a failure leaves the id as the name)."""
-        for user_id in user_ids - set(self._names) - {self.me.id, ""}:
+        """Look up the names not known yet (a failure leaves the id as the name), one
+        lookup at a time, so events arriving together ask for a person once."""
+        if not user_ids - set(self._names) - {self.me.id, ""}:
+            return
+        async with self._asking:
+            await self._look_up(user_ids - set(self._names) - {self.me.id, ""})
+
+    async def _look_up(self, user_ids: set[str]) -> None:
+        for user_id in user_ids:
             try:
                 found = await call("look a user up", self._client().users_info(user=user_id))
             except PlatformError as exc:

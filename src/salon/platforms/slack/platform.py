@@ -17,6 +17,7 @@ from typing import Any
 
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.web.async_client import AsyncWebClient
 
 from salon.config import Secrets
@@ -149,7 +150,20 @@ class SlackPlatform(PlatformBase):
         )
         me = await call("check the bot token (SLACK_BOT_TOKEN)", self._web.auth_test())
         self._people.introduce(str(me.get("user_id", "")), str(me.get("bot_id", "")))
-        app = AsyncApp(client=self._web, logger=logger)  # the client carries the token
+        who = AuthorizeResult(
+            enterprise_id=None,
+            team_id=str(me.get("team_id", "")),
+            bot_user_id=self._people.me.id,
+            bot_id=self._people.bot_id,
+            bot_token=self._bot_token,
+        )
+
+        async def authorize(**_: Any) -> AuthorizeResult:
+            """Who the app is, known from the check above: bolt asks for every event,
+            and its own way would call auth.test again for each one that comes at once."""
+            return who
+
+        app = AsyncApp(client=self._web, authorize=authorize, logger=logger)
         self._events.register(app)
         handler = self._handler = AsyncSocketModeHandler(app, self._app_token)
         handler.client.message_listeners.append(self._on_socket_message)

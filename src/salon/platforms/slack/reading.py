@@ -38,6 +38,7 @@ class Reader:
         self._people = people
         self._max = max_channels
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
+        self._pins: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()  # channel id ->
         self.fetches = 0
 
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
@@ -85,15 +86,24 @@ class Reader:
         return messages, not cursor
 
     async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
-        """The channel's pinned messages, oldest first (a thread has its channel's)."""
+        """The channel's pinned messages, oldest first (a thread has its channel's). Kept
+        per channel until a pin event, an edit or deletion there, or a new connection."""
         channel_id, _ = thread_of(channel)
-        found = await call(
-            f"read the pins of {channel.name or channel_id}",
-            self._client().pins_list(channel=channel_id),
-        )
-        raw = [i["message"] for i in found.get("items", []) if i.get("type") == "message"]
-        raw.sort(key=lambda m: float(m["ts"]))
+        raw = self._pins.get(channel_id)
+        if raw is None:
+            found = await call(
+                f"read the pins of {channel.name or channel_id}",
+                self._client().pins_list(channel=channel_id),
+            )
+            raw = [i["message"] for i in found.get("items", []) if i.get("type") == "message"]
+            raw.sort(key=lambda m: float(m["ts"]))
+            self._pins[channel_id] = raw
+            while len(self._pins) > self._max:
+                self._pins.popitem(last=False)
         return await self._people.convert_all(channel, raw)
+
+    def pins_changed(self, channel_id: str) -> None:
+        self._pins.pop(channel_id, None)
 
     # -- kept exact by the events ------------------------------------------------------
 
@@ -115,6 +125,7 @@ class Reader:
     def forget(self, key: str | None = None) -> None:
         if key is None:
             self._kept.clear()
+            self._pins.clear()
         else:
             for known in [k for k in self._kept if k == key or k.startswith(key + "-")]:
                 del self._kept[known]
