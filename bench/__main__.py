@@ -22,6 +22,7 @@ from bench import (
     otel,
     pipeline,
     postgres,
+    slack_cpu,
     tools,
     traces,
 )
@@ -37,6 +38,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "chatlog": chatlog.run,
     "history_requests": discord_history.run,
     "discord_cpu": discord_cpu.run,
+    "slack_cpu": slack_cpu.run,
     "cache_billing": caching.run,
     "faults": faults.run,
     "kill9": kill9.run,
