@@ -80,6 +80,7 @@ class SlackServer(WebApi):
         self._limits: dict[str, list[int]] = {}  # method -> [times, retry_after]
         self._tickets: set[str] = set()
         self.opened = 0  # Socket Mode connections opened in all
+        self.redelivered = 0  # events sent again because no acknowledgement came in time
         self.missed: list[dict[str, Any]] = []  # sent while the app had no connection
         self._sockets: list[web.WebSocketResponse] = []
         self._changed = asyncio.Condition()
@@ -347,6 +348,7 @@ class SlackServer(WebApi):
             await asyncio.sleep(self.ack_timeout)
             if envelope_id in self.acks:
                 return
+            self.redelivered += 1
             again = {**envelope, "retry_attempt": attempt, "retry_reason": "timeout"}
             await self._send(again)
 

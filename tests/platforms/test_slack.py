@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from fakes.llm_server import LLMServer, Scripted
 from fakes.slack_server import APP_TOKEN, BOT_TOKEN, SlackServer
 from salon.app import BotApp
 from salon.config import Secrets
@@ -17,6 +18,7 @@ from salon.llm import FakeProvider, FakeReply
 from salon.model import ChannelRef, ToolCall
 from salon.platforms.slack.platform import SlackPlatform
 from tests.conftest import ServeApp, bot_config
+from tests.platforms.conftest import real_provider
 
 GENERAL = "C0GENERAL"
 
@@ -26,12 +28,14 @@ StartSlack = Callable[..., Any]
 @pytest.fixture
 async def fake_slack() -> AsyncIterator[SlackServer]:
     """The fake Slack; a test fails when a bot message would have notified a channel or
-    a group (``<!channel>``, ``<!here>``, ``<!everyone>``, ``<!subteam^…>``)."""
+    a group (``<!channel>``, ``<!here>``, ``<!everyone>``, ``<!subteam^…>``), or when an
+    event went unacknowledged for a second (Slack allows three)."""
     server = SlackServer(ack_timeout=1.0)
     await server.start()
     yield server
     await server.stop()
     assert not server.pings, f"the bot notified what it may not: {server.pings}"
+    assert server.redelivered == 0, "an event was not acknowledged within the timeout"
 
 
 @pytest.fixture
@@ -235,6 +239,28 @@ async def test_a_rate_limited_post_is_waited_out_and_posted_once(
     posts = [t for method, t, _ in fake_slack.calls if method == "chat.postMessage"]
     assert len(posts) == 2
     assert posts[1] - posts[0] >= 1.0
+
+
+async def test_events_are_acknowledged_at_once_while_the_model_is_busy(
+    fake_slack: SlackServer, start_slack: StartSlack, llm_server: LLMServer
+) -> None:
+    resume = asyncio.Event()
+    llm_server.queue(
+        Scripted(chunks=["Para one.\n\n", "Para two."], pause_before_chunk=1, resume=resume)
+    )
+    provider, providers = real_provider(llm_server, "openai")
+    await start_slack(provider, providers=providers)
+    alice = fake_slack.user("Alice")
+    await fake_slack.post(GENERAL, alice, mention(fake_slack, "go"))
+    await fake_slack.wait_bot_messages(GENERAL, 1)  # the model holds its second paragraph
+    later = await fake_slack.post(GENERAL, alice, mention(fake_slack, "and this?"))
+    (envelope,) = [
+        d for d in fake_slack.deliveries if d["payload"].get("event", {}).get("ts") == later["ts"]
+    ]
+    await fake_slack.wait_ack(envelope["envelope_id"], within=1.0)  # Slack allows 3 s
+    assert not resume.is_set()
+    resume.set()
+    await fake_slack.wait_bot_messages(GENERAL, 2)
 
 
 async def test_a_redelivered_event_is_answered_once(
