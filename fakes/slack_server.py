@@ -134,6 +134,13 @@ class SlackServer(WebApi):
         self.channels[channel_id] = _Channel(channel_id, name, members)
         return channel_id
 
+    def im(self, user: SlackUser) -> str:
+        """The direct-message conversation of ``user`` and the bot (``D…``)."""
+        channel_id = f"D{user.id[1:]}"
+        members = {user.id, self.bot.id}
+        self.channels[channel_id] = _Channel(channel_id, user.id, members, is_im=True)
+        return channel_id
+
     def messages(self, channel: str, *, by_bot: bool = True) -> list[dict[str, Any]]:
         found = self.channels[channel].messages
         return [m for m in found if (m.get("user") == self.bot.id) == by_bot]

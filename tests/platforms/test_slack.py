@@ -86,6 +86,21 @@ async def test_a_mention_gets_an_answer_with_readable_names(
     assert shown == "Alice: just talking & such\nAlice: @Salon hi there"
 
 
+async def test_a_direct_message_is_answered_without_a_mention_and_others_are_not(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    provider = FakeProvider(["in private"])
+    await start_slack(provider)
+    alice = fake_slack.user("Alice")
+    await fake_slack.post(GENERAL, alice, "nobody addressed here")
+    dm = fake_slack.im(alice)
+    await fake_slack.post(dm, alice, "just us")
+    (reply,) = await fake_slack.wait_bot_messages(dm, 1)
+    assert reply["text"] == "in private"
+    assert fake_slack.messages(GENERAL) == []
+    assert len(provider.requests) == 1
+
+
 async def test_a_thread_is_its_own_context_continuing_its_root(
     fake_slack: SlackServer, start_slack: StartSlack
 ) -> None:
