@@ -24,6 +24,7 @@ from bench import (
     otel,
     pipeline,
     postgres,
+    slack_cpu,
     tools,
     traces,
 )
@@ -40,6 +41,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "history_requests": discord_history.run,
     "discord_cpu": discord_cpu.run,
     "matrix_cpu": matrix_cpu.run,  # a real Synapse (matrix-synapse, the dev extra)
+    "slack_cpu": slack_cpu.run,
     "cache_billing": caching.run,
     "cache_thinking": caching.thinking,
     "faults": faults.run,

@@ -25,6 +25,7 @@ from salon.llm.factory import build_provider, warm_provider
 from salon.model import Approval, ChannelRef, Event, Message, Participant, Schedule, ToolCall
 from salon.otel import otel_export
 from salon.platforms.base import Platform, readable_through
+from salon.platforms.slack import build as build_slack
 from salon.scheduler import Clock, Scheduler
 from salon.tasks import TaskState, supervise
 from salon.tools.builtin import OPERATOR, MemoryBook, ScheduleBook, build_builtin_server
@@ -198,7 +199,8 @@ class BotApp:
         """The platforms this bot's config puts it on (whether started here or not)."""
         names = ["terminal", *self.platforms]
         platforms = self.config.platforms
-        names += [p for p in ("discord", "irc", "matrix") if getattr(platforms, p) is not None]
+        kinds = ("discord", "irc", "matrix", "slack")
+        names += [n for n in kinds if getattr(platforms, n) is not None]
         return sorted(set(names))
 
     def check_schedule_target(self, source: str, target: str, requester: Participant) -> str | None:
@@ -351,6 +353,7 @@ class BotApp:
 
             where = data_dir(self.root, self.config)
             platforms.append(MatrixPlatform(self.config.name, matrix, self.secrets, where))
+        platforms += build_slack(self.key, self.config, self.secrets, self.store.channels)
         return platforms
 
     async def __aenter__(self) -> BotApp:

@@ -63,7 +63,11 @@ def _parser() -> argparse.ArgumentParser:
         "set, anthropic when ANTHROPIC_API_KEY is, else local)",
     )
     init.add_argument(
-        "--platform", choices=PLATFORMS, help="also put the bot on this chat platform"
+        "--platform",
+        action="append",
+        choices=PLATFORMS,
+        default=[],
+        help="put the bot on this platform too (a commented section to fill in)",
     )
 
     check = sub.add_parser("check", help="validate a config directory and its secrets")
@@ -204,11 +208,13 @@ def _started() -> None:
 
 
 def _init(
-    root: Path, bot: str, model: str | None, provider: str | None, platform: str | None = None
+    root: Path, bot: str, model: str | None, provider: str | None, platforms: list[str]
 ) -> int:
     provider = provider or _provider_from_environment(model)
     model = model or (os.environ.get("OPENAI_MODEL") if provider == "openai" else None)
-    written_files = write_example(root, model=model, bot=bot, provider=provider, platform=platform)
+    written_files = write_example(
+        root, model=model, bot=bot, provider=provider, platforms=platforms
+    )
     for path, written in written_files:
         print(f"{'wrote' if written else 'kept existing'} {path}")
     salon, where = _salon_command(), shlex.quote(str(root))
@@ -311,6 +317,13 @@ async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> in
             failed = failed or not result.ok
     for name in sorted(defined - probed):
         print(f"live: provider {name}: skipped (unused)")
+    for key, secrets in bots:
+        if configs.bots[key].platforms.slack is not None:
+            from salon.platforms.slack import live_check  # the Slack SDK only when used
+
+            line, ok = await live_check(configs.bots[key], secrets)
+            print(line)
+            failed = failed or not ok
     return 1 if failed else 0
 
 

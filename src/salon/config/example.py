@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = ["PLATFORMS", "PROVIDERS", "write_example"]
@@ -68,7 +69,6 @@ platforms:
 """
 
 
-# What `salon init --platform NAME` adds under the bot's `platforms:`.
 PLATFORM_YAML = {
     "matrix": """\
   # Matrix: a bot account on your homeserver (docs/CONFIGURATION.md, "Matrix").
@@ -83,7 +83,19 @@ PLATFORM_YAML = {
     invite_from_servers: []                  # or whole servers: ["example.org"]
     approval_power_level: 50                 # who may approve a tool call with a reaction
 """,
+    "slack": """\
+  # Slack, in Socket Mode (no public URL). Create the app from the manifest in
+  # docs/CONFIGURATION.md ("Slack"), install it, and set both tokens in the environment.
+  slack:
+    bot_token_env: SLACK_BOT_TOKEN    # xoxb-…: OAuth & Permissions, after installing
+    app_token_env: SLACK_APP_TOKEN    # xapp-…: Basic Information, scope connections:write
+    # monitored_channels: [C0123456789]   # channel ids answered without a mention
+    # progress_interval: 2.0          # seconds between edits of a progress message
+    # rate_limit_wait_max: 60         # longest Retry-After waited out before giving up
+""",
 }
+"""A commented section per platform ``salon init --platform`` adds to the bot's file."""
+
 PLATFORMS = tuple(PLATFORM_YAML)
 PROVIDERS = ("openai", "anthropic", "local")
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
@@ -96,11 +108,11 @@ def write_example(
     model: str | None = None,
     bot: str = "assistant",
     provider: str = "openai",
-    platform: str | None = None,
+    platforms: Sequence[str] = (),
 ) -> list[tuple[Path, bool]]:
     """Write the example files, keeping any that exist; the bot uses ``provider`` (with
-    ``model``, for openai and anthropic) and is on ``platform`` too (a commented section to
-    fill in). Returns (path, written) pairs."""
+    ``model``, for openai and anthropic), on the terminal and each of ``platforms``.
+    Returns (path, written) pairs."""
     openai_model = model if model and provider == "openai" else DEFAULT_OPENAI_MODEL
     anthropic_model = model if model and provider == "anthropic" else DEFAULT_ANTHROPIC_MODEL
     shared = SHARED_YAML.format(model=openai_model, anthropic_model=anthropic_model)
@@ -110,7 +122,7 @@ def write_example(
         root / "bots" / f"{bot}.yaml": BOT_YAML.format(
             bot=bot, name=bot.capitalize(), provider=provider, pad=pad
         )
-        + (PLATFORM_YAML[platform].format(bot=bot) if platform else ""),
+        + "".join(PLATFORM_YAML[p].format(bot=bot) for p in dict.fromkeys(platforms)),
     }
     results: list[tuple[Path, bool]] = []
     for path, text in files.items():

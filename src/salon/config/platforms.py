@@ -23,6 +23,7 @@ __all__ = [
     "IrcConfig",
     "MatrixConfig",
     "PlatformsConfig",
+    "SlackConfig",
     "TerminalConfig",
 ]
 
@@ -252,8 +253,33 @@ class MatrixConfig(_Strict):
     send_retries: int = Field(default=3, ge=0, description="on network errors, same txn id")
 
 
+class SlackConfig(_Strict):
+    """A Slack app in Socket Mode (no public URL): the bot token (``xoxb-``) for the Web
+    API and the app-level token (``xapp-``, scope ``connections:write``) for the socket."""
+
+    bot_token_env: str = "SLACK_BOT_TOKEN"
+    app_token_env: str = "SLACK_APP_TOKEN"
+    monitored_channels: list[str] = Field(
+        default_factory=list, description="channel ids answered without a mention"
+    )
+    history_cache_channels: int = Field(default=200, ge=1)
+    progress_interval: float = Field(
+        default=2.0, gt=0, le=60, description="seconds between edits of a progress message"
+    )
+    rate_limit_wait_max: float = Field(
+        default=60.0,
+        ge=1,
+        le=3600,
+        description="seconds a 429's Retry-After may ask Salon to wait before it gives up",
+    )
+    api_base_url: Endpoint | None = Field(
+        default=None, description="Slack's Web API; unset: https://slack.com/api/"
+    )
+
+
 class PlatformsConfig(_Strict):
     terminal: TerminalConfig = Field(default_factory=TerminalConfig)
     irc: IrcConfig | None = None
     discord: DiscordConfig | None = None
     matrix: MatrixConfig | None = None
+    slack: SlackConfig | None = None

@@ -84,6 +84,10 @@ def _platform_secrets(bot: BotConfig) -> list[tuple[str, str]]:
         env_name = getattr(matrix, key)
         if env_name:
             needed.append((f"platforms.matrix.{key}", env_name))
+    slack = bot.platforms.slack
+    if slack is not None:
+        needed.append(("platforms.slack.bot_token_env", slack.bot_token_env))
+        needed.append(("platforms.slack.app_token_env", slack.app_token_env))
     return needed
 
 

@@ -1,0 +1,460 @@
+"""A loopback fake of Slack's Web API and Socket Mode, for the real slack_sdk / slack_bolt.
+
+It follows Slack's documentation (api.slack.com): every Web API call is a POST or GET to
+``/api/<method>`` with a bearer token, answered ``{"ok": true, ...}`` or HTTP 200 with
+``{"ok": false, "error": "..."}``; a rate-limited call is HTTP 429 with ``Retry-After``.
+``apps.connections.open`` (app-level ``xapp-`` token only) hands out a one-time WebSocket
+URL; there the fake says ``hello`` and then sends envelopes (``events_api``,
+``slash_commands``, ``interactive``), each to be acknowledged with its ``envelope_id``.
+An ``events_api`` envelope not acknowledged within ``ack_timeout`` is sent again with
+``retry_attempt`` counted up (``retry_reason`` ``timeout``), up to three retries, as Slack
+does. What Slack refuses, the fake refuses: a bot token at ``apps.connections.open``,
+text past 40,000 characters (``msg_too_long``), malformed blocks (``invalid_blocks``), a
+channel the bot is not in (``not_in_channel``), editing or deleting someone else's message.
+
+Tests play the people: ``post``, ``edit``, ``delete``, ``pin``, ``command`` and ``click``;
+``pings`` lists every notification a bot message would have sent (``<!channel>``,
+``<!here>``, ``<!everyone>``, ``<!subteam^…>``, or ``@channel`` with ``link_names``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from fakes.slack_web import APP, TEAM, SlackError, WebApi
+
+__all__ = ["APP_TOKEN", "BOT_TOKEN", "SlackServer", "SlackUser"]
+
+BOT_TOKEN, APP_TOKEN = "xoxb-fake-bot", "xapp-1-fake-app"
+BOT_SCOPES = (
+    "channels:history",
+    "groups:history",
+    "im:history",
+    "mpim:history",
+    "chat:write",
+    "commands",
+    "pins:read",
+    "reactions:write",
+    "users:read",
+)
+EVENT_RETRIES = 3  # Slack retries an unacknowledged event up to three times
+
+
+@dataclass(frozen=True)
+class SlackUser:
+    id: str
+    name: str
+    is_bot: bool = False
+
+
+@dataclass
+class _Channel:
+    id: str
+    name: str
+    members: set[str]
+    is_im: bool = False
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    pins: list[str] = field(default_factory=list)
+
+
+class SlackServer(WebApi):
+    def __init__(self, *, ack_timeout: float = 3.0) -> None:
+        self.ack_timeout = ack_timeout
+        self.bot = SlackUser("U0BOT", "salon", is_bot=True)
+        self.users: dict[str, SlackUser] = {self.bot.id: self.bot}
+        self.channels: dict[str, _Channel] = {}
+        self.calls: list[tuple[str, float, dict[str, Any]]] = []  # method, time, params
+        self.pings: list[tuple[str, str]] = []  # (message ts, what it notified)
+        self.acks: dict[str, dict[str, Any] | None] = {}  # envelope id -> response payload
+        self.responses: list[dict[str, Any]] = []  # posted to a response_url
+        self.deliveries: list[dict[str, Any]] = []  # every envelope sent, retries too
+        self.scopes = set(BOT_SCOPES)  # the bot token's, sent as X-OAuth-Scopes
+        self._limits: dict[str, list[int]] = {}  # method -> [times, retry_after]
+        self._tickets: set[str] = set()
+        self.opened = 0  # Socket Mode connections opened in all
+        self.redelivered = 0  # events sent again because no acknowledgement came in time
+        self.missed: list[dict[str, Any]] = []  # sent while the app had no connection
+        self._sockets: list[web.WebSocketResponse] = []
+        self._changed = asyncio.Condition()
+        self._ts = itertools.count(1)
+        self._ids = itertools.count(1)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self.channel("C0GENERAL", "general")
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_get("/link/", self._link)
+        app.router.add_post("/respond/{id}", self._respond)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for ws in list(self._sockets):
+            await ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    # -- the world -------------------------------------------------------------------
+
+    def user(self, name: str, *, is_bot: bool = False) -> SlackUser:
+        for user in self.users.values():
+            if user.name == name:
+                return user
+        user = SlackUser(f"U{next(self._ids):04d}{name.upper()[:4]}", name, is_bot)
+        self.users[user.id] = user
+        for channel in self.channels.values():
+            if not channel.is_im:
+                channel.members.add(user.id)
+        return user
+
+    def channel(self, channel_id: str, name: str, *, bot: bool = True) -> str:
+        members = {u for u in self.users if bot or u != self.bot.id}
+        self.channels[channel_id] = _Channel(channel_id, name, members)
+        return channel_id
+
+    def im(self, user: SlackUser) -> str:
+        """The direct-message conversation of ``user`` and the bot (``D…``)."""
+        channel_id = f"D{user.id[1:]}"
+        members = {user.id, self.bot.id}
+        self.channels[channel_id] = _Channel(channel_id, user.id, members, is_im=True)
+        return channel_id
+
+    def messages(self, channel: str, *, by_bot: bool = True) -> list[dict[str, Any]]:
+        found = self.channels[channel].messages
+        return [m for m in found if (m.get("user") == self.bot.id) == by_bot]
+
+    def rate_limit(self, method: str, *, retry_after: int = 1, times: int = 1) -> None:
+        """The next ``times`` calls of ``method`` get HTTP 429 with ``Retry-After``."""
+        self._limits[method] = [times, retry_after]
+
+    async def wait_bot_messages(
+        self, channel: str, count: int, within: float = 15
+    ) -> list[dict[str, Any]]:
+        async with self._changed:
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: len(self.messages(channel)) >= count), within
+            )
+        return self.messages(channel)
+
+    async def wait_for(self, check: Any, within: float = 15) -> None:
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(check), within)
+
+    async def connected(self, within: float = 15, *, times: int = 1) -> None:
+        """Until a connection is open, and ``times`` have been opened in all."""
+        await self.wait_for(lambda: bool(self._sockets) and self.opened >= times, within)
+
+    async def post(
+        self, channel: str, user: SlackUser, text: str, *, thread_ts: str | None = None
+    ) -> dict[str, Any]:
+        """``user`` says ``text`` (mrkdwn, ``<@U…>`` for a mention); the app is told."""
+        message = self._store(channel, user, text, thread_ts=thread_ts)
+        await self._event(channel, {**message, "channel_type": self._type(channel)})
+        return message
+
+    async def edit(self, channel: str, ts: str, text: str) -> None:
+        message = self._find(channel, ts)
+        before = dict(message)
+        message["text"] = text
+        message["edited"] = {"user": message["user"], "ts": self._next_ts()}
+        await self._notify()
+        await self._event(channel, self._changed_event(channel, message, before))
+
+    async def delete(self, channel: str, ts: str) -> None:
+        message = self._find(channel, ts)
+        self.channels[channel].messages.remove(message)
+        await self._notify()
+        event = {"subtype": "message_deleted", "hidden": True, "deleted_ts": ts}
+        await self._event(channel, {**event, "ts": self._next_ts(), "previous_message": message})
+
+    async def pin(self, channel: str, ts: str, by: SlackUser | None = None) -> None:
+        """Someone pins message ``ts``: ``pin_added`` tells the app."""
+        message = self._find(channel, ts)
+        self.channels[channel].pins.append(ts)
+        item = {"type": "message", "channel": channel, "message": message}
+        user = (by or self.bot).id
+        event = {"type": "pin_added", "user": user, "channel_id": channel, "item": item}
+        await self._event(channel, {**event, "event_ts": self._next_ts()})
+
+    async def command(self, user: SlackUser, channel: str, command: str, text: str = "") -> str:
+        """``user`` types ``/command text`` in ``channel``; returns the envelope id."""
+        rid = uuid.uuid4().hex
+        payload = {
+            "token": "verification-token",
+            "team_id": TEAM,
+            "team_domain": "fake",
+            "channel_id": channel,
+            "channel_name": self.channels[channel].name,
+            "user_id": user.id,
+            "user_name": user.name,
+            "command": command,
+            "text": text,
+            "api_app_id": APP,
+            "is_enterprise_install": "false",
+            "response_url": f"http://127.0.0.1:{self.port}/respond/{rid}",
+            "trigger_id": f"trigger.{rid}",
+        }
+        return await self._envelope("slash_commands", payload, accepts_response=True)
+
+    async def click(
+        self, user: SlackUser, channel: str, ts: str, action_id: str, value: str = ""
+    ) -> str:
+        """``user`` presses the button ``action_id`` on message ``ts``: block_actions."""
+        message = self._find(channel, ts)
+        rid = uuid.uuid4().hex
+        block = next((b for b in message.get("blocks", []) if b.get("type") == "actions"), {})
+        payload = {
+            "type": "block_actions",
+            "user": {"id": user.id, "username": user.name, "name": user.name, "team_id": TEAM},
+            "api_app_id": APP,
+            "token": "verification-token",
+            "container": {
+                "type": "message",
+                "message_ts": ts,
+                "channel_id": channel,
+                "is_ephemeral": False,
+            },
+            "trigger_id": f"trigger.{rid}",
+            "team": {"id": TEAM, "domain": "fake"},
+            "enterprise": None,
+            "is_enterprise_install": False,
+            "channel": {"id": channel, "name": self.channels[channel].name},
+            "message": message,
+            "state": {"values": {}},
+            "response_url": f"http://127.0.0.1:{self.port}/respond/{rid}",
+            "actions": [
+                {
+                    "action_id": action_id,
+                    "block_id": block.get("block_id", "b"),
+                    "text": {"type": "plain_text", "text": action_id},
+                    "value": value,
+                    "type": "button",
+                    "action_ts": self._next_ts(),
+                }
+            ],
+        }
+        return await self._envelope("interactive", payload, accepts_response=False)
+
+    async def resend(self, envelope: dict[str, Any]) -> None:
+        """Send an envelope as Slack redelivers one (a test sets its ``retry_attempt``)."""
+        await self._send(envelope)
+
+    async def drop(self) -> None:
+        """Close the app's connections, as Slack does now and then (the SDK reconnects)."""
+        for ws in list(self._sockets):
+            await ws.close()
+
+    async def wait_ack(self, envelope_id: str, within: float = 15) -> dict[str, Any] | None:
+        await self.wait_for(lambda: envelope_id in self.acks, within)
+        return self.acks[envelope_id]
+
+    # -- Socket Mode -----------------------------------------------------------------
+
+    async def _link(self, request: web.Request) -> web.StreamResponse:
+        ticket = request.query.get("ticket", "")
+        if ticket not in self._tickets:
+            return web.Response(status=401, text="invalid ticket")
+        self._tickets.discard(ticket)  # a URL opens one connection
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        await ws.send_json(
+            {
+                "type": "hello",
+                "num_connections": len(self._sockets) + 1,
+                "debug_info": {"host": "fake-slack", "approximate_connection_time": 18060},
+                "connection_info": {"app_id": APP},
+            }
+        )
+        self._sockets.append(ws)
+        self.opened += 1
+        await self._notify()
+        try:
+            async for frame in ws:
+                if frame.type == WSMsgType.TEXT:
+                    await self._acknowledged(json.loads(frame.data))
+        finally:
+            self._sockets.remove(ws)
+        return ws
+
+    async def _acknowledged(self, data: dict[str, Any]) -> None:
+        envelope_id = data.get("envelope_id")
+        if isinstance(envelope_id, str) and envelope_id not in self.acks:
+            self.acks[envelope_id] = data.get("payload")
+            await self._notify()
+
+    async def _event(self, channel: str, event: dict[str, Any]) -> str:
+        if event.get("type", "message") == "message":
+            event = {"type": "message", "channel": channel, "event_ts": event.get("ts"), **event}
+        payload = {
+            "token": "verification-token",
+            "team_id": TEAM,
+            "api_app_id": APP,
+            "event": event,
+            "type": "event_callback",
+            "event_id": f"Ev{next(self._ids):08d}",
+            "event_time": int(time.time()),
+            "authorizations": [
+                {"team_id": TEAM, "user_id": self.bot.id, "is_bot": True, "enterprise_id": None}
+            ],
+            "is_ext_shared_channel": False,
+        }
+        return await self._envelope("events_api", payload, accepts_response=False)
+
+    async def _envelope(self, kind: str, payload: dict[str, Any], *, accepts_response: bool) -> str:
+        envelope = {
+            "envelope_id": str(uuid.uuid4()),
+            "type": kind,
+            "payload": payload,
+            "accepts_response_payload": accepts_response,
+        }
+        if kind == "events_api":
+            envelope |= {"retry_attempt": 0, "retry_reason": ""}
+        await self._send(envelope)
+        if kind == "events_api" and self._sockets:
+            task = asyncio.create_task(self._redeliver(envelope))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return str(envelope["envelope_id"])
+
+    async def _send(self, envelope: dict[str, Any]) -> None:
+        """To the newest connection. With none open the envelope is missed (Slack tries
+        an event again minutes later; the fake does not)."""
+        if not self._sockets:
+            self.missed.append(envelope)
+            return
+        self.deliveries.append(envelope)
+        await self._sockets[-1].send_json(envelope)
+
+    async def _redeliver(self, envelope: dict[str, Any]) -> None:
+        """Unacknowledged within the timeout: sent again, ``retry_attempt`` counted up.
+        (Slack's own timer: the fake waits as Slack does, then looks.)"""
+        envelope_id = envelope["envelope_id"]
+        for attempt in range(1, EVENT_RETRIES + 1):
+            await asyncio.sleep(self.ack_timeout)
+            if envelope_id in self.acks:
+                return
+            self.redelivered += 1
+            again = {**envelope, "retry_attempt": attempt, "retry_reason": "timeout"}
+            await self._send(again)
+
+    # -- the Web API -----------------------------------------------------------------
+
+    async def _api(self, request: web.Request) -> web.StreamResponse:
+        method = request.match_info["method"]
+        params: dict[str, Any] = dict(request.query)
+        if request.content_type == "application/json":
+            params |= await request.json()
+        elif request.can_read_body:
+            params |= dict(await request.post())
+        self.calls.append((method, time.monotonic(), params))
+        limit = self._limits.get(method)
+        if limit and limit[0] > 0:
+            limit[0] -= 1
+            body = {"ok": False, "error": "ratelimited"}
+            return web.json_response(body, status=429, headers={"Retry-After": str(limit[1])})
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        try:
+            self._authorize(method, token)
+            handler = getattr(self, "_m_" + method.replace(".", "_"), None)
+            if handler is None:
+                raise SlackError("unknown_method")
+            result: dict[str, Any] = await handler(params)
+        except SlackError as exc:
+            return web.json_response({"ok": False, "error": exc.error})
+        await self._notify()
+        scopes = {"X-OAuth-Scopes": ",".join(sorted(self.scopes))} if token == BOT_TOKEN else {}
+        return web.json_response({"ok": True, **result}, headers=scopes)
+
+    def _authorize(self, method: str, token: str) -> None:
+        if token not in (BOT_TOKEN, APP_TOKEN):
+            raise SlackError("not_authed" if not token else "invalid_auth")
+        wants_app = method == "apps.connections.open"
+        if (token == APP_TOKEN) != wants_app:
+            raise SlackError("not_allowed_token_type")
+
+    async def _respond(self, request: web.Request) -> web.StreamResponse:
+        self.responses.append(await request.json())
+        await self._notify()
+        return web.Response(text="ok")
+
+    def _readable(self, params: dict[str, Any]) -> _Channel:
+        channel = self.channels.get(str(params.get("channel", "")))
+        if channel is None:
+            raise SlackError("channel_not_found")
+        if self.bot.id not in channel.members:
+            raise SlackError("not_in_channel")
+        return channel
+
+    def _store(
+        self,
+        channel: str,
+        user: SlackUser,
+        text: str,
+        *,
+        thread_ts: str | None = None,
+        blocks: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        ts = self._next_ts()
+        message: dict[str, Any] = {"type": "message", "user": user.id, "text": text, "ts": ts}
+        message["team"] = TEAM
+        if blocks:
+            message["blocks"] = blocks
+        if thread_ts is not None:
+            message["thread_ts"] = thread_ts
+            parent = self._find(channel, thread_ts)
+            parent["thread_ts"] = thread_ts
+            parent["reply_count"] = parent.get("reply_count", 0) + 1
+        self.channels[channel].messages.append(message)
+        return message
+
+    def _changed_event(
+        self, channel: str, message: dict[str, Any], before: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {
+            "subtype": "message_changed",
+            "hidden": True,
+            "message": dict(message),
+            "previous_message": before,
+            "channel": channel,
+            "ts": self._next_ts(),
+        }
+
+    def _find(self, channel: str, ts: str) -> dict[str, Any]:
+        if channel not in self.channels:
+            raise SlackError("channel_not_found")
+        for message in self.channels[channel].messages:
+            if message["ts"] == ts:
+                return message
+        raise SlackError("message_not_found")
+
+    def _type(self, channel: str) -> str:
+        return "im" if self.channels[channel].is_im else "channel"
+
+    def _next_ts(self) -> str:
+        return f"{1_700_000_000 + next(self._ts)}.000100"
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()

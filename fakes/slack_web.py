@@ -1,0 +1,219 @@
+"""The Web API half of the fake Slack (``slack_server.py``): one method each of the calls
+Salon makes, answered and refused as Slack's method pages say."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from typing import Any
+
+__all__ = ["MAX_TEXT", "SlackError", "WebApi"]
+
+MAX_TEXT = 40_000  # chat.postMessage: "truncated" past this; the API refuses msg_too_long
+MAX_BLOCKS = 50
+MAX_SECTION_TEXT = 3000
+_BLOCK_TYPES = {"section", "actions", "context", "divider", "header", "image", "rich_text"}
+_PINGS = re.compile(r"<!(channel|here|everyone)(?:\|[^>]*)?>|<!subteam\^(\w+)(?:\|[^>]*)?>")
+_LINK_NAMES = re.compile(r"(?<![\w<])@(channel|here|everyone)\b")
+_EMOJI = re.compile(r"^[a-z0-9_+'-]{1,100}$")
+TEAM, APP = "T0FAKE", "A0FAKE"
+
+
+class SlackError(Exception):
+    def __init__(self, error: str) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class WebApi:
+    """The Web API's methods, mixed into ``SlackServer`` (whose state they use)."""
+
+    channels: dict[str, Any]
+    users: dict[str, Any]
+    pings: list[tuple[str, str]]
+    port: int
+
+    async def _m_apps_connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        ticket = uuid.uuid4().hex
+        self._tickets.add(ticket)
+        return {"url": f"ws://127.0.0.1:{self.port}/link/?ticket={ticket}&app_id={APP}"}
+
+    async def _m_auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "url": "https://fake.slack.com/",
+            "team": "Fake",
+            "user": self.bot.name,
+            "team_id": TEAM,
+            "user_id": self.bot.id,
+            "bot_id": "B0BOT",
+            "is_enterprise_install": False,
+        }
+
+    async def _m_users_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        user = self.users.get(str(params.get("user", "")))
+        if user is None:
+            raise SlackError("user_not_found")
+        profile = {"display_name": user.name, "real_name": user.name}
+        return {
+            "user": {
+                "id": user.id,
+                "name": user.name.lower(),
+                "real_name": user.name,
+                "is_bot": user.is_bot,
+                "profile": profile,
+            }
+        }
+
+    async def _m_conversations_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = self._readable(params)
+        return {
+            "channel": {
+                "id": channel.id,
+                "name": channel.name,
+                "is_channel": not channel.is_im,
+                "is_im": channel.is_im,
+                "is_private": False,
+                "is_member": self.bot.id in channel.members,
+            }
+        }
+
+    async def _m_chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = self._readable(params)
+        text, blocks = self._content(params)
+        thread = params.get("thread_ts") or None
+        if thread is not None:
+            self._find(channel.id, str(thread))
+        message = self._store(channel.id, self.bot, text, thread_ts=thread, blocks=blocks)
+        if isinstance(params.get("metadata"), dict):
+            message["metadata"] = params["metadata"]
+        self._record_pings(message["ts"], text, blocks, params)
+        await self._event(channel.id, {**message, "bot_id": "B0BOT"})
+        return {"channel": channel.id, "ts": message["ts"], "message": message}
+
+    async def _m_chat_update(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = self._readable(params)
+        message = self._find(channel.id, str(params.get("ts", "")))
+        if message.get("user") != self.bot.id:
+            raise SlackError("cant_update_message")
+        text, blocks = self._content(params)
+        before = dict(message)
+        message["text"] = text
+        message["blocks"] = blocks
+        message["edited"] = {"user": self.bot.id, "ts": self._next_ts()}
+        self._record_pings(message["ts"], text, blocks, params)
+        await self._event(channel.id, self._changed_event(channel.id, message, before))
+        return {"channel": channel.id, "ts": message["ts"], "text": text}
+
+    async def _m_chat_delete(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = self._readable(params)
+        ts = str(params.get("ts", ""))
+        message = self._find(channel.id, ts)
+        if message.get("user") != self.bot.id:
+            raise SlackError("cant_delete_message")
+        channel.messages.remove(message)
+        return {"channel": channel.id, "ts": ts}
+
+    async def _m_reactions_add(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = self._readable(params)
+        message = self._find(channel.id, str(params.get("timestamp", "")))
+        name = str(params.get("name", ""))
+        if not _EMOJI.match(name):
+            raise SlackError("invalid_name")
+        reactions = message.setdefault("reactions", [])
+        mine = next((r for r in reactions if r["name"] == name), None)
+        if mine is not None and self.bot.id in mine["users"]:
+            raise SlackError("already_reacted")
+        if mine is None:
+            reactions.append({"name": name, "users": [self.bot.id], "count": 1})
+        else:
+            mine["users"].append(self.bot.id)
+            mine["count"] += 1
+        return {}
+
+    async def _m_conversations_history(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = self._readable(params)
+        tops = [m for m in channel.messages if m.get("thread_ts") in (None, m["ts"])]
+        if params.get("latest"):
+            latest = float(params["latest"])
+            inclusive = str(params.get("inclusive", "")).lower() in ("1", "true")
+            tops = [
+                m
+                for m in tops
+                if float(m["ts"]) < latest or (inclusive and m["ts"] == params["latest"])
+            ]
+        newest_first = [self._shown(m, params) for m in reversed(tops)]
+        return self._page(newest_first, params, pin_count=len(channel.pins))
+
+    async def _m_conversations_replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = self._readable(params)
+        ts = str(params.get("ts", ""))
+        parent = next((m for m in channel.messages if m["ts"] == ts), None)
+        if parent is None:
+            raise SlackError("thread_not_found")
+        replies = [m for m in channel.messages if m.get("thread_ts") == ts and m["ts"] != ts]
+        return self._page([self._shown(m, params) for m in [parent, *replies]], params)
+
+    async def _m_pins_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = self._readable(params)
+        items = []
+        for ts in reversed(channel.pins):
+            message = next((m for m in channel.messages if m["ts"] == ts), None)
+            if message is not None:
+                pinned = {**message, "pinned_to": [channel.id]}
+                items.append({"type": "message", "channel": channel.id, "message": pinned})
+        return {"items": items}
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _page(
+        self, found: list[dict[str, Any]], params: dict[str, Any], **extra: Any
+    ) -> dict[str, Any]:
+        limit = max(1, min(int(params.get("limit") or 100), 999))
+        cursor = str(params.get("cursor") or "")
+        start = int(base64.b64decode(cursor).decode().removeprefix("next:")) if cursor else 0
+        page = found[start : start + limit]
+        more = start + limit < len(found)
+        after = base64.b64encode(f"next:{start + limit}".encode()).decode() if more else ""
+        return {
+            "messages": page,
+            "has_more": more,
+            "response_metadata": {"next_cursor": after},
+            **extra,
+        }
+
+    @staticmethod
+    def _shown(message: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+        """Message metadata comes back only when asked for (``include_all_metadata``)."""
+        if str(params.get("include_all_metadata", "")).lower() in ("1", "true"):
+            return message
+        return {k: v for k, v in message.items() if k != "metadata"}
+
+    def _content(self, params: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+        text = str(params.get("text") or "")
+        blocks = params.get("blocks") or []
+        if isinstance(blocks, str):
+            blocks = json.loads(blocks)
+        if not text and not blocks:
+            raise SlackError("no_text")
+        if len(text) > MAX_TEXT:
+            raise SlackError("msg_too_long")
+        if not isinstance(blocks, list) or len(blocks) > MAX_BLOCKS:
+            raise SlackError("invalid_blocks")
+        for block in blocks:
+            if not isinstance(block, dict) or block.get("type") not in _BLOCK_TYPES:
+                raise SlackError("invalid_blocks")
+            shown = block.get("text")
+            if isinstance(shown, dict) and len(str(shown.get("text", ""))) > MAX_SECTION_TEXT:
+                raise SlackError("invalid_blocks")
+        return text, blocks
+
+    def _record_pings(
+        self, ts: str, text: str, blocks: list[dict[str, Any]], params: dict[str, Any]
+    ) -> None:
+        shown = text + json.dumps(blocks)
+        for match in _PINGS.finditer(shown):
+            self.pings.append((ts, match.group(1) or f"subteam^{match.group(2)}"))
+        if str(params.get("link_names", "")).lower() in ("1", "true"):
+            self.pings += [(ts, m.group(1)) for m in _LINK_NAMES.finditer(text)]

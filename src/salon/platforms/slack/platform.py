@@ -1,0 +1,265 @@
+"""Slack through slack_bolt (async) in Socket Mode: ``SlackPlatform``, the adapter's
+``Platform``. No public URL: the app opens a WebSocket to Slack (the app-level token) and
+calls the Web API with the bot token.
+
+History stays on Slack (``reading.py``), threads are contexts of their own, pins are where
+``.config`` is read, approvals are Block Kit buttons (``approvals.py``), ``/ask``,
+``/monitor`` and ``/unmonitor`` are slash commands (``events.py``). Every failure of a call
+to Slack leaves as a ``PlatformError`` naming Slack's error code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
+from slack_sdk.web.async_client import AsyncWebClient
+
+from salon.config import Secrets
+from salon.config.platforms import SlackConfig
+from salon.errors import PlatformError
+from salon.model import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Attachment,
+    ChannelRef,
+    Event,
+    Message,
+    Participant,
+)
+from salon.platforms.base import Capability, EventSink, PlatformBase
+from salon.platforms.slack.approvals import Approvals
+from salon.platforms.slack.client import build_web_client, call
+from salon.platforms.slack.events import Events, MonitorStore
+from salon.platforms.slack.people import People, thread_of
+from salon.platforms.slack.reading import Reader
+from salon.platforms.slack.sending import Sender
+
+__all__ = ["SlackPlatform"]
+
+logger = logging.getLogger(__name__)
+
+_CONNECT_TIMEOUT = 30.0
+
+
+class SlackPlatform(PlatformBase):
+    name = "slack"
+    max_message_chars = 4000  # Slack's advice for one message's text
+    capabilities = frozenset(
+        {Capability.DELETE, Capability.PINS, Capability.REACTIONS, Capability.BUTTONS}
+    )
+
+    def __init__(
+        self,
+        *,
+        bot: str,
+        bot_name: str,
+        config: SlackConfig,
+        secrets: Secrets,
+        monitors: MonitorStore,
+        authorized_roles: Sequence[str] = (),
+    ) -> None:
+        self.config = config
+        self.ready = asyncio.Event()
+        self._bot = bot
+        self._bot_token = secrets.get(config.bot_token_env) or ""
+        self._app_token = secrets.get(config.app_token_env) or ""
+        self._monitors = monitors
+        self._monitored: set[str] = set()
+        self._sink: EventSink | None = None
+        self._web: AsyncWebClient | None = None
+        self._handler: AsyncSocketModeHandler | None = None
+        self.connections = 0  # Socket Mode connections opened (hello received)
+        self._people = People(client=self._client, bot_name=bot_name, monitored=self._monitored)
+        self._reader = Reader(
+            client=self._client, people=self._people, max_channels=config.history_cache_channels
+        )
+        self._sender = Sender(
+            client=self._client,
+            people=self._people,
+            reader=self._reader,
+            max_chars=self.max_message_chars,
+            interval=config.progress_interval,
+        )
+        self._approvals = Approvals(
+            bot_name=bot_name, authorized_roles=authorized_roles, sender=self._sender
+        )
+        self._events = Events(
+            bot=bot,
+            bot_name=bot_name,
+            people=self._people,
+            reader=self._reader,
+            approvals=self._approvals,
+            monitors=monitors,
+            monitored=self._monitored,
+            authorized_roles=authorized_roles,
+            deliver=self._deliver,
+        )
+
+    def _client(self) -> AsyncWebClient:
+        if self._web is None:
+            raise PlatformError("Slack is not started")
+        return self._web
+
+    @property
+    def self_participant(self) -> Participant:
+        return self._people.me
+
+    @property
+    def connected(self) -> bool:
+        handler = self._handler
+        return handler is not None and handler.client.current_session is not None
+
+    @property
+    def history_fetches(self) -> int:
+        return self._reader.fetches
+
+    @property
+    def handled(self) -> int:
+        """Messages handed to the agent (each at most once, however often delivered)."""
+        return self._events.handled
+
+    @property
+    def repeated(self) -> int:
+        """Events Slack delivered again (a late acknowledgement), recognised and skipped."""
+        return self._events.repeated
+
+    async def wait_repeated(self) -> None:
+        await self._events.repeat_seen.wait()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self, sink: EventSink) -> None:
+        """Check the bot token (``auth.test``), then open the socket (the app token); a
+        missing or refused token is a PlatformError saying which."""
+        if not self._bot_token or not self._app_token:
+            missing = [e for e, v in self._tokens() if not v]
+            raise PlatformError(f"Slack needs its tokens: set {', '.join(missing)}")
+        self._sink = sink
+        self._monitored.clear()
+        self._monitored |= await self._monitors.monitored(self._bot)
+        self._monitored |= {f"slack:{c}" for c in self.config.monitored_channels}
+        base = str(self.config.api_base_url) if self.config.api_base_url else None
+        self._web = build_web_client(
+            self._bot_token, base_url=base, wait_max=self.config.rate_limit_wait_max
+        )
+        me = await call("check the bot token (SLACK_BOT_TOKEN)", self._web.auth_test())
+        self._people.introduce(str(me.get("user_id", "")), str(me.get("bot_id", "")))
+        who = AuthorizeResult(
+            enterprise_id=None,
+            team_id=str(me.get("team_id", "")),
+            bot_user_id=self._people.me.id,
+            bot_id=self._people.bot_id,
+            bot_token=self._bot_token,
+        )
+
+        async def authorize(**_: Any) -> AuthorizeResult:
+            """Who the app is, known from the check above: bolt asks for every event,
+            and its own way would call auth.test again for each one that comes at once."""
+            return who
+
+        app = AsyncApp(client=self._web, authorize=authorize, logger=logger)
+        self._events.register(app)
+        handler = self._handler = AsyncSocketModeHandler(app, self._app_token)
+        handler.client.message_listeners.append(self._on_socket_message)
+        try:
+            await asyncio.wait_for(handler.connect_async(), _CONNECT_TIMEOUT)  # type: ignore[no-untyped-call]
+        except Exception as exc:  # the SDK's own errors, or a timeout
+            await self.stop()
+            raise PlatformError(f"Slack Socket Mode did not connect: {exc}") from exc
+        self.ready.set()
+        logger.info("Slack: connected as %s", me.get("user", "?"))
+
+    async def _on_socket_message(self, _: object, message: dict[str, Any], raw: object) -> None:
+        """Each new connection says hello: events may have been missed while there was
+        none, so the history kept is dropped."""
+        if message.get("type") == "hello":
+            self._reader.forget()
+            self.connections += 1
+
+    def _tokens(self) -> list[tuple[str, str]]:
+        config = self.config
+        return [(config.bot_token_env, self._bot_token), (config.app_token_env, self._app_token)]
+
+    async def stop(self) -> None:
+        self.ready.clear()
+        if self._handler is not None:
+            await self._handler.close_async()  # type: ignore[no-untyped-call]
+            self._handler = None
+
+    async def _deliver(self, event: Event) -> None:
+        if self._sink is not None:
+            await self._sink(event)
+
+    # -- outgoing --------------------------------------------------------------------
+
+    async def send(
+        self,
+        channel: ChannelRef,
+        text: str,
+        *,
+        files: Sequence[Attachment] = (),
+        note: bool = False,
+        key: str | None = None,
+        reply_to: str | None = None,
+    ) -> Message:
+        """Into the thread when the context is one; files as lines with their links.
+        ``reply_to`` is ignored: Slack has no replies outside threads."""
+        return await self._sender.send(channel, text, files=files, note=note)
+
+    async def progress(
+        self, channel: ChannelRef, key: str, text: str, *, done: bool = False
+    ) -> None:
+        """One note per job, edited (``chat.update``) at most every ``progress_interval``."""
+        await self._sender.progress(channel, key, text, done=done)
+
+    async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
+        await self._sender.send(channel, text)
+
+    async def request_approval(
+        self, channel: ChannelRef, request: ApprovalRequest
+    ) -> ApprovalDecision:
+        return await self._approvals.ask(channel, request)
+
+    async def wait_prompts(self, count: int = 1) -> None:
+        await self._approvals.wait_open(count)
+
+    # -- reading ---------------------------------------------------------------------
+
+    async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
+        return await self._reader.history(channel, limit=limit)
+
+    async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
+        return await self._reader.pinned(channel)
+
+    async def current_users(self, channel: ChannelRef) -> Sequence[str]:
+        """Who spoke in what is cached of the channel."""
+        return sorted({m.author.name for m in self._reader.cached(channel)})
+
+    # -- other abilities ---------------------------------------------------------------
+
+    async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
+        channel_id, _ = thread_of(channel)
+        await call(
+            "delete a message", self._client().chat_delete(channel=channel_id, ts=message_id)
+        )
+
+    async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
+        channel_id, _ = thread_of(channel)
+        name = _EMOJI_NAMES.get(emoji, emoji.strip(":"))
+        request = self._client().reactions_add(channel=channel_id, timestamp=message_id, name=name)
+        await call("react", request)
+
+
+_EMOJI_NAMES = {
+    "\U0001f501": "repeat",  # the agent's loop stop
+    "\u26a0\ufe0f": "warning",  # a pinned .config skipped
+    "\u2705": "white_check_mark",
+    "\u274c": "x",
+}
+"""Slack reacts by emoji name; the few the agent uses by character, named."""

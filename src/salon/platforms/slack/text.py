@@ -1,0 +1,63 @@
+"""Slack's text both ways: mrkdwn read into plain words, and words written so that
+nothing in them is markup Slack acts on.
+
+Slack's docs ask apps to escape ``&``, ``<`` and ``>`` as ``&amp;``, ``&lt;`` and
+``&gt;``; everything Slack turns into a notification (``<!channel>``, ``<!here>``,
+``<!everyone>``, ``<!subteam^…>``, ``<@U…>``) is written between angle brackets, so text
+escaped this way notifies nobody (and ``link_names`` is never set, so ``@channel`` stays
+text).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+__all__ = ["escape", "readable", "split", "user_mentions"]
+
+_MARKUP = re.compile(r"<([^<>]*)>")
+_USER = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+
+
+def escape(text: str) -> str:
+    """``text`` as Slack shows it, with no markup of its own."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def user_mentions(text: str) -> list[str]:
+    """The user ids ``text`` mentions (``<@U…>``), in order, once each."""
+    return list(dict.fromkeys(_USER.findall(text)))
+
+
+def readable(text: str, name_of: Callable[[str], str]) -> str:
+    """A message's mrkdwn as plain words: ``<@U1>`` is ``@Name``, ``<#C1|general>`` is
+    ``#general``, ``<https://x|label>`` is ``label (https://x)``, ``<!here>`` is ``@here``;
+    then the three escapes are undone."""
+
+    def one(match: re.Match[str]) -> str:
+        inner = match.group(1)
+        target, _, label = inner.partition("|")
+        if target.startswith("@"):
+            return "@" + (label or name_of(target[1:]))
+        if target.startswith("#"):
+            return "#" + (label or target[1:])
+        if target.startswith("!"):
+            word = target[1:].split("^")[0]
+            return "@" + (label or word)
+        return f"{label} ({target})" if label and label != target else target
+
+    plain = _MARKUP.sub(one, text)
+    return plain.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def split(text: str, limit: int) -> list[str]:
+    """``text`` in pieces of at most ``limit`` characters, cut at a line break or space
+    where one is near the end."""
+    pieces: list[str] = []
+    while len(text) > limit:
+        cut = max(text.rfind("\n", 0, limit), text.rfind(" ", 0, limit))
+        if cut < limit // 2:
+            cut = limit
+        pieces.append(text[:cut])
+        text = text[cut:].lstrip("\n ")
+    return [*pieces, text] if text or not pieces else pieces
