@@ -42,6 +42,7 @@ async def memory_world(
         links=LINKS,
         memory=MEMORY,
         default_tool_policy="allow",
+        authorized_roles=[leak_probes.MODS],  # carol's .history clears #random's past
     )
     await leak_probes.seed_notes(world, app.store.notes, app.key)
     return world, app
