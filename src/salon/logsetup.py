@@ -11,11 +11,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from salon.config import Redactor
+from salon.trace import ACTIVATION
 
 __all__ = ["ConsoleFormatter", "DailyFileHandler", "RedactingFormatter", "configure_logging"]
 
-FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# ``activation``: " [act <id>]" on a line logged during an activation (its trace shows the
+# same id), empty elsewhere.
+FORMAT = "%(asctime)s %(levelname)s %(name)s%(activation)s: %(message)s"
 SHORT_FORMAT = "%(levelname)s: %(message)s"
+
+
+def _tag_activation(record: logging.LogRecord) -> None:
+    """Read at formatting time, which is the logging call's own task and thread (no queue
+    handler sits between), so the context variable is the activation's."""
+    if not hasattr(record, "activation"):
+        current = ACTIVATION.get()
+        record.activation = f" [act {current}]" if current else ""
 
 
 class RedactingFormatter(logging.Formatter):
@@ -26,6 +37,7 @@ class RedactingFormatter(logging.Formatter):
         self.redactor = redactor
 
     def format(self, record: logging.LogRecord) -> str:
+        _tag_activation(record)
         return self.redactor(super().format(record))
 
 

@@ -15,10 +15,12 @@ reported.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "ACTIVATION",
     "CAUSES",
     "OUTCOMES",
     "BotHealth",
@@ -170,6 +172,11 @@ class PipelineRecord:
         return data
 
 
+# The running activation's id (12 hex digits), set at the activation boundary
+# (salon.agent.dispatch) so that every log line it causes carries it (salon.logsetup).
+ACTIVATION: ContextVar[str] = ContextVar("salon_activation", default="")
+
+
 @dataclass(slots=True)
 class Trace:
     bot: str
@@ -191,6 +198,7 @@ class Trace:
     timings: dict[str, float] = field(default_factory=dict)  # phase -> milliseconds
     # What the pipeline decided: keyword, limits, speak gate, messages the evaluator dropped.
     pipeline: PipelineRecord = field(default_factory=PipelineRecord)
+    activation: str = ""  # the id its log lines carry (ACTIVATION)
 
     def totals(self) -> dict[str, float]:
         usage: dict[str, float] = {

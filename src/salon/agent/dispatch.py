@@ -20,6 +20,7 @@ import asyncio
 import logging
 import random
 import re
+import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -41,6 +42,7 @@ from salon.llm.base import Provider
 from salon.model import ChannelRef, Event, FireStatus, Message, MessageEvent, ScheduledEvent, Tag
 from salon.platforms.base import Platform
 from salon.store.base import Store
+from salon.trace import ACTIVATION
 
 __all__ = ["TOLD_IN_CHANNEL", "Agent", "AgentStats"]
 
@@ -336,6 +338,14 @@ class Agent:
         activation leaves a trace, whatever its outcome."""
         platform = self.platforms[activation.channel.platform]
         recorder = Recorder(self.bot, activation, platform, queued_at=activation.queued_at)
+        recorder.trace.activation = secrets.token_hex(6)
+        token = ACTIVATION.set(recorder.trace.activation)  # on every log line from here
+        try:
+            await self._activate_traced(activation, recorder)
+        finally:
+            ACTIVATION.reset(token)
+
+    async def _activate_traced(self, activation: Activation, recorder: Recorder) -> None:
         if self.traces is not None:
             self.traces.begin(recorder)
         try:
