@@ -162,6 +162,11 @@ class WebConfig(_Strict):
         description="host names requests may name besides localhost, addresses, host and "
         "public_url's (against DNS rebinding)",
     )
+    serve_outputs: bool = Field(
+        default=False,
+        description="serve <data_dir>/outputs/ read-only at /outputs/ (for outputs.url), "
+        "to anyone who reaches the server",
+    )
 
 
 class BotConfig(_Strict):

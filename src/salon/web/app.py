@@ -20,6 +20,7 @@ from salon.web.context import Fleet, Web
 from salon.web.events import post_event
 from salon.web.guard import HostGuard
 from salon.web.health import health, metrics
+from salon.web.outputs import outputs_root, serve_output
 
 __all__ = ["build_app", "web_settings"]
 
@@ -73,8 +74,15 @@ def build_app(
         Route("/config/notes/delete", notes.delete, methods=["POST"]),
         Route("/static/salon.css", stylesheet),
         Route("/static/salon.js", script),
+        Route("/outputs/{path:path}", serve_output),  # off (404) unless serve_outputs
     ]
     # Every route, the 404 of no route included, answers only to this server's names.
     app = Starlette(routes=routes, middleware=[Middleware(HostGuard, settings=settings)])
     app.state.web = web
+    chosen = web_settings(configs)
+    app.state.outputs = (
+        outputs_root(configs, chosen[0] if chosen else min(configs.bots))
+        if settings.serve_outputs and configs.bots
+        else None
+    )
     return app
