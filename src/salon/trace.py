@@ -109,6 +109,7 @@ class ToolTrace:
     verdict: str  # salon.model.Verdict: run, deny, cancel
     approval: dict[str, Any] | None = None  # {"answer", "by", "at"} when a person was asked
     started_at: float = 0.0  # epoch seconds, when the tool was started (0: not run)
+    files: tuple[str, ...] = ()  # where the files of its result were saved
 
 
 @dataclass(frozen=True, slots=True)

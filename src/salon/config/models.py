@@ -112,6 +112,11 @@ class OutputsConfig(_Strict):
         description="where a web server publishes the outputs directory; IRC and the "
         "terminal then show links instead of paths",
     )
+    save_text: bool = Field(
+        default=False,
+        description="an answer whose tools made files is saved beside them as "
+        "<requester>-answer.txt",
+    )
 
     @model_validator(mode="after")
     def _file_fits(self) -> OutputsConfig:
