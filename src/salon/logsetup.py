@@ -13,7 +13,13 @@ from pathlib import Path
 from salon.config import Redactor
 from salon.trace import ACTIVATION
 
-__all__ = ["ConsoleFormatter", "DailyFileHandler", "RedactingFormatter", "configure_logging"]
+__all__ = [
+    "ConsoleFormatter",
+    "DailyFileHandler",
+    "RedactingFormatter",
+    "configure_logging",
+    "set_level",
+]
 
 # ``activation``: " [act <id>]" on a line logged during an activation (its trace shows the
 # same id), empty elsewhere.
@@ -117,7 +123,14 @@ def configure_logging(
         daily = DailyFileHandler(log_dir, stem)
         daily.setFormatter(RedactingFormatter(redactor))
         root.addHandler(daily)
+    set_level(level)
+    return console
+
+
+def set_level(level: str) -> None:
+    """The process's log level (at start, and live when a config edit changes
+    ``log_level``); the HTTP and SDK loggers stay at WARNING or above."""
+    root = logging.getLogger()
     root.setLevel(level)
     for noisy in ("httpx2", "httpx", "httpcore", "openai", "anthropic"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
-    return console
