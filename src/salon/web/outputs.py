@@ -18,7 +18,7 @@ from starlette.responses import FileResponse, PlainTextResponse, Response
 
 from salon.config import ConfigSet
 
-__all__ = ["outputs_root", "serve_output"]
+__all__ = ["data_dir_of", "serve_output"]
 
 _INLINE = {"image/png", "image/jpeg", "image/gif", "image/webp", "text/plain"}
 _HEADERS = {
@@ -28,10 +28,11 @@ _HEADERS = {
 }
 
 
-def outputs_root(configs: ConfigSet, key: str) -> Path:
-    """``<data_dir>/outputs`` of bot ``key`` (``data_dir`` relative to the config dir)."""
+def data_dir_of(configs: ConfigSet, key: str) -> Path:
+    """The ``data_dir`` of bot ``key`` (relative to the config dir), where its outputs and
+    logs are."""
     data = Path(configs.bots[key].data_dir)
-    return (data if data.is_absolute() else configs.root / data) / "outputs"
+    return data if data.is_absolute() else configs.root / data
 
 
 def _inside(root: Path, relative: str) -> Path | None:
