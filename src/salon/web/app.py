@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from salon.config import ConfigSet, Redactor, WebConfig
 from salon.store.sql import SQLStore
-from salon.web import activity, configurator, controls, logtail, notes
+from salon.web import activity, configurator, controls, logtail, notes, workflows
 from salon.web.assets import script, stylesheet
 from salon.web.context import Fleet, Web
 from salon.web.events import post_event
@@ -80,6 +80,7 @@ def build_app(
         Route("/config/bots/level", controls.level, methods=["POST"]),
         Route("/config/bots/act", controls.act, methods=["POST"]),
         Route("/config/bots/probe", controls.probe, methods=["POST"]),
+        Route("/config/bots/workflow", workflows.upload, methods=["POST"]),
         Route("/config/log", logtail.log_page),
         Route("/config/log/tail", logtail.tail),
         Route("/static/logtail.js", logtail.script),

@@ -24,7 +24,16 @@ from salon.web.context import Web
 from salon.web.guard import csrf_token, form, keep_csrf, post_refusal
 from salon.web.pages import layout
 
-__all__ = ["ACTIONS", "Action", "FleetControl", "act", "bots", "level", "probe"]
+__all__ = [
+    "ACTIONS",
+    "Action",
+    "FleetControl",
+    "act",
+    "bots",
+    "level",
+    "page_with",
+    "probe",
+]
 
 ACTIONS = ("start", "stop", "restart")
 Action = Literal["start", "stop", "restart"]
@@ -61,7 +70,11 @@ async def _page(web: Web, request: Request, note: str = "", status: int = 200) -
     control = _control(request)
     token, new = csrf_token(request)
     hidden = f'<input type="hidden" name="csrf" value="{escape(token)}">'
-    sections = [_bot(b, configs.bots[b].log_level, control, hidden) for b in sorted(configs.bots)]
+    sections = [
+        _bot(b, configs.bots[b].log_level, control, hidden)
+        + _workflow_form(b, hidden, configs.bots[b].integrations.comfyui is not None)
+        for b in sorted(configs.bots)
+    ]
     runs = control is not None and control.runs_bots()
     where = (
         ""
@@ -74,6 +87,25 @@ async def _page(web: Web, request: Request, note: str = "", status: int = 200) -
     if new:
         keep_csrf(web, request, response, token)
     return response
+
+
+async def page_with(
+    web: Web, request: Request, text: str, *, ok: bool, status: int = 200
+) -> Response:
+    """The page with one line on top: what was done, or why not."""
+    return await _page(web, request, _line(text, ok=ok), status)
+
+
+def _workflow_form(bot: str, hidden: str, comfyui: bool) -> str:
+    if not comfyui:
+        return ""
+    return (
+        f'<form method="post" action="/config/bots/workflow" enctype="multipart/form-data" '
+        f'class="panel workflow">{hidden}<input type="hidden" name="bot" value="{escape(bot)}">'
+        f"<label>ComfyUI workflow of {escape(bot)} (API format JSON): "
+        '<input type="file" name="workflow" accept=".json,application/json"></label> '
+        '<button type="submit">check and replace</button></form>'
+    )
 
 
 def _bot(bot: str, log_level: str, control: FleetControl | None, hidden: str) -> str:
