@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -109,3 +110,37 @@ async def test_a_config_edit_applies_without_a_restart_and_a_broken_one_is_refus
     assert provider.requests[1].system == "You are cheerful."  # the broken edit changed nothing
     assert health.reload_error is not None
     assert "salon.yaml" in health.reload_error
+
+
+async def test_a_log_level_edit_applies_at_once(write_config: WriteConfig, tmp_path: Path) -> None:
+    """``001``'s DEBUG_LOGGING is hot-reloaded; so is ``log_level`` (the configurator's
+    debug toggle writes it): the process's log follows without a restart."""
+    providers = "providers: {test: {type: openai, model: m}}\nprovider: test\n"
+    root = write_config(providers + f"data_dir: {tmp_path / 'data'}\n", salon="log_level: INFO\n")
+    configs = load_config_dir(root)
+    app = BotApp(
+        key="salon",
+        config=configs.bots["salon"],
+        root=root,
+        secrets=Secrets({}),
+        provider=FakeProvider(["one"]),
+        channel_configs=configs.channel_configs("salon"),
+        watch_config=True,
+    )
+    logger = logging.getLogger()
+    before = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        async with serving(app, MemoryPlatform(bot_name="Salon")):
+            (root / "bots" / "salon.yaml").write_text("log_level: DEBUG\n")
+            await asyncio.wait_for(app.upkeep.wait_reloads(1), 10)
+            debug = logger.level
+            health = app.upkeep.health()
+            (root / "bots" / "salon.yaml").write_text("log_level: WARNING\n")
+            await asyncio.wait_for(app.upkeep.wait_reloads(2), 10)
+            warning = logger.level
+    finally:
+        logger.setLevel(before)
+    assert debug == logging.DEBUG
+    assert health.reload_error is None  # no "restart the bot to apply: log_level"
+    assert warning == logging.WARNING

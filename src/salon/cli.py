@@ -514,7 +514,7 @@ def _supervise(configs: ConfigSet, shards: str | None) -> int:
         if site is None or not site.settings.enabled:
             await supervisor.run()
             return
-        async with site.serving():
+        async with site.serving(supervisor=supervisor):
             await supervisor.run()
 
     try:

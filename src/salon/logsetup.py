@@ -11,11 +11,28 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from salon.config import Redactor
+from salon.trace import ACTIVATION
 
-__all__ = ["ConsoleFormatter", "DailyFileHandler", "RedactingFormatter", "configure_logging"]
+__all__ = [
+    "ConsoleFormatter",
+    "DailyFileHandler",
+    "RedactingFormatter",
+    "configure_logging",
+    "set_level",
+]
 
-FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# ``activation``: " [act <id>]" on a line logged during an activation (its trace shows the
+# same id), empty elsewhere.
+FORMAT = "%(asctime)s %(levelname)s %(name)s%(activation)s: %(message)s"
 SHORT_FORMAT = "%(levelname)s: %(message)s"
+
+
+def _tag_activation(record: logging.LogRecord) -> None:
+    """Read at formatting time, which is the logging call's own task and thread (no queue
+    handler sits between), so the context variable is the activation's."""
+    if not hasattr(record, "activation"):
+        current = ACTIVATION.get()
+        record.activation = f" [act {current}]" if current else ""
 
 
 class RedactingFormatter(logging.Formatter):
@@ -26,6 +43,7 @@ class RedactingFormatter(logging.Formatter):
         self.redactor = redactor
 
     def format(self, record: logging.LogRecord) -> str:
+        _tag_activation(record)
         return self.redactor(super().format(record))
 
 
@@ -105,7 +123,14 @@ def configure_logging(
         daily = DailyFileHandler(log_dir, stem)
         daily.setFormatter(RedactingFormatter(redactor))
         root.addHandler(daily)
+    set_level(level)
+    return console
+
+
+def set_level(level: str) -> None:
+    """The process's log level (at start, and live when a config edit changes
+    ``log_level``); the HTTP and SDK loggers stay at WARNING or above."""
+    root = logging.getLogger()
     root.setLevel(level)
     for noisy in ("httpx2", "httpx", "httpcore", "openai", "anthropic"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
-    return console

@@ -2,7 +2,9 @@
 restarted with backoff when it dies.
 
 Stopping (SIGINT/SIGTERM) sends SIGTERM to every bot, waits ``stop_timeout`` seconds for
-them to finish what they are saying, then kills what is left.
+them to finish what they are saying, then kills what is left. One bot can be stopped,
+started and restarted too (the configurator's buttons, through ``salon.web_cli``): a bot
+stopped that way stays stopped, not restarted, until it is started again.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class Supervisor:
         self.stop_timeout = stop_timeout
         self.stopping = asyncio.Event()
         self._procs: dict[str, asyncio.subprocess.Process] = {}
+        self._held: set[str] = set()  # bots stopped on request: not restarted
+        self._restarting: set[str] = set()  # labels stopped on request, to start at once
+        self._changed = asyncio.Condition()
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -60,11 +65,20 @@ class Supervisor:
             for spec in self.bots:
                 tasks.create_task(self._keep_running(spec), name=f"supervise-{spec.label}")
             await self.stopping.wait()
+            async with self._changed:
+                self._changed.notify_all()  # held bots stop waiting to be started
             await self._stop_all()
 
     async def _keep_running(self, spec: BotProcessSpec) -> None:
         delay = spec.backoff_initial
         while not self.stopping.is_set():
+            if spec.name in self._held:
+                async with self._changed:
+                    await self._changed.wait_for(
+                        lambda: spec.name not in self._held or self.stopping.is_set()
+                    )
+                delay = spec.backoff_initial
+                continue
             started = time.monotonic()
             proc = await self._spawn(spec)
             if self.stopping.is_set():  # stop arrived while it was starting
@@ -73,6 +87,10 @@ class Supervisor:
             self._procs.pop(spec.label, None)
             if self.stopping.is_set():
                 return
+            if spec.label in self._restarting or spec.name in self._held:
+                self._restarting.discard(spec.label)
+                logger.info("bot %s stopped (pid %d) on request", spec.label, proc.pid)
+                continue
             if time.monotonic() - started > max(spec.backoff_max, 1.0):
                 delay = spec.backoff_initial  # it ran a good while: start the backoff afresh
             logger.warning(
@@ -89,6 +107,58 @@ class Supervisor:
         self._procs[spec.label] = proc
         logger.info("bot %s started (pid %d)", spec.label, proc.pid)
         return proc
+
+    # -- one bot, on request --------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        return sorted({spec.name for spec in self.bots})
+
+    def state(self, name: str) -> str:
+        pids = [p.pid for label, p in self._procs.items() if self._named(label, name)]
+        if name in self._held:
+            return "stopped on request" + (" (stopping)" if pids else "")
+        if pids:
+            return f"running (pid {', '.join(map(str, pids))})"
+        return "starting" if name in self.names() else "not run here"
+
+    async def stop_bot(self, name: str) -> str:
+        """Stop ``name`` (all its shard groups) and keep it stopped."""
+        self._held.add(name)
+        await self._end(name)
+        return f"bot {name} stopped; it stays stopped until started"
+
+    async def start_bot(self, name: str) -> str:
+        if name not in self._held:
+            return f"bot {name} is running already ({self.state(name)})"
+        async with self._changed:
+            self._held.discard(name)
+            self._changed.notify_all()
+        return f"bot {name} starting"
+
+    async def restart_bot(self, name: str) -> str:
+        if name in self._held:
+            return await self.start_bot(name)
+        self._restarting.update(lb for lb in self._procs if self._named(lb, name))
+        await self._end(name)
+        return f"bot {name} restarting"
+
+    def _named(self, label: str, name: str) -> bool:
+        return any(s.label == label and s.name == name for s in self.bots)
+
+    async def _end(self, name: str) -> None:
+        """SIGTERM to the bot's processes; killed after ``stop_timeout``."""
+        procs = [(lb, p) for lb, p in list(self._procs.items()) if self._named(lb, name)]
+        for _, proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+        for label, proc in procs:
+            try:
+                await asyncio.wait_for(proc.wait(), self.stop_timeout)
+            except TimeoutError:
+                logger.warning("bot %s did not stop in %.0fs; killing it", label, self.stop_timeout)
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
 
     async def _stop_all(self) -> None:
         procs = list(self._procs.items())

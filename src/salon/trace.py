@@ -15,10 +15,12 @@ cache; the billed one is what it reported.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "ACTIVATION",
     "CAUSES",
     "OUTCOMES",
     "BotHealth",
@@ -109,6 +111,7 @@ class ToolTrace:
     verdict: str  # salon.model.Verdict: run, deny, cancel
     approval: dict[str, Any] | None = None  # {"answer", "by", "at"} when a person was asked
     started_at: float = 0.0  # epoch seconds, when the tool was started (0: not run)
+    files: tuple[str, ...] = ()  # where the files of its result were saved
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +175,11 @@ class PipelineRecord:
         return data
 
 
+# The running activation's id (12 hex digits), set at the activation boundary
+# (salon.agent.dispatch) so that every log line it causes carries it (salon.logsetup).
+ACTIVATION: ContextVar[str] = ContextVar("salon_activation", default="")
+
+
 @dataclass(slots=True)
 class Trace:
     bot: str
@@ -193,6 +201,7 @@ class Trace:
     timings: dict[str, float] = field(default_factory=dict)  # phase -> milliseconds
     # What the pipeline decided: keyword, limits, speak gate, messages the evaluator dropped.
     pipeline: PipelineRecord = field(default_factory=PipelineRecord)
+    activation: str = ""  # the id its log lines carry (ACTIVATION)
 
     def totals(self) -> dict[str, float]:
         usage: dict[str, float] = {

@@ -21,6 +21,7 @@ __all__ = ["cost", "list_traces", "request", "show"]
 
 _THINKING_SHOWN = 200  # characters of a call's reasoning on its one line
 _MESSAGE_LINK = re.compile(r"https?://\S+/channels/[^/]+/\d+/(\d+)/?$")
+_ACTIVATION_ID = re.compile(r"[0-9a-f]{12}")
 
 
 def _when(epoch: float) -> str:
@@ -79,6 +80,10 @@ def _row(t: TraceSummary) -> list[str]:
 async def _find(traces: TracePart, ref: str) -> int | None:
     if ref.isdigit():
         return int(ref)
+    if _ACTIVATION_ID.fullmatch(ref.strip()):  # the id a log line carries: [act <id>]
+        found = await traces.trace_for_message(f"activation:{ref.strip()}")
+        if found is not None:
+            return found
     link = _MESSAGE_LINK.match(ref.strip())
     return await traces.trace_for_message(link[1] if link else ref)
 
@@ -93,6 +98,8 @@ async def show(traces: TracePart, ref: str, *, out: TextIO = sys.stdout) -> int:
     write = out.write
     when = _when(summary.started_at)
     write(f"trace #{summary.id}: {summary.bot} in {summary.channel}, {when} UTC\n")
+    if body.get("activation"):
+        write(f"activation {body['activation']} (its log lines carry [act {body['activation']}])\n")
     write(f"outcome: {summary.outcome}")
     write(f" ({body.get('error_kind')}: {summary.error})\n" if summary.error else "\n")
     for trigger in body.get("triggers", []):

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from salon.config import BotConfig, ConfigSet, load_config_dir
 from salon.config.channels import PROCESS_KEYS
 from salon.errors import ConfigError
+from salon.logsetup import set_level
 from salon.model import ChannelRef, Message, MessageEvent, Participant, Tag
 from salon.platforms.base import EventSink, Platform
 from salon.tasks import TaskState
@@ -242,7 +243,12 @@ class Upkeep:
             self.reload_error = "\n".join(str(p) for p in exc.problems)
             logger.error("config edit not applied, the running config stays: %s", exc)
         else:
-            changed = self._process_keys_changed(configs.bots[self.bot])
+            fresh = configs.bots[self.bot]
+            changed = self._process_keys_changed(fresh)
+            if "log_level" in changed:  # the one process key applied live (debug toggle)
+                changed.remove("log_level")
+                set_level(fresh.log_level)
+                logger.info("log level now %s", fresh.log_level)
             self._apply(configs)
             self.reload_error = (
                 f"restart the bot to apply: {', '.join(changed)}" if changed else None

@@ -4,21 +4,24 @@ serves it, does not import the web server's packages."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping
 
-from salon.app import store_for
-from salon.config import ConfigSet, Redactor, WebConfig
-from salon.errors import CannotServe
+from salon.app import load_bot, store_for
+from salon.config import ConfigSet, Redactor, WebConfig, load_config_dir
+from salon.errors import CannotServe, SalonError
+from salon.supervisor import Supervisor
 from salon.web.app import build_app, web_settings
 from salon.web.context import secret_values
+from salon.web.controls import Action
 from salon.web.links import CONFIG_LINK_SECONDS, config_token
 from salon.web.server import bind, serving
 
-__all__ = ["WebSite", "config_link", "site_for"]
+__all__ = ["FleetControl", "WebSite", "config_link", "site_for"]
 
 logger = logging.getLogger("salon")
 
@@ -70,6 +73,61 @@ LINK_NOTE = (
 )
 
 
+PROBE_SECONDS = 60.0
+
+
+class FleetControl:
+    """The configurator's controls (``salon.web.controls.FleetControl``) in the process that
+    serves it: the provider test, as ``salon check --live`` does it, with the config as it
+    is on disk now; start/stop/restart through ``salon run``'s supervisor, which runs the
+    bots in this same process (none under ``salon web``: its buttons say so)."""
+
+    def __init__(
+        self,
+        configs: ConfigSet,
+        supervisor: Supervisor | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.root = configs.root
+        self.supervisor = supervisor
+        self.environ = os.environ if environ is None else environ
+
+    def runs_bots(self) -> bool:
+        return self.supervisor is not None
+
+    def state(self, bot: str) -> str:
+        if self.supervisor is None:
+            return "run by another process (see /health)"
+        return self.supervisor.state(bot)
+
+    async def act(self, bot: str, action: Action) -> str:
+        if self.supervisor is None:
+            return "this web server does not run the bots"
+        if bot not in self.supervisor.names():
+            return f"bot {bot} is not run by this salon run"
+        if action == "stop":
+            return await self.supervisor.stop_bot(bot)
+        if action == "start":
+            return await self.supervisor.start_bot(bot)
+        return await self.supervisor.restart_bot(bot)
+
+    async def probe(self, bot: str) -> str:
+        from salon.llm.probe import probe  # the SDKs only when a test is asked for
+
+        try:
+            configs = await asyncio.to_thread(load_config_dir, self.root)
+            _, config, secrets = load_bot(configs, bot, self.environ)
+            async with asyncio.timeout(PROBE_SECONDS):
+                result = await probe(config, config.provider, secrets)
+        except SalonError as exc:
+            return f"live: bot {bot}: FAILED: {str(exc).splitlines()[0]}"
+        except TimeoutError:
+            return f"live: bot {bot}: FAILED: no answer in {PROBE_SECONDS:.0f} s"
+        if result is None:
+            return f"live: provider {config.provider}: skipped (no model)"
+        return result.describe()
+
+
 class WebSite:
     """The fleet's web server: the store of the bot whose ``web:`` section configures it."""
 
@@ -81,8 +139,13 @@ class WebSite:
 
     @contextlib.asynccontextmanager
     async def serving(
-        self, host: str | None = None, port: int | None = None
+        self,
+        host: str | None = None,
+        port: int | None = None,
+        *,
+        supervisor: Supervisor | None = None,
     ) -> AsyncIterator[None]:
+        """``supervisor``: ``salon run``'s, for the configurator's start/stop/restart."""
         host = host or self.settings.host
         port = self.settings.port if port is None else port
         try:
@@ -95,7 +158,11 @@ class WebSite:
         await store.open()
         try:
             app = build_app(
-                store=store, configs=self.configs, settings=self.settings, redact=self.redactor
+                store=store,
+                configs=self.configs,
+                settings=self.settings,
+                redact=self.redactor,
+                control=FleetControl(self.configs, supervisor),
             )
             async with serving(app, sock) as server:
                 logger.info("web server on %s (store of bot %s)", server.url, self.key)

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import random
 import re
+import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -41,6 +42,8 @@ from salon.llm.base import Provider
 from salon.model import ChannelRef, Event, FireStatus, Message, MessageEvent, ScheduledEvent, Tag
 from salon.platforms.base import Platform
 from salon.store.base import Store
+from salon.tools.outputs import save_beside
+from salon.trace import ACTIVATION
 
 __all__ = ["TOLD_IN_CHANNEL", "Agent", "AgentStats"]
 
@@ -336,6 +339,14 @@ class Agent:
         activation leaves a trace, whatever its outcome."""
         platform = self.platforms[activation.channel.platform]
         recorder = Recorder(self.bot, activation, platform, queued_at=activation.queued_at)
+        recorder.trace.activation = secrets.token_hex(6)
+        token = ACTIVATION.set(recorder.trace.activation)  # on every log line from here
+        try:
+            await self._activate_traced(activation, recorder)
+        finally:
+            ACTIVATION.reset(token)
+
+    async def _activate_traced(self, activation: Activation, recorder: Recorder) -> None:
         if self.traces is not None:
             self.traces.begin(recorder)
         try:
@@ -360,7 +371,20 @@ class Agent:
             recorder.finish("answered" if answered else "stopped")
             if answered:
                 self.last_answer_at = time.time()
+                await self._save_text(recorder)
         self._trace(recorder)
+
+    async def _save_text(self, recorder: Recorder) -> None:
+        """``outputs.save_text``: the answer beside the files its tools made."""
+        trace = recorder.trace
+        files = [path for tool in trace.tools for path in tool.files]
+        if not self.config.outputs.save_text or not files:
+            return
+        try:
+            owner = trace.requester.get("name", "")
+            await asyncio.to_thread(save_beside, files, owner, trace.answer)
+        except OSError:
+            logger.exception("could not save the answer beside its files")
 
     def _failed_after_answer(
         self, activation: Activation, recorder: Recorder, exc: Exception

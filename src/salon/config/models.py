@@ -114,6 +114,11 @@ class OutputsConfig(_Strict):
         description="where a web server publishes the outputs directory; IRC and the "
         "terminal then show links instead of paths",
     )
+    save_text: bool = Field(
+        default=False,
+        description="an answer whose tools made files is saved beside them as "
+        "<requester>-answer.txt",
+    )
 
     @model_validator(mode="after")
     def _file_fits(self) -> OutputsConfig:
@@ -163,6 +168,11 @@ class WebConfig(_Strict):
         default_factory=list,
         description="host names requests may name besides localhost, addresses, host and "
         "public_url's (against DNS rebinding)",
+    )
+    serve_outputs: bool = Field(
+        default=False,
+        description="serve <data_dir>/outputs/ read-only at /outputs/ (for outputs.url), "
+        "to anyone who reaches the server",
     )
 
 

@@ -134,6 +134,8 @@ class TracePart(Part):
             await conn.fetchval(insert_sql("traces", tuple(row), " RETURNING id"), row) or 0
         )
         links = [{"message_id": t["id"], "trace_id": trace_id} for t in trace.triggers]
+        if trace.activation:  # its log lines' id finds it too (salon trace show <id>)
+            links.append({"message_id": f"activation:{trace.activation}", "trace_id": trace_id})
         uses = [
             {
                 "trace_id": trace_id,

@@ -12,14 +12,14 @@ import mimetypes
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from salon.config.models import OutputsConfig
 
-__all__ = ["OutputDir", "file_name"]
+__all__ = ["OutputDir", "file_name", "save_beside"]
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +116,15 @@ class OutputDir:
             total -= size
             _remove_empty(path.parent, self.root)
         self._total = total
+
+
+def save_beside(files: Sequence[str], owner: str, text: str) -> Path | None:
+    """An answer's text as ``<owner>-answer.txt`` in the folder of the first of the files
+    its tools made (``001``'s ``username-response_text.txt``); None without files.
+    Blocking: run it in a thread. Counted in the total at the next recount."""
+    if not files or not text:
+        return None
+    return _create(Path(files[0]).parent, file_name("answer", "text/plain", owner), text.encode())
 
 
 def _create(folder: Path, name: str, data: bytes) -> Path:

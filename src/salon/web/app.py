@@ -14,12 +14,13 @@ from starlette.routing import Route
 
 from salon.config import ConfigSet, Redactor, WebConfig
 from salon.store.sql import SQLStore
-from salon.web import activity, configurator, notes
+from salon.web import activity, configurator, controls, logtail, notes, workflows
 from salon.web.assets import script, stylesheet
 from salon.web.context import Fleet, Web
 from salon.web.events import post_event
 from salon.web.guard import HostGuard
 from salon.web.health import health, metrics
+from salon.web.outputs import data_dir_of, serve_output
 
 __all__ = ["build_app", "web_settings"]
 
@@ -46,8 +47,10 @@ def build_app(
     settings: WebConfig,
     environ: Mapping[str, str] | None = None,
     redact: Redactor | None = None,
+    control: controls.FleetControl | None = None,
 ) -> Starlette:
-    """The app over an opened store and a loaded config directory."""
+    """The app over an opened store and a loaded config directory; ``control``: the
+    provider test and, where a supervisor runs the bots, start/stop/restart."""
     web = Web(
         store=store,
         fleet=Fleet(configs),
@@ -73,8 +76,24 @@ def build_app(
         Route("/config/notes/delete", notes.delete, methods=["POST"]),
         Route("/static/salon.css", stylesheet),
         Route("/static/salon.js", script),
+        Route("/config/bots", controls.bots),
+        Route("/config/bots/level", controls.level, methods=["POST"]),
+        Route("/config/bots/act", controls.act, methods=["POST"]),
+        Route("/config/bots/probe", controls.probe, methods=["POST"]),
+        Route("/config/bots/workflow", workflows.upload, methods=["POST"]),
+        Route("/config/log", logtail.log_page),
+        Route("/config/log/tail", logtail.tail),
+        Route("/static/logtail.js", logtail.script),
+        Route("/outputs/{path:path}", serve_output),  # off (404) unless serve_outputs
     ]
     # Every route, the 404 of no route included, answers only to this server's names.
     app = Starlette(routes=routes, middleware=[Middleware(HostGuard, settings=settings)])
     app.state.web = web
+    app.state.control = control
+    chosen = web_settings(configs)
+    data = (
+        data_dir_of(configs, chosen[0] if chosen else min(configs.bots)) if configs.bots else None
+    )
+    app.state.logs = data / "logs" if data else None
+    app.state.outputs = data / "outputs" if data and settings.serve_outputs else None
     return app

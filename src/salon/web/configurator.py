@@ -42,10 +42,20 @@ from salon.web.guard import (
 from salon.web.links import one_time_token
 from salon.web.pages import layout
 
-__all__ = ["edit", "gate", "header", "overview", "save", "validate_edit"]
+__all__ = [
+    "config_files_by_name",
+    "edit",
+    "gate",
+    "header",
+    "overview",
+    "save",
+    "validate_edit",
+    "write_file",
+]
 
 MAX_FILE_BYTES = 1_000_000  # the YAML reader's own limit
 _COPIED = ("shared.yaml", "guilds", "bots")
+LIVE_KEYS = frozenset({"log_level"})  # process keys a running bot applies at once (upkeep)
 
 
 def _refused(web: Web, reason: str) -> Response:
@@ -57,7 +67,7 @@ def _inside(root: Path, path: Path) -> bool:
     return path.resolve().is_relative_to(root.resolve())
 
 
-def _files(web: Web) -> dict[str, Path]:
+def config_files_by_name(web: Web) -> dict[str, Path]:
     """The editable files, by their path relative to the config directory: a file that
     links elsewhere (``bots/x.yaml -> ~/.ssh/...``) is not one."""
     found = {str(p.relative_to(web.root)): p for p in config_files(web.root)}
@@ -140,7 +150,7 @@ def validate_edit(
         return [shown(f"error: {p}") for p in report.problems], [shown(x) for x in report.lines]
 
 
-def _write(path: Path, text: str) -> None:
+def write_file(path: Path, text: str) -> None:
     """Replace the file at once, so a bot never reads half an edit."""
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -177,7 +187,7 @@ def _shown(value: Any) -> str:
 
 def _effective(configs: ConfigSet, bot: str, reload_error: str | None) -> str:
     rows = "".join(
-        f"<tr><th>{escape(key)}{' *' if key in PROCESS_KEYS else ''}</th>"
+        f"<tr><th>{escape(key)}{' *' if key in PROCESS_KEYS - LIVE_KEYS else ''}</th>"
         f'<td><pre>{escape(_shown(value))}</pre></td><td class="layer">{escape(source)}</td></tr>'
         for key, value, source in _sources(configs, bot)
     )
@@ -201,7 +211,8 @@ async def overview(request: Request) -> Response:
     configs = await web.fleet.current()
     reports = {r.bot: r.reload_error for r in await web.store.health.health_reports()}
     links = "".join(
-        f'<a href="/config/edit?file={escape(name)}">{escape(name)}</a>' for name in _files(web)
+        f'<a href="/config/edit?file={escape(name)}">{escape(name)}</a>'
+        for name in config_files_by_name(web)
     )
     # A bot read from a file elsewhere is not shown either: that file is not this page's.
     bots = "".join(
@@ -222,6 +233,8 @@ def header() -> str:
     return (
         '<nav><a class="chip" href="/config">configurator</a>'
         '<a class="chip" href="/config/notes">notes</a>'
+        '<a class="chip" href="/config/bots">bots</a>'
+        '<a class="chip" href="/config/log">log</a>'
         '<a class="chip" href="/activity">activity</a></nav>'
     )
 
@@ -251,7 +264,7 @@ async def edit(request: Request) -> Response:
     if refused:
         return refused
     name = request.query_params.get("file", "")
-    path = _files(web).get(name)
+    path = config_files_by_name(web).get(name)
     if path is None:
         return web.html(layout("Salon", f"<p>No config file {escape(name)!r}.</p>"), 404)
     return _editor(web, request, name, path.read_text(encoding="utf-8"))
@@ -269,7 +282,7 @@ async def save(request: Request) -> Response:
     if refusal:
         return _refused(web, refusal)
     name, text = fields.get("file", ""), fields.get("text", "").replace("\r\n", "\n")
-    path = _files(web).get(name)
+    path = config_files_by_name(web).get(name)
     if path is None:
         return web.html(layout("Salon", f"<p>No config file {escape(name)!r}.</p>"), 404)
     if len(text.encode("utf-8")) > MAX_FILE_BYTES:
@@ -281,7 +294,7 @@ async def save(request: Request) -> Response:
         note = _problems(problems) + '<p class="meta">Nothing was saved.</p>'
         return _editor(web, request, name, text, status=422, note=note)
     # Through a link that stays in the directory (checked above), so the link stays.
-    await asyncio.to_thread(_write, path.resolve(), text)
+    await asyncio.to_thread(write_file, path.resolve(), text)
     shown = "".join(f"<li>{escape(line)}</li>" for line in lines)
     note = (
         f'<div class="saved"><b>Saved.</b> Running bots apply it within a second.<ul>{shown}'

@@ -128,7 +128,16 @@ def _heading(summary: TraceSummary, body: dict[str, Any]) -> str:
         f"<h3>#{summary.id} · {escape(summary.bot)} in "
         f"{escape(body.get('channel_name') or summary.channel)} · {when(summary.started_at)} UTC "
         f'<span class="badge outcome-{escape(summary.outcome)}">{escape(summary.outcome)}</span>'
-        f"</h3>{error}" + (f'<ul class="triggers">{triggers}</ul>' if triggers else "")
+        f"</h3>{error}"
+        + (_activation(str(body["activation"])) if body.get("activation") else "")
+        + (f'<ul class="triggers">{triggers}</ul>' if triggers else "")
+    )
+
+
+def _activation(activation: str) -> str:
+    return (
+        f'<p class="activation">activation <code>{escape(activation)}</code>'
+        f" (its log lines carry [act {escape(activation)}])</p>"
     )
 
 

@@ -296,6 +296,7 @@ class ToolRunner:
                 verdict=str(verdict[0]),
                 approval=verdict[1],
                 started_at=took[1],
+                files=tuple(file.path for file in result.attachments if file.path),
             )
         )
 
