@@ -111,6 +111,7 @@ class ToolTrace:
     verdict: str  # salon.model.Verdict: run, deny, cancel
     approval: dict[str, Any] | None = None  # {"answer", "by", "at"} when a person was asked
     started_at: float = 0.0  # epoch seconds, when the tool was started (0: not run)
+    span_id: int = 0  # the span its trace context named, when one travelled with the call
     files: tuple[str, ...] = ()  # where the files of its result were saved
 
 

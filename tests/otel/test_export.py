@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 from fakes.llm_server import LLMServer, Scripted
@@ -172,12 +172,15 @@ async def test_content_is_exported_only_when_asked_and_redacted(rig: Make) -> No
     assert not any(SECRET in str(v) for s in receiver.spans for v in s.attributes.values())
 
 
-def _kit() -> MCPServer:
+def _kit(seen: list[str] | None = None) -> MCPServer:
     server = MCPServer("kit")
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-    def lookup(word: str) -> str:
+    def lookup(word: str, ctx: Context) -> str:
         """Look a word up."""
+        meta = ctx.request_context.meta or {}
+        if seen is not None:
+            seen.append(str(meta.get("traceparent", "")))
         return f"{word} means something"
 
     return server
@@ -329,3 +332,24 @@ async def test_a_collector_answering_500_counts_its_spans_as_dropped(rig: Make) 
     assert receiver.requests >= 1
     assert bot.export.exported == 0
     assert bot.export.dropped >= 4  # the root and its phases and call
+
+
+async def test_an_mcp_server_gets_the_tool_calls_trace_context_in_meta(rig: Make) -> None:
+    """As the MCP conventions propagate it: ``params._meta.traceparent`` naming the call's
+    ``execute_tool`` span, so a traced server's spans join the activation's trace."""
+    seen: list[str] = []
+    hub = ToolHub([in_process(_kit(seen))])
+    await hub.start()
+    try:
+        replies = [
+            FakeReply((), calls=(ToolCall("c1", "lookup", {"word": "salon"}),)),
+            "It means a room.",
+        ]
+        async with receiving() as receiver:
+            bot = await rig(FakeProvider(replies), receiver, tools=hub)
+            await bot.ask("@Salon what is a salon?")
+            await receiver.wait_for(lambda r: by_name(r.spans, "execute_tool"))
+    finally:
+        await hub.stop()
+    (tool,) = by_name(receiver.spans, "execute_tool ")
+    assert seen == [f"00-{tool.trace_id}-{tool.span_id}-01"]

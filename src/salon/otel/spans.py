@@ -256,7 +256,7 @@ def _tool(
         attributes["gen_ai.tool.call.result"] = _content(tool.result, redact)
     end = tool.started_at + tool.duration_ms / 1000
     error = "tool_error" if tool.is_error else None
-    span_id = random.getrandbits(64) or 1
+    span_id = tool.span_id or random.getrandbits(64) or 1
     name = f"execute_tool {tool.name}"
     return SpanRecord(name, span_id, parent_id, "internal", tool.started_at, end, attributes, error)
 

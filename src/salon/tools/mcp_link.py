@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import httpx2
 import jsonschema
@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPError
 from salon import __version__
 from salon.errors import ToolError
 from salon.model import ToolResult
-from salon.tools.base import Progress, ToolSpec
+from salon.tools.base import TRACE_PARENT, Progress, ToolSpec
 from salon.tools.link import (
     CallContext,
     MessageHandler,
@@ -381,6 +381,9 @@ class McpServerLink:
         progress: Progress | None,
     ) -> mcp_types.CallToolResult:
         timeout = self.spec.timeout
+        parent = TRACE_PARENT.get()
+        # An open map (extra keys allowed), which mypy cannot tell yet: hence the cast.
+        meta = cast("mcp_types.RequestParamsMeta", {"traceparent": parent}) if parent else None
         self._in_flight += 1
         try:
             async with asyncio.timeout(timeout + 5):
@@ -389,6 +392,7 @@ class McpServerLink:
                     arguments,
                     read_timeout_seconds=timeout,
                     progress_callback=progress,
+                    meta=meta,
                 )
             self._heard = time.monotonic()
             return result

@@ -12,11 +12,12 @@ import copy
 import itertools
 import json
 import logging
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, Redactor
@@ -45,7 +46,7 @@ from salon.model import (
 )
 from salon.platforms.base import Platform
 from salon.store.base import Store
-from salon.tools.base import Progress
+from salon.tools.base import TRACE_PARENT, Progress
 from salon.tools.display import flatten, tool_log_text
 from salon.tools.inline import scrub
 from salon.tools.log import ToolLog, ToolRecord
@@ -82,6 +83,18 @@ class Tools(Protocol):
 class Outcome:
     results: list[ToolResult] = field(default_factory=list)
     cancelled: str | None = None  # the tool whose approval was refused or timed out
+
+
+class Timing(NamedTuple):
+    """When a tool call ran: milliseconds, the epoch second it started, its span id (0:
+    no trace context travelled with it)."""
+
+    ms: float
+    started_at: float
+    span_id: int
+
+
+_NOT_RUN = Timing(0.0, 0.0, 0)
 
 
 @dataclass
@@ -219,7 +232,7 @@ class ToolRunner:
             if verdict is Verdict.CANCEL:
                 if recorder is not None:
                     cancelled = ToolResult(call.id, "not run: the person asked said no", True)
-                    self._trace(recorder, call, cancelled, (0.0, 0.0), verdicts[call.id])
+                    self._trace(recorder, call, cancelled, _NOT_RUN, verdicts[call.id])
                 return Outcome(cancelled=call.name)
             if verdict is Verdict.DENY:
                 reason = f"{call.name} is not allowed here (denied by policy)"
@@ -238,9 +251,12 @@ class ToolRunner:
             "channel_name": channel.name,
             "message_id": after_message_id or "",
         }
-        ran = await asyncio.gather(*(self._timed(platform, channel, c, hidden) for c in ready))
-        by_id = {r.call_id: r for r, _, _ in ran} | refused
-        took = {r.call_id: (ms, at) for r, ms, at in ran}
+        trace = (recorder.trace_id, recorder.sampled) if recorder is not None else (0, True)
+        ran = await asyncio.gather(
+            *(self._timed(platform, channel, c, hidden, trace) for c in ready)
+        )
+        by_id = {r.call_id: r for r, _ in ran} | refused
+        took = {r.call_id: timing for r, timing in ran}
         # No configured secret, and no encoded file, travels on: not to the model, the tool
         # log, the trace or the channel (the hub already keeps files out; this is the seal).
         results = [replace(by_id[c.id], content=self._clean(by_id[c.id].content)) for c in calls]
@@ -250,8 +266,8 @@ class ToolRunner:
             self._record(channel, after_message_id, shown, result, kept)
             kept = ()
             if recorder is not None:
-                ms, at = took.get(call.id, (0.0, 0.0))
-                self._trace(recorder, shown, result, (ms, at), verdicts[call.id])
+                timing = took.get(call.id, _NOT_RUN)
+                self._trace(recorder, shown, result, timing, verdicts[call.id])
             await self._show(platform, channel, shown, result)
         return Outcome(results)
 
@@ -259,9 +275,20 @@ class ToolRunner:
         return scrub(self.redact(text))
 
     async def _timed(
-        self, platform: Platform, channel: ChannelRef, call: ToolCall, hidden: dict[str, object]
-    ) -> tuple[ToolResult, float, float]:
-        """The call's result, its milliseconds, and the epoch second it started."""
+        self,
+        platform: Platform,
+        channel: ChannelRef,
+        call: ToolCall,
+        hidden: dict[str, object],
+        trace: tuple[int, bool],
+    ) -> tuple[ToolResult, Timing]:
+        """The call's result and its timing. With a trace context (``trace``: the
+        activation's trace id, 0 for none, and whether it is sampled) the call gets a span
+        id of its own, which an MCP server receives as the call's ``traceparent``."""
+        trace_id, sampled = trace
+        span = (random.getrandbits(64) or 1) if trace_id else 0
+        if span:  # this call's task has its own context: nothing else sees the value
+            TRACE_PARENT.set(f"00-{trace_id:032x}-{span:016x}-{'01' if sampled else '00'}")
         started, at = time.perf_counter(), time.time()
         relay = _ProgressRelay(platform, channel, call.name, f"{call.id}#{next(_jobs)}")
         try:
@@ -271,17 +298,17 @@ class ToolRunner:
             raise
         took = time.perf_counter() - started
         await relay.finish(took, failed=result.is_error)
-        return result, took * 1000, at
+        return result, Timing(took * 1000, at, span)
 
     def _trace(
         self,
         recorder: Recorder,
         call: ToolCall,
         result: ToolResult,
-        took: tuple[float, float],
+        took: Timing,
         verdict: tuple[Verdict, dict[str, Any] | None],
     ) -> None:
-        """Note a call on the trace; ``took``: (milliseconds, epoch seconds it started)."""
+        """Note a call on the trace, with its timing."""
         text = result.content
         if len(text) > _TRACE_RESULT_CHARS:
             text = text[:_TRACE_RESULT_CHARS] + " …[cut for the trace]"
@@ -292,10 +319,11 @@ class ToolRunner:
                 arguments=call.arguments,
                 result=text,
                 is_error=result.is_error,
-                duration_ms=took[0],
+                duration_ms=took.ms,
                 verdict=str(verdict[0]),
                 approval=verdict[1],
-                started_at=took[1],
+                started_at=took.started_at,
+                span_id=took.span_id,
                 files=tuple(file.path for file in result.attachments if file.path),
             )
         )
