@@ -107,6 +107,8 @@ class ToolTrace:
     verdict: str  # salon.model.Verdict: run, deny, cancel
     approval: dict[str, Any] | None = None  # {"answer", "by", "at"} when a person was asked
     started_at: float = 0.0  # epoch seconds, when the tool was started (0: not run)
+    # a server's questions while it ran: {"server", "message", "answer", "by", "at"} each
+    asked: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

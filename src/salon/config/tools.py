@@ -62,6 +62,11 @@ class McpServerConfig(_Strict):
     policy: ToolPolicy | None = Field(default=None, description="default for this server's tools")
     tools: dict[str, ToolRule | list[ToolRule]] = Field(default_factory=dict)
     enabled: bool = True
+    elicitation: bool = Field(
+        default=False,
+        description="the server may ask the person a call runs for a question (MCP "
+        "elicitation); off: the client does not offer it",
+    )
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from salon.errors import ToolError
-from salon.model import ToolResult
+from salon.model import ElicitationAnswer, FormField, ToolResult
 from salon.tools.base import Progress, ToolSpec
 from salon.tools.native import ToolSet
 from salon.tools.outputs import OutputDir
@@ -24,6 +24,7 @@ else:  # the same shape, without loading the SDK
 
 __all__ = [
     "CallContext",
+    "Elicit",
     "Link",
     "MessageHandler",
     "ServerGone",
@@ -48,18 +49,26 @@ class ServerSpec:
     start_timeout: float = 30.0
     hidden_arguments: frozenset[str] = frozenset()  # filled in by Salon, not the model
     health_interval: float = 10.0  # seconds between pings of an idle server
+    elicitation: bool = False  # its questions go to the person a call runs for
 
 
 class ServerGone(ToolError):
     """The server's connection broke during a call: it is being restarted."""
 
 
+Elicit = Callable[[str, str, tuple[FormField, ...]], Awaitable[ElicitationAnswer]]
+"""Ask the person a call runs for a server's question: (server, message, form)."""
+
+
 class CallContext(NamedTuple):
-    """What a server needs besides the arguments: where progress and files go."""
+    """What a server needs besides the arguments: where progress and files go, and how
+    to ask ``asker`` (who the call runs for, and where) a question the server has."""
 
     progress: Progress | None
     outputs: OutputDir | None
     owner: str
+    elicit: Elicit | None = None
+    asker: str = ""
 
 
 class Link(Protocol):

@@ -29,6 +29,7 @@ from salon import __version__
 from salon.errors import ToolError
 from salon.model import ToolResult
 from salon.tools.base import Progress, ToolSpec
+from salon.tools.elicitation import Asking
 from salon.tools.link import (
     CallContext,
     MessageHandler,
@@ -144,6 +145,7 @@ class McpServerLink:
         self._on_change = on_change
         self._backoff = backoff
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        self._asking = Asking(spec.name)
         assert spec.connect is not None  # the hub links only servers it connects to
         self._connect = spec.connect
 
@@ -155,6 +157,8 @@ class McpServerLink:
             client: Client | None = None
             try:
                 client = self._connect(self._on_message)
+                if self.spec.elicitation:  # offered in the client's capabilities only then
+                    client.elicitation_callback = self._asking.callback
                 async with client:
                     await self._load_tools(client)
                     self.client, self.last_error, self.failures = client, None, 0
@@ -286,7 +290,8 @@ class McpServerLink:
     async def call(
         self, call_id: str, remote_name: str, arguments: dict[str, Any], context: CallContext
     ) -> ToolResult:
-        raw = await self._call(remote_name, arguments, context.progress)
+        with self._asking.during(context):
+            raw = await self._call(remote_name, arguments, context.progress)
         return await to_result(call_id, raw, outputs=context.outputs, owner=context.owner)
 
     def check(self, spec: ToolSpec, arguments: dict[str, Any]) -> str | None:

@@ -44,6 +44,7 @@ def configured_specs(bot: BotConfig, secrets: Secrets) -> list[ServerSpec]:
                 timeout=server.timeout,
                 start_timeout=server.start_timeout,
                 health_interval=server.health_interval,
+                elicitation=server.elicitation,
             )
         )
     return specs

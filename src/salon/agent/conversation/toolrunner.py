@@ -35,6 +35,9 @@ from salon.model import (
     Approval,
     ApprovalRequest,
     ChannelRef,
+    Elicitation,
+    ElicitationAnswer,
+    FormField,
     Participant,
     Policy,
     Thought,
@@ -48,6 +51,7 @@ from salon.store.base import Store
 from salon.tools.base import Progress
 from salon.tools.display import flatten, tool_log_text
 from salon.tools.inline import scrub
+from salon.tools.link import Elicit
 from salon.tools.log import ToolLog, ToolRecord
 from salon.tools.policy import decide, statically_denied
 from salon.trace import ToolTrace
@@ -57,6 +61,7 @@ __all__ = ["Outcome", "ToolRunner", "Tools"]
 _TRACE_RESULT_CHARS = 20_000  # of a tool's result kept in a trace
 _PROGRESS_DRAIN = 10.0  # seconds the last progress report may take at a call's end
 _SUMMARY_CHARS = 200  # of a call's arguments in the note that shows its files
+_QUESTIONS_KEPT = 20  # a server's questions during one call noted on the trace
 _jobs = itertools.count(1)  # progress keys: a model's call ids repeat across answers
 
 logger = logging.getLogger(__name__)
@@ -75,6 +80,7 @@ class Tools(Protocol):
         *,
         hidden: dict[str, object] | None = None,
         progress: Progress | None = None,
+        elicit: Elicit | None = None,
     ) -> ToolResult: ...
 
 
@@ -238,7 +244,19 @@ class ToolRunner:
             "channel_name": channel.name,
             "message_id": after_message_id or "",
         }
-        ran = await asyncio.gather(*(self._timed(platform, channel, c, hidden) for c in ready))
+        questions: dict[str, list[dict[str, Any]]] = {c.id: [] for c in ready}
+        ran = await asyncio.gather(
+            *(
+                self._timed(
+                    platform,
+                    channel,
+                    c,
+                    hidden,
+                    self._asker(platform, channel, requester, questions[c.id]),
+                )
+                for c in ready
+            )
+        )
         by_id = {r.call_id: r for r, _, _ in ran} | refused
         took = {r.call_id: (ms, at) for r, ms, at in ran}
         # No configured secret, and no encoded file, travels on: not to the model, the tool
@@ -251,21 +269,61 @@ class ToolRunner:
             kept = ()
             if recorder is not None:
                 ms, at = took.get(call.id, (0.0, 0.0))
-                self._trace(recorder, shown, result, (ms, at), verdicts[call.id])
+                put = tuple(questions.get(call.id, ()))
+                self._trace(recorder, shown, result, (ms, at), verdicts[call.id], asked=put)
             await self._show(platform, channel, shown, result)
         return Outcome(results)
 
     def _clean(self, text: str) -> str:
         return scrub(self.redact(text))
 
+    def _asker(
+        self,
+        platform: Platform,
+        channel: ChannelRef,
+        requester: Participant,
+        asked: list[dict[str, Any]],
+    ) -> Elicit:
+        """How a server running a call asks its requester a question (MCP elicitation),
+        noting each question, its answer and who gave it in ``asked`` (for the trace)."""
+
+        async def elicit(
+            server: str, message: str, fields: tuple[FormField, ...]
+        ) -> ElicitationAnswer:
+            request = Elicitation(
+                server, message, fields, requester, timeout=self.config.approval_timeout
+            )
+            answer = await platform.elicit(channel, request)
+            if len(asked) < _QUESTIONS_KEPT:
+                asked.append(
+                    {
+                        "server": server,
+                        "message": message[:_SUMMARY_CHARS],
+                        "answer": answer.action,
+                        "by": answer.by,
+                        "requester": requester.name,
+                        "at": datetime.now(UTC).isoformat(),
+                    }
+                )
+            return answer
+
+        return elicit
+
     async def _timed(
-        self, platform: Platform, channel: ChannelRef, call: ToolCall, hidden: dict[str, object]
+        self,
+        platform: Platform,
+        channel: ChannelRef,
+        call: ToolCall,
+        hidden: dict[str, object],
+        elicit: Elicit,
     ) -> tuple[ToolResult, float, float]:
         """The call's result, its milliseconds, and the epoch second it started."""
         started, at = time.perf_counter(), time.time()
         relay = _ProgressRelay(platform, channel, call.name, f"{call.id}#{next(_jobs)}")
         try:
-            result = await self.tools.call(call, hidden=hidden, progress=relay.report)
+            result = await self.tools.call(
+                call, hidden=hidden, progress=relay.report, elicit=elicit
+            )
         except BaseException:
             relay.abandon()  # a stop: the channel's last word is not ours to add
             raise
@@ -280,6 +338,8 @@ class ToolRunner:
         result: ToolResult,
         took: tuple[float, float],
         verdict: tuple[Verdict, dict[str, Any] | None],
+        *,
+        asked: tuple[dict[str, Any], ...] = (),
     ) -> None:
         """Note a call on the trace; ``took``: (milliseconds, epoch seconds it started)."""
         text = result.content
@@ -296,6 +356,7 @@ class ToolRunner:
                 verdict=str(verdict[0]),
                 approval=verdict[1],
                 started_at=took[1],
+                asked=asked,
             )
         )
 
