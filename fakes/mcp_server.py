@@ -31,6 +31,14 @@ class Booking(BaseModel):
     guests: int = Field(default=2, description="How many people")
     room: str = Field(default="small", json_schema_extra={"enum": ["small", "large"]})
     confirm: bool = Field(default=True, description="Book it now")
+
+
+class Sure(BaseModel):
+    """The yes/no ``confirm`` asks for."""
+
+    sure: bool
+
+
 TOOLS_SCOPE = "tools"
 
 
@@ -119,6 +127,14 @@ def build(tokens: dict[str, list[str]] | None = None) -> MCPServer:
         if answer.action != "accept":
             return f"booking {answer.action}d"
         return f"booked {answer.data.model_dump_json()}"
+
+    @server.tool()
+    async def confirm(what: str, ctx: Context) -> str:
+        """Ask the user yes or no before doing ``what`` (elicitation)."""
+        answer = await ctx.elicit(f"Really {what}?", Sure)
+        if answer.action != "accept":
+            return f"{what}: {answer.action}d"
+        return f"{what}: {'yes' if answer.data.sure else 'no'}"
 
     @server.tool(annotations=READ_ONLY)
     def offers(ctx: Context) -> str:
