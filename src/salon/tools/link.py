@@ -27,9 +27,11 @@ __all__ = [
     "Elicit",
     "Link",
     "MessageHandler",
+    "NotAuthorized",
     "ServerGone",
     "ServerSpec",
     "describe",
+    "not_authorized",
     "without_hidden",
 ]
 
@@ -50,6 +52,22 @@ class ServerSpec:
     hidden_arguments: frozenset[str] = frozenset()  # filled in by Salon, not the model
     health_interval: float = 10.0  # seconds between pings of an idle server
     elicitation: bool = False  # its questions go to the person a call runs for
+
+
+class NotAuthorized(ToolError):
+    """An OAuth server Salon holds no usable tokens for: the operator must authorize."""
+
+
+def not_authorized(exc: BaseException) -> NotAuthorized | None:
+    """The ``NotAuthorized`` that ``exc`` is or carries (the SDK wraps it in groups)."""
+    if isinstance(exc, NotAuthorized):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = not_authorized(inner)
+            if found is not None:
+                return found
+    return not_authorized(exc.__cause__) if exc.__cause__ is not None else None
 
 
 class ServerGone(ToolError):

@@ -36,6 +36,7 @@ from salon.tools.link import (
     ServerGone,
     ServerSpec,
     describe,
+    not_authorized,
     without_hidden,
 )
 from salon.tools.results import to_result
@@ -82,14 +83,17 @@ class _HttpClient(Client):
     refusals: _Refusals = field(default_factory=_Refusals)
 
 
-def open_http(url: str, headers: dict[str, str], on_message: MessageHandler) -> Client:
-    """A streamable-HTTP connection to ``url`` (unentered), naming itself Salon."""
+def open_http(
+    url: str, headers: dict[str, str], on_message: MessageHandler, auth: httpx2.Auth | None = None
+) -> Client:
+    """A streamable-HTTP connection to ``url`` (unentered), naming itself Salon; ``auth``:
+    OAuth (``salon.tools.mcp_auth``)."""
     refusals = _Refusals()
 
     @contextlib.asynccontextmanager
     async def transport() -> AsyncIterator[TransportStreams]:
         # the SDK leaves a client it was given open: this one closes with the connection
-        async with create_mcp_http_client(headers=headers) as http:
+        async with create_mcp_http_client(headers=headers, auth=auth) as http:
             http.event_hooks["response"].append(refusals.saw)
             async with streamable_http_client(url, http_client=http) as streams:
                 yield streams
@@ -173,7 +177,8 @@ class McpServerLink:
                     await self._serve(client)
             except Exception as exc:  # a server's failure must never take the hub down
                 self.failures += 1
-                self.refused = _unauthorized(client)
+                lacking = not_authorized(exc)  # OAuth without tokens: no retry helps
+                self.refused = _unauthorized(client) or (str(lacking) if lacking else None)
                 self.last_error = self.refused or describe(exc)
                 if self.failures == 1 or self.failures % 10 == 0:  # a dead server, not a flood
                     logger.warning(

@@ -1,0 +1,157 @@
+"""OAuth for remote MCP servers: the operator authorizes once (the link, a loopback
+redirect), the tokens are kept sealed in the store, a bot uses and refreshes them, and
+``--revoke`` forgets them. Against the SDK's own authorization-server pieces on loopback
+(fakes/oauth_server.py): discovery, dynamic client registration, PKCE, refresh."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import uvicorn
+
+from fakes.oauth_server import FakeAuthorizationServer, build
+from salon.config import Secrets
+from salon.model import ToolCall
+from salon.store.sql import SQLStore, sqlite_url
+from salon.tools.hub import ToolHub
+from salon.tools.mcp_auth import KEY_ENV, SealedStorage, Sealer, authorize
+from salon.tools.servers import configured_specs
+from salon.tools_cli import auth_server
+from tests.conftest import bot_config
+
+KEY = "a long random string for the tests' tokens"
+
+
+class Guarded:
+    def __init__(self, url: str, authority: FakeAuthorizationServer) -> None:
+        self.url, self.authority = url, authority
+
+
+@pytest.fixture
+async def guarded() -> AsyncIterator[Guarded]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    authority = FakeAuthorizationServer()
+    app = build(base, authority).streamable_http_app()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    started = asyncio.Event()
+    startup = server.startup
+
+    async def up(sockets: Any = None) -> None:
+        await startup(sockets)
+        started.set()
+
+    server.startup = up  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    await asyncio.wait_for(started.wait(), 10)
+    yield Guarded(f"{base}/mcp", authority)
+    server.should_exit = True
+    await asyncio.wait_for(task, 10)
+    sock.close()
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLStore]:
+    store = SQLStore(sqlite_url(tmp_path / "salon.db"))
+    await store.open()
+    yield store
+    await store.close()
+
+
+def config(guarded: Guarded) -> Any:
+    return bot_config(mcp_servers={"guarded": {"url": guarded.url, "oauth": {}}})
+
+
+async def operator_authorizes(store: SQLStore, guarded: Guarded, key: str = KEY) -> list[str]:
+    """What ``salon tools auth guarded`` does, the link opened as a browser would."""
+    links: list[str] = []
+    opened: list[asyncio.Task[httpx2.Response]] = []
+
+    async def show(link: str) -> None:
+        links.append(link)
+
+        async def browse() -> httpx2.Response:
+            async with httpx2.AsyncClient(follow_redirects=True) as browser:
+                return await browser.get(link)
+
+        opened.append(asyncio.create_task(browse()))
+
+    storage = SealedStorage(store.tokens, "salon", "guarded", Sealer(key))
+    await authorize("guarded", guarded.url, storage, scope=None, port=0, show=show, within=10)
+    (page,) = await asyncio.gather(*opened)
+    assert page.text == "Salon is authorized. You can close this page."
+    return links
+
+
+async def call_echo(store: SQLStore, guarded: Guarded, key: str = KEY) -> str:
+    specs = configured_specs(config(guarded), Secrets({KEY_ENV: key}), store.tokens, "salon")
+    specs = [s.__class__(**{**s.__dict__, "start_timeout": 5}) for s in specs]
+    async with ToolHub(specs) as hub:
+        failed = hub.failed_servers()
+        if failed:  # what salon tools list and the health page show
+            return failed["guarded"]
+        result = await hub.call(ToolCall("c1", "echo", {"text": "hello"}))
+    return result.content
+
+
+async def test_one_authorization_then_the_bot_calls_with_sealed_stored_tokens(
+    store: SQLStore, guarded: Guarded
+) -> None:
+    (link,) = await operator_authorizes(store, guarded)
+    assert "code_challenge_method=S256" in link  # PKCE
+    assert "redirect_uri=http%3A%2F%2F127.0.0.1%3A" in link
+    assert len(guarded.authority.clients) == 1  # registered itself (dynamic registration)
+    (access,) = guarded.authority.access
+    sealed = await store.tokens.get("salon", "guarded", "tokens")
+    assert sealed is not None and access.encode() not in sealed  # encrypted at rest
+    assert await call_echo(store, guarded) == "hello"
+    assert guarded.authority.issued == {"authorization_code": 1}
+
+
+async def test_a_token_near_its_expiry_is_refreshed_before_it_is_used(
+    store: SQLStore, guarded: Guarded
+) -> None:
+    guarded.authority.token_lifetime = 30  # within the minute before expiry it is renewed
+    await operator_authorizes(store, guarded)
+    guarded.authority.token_lifetime = 3600
+    assert await call_echo(store, guarded) == "hello"
+    assert guarded.authority.issued == {"authorization_code": 1, "refresh_token": 1}
+    assert await call_echo(store, guarded) == "hello"  # the refreshed token was kept
+    assert guarded.authority.issued == {"authorization_code": 1, "refresh_token": 1}
+
+
+async def test_without_authorization_the_call_says_how_to_authorize(
+    store: SQLStore, guarded: Guarded
+) -> None:
+    content = await call_echo(store, guarded)
+    assert content == (
+        "MCP server guarded is not authorized: the operator runs salon tools auth guarded"
+    )
+
+
+async def test_revoke_forgets_the_tokens(store: SQLStore, guarded: Guarded, tmp_path: Path) -> None:
+    await operator_authorizes(store, guarded)
+    said: list[str] = []
+    other = SQLStore(sqlite_url(tmp_path / "salon.db"))
+    code = await auth_server(
+        "salon", config(guarded), other, Secrets({}), "guarded", revoke=True, out=said.append
+    )
+    assert (code, said) == (0, ["guarded: tokens forgotten"])
+    assert await store.tokens.get("salon", "guarded", "tokens") is None
+    assert "not authorized" in await call_echo(store, guarded)
+
+
+async def test_tokens_sealed_under_another_key_are_not_read(
+    store: SQLStore, guarded: Guarded
+) -> None:
+    await operator_authorizes(store, guarded)
+    content = await call_echo(store, guarded, key="another key")
+    assert f"cannot be read with this {KEY_ENV}" in content
+
