@@ -110,7 +110,8 @@ async def test_one_authorization_then_the_bot_calls_with_sealed_stored_tokens(
     assert len(guarded.authority.clients) == 1  # registered itself (dynamic registration)
     (access,) = guarded.authority.access
     sealed = await store.tokens.get("salon", "guarded", "tokens")
-    assert sealed is not None and access.encode() not in sealed  # encrypted at rest
+    assert sealed is not None
+    assert access.encode() not in sealed  # encrypted at rest
     assert await call_echo(store, guarded) == "hello"
     assert guarded.authority.issued == {"authorization_code": 1}
 
@@ -154,4 +155,3 @@ async def test_tokens_sealed_under_another_key_are_not_read(
     await operator_authorizes(store, guarded)
     content = await call_echo(store, guarded, key="another key")
     assert f"cannot be read with this {KEY_ENV}" in content
-
