@@ -190,3 +190,17 @@ async def test_salon_tools_auth_prints_the_link_and_keeps_the_tokens(
         assert await call_echo(store, guarded) == "hello"
     finally:
         await store.close()
+
+
+async def test_tokens_the_server_stopped_accepting_fail_the_call_saying_not_authorized(
+    store: SQLStore, guarded: Guarded
+) -> None:
+    await operator_authorizes(store, guarded)
+    specs = configured_specs(config(guarded), Secrets({KEY_ENV: KEY}), store.tokens, "salon")
+    async with ToolHub(specs) as hub:
+        assert (await hub.call(ToolCall("c1", "echo", {"text": "hi"}))).content == "hi"
+        guarded.authority.access.clear()  # revoked at the authorization server
+        guarded.authority.refresh.clear()
+        result = await hub.call(ToolCall("c2", "echo", {"text": "hi"}))
+    assert result.is_error
+    assert "not authorized: the operator runs salon tools auth guarded" in result.content

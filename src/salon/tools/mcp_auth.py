@@ -16,10 +16,11 @@ import base64
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Protocol
 from urllib.parse import parse_qs, urlsplit
 
+import httpx2
 from cryptography.fernet import Fernet, InvalidToken
 from mcp.client.auth import OAuthClientProvider
 from mcp.shared.auth import (
@@ -128,7 +129,31 @@ class SealedStorage:
 
 class _Provider(OAuthClientProvider):
     """The SDK's provider, which also knows, after a restart, when the stored token
-    expires (the SDK learns it only from a new token): it is refreshed ``_EARLY`` before."""
+    expires (the SDK learns it only from a new token): it is refreshed ``_EARLY`` before.
+    Where it would have to authorize anew (a bot), the request goes once more without a
+    token, so the server's own 401 answers it (the SDK fails the call on that at once; an
+    exception here would leave the call waiting out its timeout), and ``lacking`` says why.
+    """
+
+    lacking: str | None = None
+
+    async def _auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        flow = super()._auth_flow(request)
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                response = yield outgoing
+                outgoing = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        except NotAuthorized as exc:
+            self.lacking = str(exc)
+            request.headers.pop("Authorization", None)
+            yield request
+        finally:
+            await flow.aclose()
 
     async def _initialize(self) -> None:
         await super()._initialize()

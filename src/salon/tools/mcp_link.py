@@ -81,6 +81,7 @@ class _HttpClient(Client):
     """A streamable-HTTP connection that keeps what its server's HTTP answers said."""
 
     refusals: _Refusals = field(default_factory=_Refusals)
+    auth: httpx2.Auth | None = None  # OAuth: its ``lacking`` says why a 401 came
 
 
 def open_http(
@@ -99,7 +100,12 @@ def open_http(
                 yield streams
 
     return _HttpClient(
-        transport(), message_handler=on_message, cache=None, client_info=_SALON, refusals=refusals
+        transport(),
+        message_handler=on_message,
+        cache=None,
+        client_info=_SALON,
+        refusals=refusals,
+        auth=auth,
     )
 
 
@@ -111,6 +117,9 @@ def open_stdio(params: StdioServerParameters, on_message: MessageHandler) -> Cli
 def _unauthorized(client: Client | None) -> str | None:
     """Why the server refused ``client``'s credentials, if that is why its last answer failed."""
     if isinstance(client, _HttpClient) and client.refusals.status is not None:
+        lacking = getattr(client.auth, "lacking", None)  # no OAuth tokens that work
+        if client.refusals.status == 401 and isinstance(lacking, str):
+            return lacking
         return _AUTHORIZATION[client.refusals.status]
     return None
 
