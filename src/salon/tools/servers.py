@@ -75,23 +75,26 @@ def _authorizer(
         secret = secrets.get(KEY_ENV)
         if not secret or tokens is None:
             raise ToolError(f"MCP server {name} uses OAuth: set {KEY_ENV} (the tokens' key)")
-        storage = SealedStorage(tokens, key, name, Sealer(secret), client_info(settings))
+        storage = SealedStorage(tokens, key, name, Sealer(secret), client_info(settings, secrets))
         return oauth(name, url, storage, scope=settings.scope)
 
     return auth
 
 
-def client_info(settings: McpOAuthConfig) -> OAuthClientInformationFull | None:
-    """A configured client id as the SDK's client information (no registration)."""
+def client_info(settings: McpOAuthConfig, secrets: Secrets) -> OAuthClientInformationFull | None:
+    """A configured client id (and its secret) as the SDK's client information (no
+    registration)."""
     if settings.client_id is None:
         return None
     from mcp.shared.auth import OAuthClientInformationFull
 
     redirect = f"http://127.0.0.1:{settings.callback_port}/callback"
+    secret = secrets.get(settings.client_secret_env) if settings.client_secret_env else None
     return OAuthClientInformationFull(
         client_id=settings.client_id,
         redirect_uris=[redirect],  # type: ignore[list-item]
-        token_endpoint_auth_method="none",
+        client_secret=secret,
+        token_endpoint_auth_method="client_secret_basic" if secret else "none",
         scope=settings.scope,
     )
 
