@@ -204,3 +204,34 @@ async def test_tokens_the_server_stopped_accepting_fail_the_call_saying_not_auth
         result = await hub.call(ToolCall("c2", "echo", {"text": "hi"}))
     assert result.is_error
     assert "not authorized: the operator runs salon tools auth guarded" in result.content
+
+
+def test_an_oauth_server_needs_the_token_key_and_its_client_secret_from_the_environment() -> None:
+    from salon.config.secrets import resolve_secrets
+    from salon.errors import ConfigError, ConfigProblem
+
+    server = {
+        "url": "https://mcp.example/mcp",
+        "oauth": {"client_id": "salon", "client_secret_env": "TRACKER_SECRET"},
+    }
+    bot = bot_config(mcp_servers={"tracker": server})
+
+    def locate(key_path: str, reason: str) -> ConfigProblem:
+        return ConfigProblem("bot.yaml", key_path, reason)
+
+    with pytest.raises(ConfigError) as caught:
+        resolve_secrets(bot, {}, locate, tools_only=True)
+    assert [(p.key_path, p.reason) for p in caught.value.problems] == [
+        (
+            "mcp_servers.tracker.oauth",
+            f"environment variable {KEY_ENV} is not set (required secret)",
+        ),
+        (
+            "mcp_servers.tracker.oauth.client_secret_env",
+            "environment variable TRACKER_SECRET is not set (required secret)",
+        ),
+    ]
+    environ = {KEY_ENV: "a long key", "TRACKER_SECRET": "s3cret"}
+    secrets = resolve_secrets(bot, environ, locate, tools_only=True)
+    assert (secrets.get(KEY_ENV), secrets.get("TRACKER_SECRET")) == ("a long key", "s3cret")
+    assert secrets.redactor()("a long key s3cret") == "*** ***"

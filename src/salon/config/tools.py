@@ -39,6 +39,10 @@ class ToolRule(_Strict):
     arguments: dict[str, str] = Field(default_factory=dict)
 
 
+TOKEN_KEY_ENV = "SALON_TOKEN_KEY"
+"""The environment variable whose value seals OAuth tokens in the store (salon.tools.mcp_auth)."""
+
+
 class McpOAuthConfig(_Strict):
     """OAuth for a streamable-HTTP server (the MCP authorization spec): the operator
     authorizes once with ``salon tools auth SERVER``."""

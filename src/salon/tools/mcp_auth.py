@@ -30,6 +30,7 @@ from mcp.shared.auth import (
     OAuthToken,
 )
 
+from salon.config.tools import TOKEN_KEY_ENV
 from salon.errors import ToolError
 from salon.tools.link import NotAuthorized
 
@@ -44,7 +45,7 @@ __all__ = [
     "oauth",
 ]
 
-KEY_ENV = "SALON_TOKEN_KEY"
+KEY_ENV = TOKEN_KEY_ENV
 _EARLY = 60.0  # seconds before a token's expiry that it is refreshed
 _CALLBACK_PATH = "/callback"
 
