@@ -222,6 +222,7 @@ async def auth_server(
 ) -> int:
     """``salon tools auth SERVER``: authorize Salon once at an OAuth MCP server (the link
     printed, the redirect taken on 127.0.0.1); ``--revoke``: forget its tokens."""
+    from salon.tools.link import describe
     from salon.tools.mcp_auth import KEY_ENV, SealedStorage, Sealer, authorize
     from salon.tools.servers import client_info
 
@@ -259,7 +260,7 @@ async def auth_server(
             )
         except Exception as exc:  # one line for the operator; the details in the log
             logger.debug("authorizing %s failed", server, exc_info=True)
-            out(f"error: {server} was not authorized: {exc}")
+            out(f"error: {server} was not authorized: {describe(exc)}")
             return 1
         out(f"{server}: authorized; the tokens are kept (sealed) in the store")
         return 0

@@ -235,3 +235,17 @@ def test_an_oauth_server_needs_the_token_key_and_its_client_secret_from_the_envi
     secrets = resolve_secrets(bot, environ, locate, tools_only=True)
     assert (secrets.get(KEY_ENV), secrets.get("TRACKER_SECRET")) == ("a long key", "s3cret")
     assert secrets.redactor()("a long key s3cret") == "*** ***"
+
+
+async def test_salon_tools_auth_says_in_one_line_why_a_server_was_not_authorized(
+    tmp_path: Path,
+) -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+    port = closed.getsockname()[1]
+    bot = bot_config(mcp_servers={"t": {"url": f"http://127.0.0.1:{port}/mcp", "oauth": {}}})
+    said: list[str] = []
+    store = SQLStore(sqlite_url(tmp_path / "salon.db"))
+    code = await auth_server("salon", bot, store, Secrets({KEY_ENV: KEY}), "t", out=said.append)
+    closed.close()
+    assert (code, said) == (1, ["error: t was not authorized: All connection attempts failed"])
