@@ -375,10 +375,14 @@ class RestRoutes:
             return error_response(404, 10062)
         if pending.responded:
             return error_response(400, 40060)
-        pending.responded = True
         body, files = await body_and_files(request)
-        self.interaction_responses.append(body)
         kind, data = int(body["type"]), body.get("data") or {}
+        if kind == 9 and not _modal_ok(pending, data):
+            return error_response(400, 50035)
+        pending.responded = True
+        self.interaction_responses.append(body)
+        if kind == 9:  # the person sees the form; ``submit_modal`` sends it back
+            self.modals.append((pending, data))
         message: dict[str, Any] | None = None
         if kind in (4, 5):
             flags = int(data.get("flags") or 0) & INTERACTION_FLAGS
@@ -452,3 +456,16 @@ class RestRoutes:
             if message["id"] not in self._ephemeral:
                 await self.dispatch("MESSAGE_UPDATE", self._event_message(message))
         return json_response(message)
+
+
+def _modal_ok(pending: PendingInteraction, data: dict[str, Any]) -> bool:
+    """A modal as Discord takes one: not in answer to a modal's submission, a title of at
+    most 45 characters, 1 to 5 components, each text input labelled in at most 45."""
+    rows = data.get("components") or []
+    inputs = [c for row in rows for c in row.get("components") or [row.get("component") or {}]]
+    return (
+        pending.kind != 5
+        and 0 < len(str(data.get("title") or "")) <= 45
+        and 1 <= len(rows) <= 5
+        and all(0 < len(str(c.get("label") or "")) <= 45 for c in inputs if c.get("type") == 4)
+    )

@@ -35,7 +35,9 @@ adapter meets what it will meet in production:
   command registered with ``default_member_permissions`` is not offered to a member who
   lacks one of them (``command`` raises ``NotOffered``).
 - Interactions: callbacks of type 4, 5, 6, 7 and 9 (204, or the callback response with
-  ``with_response``), follow-ups and edits of the original through the interaction
+  ``with_response``); a modal (9) is refused (400, 50035) in answer to a modal's submission,
+  with a title over 45 characters, or without 1 to 5 components; ``submit_modal`` sends one
+  back filled in (type 5); follow-ups and edits of the original through the interaction
   webhook; executing a webhook returns 204 unless ``wait``.
 
 - Sharding: GET /gateway/bot recommends ``recommended_shards``; an IDENTIFY may carry
@@ -138,6 +140,7 @@ class DiscordServer(RestRoutes):
         self.log_times: list[float] = []  # time.monotonic() of each call in ``log``
         self.commands: list[dict[str, Any]] = []
         self.interaction_responses: list[dict[str, Any]] = []
+        self.modals: list[tuple[PendingInteraction, dict[str, Any]]] = []  # forms shown
         self.webhooks: list[dict[str, Any]] = []
         self.files: dict[str, bytes] = {}
         self.threads: dict[str, str] = {}  # thread id -> parent channel id
@@ -366,6 +369,33 @@ class DiscordServer(RestRoutes):
         payload["message"] = message
         self._interactions[payload["id"]] = PendingInteraction(
             payload["token"], 3, message["channel_id"], message["id"]
+        )
+        await self.dispatch("INTERACTION_CREATE", payload)
+        return str(payload["id"])
+
+    async def submit_modal(self, index: int, user: FakeUser, values: dict[str, str]) -> str:
+        """Submit the ``index``th modal shown (each text input by its custom_id, the ones
+        not given as they were filled in): an INTERACTION_CREATE of type 5, its components
+        partial as Discord sends them; on the message its button was on."""
+        shown, modal = self.modals[index]
+        rows = []
+        for row in modal["components"]:
+            typed = [
+                {
+                    "type": c["type"],
+                    "id": c.get("id", 0),
+                    "custom_id": c["custom_id"],
+                    "value": values.get(c["custom_id"], c.get("value") or ""),
+                }
+                for c in row["components"]
+            ]
+            rows.append({"type": 1, "id": row.get("id", 0), "components": typed})
+        data = {"custom_id": modal["custom_id"], "components": rows}
+        payload = self._interaction(5, shown.channel_id, user, data)
+        if shown.message_id is not None:
+            payload["message"] = self._find(shown.channel_id, shown.message_id)
+        self._interactions[payload["id"]] = PendingInteraction(
+            payload["token"], 5, shown.channel_id, shown.message_id
         )
         await self.dispatch("INTERACTION_CREATE", payload)
         return str(payload["id"])

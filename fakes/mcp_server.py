@@ -18,9 +18,27 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
+
+
+class Booking(BaseModel):
+    """The form ``book`` asks for (MCP elicitation): every primitive type, one enum."""
+
+    day: str = Field(description="Which day")
+    guests: int = Field(default=2, description="How many people")
+    room: str = Field(default="small", json_schema_extra={"enum": ["small", "large"]})
+    confirm: bool = Field(default=True, description="Book it now")
+
+
+class Sure(BaseModel):
+    """The yes/no ``confirm`` asks for."""
+
+    sure: bool
+
+
 TOOLS_SCOPE = "tools"
 
 
@@ -101,6 +119,29 @@ def build(tokens: dict[str, list[str]] | None = None) -> MCPServer:
         params = ctx.session.client_params
         info = params.client_info if params is not None else None
         return f"{info.name} {info.version}" if info is not None else "unnamed"
+
+    @server.tool()
+    async def book(ctx: Context) -> str:
+        """Ask the user for the booking's details (elicitation), then say what was given."""
+        answer = await ctx.elicit("Which booking?", Booking)
+        if answer.action != "accept":
+            return f"booking {answer.action}d"
+        return f"booked {answer.data.model_dump_json()}"
+
+    @server.tool()
+    async def confirm(what: str, ctx: Context) -> str:
+        """Ask the user yes or no before doing ``what`` (elicitation)."""
+        answer = await ctx.elicit(f"Really {what}?", Sure)
+        if answer.action != "accept":
+            return f"{what}: {answer.action}d"
+        return f"{what}: {'yes' if answer.data.sure else 'no'}"
+
+    @server.tool(annotations=READ_ONLY)
+    def offers(ctx: Context) -> str:
+        """Whether the client offers to ask its user questions (elicitation)."""
+        params = ctx.session.client_params
+        asks = params.capabilities.elicitation if params is not None else None
+        return "asks its user" if asks is not None else "does not ask"
 
     @server.tool()
     async def grow(name: str, ctx: Context) -> str:

@@ -149,7 +149,7 @@ class BotApp:
 
     def _server_specs(self, extra: Sequence[ServerSpec]) -> list[ServerSpec]:
         specs = [
-            *configured_specs(self.config, self.secrets),
+            *configured_specs(self.config, self.secrets, self.store.tokens, self.key),
             *self._integration_specs(),
             *extra,
         ]

@@ -31,6 +31,7 @@ from salon.memory_cli import add_memory_parser, run_memory
 from salon.supervisor import BotProcessSpec, Supervisor
 from salon.tools_cli import (
     ServeOptions,
+    auth_server,
     call_tool,
     list_tools,
     offline_tool_names,
@@ -99,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
         ("list", "start the bot's MCP servers and list every tool with its policy"),
         ("call", "call one tool: salon tools call [DIR] NAME '{\"arg\": 1}'"),
         ("serve", "offer Salon's built-in tools, or one integration, over stdio or HTTP"),
+        ("auth", "authorize Salon once at an OAuth MCP server (prints the link), or --revoke"),
     ):
         command = tools_sub.add_parser(name, help=text)
         command.add_argument("dir", nargs="?", default=".", type=Path)
@@ -129,6 +131,9 @@ def _parser() -> argparse.ArgumentParser:
                 default=[],
                 help="with --http: a further name clients may reach the server by (Host header)",
             )
+        if name == "auth":
+            command.add_argument("server")
+            command.add_argument("--revoke", action="store_true", help="forget its tokens")
         if name == "call":
             command.add_argument("tool")
             command.add_argument("arguments", nargs="?", default="{}")
@@ -410,6 +415,11 @@ def _tools(args: argparse.Namespace) -> int:
         return asyncio.run(serve_builtin(key, store, options))
     if args.tools_command == "list":
         return asyncio.run(list_tools(key, config, configs.root, secrets))
+    if args.tools_command == "auth":
+        store = store_for(configs.root, config, secrets=secrets)
+        return asyncio.run(
+            auth_server(key, config, store, secrets, args.server, revoke=args.revoke)
+        )
     return asyncio.run(
         call_tool(
             key,

@@ -20,8 +20,11 @@ __all__ = [
     "Attachment",
     "ChannelRef",
     "ChatLine",
+    "Elicitation",
+    "ElicitationAnswer",
     "Event",
     "FireStatus",
+    "FormField",
     "Message",
     "MessageEvent",
     "Participant",
@@ -37,6 +40,7 @@ __all__ = [
     "Usage",
     "Verdict",
     "clean_text",
+    "with_defaults",
 ]
 
 
@@ -231,6 +235,87 @@ class ApprovalRequest:
                 f"({name} can cancel it)."
             )
         return "Only the bot's operator can approve this."
+
+
+@dataclass(frozen=True, slots=True)
+class FormField:
+    """One field of a form a tool server asks a person to fill in (MCP elicitation): a
+    ``string``, ``number``, ``integer`` or ``boolean``, or one of ``options`` (an enum,
+    each with its ``labels`` entry as shown, where the server titled them)."""
+
+    name: str
+    kind: str
+    title: str = ""
+    description: str = ""
+    options: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    required: bool = False
+    default: str | int | float | bool | None = None
+
+    @property
+    def label(self) -> str:
+        return self.title or self.name
+
+    def parse(self, text: str) -> str | int | float | bool:
+        """The value ``text`` gives this field; ValueError (saying what is wanted) if none."""
+        text = text.strip()
+        if self.options:
+            for option, label in zip(self.options, self.labels or self.options, strict=True):
+                if text.lower() in (option.lower(), label.lower()):
+                    return option
+            raise ValueError(f"one of {', '.join(self.labels or self.options)}")
+        if self.kind == "boolean":
+            if text.lower() in ("y", "yes", "true", "on", "1"):
+                return True
+            if text.lower() in ("n", "no", "false", "off", "0"):
+                return False
+            raise ValueError("yes or no")
+        if self.kind == "integer":
+            try:
+                return int(text)
+            except ValueError:
+                raise ValueError("a whole number") from None
+        if self.kind == "number":
+            try:
+                return float(text)
+            except ValueError:
+                raise ValueError("a number") from None
+        return text
+
+
+def with_defaults(
+    fields: tuple[FormField, ...], content: dict[str, str | int | float | bool]
+) -> dict[str, str | int | float | bool]:
+    """``content`` with every field left out that has a default filled in with it (as a
+    form shows the default and the person leaves it)."""
+    filled = dict(content)
+    for one in fields:
+        if one.name not in filled and one.default is not None:
+            filled[one.name] = one.default
+    return filled
+
+
+@dataclass(frozen=True, slots=True)
+class Elicitation:
+    """A tool server's question to the person whose call it is running (MCP elicitation):
+    ``message`` and a form of ``fields``. Only ``requester`` may answer; no answer within
+    ``timeout`` seconds declines."""
+
+    server: str
+    message: str
+    fields: tuple[FormField, ...]
+    requester: Participant
+    timeout: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitationAnswer:
+    """A platform's answer to an ``Elicitation``: ``accept`` with the form's ``content``,
+    ``decline`` (said no, or no answer in time) or ``cancel``; and who gave it."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, str | int | float | bool] = field(default_factory=dict)
+    by: str = ""
 
 
 class FireStatus(StrEnum):

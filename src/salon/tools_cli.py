@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +24,8 @@ from salon.tools.policy import decide
 
 if TYPE_CHECKING:
     from salon.tools.mcp_serve import HttpListen
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["ServeOptions", "call_tool", "list_tools", "serve_builtin", "serve_integration"]
 
@@ -204,3 +208,61 @@ async def offline_tool_names(key: str, bot: BotConfig, secrets: Secrets, root: P
 
 def _nothing() -> None:
     return None
+
+
+async def auth_server(
+    key: str,
+    config: BotConfig,
+    store: SQLStore,
+    secrets: Secrets,
+    server: str,
+    *,
+    revoke: bool = False,
+    out: Callable[[str], None] = print,
+) -> int:
+    """``salon tools auth SERVER``: authorize Salon once at an OAuth MCP server (the link
+    printed, the redirect taken on 127.0.0.1); ``--revoke``: forget its tokens."""
+    from salon.tools.link import describe
+    from salon.tools.mcp_auth import KEY_ENV, SealedStorage, Sealer, authorize
+    from salon.tools.servers import client_info
+
+    settings = config.mcp_servers.get(server)
+    if settings is None or settings.oauth is None or settings.url is None:
+        out(f"error: {server} is not an MCP server with oauth in this bot's config")
+        return 2
+    await store.open()
+    try:
+        if revoke:
+            dropped = await store.tokens.forget(key, server)
+            out(f"{server}: tokens forgotten" if dropped else f"{server}: no tokens were kept")
+            return 0
+        secret = secrets.get(KEY_ENV)
+        if not secret:
+            out(f"error: set {KEY_ENV} (a long random string: the key the tokens are kept under)")
+            return 2
+        await store.tokens.forget(key, server)  # a new authorization replaces the old
+        oauth = settings.oauth
+        storage = SealedStorage(
+            store.tokens, key, server, Sealer(secret), client_info(oauth, secrets)
+        )
+
+        async def show(link: str) -> None:
+            out(f"Open this link to authorize Salon at {server}:\n{link}")
+
+        try:
+            await authorize(
+                server,
+                str(settings.url),
+                storage,
+                scope=oauth.scope,
+                port=oauth.callback_port,
+                show=show,
+            )
+        except Exception as exc:  # one line for the operator; the details in the log
+            logger.debug("authorizing %s failed", server, exc_info=True)
+            out(f"error: {server} was not authorized: {describe(exc)}")
+            return 1
+        out(f"{server}: authorized; the tokens are kept (sealed) in the store")
+        return 0
+    finally:
+        await store.close()

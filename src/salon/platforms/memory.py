@@ -16,6 +16,8 @@ from salon.model import (
     ApprovalRequest,
     Attachment,
     ChannelRef,
+    Elicitation,
+    ElicitationAnswer,
     Message,
     MessageEvent,
     Participant,
@@ -23,7 +25,7 @@ from salon.model import (
 )
 from salon.platforms.base import Capability, EventSink, Place, PlatformBase
 
-__all__ = ["MemoryPlatform", "PendingApproval"]
+__all__ = ["MemoryPlatform", "PendingApproval", "PendingQuestion"]
 
 
 @dataclass
@@ -33,6 +35,18 @@ class PendingApproval:
     channel: ChannelRef
     request: ApprovalRequest
     answer: asyncio.Future[ApprovalDecision] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+@dataclass
+class PendingQuestion:
+    """A server's question the bot put to a person; a test answers it with
+    ``MemoryPlatform.answer_question``."""
+
+    channel: ChannelRef
+    request: Elicitation
+    answer: asyncio.Future[ElicitationAnswer] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
 
@@ -77,6 +91,7 @@ class MemoryPlatform(PlatformBase):
         self.pin_requests = 0
         self.fail_pins: list[PlatformError] = []
         self._approvals_changed = asyncio.Condition()
+        self.questions: list[PendingQuestion] = []
         self.progress_log: list[tuple[str, str, bool]] = []  # (job, text, done)
         self._progress: dict[str, Message] = {}
         self._refs: dict[str, ChannelRef] = {}  # channel id -> the channel, once made
@@ -226,6 +241,40 @@ class MemoryPlatform(PlatformBase):
             return await asyncio.wait_for(asyncio.shield(pending.answer), request.timeout)
         except TimeoutError:
             return ApprovalDecision(Approval.TIMEOUT)
+
+    async def elicit(self, channel: ChannelRef, request: Elicitation) -> ElicitationAnswer:
+        pending = PendingQuestion(channel, request)
+        async with self._approvals_changed:
+            self.questions.append(pending)
+            self._approvals_changed.notify_all()
+        try:
+            return await asyncio.wait_for(asyncio.shield(pending.answer), request.timeout)
+        except TimeoutError:
+            return ElicitationAnswer("decline")
+
+    def answer_question(
+        self,
+        index: int,
+        who: Participant,
+        content: dict[str, str | int | float | bool] | None = None,
+    ) -> bool:
+        """Someone submits the form (``content``; None: declines); False when they may not
+        answer (only the requester may)."""
+        pending = self.questions[index]
+        if who.id != pending.request.requester.id or pending.answer.done():
+            return False
+        answer = (
+            ElicitationAnswer("decline", by=who.name)
+            if content is None
+            else ElicitationAnswer("accept", content, by=who.name)
+        )
+        pending.answer.set_result(answer)
+        return True
+
+    async def wait_questions(self, count: int, within: float = 5.0) -> list[PendingQuestion]:
+        async with asyncio.timeout(within), self._approvals_changed:
+            await self._approvals_changed.wait_for(lambda: len(self.questions) >= count)
+        return list(self.questions)
 
     def click(self, index: int, who: Participant, *, approve: bool) -> bool:
         """Someone presses Approve or Cancel; returns False when they may not answer."""

@@ -23,11 +23,14 @@ from salon.model import (
     ApprovalRequest,
     Attachment,
     ChannelRef,
+    Elicitation,
+    ElicitationAnswer,
     Message,
     MessageEvent,
     Participant,
 )
 from salon.platforms.base import YES_ANSWERS, ChatLog, EventSink, PlatformBase, file_lines
+from salon.platforms.forms import ask_in_text
 from salon.platforms.notes import TERMINAL_WORDS, NotesBook, PeoplesMemory
 
 __all__ = ["Command", "TerminalPlatform", "stdin_lines"]
@@ -119,7 +122,7 @@ class TerminalPlatform(PlatformBase):
             self._commands |= self._memory_commands(PeoplesMemory(memory, bot=bot))
         self._waiting_notice = waiting_notice
         self._reader: asyncio.Task[None] | None = None
-        self._question: asyncio.Future[bool] | None = None
+        self._question: asyncio.Future[str | None] | None = None  # the next line answers
         self._wrote = asyncio.Event()
         self._written = 0
         self.closed = asyncio.Event()
@@ -164,7 +167,7 @@ class TerminalPlatform(PlatformBase):
             logger.exception("stopped reading the terminal")
         finally:
             if self._question is not None and not self._question.done():
-                self._question.set_result(False)  # nobody is left to answer
+                self._question.set_result(None)  # nobody is left to answer
             self.closed.set()
 
     async def _line(self, text: str, sink: EventSink) -> None:
@@ -173,7 +176,7 @@ class TerminalPlatform(PlatformBase):
             self._write(f"(that line was cut to its first {MAX_LINE:,} characters)\n")
         word, _, rest = text.partition(" ")
         if self._question is not None and not self._question.done():
-            self._question.set_result(text.lower() in YES_ANSWERS)
+            self._question.set_result(text)
         elif word in self._commands:
             self._write(f"{await self._commands[word](CHANNEL, rest)}\n\n")
         elif text:
@@ -228,14 +231,35 @@ class TerminalPlatform(PlatformBase):
         self._question = loop.create_future()
         self._write(f"{self._me.name} wants to run {request.description}. Allow? [yes/no]\n")
         try:
-            approved = await asyncio.wait_for(asyncio.shield(self._question), request.timeout)
+            said = await asyncio.wait_for(asyncio.shield(self._question), request.timeout)
         except TimeoutError:
             self._write("(no answer: cancelled)\n\n")
             return ApprovalDecision(Approval.TIMEOUT)
         finally:
             self._question = None
+        approved = said is not None and said.lower() in YES_ANSWERS
         answer = Approval.APPROVED if approved else Approval.CANCELLED
         return ApprovalDecision(answer, by=self._user.name)
+
+    async def elicit(self, channel: ChannelRef, request: Elicitation) -> ElicitationAnswer:
+        """Asked a field at a time; the next line typed answers each."""
+        return await ask_in_text(self._say, self._reply, request)
+
+    async def _say(self, text: str) -> None:
+        self._write(f"{text}\n")
+
+    async def _reply(self, question: str, within: float) -> tuple[str, str] | None:
+        if self.closed.is_set():
+            return None
+        self._question = asyncio.get_running_loop().create_future()
+        self._write(f"{question}\n")
+        try:
+            said = await asyncio.wait_for(asyncio.shield(self._question), max(within, 0.0))
+        except TimeoutError:
+            return None
+        finally:
+            self._question = None
+        return None if said is None else (said, self._user.name)
 
     def _write(self, text: str) -> None:
         self._out.write(text)

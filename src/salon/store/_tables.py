@@ -471,6 +471,21 @@ async def _m18_note_trust(conn: Connection) -> None:
     )
 
 
+async def _m19_mcp_tokens(conn: Connection) -> None:
+    """OAuth tokens and client registrations for MCP servers, sealed (salon.tools.mcp_auth)."""
+    await _run(
+        conn,
+        """CREATE TABLE mcp_tokens (
+            bot VARCHAR NOT NULL,
+            server VARCHAR NOT NULL,
+            kind VARCHAR NOT NULL,
+            sealed {blob} NOT NULL,
+            updated_at FLOAT NOT NULL,
+            PRIMARY KEY (bot, server, kind)
+        )""",
+    )
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -490,6 +505,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (16, _m16_notes),
     (17, _m17_inbox_trace_context),
     (18, _m18_note_trust),
+    (19, _m19_mcp_tokens),
 ]
 
 

@@ -32,6 +32,7 @@ from salon.store._limits import LimitPart
 from salon.store._notes import NotePart
 from salon.store._schedules import SchedulePart
 from salon.store._tables import MIGRATIONS, migrate
+from salon.store._tokens import TokenPart
 from salon.store._traces import TracePart
 from salon.store.limits import Admission, Settlement
 from salon.trace import Trace
@@ -47,6 +48,7 @@ __all__ = [
     "NotePart",
     "SQLStore",
     "SchedulePart",
+    "TokenPart",
     "TracePart",
     "sqlite_url",
 ]
@@ -82,6 +84,7 @@ class SQLStore:
         self.health = HealthPart(self._opened)
         self.inbox = InboxPart(self._opened)
         self.notes = NotePart(self._opened)
+        self.tokens = TokenPart(self._opened)
 
     def _opened(self) -> Database:
         if self._db is None:

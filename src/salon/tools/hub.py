@@ -21,6 +21,7 @@ from salon.model import UNPARSED_ARGUMENTS, ToolCall, ToolResult
 from salon.tools.base import Progress, ToolSpec
 from salon.tools.link import (
     CallContext,
+    Elicit,
     Link,
     MessageHandler,
     ServerGone,
@@ -34,6 +35,7 @@ from salon.tools.results import native_result
 
 __all__ = [
     "CallContext",
+    "Elicit",
     "MessageHandler",
     "Progress",
     "ServerGone",
@@ -196,14 +198,20 @@ class ToolHub:
         *,
         hidden: Mapping[str, Any] | None = None,
         progress: Progress | None = None,
+        elicit: Elicit | None = None,
     ) -> ToolResult:
         """Run one call; every failure becomes an error result the model can read.
-        ``progress`` receives the server's progress reports while the call runs."""
-        result = await self._call(call, hidden, progress)
+        ``progress`` receives the server's progress reports while the call runs; a server
+        that asks a question (MCP elicitation) asks it through ``elicit``."""
+        result = await self._call(call, hidden, progress, elicit)
         return replace(result, content=self._redact(result.content))
 
     async def _call(
-        self, call: ToolCall, hidden: Mapping[str, Any] | None, progress: Progress | None
+        self,
+        call: ToolCall,
+        hidden: Mapping[str, Any] | None,
+        progress: Progress | None,
+        elicit: Elicit | None,
     ) -> ToolResult:
         spec = self._registry.get(call.name)
         if spec is None:
@@ -225,7 +233,8 @@ class ToolHub:
             if key in server.spec.hidden_arguments:
                 arguments[key] = value
         owner = str((hidden or {}).get("requester_name") or "")
-        context = CallContext(progress, self.outputs, owner)
+        asker = f"{(hidden or {}).get('requester_id', '')}@{(hidden or {}).get('channel', '')}"
+        context = CallContext(progress, self.outputs, owner, elicit, asker)
         try:
             return await self._run(server, call, spec, arguments, context)
         except OSError as exc:  # a full disk must not cost the answer

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from salon.errors import ToolError
-from salon.model import ToolResult
+from salon.model import ElicitationAnswer, FormField, ToolResult
 from salon.tools.base import Progress, ToolSpec
 from salon.tools.native import ToolSet
 from salon.tools.outputs import OutputDir
@@ -24,11 +24,14 @@ else:  # the same shape, without loading the SDK
 
 __all__ = [
     "CallContext",
+    "Elicit",
     "Link",
     "MessageHandler",
+    "NotAuthorized",
     "ServerGone",
     "ServerSpec",
     "describe",
+    "not_authorized",
     "without_hidden",
 ]
 
@@ -48,18 +51,42 @@ class ServerSpec:
     start_timeout: float = 30.0
     hidden_arguments: frozenset[str] = frozenset()  # filled in by Salon, not the model
     health_interval: float = 10.0  # seconds between pings of an idle server
+    elicitation: bool = False  # its questions go to the person a call runs for
+
+
+class NotAuthorized(ToolError):
+    """An OAuth server Salon holds no usable tokens for: the operator must authorize."""
+
+
+def not_authorized(exc: BaseException) -> NotAuthorized | None:
+    """The ``NotAuthorized`` that ``exc`` is or carries (the SDK wraps it in groups)."""
+    if isinstance(exc, NotAuthorized):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = not_authorized(inner)
+            if found is not None:
+                return found
+    return not_authorized(exc.__cause__) if exc.__cause__ is not None else None
 
 
 class ServerGone(ToolError):
     """The server's connection broke during a call: it is being restarted."""
 
 
+Elicit = Callable[[str, str, tuple[FormField, ...]], Awaitable[ElicitationAnswer]]
+"""Ask the person a call runs for a server's question: (server, message, form)."""
+
+
 class CallContext(NamedTuple):
-    """What a server needs besides the arguments: where progress and files go."""
+    """What a server needs besides the arguments: where progress and files go, and how
+    to ask ``asker`` (who the call runs for, and where) a question the server has."""
 
     progress: Progress | None
     outputs: OutputDir | None
     owner: str
+    elicit: Elicit | None = None
+    asker: str = ""
 
 
 class Link(Protocol):

@@ -29,12 +29,14 @@ from salon import __version__
 from salon.errors import ToolError
 from salon.model import ToolResult
 from salon.tools.base import TRACE_PARENT, Progress, ToolSpec
+from salon.tools.elicitation import Asking
 from salon.tools.link import (
     CallContext,
     MessageHandler,
     ServerGone,
     ServerSpec,
     describe,
+    not_authorized,
     without_hidden,
 )
 from salon.tools.results import to_result
@@ -79,22 +81,31 @@ class _HttpClient(Client):
     """A streamable-HTTP connection that keeps what its server's HTTP answers said."""
 
     refusals: _Refusals = field(default_factory=_Refusals)
+    auth: httpx2.Auth | None = None  # OAuth: its ``lacking`` says why a 401 came
 
 
-def open_http(url: str, headers: dict[str, str], on_message: MessageHandler) -> Client:
-    """A streamable-HTTP connection to ``url`` (unentered), naming itself Salon."""
+def open_http(
+    url: str, headers: dict[str, str], on_message: MessageHandler, auth: httpx2.Auth | None = None
+) -> Client:
+    """A streamable-HTTP connection to ``url`` (unentered), naming itself Salon; ``auth``:
+    OAuth (``salon.tools.mcp_auth``)."""
     refusals = _Refusals()
 
     @contextlib.asynccontextmanager
     async def transport() -> AsyncIterator[TransportStreams]:
         # the SDK leaves a client it was given open: this one closes with the connection
-        async with create_mcp_http_client(headers=headers) as http:
+        async with create_mcp_http_client(headers=headers, auth=auth) as http:
             http.event_hooks["response"].append(refusals.saw)
             async with streamable_http_client(url, http_client=http) as streams:
                 yield streams
 
     return _HttpClient(
-        transport(), message_handler=on_message, cache=None, client_info=_SALON, refusals=refusals
+        transport(),
+        message_handler=on_message,
+        cache=None,
+        client_info=_SALON,
+        refusals=refusals,
+        auth=auth,
     )
 
 
@@ -106,6 +117,9 @@ def open_stdio(params: StdioServerParameters, on_message: MessageHandler) -> Cli
 def _unauthorized(client: Client | None) -> str | None:
     """Why the server refused ``client``'s credentials, if that is why its last answer failed."""
     if isinstance(client, _HttpClient) and client.refusals.status is not None:
+        lacking = getattr(client.auth, "lacking", None)  # no OAuth tokens that work
+        if client.refusals.status == 401 and isinstance(lacking, str):
+            return lacking
         return _AUTHORIZATION[client.refusals.status]
     return None
 
@@ -144,6 +158,7 @@ class McpServerLink:
         self._on_change = on_change
         self._backoff = backoff
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        self._asking = Asking(spec.name)
         assert spec.connect is not None  # the hub links only servers it connects to
         self._connect = spec.connect
 
@@ -155,6 +170,8 @@ class McpServerLink:
             client: Client | None = None
             try:
                 client = self._connect(self._on_message)
+                if self.spec.elicitation:  # offered in the client's capabilities only then
+                    client.elicitation_callback = self._asking.callback
                 async with client:
                     await self._load_tools(client)
                     self.client, self.last_error, self.failures = client, None, 0
@@ -169,7 +186,8 @@ class McpServerLink:
                     await self._serve(client)
             except Exception as exc:  # a server's failure must never take the hub down
                 self.failures += 1
-                self.refused = _unauthorized(client)
+                lacking = not_authorized(exc)  # OAuth without tokens: no retry helps
+                self.refused = _unauthorized(client) or (str(lacking) if lacking else None)
                 self.last_error = self.refused or describe(exc)
                 if self.failures == 1 or self.failures % 10 == 0:  # a dead server, not a flood
                     logger.warning(
@@ -286,7 +304,8 @@ class McpServerLink:
     async def call(
         self, call_id: str, remote_name: str, arguments: dict[str, Any], context: CallContext
     ) -> ToolResult:
-        raw = await self._call(remote_name, arguments, context.progress)
+        with self._asking.during(context):
+            raw = await self._call(remote_name, arguments, context.progress)
         return await to_result(call_id, raw, outputs=context.outputs, owner=context.owner)
 
     def check(self, spec: ToolSpec, arguments: dict[str, Any]) -> str | None:

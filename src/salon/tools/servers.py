@@ -10,14 +10,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from salon.config import BotConfig, McpServerConfig, Secrets
+from salon.config.tools import McpOAuthConfig
 from salon.tools.builtin import HIDDEN_ARGUMENTS
 from salon.tools.hub import MessageHandler, ServerSpec
 from salon.tools.native import ToolSet
 
 if TYPE_CHECKING:
+    import httpx2
     from mcp import Client, StdioServerParameters
+    from mcp.shared.auth import OAuthClientInformationFull
 
-__all__ = ["BUILTIN_SERVER", "builtin_spec", "configured_specs"]
+    from salon.tools.mcp_auth import TokenKeeper
+
+__all__ = ["BUILTIN_SERVER", "builtin_spec", "client_info", "configured_specs"]
 
 BUILTIN_SERVER = "salon"
 
@@ -32,7 +37,10 @@ def _stdio(config: McpServerConfig, secrets: Secrets) -> StdioServerParameters:
     return StdioServerParameters(command=config.command, args=config.args, env=env, cwd=config.cwd)
 
 
-def configured_specs(bot: BotConfig, secrets: Secrets) -> list[ServerSpec]:
+def configured_specs(
+    bot: BotConfig, secrets: Secrets, tokens: TokenKeeper | None = None, key: str = ""
+) -> list[ServerSpec]:
+    """``tokens`` (and the bot's ``key``): where an OAuth server's tokens are kept."""
     specs: list[ServerSpec] = []
     for name, server in bot.mcp_servers.items():
         if not server.enabled:
@@ -40,16 +48,60 @@ def configured_specs(bot: BotConfig, secrets: Secrets) -> list[ServerSpec]:
         specs.append(
             ServerSpec(
                 name=name,
-                connect=_make_connect(server, secrets),
+                connect=_make_connect(
+                    server, secrets, _authorizer(name, server, secrets, tokens, key)
+                ),
                 timeout=server.timeout,
                 start_timeout=server.start_timeout,
                 health_interval=server.health_interval,
+                elicitation=server.elicitation,
             )
         )
     return specs
 
 
-def _make_connect(server: McpServerConfig, secrets: Secrets) -> Callable[[MessageHandler], Client]:
+def _authorizer(
+    name: str, server: McpServerConfig, secrets: Secrets, tokens: TokenKeeper | None, key: str
+) -> Callable[[], httpx2.Auth] | None:
+    """How each connection to an OAuth server gets its auth (from the stored tokens)."""
+    if server.oauth is None:
+        return None
+    settings, url = server.oauth, server.url or ""
+
+    def auth() -> httpx2.Auth:
+        from salon.errors import ToolError
+        from salon.tools.mcp_auth import KEY_ENV, SealedStorage, Sealer, oauth
+
+        secret = secrets.get(KEY_ENV)
+        if not secret or tokens is None:
+            raise ToolError(f"MCP server {name} uses OAuth: set {KEY_ENV} (the tokens' key)")
+        storage = SealedStorage(tokens, key, name, Sealer(secret), client_info(settings, secrets))
+        return oauth(name, url, storage, scope=settings.scope)
+
+    return auth
+
+
+def client_info(settings: McpOAuthConfig, secrets: Secrets) -> OAuthClientInformationFull | None:
+    """A configured client id (and its secret) as the SDK's client information (no
+    registration)."""
+    if settings.client_id is None:
+        return None
+    from mcp.shared.auth import OAuthClientInformationFull
+
+    redirect = f"http://127.0.0.1:{settings.callback_port}/callback"
+    secret = secrets.get(settings.client_secret_env) if settings.client_secret_env else None
+    return OAuthClientInformationFull(
+        client_id=settings.client_id,
+        redirect_uris=[redirect],  # type: ignore[list-item]
+        client_secret=secret,
+        token_endpoint_auth_method="client_secret_basic" if secret else "none",
+        scope=settings.scope,
+    )
+
+
+def _make_connect(
+    server: McpServerConfig, secrets: Secrets, auth: Callable[[], httpx2.Auth] | None = None
+) -> Callable[[MessageHandler], Client]:
     if server.command is not None:
 
         def connect_stdio(on_message: MessageHandler) -> Client:
@@ -66,7 +118,7 @@ def _make_connect(server: McpServerConfig, secrets: Secrets) -> Callable[[Messag
     def connect_http(on_message: MessageHandler) -> Client:
         from salon.tools.mcp_link import open_http
 
-        return open_http(url, headers, on_message)
+        return open_http(url, headers, on_message, auth() if auth is not None else None)
 
     return connect_http
 

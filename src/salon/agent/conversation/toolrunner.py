@@ -36,6 +36,9 @@ from salon.model import (
     Approval,
     ApprovalRequest,
     ChannelRef,
+    Elicitation,
+    ElicitationAnswer,
+    FormField,
     Participant,
     Policy,
     Thought,
@@ -49,6 +52,7 @@ from salon.store.base import Store
 from salon.tools.base import TRACE_PARENT, Progress
 from salon.tools.display import flatten, tool_log_text
 from salon.tools.inline import scrub
+from salon.tools.link import Elicit
 from salon.tools.log import ToolLog, ToolRecord
 from salon.tools.policy import decide, statically_denied
 from salon.trace import ToolTrace
@@ -58,6 +62,7 @@ __all__ = ["Outcome", "ToolRunner", "Tools"]
 _TRACE_RESULT_CHARS = 20_000  # of a tool's result kept in a trace
 _PROGRESS_DRAIN = 10.0  # seconds the last progress report may take at a call's end
 _SUMMARY_CHARS = 200  # of a call's arguments in the note that shows its files
+_QUESTIONS_KEPT = 20  # a server's questions during one call noted on the trace
 _jobs = itertools.count(1)  # progress keys: a model's call ids repeat across answers
 
 logger = logging.getLogger(__name__)
@@ -76,6 +81,7 @@ class Tools(Protocol):
         *,
         hidden: dict[str, object] | None = None,
         progress: Progress | None = None,
+        elicit: Elicit | None = None,
     ) -> ToolResult: ...
 
 
@@ -251,9 +257,20 @@ class ToolRunner:
             "channel_name": channel.name,
             "message_id": after_message_id or "",
         }
+        questions: dict[str, list[dict[str, Any]]] = {c.id: [] for c in ready}
         trace = (recorder.trace_id, recorder.sampled) if recorder is not None else (0, True)
         ran = await asyncio.gather(
-            *(self._timed(platform, channel, c, hidden, trace) for c in ready)
+            *(
+                self._timed(
+                    platform,
+                    channel,
+                    c,
+                    hidden,
+                    elicit=self._asker(platform, channel, requester, questions[c.id]),
+                    trace=trace,
+                )
+                for c in ready
+            )
         )
         by_id = {r.call_id: r for r, _ in ran} | refused
         took = {r.call_id: timing for r, timing in ran}
@@ -267,12 +284,45 @@ class ToolRunner:
             kept = ()
             if recorder is not None:
                 timing = took.get(call.id, _NOT_RUN)
-                self._trace(recorder, shown, result, timing, verdicts[call.id])
+                put = tuple(questions.get(call.id, ()))
+                self._trace(recorder, shown, result, timing, verdicts[call.id], asked=put)
             await self._show(platform, channel, shown, result)
         return Outcome(results)
 
     def _clean(self, text: str) -> str:
         return scrub(self.redact(text))
+
+    def _asker(
+        self,
+        platform: Platform,
+        channel: ChannelRef,
+        requester: Participant,
+        asked: list[dict[str, Any]],
+    ) -> Elicit:
+        """How a server running a call asks its requester a question (MCP elicitation),
+        noting each question, its answer and who gave it in ``asked`` (for the trace)."""
+
+        async def elicit(
+            server: str, message: str, fields: tuple[FormField, ...]
+        ) -> ElicitationAnswer:
+            request = Elicitation(
+                server, message, fields, requester, timeout=self.config.approval_timeout
+            )
+            answer = await platform.elicit(channel, request)
+            if len(asked) < _QUESTIONS_KEPT:
+                asked.append(
+                    {
+                        "server": server,
+                        "message": message[:_SUMMARY_CHARS],
+                        "answer": answer.action,
+                        "by": answer.by,
+                        "requester": requester.name,
+                        "at": datetime.now(UTC).isoformat(),
+                    }
+                )
+            return answer
+
+        return elicit
 
     async def _timed(
         self,
@@ -280,11 +330,14 @@ class ToolRunner:
         channel: ChannelRef,
         call: ToolCall,
         hidden: dict[str, object],
+        *,
+        elicit: Elicit,
         trace: tuple[int, bool],
     ) -> tuple[ToolResult, Timing]:
-        """The call's result and its timing. With a trace context (``trace``: the
-        activation's trace id, 0 for none, and whether it is sampled) the call gets a span
-        id of its own, which an MCP server receives as the call's ``traceparent``."""
+        """The call's result and its timing. ``elicit`` takes the server's questions to
+        the requester. With a trace context (``trace``: the activation's trace id, 0 for
+        none, and whether it is sampled) the call gets a span id of its own, which an MCP
+        server receives as the call's ``traceparent``."""
         trace_id, sampled = trace
         span = (random.getrandbits(64) or 1) if trace_id else 0
         if span:  # this call's task has its own context: nothing else sees the value
@@ -292,7 +345,9 @@ class ToolRunner:
         started, at = time.perf_counter(), time.time()
         relay = _ProgressRelay(platform, channel, call.name, f"{call.id}#{next(_jobs)}")
         try:
-            result = await self.tools.call(call, hidden=hidden, progress=relay.report)
+            result = await self.tools.call(
+                call, hidden=hidden, progress=relay.report, elicit=elicit
+            )
         except BaseException:
             relay.abandon()  # a stop: the channel's last word is not ours to add
             raise
@@ -307,6 +362,8 @@ class ToolRunner:
         result: ToolResult,
         took: Timing,
         verdict: tuple[Verdict, dict[str, Any] | None],
+        *,
+        asked: tuple[dict[str, Any], ...] = (),
     ) -> None:
         """Note a call on the trace, with its timing."""
         text = result.content
@@ -325,6 +382,7 @@ class ToolRunner:
                 started_at=took.started_at,
                 span_id=took.span_id,
                 files=tuple(file.path for file in result.attachments if file.path),
+                asked=asked,
             )
         )
 

@@ -29,6 +29,8 @@ from salon.model import (
     ApprovalRequest,
     Attachment,
     ChannelRef,
+    Elicitation,
+    ElicitationAnswer,
     Event,
     Message,
     Participant,
@@ -52,6 +54,7 @@ from salon.platforms.discord.events import Events
 from salon.platforms.discord.members import MemberCache
 from salon.platforms.discord.people import People
 from salon.platforms.discord.permissions import PERMISSIONS, invite_url
+from salon.platforms.discord.questions import Questions
 from salon.platforms.discord.reading import Reader
 from salon.platforms.discord.refusals import translated, where
 from salon.platforms.discord.sending import Sender
@@ -138,6 +141,9 @@ class DiscordPlatform(PlatformBase):
             people=self._people,
             retrying=self._sender.retrying,
             operator=self._is_operator,
+        )
+        self._questions = Questions(
+            channels=self._channels, people=self._people, retrying=self._sender.retrying
         )
         self._typing = TypingIndicator(self._channels, lambda: self.typing_interval)
         commands = Commands(
@@ -367,6 +373,10 @@ class DiscordPlatform(PlatformBase):
         ``ask_admin``: see ``ApprovalRequest``; the operator is the application's owner)."""
         return await self._approvals.ask(channel, request)
 
+    async def elicit(self, channel: ChannelRef, request: Elicitation) -> ElicitationAnswer:
+        """A tool server's question to the requester: buttons, or a form (a modal)."""
+        return await self._questions.ask(channel, request)
+
     def _is_operator(self, user: discord.abc.User) -> bool:
         """The operator is who owns the bot's application (for a team's, the team's owner),
         as Discord reported it at login."""
@@ -380,6 +390,10 @@ class DiscordPlatform(PlatformBase):
     def open_prompts(self) -> int:
         """Approval prompts open and clickable now."""
         return self._approvals.open
+
+    async def wait_questions(self, count: int = 1) -> None:
+        """Wait until ``count`` tool servers' questions are open and clickable."""
+        await self._questions.wait_open(count)
 
     async def wait_prompts(self, count: int = 1) -> None:
         """Wait until ``count`` approval prompts are open and clickable."""

@@ -1,10 +1,12 @@
 """Approvals in text: the bot asks "may I run ...?" in the channel and the requester
-answers yes or no. IRC has neither roles nor an operator, so only the requester can."""
+answers yes or no. IRC has neither roles nor an operator, so only the requester can. A tool
+server's question (``reply``) is answered the same way, by the requester's next line."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -20,6 +22,8 @@ from salon.platforms.base import NO_ANSWERS, YES_ANSWERS
 from salon.platforms.irc.recording import Recorder
 
 __all__ = ["Approvals"]
+
+_ADDRESSED = re.compile(r"^[^\s:]+:\s+(.+)$")
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +43,7 @@ class Approvals:
         self._say = say
         self._recorder = recorder
         self._questions: dict[str, _Question] = {}
+        self._replies: dict[str, tuple[Participant, asyncio.Future[Message]]] = {}
 
     async def ask(self, channel: ChannelRef, request: ApprovalRequest) -> ApprovalDecision:
         if request.by_others:  # IRC has neither roles nor an operator: nobody could approve
@@ -69,9 +74,37 @@ class Approvals:
         finally:
             self._questions.pop(channel.key, None)
 
+    async def reply(
+        self, channel: ChannelRef, requester: Participant, question: str, within: float
+    ) -> tuple[str, str] | None:
+        """Ask ``requester`` ``question``; their next line in the channel (its text, their
+        nick), or None when none came ``within`` seconds."""
+        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._replies[channel.key] = (requester, future)
+        try:
+            await self._say(channel, question)
+            async with asyncio.timeout(max(within, 0.0)):
+                message = await future
+        except TimeoutError:
+            return None
+        finally:
+            self._replies.pop(channel.key, None)
+        addressed = _ADDRESSED.match(message.text.strip())  # "Salon: friday"
+        text = addressed.group(1) if addressed else message.text.strip()
+        return text, message.author.name
+
     async def answer(self, message: Message) -> bool:
         """Whether ``message`` answers the open question of its channel; the answer is
         logged as a note, so it never comes back to the model as conversation."""
+        waiting = self._replies.get(message.channel.key)
+        if (
+            waiting is not None
+            and not waiting[1].done()
+            and _same_person(message.author, waiting[0])
+        ):
+            await self._recorder.record(message, "note")
+            waiting[1].set_result(message)
+            return True
         question = self._questions.get(message.channel.key)
         if question is None or question.answer.done():
             return False

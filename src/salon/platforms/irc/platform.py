@@ -27,11 +27,14 @@ from salon.model import (
     ApprovalRequest,
     Attachment,
     ChannelRef,
+    Elicitation,
+    ElicitationAnswer,
     Message,
     MessageEvent,
     Participant,
 )
 from salon.platforms.base import ChatLog, EventSink, Place, PlatformBase
+from salon.platforms.forms import ask_in_text
 from salon.platforms.irc.approvals import Approvals
 from salon.platforms.irc.client import Client
 from salon.platforms.irc.connection import Connection
@@ -239,3 +242,11 @@ class IrcPlatform(PlatformBase):
         self, channel: ChannelRef, request: ApprovalRequest
     ) -> ApprovalDecision:
         return await self._approvals.ask(channel, request)
+
+    async def elicit(self, channel: ChannelRef, request: Elicitation) -> ElicitationAnswer:
+        """Asked in the channel, a field at a time, each answered by the requester's reply."""
+        return await ask_in_text(
+            lambda text: self.send(channel, text, note=True),
+            lambda text, within: self._approvals.reply(channel, request.requester, text, within),
+            request,
+        )
