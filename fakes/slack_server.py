@@ -24,6 +24,7 @@ import itertools
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,9 @@ BOT_SCOPES = (
     "pins:read",
     "reactions:write",
     "users:read",
+    "channels:read",
+    "groups:read",
+    "files:read",
 )
 EVENT_RETRIES = 3  # Slack retries an unacknowledged event up to three times
 
@@ -61,6 +65,7 @@ class _Channel:
     name: str
     members: set[str]
     is_im: bool = False
+    is_private: bool = False
     messages: list[dict[str, Any]] = field(default_factory=list)
     pins: list[str] = field(default_factory=list)
 
@@ -79,6 +84,8 @@ class SlackServer(WebApi):
         self.scopes = set(BOT_SCOPES)  # the bot token's, sent as X-OAuth-Scopes
         self._limits: dict[str, list[int]] = {}  # method -> [times, retry_after]
         self._tickets: set[str] = set()
+        self.files: dict[str, tuple[str, bytes]] = {}  # file id -> (mimetype, data)
+        self.downloads: list[str] = []  # file ids served to the bot token
         self.opened = 0  # Socket Mode connections opened in all
         self.redelivered = 0  # events sent again because no acknowledgement came in time
         self.missed: list[dict[str, Any]] = []  # sent while the app had no connection
@@ -97,6 +104,7 @@ class SlackServer(WebApi):
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/link/", self._link)
+        app.router.add_get("/files-pri/{id}/{name}", self._file)
         app.router.add_post("/respond/{id}", self._respond)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
@@ -125,14 +133,45 @@ class SlackServer(WebApi):
         user = SlackUser(f"U{next(self._ids):04d}{name.upper()[:4]}", name, is_bot)
         self.users[user.id] = user
         for channel in self.channels.values():
-            if not channel.is_im:
+            if not channel.is_im and not channel.is_private:
                 channel.members.add(user.id)
         return user
 
-    def channel(self, channel_id: str, name: str, *, bot: bool = True) -> str:
-        members = {u for u in self.users if bot or u != self.bot.id}
-        self.channels[channel_id] = _Channel(channel_id, name, members)
+    def channel(
+        self,
+        channel_id: str,
+        name: str,
+        *,
+        bot: bool = True,
+        members: list[SlackUser] | None = None,
+    ) -> str:
+        """A public channel everyone joins; with ``members``, a private one of just them
+        (and the bot, unless ``bot`` is false), which later users do not join."""
+        if members is None:
+            people = {u for u in self.users if bot or u != self.bot.id}
+        else:
+            people = {u.id for u in members} | ({self.bot.id} if bot else set())
+        self.channels[channel_id] = _Channel(
+            channel_id, name, people, is_private=members is not None
+        )
         return channel_id
+
+    async def join(self, channel: str, user: SlackUser) -> None:
+        """``user`` joins: ``member_joined_channel`` tells the app if the bot is there."""
+        self.channels[channel].members.add(user.id)
+        await self._membership("member_joined_channel", channel, user)
+
+    async def leave(self, channel: str, user: SlackUser) -> None:
+        self.channels[channel].members.discard(user.id)
+        await self._membership("member_left_channel", channel, user)
+
+    async def _membership(self, kind: str, channel: str, user: SlackUser) -> None:
+        known = self.channels[channel]
+        if self.bot.id not in known.members:
+            return  # Slack tells an app of channels its bot is in only
+        event = {"type": kind, "user": user.id, "channel": channel, "team": TEAM}
+        event["channel_type"] = "G" if known.is_private else "C"
+        await self._event(channel, {**event, "event_ts": self._next_ts()})
 
     def im(self, user: SlackUser) -> str:
         """The direct-message conversation of ``user`` and the bot (``D…``)."""
@@ -167,10 +206,20 @@ class SlackServer(WebApi):
         await self.wait_for(lambda: bool(self._sockets) and self.opened >= times, within)
 
     async def post(
-        self, channel: str, user: SlackUser, text: str, *, thread_ts: str | None = None
+        self,
+        channel: str,
+        user: SlackUser,
+        text: str,
+        *,
+        thread_ts: str | None = None,
+        files: Sequence[tuple[str, str, bytes]] = (),
     ) -> dict[str, Any]:
-        """``user`` says ``text`` (mrkdwn, ``<@U…>`` for a mention); the app is told."""
+        """``user`` says ``text`` (mrkdwn, ``<@U…>`` for a mention); the app is told.
+        ``files`` (name, mimetype, data) are shared with it, as a ``file_share``."""
         message = self._store(channel, user, text, thread_ts=thread_ts)
+        if files:
+            message["subtype"] = "file_share"
+            message["files"] = [self._shared(*file) for file in files]
         await self._event(channel, {**message, "channel_type": self._type(channel)})
         return message
 
@@ -269,6 +318,38 @@ class SlackServer(WebApi):
     async def wait_ack(self, envelope_id: str, within: float = 15) -> dict[str, Any] | None:
         await self.wait_for(lambda: envelope_id in self.acks, within)
         return self.acks[envelope_id]
+
+    def _shared(self, name: str, mimetype: str, data: bytes) -> dict[str, Any]:
+        """A file object as a message carries it: ``url_private`` needs the bot token."""
+        file_id = f"F{next(self._ids):08d}"
+        self.files[file_id] = (mimetype, data)
+        url = f"http://127.0.0.1:{self.port}/files-pri/{TEAM}-{file_id}/{name}"
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": name.rpartition(".")[2],
+            "size": len(data),
+            "url_private": url,
+            "url_private_download": url + "?download=1",
+            "mode": "hosted",
+            "is_external": False,
+        }
+
+    async def _file(self, request: web.Request) -> web.StreamResponse:
+        """A file's ``url_private``: its bytes to a token with ``files:read``; without
+        one, Slack answers with its sign-in page (HTML, status 200), not the file."""
+        file_id = request.match_info["id"].removeprefix(f"{TEAM}-")
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        if token != BOT_TOKEN or "files:read" not in self.scopes:
+            page = "<!DOCTYPE html><html><body>Sign in to Fake Slack</body></html>"
+            return web.Response(text=page, content_type="text/html")
+        if file_id not in self.files:
+            return web.Response(status=404, text="file not found")
+        self.downloads.append(file_id)
+        mimetype, data = self.files[file_id]
+        return web.Response(body=data, content_type=mimetype)
 
     # -- Socket Mode -----------------------------------------------------------------
 

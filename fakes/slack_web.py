@@ -33,6 +33,7 @@ class WebApi:
     channels: dict[str, Any]
     users: dict[str, Any]
     pings: list[tuple[str, str]]
+    scopes: set[str]
     port: int
 
     async def _m_apps_connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -67,17 +68,47 @@ class WebApi:
         }
 
     async def _m_conversations_info(self, params: dict[str, Any]) -> dict[str, Any]:
-        channel = self._readable(params)
+        channel = self._visible(params)
         return {
             "channel": {
                 "id": channel.id,
                 "name": channel.name,
-                "is_channel": not channel.is_im,
+                "is_channel": not channel.is_im and not channel.is_private,
+                "is_group": channel.is_private,
                 "is_im": channel.is_im,
-                "is_private": False,
+                "is_private": channel.is_private or channel.is_im,
                 "is_member": self.bot.id in channel.members,
+                "context_team_id": TEAM,
             }
         }
+
+    async def _m_conversations_members(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The member ids, a page (``limit``, up to 999; ``cursor``) at a time."""
+        channel = self._visible(params)
+        needed = "im:read" if channel.is_im else "groups:read" if channel.is_private else None
+        needed = needed or "channels:read"
+        if needed not in self.scopes:
+            raise SlackError("missing_scope")
+        limit = int(params.get("limit") or 100)
+        if not 1 <= limit <= 999:
+            raise SlackError("invalid_limit")
+        cursor = str(params.get("cursor") or "")
+        start = int(base64.b64decode(cursor).decode().removeprefix("member:")) if cursor else 0
+        members = sorted(channel.members)
+        more = start + limit < len(members)
+        after = base64.b64encode(f"member:{start + limit}".encode()).decode() if more else ""
+        page = members[start : start + limit]
+        return {"members": page, "response_metadata": {"next_cursor": after}}
+
+    def _visible(self, params: dict[str, Any]) -> Any:
+        """A public channel is seen from outside; a private one or a DM only by members
+        (to anyone else it does not exist: ``channel_not_found``)."""
+        channel = self.channels.get(str(params.get("channel", "")))
+        if channel is None:
+            raise SlackError("channel_not_found")
+        if (channel.is_im or channel.is_private) and self.bot.id not in channel.members:
+            raise SlackError("channel_not_found")
+        return channel
 
     async def _m_chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = self._readable(params)

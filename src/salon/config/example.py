@@ -92,6 +92,7 @@ PLATFORM_YAML = {
     # monitored_channels: [C0123456789]   # channel ids answered without a mention
     # progress_interval: 2.0          # seconds between edits of a progress message
     # rate_limit_wait_max: 60         # longest Retry-After waited out before giving up
+    # max_images: 5                   # newest images read (scope files:read)
 """,
 }
 """A commented section per platform ``salon init --platform`` adds to the bot's file."""

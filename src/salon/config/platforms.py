@@ -275,6 +275,9 @@ class SlackConfig(_Strict):
     api_base_url: Endpoint | None = Field(
         default=None, description="Slack's Web API; unset: https://slack.com/api/"
     )
+    include_images: bool = Field(default=True, description="images as the model's input")
+    max_images: int = Field(default=5, ge=0, description="the newest images of the context")
+    max_image_bytes: int = Field(default=5_000_000, gt=0)
 
 
 class PlatformsConfig(_Strict):

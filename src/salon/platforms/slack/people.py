@@ -15,6 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from salon.errors import PlatformError
 from salon.model import ChannelRef, Message, Participant, Tag
 from salon.platforms.slack.client import call
+from salon.platforms.slack.files import attachments_of
 from salon.platforms.slack.text import readable, user_mentions
 
 __all__ = ["NOTE_EVENT", "People", "thread_of"]
@@ -105,6 +106,7 @@ class People:
             created_at=datetime.fromtimestamp(float(raw["ts"]), UTC),
             mentions=mentioned,
             reactions=tuple(str(r.get("name")) for r in raw.get("reactions", ())),
+            attachments=attachments_of(raw),
             tags=frozenset(tags),
         )
 

@@ -33,9 +33,11 @@ from salon.model import (
     Participant,
 )
 from salon.platforms.base import Capability, EventSink, PlatformBase
+from salon.platforms.slack.access import Access
 from salon.platforms.slack.approvals import Approvals
 from salon.platforms.slack.client import build_web_client, call
 from salon.platforms.slack.events import Events, MonitorStore
+from salon.platforms.slack.files import Images
 from salon.platforms.slack.people import People, thread_of
 from salon.platforms.slack.reading import Reader
 from salon.platforms.slack.sending import Sender
@@ -76,8 +78,17 @@ class SlackPlatform(PlatformBase):
         self._handler: AsyncSocketModeHandler | None = None
         self.connections = 0  # Socket Mode connections opened (hello received)
         self._people = People(client=self._client, bot_name=bot_name, monitored=self._monitored)
+        self._images = Images(
+            token=self._bot_token,
+            api_base_url=str(config.api_base_url) if config.api_base_url else None,
+            max_images=config.max_images if config.include_images else 0,
+            max_bytes=config.max_image_bytes,
+        )
         self._reader = Reader(
-            client=self._client, people=self._people, max_channels=config.history_cache_channels
+            client=self._client,
+            people=self._people,
+            max_channels=config.history_cache_channels,
+            images=self._images,
         )
         self._sender = Sender(
             client=self._client,
@@ -86,6 +97,7 @@ class SlackPlatform(PlatformBase):
             max_chars=self.max_message_chars,
             interval=config.progress_interval,
         )
+        self._access = Access(self._client)
         self._approvals = Approvals(
             bot_name=bot_name, authorized_roles=authorized_roles, sender=self._sender
         )
@@ -165,6 +177,8 @@ class SlackPlatform(PlatformBase):
 
         app = AsyncApp(client=self._web, authorize=authorize, logger=logger)
         self._events.register(app)
+        app.event("member_joined_channel")(self._membership)
+        app.event("member_left_channel")(self._membership)
         handler = self._handler = AsyncSocketModeHandler(app, self._app_token)
         handler.client.message_listeners.append(self._on_socket_message)
         try:
@@ -180,7 +194,12 @@ class SlackPlatform(PlatformBase):
         none, so the history kept is dropped."""
         if message.get("type") == "hello":
             self._reader.forget()
+            self._access.forget()
             self.connections += 1
+
+    async def _membership(self, event: dict[str, Any]) -> None:
+        """Someone joined or left a channel the bot is in: who reads it is asked again."""
+        self._access.changed(str(event.get("channel", "")))
 
     def _tokens(self) -> list[tuple[str, str]]:
         config = self.config
@@ -188,6 +207,7 @@ class SlackPlatform(PlatformBase):
 
     async def stop(self) -> None:
         self.ready.clear()
+        await self._images.close()
         if self._handler is not None:
             await self._handler.close_async()  # type: ignore[no-untyped-call]
             self._handler = None
@@ -236,6 +256,13 @@ class SlackPlatform(PlatformBase):
 
     async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
         return await self._reader.pinned(channel)
+
+    async def find_channel(self, channel_id: str) -> ChannelRef | None:
+        return await self._access.find(channel_id)
+
+    async def can_read(self, person: Participant, channel: ChannelRef) -> bool:
+        """Whether ``person`` is a member of the conversation (``access.py``)."""
+        return await self._access.can_read(person, channel)
 
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
         """Who spoke in what is cached of the channel."""

@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from salon.model import ChannelRef, Message
 from salon.platforms.slack.client import call
+from salon.platforms.slack.files import Images
 from salon.platforms.slack.people import People, thread_of
 
 __all__ = ["Reader"]
@@ -32,9 +33,15 @@ class _Kept:
 
 class Reader:
     def __init__(
-        self, *, client: Callable[[], AsyncWebClient], people: People, max_channels: int
+        self,
+        *,
+        client: Callable[[], AsyncWebClient],
+        people: People,
+        max_channels: int,
+        images: Images,
     ) -> None:
         self._client = client
+        self._images = images
         self._people = people
         self._max = max_channels
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
@@ -42,15 +49,21 @@ class Reader:
         self.fetches = 0
 
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
+        """The newest ``limit`` messages, their newest images with their data."""
+        if limit <= 0:
+            return []
+        return await self._images.load(await self._window(channel, limit))
+
+    async def _window(self, channel: ChannelRef, limit: int) -> list[Message]:
         kept = self._kept.get(channel.key)
         if kept is not None and (kept.everything or len(kept.messages) >= limit):
             self._kept.move_to_end(channel.key)
-            return kept.messages[-limit:] if limit > 0 else []
+            return kept.messages[-limit:]
         messages, everything = await self._fetch(channel, limit)
         self._kept[channel.key] = _Kept(messages, everything)
         while len(self._kept) > self._max:
             self._kept.popitem(last=False)
-        return messages[-limit:] if limit > 0 else []
+        return messages[-limit:]
 
     async def _fetch(self, channel: ChannelRef, limit: int) -> tuple[list[Message], bool]:
         """Newest first, page by page, until ``limit`` or the start; returned oldest first."""

@@ -23,6 +23,9 @@ BOT_SCOPES = (
     "pins:read",  # pinned .config
     "reactions:write",
     "users:read",  # names
+    "channels:read",  # who is in a linked public channel (conversations.members)
+    "groups:read",  # and in a linked private one
+    "files:read",  # images in messages (url_private)
 )
 
 

@@ -1,0 +1,137 @@
+"""Images of Slack messages as the model's input: a message's ``files`` name their
+``url_private``, which Slack serves only with the bot token (``Authorization: Bearer``,
+scope ``files:read``); without it Slack answers with its sign-in page, so anything that is
+not an image is dropped rather than shown to the model.
+
+The newest ``max_images`` images of a window (under ``max_image_bytes`` each) are
+downloaded, and kept for the next activations (a bounded number). The token is sent only
+to Slack's file host, or the host of ``api_base_url`` when one is set.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from salon.model import Attachment, Message, Tag
+from salon.platforms.slack.client import NETWORK_ERRORS
+
+__all__ = ["Images", "attachments_of"]
+
+logger = logging.getLogger(__name__)
+
+_DOWNLOAD_TIMEOUT = 30.0
+_KEPT = 16  # downloaded images kept for the next activations: a bound
+_FILE_HOST = "files.slack.com"
+
+
+def attachments_of(raw: dict[str, Any]) -> tuple[Attachment, ...]:
+    """A message's shared files (their data is downloaded when read)."""
+    files = raw.get("files")
+    if not isinstance(files, list):
+        return ()
+    return tuple(
+        Attachment(
+            filename=str(f.get("name") or f.get("title") or "file"),
+            content_type=str(f.get("mimetype") or ""),
+            size=int(f.get("size") or 0),
+            url=str(f.get("url_private") or ""),
+        )
+        for f in files
+        if isinstance(f, dict)
+    )
+
+
+class Images:
+    def __init__(
+        self, *, token: str, api_base_url: str | None, max_images: int, max_bytes: int
+    ) -> None:
+        self._token = token
+        self._hosts = {_FILE_HOST} | ({urlsplit(api_base_url).netloc} if api_base_url else set())
+        self._max_images = max_images
+        self._max_bytes = max_bytes
+        self._kept: OrderedDict[str, bytes] = OrderedDict()  # by url_private
+        self._session: aiohttp.ClientSession | None = None
+        self.downloads = 0
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def load(self, messages: Sequence[Message]) -> list[Message]:
+        """``messages`` with the data of their newest images (Salon's notes are skipped)."""
+        out = list(messages)
+        left = self._max_images
+        for index in range(len(out) - 1, -1, -1):
+            message = out[index]
+            if left <= 0 or not message.attachments or Tag.NOTE in message.tags:
+                continue
+            files = []
+            for file in message.attachments:
+                wanted = left > 0 and self._wanted(file)
+                data = await self._image(file) if wanted else None
+                left -= 1 if data is not None else 0
+                files.append(replace(file, data=data))
+            out[index] = replace(message, attachments=tuple(files))
+        return out
+
+    def _wanted(self, file: Attachment) -> bool:
+        return file.content_type.startswith("image/") and 0 < file.size <= self._max_bytes
+
+    async def _image(self, file: Attachment) -> bytes | None:
+        if file.url in self._kept:
+            self._kept.move_to_end(file.url)
+            return self._kept[file.url]
+        data = await self._download(file)
+        if data is not None:
+            self._kept[file.url] = data
+            while len(self._kept) > _KEPT:
+                self._kept.popitem(last=False)
+        return data
+
+    async def _download(self, file: Attachment) -> bytes | None:
+        parts = urlsplit(file.url)
+        if parts.scheme not in ("https", "http") or parts.netloc not in self._hosts:
+            logger.warning("Slack: %s is not on Slack's file host; not fetched", file.filename)
+            return None
+        if self._session is None:
+            timeout = aiohttp.ClientTimeout(total=_DOWNLOAD_TIMEOUT)
+            self._session = aiohttp.ClientSession(timeout=timeout)
+        headers = {"Authorization": f"Bearer {self._token}"}
+        try:
+            async with self._session.get(file.url, headers=headers) as response:
+                kind = response.content_type
+                if response.status != 200 or not kind.startswith("image/"):
+                    logger.warning(
+                        "Slack: %s answered %s (%s), not an image; is files:read granted?",
+                        file.filename,
+                        response.status,
+                        kind,
+                    )
+                    return None
+                data = await _read_at_most(response.content, self._max_bytes + 1)
+        except NETWORK_ERRORS as exc:
+            logger.warning("Slack: could not load %s: %s", file.filename, exc)
+            return None
+        if len(data) > self._max_bytes:
+            logger.warning("Slack: %s is larger than max_image_bytes; skipped", file.filename)
+            return None
+        self.downloads += 1
+        return data
+
+
+async def _read_at_most(stream: aiohttp.StreamReader, limit: int) -> bytes:
+    data = bytearray()
+    while len(data) < limit:
+        chunk = await stream.read(limit - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)

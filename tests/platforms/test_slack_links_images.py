@@ -1,0 +1,105 @@
+"""Slack's linked contexts (the requester's own membership of the linked channel, from
+``conversations.members``) and images as the model's input (``url_private`` downloaded
+with the bot token), against the fake Slack."""
+
+from __future__ import annotations
+
+from fakes.slack_server import SlackServer, SlackUser
+from salon.llm import FakeProvider, ImagePart
+from tests.platforms import test_slack
+from tests.platforms.test_slack import GENERAL, StartSlack, mention
+
+fake_slack, start_slack = test_slack.fake_slack, test_slack.start_slack  # the fixtures
+
+STAFF = "G0STAFF"
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+
+
+def seen(provider: FakeProvider, index: int = -1) -> str:
+    return "\n".join(m.plain_text for m in provider.requests[index].messages)
+
+
+async def answered(server: SlackServer, who: SlackUser, text: str, count: int) -> None:
+    await server.post(GENERAL, who, mention(server, text))
+    await server.wait_bot_messages(GENERAL, count)
+
+
+async def test_only_a_member_of_the_linked_channel_gets_its_messages(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    carol, bob = fake_slack.user("Carol"), fake_slack.user("Bob")
+    fake_slack.channel(STAFF, "staff", members=[carol])  # private: Carol and the bot
+    await fake_slack.post(STAFF, carol, "STAFF-ONLY the launch slips a week")
+    provider = FakeProvider(["a", "b", "c", "d"])
+    links = [{"channel": f"slack:{STAFF}", "where": [GENERAL]}]
+    await start_slack(provider, links=links)
+    await answered(fake_slack, bob, "any news?", 1)
+    assert "STAFF-ONLY" not in seen(provider)
+    await answered(fake_slack, carol, "any news?", 2)
+    assert "STAFF-ONLY the launch slips a week" in seen(provider)
+    assert "staff" in seen(provider)
+    await fake_slack.join(STAFF, bob)
+    await fake_slack.leave(STAFF, carol)
+    await answered(fake_slack, bob, "and now?", 3)
+    assert "STAFF-ONLY" in seen(provider)
+    await answered(fake_slack, carol, "and now?", 4)
+    assert "STAFF-ONLY" not in seen(provider)
+
+
+async def test_a_channel_the_bot_cannot_see_is_never_linked(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    carol = fake_slack.user("Carol")
+    fake_slack.channel(STAFF, "staff", members=[carol], bot=False)
+    fake_slack.channels[STAFF].messages.append(
+        {"type": "message", "user": carol.id, "text": "HIDDEN plans", "ts": "1.000001"}
+    )
+    provider = FakeProvider(["a"])
+    await start_slack(provider, links=[{"channel": STAFF}])
+    await answered(fake_slack, carol, "news?", 1)
+    assert "HIDDEN" not in seen(provider)
+
+
+def images(provider: FakeProvider) -> list[bytes]:
+    parts = [p for m in provider.requests[-1].messages for p in m.parts]
+    return [p.data for p in parts if isinstance(p, ImagePart)]
+
+
+async def test_an_image_reaches_the_model_downloaded_with_the_bot_token(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    alice = fake_slack.user("Alice")
+    await fake_slack.post(GENERAL, alice, "look", files=[("cat.png", "image/png", PNG)])
+    provider = FakeProvider(["a cat"])
+    await start_slack(provider)
+    await answered(fake_slack, alice, "what is in the picture?", 1)
+    assert images(provider) == [PNG]
+    assert "look" in seen(provider)
+
+
+async def test_only_the_newest_max_images_are_downloaded(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    alice = fake_slack.user("Alice")
+    for n in range(4):
+        picture = [(f"p{n}.png", "image/png", PNG + bytes([n]))]
+        await fake_slack.post(GENERAL, alice, f"picture {n}", files=picture)
+    await fake_slack.post(GENERAL, alice, "notes", files=[("a.txt", "text/plain", b"text")])
+    provider = FakeProvider(["two"])
+    await start_slack(provider, slack={"max_images": 2})
+    await answered(fake_slack, alice, "which is best?", 1)
+    assert images(provider) == [PNG + bytes([2]), PNG + bytes([3])]
+    assert len(fake_slack.downloads) == 2  # nothing else fetched
+
+
+async def test_without_files_read_the_sign_in_page_is_no_image(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    fake_slack.scopes.discard("files:read")
+    alice = fake_slack.user("Alice")
+    await fake_slack.post(GENERAL, alice, "look", files=[("cat.png", "image/png", PNG)])
+    provider = FakeProvider(["no picture"])
+    await start_slack(provider)
+    await answered(fake_slack, alice, "what is in the picture?", 1)
+    assert images(provider) == []
+    assert "look" in seen(provider)
