@@ -4,6 +4,8 @@ with the bot token), against the fake Slack."""
 
 from __future__ import annotations
 
+from aiohttp import web
+
 from fakes.slack_server import SlackServer, SlackUser
 from salon.llm import FakeProvider, ImagePart
 from tests.platforms import test_slack
@@ -103,3 +105,48 @@ async def test_without_files_read_the_sign_in_page_is_no_image(
     await answered(fake_slack, alice, "what is in the picture?", 1)
     assert images(provider) == []
     assert "look" in seen(provider)
+
+
+async def test_the_bot_token_goes_to_no_other_host(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    """A file whose ``url_private`` is not Slack's file host is not fetched at all."""
+    asked: list[str] = []
+
+    async def elsewhere(request: web.Request) -> web.Response:
+        asked.append(request.headers.get("Authorization", ""))
+        return web.Response(body=PNG, content_type="image/png")
+
+    app = web.Application()
+    app.router.add_get("/{name}", elsewhere)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        alice = fake_slack.user("Alice")
+        shared = await fake_slack.post(GENERAL, alice, "look", files=[("a.png", "image/png", PNG)])
+        shared["files"][0]["url_private"] = f"http://127.0.0.1:{port}/a.png"
+        provider = FakeProvider(["none"])
+        await start_slack(provider)
+        await answered(fake_slack, alice, "what is in the picture?", 1)
+        assert images(provider) == []
+        assert asked == []
+    finally:
+        await runner.cleanup()
+
+
+async def test_members_are_read_past_the_first_page(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    crowd = [fake_slack.user(f"P{n:03d}") for n in range(250)]
+    fake_slack.channel(STAFF, "staff", members=crowd)
+    await fake_slack.post(STAFF, crowd[0], "STAFF-ONLY plans")
+    last = max(crowd, key=lambda u: u.id)  # on the second page (members come sorted)
+    provider = FakeProvider(["a"])
+    await start_slack(provider, links=[{"channel": STAFF}])
+    await answered(fake_slack, last, "news?", 1)
+    assert "STAFF-ONLY plans" in seen(provider)
+    pages = [p for m, _, p in fake_slack.calls if m == "conversations.members"]
+    assert len(pages) == 2
