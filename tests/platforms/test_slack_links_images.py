@@ -150,3 +150,16 @@ async def test_members_are_read_past_the_first_page(
     assert "STAFF-ONLY plans" in seen(provider)
     pages = [p for m, _, p in fake_slack.calls if m == "conversations.members"]
     assert len(pages) == 2
+
+
+async def test_an_image_in_the_question_itself_is_seen(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    alice = fake_slack.user("Alice")
+    provider = FakeProvider(["a cat", "still a cat"])
+    await start_slack(provider)
+    await answered(fake_slack, alice, "hello", 1)  # the history is kept from here on
+    picture = [("cat.png", "image/png", PNG)]
+    await fake_slack.post(GENERAL, alice, mention(fake_slack, "and this?"), files=picture)
+    await fake_slack.wait_bot_messages(GENERAL, 2)
+    assert images(provider) == [PNG]
