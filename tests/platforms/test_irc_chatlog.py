@@ -8,9 +8,9 @@ import asyncio
 from fakes.irc import IrcServer
 from salon.llm import FakeProvider
 from salon.model import ToolCall
-from tests.platforms.test_irc import Start, human, ircd, start_bot
+from tests.platforms.test_irc import Start, _close_people, human, ircd, start_bot
 
-__all__ = ["ircd", "start_bot"]  # the fixtures of test_irc
+__all__ = ["_close_people", "ircd", "start_bot"]  # the fixtures of test_irc
 
 
 def _asked_by(nick: str, channel: str = "irc:#salon") -> dict[str, object]:
