@@ -320,10 +320,39 @@ async def test_the_orchestrator_plans_the_weather_in_seattle(
     await ask(fake_discord, GENERAL, fake_discord.user("Alice"), "weather in Seattle?")
     (answer,) = await fake_discord.wait_bot_messages(GENERAL, 1)
     assert answer["content"] == "The clouds over Seattle whisper: 11.5 °C, overcast."
+    asked = next(m for m in fake_discord.channels[GENERAL] if "weather in Seattle?" in m["content"])
+    assert answer["message_reference"]["message_id"] == asked["id"]  # 000's message.reply
     first, second = llm_server.requests
     assert first.body["model"] == "grok-4-fast"
+    assert first.body["temperature"] == 1.0  # the plan's temperature, then the answer's
+    assert second.body["temperature"] == 1.2
     assert first.headers["authorization"] == "Bearer xai-key"
     assert "Now: 11.5 °C" in json.dumps(second.body["messages"], ensure_ascii=False)
+
+
+async def test_the_orchestrator_answers_directly_when_its_plan_fails_and_fails_in_its_words(
+    fake_discord: DiscordServer,
+    llm_server: LLMServer,
+    vendors: Vendors,
+    serve_app: ServeApp,
+    tmp_path: Path,
+) -> None:
+    """000: a planning call that fails falls back to a direct answer; an answer that fails
+    gets the ERROR_MESSAGE text, not Salon's own line."""
+    llm_server.queue(Scripted(status=500), "The stars say hello.")
+    secrets = {"GROK_API_KEY": "xai-key", "PIXELLAB_API_KEY": "px-test-key"}
+    patch = _sprite_on_fakes(llm_server, vendors)
+    await _start(
+        "sprite-orchestrator", "sprite", tmp_path, serve_app=serve_app, secrets=secrets, patch=patch
+    )
+    alice = fake_discord.user("Alice")
+    await ask(fake_discord, GENERAL, alice, "hello?")
+    (answer,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    assert answer["content"] == "The stars say hello."
+    llm_server.queue(Scripted(status=500), Scripted(status=500))
+    await ask(fake_discord, GENERAL, alice, "hello again?")
+    _, failed = await fake_discord.wait_bot_messages(GENERAL, 2)
+    assert failed["content"].startswith("I tried to help, but ran into an issue: ")
 
 
 async def test_the_orchestrator_posts_a_sprites_directions_with_their_links(
