@@ -184,17 +184,24 @@ async def test_bob_answers_the_weather_in_seattle(
     tmp_path: Path,
 ) -> None:
     llm_server.queue(
+        '{"keep": [1, 2]}',  # the context evaluator keeps both of Alice's messages
         Scripted(tool_calls=[("call_1", "get_weather", {"location": "Seattle"})]),
         "It's 52.7 °F and overcast in Seattle right now.",
     )
     secrets = {"SERPAPI_API_KEY": "serp-key"}
     patch = _bob_on_fakes(llm_server, vendors)
     await _start("bob-bot", "bob", tmp_path, serve_app=serve_app, secrets=secrets, patch=patch)
+    await fake_discord.post(GENERAL, fake_discord.user("Alice"), "off to Seattle tomorrow")
+    await fake_discord.post(GENERAL, fake_discord.user("Robo"), "PLUGH beep")  # another bot
     await ask(fake_discord, GENERAL, fake_discord.user("Alice"), "what's the weather in Seattle?")
     (answer,) = await fake_discord.wait_bot_messages(GENERAL, 1)
     assert answer["content"] == "It's 52.7 °F and overcast in Seattle right now."
-    first, second = llm_server.requests
+    _, first, second = llm_server.requests
     assert first.body["model"] == "llama3.1:8b"
+    asked = json.dumps(first.body["messages"])
+    assert "[channel] Alice: off to Seattle tomorrow" in asked  # each message's source
+    assert "PLUGH" not in json.dumps([r.body for r in llm_server.requests])  # 001 leaves
+    # other bots' messages out of the context
     assert "get_weather" in [t["function"]["name"] for t in first.body["tools"]]
     result = next(m for m in second.body["messages"] if m["role"] == "tool")
     assert "52.7 °F" in json.dumps(result["content"], ensure_ascii=False)
@@ -254,6 +261,33 @@ async def test_bob_generates_a_castle_on_the_slash_command(
     assert app.key == "bob"
 
 
+async def test_bob_draws_the_replied_to_message_on_the_generate_keyword(
+    fake_discord: DiscordServer,
+    llm_server: LLMServer,
+    vendors: Vendors,
+    serve_app: ServeApp,
+    tmp_path: Path,
+) -> None:
+    """``!generate`` written in a reply prepends the replied-to message to the prompt, as
+    001's ComfyUI path does (one level), and needs no model."""
+    secrets = {"SERPAPI_API_KEY": "serp-key"}
+    patch = _bob_on_fakes(llm_server, vendors)
+    await _start("bob-bot", "bob", tmp_path, serve_app=serve_app, secrets=secrets, patch=patch)
+    alice = fake_discord.user("Alice")
+    idea = await fake_discord.post(GENERAL, alice, "a castle at dusk")
+    await fake_discord.post(GENERAL, alice, "!generate in watercolour", reply_to=idea)
+
+    def image_posts() -> list[dict[str, Any]]:
+        return [m for m in fake_discord.channels[GENERAL] if m["attachments"]]
+
+    async with asyncio.timeout(15), fake_discord.sent:
+        await fake_discord.sent.wait_for(lambda: bool(image_posts()))
+    (post,) = image_posts()
+    assert "a castle at dusk" in post["content"]
+    assert "in watercolour" in post["content"]
+    assert llm_server.requests == []
+
+
 def _sprite_on_fakes(llm: LLMServer, vendors: Vendors) -> Patch:
     weather, _, pixel = vendors
 
@@ -286,10 +320,39 @@ async def test_the_orchestrator_plans_the_weather_in_seattle(
     await ask(fake_discord, GENERAL, fake_discord.user("Alice"), "weather in Seattle?")
     (answer,) = await fake_discord.wait_bot_messages(GENERAL, 1)
     assert answer["content"] == "The clouds over Seattle whisper: 11.5 °C, overcast."
+    asked = next(m for m in fake_discord.channels[GENERAL] if "weather in Seattle?" in m["content"])
+    assert answer["message_reference"]["message_id"] == asked["id"]  # 000's message.reply
     first, second = llm_server.requests
     assert first.body["model"] == "grok-4-fast"
+    assert first.body["temperature"] == 1.0  # the plan's temperature, then the answer's
+    assert second.body["temperature"] == 1.2
     assert first.headers["authorization"] == "Bearer xai-key"
     assert "Now: 11.5 °C" in json.dumps(second.body["messages"], ensure_ascii=False)
+
+
+async def test_the_orchestrator_answers_directly_when_its_plan_fails_and_fails_in_its_words(
+    fake_discord: DiscordServer,
+    llm_server: LLMServer,
+    vendors: Vendors,
+    serve_app: ServeApp,
+    tmp_path: Path,
+) -> None:
+    """000: a planning call that fails falls back to a direct answer; an answer that fails
+    gets the ERROR_MESSAGE text, not Salon's own line."""
+    llm_server.queue(Scripted(status=500), "The stars say hello.")
+    secrets = {"GROK_API_KEY": "xai-key", "PIXELLAB_API_KEY": "px-test-key"}
+    patch = _sprite_on_fakes(llm_server, vendors)
+    await _start(
+        "sprite-orchestrator", "sprite", tmp_path, serve_app=serve_app, secrets=secrets, patch=patch
+    )
+    alice = fake_discord.user("Alice")
+    await ask(fake_discord, GENERAL, alice, "hello?")
+    (answer,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    assert answer["content"] == "The stars say hello."
+    llm_server.queue(Scripted(status=500), Scripted(status=500))
+    await ask(fake_discord, GENERAL, alice, "hello again?")
+    _, failed = await fake_discord.wait_bot_messages(GENERAL, 2)
+    assert failed["content"].startswith("I tried to help, but ran into an issue: ")
 
 
 async def test_the_orchestrator_posts_a_sprites_directions_with_their_links(

@@ -134,13 +134,17 @@ async def test_echo_answers_in_chat_turns_and_a_pinned_config_changes_it_there(
     serve_app: ServeApp,
     tmp_path: Path,
 ) -> None:
-    _, echo = bots
+    muse, echo = bots
     _, _, models = await _start_both(llm_server, serve_app, tmp_path)
     models.replies[ECHO_MODEL].extend([Scripted(text="Hello!"), Scripted(text="Hi again.")])
     alice = fake_discord.user("Alice")
+    await fake_discord.post(GENERAL, muse, "The keeper wakes.")  # a bot's run of messages
+    await fake_discord.post(GENERAL, muse, "The storm comes.")
     await fake_discord.post(GENERAL, alice, f"<@{echo.id}> hello", mentions=[echo])
     await _wait(fake_discord, lambda: _said(fake_discord, GENERAL, echo) == ["Hello!"])
     (first,) = models.requests(ECHO_MODEL)
+    said = "".join(b["text"] for m in first["messages"] for b in m["content"] if "text" in b)
+    assert "Muse: The keeper wakes. The storm comes.\n" in said  # bot_run_join: space
     assert "You are Echo, a curious regular" in _text(first["system"])
     assert first["messages"][-1]["role"] == "user"
     assert first["max_tokens"] == 600  # the guild layer

@@ -6,6 +6,7 @@ does."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -56,9 +57,18 @@ async def test_terrarium_answers_from_the_chat_log_and_only_its_answer_reaches_i
         irc = data["platforms"]["irc"]
         irc.update(server="127.0.0.1", port=ircd.port, tls=False, flood_burst=50)
 
+    await alice.send("TOPIC #terrarium :deploy day")  # alice opened the channel: she may
+    await alice.expect(r"TOPIC #terrarium :deploy day")
     root = copy_example("terrarium", tmp_path, {"bots/terra.yaml": on_fakes})
     app = await serve_example(root, "terra", serve_app, {})
-    await alice.expect(r"JOIN :?#terrarium", within=15)  # Terra is in the channel
+    await alice.expect(r":Terra!\S+ JOIN :?#terrarium", within=15)  # Terra is in the channel
+    carol = Human("carol", ircd.port)
+    await carol.connect()
+    await carol.join("#terrarium")  # a join Terra sees: the <irc_logs> feed shows it
+    await carol.close()
+    await alice.say("#terrarium", ".ping")  # answered by Terra itself, no model
+    assert await alice.privmsgs_from("Terra", 1) == ["alice: pong"]
+    seen = len(alice.lines)
     llm_server.queue(
         Scripted(tool_calls=[("call_1", "search_chat_logs", {"query": "deploy"})]),
         Scripted(chunks=[*THOUGHT, "\n\n", ANSWER]),
@@ -66,16 +76,24 @@ async def test_terrarium_answers_from_the_chat_log_and_only_its_answer_reaches_i
     await bob.say("#terrarium", "the deploy broke on the cache migration")
     await alice.say("#terrarium", "lunch anyone?")
     await alice.say("#terrarium", ".terrarium what did bob say about the deploy?")
-    assert await alice.privmsgs_from("Terra", 1) == [ANSWER]
+    assert await alice.privmsgs_from("Terra", 1, after=seen) == [ANSWER]
     await app.agent.wait_idle()
-    assert await alice.privmsgs_from("Terra", 1) == [ANSWER]  # and nothing after it
+    assert await alice.privmsgs_from("Terra", 1, after=seen) == [ANSWER]  # and nothing after
     assert "PLUGH" not in "\n".join(alice.lines)  # no reasoning in any line, notice or dot
     first, second = llm_server.requests
     assert first.body["model"] == "GLM-4.5-Air-4bit"
     assert first.body["temperature"] == 0.8
     assert first.body["chat_template_kwargs"] == {"enable_thinking": True}
     asked = json.dumps(first.body["messages"])
-    assert "bob: the deploy broke on the cache migration" in asked  # the channel's lines
+    # the channel's lines as the seed's chat log: [time] <nick> message
+    assert re.search(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] <bob> the deploy broke", asked)
+    system = first.body["messages"][0]["content"]
+    assert "channel #terrarium" in system
+    assert "(topic: deploy day)" in system
+    assert "alice" in system.split("Here now:")[1]  # {{users}}
+    assert "<irc_logs>" in system
+    assert "carol joined" in system
+    assert "pong" not in asked  # the dot command went to no model
     assert "what did bob say about the deploy?" in asked
     result = next(m for m in second.body["messages"] if m["role"] == "tool")
     assert "<bob> the deploy broke on the cache migration" in result["content"]
