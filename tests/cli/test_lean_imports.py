@@ -113,4 +113,4 @@ async def test_an_openai_bot_is_ready_without_the_web_server(tmp_path: Path) -> 
 async def test_an_openai_bot_answers_without_the_openai_sdk(tmp_path: Path) -> None:
     modules = await _modules_at_ready(tmp_path, answered=True)
     assert "salon.llm.openai_compat" in modules  # the provider was built and used
-    assert _loaded(modules, ["openai", "httpcore2", "anyio"]) == []
+    assert _loaded(modules, ["openai", "httpx2", "httpcore2", "anyio"]) == []
