@@ -35,6 +35,7 @@ NEVER_BEFORE_READY = [
     "opentelemetry",  # only with an otel: section
     "salon.otel.export",
     "pydantic.networks",  # the URL checks use pydantic-core's validator directly
+    "itsdangerous",  # signs /activity links: loaded when one is asked for
 ]
 WEB_SERVER = ["starlette", "uvicorn"]  # still loaded by the MCP SDK until it leaves this path
 
