@@ -109,6 +109,26 @@ def shard_of(guild_id: str, shard_count: int) -> int:
     return (int(guild_id) >> 22) % shard_count
 
 
+_DISCORD_EPOCH_MS = 1_420_070_400_000  # 2015-01-01T00:00:00Z
+
+
+class _Snowflakes:
+    """Ids as Discord makes them: milliseconds since the Discord epoch shifted left 22 bits
+    (discord.py reads a message's ``created_at`` from its id), one more than the last when
+    two fall in one millisecond."""
+
+    def __init__(self) -> None:
+        self._last = 0
+
+    def __iter__(self) -> _Snowflakes:
+        return self
+
+    def __next__(self) -> int:
+        now = (int(time.time() * 1000) - _DISCORD_EPOCH_MS) << 22
+        self._last = max(now, self._last + 1)
+        return self._last
+
+
 @dataclass
 class DiscordServer(RestRoutes):
     bot: FakeUser = field(default_factory=lambda: FakeUser("100", "Salon", bot=True))
@@ -128,7 +148,7 @@ class DiscordServer(RestRoutes):
     recommended_shards: int = 1  # what GET /gateway/bot recommends
 
     def __post_init__(self) -> None:
-        self._ids = itertools.count(1000)
+        self._ids = _Snowflakes()
         self.channels: dict[str, list[dict[str, Any]]] = {"10": [], "11": []}
         self.channel_names = {"10": "general", "11": "random"}
         self.guild_names: dict[str, str] = {GUILD_ID: "Salon test"}

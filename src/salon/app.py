@@ -35,7 +35,6 @@ from salon.tools.log import ToolLog
 from salon.tools.outputs import OutputDir
 from salon.tools.servers import builtin_spec, configured_specs
 from salon.upkeep import Upkeep, Vitals
-from salon.web.links import activity_link
 
 if TYPE_CHECKING:
     from salon.platforms.terminal import TerminalPlatform
@@ -293,6 +292,8 @@ class BotApp:
             return "The activity page has no public address: set web.public_url in the config."
         if not key:
             return f"The activity page is off: {web.activity_key_env} is not set for this bot."
+        from salon.web.links import activity_link  # itsdangerous: off a bot's start
+
         link = activity_link(web.public_url, key, web.link_minutes)
         minutes = f"{web.link_minutes:g} minutes"
         return f"Activity page (the link works for {minutes}; keep it to yourself): {link}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from tests.platforms.conftest import GENERAL
 
 AUTH = {"Authorization": "Bot token-123"}
 PRESENCES = 1 << 8
+DISCORD_EPOCH = 1_420_070_400  # seconds: 2015-01-01T00:00:00Z
 
 
 class Gateway:
@@ -376,3 +378,18 @@ async def test_a_reply_carries_the_message_it_answers_but_not_that_ones_own_repl
     assert referenced["id"] == second["id"]
     assert referenced["message_reference"]["message_id"] == first["id"]
     assert "referenced_message" not in referenced
+
+
+async def test_ids_are_snowflakes_that_carry_the_time_they_were_made(
+    fake_discord: DiscordServer,
+) -> None:
+    # Discord's ids are snowflakes: milliseconds since 2015-01-01 (the Discord epoch)
+    # shifted left 22 bits, so a message's id tells when it was sent; discord.py's
+    # Message.created_at is read from it. Ids still grow with each one made.
+    before = time.time()
+    first = await fake_discord.post(GENERAL, fake_discord.user("Alice"), "first")
+    second = await fake_discord.post(GENERAL, fake_discord.user("Bob"), "second")
+    after = time.time()
+    made = [(int(m["id"]) >> 22) / 1000 + DISCORD_EPOCH for m in (first, second)]
+    assert before - 0.002 <= made[0] <= made[1] <= after + 0.002
+    assert int(first["id"]) < int(second["id"])

@@ -9,14 +9,13 @@ from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
-    AnyHttpUrl,
     BaseModel,
     ConfigDict,
     ValidationError,
     ValidationInfo,
     field_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import PydanticCustomError, SchemaValidator, core_schema
 
 from salon.model import Policy
 
@@ -36,6 +35,10 @@ __all__ = [
 ]
 
 ToolPolicy = Policy
+
+# pydantic's AnyHttpUrl is this validator of pydantic-core's; taken directly, it leaves
+# pydantic.networks (and the importlib.metadata it loads) off a bot's start.
+_HTTP_URL = SchemaValidator(core_schema.url_schema(allowed_schemes=["http", "https"]))
 
 MAX_OUTPUT_TOKENS = 1_000_000
 """Bound on ``max_tokens``: today's largest output limits are near 128 000, so a bigger
@@ -63,7 +66,7 @@ def http_url_problem(url: str) -> str | None:
             return f"{problem}: write http://{url}"
         return problem
     try:
-        AnyHttpUrl(url)
+        _HTTP_URL.validate_python(url)
     except ValidationError as exc:
         _, _, why = exc.errors()[0]["msg"].partition("valid URL, ")
         return f"{problem} ({why})" if why and why != "empty host" else problem

@@ -20,8 +20,6 @@ import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx2
-
 from salon.errors import ProviderError, RateLimited
 from salon.model import clean_text
 
@@ -83,6 +81,8 @@ def status_error(
 
 def connection_failure(exc: BaseException, provider: str, *, answering: bool) -> ProviderError:
     """A transport failure as one line naming the URL; ``answering``: the stream was open."""
+    import httpx2  # the SDKs that raise these load it; the aiohttp path never needs it
+
     cause = exc if isinstance(exc, httpx2.TransportError) else exc.__cause__
     url = _request_url(exc) or _request_url(cause)
     target = redact_url(url) if url else "the server"
@@ -148,6 +148,8 @@ def translate_sdk_error(
 ) -> ProviderError:
     """Map one exception raised by SDK module ``sdk`` to ProviderError or RateLimited;
     ``answering``: it was raised while the stream was being read."""
+    import httpx2  # as in connection_failure
+
     if isinstance(exc, sdk.APIStatusError):
         status = int(exc.status_code)
         return status_error(provider, status, _vendor_message(exc), retry_after=_retry_after(exc))

@@ -12,12 +12,15 @@ error, and every failure leaving as one ProviderError line naming the redacted U
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 from salon.errors import ProviderError
 from salon.llm._errors import MALFORMED_STREAM_ERRORS, redact_url, status_error
@@ -51,6 +54,18 @@ def endpoint(base_url: str, path: str) -> str:
     return urlunsplit(parts._replace(path=parts.path.rstrip("/") + path))
 
 
+def _env_proxy(url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+    """The proxy the environment names for ``url`` (``HTTP(S)_PROXY``, ``NO_PROXY``; its
+    credentials from the URL or ``~/.netrc``), as aiohttp's ``trust_env`` reads it, but
+    once per provider: aiohttp read it, and ``~/.netrc``, in a thread on every request.
+    (Its per-request ``~/.netrc`` lookup for the server itself only ever clashed with the
+    ``Authorization`` header sent here: aiohttp refuses both.)"""
+    try:
+        return get_env_proxy_for_url(URL(url))
+    except LookupError:  # none, or NO_PROXY names the host
+        return None, None
+
+
 class EventStreams:
     """One provider's HTTP session (made at the first request, inside the event loop)."""
 
@@ -74,6 +89,7 @@ class EventStreams:
         # The pool outlives each request's session: a session left unclosed is an error
         # at collection, a connector only while it holds connections (aclose closes it).
         self._pool: aiohttp.TCPConnector | None = None
+        self._proxy: tuple[URL | None, aiohttp.BasicAuth | None] = (None, None)
 
     async def stream(
         self,
@@ -87,9 +103,14 @@ class EventStreams:
         url = endpoint(self.base_url, path)
         if self._pool is None:
             self._pool = aiohttp.TCPConnector()
+            self._proxy = await asyncio.to_thread(_env_proxy, url)
         data = json.dumps(body).encode()
         async with aiohttp.ClientSession(
-            connector=self._pool, connector_owner=False, trust_env=True, timeout=self._timeout
+            connector=self._pool,
+            connector_owner=False,
+            timeout=self._timeout,
+            proxy=self._proxy[0],
+            proxy_auth=self._proxy[1],
         ) as session:
             reading = self._read(
                 session, provider=provider, url=url, data=data, headers=headers, decoder=decoder

@@ -4,13 +4,14 @@ opens a vendor stream and decodes it, with every failure leaving as a ProviderEr
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable
-from typing import Any, Protocol
-
-import httpx2
+from typing import TYPE_CHECKING, Any, Protocol
 
 from salon.config import ProviderConfig
 from salon.llm._errors import MALFORMED_STREAM_ERRORS, translate_sdk_error
 from salon.llm.base import LLMRequest, StreamEvent, close_stream
+
+if TYPE_CHECKING:  # the SDKs' HTTP stack: imported by those that use it, not by openai_compat
+    import httpx2
 
 __all__ = [
     "BACKSTOP",
@@ -30,6 +31,8 @@ BACKSTOP = 5.0
 
 def sdk_timeout(config: ProviderConfig) -> httpx2.Timeout:
     """The SDK client's timeouts: ``connect_timeout`` to connect, the backstop for the rest."""
+    import httpx2  # as stream_sdk
+
     return httpx2.Timeout(config.timeout + BACKSTOP, connect=config.connect_timeout)
 
 
@@ -88,6 +91,8 @@ async def stream_sdk(
     decoder: Decoder,
 ) -> AsyncIterator[StreamEvent]:
     """Open a vendor stream and decode it; every SDK failure leaves as a ProviderError."""
+    import httpx2  # the SDK calling this has loaded it; openai_compat's own path never does
+
     root: type[Exception] = getattr(sdk, "OpenAIError", None) or sdk.AnthropicError
     failures: tuple[type[Exception], ...] = (root, httpx2.TransportError)
     try:
