@@ -439,8 +439,13 @@ def _output_usage(usage: Any) -> Usage:
 
 
 def _input_usage(usage: Any) -> Usage:
+    """The prompt's tokens; of the cache writes, the 1-hour ones where the API breaks
+    them out (``cache_creation``), since they cost 2x input against 1.25x."""
+    created = getattr(usage, "cache_creation", None)
+    hour = getattr(created, "ephemeral_1h_input_tokens", 0) if created is not None else 0
     return Usage(
         input_tokens=usage.input_tokens or 0,
         cache_read_tokens=usage.cache_read_input_tokens or 0,
         cache_write_tokens=usage.cache_creation_input_tokens or 0,
+        cache_write_1h_tokens=hour or 0,
     )
