@@ -92,6 +92,9 @@ class CallTrace:
     divergence: Divergence | None = None
     expected_read_share: float | None = None
     flags: list[str] = field(default_factory=list)  # e.g. "cache write larger than expected"
+    # Each cache marker as sent, "<where> <ttl>" ("system.0 1h"), and why it got that ttl.
+    cache_ttls: list[str] = field(default_factory=list)
+    cache_reason: str | None = None
     thinking: str = ""  # the model's reasoning as it streamed: never shown in a channel
 
     @property

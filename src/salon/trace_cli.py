@@ -144,6 +144,9 @@ def _show_call(number: int, call: dict[str, Any], write: Any) -> None:
         where = f" at message {divergence['index']}" if divergence["index"] >= 0 else ""
         which = f" ({divergence['message_id']})" if divergence.get("message_id") else ""
         write(f"  prefix: {divergence['cause']}{where}{which}\n")
+    if call.get("cache_ttls"):
+        why = f" ({call['cache_reason']})" if call.get("cache_reason") else ""
+        write(f"  cache ttl: {', '.join(call['cache_ttls'])}{why}\n")
     for flag in call.get("flags", []):
         write(f"  ! {flag}\n")
     if call.get("thinking"):

@@ -192,6 +192,13 @@ async def test_a_cache_break_names_its_cause_and_the_read_shares_sit_side_by_sid
     finally:
         await app.store.close()
     assert f"prefix: edited message at message 3 ({old.id})" in shown
+    # Each marker's lifetime as sent, and why cache_ttl: auto chose it.
+    call = bodies[0]["calls"][0]
+    assert call["cache_ttls"]
+    assert all(m.endswith(" 5m") for m in call["cache_ttls"])
+    assert call["cache_reason"].startswith("stable 5m, tail 5m: ")
+    assert "the API's default" in call["cache_reason"]  # too few gaps seen yet
+    assert f"cache ttl: {', '.join(call['cache_ttls'])} ({call['cache_reason']})" in shown
     assert "edited message" in listed.splitlines()[1]
 
 

@@ -107,6 +107,8 @@ async def test_a_trace_opens_whole_with_its_request_tools_and_cache_break(site: 
     broken = await site.client.get(f"/activity/traces/{ids[-3]}?fragment=1")
     assert broken.status_code == 200
     assert "cache break: edited message at message 0 (m-old-1)" in broken.text
+    assert "cache ttl: system.0 1h, messages.1.content.0 5m" in broken.text
+    assert "stable 1h, tail 5m: 6 gaps, 2 within 5m" in broken.text  # why
     assert "Bob: the deploy moved to monday" in broken.text  # the request as a transcript
     assert "cache breakpoint" in broken.text
     assert "the exact request (JSON)" in broken.text
