@@ -55,6 +55,10 @@ async def test_the_key_gives_a_strict_http_only_session(site: Site) -> None:
     page = await site.client.get("/activity")
     assert page.status_code == 200
     assert "cache break: edited message" in page.text
+    # Cache writes that went unread, per channel and per day.
+    assert "Wasted cache writes" in page.text
+    assert re.search(r"<td>discord:1001</td><td>1,234</td>", page.text)
+    assert "1,234 tokens" in page.text  # today's
     assert "<svg" in page.text
     assert "outcome-error" in page.text
 

@@ -35,6 +35,7 @@ from salon.agent.recording.recorder import PendingCall, Recorder
 from salon.config import BotConfig, Price, TracesConfig
 from salon.config.prices import call_cost, price_for
 from salon.llm.base import LLMRequest, ThinkingPart, cache_reason, request_as_sent
+from salon.llm.cache_plan import WriteWatch
 from salon.model import Message
 from salon.store.base import Store
 from salon.trace import CallTrace, Divergence, Trace
@@ -313,6 +314,7 @@ class TraceWriter:
         self._price_of: OrderedDict[str, Price | None] = OrderedDict()  # by model name
         self.prices = dict(prices)
         self.diagnosis = CacheDiagnosis()
+        self.waste = WriteWatch()  # cache writes the channel's next call left unread
         self._queue: asyncio.Queue[Recorder] = asyncio.Queue(maxsize=queue_size)
         self.dropped = 0
         self.written = 0
@@ -378,6 +380,9 @@ class TraceWriter:
             call = _call_trace(pending, self._price(pending.request.model))
             if pending.kind not in _SIDE_CALLS:  # their own prompts: no prefix to compare
                 self.diagnosis.observe(trace.channel, recorder, pending, call)
+                call.cache_write_wasted_tokens = self.waste.observe(
+                    trace.channel, call.cache_read_tokens, call.cache_write_tokens
+                )
             trace.calls.append(call)
         return trace
 
