@@ -47,9 +47,19 @@ def test_salons_estimate_of_wasted_writes_matches_the_billing_fakes_count() -> N
     for gap, n in zip(gaps, turns, strict=True):
         clock.now += timedelta(seconds=gap)
         bill = billing.bill(body(n))
-        found.append(watch.observe("room", bill.cache_read_tokens, bill.cache_write_tokens))
+        read, written = bill.cache_read_tokens, bill.cache_write_tokens
+        found.append(watch.observe("room", read, written, bill.total_tokens))
     assert found[3] > 0  # the 5-minute tail expired unread
     assert found[6] > 0  # everything did
     assert found[1] == found[2] == 0  # each read what the one before wrote
     # Salon counts a write once the next call shows it unread: add what is still pending.
     assert sum(found) + watch.pending("room") == billing.settle()
+
+
+def test_a_call_that_failed_before_its_prompt_was_read_shows_nothing_unread() -> None:
+    watch = WriteWatch()
+    assert watch.observe("room", read=0, written=3000, prompt=3100) == 0
+    assert watch.observe("room", read=0, written=0, prompt=0) == 0  # a 500: no usage
+    assert watch.pending("room") == 3000  # still there for the next call to read
+    assert watch.observe("room", read=3000, written=200, prompt=3300) == 0
+    assert watch.observe("room", read=1000, written=0, prompt=1400) == 200  # an edit

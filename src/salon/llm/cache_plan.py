@@ -120,9 +120,12 @@ class WriteWatch:
         self._writes: OrderedDict[str, tuple[int, int]] = OrderedDict()  # (start, end)
         self._channels = channels
 
-    def observe(self, channel: str, read: int, written: int) -> int:
-        """Record a call's billed read and write; the tokens of the channel's previous
-        write it shows unread."""
+    def observe(self, channel: str, read: int, written: int, prompt: int) -> int:
+        """Record a call's billed read and write (of ``prompt`` tokens in all); the tokens
+        of the channel's previous write it shows unread. A call that reported no prompt
+        (it failed before the prompt was read) shows nothing."""
+        if prompt <= 0:
+            return 0
         start, end = self._writes.pop(channel, (0, 0))
         wasted = max(0, end - max(read, start))
         if written > 0:

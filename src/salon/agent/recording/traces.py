@@ -380,8 +380,10 @@ class TraceWriter:
             call = _call_trace(pending, self._price(pending.request.model))
             if pending.kind not in _SIDE_CALLS:  # their own prompts: no prefix to compare
                 self.diagnosis.observe(trace.channel, recorder, pending, call)
+                read, written = call.cache_read_tokens, call.cache_write_tokens
+                prompt = call.input_tokens + read + written
                 call.cache_write_wasted_tokens = self.waste.observe(
-                    trace.channel, call.cache_read_tokens, call.cache_write_tokens
+                    trace.channel, read, written, prompt
                 )
             trace.calls.append(call)
         return trace
