@@ -222,6 +222,7 @@ class LLMServer:
             input_tokens=bill.input_tokens,
             cache_read_tokens=bill.cache_read_tokens,
             cache_write_tokens=bill.cache_write_tokens,
+            cache_write_1h_tokens=bill.cache_write_1h_tokens,
         )
 
     def _render(self, request: Recorded) -> tuple[int, str] | None:

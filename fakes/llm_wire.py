@@ -32,6 +32,7 @@ class Scripted:
     output_tokens: int = 7
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0  # anthropic: of cache_write_tokens, those kept 1 hour
     finish_reason: str | None = None  # gemini: e.g. "SAFETY" (with no text: a blocked answer)
     block_reason: str | None = None  # gemini: the prompt was blocked, e.g. "SAFETY"
     fault: str | None = None  # one of llm_server.FAULTS
@@ -140,6 +141,11 @@ def _anthropic_usage(reply: Scripted) -> dict[str, Any]:
         "output_tokens": reply.output_tokens,
         "cache_read_input_tokens": reply.cache_read_tokens,
         "cache_creation_input_tokens": reply.cache_write_tokens,
+        # The split by lifetime, as the API reports it beside the total.
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": reply.cache_write_tokens - reply.cache_write_1h_tokens,
+            "ephemeral_1h_input_tokens": reply.cache_write_1h_tokens,
+        },
     }
     if reply.reasoning_tokens:  # part of output_tokens, broken out for observability
         usage["output_tokens_details"] = {"thinking_tokens": reply.reasoning_tokens}

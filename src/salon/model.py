@@ -421,6 +421,8 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0  # the part of ``output_tokens`` the model spent thinking
+    # The part of ``cache_write_tokens`` written for 1 hour (Anthropic bills it 2x input).
+    cache_write_1h_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -429,6 +431,7 @@ class Usage:
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
+            self.cache_write_1h_tokens + other.cache_write_1h_tokens,
         )
 
 

@@ -86,12 +86,17 @@ class CallTrace:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0  # the part of output_tokens spent thinking
+    # The channel's previous write that this call shows unread (salon.llm.cache_plan.WriteWatch).
+    cache_write_wasted_tokens: int = 0
     cost: float | None = None  # USD, when the model has a price
     stop_reason: str | None = None
     error: str | None = None
     divergence: Divergence | None = None
     expected_read_share: float | None = None
     flags: list[str] = field(default_factory=list)  # e.g. "cache write larger than expected"
+    # Each cache marker as sent, "<where> <ttl>" ("system.0 1h"), and why it got that ttl.
+    cache_ttls: list[str] = field(default_factory=list)
+    cache_reason: str | None = None
     thinking: str = ""  # the model's reasoning as it streamed: never shown in a channel
 
     @property
@@ -213,6 +218,7 @@ class Trace:
             "cache_read_tokens": sum(c.cache_read_tokens for c in self.calls),
             "cache_write_tokens": sum(c.cache_write_tokens for c in self.calls),
             "reasoning_tokens": sum(c.reasoning_tokens for c in self.calls),
+            "cache_write_wasted_tokens": sum(c.cache_write_wasted_tokens for c in self.calls),
         }
         usage["cost"] = sum(c.cost for c in self.calls if c.cost is not None)
         return usage
@@ -287,6 +293,7 @@ class CostRow:
     cache_read_tokens: int
     cache_write_tokens: int
     cost: float
+    cache_write_wasted_tokens: int = 0  # written, and shown unread by the next call
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,6 +144,12 @@ def _show_call(number: int, call: dict[str, Any], write: Any) -> None:
         where = f" at message {divergence['index']}" if divergence["index"] >= 0 else ""
         which = f" ({divergence['message_id']})" if divergence.get("message_id") else ""
         write(f"  prefix: {divergence['cause']}{where}{which}\n")
+    if call.get("cache_write_wasted_tokens"):
+        unread = call["cache_write_wasted_tokens"]
+        write(f"  cache waste: {unread} tokens the previous call wrote were never read\n")
+    if call.get("cache_ttls"):
+        why = f" ({call['cache_reason']})" if call.get("cache_reason") else ""
+        write(f"  cache ttl: {', '.join(call['cache_ttls'])}{why}\n")
     for flag in call.get("flags", []):
         write(f"  ! {flag}\n")
     if call.get("thinking"):
@@ -198,7 +204,18 @@ async def cost(
     if not rows:
         out.write("no traces yet\n")
         return 0
-    table = [[by.upper(), "ACTIVATIONS", "INPUT", "OUTPUT", "CACHE READ", "CACHE WRITE", "COST"]]
+    table = [
+        [
+            by.upper(),
+            "ACTIVATIONS",
+            "INPUT",
+            "OUTPUT",
+            "CACHE READ",
+            "CACHE WRITE",
+            "COST",
+            "WASTED",
+        ]
+    ]
     for row in rows:
         table.append(
             [
@@ -209,9 +226,12 @@ async def cost(
                 str(row.cache_read_tokens),
                 str(row.cache_write_tokens),
                 _money(row.cost),
+                str(row.cache_write_wasted_tokens),
             ]
         )
     total = sum(r.cost for r in rows)
-    table.append(["total", str(sum(r.activations for r in rows)), "", "", "", "", _money(total)])
+    wasted = str(sum(r.cache_write_wasted_tokens for r in rows))
+    activations = str(sum(r.activations for r in rows))
+    table.append(["total", activations, "", "", "", "", _money(total), wasted])
     _table(table, out)
     return 0

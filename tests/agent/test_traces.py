@@ -180,6 +180,10 @@ async def test_a_cache_break_names_its_cause_and_the_read_shares_sit_side_by_sid
     assert divergence == {"index": 3, "message_id": old.id, "cause": "edited message"}
     assert third.expected_read_share is not None
     assert third.expected_read_share < 0.2  # almost all of it had to be written again
+    # The second call's write past the edit was never read: the third call shows it wasted.
+    wasted = bodies[0]["calls"][0]["cache_write_wasted_tokens"]
+    assert wasted > 0
+    assert bodies[1]["calls"][0]["cache_write_wasted_tokens"] == 0  # the first write was read
 
     out = io.StringIO()
     await app.store.open()
@@ -189,10 +193,22 @@ async def test_a_cache_break_names_its_cause_and_the_read_shares_sit_side_by_sid
         out = io.StringIO()
         assert await trace_cli.list_traces(app.store.traces, out=out) == 0
         listed = out.getvalue()
+        out = io.StringIO()
+        assert await trace_cli.cost(app.store.traces, by="channel", out=out) == 0
+        costs = out.getvalue().splitlines()
     finally:
         await app.store.close()
     assert f"prefix: edited message at message 3 ({old.id})" in shown
+    # Each marker's lifetime as sent, and why cache_ttl: auto chose it.
+    call = bodies[0]["calls"][0]
+    assert call["cache_ttls"]
+    assert all(m.endswith(" 5m") for m in call["cache_ttls"])
+    assert call["cache_reason"].startswith("stable 5m, tail 5m: ")
+    assert "the API's default" in call["cache_reason"]  # too few gaps seen yet
+    assert f"cache ttl: {', '.join(call['cache_ttls'])} ({call['cache_reason']})" in shown
     assert "edited message" in listed.splitlines()[1]
+    assert costs[0].split()[-1] == "WASTED"
+    assert costs[1].split()[-1] == str(wasted)
 
 
 async def test_a_secret_in_a_long_request_is_redacted_where_messages_are_encoded_once(

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from fakes.billing import CacheBilling
 from fakes.llm_server import LLMServer
 from salon.config import Secrets
+from salon.config.prices import call_cost, price_for
 from salon.llm import ChatMessage, LLMRequest, TextPart
 from salon.llm.cache_plan import plan_ttls
 from salon.llm.factory import build_provider
@@ -163,3 +166,31 @@ def test_the_tempo_walk_from_the_newest_back_equals_a_walk_of_the_whole_room() -
             who = me if rng.random() < 0.3 else ada
             said.append(Message(str(n), room, who, "x", start + timedelta(seconds=clock)))
         assert activation_gaps(said, "bot") == whole(said), seed
+
+
+async def test_auto_prices_each_write_at_its_own_lifetimes_rate() -> None:
+    """A 1-hour write costs 2x input, a 5-minute one 1.25x: the usage Anthropic reports
+    (``cache_creation``) says which is which, and the cost follows it."""
+    async with LLMServer(billing=CacheBilling()) as server:
+        sender = provider(server)
+        gaps = (1200.0, 240.0, 1500.0, 200.0, 1100.0, 100.0)
+        request = marked(LONG, LONG, LONG, gaps=gaps)
+        usage = [e.usage for e in [e async for e in sender.stream(request)] if hasattr(e, "usage")]
+        await sender.aclose()
+        assert server.billing is not None
+        bill = server.billing.total
+    assert bill.cache_write_1h_tokens > 0  # auto chose 1 hour for this tempo
+    assert usage[-1].cache_write_tokens == bill.cache_write_tokens
+    assert usage[-1].cache_write_1h_tokens == bill.cache_write_1h_tokens
+    price = price_for("claude-sonnet-4-6")
+    assert price is not None
+    short = bill.cache_write_tokens - bill.cache_write_1h_tokens
+    expected = (
+        bill.input_tokens * price.input
+        + usage[-1].output_tokens * price.output
+        + bill.cache_read_tokens * price.input * 0.1
+        + short * price.input * 1.25
+        + bill.cache_write_1h_tokens * price.input * 2
+    ) / 1_000_000
+    factor = sender.traits.cache_write_factor
+    assert call_cost(price, usage[-1], write_factor=factor) == pytest.approx(expected)

@@ -242,7 +242,7 @@ async def test_metrics_agree_with_the_stored_totals(rig: Make) -> None:
         await receiver.wait_for(lambda r: r.metric_points("gen_ai.client.token.usage"))
     totals = await bot.writer.store.traces.trace_metrics()
     stored: dict[str, float] = {"input": 0.0, "output": 0.0}
-    for _bot, _outcome, _count, tin, tout, tread, twrite, _cost in totals["outcomes"]:
+    for _bot, _outcome, _count, tin, tout, tread, twrite, _cost, _wasted in totals["outcomes"]:
         stored["input"] += tin + tread + twrite
         stored["output"] += tout
     exported: dict[str, float] = {}

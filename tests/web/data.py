@@ -116,6 +116,9 @@ def sample_traces(now: float | None = None) -> list[Trace]:
                 edited=True,
                 expected_read_share=0.02,
                 flags=["cache write larger than expected: edited message"],
+                cache_ttls=["system.0 1h", "messages.1.content.0 5m"],
+                cache_write_wasted_tokens=1234,
+                cache_reason="stable 1h, tail 5m: 6 gaps, 2 within 5m, 6 within 1h",
             ),
         )
     )

@@ -55,6 +55,10 @@ async def test_the_key_gives_a_strict_http_only_session(site: Site) -> None:
     page = await site.client.get("/activity")
     assert page.status_code == 200
     assert "cache break: edited message" in page.text
+    # Cache writes that went unread, per channel and per day.
+    assert "Wasted cache writes" in page.text
+    assert re.search(r"<td>discord:1001</td><td>1,234</td>", page.text)
+    assert "1,234 tokens" in page.text  # today's
     assert "<svg" in page.text
     assert "outcome-error" in page.text
 
@@ -107,6 +111,8 @@ async def test_a_trace_opens_whole_with_its_request_tools_and_cache_break(site: 
     broken = await site.client.get(f"/activity/traces/{ids[-3]}?fragment=1")
     assert broken.status_code == 200
     assert "cache break: edited message at message 0 (m-old-1)" in broken.text
+    assert "cache ttl: system.0 1h, messages.1.content.0 5m" in broken.text
+    assert "stable 1h, tail 5m: 6 gaps, 2 within 5m" in broken.text  # why
     assert "Bob: the deploy moved to monday" in broken.text  # the request as a transcript
     assert "cache breakpoint" in broken.text
     assert "the exact request (JSON)" in broken.text

@@ -81,6 +81,7 @@ def a_trace(outcome: str = "answered", first_token_ms: float = 700.0) -> Trace:
         cache_read_tokens=300,
         cache_write_tokens=100,
         cost=0.002,
+        cache_write_wasted_tokens=40,
     )
     tool = ToolTrace("c1", "weather", {"city": "Oslo"}, "cold", False, 12.0, "run")
     return Trace(
@@ -113,6 +114,7 @@ async def test_metrics_parse_and_count_activations_tokens_cost_and_latency(site:
     assert samples[("salon_activations_total", (("bot", "salon"), ("outcome", "error")))] == 1
     assert samples[("salon_tokens_total", (("bot", "salon"), ("kind", "cache_read")))] == 900
     assert samples[("salon_cost_usd_total", (("bot", "salon"),))] == 0.006
+    assert samples[("salon_cache_write_wasted_tokens_total", (("bot", "salon"),))] == 120
     assert samples[("salon_cache_read_share", (("bot", "salon"),))] == 0.6
     assert samples[("salon_errors_total", (("bot", "salon"), ("kind", "provider")))] == 1
     weather = (("bot", "salon"), ("outcome", "ok"), ("tool", "weather"))

@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from salon.config.models import Price
 from salon.model import Usage
 
-__all__ = ["DEFAULT_PRICES", "call_cost", "price_for"]
+__all__ = ["DEFAULT_PRICES", "HOUR_WRITE", "call_cost", "price_for"]
+
+HOUR_WRITE = 2.0  # Anthropic: a 1-hour cache write costs twice the input rate
 
 
 def _anthropic(inp: float, out: float, read: float | None = None) -> Price:
@@ -101,16 +103,19 @@ def price_for(model: str, overrides: Mapping[str, Price] | None = None) -> Price
 
 
 def call_cost(price: Price | None, usage: Usage, *, write_factor: float = 1.0) -> float | None:
-    """US dollars for one call's usage; None without a price. ``write_factor``: cache
-    writes cost that times the price's rate (a 1-hour cache on Anthropic: 2x input, not
-    the table's 5-minute 1.25x)."""
+    """US dollars for one call's usage; None without a price. Writes the vendor reports as
+    1-hour ones (``cache_write_1h_tokens``) cost Anthropic's 2x input; ``write_factor``
+    scales the others, for a vendor that does not break them out (``cache_ttl: 1h``: 1.6,
+    2x input against the table's 5-minute 1.25x)."""
     if price is None:
         return None
     read = price.cache_read if price.cache_read is not None else price.input
-    write = (price.cache_write if price.cache_write is not None else price.input) * write_factor
+    write = price.cache_write if price.cache_write is not None else price.input
+    hour = min(usage.cache_write_1h_tokens, usage.cache_write_tokens)
     return (
         usage.input_tokens * price.input
         + usage.output_tokens * price.output
         + usage.cache_read_tokens * read
-        + usage.cache_write_tokens * write
+        + (usage.cache_write_tokens - hour) * write * write_factor
+        + hour * price.input * HOUR_WRITE
     ) / 1_000_000

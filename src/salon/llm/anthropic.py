@@ -68,7 +68,8 @@ class AnthropicProvider:
         # A thinking block's signature is issued by the platform that served it: thoughts
         # from Anthropic's API and from Bedrock never go back to the other.
         self._vendor = "anthropic" if aws is None else "bedrock"
-        self._kwargs = Converted(self._build_kwargs, REQUESTS)  # stream and trace: built once
+        # The body and why its markers have their lifetimes: stream and trace, built once.
+        self._built = Converted(self._build_kwargs, REQUESTS)
         self._converted = Converted(
             partial(_message, marker=self._marker), weigh=turn_bytes, weak=True
         )
@@ -106,7 +107,14 @@ class AnthropicProvider:
         kwargs = self._kwargs(request)
         return sent_body(kwargs)[0]
 
-    def _build_kwargs(self, request: LLMRequest) -> dict[str, Any]:
+    def cache_reason(self, request: LLMRequest) -> str | None:
+        """Why the request's cache markers have the lifetimes they have; None without one."""
+        return self._built(request)[1]
+
+    def _kwargs(self, request: LLMRequest) -> dict[str, Any]:
+        return self._built(request)[0]
+
+    def _build_kwargs(self, request: LLMRequest) -> tuple[dict[str, Any], str | None]:
         messages = to_anthropic_messages(request, self._converted, vendor=self._vendor)
         kwargs: dict[str, Any] = {
             "model": request.model,
@@ -117,8 +125,12 @@ class AnthropicProvider:
         if request.system:
             kwargs["system"] = _system(request, self._marker)
         plan = _settle_markers(kwargs, request, self._config)
+        reason = None
         if plan is not None:
-            logger.debug("%s: cache %s/%s (%s)", self.name, plan.stable, plan.tail, plan.reason)
+            reason = f"stable {plan.stable}, tail {plan.tail}: {plan.reason}"
+            logger.debug("%s: cache %s", self.name, reason)
+        elif _marked_spots(kwargs):
+            reason = f"cache_ttl: {self._config.cache_ttl or '5m'}"
         if request.temperature is not None and not self._told_temperature:
             # The API (2026-10-21, what the SDK sends) refuses sampling settings, and the
             # SDK no longer takes them: the bot answers without, and the log says so once.
@@ -137,7 +149,7 @@ class AnthropicProvider:
             headers = kwargs.setdefault("extra_headers", {})
             listed = headers.get("anthropic-beta", "")
             headers["anthropic-beta"] = f"{listed},{beta}" if listed else beta
-        return kwargs
+        return kwargs, reason
 
     def _add_thinking(self, kwargs: dict[str, Any], request: LLMRequest) -> str:
         """Put the request's thinking into ``kwargs``; the beta it needs, or ""."""
@@ -439,8 +451,13 @@ def _output_usage(usage: Any) -> Usage:
 
 
 def _input_usage(usage: Any) -> Usage:
+    """The prompt's tokens; of the cache writes, the 1-hour ones where the API breaks
+    them out (``cache_creation``), since they cost 2x input against 1.25x."""
+    created = getattr(usage, "cache_creation", None)
+    hour = getattr(created, "ephemeral_1h_input_tokens", 0) if created is not None else 0
     return Usage(
         input_tokens=usage.input_tokens or 0,
         cache_read_tokens=usage.cache_read_input_tokens or 0,
         cache_write_tokens=usage.cache_creation_input_tokens or 0,
+        cache_write_1h_tokens=hour or 0,
     )

@@ -253,7 +253,8 @@ class Provider(Protocol):
 
 def anthropic_traits(cache_ttl: str | None) -> ProviderTraits:
     """An Anthropic server's traits; 1-hour cache writes cost 2x input where the price
-    table holds the 5-minute 1.25x (``auto`` mixes both: priced as 5-minute ones)."""
+    table holds the 5-minute 1.25x (``auto`` mixes both: the usage's ``cache_creation``
+    says which writes were 1-hour ones, and ``call_cost`` prices those)."""
     return ProviderTraits(cache_markers=True, cache_write_factor=1.6 if cache_ttl == "1h" else 1.0)
 
 
@@ -275,6 +276,19 @@ def request_as_sent(provider: Provider, request: LLMRequest) -> dict[str, Any]:
         return body
     shown: dict[str, Any] = shown_images(body)
     return shown
+
+
+def cache_reason(provider: Provider, request: LLMRequest) -> str | None:
+    """Why ``provider`` gave the request's cache markers their lifetimes (None: it sets
+    none), looked up through the wrappers (retry, deadline, lazy build) to the provider."""
+    found: Any = provider
+    while found is not None:
+        reason = getattr(found, "cache_reason", None)
+        if reason is not None:
+            answer: str | None = reason(request)
+            return answer
+        found = getattr(found, "inner", None)
+    return None
 
 
 def wire_body(provider: Provider, request: LLMRequest) -> dict[str, Any]:

@@ -29,10 +29,11 @@ with an unmarked tail, which would stop the cached prefix from growing). With fe
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["MIN_GAPS", "CachePlan", "anthropic_min_prefix", "plan_ttls"]
+__all__ = ["MIN_GAPS", "CachePlan", "WriteWatch", "anthropic_min_prefix", "plan_ttls"]
 
 MIN_GAPS = 3
 READ = 0.1
@@ -101,3 +102,39 @@ def _mean_cost(
         else:
             total += w_first * stable + w_last * (middle + tail)
     return total / len(gaps)
+
+
+class WriteWatch:
+    """Cache writes that went unread, estimated per channel from billed usage alone.
+
+    A call's write covers the prompt from what it read to what it wrote up to: tokens
+    ``read`` to ``read + written``. The channel's next call reads some prefix; whatever
+    of the previous write lies beyond that read was never read, and is counted wasted
+    (a write outlives the next call only when it is a 1-hour one read later, which Salon
+    does not wait to see). A call after the entry's lifetime reads nothing of it, so the
+    TTL needs no rule of its own: the billed read shows it. The newest write of a channel
+    is counted once the call after it shows it unread (``pending`` says how much waits).
+    """
+
+    def __init__(self, channels: int = 10_000) -> None:
+        self._writes: OrderedDict[str, tuple[int, int]] = OrderedDict()  # (start, end)
+        self._channels = channels
+
+    def observe(self, channel: str, read: int, written: int, prompt: int) -> int:
+        """Record a call's billed read and write (of ``prompt`` tokens in all); the tokens
+        of the channel's previous write it shows unread. A call that reported no prompt
+        (it failed before the prompt was read) shows nothing."""
+        if prompt <= 0:
+            return 0
+        start, end = self._writes.pop(channel, (0, 0))
+        wasted = max(0, end - max(read, start))
+        if written > 0:
+            self._writes[channel] = (read, read + written)
+            if len(self._writes) > self._channels:
+                self._writes.popitem(last=False)
+        return wasted
+
+    def pending(self, channel: str) -> int:
+        """Tokens the channel's newest write holds that no later call has read yet."""
+        start, end = self._writes.get(channel, (0, 0))
+        return end - start

@@ -486,6 +486,13 @@ async def _m19_mcp_tokens(conn: Connection) -> None:
     )
 
 
+async def _m20_cache_write_waste(conn: Connection) -> None:
+    """Cache writes a channel's next call showed unread (salon.llm.cache_plan.WriteWatch)."""
+    await _run(
+        conn, "ALTER TABLE traces ADD COLUMN cache_write_wasted_tokens INTEGER NOT NULL DEFAULT 0"
+    )
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -506,6 +513,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (17, _m17_inbox_trace_context),
     (18, _m18_note_trust),
     (19, _m19_mcp_tokens),
+    (20, _m20_cache_write_waste),
 ]
 
 

@@ -31,10 +31,11 @@ GroupBy = Literal["bot", "channel", "user", "day"]
 _SUMMARY_COLUMNS = tuple(f.name for f in fields(TraceSummary))
 _SUMMARY = ", ".join(_SUMMARY_COLUMNS)
 
-# Activations, then tokens of each kind, then cost: what every total reports.
+# Activations, then tokens of each kind, then cost, then the cache writes found wasted:
+# what every total reports.
 _TOTALS = (
     "count(*), sum(input_tokens), sum(output_tokens), sum(cache_read_tokens),"
-    " sum(cache_write_tokens), sum(cost)"
+    " sum(cache_write_tokens), sum(cost), sum(cache_write_wasted_tokens)"
 )
 
 _INSERT_LINK = insert_sql("trace_messages", ("message_id", "trace_id"))
@@ -103,6 +104,7 @@ class TracePart(Part):
             "cache_read_tokens": int(totals["cache_read_tokens"]),
             "cache_write_tokens": int(totals["cache_write_tokens"]),
             "reasoning_tokens": int(totals["reasoning_tokens"]),
+            "cache_write_wasted_tokens": int(totals["cache_write_wasted_tokens"]),
             "cost": float(totals["cost"]),
             "read_share": totals["cache_read_tokens"] / prompt if prompt else None,
             "expected_read_share": sum(shares) / len(shares) if shares else None,
@@ -312,12 +314,22 @@ class TracePart(Part):
         async with self.db.connect() as conn:
             rows = await conn.fetch(query, params)
         return [
-            CostRow(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), float(r[6]))
+            CostRow(
+                str(r[0]),
+                int(r[1]),
+                int(r[2]),
+                int(r[3]),
+                int(r[4]),
+                int(r[5]),
+                float(r[6]),
+                int(r[7] or 0),
+            )
             for r in rows
         ]
 
     async def daily(self, *, bot: str | None = None, days: int = 30) -> list[dict[str, Any]]:
-        """Per UTC day: activations, cost, billed and expected cache read shares."""
+        """Per UTC day: activations, cost, billed and expected cache read shares, cache
+        writes found wasted."""
         day = utc_day(self.db.dialect, "started_at")
         params: dict[str, Any] = {"since": time.time() - days * 86400}
         where = "started_at >= :since"
@@ -327,7 +339,8 @@ class TracePart(Part):
         query = (
             f"SELECT {day} AS day, count(*), sum(cost), sum(cache_read_tokens),"
             " sum(input_tokens + cache_read_tokens + cache_write_tokens),"
-            f" avg(expected_read_share) FROM traces WHERE {where}"
+            " avg(expected_read_share), sum(cache_write_wasted_tokens)"
+            f" FROM traces WHERE {where}"
             f" GROUP BY {day} ORDER BY {day}"
         )
         async with self.db.connect() as conn:
@@ -339,6 +352,7 @@ class TracePart(Part):
                 "cost": float(r[2] or 0),
                 "read_share": (r[3] / r[4]) if r[4] else None,
                 "expected_read_share": float(r[5]) if r[5] is not None else None,
+                "wasted": int(r[6] or 0),
             }
             for r in rows
         ]

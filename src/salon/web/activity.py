@@ -18,6 +18,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from salon.trace import CostRow
 from salon.web.context import Web
 from salon.web.guard import (
     SESSION_COOKIE,
@@ -39,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 TIMELINE = 100
 PLOT_DAYS = 30
+_WASTE_ROWS = 10  # channels and days listed under wasted cache writes
 FILTERS = ("bot", "channel", "outcome")
 MAX_ID_DIGITS = 18  # ids are 64-bit integers in the store
 
@@ -211,6 +213,8 @@ async def _page(web: Web, request: Request) -> Response:
     filters = _filters(request)
     found = await web.store.traces.list_traces(limit=TIMELINE, **filters)  # type: ignore[arg-type]
     days = await web.store.traces.daily(days=PLOT_DAYS)
+    since = web.now() - PLOT_DAYS * 86400
+    channels = await web.store.traces.cost_by("channel", since=since)
     configs = await web.fleet.current()
     bots = bot_states(await web.store.health.health_reports(), set(configs.bots), web.now())
     timeline = timeline_rows(found) or '<p class="empty">No activations yet.</p>'
@@ -221,6 +225,7 @@ async def _page(web: Web, request: Request) -> Response:
         + cost_plot(days, days=PLOT_DAYS, now=web.now())
         + '<div class="legend"><i class="l-bar"></i>cost <i class="l-billed"></i>cache read '
         "share billed <i class=l-expected></i>expected</div></div>"
+        + _waste(days, channels)
         + "<h2>Timeline</h2>"
         + _filter_form(filters, sorted(configs.bots))
         + f'<div id="timeline">{timeline}</div>'
@@ -253,6 +258,30 @@ def _cards(days: list[dict[str, Any]]) -> str:
             f'<div class="card"><b>{value}</b><span>{label}</span></div>' for value, label in cards
         )
         + "</div>"
+    )
+
+
+def _waste(days: list[dict[str, Any]], channels: list[CostRow]) -> str:
+    """Cache writes the next call showed unread, per channel and per UTC day."""
+    by_day = [d for d in reversed(days) if d.get("wasted")]
+    by_channel = sorted(
+        (c for c in channels if c.cache_write_wasted_tokens),
+        key=lambda c: c.cache_write_wasted_tokens,
+        reverse=True,
+    )
+    if not by_day and not by_channel:
+        return ""
+    rows = "".join(
+        f"<tr><td>{escape(c.key)}</td><td>{c.cache_write_wasted_tokens:,}</td></tr>"
+        for c in by_channel[:_WASTE_ROWS]
+    )
+    daily = "".join(
+        f"<li>{escape(d['day'])}: {d['wasted']:,} tokens</li>" for d in by_day[:_WASTE_ROWS]
+    )
+    return (
+        '<h2>Wasted cache writes</h2><div class="panel">'
+        "<table><tr><th>channel</th><th>tokens written, never read</th></tr>"
+        f"{rows}</table><ul>{daily}</ul></div>"
     )
 
 

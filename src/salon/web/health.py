@@ -120,13 +120,19 @@ class _Snapshot(Collector):
         share = GaugeMetricFamily(
             "salon_cache_read_share", "Share of prompt tokens read from the cache", labels=["bot"]
         )
+        wasted = CounterMetricFamily(
+            "salon_cache_write_wasted_tokens",
+            "Cache write tokens the channel's next call left unread (an estimate)",
+            labels=["bot"],
+        )
         per_bot: dict[str, list[float]] = {}
-        for bot, outcome, count, tin, tout, tread, twrite, dollars in self.totals["outcomes"]:
+        for bot, outcome, count, *totals in self.totals["outcomes"]:
             activations.add_metric([bot, outcome], float(count))
-            sums = per_bot.setdefault(bot, [0.0] * 5)
-            for i, value in enumerate((tin, tout, tread, twrite, dollars)):
+            sums = per_bot.setdefault(bot, [0.0] * 6)
+            for i, value in enumerate(totals):
                 sums[i] += float(value or 0)
-        for bot, (tin, tout, tread, twrite, dollars) in sorted(per_bot.items()):
+        for bot, (tin, tout, tread, twrite, dollars, unread) in sorted(per_bot.items()):
+            wasted.add_metric([bot], unread)
             for kind, value in (("input", tin), ("output", tout)):
                 tokens.add_metric([bot, kind], value)
             tokens.add_metric([bot, "cache_read"], tread)
@@ -144,7 +150,7 @@ class _Snapshot(Collector):
         )
         for bot, tool, outcome, count in self.totals["tools"]:
             tools.add_metric([bot, tool, outcome], float(count))
-        yield from (activations, tokens, cost, share, errors, tools)
+        yield from (activations, tokens, cost, share, wasted, errors, tools)
 
     def _latency(self) -> Iterator[Metric]:
         latency = HistogramMetricFamily(

@@ -191,6 +191,14 @@ def _divergence(call: dict[str, Any]) -> str:
     return f'<p class="cache-break">cache break: {cause}{where}{which}</p>'
 
 
+def _cache_ttls(call: dict[str, Any]) -> str:
+    """Each cache marker's lifetime, and why it got it."""
+    if not call.get("cache_ttls"):
+        return ""
+    why = f" ({escape(str(call['cache_reason']))})" if call.get("cache_reason") else ""
+    return f'<p class="cache-ttl">cache ttl: {escape(", ".join(call["cache_ttls"]))}{why}</p>'
+
+
 def _call(number: int, call: dict[str, Any]) -> str:
     prompt = call["input_tokens"] + call["cache_read_tokens"] + call["cache_write_tokens"]
     billed = call["cache_read_tokens"] / prompt if prompt else None
@@ -209,7 +217,7 @@ def _call(number: int, call: dict[str, Any]) -> str:
         f"{call['cache_read_tokens']:,} read from cache, {call['cache_write_tokens']:,} written"
         f" · {money(call.get('cost'))} · cache read {share(billed)} billed, "
         f"{share(call.get('expected_read_share'))} expected</p>"
-        f"{_divergence(call)}{flags}{error}{_thinking(call)}"
+        f"{_divergence(call)}{_cache_ttls(call)}{flags}{error}{_thinking(call)}"
         f'<div class="transcript">{transcript(call.get("request", {}))}</div>'
         f'<details class="raw"><summary>the exact request (JSON)</summary>'
         f"<pre>{escape(request)}</pre></details></div>"

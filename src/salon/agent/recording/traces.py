@@ -28,12 +28,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import add, attrgetter
+from typing import Any
 
 from salon.agent.recording.export import TraceSink, finished
 from salon.agent.recording.recorder import PendingCall, Recorder
 from salon.config import BotConfig, Price, TracesConfig
 from salon.config.prices import call_cost, price_for
-from salon.llm.base import LLMRequest, ThinkingPart, request_as_sent
+from salon.llm.base import LLMRequest, ThinkingPart, cache_reason, request_as_sent
+from salon.llm.cache_plan import WriteWatch
 from salon.model import Message
 from salon.store.base import Store
 from salon.trace import CallTrace, Divergence, Trace
@@ -312,6 +314,7 @@ class TraceWriter:
         self._price_of: OrderedDict[str, Price | None] = OrderedDict()  # by model name
         self.prices = dict(prices)
         self.diagnosis = CacheDiagnosis()
+        self.waste = WriteWatch()  # cache writes the channel's next call left unread
         self._queue: asyncio.Queue[Recorder] = asyncio.Queue(maxsize=queue_size)
         self.dropped = 0
         self.written = 0
@@ -377,6 +380,11 @@ class TraceWriter:
             call = _call_trace(pending, self._price(pending.request.model))
             if pending.kind not in _SIDE_CALLS:  # their own prompts: no prefix to compare
                 self.diagnosis.observe(trace.channel, recorder, pending, call)
+                read, written = call.cache_read_tokens, call.cache_write_tokens
+                prompt = call.input_tokens + read + written
+                call.cache_write_wasted_tokens = self.waste.observe(
+                    trace.channel, read, written, prompt
+                )
             trace.calls.append(call)
         return trace
 
@@ -412,11 +420,12 @@ class TraceWriter:
 
 def _call_trace(pending: PendingCall, price: Price | None) -> CallTrace:
     request, usage = pending.request, pending.usage
+    sent = request_as_sent(pending.provider, request)
     return CallTrace(
         kind=pending.kind,
         provider=pending.provider.name,
         model=request.model,
-        request=request_as_sent(pending.provider, request),
+        request=sent,
         started_at=pending.started_at,
         first_token_ms=pending.first_token_ms,
         total_ms=pending.total_ms,
@@ -433,7 +442,27 @@ def _call_trace(pending: PendingCall, price: Price | None) -> CallTrace:
         stop_reason=pending.stop_reason,
         error=pending.error,
         thinking=_cut(pending.thinking, _THINKING_CHARS),
+        cache_ttls=_cache_ttls(sent),
+        cache_reason=cache_reason(pending.provider, request),
     )
+
+
+def _cache_ttls(body: dict[str, Any]) -> list[str]:
+    """Each cache marker of a request as sent (Anthropic's form), "<where> <ttl>" in
+    prompt order; a marker without a ttl lives the API's default 5 minutes."""
+    found: list[str] = []
+    system = body.get("system")
+    places: list[tuple[str, Any]] = [("tools", body.get("tools"))]
+    places.append(("system", system if isinstance(system, list) else None))
+    for index, message in enumerate(body.get("messages") or ()):
+        content = message.get("content") if isinstance(message, dict) else None
+        places.append((f"messages.{index}.content", content if isinstance(content, list) else None))
+    for where, blocks in places:
+        for index, block in enumerate(blocks or ()):
+            control = block.get("cache_control") if isinstance(block, dict) else None
+            if isinstance(control, dict):
+                found.append(f"{where}.{index} {control.get('ttl', '5m')}")
+    return found
 
 
 def _cut(text: str, limit: int) -> str:
