@@ -43,6 +43,7 @@ __all__ = [
     "TokenKeeper",
     "authorize",
     "oauth",
+    "run_authorization",
 ]
 
 KEY_ENV = TOKEN_KEY_ENV
@@ -274,14 +275,10 @@ async def authorize(
 ) -> None:
     """The operator's one authorization: the link goes to ``show``, the redirect comes to
     a one-shot listener on 127.0.0.1:``port``; the tokens are stored on success."""
-    from mcp.client.session import IncomingMessage
-
-    from salon.tools.mcp_link import open_http  # the MCP client, loaded only here
-
     loopback = Loopback()
     await loopback.start(port)
     try:
-        auth = oauth(
+        await run_authorization(
             server,
             url,
             storage,
@@ -290,11 +287,32 @@ async def authorize(
             show=show,
             answer=lambda: loopback.result(within),
         )
-
-        async def ignore(message: IncomingMessage) -> None:
-            return None
-
-        async with open_http(url, {}, ignore, auth) as client:
-            await client.list_tools()
     finally:
         await loopback.close()
+
+
+async def run_authorization(
+    server: str,
+    url: str,
+    storage: SealedStorage,
+    *,
+    scope: str | None,
+    redirect_uri: str,
+    show: Callable[[str], Awaitable[None]],
+    answer: Callable[[], Awaitable[AuthorizationCodeResult]],
+) -> None:
+    """One authorization whatever takes the redirect (the CLI's one-shot listener, the
+    web server's callback route): the tokens are stored on success."""
+    from mcp.client.session import IncomingMessage
+
+    from salon.tools.mcp_link import open_http  # the MCP client, loaded only here
+
+    auth = oauth(
+        server, url, storage, scope=scope, redirect_uri=redirect_uri, show=show, answer=answer
+    )
+
+    async def ignore(message: IncomingMessage) -> None:
+        return None
+
+    async with open_http(url, {}, ignore, auth) as client:
+        await client.list_tools()

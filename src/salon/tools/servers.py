@@ -81,14 +81,16 @@ def _authorizer(
     return auth
 
 
-def client_info(settings: McpOAuthConfig, secrets: Secrets) -> OAuthClientInformationFull | None:
+def client_info(
+    settings: McpOAuthConfig, secrets: Secrets, redirect: str | None = None
+) -> OAuthClientInformationFull | None:
     """A configured client id (and its secret) as the SDK's client information (no
-    registration)."""
+    registration); ``redirect``: where the authorization answers (the CLI's listener)."""
     if settings.client_id is None:
         return None
     from mcp.shared.auth import OAuthClientInformationFull
 
-    redirect = f"http://127.0.0.1:{settings.callback_port}/callback"
+    redirect = redirect or f"http://127.0.0.1:{settings.callback_port}/callback"
     secret = secrets.get(settings.client_secret_env) if settings.client_secret_env else None
     return OAuthClientInformationFull(
         client_id=settings.client_id,
