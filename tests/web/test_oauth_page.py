@@ -15,6 +15,7 @@ import pytest
 
 from salon.store.sql import SQLStore, sqlite_url
 from salon.tools.mcp_auth import KEY_ENV
+from salon.tools.oauth_desk import OAuthDesk
 from tests.tools.test_mcp_oauth import KEY, Guarded, call_echo, guarded
 from tests.web.conftest import ENVIRON, Site, serving, write_fleet
 from tests.web.test_configurator import csrf_of, sign_in
@@ -34,7 +35,7 @@ async def oauth_site(tmp_path: Path, guarded: Guarded) -> AsyncIterator[Site]:
     await store.open()
     try:
         async with (
-            serving(root, store, environ) as (_, url),
+            serving(root, store, environ, oauth_desk=OAuthDesk(store.tokens, environ)) as (_, url),
             httpx2.AsyncClient(base_url=url, timeout=10, follow_redirects=False) as client,
         ):
             yield Site(url, store, root, environ, client)

@@ -48,9 +48,11 @@ def build_app(
     environ: Mapping[str, str] | None = None,
     redact: Redactor | None = None,
     control: controls.FleetControl | None = None,
+    oauth_desk: oauth.OAuthDesk | None = None,
 ) -> Starlette:
     """The app over an opened store and a loaded config directory; ``control``: the
-    provider test and, where a supervisor runs the bots, start/stop/restart."""
+    provider test and, where a supervisor runs the bots, start/stop/restart;
+    ``oauth_desk``: the MCP servers' authorizations started from the page."""
     web = Web(
         store=store,
         fleet=Fleet(configs),
@@ -93,7 +95,7 @@ def build_app(
     app = Starlette(routes=routes, middleware=[Middleware(HostGuard, settings=settings)])
     app.state.web = web
     app.state.control = control
-    app.state.oauth_flows = oauth.Flows()
+    app.state.oauth_desk = oauth_desk
     chosen = web_settings(configs)
     data = (
         data_dir_of(configs, chosen[0] if chosen else min(configs.bots)) if configs.bots else None
