@@ -4,8 +4,10 @@ server metadata, dynamic client registration, authorization code with PKCE — t
 the verifier — refresh, revocation).
 
 The consent screen is skipped: ``authorize`` answers at once with a redirect carrying the
-code, as a person who clicks "Allow" would get. Access tokens live ``token_lifetime``
-seconds; ``issued`` counts the tokens handed out by grant type.
+code, as a person who clicks "Allow" would get: the person signed in there is
+``account`` (a test sets it before the link is opened), and the ``whoami`` tool names the
+account the call's token was issued to. Access tokens live ``token_lifetime`` seconds;
+``issued`` counts the tokens handed out by grant type.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import secrets
 import time
 from collections import Counter
 
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
@@ -39,6 +42,8 @@ class FakeAuthorizationServer:
         self.access: dict[str, AccessToken] = {}
         self.refresh: dict[str, RefreshToken] = {}
         self.issued: Counter[str] = Counter()
+        self.account = "operator"  # who is signed in at the consent screen
+        self.accounts: dict[str, str] = {}  # code, access or refresh token -> its account
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -61,6 +66,7 @@ class FakeAuthorizationServer:
             resource=params.resource,
         )
         self.codes[code.code] = code
+        self.accounts[code.code] = self.account
         return construct_redirect_uri(str(params.redirect_uri), code=code.code, state=params.state)
 
     async def load_authorization_code(
@@ -73,7 +79,8 @@ class FakeAuthorizationServer:
     ) -> OAuthToken:
         del self.codes[authorization_code.code]  # a code is good once
         code = authorization_code
-        return self._issue(client, code.scopes, code.resource, "authorization_code")
+        account = self.accounts.pop(code.code, "")
+        return self._issue(client, code.scopes, code.resource, "authorization_code", account)
 
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
@@ -86,7 +93,8 @@ class FakeAuthorizationServer:
         if self.refresh.pop(refresh_token.token, None) is None:
             raise TokenError("invalid_grant", "refresh token already used")
         scopes = scopes or refresh_token.scopes
-        return self._issue(client, scopes, refresh_token.resource, "refresh_token")
+        account = self.accounts.get(refresh_token.token, "")
+        return self._issue(client, scopes, refresh_token.resource, "refresh_token", account)
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         found = self.access.get(token)
@@ -104,12 +112,14 @@ class FakeAuthorizationServer:
         scopes: list[str],
         resource: str | None,
         grant: str,
+        account: str,
     ) -> OAuthToken:
         """Tokens for the resource the client named (RFC 8707), as the SDK checks them."""
         self.issued[grant] += 1
         access, refresh = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
         expires = int(time.time()) + self.token_lifetime
         client_id = client.client_id or ""
+        self.accounts[access] = self.accounts[refresh] = account
         self.access[access] = AccessToken(
             token=access, client_id=client_id, scopes=scopes, expires_at=expires, resource=resource
         )
@@ -143,5 +153,11 @@ def build(base_url: str, authority: FakeAuthorizationServer) -> MCPServer:
     def echo(text: str) -> str:
         """Repeat the text."""
         return text
+
+    @server.tool()
+    def whoami() -> str:
+        """The account this call's token was issued to."""
+        token = get_access_token()
+        return authority.accounts.get(token.token, "") if token else ""
 
     return server

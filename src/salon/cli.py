@@ -134,6 +134,12 @@ def _parser() -> argparse.ArgumentParser:
         if name == "auth":
             command.add_argument("server")
             command.add_argument("--revoke", action="store_true", help="forget its tokens")
+            command.add_argument(
+                "--person",
+                metavar="PLATFORM:ID",
+                help="a per_user server: this person's tokens (discord:<user id>, "
+                "irc:<account>), not the bot's",
+            )
         if name == "call":
             command.add_argument("tool")
             command.add_argument("arguments", nargs="?", default="{}")
@@ -418,7 +424,9 @@ def _tools(args: argparse.Namespace) -> int:
     if args.tools_command == "auth":
         store = store_for(configs.root, config, secrets=secrets)
         return asyncio.run(
-            auth_server(key, config, store, secrets, args.server, revoke=args.revoke)
+            auth_server(
+                key, config, store, secrets, args.server, revoke=args.revoke, person=args.person
+            )
         )
     return asyncio.run(
         call_tool(

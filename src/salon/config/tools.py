@@ -65,6 +65,17 @@ class McpOAuthConfig(_Strict):
         description="port of the loopback redirect (http://127.0.0.1:PORT/callback); 0: any "
         "free port (with a client_id, the port registered with it)",
     )
+    per_user: bool = Field(
+        default=False,
+        description="each person's calls run with their own tokens (salon tools auth SERVER "
+        "--person ID); the bot's (the operator's) only list the tools",
+    )
+    callback_url: str | None = Field(
+        default=None,
+        description="where an authorization started from the configurator redirects (the "
+        "web server's /config/oauth/callback as the browser reaches it); unset: the "
+        "configurator's own address",
+    )
 
 
 class McpServerConfig(_Strict):

@@ -36,10 +36,12 @@ class TokenPart(Part):
         }
         await execute(self.db, upsert("mcp_tokens", _COLUMNS, ["bot", "server", "kind"]), row)
 
-    async def forget(self, bot: str, server: str) -> int:
-        """Drop everything kept for ``server``; how many rows there were."""
+    async def forget(self, bot: str, server: str, kind: str | None = None) -> int:
+        """Drop everything kept for ``server`` (or only its ``kind``, one person's tokens
+        say); how many rows there were."""
+        params = {"bot": bot, "server": server}
+        sql = "DELETE FROM mcp_tokens WHERE bot = :bot AND server = :server"
+        if kind is not None:
+            sql, params = sql + " AND kind = :kind", {**params, "kind": kind}
         async with self.db.begin() as conn:
-            return await conn.execute(
-                "DELETE FROM mcp_tokens WHERE bot = :bot AND server = :server",
-                {"bot": bot, "server": server},
-            )
+            return await conn.execute(sql, params)

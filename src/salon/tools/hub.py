@@ -234,7 +234,7 @@ class ToolHub:
                 arguments[key] = value
         owner = str((hidden or {}).get("requester_name") or "")
         asker = f"{(hidden or {}).get('requester_id', '')}@{(hidden or {}).get('channel', '')}"
-        context = CallContext(progress, self.outputs, owner, elicit, asker)
+        context = CallContext(progress, self.outputs, owner, elicit, asker, _person(hidden or {}))
         try:
             return await self._run(server, call, spec, arguments, context)
         except OSError as exc:  # a full disk must not cost the answer
@@ -261,6 +261,14 @@ class ToolHub:
                 return ToolResult(call.id, str(again), is_error=True)
         except ToolError as exc:
             return ToolResult(call.id, str(exc), is_error=True)
+
+
+def _person(hidden: Mapping[str, Any]) -> str:
+    """Who a call runs for, as per-person tokens are kept: the platform and the strongest
+    identity it vouches for (an IRC nick can be taken by someone else; its account not)."""
+    who = str(hidden.get("requester_identity") or hidden.get("requester_id") or "")
+    platform = str(hidden.get("channel") or "").partition(":")[0]
+    return f"{platform}:{who}" if who else ""
 
 
 def _link(spec: ServerSpec, on_change: Callable[[], None], backoff: tuple[float, float]) -> Link:

@@ -52,6 +52,9 @@ class ServerSpec:
     hidden_arguments: frozenset[str] = frozenset()  # filled in by Salon, not the model
     health_interval: float = 10.0  # seconds between pings of an idle server
     elicitation: bool = False  # its questions go to the person a call runs for
+    # OAuth per person: a connection with the tokens of the person (``CallContext.person``)
+    # a call runs for; ``connect`` (the bot's tokens) only lists the tools.
+    connect_as: Callable[[str, MessageHandler], Client] | None = None
 
 
 class NotAuthorized(ToolError):
@@ -87,6 +90,7 @@ class CallContext(NamedTuple):
     owner: str
     elicit: Elicit | None = None
     asker: str = ""
+    person: str = ""  # platform:identity of who the call runs for (per-person tokens)
 
 
 class Link(Protocol):

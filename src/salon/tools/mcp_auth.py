@@ -43,6 +43,8 @@ __all__ = [
     "TokenKeeper",
     "authorize",
     "oauth",
+    "run_authorization",
+    "tokens_kind",
 ]
 
 KEY_ENV = TOKEN_KEY_ENV
@@ -57,7 +59,12 @@ class TokenKeeper(Protocol):
 
     async def put(self, bot: str, server: str, kind: str, sealed: bytes) -> None: ...
 
-    async def forget(self, bot: str, server: str) -> int: ...
+    async def forget(self, bot: str, server: str, kind: str | None = None) -> int: ...
+
+
+def tokens_kind(person: str | None) -> str:
+    """What the store calls the bot's tokens, or one person's (per_user)."""
+    return "tokens" if person is None else f"tokens@{person}"
 
 
 class Sealer:
@@ -91,9 +98,15 @@ class SealedStorage:
         server: str,
         sealer: Sealer,
         client: OAuthClientInformationFull | None = None,
+        *,
+        person: str | None = None,
     ) -> None:
         self._part, self._bot, self._server, self._sealer = part, bot, server, sealer
         self._client = client
+        # A person's tokens (per_user) beside the bot's, with their own registration: a
+        # registration names the redirect of the authorization that made it.
+        self._tokens = tokens_kind(person)
+        self._registration = "client" if person is None else f"client@{person}"
         self.expires_at: float | None = None  # of the access token, as stored
 
     async def _get(self, kind: str) -> bytes | None:
@@ -104,7 +117,7 @@ class SealedStorage:
         await self._part.put(self._bot, self._server, kind, self._sealer.seal(data))
 
     async def get_tokens(self) -> OAuthToken | None:
-        data = await self._get("tokens")
+        data = await self._get(self._tokens)
         if data is None:
             return None
         kept = json.loads(data)
@@ -115,17 +128,17 @@ class SealedStorage:
         expires = time.time() + tokens.expires_in if tokens.expires_in else None
         self.expires_at = expires
         kept = {"token": tokens.model_dump(mode="json"), "expires_at": expires}
-        await self._put("tokens", json.dumps(kept).encode())
+        await self._put(self._tokens, json.dumps(kept).encode())
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         if self._client is not None:
             return self._client
-        data = await self._get("client")
+        data = await self._get(self._registration)
         return None if data is None else OAuthClientInformationFull.model_validate_json(data)
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         if self._client is None:
-            await self._put("client", client_info.model_dump_json().encode())
+            await self._put(self._registration, client_info.model_dump_json().encode())
 
 
 class _Provider(OAuthClientProvider):
@@ -163,7 +176,13 @@ class _Provider(OAuthClientProvider):
             self.context.token_expiry_time = storage.expires_at - _EARLY
 
 
-async def _never(server: str) -> AuthorizationCodeResult:
+async def _never(server: str, person: str | None = None) -> AuthorizationCodeResult:
+    if person is not None:
+        raise NotAuthorized(
+            f"MCP server {server} runs each person's calls with their own account, and you "
+            f"have not connected yours: the operator runs salon tools auth {server} "
+            f"--person {person}"
+        )
     raise NotAuthorized(
         f"MCP server {server} is not authorized: the operator runs salon tools auth {server}"
     )
@@ -178,12 +197,14 @@ def oauth(
     redirect_uri: str = "http://127.0.0.1/callback",
     show: Callable[[str], Awaitable[None]] | None = None,
     answer: Callable[[], Awaitable[AuthorizationCodeResult]] | None = None,
+    person: str | None = None,
 ) -> OAuthClientProvider:
     """The httpx auth for ``url``. Without ``show`` and ``answer`` (a bot) it never starts
-    an authorization: a server without usable tokens is ``NotAuthorized``."""
+    an authorization: a server without usable tokens is ``NotAuthorized`` (``person``:
+    whose tokens these are, named in the refusal)."""
 
     async def refuse(_link: str) -> None:
-        await _never(server)
+        await _never(server, person)
 
     metadata = OAuthClientMetadata(
         client_name="Salon",
@@ -198,7 +219,7 @@ def oauth(
         metadata,
         storage,
         redirect_handler=show or refuse,
-        callback_handler=answer or (lambda: _never(server)),
+        callback_handler=answer or (lambda: _never(server, person)),
     )
 
 
@@ -274,14 +295,10 @@ async def authorize(
 ) -> None:
     """The operator's one authorization: the link goes to ``show``, the redirect comes to
     a one-shot listener on 127.0.0.1:``port``; the tokens are stored on success."""
-    from mcp.client.session import IncomingMessage
-
-    from salon.tools.mcp_link import open_http  # the MCP client, loaded only here
-
     loopback = Loopback()
     await loopback.start(port)
     try:
-        auth = oauth(
+        await run_authorization(
             server,
             url,
             storage,
@@ -290,11 +307,32 @@ async def authorize(
             show=show,
             answer=lambda: loopback.result(within),
         )
-
-        async def ignore(message: IncomingMessage) -> None:
-            return None
-
-        async with open_http(url, {}, ignore, auth) as client:
-            await client.list_tools()
     finally:
         await loopback.close()
+
+
+async def run_authorization(
+    server: str,
+    url: str,
+    storage: SealedStorage,
+    *,
+    scope: str | None,
+    redirect_uri: str,
+    show: Callable[[str], Awaitable[None]],
+    answer: Callable[[], Awaitable[AuthorizationCodeResult]],
+) -> None:
+    """One authorization whatever takes the redirect (the CLI's one-shot listener, the
+    web server's callback route): the tokens are stored on success."""
+    from mcp.client.session import IncomingMessage
+
+    from salon.tools.mcp_link import open_http  # the MCP client, loaded only here
+
+    auth = oauth(
+        server, url, storage, scope=scope, redirect_uri=redirect_uri, show=show, answer=answer
+    )
+
+    async def ignore(message: IncomingMessage) -> None:
+        return None
+
+    async with open_http(url, {}, ignore, auth) as client:
+        await client.list_tools()

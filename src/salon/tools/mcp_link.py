@@ -305,7 +305,10 @@ class McpServerLink:
         self, call_id: str, remote_name: str, arguments: dict[str, Any], context: CallContext
     ) -> ToolResult:
         with self._asking.during(context):
-            raw = await self._call(remote_name, arguments, context.progress)
+            if self.spec.connect_as is not None:
+                raw = await self._call_as(remote_name, arguments, context)
+            else:
+                raw = await self._call(remote_name, arguments, context.progress)
         return await to_result(call_id, raw, outputs=context.outputs, owner=context.owner)
 
     def check(self, spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
@@ -385,6 +388,32 @@ class McpServerLink:
             raise ToolError(
                 f"MCP server {self.spec.name} lost its session again; {remote_name} was not run"
             ) from None
+
+    async def _call_as(
+        self, remote_name: str, arguments: dict[str, Any], context: CallContext
+    ) -> mcp_types.CallToolResult:
+        """A per-person OAuth server: the call on a connection of its own, with the tokens
+        of the person it runs for (never another's, never the bot's)."""
+        assert self.spec.connect_as is not None
+        name = self.spec.name
+        if not context.person:
+            raise ToolError(f"MCP server {name} runs each call as a person: none asked this one")
+        client = self.spec.connect_as(context.person, self._on_message)
+        if self.spec.elicitation:
+            client.elicitation_callback = self._asking.callback
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                async with asyncio.timeout(self.spec.start_timeout):
+                    await stack.enter_async_context(client)
+                return await self._send(client, remote_name, arguments, context.progress)
+        except (ToolError, _SessionGone):
+            raise
+        except Exception as exc:  # could not connect as this person
+            lacking = not_authorized(exc)
+            refused = (str(lacking) if lacking else None) or _unauthorized(client)
+            logger.debug("MCP server %s as a person failed", name, exc_info=True)
+            reason = refused or describe(exc)
+            raise ToolError(f"MCP server {name} is unavailable: {reason}") from None
 
     async def _renewed(self, client: Client) -> Client:
         """A new connection in place of ``client``, whose session the server forgot."""

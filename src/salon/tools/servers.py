@@ -55,15 +55,37 @@ def configured_specs(
                 start_timeout=server.start_timeout,
                 health_interval=server.health_interval,
                 elicitation=server.elicitation,
+                connect_as=_per_person(name, server, secrets, tokens, key),
             )
         )
     return specs
 
 
-def _authorizer(
+def _per_person(
     name: str, server: McpServerConfig, secrets: Secrets, tokens: TokenKeeper | None, key: str
+) -> Callable[[str, MessageHandler], Client] | None:
+    """A per_user OAuth server's connections as a person, with that person's tokens."""
+    if server.oauth is None or not server.oauth.per_user:
+        return None
+
+    def connect_as(person: str, on_message: MessageHandler) -> Client:
+        auth = _authorizer(name, server, secrets, tokens, key, person=person)
+        return _make_connect(server, secrets, auth)(on_message)
+
+    return connect_as
+
+
+def _authorizer(
+    name: str,
+    server: McpServerConfig,
+    secrets: Secrets,
+    tokens: TokenKeeper | None,
+    key: str,
+    *,
+    person: str | None = None,
 ) -> Callable[[], httpx2.Auth] | None:
-    """How each connection to an OAuth server gets its auth (from the stored tokens)."""
+    """How each connection to an OAuth server gets its auth (from the stored tokens: the
+    bot's, or ``person``'s)."""
     if server.oauth is None:
         return None
     settings, url = server.oauth, server.url or ""
@@ -75,20 +97,23 @@ def _authorizer(
         secret = secrets.get(KEY_ENV)
         if not secret or tokens is None:
             raise ToolError(f"MCP server {name} uses OAuth: set {KEY_ENV} (the tokens' key)")
-        storage = SealedStorage(tokens, key, name, Sealer(secret), client_info(settings, secrets))
-        return oauth(name, url, storage, scope=settings.scope)
+        client = client_info(settings, secrets)
+        storage = SealedStorage(tokens, key, name, Sealer(secret), client, person=person)
+        return oauth(name, url, storage, scope=settings.scope, person=person)
 
     return auth
 
 
-def client_info(settings: McpOAuthConfig, secrets: Secrets) -> OAuthClientInformationFull | None:
+def client_info(
+    settings: McpOAuthConfig, secrets: Secrets, redirect: str | None = None
+) -> OAuthClientInformationFull | None:
     """A configured client id (and its secret) as the SDK's client information (no
-    registration)."""
+    registration); ``redirect``: where the authorization answers (the CLI's listener)."""
     if settings.client_id is None:
         return None
     from mcp.shared.auth import OAuthClientInformationFull
 
-    redirect = f"http://127.0.0.1:{settings.callback_port}/callback"
+    redirect = redirect or f"http://127.0.0.1:{settings.callback_port}/callback"
     secret = secrets.get(settings.client_secret_env) if settings.client_secret_env else None
     return OAuthClientInformationFull(
         client_id=settings.client_id,

@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from salon.config import ConfigSet, Redactor, WebConfig
 from salon.store.sql import SQLStore
-from salon.web import activity, configurator, controls, logtail, notes, workflows
+from salon.web import activity, configurator, controls, logtail, notes, oauth, workflows
 from salon.web.assets import script, stylesheet
 from salon.web.context import Fleet, Web
 from salon.web.events import post_event
@@ -48,9 +48,11 @@ def build_app(
     environ: Mapping[str, str] | None = None,
     redact: Redactor | None = None,
     control: controls.FleetControl | None = None,
+    oauth_desk: oauth.OAuthDesk | None = None,
 ) -> Starlette:
     """The app over an opened store and a loaded config directory; ``control``: the
-    provider test and, where a supervisor runs the bots, start/stop/restart."""
+    provider test and, where a supervisor runs the bots, start/stop/restart;
+    ``oauth_desk``: the MCP servers' authorizations started from the page."""
     web = Web(
         store=store,
         fleet=Fleet(configs),
@@ -81,6 +83,9 @@ def build_app(
         Route("/config/bots/act", controls.act, methods=["POST"]),
         Route("/config/bots/probe", controls.probe, methods=["POST"]),
         Route("/config/bots/workflow", workflows.upload, methods=["POST"]),
+        Route("/config/oauth", oauth.listing),
+        Route("/config/oauth/start", oauth.start, methods=["POST"]),
+        Route(oauth.CALLBACK_PATH, oauth.callback),
         Route("/config/log", logtail.log_page),
         Route("/config/log/tail", logtail.tail),
         Route("/static/logtail.js", logtail.script),
@@ -90,6 +95,7 @@ def build_app(
     app = Starlette(routes=routes, middleware=[Middleware(HostGuard, settings=settings)])
     app.state.web = web
     app.state.control = control
+    app.state.oauth_desk = oauth_desk
     chosen = web_settings(configs)
     data = (
         data_dir_of(configs, chosen[0] if chosen else min(configs.bots)) if configs.bots else None

@@ -235,6 +235,7 @@ def header() -> str:
         '<a class="chip" href="/config/notes">notes</a>'
         '<a class="chip" href="/config/bots">bots</a>'
         '<a class="chip" href="/config/log">log</a>'
+        '<a class="chip" href="/config/oauth">oauth</a>'
         '<a class="chip" href="/activity">activity</a></nav>'
     )
 
