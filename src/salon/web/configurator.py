@@ -17,6 +17,8 @@ import asyncio
 import contextlib
 import os
 import tempfile
+from collections.abc import Callable
+from functools import partial
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -89,6 +91,22 @@ def _off(web: Web) -> Response:
         "it.</p></div>"
     )
     return web.html(layout("Salon configurator", body), 503)
+
+
+async def posted(
+    web: Web, request: Request, refuse: Callable[[str], Response], *, too_large: str
+) -> dict[str, str] | Response:
+    """A configurator POST's fields, or the answer refusing it: not signed in or not on
+    loopback (``gate``), a form over the size limit (``refuse(too_large)``), a missing CSRF
+    token or a foreign Origin (``refuse`` with the reason)."""
+    refused = gate(web, request)
+    if refused:
+        return refused
+    fields = await form(request)
+    if fields is None:
+        return refuse(too_large)
+    refusal = post_refusal(request, fields)
+    return refuse(refusal) if refusal else fields
 
 
 def gate(web: Web, request: Request) -> Response | None:
@@ -273,15 +291,14 @@ async def edit(request: Request) -> Response:
 
 async def save(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = gate(web, request)
-    if refused:
-        return refused
-    fields = await form(request)
-    if fields is None:
-        return _refused(web, "the form is larger than a config file may be")
-    refusal = post_refusal(request, fields)
-    if refusal:
-        return _refused(web, refusal)
+    fields = await posted(
+        web,
+        request,
+        partial(_refused, web),
+        too_large="the form is larger than a config file may be",
+    )
+    if isinstance(fields, Response):
+        return fields
     name, text = fields.get("file", ""), fields.get("text", "").replace("\r\n", "\n")
     path = config_files_by_name(web).get(name)
     if path is None:

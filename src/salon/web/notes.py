@@ -6,6 +6,7 @@ loopback only, signed in, and every POST from this site with its CSRF token.
 
 from __future__ import annotations
 
+from functools import partial
 from html import escape
 from urllib.parse import urlencode
 
@@ -14,9 +15,9 @@ from starlette.responses import Response
 
 from salon.errors import StoreError
 from salon.notes import Note, Scope
-from salon.web.configurator import gate, header
+from salon.web.configurator import gate, header, posted
 from salon.web.context import Web
-from salon.web.guard import csrf_token, form, keep_csrf, post_refusal
+from salon.web.guard import csrf_token, keep_csrf
 from salon.web.pages import layout
 
 __all__ = ["delete", "listing", "update"]
@@ -68,15 +69,10 @@ async def delete(request: Request) -> Response:
 
 async def _change(request: Request, *, edit: bool) -> Response:
     web: Web = request.app.state.web
-    refused = gate(web, request)
-    if refused:
-        return refused
-    fields = await form(request)
-    if fields is None:
-        return _refused(web, "the form is larger than a note may be")
-    refusal = post_refusal(request, fields)
-    if refusal:
-        return _refused(web, refusal)
+    too_large = "the form is larger than a note may be"
+    fields = await posted(web, request, partial(_refused, web), too_large=too_large)
+    if isinstance(fields, Response):
+        return fields
     filters = _Filters(fields, await _bots(web))
     raw_id = fields.get("id", "")
     if not raw_id.isdigit() or not filters.bot:

@@ -13,6 +13,7 @@ redirect from the authorization server's site does not carry it. What guards it 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from html import escape
 from typing import Protocol
 
@@ -20,9 +21,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from salon.config import BotConfig, McpServerConfig
-from salon.web.configurator import gate, header
+from salon.web.configurator import gate, header, posted
 from salon.web.context import Web
-from salon.web.guard import csrf_token, form, keep_csrf, loopback_refusal, post_refusal
+from salon.web.guard import csrf_token, keep_csrf, loopback_refusal
 from salon.web.pages import layout
 
 __all__ = ["CALLBACK_PATH", "OAuthDesk", "callback", "listing", "start"]
@@ -106,15 +107,9 @@ async def _page(web: Web, request: Request, note: str = "", status: int = 200) -
 
 async def start(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = gate(web, request)
-    if refused:
-        return refused
-    fields = await form(request)
-    if fields is None:
-        return _refused(web, "the form is too large")
-    refusal = post_refusal(request, fields)
-    if refusal:
-        return _refused(web, refusal)
+    fields = await posted(web, request, partial(_refused, web), too_large="the form is too large")
+    if isinstance(fields, Response):
+        return fields
     bot, server = fields.get("bot", ""), fields.get("server", "")
     configs = await web.fleet.current()
     found = dict(_oauth_servers(configs.bots[bot])) if bot in configs.bots else {}
