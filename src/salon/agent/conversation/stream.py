@@ -73,6 +73,8 @@ async def read_stream(
                 into.text += event.text
                 if on_text is not None:
                     await on_text(event.text)
+            elif isinstance(event, ThinkingDelta):  # a reasoning model's many small pieces
+                into.thinking += event.text
             else:
                 _take(event, into, pending)
     except ProviderError as exc:
@@ -85,6 +87,7 @@ async def read_stream(
     else:
         pending.ended(None if into.finished else NOT_FINISHED)
     finally:
+        pending.thinking += into.thinking  # the trace's copy, once the stream is read
         if pending.total_ms is None:  # cancelled, or a failure of our own on the way
             pending.ended("interrupted")
 
@@ -93,9 +96,6 @@ def _take(event: StreamEvent, into: Streamed, pending: PendingCall) -> None:
     """Note an event other than the answer's text on ``into`` and the call's trace."""
     if isinstance(event, ToolCallEvent):
         into.calls.append(event.call)
-    elif isinstance(event, ThinkingDelta):
-        into.thinking += event.text
-        pending.thinking += event.text
     elif isinstance(event, ThoughtEvent):
         into.thoughts.append(event.thought)
     elif isinstance(event, UsageEvent):
