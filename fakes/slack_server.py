@@ -30,9 +30,9 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from fakes.slack_web import APP, TEAM, SlackError, WebApi
+from fakes.slack_web import APP, TEAM, SlackError, Upload, WebApi
 
-__all__ = ["APP_TOKEN", "BOT_TOKEN", "SlackServer", "SlackUser"]
+__all__ = ["APP_TOKEN", "BOT_TOKEN", "SlackServer", "SlackUser", "Upload"]
 
 BOT_TOKEN, APP_TOKEN = "xoxb-fake-bot", "xapp-1-fake-app"
 BOT_SCOPES = (
@@ -48,6 +48,7 @@ BOT_SCOPES = (
     "channels:read",
     "groups:read",
     "files:read",
+    "files:write",
 )
 EVENT_RETRIES = 3  # Slack retries an unacknowledged event up to three times
 
@@ -86,6 +87,8 @@ class SlackServer(WebApi):
         self._tickets: set[str] = set()
         self.files: dict[str, tuple[str, bytes]] = {}  # file id -> (mimetype, data)
         self.downloads: list[str] = []  # file ids served to the bot token
+        self.pending: dict[str, dict[str, Any]] = {}  # upload URLs handed out, not completed
+        self.uploads: list[Upload] = []  # files the bot uploaded and shared
         self.opened = 0  # Socket Mode connections opened in all
         self.redelivered = 0  # events sent again because no acknowledgement came in time
         self.missed: list[dict[str, Any]] = []  # sent while the app had no connection
@@ -106,6 +109,7 @@ class SlackServer(WebApi):
         app.router.add_get("/link/", self._link)
         app.router.add_get("/files-pri/{id}/{name}", self._file)
         app.router.add_post("/respond/{id}", self._respond)
+        app.router.add_post("/upload/v1/{id}", self._upload)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -350,6 +354,18 @@ class SlackServer(WebApi):
         self.downloads.append(file_id)
         mimetype, data = self.files[file_id]
         return web.Response(body=data, content_type=mimetype)
+
+    async def _upload(self, request: web.Request) -> web.StreamResponse:
+        """Step two of an upload: the bytes, raw, exactly the ``length`` promised (HTTP 200
+        when taken; anything else is a failure)."""
+        pending = self.pending.get(request.match_info["id"])
+        if pending is None:
+            return web.Response(status=404, text="unknown upload")
+        data = await request.read()
+        if len(data) != pending["length"]:
+            return web.Response(status=400, text="length mismatch")
+        pending["data"] = data
+        return web.Response(text=f"OK - {len(data)}")
 
     # -- Socket Mode -----------------------------------------------------------------
 

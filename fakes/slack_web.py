@@ -7,9 +7,10 @@ import base64
 import json
 import re
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_TEXT", "SlackError", "WebApi"]
+__all__ = ["MAX_TEXT", "SlackError", "Upload", "WebApi"]
 
 MAX_TEXT = 40_000  # chat.postMessage: "truncated" past this; the API refuses msg_too_long
 MAX_BLOCKS = 50
@@ -27,6 +28,17 @@ class SlackError(Exception):
         self.error = error
 
 
+@dataclass(frozen=True)
+class Upload:
+    """A file the bot uploaded and shared (files.completeUploadExternal)."""
+
+    id: str
+    name: str
+    data: bytes
+    channel: str
+    thread_ts: str | None
+
+
 class WebApi:
     """The Web API's methods, mixed into ``SlackServer`` (whose state they use)."""
 
@@ -35,6 +47,8 @@ class WebApi:
     pings: list[tuple[str, str]]
     scopes: set[str]
     port: int
+    pending: dict[str, dict[str, Any]]  # file id -> name, length, data once POSTed
+    uploads: list[Upload]
 
     async def _m_apps_connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
         ticket = uuid.uuid4().hex
@@ -195,6 +209,53 @@ class WebApi:
                 pinned = {**message, "pinned_to": [channel.id]}
                 items.append({"type": "message", "channel": channel.id, "message": pinned})
         return {"items": items}
+
+    async def _m_files_getUploadURLExternal(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Step one of an upload: a file id and a URL to POST exactly ``length`` bytes to."""
+        if "files:write" not in self.scopes:
+            raise SlackError("missing_scope")
+        name = str(params.get("filename") or "")
+        length = str(params.get("length") or "")
+        if not name or not length.isdigit() or int(length) < 1:
+            raise SlackError("invalid_arguments")
+        file_id = f"F{uuid.uuid4().hex[:10].upper()}"
+        self.pending[file_id] = {"name": name, "length": int(length), "data": None}
+        url = f"http://127.0.0.1:{self.port}/upload/v1/{file_id}"
+        return {"upload_url": url, "file_id": file_id}
+
+    async def _m_files_completeUploadExternal(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Step three: files whose bytes arrived are shared in ``channel_id`` (in the
+        thread ``thread_ts`` names); an id never uploaded is ``file_not_found``."""
+        if "files:write" not in self.scopes:
+            raise SlackError("missing_scope")
+        try:
+            wanted = json.loads(str(params.get("files") or ""))
+        except ValueError:
+            raise SlackError("invalid_arguments") from None
+        if not isinstance(wanted, list) or not wanted:
+            raise SlackError("invalid_arguments")
+        ids = [str(f.get("id", "")) if isinstance(f, dict) else "" for f in wanted]
+        if any(self.pending.get(i, {}).get("data") is None for i in ids):
+            raise SlackError("file_not_found")
+        channel_id = str(params.get("channel_id") or "")
+        thread = str(params.get("thread_ts") or "") or None
+        if not channel_id:  # the files stay private to the bot: nothing is posted
+            return {"files": [{"id": i, "name": self.pending.pop(i)["name"]} for i in ids]}
+        channel = self._readable({"channel": channel_id})
+        if thread is not None:
+            self._find(channel.id, thread)
+        text = str(params.get("initial_comment") or "")
+        message = self._store(channel.id, self.bot, text, thread_ts=thread)
+        message["subtype"] = "file_share"
+        message["files"] = []
+        for file_id in ids:
+            done = self.pending.pop(file_id)
+            shared = self._shared(done["name"], "application/octet-stream", done["data"])
+            shared["id"] = file_id
+            message["files"].append(shared)
+            self.uploads.append(Upload(file_id, done["name"], done["data"], channel.id, thread))
+        await self._event(channel.id, {**message, "bot_id": "B0BOT"})
+        return {"files": message["files"]}
 
     # -- helpers -----------------------------------------------------------------------
 

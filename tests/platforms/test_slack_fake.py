@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
@@ -105,3 +106,26 @@ async def test_an_unacknowledged_envelope_is_sent_again_with_retry_attempt(
         assert received.empty()
     finally:
         await client.close()
+
+
+async def test_an_upload_takes_its_three_steps_and_refuses_a_skipped_or_short_one(
+    fake_slack: SlackServer,
+) -> None:
+    bot = AsyncWebClient(token=BOT_TOKEN, base_url=fake_slack.base_url)
+    step = await bot.files_getUploadURLExternal(filename="a.png", length=4)
+    with pytest.raises(SlackApiError) as raised:  # completed before any bytes arrived
+        await bot.files_completeUploadExternal(files=[{"id": step["file_id"]}], channel_id=GENERAL)
+    assert raised.value.response["error"] == "file_not_found"
+    async with aiohttp.ClientSession() as http:
+        async with http.post(str(step["upload_url"]), data=b"abc") as short:
+            assert short.status != 200  # not the length promised
+        async with http.post(str(step["upload_url"]), data=b"abcd") as whole:
+            assert whole.status == 200
+    await bot.files_completeUploadExternal(files=[{"id": step["file_id"]}], channel_id=GENERAL)
+    (upload,) = fake_slack.uploads
+    assert (upload.channel, upload.data, upload.thread_ts) == (GENERAL, b"abcd", None)
+    assert fake_slack.messages(GENERAL)[0]["files"][0]["id"] == upload.id
+    fake_slack.scopes.discard("files:write")
+    with pytest.raises(SlackApiError) as raised:
+        await bot.files_getUploadURLExternal(filename="a.png", length=4)
+    assert raised.value.response["error"] == "missing_scope"

@@ -228,7 +228,8 @@ class SlackPlatform(PlatformBase):
         key: str | None = None,
         reply_to: str | None = None,
     ) -> Message:
-        """Into the thread when the context is one; files as lines with their links.
+        """Into the thread when the context is one; files uploaded after the text (a
+        link line each when that cannot be).
         ``reply_to`` is ignored: Slack has no replies outside threads."""
         return await self._sender.send(channel, text, files=files, note=note)
 

@@ -26,6 +26,7 @@ BOT_SCOPES = (
     "channels:read",  # who is in a linked public channel (conversations.members)
     "groups:read",  # and in a linked private one
     "files:read",  # images in messages (url_private)
+    "files:write",  # files a tool made, uploaded (files.getUploadURLExternal)
 )
 
 

@@ -1,18 +1,25 @@
 """Posting on Slack: ``chat.postMessage`` with the text escaped (nothing the model writes
 can notify a channel or a group), split at ``max_chars``, into the thread the context is;
 Salon's own notes carry message metadata so they come back tagged ``Tag.NOTE``; a
-progress report is one note, edited with ``chat.update`` at most every ``interval``."""
+progress report is one note, edited with ``chat.update`` at most every ``interval``.
+Files a tool made are uploaded after the text (slack_sdk's ``files_upload_v2``:
+``files.getUploadURLExternal``, the bytes POSTed, ``files.completeUploadExternal`` into the
+same channel and thread); one that cannot be (no bytes, too big, refused) is a link line."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from salon.errors import PlatformError
 from salon.model import Attachment, ChannelRef, Message, Tag
 from salon.platforms.base import file_lines
 from salon.platforms.slack.client import call
@@ -22,7 +29,11 @@ from salon.platforms.slack.text import escape, split
 
 __all__ = ["Sender"]
 
+logger = logging.getLogger(__name__)
+
 _JOBS = 256  # progress messages remembered: a bound, not a limit
+# Slack takes files up to 1 GB; the bytes are held in memory, so Salon's bound is lower
+MAX_UPLOAD = 100 * 1024 * 1024
 _NOTE = {"event_type": NOTE_EVENT, "event_payload": {}}
 
 
@@ -52,15 +63,45 @@ class Sender:
         note: bool = False,
         **extra: Any,
     ) -> Message:
-        """Every piece is posted; the first one is returned (the one replies point at)."""
-        lines = file_lines(files, local=False)
-        whole = "\n".join([text, *lines]) if lines else text
+        """Every piece is posted, then the files uploaded; the first piece is returned
+        (the one replies point at)."""
+        loaded = [(file, await _bytes(file)) for file in files]
+        uploads = [(file, data) for file, data in loaded if data is not None]
+        lines = file_lines([file for file, data in loaded if data is None], local=False)
+        first = await self._pieces(channel, text, lines, note=note, **extra)
+        failed = [file for file, data in uploads if not await self.upload(channel, file, data)]
+        if failed:
+            await self._pieces(channel, "", file_lines(failed, local=False), note=note)
+        return first
+
+    async def _pieces(
+        self, channel: ChannelRef, text: str, lines: list[str], *, note: bool, **extra: Any
+    ) -> Message:
+        whole = "\n".join([text, *lines]) if text else "\n".join(lines)
         first: Message | None = None
         for piece in split(whole, self._max_chars) or [""]:
             sent = await self.post(channel, piece, note=note, **extra)
             first = first or sent
         assert first is not None
         return first
+
+    async def upload(self, channel: ChannelRef, file: Attachment, data: bytes) -> bool:
+        """Whether ``file`` was uploaded into the context; a refusal is logged."""
+        channel_id, thread = thread_of(channel)
+        request = self._client().files_upload_v2(
+            filename=file.filename,
+            file=data,
+            title=file.label or file.filename,
+            channel=channel_id,
+            thread_ts=thread,
+        )
+        try:
+            await call(f"upload {file.filename} to {channel.name or channel_id}", request)
+        except PlatformError as exc:
+            hint = " (the bot token needs scope files:write)" if "missing_scope" in str(exc) else ""
+            logger.warning("Slack: %s%s; posted as a link instead", exc, hint)
+            return False
+        return True
 
     async def post(
         self, channel: ChannelRef, text: str, *, note: bool = False, **extra: Any
@@ -113,3 +154,21 @@ class Sender:
         else:
             self._progress[key] = (where, ts, time.monotonic())
         await self.update(where, ts, text)
+
+
+async def _bytes(file: Attachment) -> bytes | None:
+    """What an upload sends: the file's bytes, or its saved copy read; None when it has
+    neither or is past ``MAX_UPLOAD`` (it stays a link line)."""
+    if file.data is not None:
+        return file.data if 0 < len(file.data) <= MAX_UPLOAD else None
+    if not file.path:
+        return None
+    path = Path(file.path)
+    try:
+        size = (await asyncio.to_thread(path.stat)).st_size
+        if not 0 < size <= MAX_UPLOAD:
+            return None
+        return await asyncio.to_thread(path.read_bytes)
+    except OSError as exc:
+        logger.warning("Slack: cannot read %s to upload it: %s", file.filename, exc)
+        return None
