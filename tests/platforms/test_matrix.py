@@ -4,12 +4,14 @@ the people (alice, who made the room, and bob, with no power) and the bot in one
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import PIL.Image
 import pytest
 from mautrix.api import HTTPAPI, Method
 
@@ -19,7 +21,7 @@ from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
 from salon.llm.base import ImagePart
-from salon.model import ChannelRef, ToolCall
+from salon.model import Attachment, ChannelRef, ToolCall
 from salon.platforms.matrix import ENCRYPTED_REFUSAL, MatrixPlatform
 from salon.platforms.matrix.api import Homeserver, q
 from tests.conftest import ServeApp, bot_config
@@ -237,6 +239,59 @@ async def test_an_image_reaches_the_model_through_authenticated_media(room: Room
     await room.ask(room.alice, "what is in the picture?")
     parts = [p for m in provider.requests[-1].messages for p in m.parts]
     assert [p.data for p in parts if isinstance(p, ImagePart)] == [png]
+
+
+def _png(width: int, height: int) -> bytes:
+    image = PIL.Image.new("RGB", (width, height), (200, 30, 30))
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+async def test_a_tool_image_is_uploaded_and_sent_as_an_image_after_the_text(
+    room: Room, tmp_path: Path
+) -> None:
+    await room.start(FakeProvider())
+    assert room.platform is not None
+    png = _png(3, 2)
+    saved = tmp_path / "saved.png"
+    saved.write_bytes(png)
+    files = [
+        Attachment("sprite.png", "image/png", len(png), data=png, label="sprite, south"),
+        Attachment("saved.png", "image/png", len(png), path=str(saved)),
+        Attachment("notes.txt", "text/plain", 5, url="https://files.example/notes.txt"),
+    ]
+    await room.platform.send(ChannelRef("matrix", room.id), "Here it is.", files=files)
+    text = await room.alice.wait(room.id, from_bot(room.bot))
+    assert text["content"]["body"] == "Here it is.\n[notes.txt: https://files.example/notes.txt]"
+    for name in ("sprite, south", "saved.png"):
+        image = await room.alice.wait(room.id, from_bot(room.bot))
+        content = image["content"]
+        assert (content["msgtype"], content["body"]) == ("m.image", name)
+        info = {"mimetype": "image/png", "size": len(png), "w": 3, "h": 2}
+        assert content["info"] == info
+        server, media = content["url"].removeprefix("mxc://").split("/")
+        got = await room.alice.api.session.get(
+            room.alice.api.base_url.with_path(
+                f"/_matrix/client/v1/media/download/{server}/{media}"
+            ),
+            headers={"Authorization": f"Bearer {room.alice.api.token}"},
+        )
+        assert got.status == 200
+        assert await got.read() == png
+
+
+async def test_an_image_over_the_upload_limit_stays_a_link(room: Room) -> None:
+    await room.start(FakeProvider())
+    assert room.platform is not None
+    limit = (await room.alice.call("GET", "/_matrix/client/v1/media/config"))["m.upload.size"]
+    data = b"\x89PNG" + bytes(limit)
+    big = Attachment(
+        "huge.png", "image/png", len(data), url="https://files.example/huge.png", data=data
+    )
+    await room.platform.send(ChannelRef("matrix", room.id), "Big.", files=[big])
+    text = await room.alice.wait(room.id, from_bot(room.bot))
+    assert text["content"]["body"] == "Big.\n[huge.png: https://files.example/huge.png]"
 
 
 async def test_a_reply_to_the_bot_is_answered_as_a_reply_chain(room: Room) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import secrets
 from typing import Any
 from urllib.parse import quote
@@ -33,6 +34,7 @@ JSON = dict[str, Any]
 _V3 = "/_matrix/client/v3"
 _V1 = "/_matrix/client/v1"
 _DOWNLOAD_TIMEOUT = 30.0  # seconds for one file
+_UPLOAD_TIMEOUT = 120.0  # seconds for one file
 
 
 def new_txn_id() -> str:
@@ -96,13 +98,14 @@ class Homeserver:
         self,
         method: str,
         path: str,
-        content: JSON | None = None,
+        content: JSON | bytes | None = None,
         *,
         query: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
         limit: float = 60.0,
         sensitive: bool = False,
     ) -> JSON:
-        """One request, waiting out rate limits; ``path`` is under ``/_matrix/client``."""
+        """One request, waiting out rate limits; ``path`` is under ``/_matrix``."""
         waited = 0.0
         while True:
             try:
@@ -111,6 +114,7 @@ class Homeserver:
                         Method(method),
                         path,
                         content,
+                        headers=dict(headers or {}),
                         query_params=query or {},
                         sensitive=sensitive,  # mautrix then never logs the body
                     )
@@ -195,6 +199,33 @@ class Homeserver:
             return None
         return data if len(data) <= max_bytes else None
 
+    async def upload(self, data: bytes, content_type: str, filename: str) -> str:
+        """``data`` put in the media repository (with the access token); its ``mxc://`` URI."""
+        answer = await self.call(
+            "POST",
+            "/_matrix/media/v3/upload",
+            data,
+            query={"filename": filename},
+            headers={"Content-Type": content_type},
+            limit=_UPLOAD_TIMEOUT,
+            sensitive=True,  # the file's bytes are not for the log
+        )
+        uri = answer.get("content_uri")
+        if not isinstance(uri, str) or not uri.startswith("mxc://"):
+            raise PlatformError("the homeserver gave no content URI for the upload")
+        return uri
+
+    async def upload_limit(self) -> int | None:
+        """The largest upload the homeserver takes (``m.upload.size``): asked through
+        authenticated media, then the older ``/media/v3/config``; None when it says not."""
+        for path in (f"{_V1}/media/config", "/_matrix/media/v3/config"):
+            try:
+                size = (await self.call("GET", path)).get("m.upload.size")
+            except PlatformError:
+                continue
+            return size if isinstance(size, int) and not isinstance(size, bool) else None
+        return None
+
     async def typing(self, room: str, me: str, on: bool) -> None:
         body: JSON = {"typing": on, "timeout": 30000} if on else {"typing": False}
         await self.call("PUT", f"{_V3}/rooms/{q(room)}/typing/{q(me)}", body)
@@ -220,7 +251,7 @@ def _retry_after(exc: MatrixRequestError) -> float | None:
 def _refusal(method: str, path: str, exc: MatrixRequestError) -> PlatformError:
     """A readable reason naming the operation (``send``, ``redact``, ``join``), without the
     homeserver's address or the token."""
-    parts = path.split("/_matrix/client/", 1)[-1].split("/")[1:]  # past the version
+    parts = re.split("/_matrix/(?:client|media)/", path, maxsplit=1)[-1].split("/")[1:]
     what = parts[2] if len(parts) > 2 and parts[0] == "rooms" else (parts[0] if parts else "")
     code = getattr(exc, "errcode", "") or f"HTTP {exc.http_status}"
     message = getattr(exc, "message", "") or ""

@@ -41,6 +41,7 @@ from salon.platforms.matrix.api import q as _q
 from salon.platforms.matrix.approvals import Approvals
 from salon.platforms.matrix.convert import NOTE_KEY, SALON_KEY, Me, Names, room_and_root
 from salon.platforms.matrix.login import access_token, forget_session
+from salon.platforms.matrix.media import Uploader
 from salon.platforms.matrix.reading import Reader
 from salon.tasks import TaskState, supervise
 
@@ -88,6 +89,7 @@ class MatrixPlatform(PlatformBase):
         self._me = Me(config.user_id, bot_name)
         self._reader: Reader | None = None
         self._approvals: Approvals | None = None
+        self._uploads: Uploader | None = None
         self._sink: EventSink | None = None
         self._since: str | None = None
         self._seen: OrderedDict[str, None] = OrderedDict()
@@ -136,6 +138,7 @@ class MatrixPlatform(PlatformBase):
             max_images=self.config.max_images if self.config.include_images else 0,
             max_image_bytes=self.config.max_image_bytes,
         )
+        self._uploads = Uploader(server)
         self._approvals = Approvals(
             server,
             bot_name=self._bot_name,
@@ -298,13 +301,37 @@ class MatrixPlatform(PlatformBase):
         reply_to: str | None = None,
     ) -> Message:
         """``reply_to``: the event the message answers (``reply_to_trigger``), as a Matrix
-        reply; in a thread the thread's own relation wins (a reply there is in-thread)."""
-        body = "\n".join([text, *file_lines(files, local=False)]) if files else text
-        content = self._content(channel, body, note=note)
-        if reply_to and "m.relates_to" not in content:
-            content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
-        if key:
-            content[SALON_KEY] = key
+        reply; in a thread the thread's own relation wins (a reply there is in-thread).
+        Images in ``files`` are uploaded and follow the text as ``m.image`` events; other
+        files (and images that could not be uploaded) are link lines in the text."""
+        images: list[JSON] = []
+        links: list[Attachment] = []
+        for file in files:
+            uploaded = await self._uploader().upload(file)
+            if uploaded is None:
+                links.append(file)
+            else:
+                images.append(uploaded.content)
+        body = "\n".join([text, *file_lines(links, local=False)]) if links else text
+        sent: list[Message] = []
+        if body or not images:
+            content = self._content(channel, body, note=note)
+            if reply_to and "m.relates_to" not in content:
+                content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
+            if key:
+                content[SALON_KEY] = key
+            sent.append(await self._send_content(channel, content))
+        for image in images:
+            content = {**self._content(channel, "", note=note), **image, "m.mentions": {}}
+            sent.append(await self._send_content(channel, content))
+        return sent[0]
+
+    def _uploader(self) -> Uploader:
+        if self._uploads is None:
+            raise PlatformError("not connected to the Matrix homeserver")
+        return self._uploads
+
+    async def _send_content(self, channel: ChannelRef, content: JSON) -> Message:
         room, _ = room_and_root(channel)
         event_id = await self._need().send_event(room, "m.room.message", content, new_txn_id())
         message = self._read().message(
