@@ -275,3 +275,20 @@ async def test_a_lone_surrogate_from_the_model_is_shown_logged_and_traced(
     assert summary.outcome == "answered"
     assert body["answer"] == "It said \ufffd back."
     assert body["tools"][0]["arguments"] == {"text": "half an emoji: \ufffd"}
+
+
+def test_cache_markers_are_named_where_they_sit_in_any_body() -> None:
+    from salon.agent.recording.traces import _cache_ttls
+
+    marker = {"type": "ephemeral"}
+    body = {
+        "tools": [{"name": "a"}, {"name": "b", "cache_control": {**marker, "ttl": "1h"}}],
+        "system": [{"type": "text", "text": "s", "cache_control": marker}],
+        "messages": [
+            {"role": "user", "content": "a plain string turn"},
+            {"role": "assistant", "content": [{"type": "text", "text": "x"}]},
+            {"role": "user", "content": [{"type": "text", "text": "y", "cache_control": marker}]},
+        ],
+    }
+    assert _cache_ttls(body) == ["tools.1 1h", "system.0 5m", "messages.2.content.0 5m"]
+    assert _cache_ttls({"system": "a string", "messages": [{"content": "z"}]}) == []

@@ -173,10 +173,10 @@ def _fingerprint(recorder: Recorder, pending: PendingCall, previous: _Seen | Non
         hashes.append(hash((turn.role, turn.plain_text)))
         sizes.append(len(turn.plain_text))
     marks = frozenset(_positions(ids, scene.breakpoints))
-    tools = hash(tuple((t.name, repr(t.input_schema)) for t in request.tools))
-    tools_size = sum(
-        len(t.name) + len(t.description) + len(repr(t.input_schema)) for t in request.tools
-    )
+    schemas = [repr(t.input_schema) for t in request.tools]  # once each: dicts to walk
+    tools = hash(tuple(zip((t.name for t in request.tools), schemas, strict=True)))
+    tools_size = sum(len(t.name) + len(t.description) for t in request.tools)
+    tools_size += sum(map(len, schemas))
     return _Seen(
         model=request.model,
         system=hash(request.system),
@@ -449,20 +449,27 @@ def _call_trace(pending: PendingCall, price: Price | None) -> CallTrace:
 
 def _cache_ttls(body: dict[str, Any]) -> list[str]:
     """Each cache marker of a request as sent (Anthropic's form), "<where> <ttl>" in
-    prompt order; a marker without a ttl lives the API's default 5 minutes."""
+    prompt order; a marker without a ttl lives the API's default 5 minutes. Only block
+    lists can carry markers: a message whose content is a string is passed over without
+    naming it (most of a long chat's turns, on every trace)."""
     found: list[str] = []
     system = body.get("system")
-    places: list[tuple[str, Any]] = [("tools", body.get("tools"))]
-    places.append(("system", system if isinstance(system, list) else None))
+    _markers(found, "tools", body.get("tools"))
+    _markers(found, "system", system)
     for index, message in enumerate(body.get("messages") or ()):
         content = message.get("content") if isinstance(message, dict) else None
-        places.append((f"messages.{index}.content", content if isinstance(content, list) else None))
-    for where, blocks in places:
-        for index, block in enumerate(blocks or ()):
-            control = block.get("cache_control") if isinstance(block, dict) else None
-            if isinstance(control, dict):
-                found.append(f"{where}.{index} {control.get('ttl', '5m')}")
+        if isinstance(content, list):
+            _markers(found, f"messages.{index}.content", content)
     return found
+
+
+def _markers(found: list[str], where: str, blocks: Any) -> None:
+    if not isinstance(blocks, list):
+        return
+    for index, block in enumerate(blocks):
+        control = block.get("cache_control") if isinstance(block, dict) else None
+        if isinstance(control, dict):
+            found.append(f"{where}.{index} {control.get('ttl', '5m')}")
 
 
 def _cut(text: str, limit: int) -> str:
