@@ -4,8 +4,9 @@ bolt app.
 Bolt acknowledges each event before its listener runs, well within Slack's three seconds;
 slash commands and buttons acknowledge first thing. Slack delivers an event again when an
 acknowledgement is late (``retry_attempt``, or ``X-Slack-Retry-Num`` over HTTP, with the
-same ``event_id``): each ``event_id`` (and each message) is handled once, in a bounded memory of those seen. New messages go to the agent; edits and
-deletions keep the history cache exact.
+same ``event_id``): each ``event_id`` (and each message) is handled once, in a bounded
+memory of those seen. New messages go to the agent; edits and deletions keep the history
+cache exact.
 """
 
 from __future__ import annotations
