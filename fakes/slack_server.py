@@ -8,7 +8,9 @@ URL; there the fake says ``hello`` and then sends envelopes (``events_api``,
 ``slash_commands``, ``interactive``), each to be acknowledged with its ``envelope_id``.
 An ``events_api`` envelope not acknowledged within ``ack_timeout`` is sent again with
 ``retry_attempt`` counted up (``retry_reason`` ``timeout``), up to three retries, as Slack
-does. What Slack refuses, the fake refuses: a bot token at ``apps.connections.open``,
+does. With a Request URL set (``set_request_url``, verified by a challenge) the same
+events, commands and button presses are POSTed there instead, signed, as the Events API
+over HTTP delivers them (``slack_http.py``). What Slack refuses, the fake refuses: a bot token at ``apps.connections.open``,
 text past 40,000 characters (``msg_too_long``), malformed blocks (``invalid_blocks``), a
 channel the bot is not in (``not_in_channel``), editing or deleting someone else's message.
 
@@ -30,9 +32,18 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from fakes.slack_http import RETRY_DELAYS, SIGNING_SECRET, Answer, HttpDelivery
 from fakes.slack_web import APP, TEAM, SlackError, Upload, WebApi
 
-__all__ = ["APP_TOKEN", "BOT_TOKEN", "SlackServer", "SlackUser", "Upload"]
+__all__ = [
+    "APP_TOKEN",
+    "BOT_TOKEN",
+    "SIGNING_SECRET",
+    "Answer",
+    "SlackServer",
+    "SlackUser",
+    "Upload",
+]
 
 BOT_TOKEN, APP_TOKEN = "xoxb-fake-bot", "xapp-1-fake-app"
 BOT_SCOPES = (
@@ -72,8 +83,13 @@ class _Channel:
 
 
 class SlackServer(WebApi):
-    def __init__(self, *, ack_timeout: float = 3.0) -> None:
+    def __init__(
+        self, *, ack_timeout: float = 3.0, retry_delays: tuple[float, ...] = RETRY_DELAYS
+    ) -> None:
         self.ack_timeout = ack_timeout
+        self.http = HttpDelivery(
+            ack_timeout=ack_timeout, retry_delays=retry_delays, acknowledged=self._ack
+        )
         self.bot = SlackUser("U0BOT", "salon", is_bot=True)
         self.users: dict[str, SlackUser] = {self.bot.id: self.bot}
         self.channels: dict[str, _Channel] = {}
@@ -121,6 +137,7 @@ class SlackServer(WebApi):
             task.cancel()
         for ws in list(self._sockets):
             await ws.close()
+        await self.http.close()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -310,9 +327,32 @@ class SlackServer(WebApi):
         }
         return await self._envelope("interactive", payload, accepts_response=False)
 
-    async def resend(self, envelope: dict[str, Any]) -> None:
-        """Send an envelope as Slack redelivers one (a test sets its ``retry_attempt``)."""
+    async def resend(self, envelope: dict[str, Any]) -> Answer | None:
+        """Send an envelope as Slack redelivers one (a test sets its ``retry_attempt``);
+        over HTTP, with the retry headers, and the app's answer returned."""
+        if self.http.request_url is not None:
+            self.deliveries.append(envelope)
+            return await self.http.deliver(envelope)
         await self._send(envelope)
+        return None
+
+    async def set_request_url(self, url: str) -> None:
+        """The app's Request URL (Event Subscriptions, Interactivity, each slash command),
+        saved once it answers the ``url_verification`` challenge; from then on everything
+        is POSTed there rather than sent over Socket Mode."""
+        await self.http.verify(url)
+
+    async def forge(
+        self, payload: dict[str, Any], *, secret: str | None = None, timestamp: int | None = None
+    ) -> Answer:
+        """Someone other than Slack POSTs an event to the Request URL: signed with the
+        wrong ``secret``, or an old ``timestamp``."""
+        assert self.http.request_url is not None
+        body = json.dumps(payload).encode()
+        url = self.http.request_url
+        return await self.http.post(
+            url, body, "application/json", secret=secret, timestamp=timestamp
+        )
 
     async def drop(self) -> None:
         """Close the app's connections, as Slack does now and then (the SDK reconnects)."""
@@ -397,9 +437,17 @@ class SlackServer(WebApi):
 
     async def _acknowledged(self, data: dict[str, Any]) -> None:
         envelope_id = data.get("envelope_id")
-        if isinstance(envelope_id, str) and envelope_id not in self.acks:
-            self.acks[envelope_id] = data.get("payload")
+        if isinstance(envelope_id, str):
+            await self._ack(envelope_id, data.get("payload"))
+
+    async def _ack(self, envelope_id: str, payload: dict[str, Any] | None) -> None:
+        if envelope_id not in self.acks:
+            self.acks[envelope_id] = payload
             await self._notify()
+
+    def _count_redelivery(self, envelope: dict[str, Any]) -> None:
+        self.redelivered += 1
+        self.deliveries.append(envelope)
 
     async def _event(self, channel: str, event: dict[str, Any]) -> str:
         if event.get("type", "message") == "message":
@@ -428,12 +476,26 @@ class SlackServer(WebApi):
         }
         if kind == "events_api":
             envelope |= {"retry_attempt": 0, "retry_reason": ""}
+        if self.http.request_url is not None:
+            await self._post(envelope)
+            return str(envelope["envelope_id"])
         await self._send(envelope)
         if kind == "events_api" and self._sockets:
             task = asyncio.create_task(self._redeliver(envelope))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         return str(envelope["envelope_id"])
+
+    async def _post(self, envelope: dict[str, Any]) -> None:
+        """Over HTTP: the first delivery waited for (so what a test does arrives in its
+        order); an event's retries, if it needs them, in the background."""
+        self.deliveries.append(envelope)
+        answer = await self.http.deliver(envelope)
+        if envelope["type"] == "events_api" and answer.reason:
+            again = self.http.retry(envelope, answer, self._count_redelivery)
+            task = asyncio.create_task(again)
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def _send(self, envelope: dict[str, Any]) -> None:
         """To the newest connection. With none open the envelope is missed (Slack tries

@@ -1,5 +1,6 @@
 """The Slack adapter driving the real slack_bolt / slack_sdk against a loopback fake of
-Slack's Web API and Socket Mode (``fakes/slack_server.py``)."""
+Slack's Web API and Socket Mode (``fakes/slack_server.py``); the Events API over HTTP is
+``test_slack_http.py``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from fakes.llm_server import LLMServer, Scripted
-from fakes.slack_server import APP_TOKEN, BOT_TOKEN, SlackServer
+from fakes.slack_server import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, SlackServer
 from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
@@ -49,7 +50,13 @@ def start_slack(fake_slack: SlackServer, tmp_path: Path, serve_app: ServeApp) ->
             platforms={"slack": {"api_base_url": fake_slack.base_url, **slack}},
             **config,
         )
-        secrets = Secrets({"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN})
+        secrets = Secrets(
+            {
+                "SLACK_BOT_TOKEN": BOT_TOKEN,
+                "SLACK_APP_TOKEN": APP_TOKEN,
+                "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            }
+        )
         app = BotApp(
             key="salon",
             config=cfg,
@@ -61,7 +68,11 @@ def start_slack(fake_slack: SlackServer, tmp_path: Path, serve_app: ServeApp) ->
         (platform,) = app.unattended_platforms()
         assert isinstance(platform, SlackPlatform)
         await serve_app(app, [platform])
-        await fake_slack.connected()
+        if slack.get("mode") == "http":  # the operator pastes the Request URL in
+            await asyncio.wait_for(platform.ready.wait(), 15)
+            await fake_slack.set_request_url(platform.request_url)
+        else:
+            await fake_slack.connected()
         return app, platform
 
     return start

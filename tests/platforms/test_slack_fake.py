@@ -4,17 +4,21 @@ what the adapter's tests rely on, checked on its own."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import pytest
+from aiohttp import web
 from slack_sdk.errors import SlackApiError
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from fakes.slack_server import APP_TOKEN, BOT_TOKEN, SlackServer
+from fakes.slack_server import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, SlackServer
+from fakes.slack_web import SlackError
 
 GENERAL = "C0GENERAL"
 
@@ -129,3 +133,85 @@ async def test_an_upload_takes_its_three_steps_and_refuses_a_skipped_or_short_on
     with pytest.raises(SlackApiError) as raised:
         await bot.files_getUploadURLExternal(filename="a.png", length=4)
     assert raised.value.response["error"] == "missing_scope"
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@pytest.fixture
+async def endpoint() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
+    """An app's Request URL on loopback, answering with the handler a test gives."""
+    runners: list[web.AppRunner] = []
+
+    async def serve(handler: Handler) -> str:
+        app = web.Application()
+        app.router.add_post("/slack/events", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return f"http://127.0.0.1:{port}/slack/events"
+
+    yield serve
+    for runner in runners:
+        await runner.cleanup()
+
+
+async def test_a_request_url_is_saved_only_once_it_answers_the_challenge(
+    fake_slack: SlackServer, endpoint: Callable[[Handler], Awaitable[str]]
+) -> None:
+    async def deaf(request: web.Request) -> web.StreamResponse:
+        return web.Response(text="ok")
+
+    async def answers(request: web.Request) -> web.StreamResponse:
+        data = await request.json()
+        return web.json_response({"challenge": data["challenge"]})
+
+    with pytest.raises(SlackError, match="url_verification_failed"):
+        await fake_slack.set_request_url(await endpoint(deaf))
+    assert fake_slack.http.request_url is None
+    url = await endpoint(answers)
+    await fake_slack.set_request_url(url)
+    assert fake_slack.http.request_url == url
+
+
+async def test_over_http_every_request_is_signed_and_an_unanswered_event_sent_again(
+    fake_slack: SlackServer, endpoint: Callable[[Handler], Awaitable[str]]
+) -> None:
+    verifier = SignatureVerifier(SIGNING_SECRET)
+    seen: asyncio.Queue[tuple[dict[str, str], dict[str, object]]] = asyncio.Queue()
+    never = asyncio.Event()
+
+    async def app(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        headers = dict(request.headers)
+        stamp, signature = headers["X-Slack-Request-Timestamp"], headers["X-Slack-Signature"]
+        if not verifier.is_valid(body, stamp, signature):
+            return web.Response(status=401)
+        if request.content_type == "application/json":
+            data = json.loads(body)
+        else:
+            data = dict(await request.post())
+        if data.get("type") == "url_verification":
+            return web.Response(text=str(data["challenge"]))
+        await seen.put((headers, data))
+        if data.get("type") == "event_callback" and "X-Slack-Retry-Num" not in headers:
+            await never.wait()  # the first delivery goes unanswered
+        return web.Response()
+
+    await fake_slack.set_request_url(await endpoint(app))
+    await fake_slack.post(GENERAL, fake_slack.user("Alice"), "hello")
+    first, data = await asyncio.wait_for(seen.get(), 5)
+    again, repeated = await asyncio.wait_for(seen.get(), 5)
+    assert "X-Slack-Retry-Num" not in first
+    assert (again["X-Slack-Retry-Num"], again["X-Slack-Retry-Reason"]) == ("1", "http_timeout")
+    assert repeated == data
+    assert data["event"]["text"] == "hello"  # type: ignore[index]
+    await fake_slack.wait_for(lambda: fake_slack.redelivered == 1)
+    await fake_slack.command(fake_slack.user("Alice"), GENERAL, "/ask", "why?")
+    _, command = await asyncio.wait_for(seen.get(), 5)
+    assert (command["command"], command["text"]) == ("/ask", "why?")
+    assert seen.empty()
+    never.set()  # the abandoned first request ends, and the server stops at once

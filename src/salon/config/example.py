@@ -93,6 +93,9 @@ PLATFORM_YAML = {
     # progress_interval: 2.0          # seconds between edits of a progress message
     # rate_limit_wait_max: 60         # longest Retry-After waited out before giving up
     # max_images: 5                   # newest images read (scope files:read)
+    # mode: http                      # the Events API over HTTP instead of Socket Mode:
+    #                                 # SLACK_SIGNING_SECRET, listens on 127.0.0.1:3000
+    #                                 # behind a TLS proxy (docs/CONFIGURATION.md, "Slack")
 """,
 }
 """A commented section per platform ``salon init --platform`` adds to the bot's file."""

@@ -255,10 +255,24 @@ class MatrixConfig(_Strict):
 
 class SlackConfig(_Strict):
     """A Slack app in Socket Mode (no public URL): the bot token (``xoxb-``) for the Web
-    API and the app-level token (``xapp-``, scope ``connections:write``) for the socket."""
+    API and the app-level token (``xapp-``, scope ``connections:write``) for the socket.
+    With ``mode: http`` Slack POSTs to a Request URL instead (the Events API): Salon listens
+    on ``listen`` at ``path`` and checks each request against the app's signing secret."""
 
     bot_token_env: str = "SLACK_BOT_TOKEN"
-    app_token_env: str = "SLACK_APP_TOKEN"
+    app_token_env: str = Field(default="SLACK_APP_TOKEN", description="Socket Mode's only")
+    mode: Literal["socket", "http"] = Field(
+        default="socket", description="socket: Socket Mode; http: the Events API over HTTP"
+    )
+    signing_secret_env: str = Field(
+        default="SLACK_SIGNING_SECRET", description="the app's signing secret (http mode)"
+    )
+    listen: str = Field(
+        default="127.0.0.1:3000",
+        description="host:port the Request URL's server listens on (http mode); a reverse "
+        "proxy with TLS brings Slack's requests there",
+    )
+    path: str = Field(default="/slack/events", description="the Request URL's path (http mode)")
     monitored_channels: list[str] = Field(
         default_factory=list, description="channel ids answered without a mention"
     )
@@ -278,6 +292,36 @@ class SlackConfig(_Strict):
     include_images: bool = Field(default=True, description="images as the model's input")
     max_images: int = Field(default=5, ge=0, description="the newest images of the context")
     max_image_bytes: int = Field(default=5_000_000, gt=0)
+
+    @field_validator("listen")
+    @classmethod
+    def _listen_is_host_port(cls, listen: str) -> str:
+        _host_port(listen)
+        return listen
+
+    @field_validator("path")
+    @classmethod
+    def _a_path(cls, path: str) -> str:
+        if not path.startswith("/") or any(c in path for c in "?# "):
+            raise PydanticCustomError("url_path", "must start with / (e.g. /slack/events)")
+        return path
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """``listen`` as (host, port); an IPv6 host without its brackets."""
+        return _host_port(self.listen)
+
+
+def _host_port(listen: str) -> tuple[str, int]:
+    """``host:port`` (``[::1]:3000`` for IPv6); a port of 0 takes any free one."""
+    host, sep, port = listen.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]") if host.startswith("[") else host
+    bare_v6 = ":" in host and not listen.startswith("[")
+    if not sep or not host or bare_v6 or not port.isdigit():
+        raise PydanticCustomError("host_port", "must be host:port, e.g. 127.0.0.1:3000")
+    if int(port) > 65535:
+        raise PydanticCustomError("host_port", "must be host:port with a port up to 65535")
+    return host, int(port)
 
 
 class PlatformsConfig(_Strict):

@@ -88,7 +88,10 @@ def _platform_secrets(bot: BotConfig) -> list[tuple[str, str]]:
     slack = bot.platforms.slack
     if slack is not None:
         needed.append(("platforms.slack.bot_token_env", slack.bot_token_env))
-        needed.append(("platforms.slack.app_token_env", slack.app_token_env))
+        if slack.mode == "http":  # Slack's requests are checked with the signing secret
+            needed.append(("platforms.slack.signing_secret_env", slack.signing_secret_env))
+        else:
+            needed.append(("platforms.slack.app_token_env", slack.app_token_env))
     return needed
 
 

@@ -1,10 +1,12 @@
-"""What Slack tells the app over Socket Mode, registered on the bolt app.
+"""What Slack tells the app over Socket Mode or HTTP (``receiver.py``), registered on the
+bolt app.
 
-Bolt acknowledges each event envelope before its listener runs, well within Slack's three
-seconds; slash commands and buttons acknowledge first thing. Slack delivers an event again
-when an acknowledgement is late (``retry_attempt``): each ``event_id`` (and each message)
-is handled once, in a bounded memory of those seen. New messages go to the agent; edits and
-deletions keep the history cache exact.
+Bolt acknowledges each event before its listener runs, well within Slack's three seconds;
+slash commands and buttons acknowledge first thing. Slack delivers an event again when an
+acknowledgement is late (``retry_attempt``, or ``X-Slack-Retry-Num`` over HTTP, with the
+same ``event_id``): each ``event_id`` (and each message) is handled once, in a bounded
+memory of those seen. New messages go to the agent; edits and deletions keep the history
+cache exact.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Slack through slack_bolt (async) in Socket Mode: ``SlackPlatform``, the adapter's
 ``Platform``. No public URL: the app opens a WebSocket to Slack (the app-level token) and
-calls the Web API with the bot token.
+calls the Web API with the bot token. With ``mode: http`` Slack POSTs to a Request URL
+instead (the Events API, ``receiver.py``), each request checked with the signing secret.
 
 History stays on Slack (``reading.py``), threads are contexts of their own, pins are where
 ``.config`` is read, approvals are Block Kit buttons (``approvals.py``), ``/ask``,
@@ -40,6 +41,7 @@ from salon.platforms.slack.events import Events, MonitorStore
 from salon.platforms.slack.files import Images
 from salon.platforms.slack.people import People, thread_of
 from salon.platforms.slack.reading import Reader
+from salon.platforms.slack.receiver import Receiver
 from salon.platforms.slack.sending import Sender
 
 __all__ = ["SlackPlatform"]
@@ -71,11 +73,13 @@ class SlackPlatform(PlatformBase):
         self._bot = bot
         self._bot_token = secrets.get(config.bot_token_env) or ""
         self._app_token = secrets.get(config.app_token_env) or ""
+        self._signing_secret = secrets.get(config.signing_secret_env) or ""
         self._monitors = monitors
         self._monitored: set[str] = set()
         self._sink: EventSink | None = None
         self._web: AsyncWebClient | None = None
         self._handler: AsyncSocketModeHandler | None = None
+        self._receiver: Receiver | None = None
         self.connections = 0  # Socket Mode connections opened (hello received)
         self._people = People(client=self._client, bot_name=bot_name, monitored=self._monitored)
         self._images = Images(
@@ -124,8 +128,15 @@ class SlackPlatform(PlatformBase):
 
     @property
     def connected(self) -> bool:
+        if self._receiver is not None:
+            return self._receiver.listening
         handler = self._handler
         return handler is not None and handler.client.current_session is not None
+
+    @property
+    def request_url(self) -> str:
+        """In http mode, where Salon answers Slack's requests (behind the proxy)."""
+        return self._receiver.url if self._receiver is not None else ""
 
     @property
     def history_fetches(self) -> int:
@@ -147,10 +158,11 @@ class SlackPlatform(PlatformBase):
     # -- lifecycle -------------------------------------------------------------------
 
     async def start(self, sink: EventSink) -> None:
-        """Check the bot token (``auth.test``), then open the socket (the app token); a
-        missing or refused token is a PlatformError saying which."""
-        if not self._bot_token or not self._app_token:
-            missing = [e for e, v in self._tokens() if not v]
+        """Check the bot token (``auth.test``), then open the socket (the app token) or,
+        in http mode, serve the Request URL; a missing or refused token is a
+        PlatformError saying which."""
+        missing = [e for e, v in self._tokens() if not v]
+        if missing:
             raise PlatformError(f"Slack needs its tokens: set {', '.join(missing)}")
         self._sink = sink
         self._monitored.clear()
@@ -175,10 +187,17 @@ class SlackPlatform(PlatformBase):
             and its own way would call auth.test again for each one that comes at once."""
             return who
 
-        app = AsyncApp(client=self._web, authorize=authorize, logger=logger)
+        http = self.config.mode == "http"
+        secret = self._signing_secret if http else None  # Socket Mode's are not signed
+        app = AsyncApp(client=self._web, authorize=authorize, logger=logger, signing_secret=secret)
         self._events.register(app)
         app.event("member_joined_channel")(self._membership)
         app.event("member_left_channel")(self._membership)
+        await (self._listen(app) if http else self._connect(app))
+        self.ready.set()
+        logger.info("Slack: connected as %s", me.get("user", "?"))
+
+    async def _connect(self, app: AsyncApp) -> None:
         handler = self._handler = AsyncSocketModeHandler(app, self._app_token)
         handler.client.message_listeners.append(self._on_socket_message)
         try:
@@ -186,15 +205,28 @@ class SlackPlatform(PlatformBase):
         except Exception as exc:  # the SDK's own errors, or a timeout
             await self.stop()
             raise PlatformError(f"Slack Socket Mode did not connect: {exc}") from exc
-        self.ready.set()
-        logger.info("Slack: connected as %s", me.get("user", "?"))
+
+    async def _listen(self, app: AsyncApp) -> None:
+        config = self.config
+        receiver = Receiver(app, address=config.address, path=config.path, serving=self._forget)
+        self._receiver = receiver
+        try:
+            await receiver.start()
+        except OSError as exc:
+            await self.stop()
+            reason = exc.strerror or str(exc)
+            raise PlatformError(f"Slack: could not listen on {config.listen}: {reason}") from exc
+
+    def _forget(self) -> None:
+        """Events may have been missed while nothing listened: the history kept goes."""
+        self._reader.forget()
+        self._access.forget()
 
     async def _on_socket_message(self, _: object, message: dict[str, Any], raw: object) -> None:
         """Each new connection says hello: events may have been missed while there was
         none, so the history kept is dropped."""
         if message.get("type") == "hello":
-            self._reader.forget()
-            self._access.forget()
+            self._forget()
             self.connections += 1
 
     async def _membership(self, event: dict[str, Any]) -> None:
@@ -203,7 +235,11 @@ class SlackPlatform(PlatformBase):
 
     def _tokens(self) -> list[tuple[str, str]]:
         config = self.config
-        return [(config.bot_token_env, self._bot_token), (config.app_token_env, self._app_token)]
+        if config.mode == "http":
+            second = (config.signing_secret_env, self._signing_secret)
+        else:
+            second = (config.app_token_env, self._app_token)
+        return [(config.bot_token_env, self._bot_token), second]
 
     async def stop(self) -> None:
         self.ready.clear()
@@ -211,6 +247,9 @@ class SlackPlatform(PlatformBase):
         if self._handler is not None:
             await self._handler.close_async()  # type: ignore[no-untyped-call]
             self._handler = None
+        if self._receiver is not None:
+            await self._receiver.stop()
+            self._receiver = None
 
     async def _deliver(self, event: Event) -> None:
         if self._sink is not None:

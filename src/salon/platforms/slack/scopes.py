@@ -1,6 +1,6 @@
 """What the Slack app needs, and ``salon check --live``'s look at the tokens: the bot
 token's scopes (Slack lists them in every answer's ``X-OAuth-Scopes`` header) and whether
-the app-level token may open Socket Mode."""
+the app-level token may open Socket Mode (http mode has none)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,14 @@ async def check_tokens(config: SlackConfig, secrets: Secrets) -> tuple[str, bool
             "(add them under OAuth & Permissions and reinstall the app)",
             False,
         )
+    who = f"{response.get('user', '?')} in {response.get('team', '?')}"
+    if config.mode == "http":  # no app token; the secret can only be tried by Slack
+        where = f"{config.listen}{config.path}"
+        return (
+            f"live: slack: ok, {who}; Events API over HTTP on {where} "
+            "(the signing secret is checked on Slack's first request)",
+            True,
+        )
     app_token = secrets.get(config.app_token_env) or ""
     app = AsyncWebClient(base_url=bot.base_url, timeout=30)
     try:
@@ -54,5 +62,4 @@ async def check_tokens(config: SlackConfig, secrets: Secrets) -> tuple[str, bool
         await call(what, app.apps_connections_open(app_token=app_token))
     except PlatformError as exc:
         return f"live: slack: {exc}", False
-    who = f"{response.get('user', '?')} in {response.get('team', '?')}"
     return f"live: slack: ok, {who}; Socket Mode open to this app token", True
