@@ -15,6 +15,7 @@ from bench import (
     discord_cpu,
     discord_history,
     faults,
+    floor_parts,
     integrations,
     kill9,
     load,
@@ -40,6 +41,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "chatlog": chatlog.run,
     "history_requests": discord_history.run,
     "discord_cpu": discord_cpu.run,
+    "floor_parts": floor_parts.run,
     "matrix_cpu": matrix_cpu.run,  # a real Synapse (matrix-synapse, the dev extra)
     "slack_cpu": slack_cpu.run,
     "cache_billing": caching.run,

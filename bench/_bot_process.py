@@ -15,6 +15,7 @@ and (under ``PYTHONTRACEMALLOC``) the Python heap by package into DIR.
 from __future__ import annotations
 
 import gc
+import json
 import os
 import signal
 import sys
@@ -51,6 +52,54 @@ def _use_the_sdk_create() -> None:
         else:
             opening = client.chat.completions.create(**kwargs)
         return stream_sdk(self.name, openai, opening, decoder)
+
+    openai_compat.OpenAIProvider._post = post  # type: ignore[method-assign]
+
+
+def _without(parts: list[str]) -> None:
+    """Salon with ``parts`` taken out, for ``bench.floor_parts`` to measure what each
+    costs: ``typing`` (no typing indicator) and ``stream`` (the answer asked for and read
+    whole, as the floor does; what the decoder makes of it is unchanged). ``traces`` is a
+    setting (``traces: {enabled: false}``), written into the arm's config."""
+    if "typing" in parts:
+        from collections.abc import AsyncIterator
+        from contextlib import asynccontextmanager
+
+        from salon.platforms.discord.showing import TypingIndicator
+
+        @asynccontextmanager
+        async def shown(self: Any, channel: Any) -> AsyncIterator[None]:
+            yield
+
+        TypingIndicator.shown = shown  # type: ignore[method-assign]
+    if "stream" in parts:
+        _unstreamed()
+
+
+def _unstreamed() -> None:
+    import aiohttp
+
+    from salon.llm import openai_compat
+    from salon.llm._http_stream import Chunk, endpoint
+    from salon.llm._sdk import sent_body
+
+    sessions: list[aiohttp.ClientSession] = []
+
+    async def post(self: Any, path: str, kwargs: dict[str, Any], decoder: Any) -> Any:
+        body, headers = sent_body(kwargs)
+        body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        if not sessions:
+            sessions.append(aiohttp.ClientSession())
+        headers = {"Authorization": f"Bearer {os.environ['BENCH_LLM_KEY']}", **headers}
+        url = endpoint(self._http.base_url, path)
+        async with sessions[0].post(url, json=body, headers=headers) as response:
+            data = await response.json(loads=lambda t: json.loads(t, object_hook=Chunk))
+        for choice in data.choices:
+            choice["delta"] = choice.pop("message")
+        for event in decoder.decode(data):
+            yield event
+        for event in decoder.finish():
+            yield event
 
     openai_compat.OpenAIProvider._post = post  # type: ignore[method-assign]
 
@@ -135,6 +184,8 @@ def main() -> int:
     _point_discord_at_the_fake()
     if arm == "sdk":
         _use_the_sdk_create()
+    if without := os.environ.get("BENCH_WITHOUT"):
+        _without(without.split(","))
     from salon.launch import main as salon
 
     argv = ["run", sys.argv[1], "--bot", sys.argv[2]]

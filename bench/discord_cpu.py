@@ -40,6 +40,10 @@ WARMUP = 20
 ACTIVATIONS = 200
 CHANNEL = "10"
 SETTLE = 1.0  # seconds after ready that count as start-up
+# An arm named ``salon-without-PART+PART`` is Salon with those parts taken out, to measure
+# what each costs (``bench.floor_parts``): ``traces`` (a setting), ``typing`` and ``stream``
+# (replaced in the bot process, ``bench._bot_process``).
+WITHOUT = "salon-without-"
 ANSWER = "A short answer of one paragraph, as most chat replies are in a busy channel."
 
 CONFIG = """\
@@ -125,14 +129,19 @@ async def _bot(
 ) -> asyncio.subprocess.Process:
     home = tmp / arm
     (home / "bots").mkdir(parents=True)
-    (home / "bots" / "bench.yaml").write_text(CONFIG.format(base=llm.base_url, data=home / "data"))
+    without = arm.removeprefix(WITHOUT).split("+") if arm.startswith(WITHOUT) else []
+    config = CONFIG.format(base=llm.base_url, data=home / "data")
+    if "traces" in without:  # a setting of Salon's own
+        config += "traces: {enabled: false}\n"
+    (home / "bots" / "bench.yaml").write_text(config)
     env = {
         **os.environ,
         "DISCORD_TOKEN": "token-bench",
         "BENCH_LLM_KEY": "k-bench",
         "BENCH_DISCORD_API": server.api,
         "BENCH_DISCORD_GATEWAY": server.gateway,
-        "BENCH_ARM": "salon" if arm == "before" else arm,
+        "BENCH_ARM": "salon" if arm == "before" or without else arm,
+        "BENCH_WITHOUT": ",".join(without),
         "FLOOR_LLM_URL": f"{llm.base_url}/v1",
         "FLOOR_LLM_KEY": "k-bench",
     }
