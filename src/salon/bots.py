@@ -10,7 +10,6 @@ from pathlib import Path
 
 from salon.config import BotConfig, ConfigSet, Secrets, resolve_secrets
 from salon.errors import ConfigError, ConfigProblem
-from salon.llm.local import local_problem
 from salon.store.sql import SQLStore, sqlite_url
 
 __all__ = ["data_dir", "database_url", "load_bot", "local_model_problems", "store_for"]
@@ -80,6 +79,8 @@ def local_model_problems(configs: ConfigSet, key: str) -> list[ConfigProblem]:
         if name in seen or settings.type != "local":
             continue
         seen.add(name)
+        from salon.llm.local import local_problem  # the local engine, for a local model only
+
         found = local_problem(settings)
         if found is not None:
             problems.append(locate(f"providers.{name}.{found[0]}", found[1]))

@@ -19,25 +19,14 @@ from salon import __version__
 from salon.agent.dispatch import TOLD_IN_CHANNEL
 from salon.app import BotApp, data_dir, load_bot, local_model_problems, store_for
 from salon.config import BotConfig, ConfigSet, Redactor, Secrets, load_config_dir
-from salon.config.check import check_bots
 from salon.config.example import PLATFORMS, PROVIDERS, write_example
 from salon.config.models import IntegrationsConfig
 from salon.config.pipeline import keyword_problems
 from salon.config.shards import shard_groups, with_shards
 from salon.errors import CannotServe, ConfigError, ConfigProblem, SalonError, StoreError
-from salon.llm.probe import probe
 from salon.logsetup import configure_logging
 from salon.memory_cli import add_memory_parser, run_memory
 from salon.supervisor import BotProcessSpec, Supervisor
-from salon.tools_cli import (
-    ServeOptions,
-    auth_server,
-    call_tool,
-    list_tools,
-    offline_tool_names,
-    serve_builtin,
-    serve_integration,
-)
 
 __all__ = ["main"]
 
@@ -270,6 +259,8 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _check(root: Path, *, live: bool = False) -> int:
+    from salon.config.check import check_bots  # the command's own: off a bot's start
+
     configs = load_config_dir(root)
     report = check_bots(configs, os.environ)
     for line in report.lines:
@@ -294,6 +285,8 @@ def _keyword_problems(
         keywords.update(in_use.keywords)
     if not keywords:
         return []
+    from salon.tools_cli import offline_tool_names
+
     known = asyncio.run(offline_tool_names(key, config, secrets, configs.root))
     locate = configs.locator(key)
     problems = []
@@ -310,6 +303,8 @@ def _keyword_problems(
 async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> int:
     """Each provider some bot uses, once, with the model that use would ask; the others are
     listed as unused (a fresh ``salon init`` defines one it does not use)."""
+    from salon.llm.probe import probe
+
     failed = False
     probed: set[str] = set()
     defined: set[str] = set()
@@ -409,6 +404,15 @@ async def _chat_async(app: BotApp) -> int:
 
 
 def _tools(args: argparse.Namespace) -> int:
+    from salon.tools_cli import (  # the commands' own: off a bot's start
+        ServeOptions,
+        auth_server,
+        call_tool,
+        list_tools,
+        serve_builtin,
+        serve_integration,
+    )
+
     configs = load_config_dir(args.dir)
     key, config, secrets = load_bot(configs, args.bot, tools_only=True)
     # stdout belongs to the MCP protocol (serve) or the answer (list, call): log to stderr.

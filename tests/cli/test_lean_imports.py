@@ -36,6 +36,11 @@ NEVER_BEFORE_READY = [
     "salon.otel.export",
     "pydantic.networks",  # the URL checks use pydantic-core's validator directly
     "itsdangerous",  # signs /activity links: loaded when one is asked for
+    # the commands' own modules (salon check, salon tools) and the local model's engine
+    "salon.config.check",
+    "salon.llm.probe",
+    "salon.tools_cli",
+    "salon.llm.local",
 ]
 WEB_SERVER = ["starlette", "uvicorn"]  # still loaded by the MCP SDK until it leaves this path
 
