@@ -80,6 +80,11 @@ class _Channel:
     is_private: bool = False
     messages: list[dict[str, Any]] = field(default_factory=list)
     pins: list[str] = field(default_factory=list)
+    host: str = TEAM  # the workspace that hosts it; another: a Slack Connect channel
+
+    @property
+    def ext_shared(self) -> bool:
+        return self.host != TEAM
 
 
 class SlackServer(WebApi):
@@ -165,15 +170,17 @@ class SlackServer(WebApi):
         *,
         bot: bool = True,
         members: list[SlackUser] | None = None,
+        host: str = TEAM,
     ) -> str:
         """A public channel everyone joins; with ``members``, a private one of just them
-        (and the bot, unless ``bot`` is false), which later users do not join."""
+        (and the bot, unless ``bot`` is false), which later users do not join. ``host``:
+        another organization's workspace that shares it with this one (Slack Connect)."""
         if members is None:
             people = {u for u in self.users if bot or u != self.bot.id}
         else:
             people = {u.id for u in members} | ({self.bot.id} if bot else set())
         self.channels[channel_id] = _Channel(
-            channel_id, name, people, is_private=members is not None
+            channel_id, name, people, is_private=members is not None, host=host
         )
         return channel_id
 
@@ -463,9 +470,13 @@ class SlackServer(WebApi):
             "authorizations": [
                 {"team_id": TEAM, "user_id": self.bot.id, "is_bot": True, "enterprise_id": None}
             ],
-            "is_ext_shared_channel": False,
+            "is_ext_shared_channel": self._ext_shared(channel),
         }
         return await self._envelope("events_api", payload, accepts_response=False)
+
+    def _ext_shared(self, channel: str) -> bool:
+        known = self.channels.get(channel)
+        return known is not None and known.ext_shared
 
     async def _envelope(self, kind: str, payload: dict[str, Any], *, accepts_response: bool) -> str:
         envelope = {

@@ -93,6 +93,11 @@ class WebApi:
                 "is_private": channel.is_private or channel.is_im,
                 "is_member": self.bot.id in channel.members,
                 "context_team_id": TEAM,
+                # Slack Connect: shared with (here: hosted by) another organization.
+                "is_shared": channel.ext_shared,
+                "is_ext_shared": channel.ext_shared,
+                "conversation_host_id": channel.host,
+                "shared_team_ids": sorted({TEAM, channel.host}),
             }
         }
 

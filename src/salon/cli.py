@@ -65,7 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--live",
         action="store_true",
-        help="also send one tiny request through each provider a bot uses",
+        help="also send one tiny request through each provider a bot uses, and check the "
+        "Slack tokens' scopes and the Matrix bot's power levels",
     )
 
     chat = sub.add_parser("chat", help="talk to a bot in this terminal")
@@ -329,6 +330,13 @@ async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> in
 
             line, ok = await live_check(configs.bots[key], secrets)
             print(line)
+            failed = failed or not ok
+        if configs.bots[key].platforms.matrix is not None:
+            from salon.platforms.matrix.check import live_check as matrix_check
+
+            where = data_dir(configs.root, configs.bots[key])
+            lines, ok = await matrix_check(configs.bots[key], secrets, where)
+            print("\n".join(lines))
             failed = failed or not ok
     return 1 if failed else 0
 

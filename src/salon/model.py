@@ -83,10 +83,18 @@ class ChannelRef:
     is_direct: bool = False
     guild_id: str | None = None
     parent_id: str | None = None
+    # The Slack workspace: the server of the pinned-config link rule (``server_id``), and
+    # unlike ``guild_id`` no config layer, note scope or budget.
+    workspace_id: str | None = field(default=None, compare=False)
 
     @property
     def key(self) -> str:
         return f"{self.platform}:{self.id}"
+
+    @property
+    def server_id(self) -> str | None:
+        """The server whose channels a pinned ``.config`` here may link."""
+        return self.guild_id or self.workspace_id
 
     @classmethod
     def from_key(cls, key: str) -> ChannelRef:

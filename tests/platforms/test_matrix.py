@@ -7,6 +7,8 @@ import asyncio
 import io
 import itertools
 import json
+import os
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ import PIL.Image
 import pytest
 from mautrix.api import HTTPAPI, Method
 
+from fakes.llm_server import LLMServer
 from fakes.providers import GatedProvider
 from fakes.synapse import Account, Synapse, synapse_available
 from salon.app import BotApp
@@ -537,3 +540,78 @@ async def test_rate_limits_are_waited_out_and_nothing_is_lost(
     assert bodies == [f"line {i}" for i in range(8)]
     await tight.alice.close()
     await tight.bob.close()
+
+
+async def test_live_check_names_what_the_bots_power_level_keeps_it_from(room: Room) -> None:
+    """``salon check --live``: a bot at the default level 0 in a room whose ``redact`` is
+    50 is told it cannot redact; raised to 50, the room has nothing to say."""
+    from salon.platforms.matrix.check import live_check
+
+    config = bot_config(
+        data_dir=str(room.tmp_path / "data"),
+        platforms={
+            "matrix": {
+                "homeserver": room.synapse.url,
+                "user_id": room.bot,
+                "access_token_env": "BOT_TOKEN",
+                "rooms": [room.id],
+            }
+        },
+    )
+    secrets = Secrets(room.secrets)
+    lines, ok = await live_check(config, secrets, room.tmp_path / "data")
+    (line,) = [line for line in lines if room.id in line]  # invited, not joined yet
+    assert "not joined" in line
+    assert ok, lines
+
+    bot = Person(room.synapse, room.bot_account)
+    await bot.call("POST", f"/_matrix/client/v3/join/{q(room.id)}", {})
+    lines, ok = await live_check(config, secrets, room.tmp_path / "data")
+    (line,) = [line for line in lines if room.id in line]
+    assert line.startswith(f"live: matrix: {room.id}: the bot cannot redact")
+    assert "redact needs 50, the bot has 0" in line
+    assert not ok
+
+    await room.power(room.bot, 50)
+    lines, ok = await live_check(config, secrets, room.tmp_path / "data")
+    assert [line for line in lines if room.id in line] == []
+    assert ok, lines
+    assert lines[-1].startswith(f"live: matrix: ok, {room.bot}")
+    await bot.close()
+
+
+async def test_salon_check_live_prints_the_rooms_problems(
+    room: Room, llm_server: LLMServer
+) -> None:
+    """The command itself: a Matrix bot's rooms are checked after the providers."""
+    bot = Person(room.synapse, room.bot_account)
+    await bot.call("POST", f"/_matrix/client/v3/join/{q(room.id)}", {})
+    await bot.close()
+    root = room.tmp_path / "config"
+    (root / "bots").mkdir(parents=True)
+    (root / "shared.yaml").write_text(
+        f"providers:\n  p: {{type: openai, base_url: '{llm_server.base_url}/v1', model: m, "
+        "api_key_env: P_KEY, retries: 0}\nprovider: p\n"
+    )
+    (root / "bots" / "salon.yaml").write_text(
+        f"platforms:\n  matrix:\n    homeserver: '{room.synapse.url}'\n"
+        f"    user_id: '{room.bot}'\n    access_token_env: BOT_TOKEN\n"
+    )
+    llm_server.queue("ok")
+    env = {**os.environ, "P_KEY": "k", "BOT_TOKEN": room.bot_account.access_token}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "salon",
+        "check",
+        str(root),
+        "--live",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 1, err.decode()
+    (line,) = [line for line in out.decode().splitlines() if room.id in line]
+    assert "the bot cannot redact other people's messages (redact needs 50" in line
+    assert room.bot_account.access_token not in out.decode() + err.decode()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from fakes.slack_server import SlackServer, SlackUser
+from fakes.slack_web import TEAM
 from salon.llm import FakeProvider, ImagePart
 from tests.platforms import test_slack
 from tests.platforms.test_slack import GENERAL, StartSlack, mention
@@ -14,6 +15,9 @@ from tests.platforms.test_slack import GENERAL, StartSlack, mention
 fake_slack, start_slack = test_slack.fake_slack, test_slack.start_slack  # the fixtures
 
 STAFF = "G0STAFF"
+RANDOM = "C0RANDOM"
+PARTNERS = "C0PARTNERS"  # a Slack Connect channel: another organization hosts it
+OTHER_TEAM = "T0OTHERORG"
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 
 
@@ -163,3 +167,50 @@ async def test_an_image_in_the_question_itself_is_seen(
     await fake_slack.post(GENERAL, alice, mention(fake_slack, "and this?"), files=picture)
     await fake_slack.wait_bot_messages(GENERAL, 2)
     assert images(provider) == [PNG]
+
+
+async def test_a_pinned_config_links_channels_of_its_own_workspace_only(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    """The workspace is a Slack channel's server for this rule: a pinned ``.config`` may
+    link another channel of it, not a Slack Connect channel another organization hosts."""
+    alice = fake_slack.user("Alice")
+    fake_slack.channel(RANDOM, "random")
+    fake_slack.channel(PARTNERS, "partners", host=OTHER_TEAM)
+    await fake_slack.post(RANDOM, alice, "SAME-WORKSPACE random talk")
+    await fake_slack.post(PARTNERS, alice, "OTHER-WORKSPACE plans")
+    provider = FakeProvider(["a", "b", "c", "d"])
+    _, platform = await start_slack(provider)
+    found = await platform.find_channel(RANDOM)
+    assert found is not None
+    assert found.guild_id is None  # the config layers stay as they were: no guild's layer
+    assert found.server_id == TEAM
+    same = await fake_slack.post(GENERAL, alice, f".config\n---\nlinks:\n  - channel: {RANDOM}")
+    other = await fake_slack.post(
+        GENERAL, alice, f".config\n---\nlinks:\n  - channel: slack:{PARTNERS}"
+    )
+    await fake_slack.pin(GENERAL, same["ts"], alice)
+    await fake_slack.pin(GENERAL, other["ts"], alice)
+    await answered(fake_slack, alice, "plans?", 1)
+    assert "SAME-WORKSPACE random talk" in seen(provider)
+    assert "OTHER-WORKSPACE" not in seen(provider)
+    assert [r["name"] for r in other.get("reactions", [])] == ["warning"]
+    await fake_slack.command(alice, GENERAL, "/ask", "and by command?")  # no event envelope
+    await fake_slack.wait_bot_messages(GENERAL, 2)
+    assert "SAME-WORKSPACE random talk" in seen(provider)
+    assert "reactions" not in same
+    # In the shared channel itself, a pinned config links nothing of this workspace.
+    inside = await fake_slack.post(PARTNERS, alice, f".config\n---\nlinks:\n  - channel: {RANDOM}")
+    await fake_slack.pin(PARTNERS, inside["ts"], alice)
+    await fake_slack.post(PARTNERS, alice, mention(fake_slack, "and here?"))
+    await fake_slack.wait_bot_messages(PARTNERS, 1)
+    assert "SAME-WORKSPACE" not in seen(provider)
+    assert [r["name"] for r in inside.get("reactions", [])] == ["warning"]
+    # Nor in a direct message, as on Discord.
+    dm = fake_slack.im(alice)
+    pinned = await fake_slack.post(dm, alice, f".config\n---\nlinks:\n  - channel: {RANDOM}")
+    await fake_slack.pin(dm, pinned["ts"], alice)
+    await fake_slack.post(dm, alice, "and in private?")
+    await fake_slack.wait_bot_messages(dm, 1)
+    assert "SAME-WORKSPACE" not in seen(provider)
+    assert [r["name"] for r in pinned.get("reactions", [])] == ["warning"]

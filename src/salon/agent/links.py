@@ -150,7 +150,7 @@ class Linker:
         with the reason; the others are left to the config's own checks."""
         refused = {}
         for pin in pins:
-            key = (pin.message_id, pin.text, channel.guild_id)
+            key = (pin.message_id, pin.text, channel.server_id)
             if key in self._verdicts:
                 verdict = self._verdicts[key]
             else:
@@ -185,8 +185,8 @@ async def _foreign_link(
             continue
         named = str(named)
         target = await _target(platform, named.strip())
-        guild = target.guild_id if target is not None else None
-        if guild is not None and guild == channel.guild_id:
+        server = target.server_id if target is not None else None
+        if server is not None and server == channel.server_id:
             continue
         reason = (
             f"links: {named.strip()} is not a channel of this server "

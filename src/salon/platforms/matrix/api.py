@@ -159,6 +159,15 @@ class Homeserver:
                 return None
             raise
 
+    async def creators(self, room: str) -> frozenset[str]:
+        """Who created the room: its create event's sender and ``additional_creators``
+        (room version 12 ranks them above every power level)."""
+        path = f"{_V3}/rooms/{q(room)}/state/m.room.create/"
+        create = await self.call("GET", path, query={"format": "event"})
+        more = (create.get("content") or {}).get("additional_creators")
+        named = [str(create.get("sender", "")), *(more if isinstance(more, list) else [])]
+        return frozenset(str(user) for user in named if user)
+
     async def messages(self, room: str, *, start: str | None, limit: int) -> JSON:
         """A page of the room's timeline, newest first, with who wrote it (lazy members)."""
         query = {

@@ -14,14 +14,14 @@ from typing import Any
 
 from salon.errors import PlatformError
 from salon.model import Approval, ApprovalDecision, ApprovalRequest, ChannelRef
-from salon.platforms.matrix.api import Homeserver, q
+from salon.platforms.matrix.api import Homeserver
 from salon.platforms.matrix.convert import relation, room_and_root
+from salon.platforms.matrix.powers import level_of
 
 __all__ = ["APPROVE", "CANCEL", "Approvals"]
 
 logger = logging.getLogger(__name__)
 
-_CREATOR = 2**53  # above any power level a room can give
 APPROVE = "✅"
 CANCEL = "❌"
 JSON = dict[str, Any]
@@ -98,28 +98,21 @@ class Approvals:
             prompt.answer.set_result(ApprovalDecision(answer, by=sender))
 
     async def _level(self, room: str, user: str) -> int:
+        """``user``'s power level in ``room`` (``powers.py``: the rule ``salon check``
+        applies too); a creator not listed in ``users`` outranks every level."""
         try:
             levels = await self._server.state(room, "m.room.power_levels") or {}
         except PlatformError:
             return 0
         users = levels.get("users")
-        value = users.get(user) if isinstance(users, dict) else None
-        if value is None and await self._creator(room, user):
-            return _CREATOR  # room version 12: creators outrank every power level
-        if value is None:
-            value = levels.get("users_default", 0)
-        return value if isinstance(value, int) else 0
+        listed = isinstance(users, dict) and users.get(user) is not None
+        return level_of(levels, user, () if listed else await self._creators(room))
 
-    async def _creator(self, room: str, user: str) -> bool:
-        """Whether ``user`` created the room (its create event's sender, or one of its
-        ``additional_creators``)."""
-        path = f"/_matrix/client/v3/rooms/{q(room)}/state/m.room.create/"
+    async def _creators(self, room: str) -> frozenset[str]:
         try:
-            create = await self._server.call("GET", path, query={"format": "event"})
+            return await self._server.creators(room)
         except PlatformError:
-            return False
-        more = (create.get("content") or {}).get("additional_creators")
-        return user == create.get("sender") or (isinstance(more, list) and user in more)
+            return frozenset()
 
 
 def _annotation(event_id: str, key: str) -> JSON:

@@ -14,7 +14,7 @@ from salon.config import MatrixConfig, Secrets
 from salon.errors import PlatformError
 from salon.platforms.matrix.api import Homeserver
 
-__all__ = ["SESSION_FILE", "access_token", "forget_session"]
+__all__ = ["SESSION_FILE", "access_token", "forget_session", "log_in"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +61,29 @@ async def access_token(config: MatrixConfig, secrets: Secrets, data_dir: Path) -
     )
     logger.info("Matrix: logged in as %s, device %s", config.user_id, answer.get("device_id"))
     return token
+
+
+async def log_in(config: MatrixConfig, secrets: Secrets, data_dir: Path) -> Homeserver:
+    """A session whose token the homeserver knows; a kept device token it no longer
+    knows (logged out, expired) is dropped and the password logs in again."""
+    for _ in range(2):
+        token = await access_token(config, secrets, data_dir)
+        server = Homeserver(
+            config.homeserver,
+            token,
+            rate_limit_wait_max=config.rate_limit_wait_max,
+            retries=config.send_retries,
+        )
+        try:
+            await server.call("GET", "/_matrix/client/v3/account/whoami")
+        except PlatformError as exc:
+            await server.close()
+            if "M_UNKNOWN_TOKEN" not in str(exc) or not forget_session(data_dir):
+                raise
+            logger.warning("Matrix: the kept device token is no longer valid; logging in")
+            continue
+        return server
+    raise PlatformError("the homeserver refused the new login's token")
 
 
 def forget_session(data_dir: Path) -> bool:

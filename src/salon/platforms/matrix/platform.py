@@ -40,7 +40,7 @@ from salon.platforms.matrix.api import Homeserver, new_txn_id
 from salon.platforms.matrix.api import q as _q
 from salon.platforms.matrix.approvals import Approvals
 from salon.platforms.matrix.convert import NOTE_KEY, SALON_KEY, Me, Names, room_and_root
-from salon.platforms.matrix.login import access_token, forget_session
+from salon.platforms.matrix.login import log_in
 from salon.platforms.matrix.media import Uploader
 from salon.platforms.matrix.reading import Reader
 from salon.tasks import TaskState, supervise
@@ -125,7 +125,7 @@ class MatrixPlatform(PlatformBase):
 
     async def start(self, sink: EventSink) -> None:
         self._sink = sink
-        server = self._server = await self._log_in()
+        server = self._server = await log_in(self.config, self._secrets, self._data_dir)
         me = await server.call("GET", "/_matrix/client/v3/account/whoami")
         if me.get("user_id") != self.config.user_id:
             raise PlatformError(f"the token is for {me.get('user_id')}, not {self.config.user_id}")
@@ -157,28 +157,6 @@ class MatrixPlatform(PlatformBase):
             "Matrix sync", self._sync_forever, state=self.connection, finished=self._halt.is_set
         )
         self._runner = asyncio.create_task(work, name="matrix")
-
-    async def _log_in(self) -> Homeserver:
-        """A session whose token the homeserver knows; a kept device token it no longer
-        knows (logged out, expired) is dropped and the password logs in again."""
-        for _ in range(2):
-            token = await access_token(self.config, self._secrets, self._data_dir)
-            server = Homeserver(
-                self.config.homeserver,
-                token,
-                rate_limit_wait_max=self.config.rate_limit_wait_max,
-                retries=self.config.send_retries,
-            )
-            try:
-                await server.call("GET", "/_matrix/client/v3/account/whoami")
-            except PlatformError as exc:
-                await server.close()
-                if "M_UNKNOWN_TOKEN" not in str(exc) or not forget_session(self._data_dir):
-                    raise
-                logger.warning("Matrix: the kept device token is no longer valid; logging in")
-                continue
-            return server
-        raise PlatformError("the homeserver refused the new login's token")
 
     async def _display_name(self, server: Homeserver) -> str:
         """The account's display name: people mention the bot by it too."""

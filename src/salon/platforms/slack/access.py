@@ -39,10 +39,13 @@ class Access:
     def __init__(self, client: Callable[[], AsyncWebClient]) -> None:
         self._client = client
         self._members: OrderedDict[str, tuple[float, frozenset[str]]] = OrderedDict()
+        self.workspace: str | None = None  # the bot's (auth.test), set at start
         self.member_fetches = 0
 
     async def find(self, channel_id: str) -> ChannelRef | None:
-        """The conversation with this id (``C…``, ``G…``, ``D…``) as the bot sees it."""
+        """The conversation with this id (``C…``, ``G…``, ``D…``) as the bot sees it; of
+        the bot's workspace unless it is a direct message or shared with another
+        organization (Slack Connect)."""
         if channel_id[:1] not in ("C", "G", "D") or not channel_id.isalnum():
             return None
         try:
@@ -55,7 +58,10 @@ class Access:
             return None
         info = found.get("channel") or {}
         name = str(info.get("name") or channel_id)
-        return ChannelRef("slack", channel_id, name, is_direct=bool(info.get("is_im")))
+        alone = any(info.get(k) for k in ("is_ext_shared", "is_im", "is_mpim"))
+        workspace = None if alone else self.workspace
+        direct = bool(info.get("is_im"))
+        return ChannelRef("slack", channel_id, name, is_direct=direct, workspace_id=workspace)
 
     def changed(self, channel_id: str) -> None:
         self._members.pop(channel_id, None)

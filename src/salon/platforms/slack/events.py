@@ -40,12 +40,17 @@ class MonitorStore(Protocol):
     async def set_monitored(self, bot: str, channel_key: str, on: bool, by: str = "") -> bool: ...
 
 
-def context_of(channel_id: str, name: str, raw: dict[str, Any], *, direct: bool) -> ChannelRef:
+def context_of(
+    channel_id: str, name: str, raw: dict[str, Any], *, direct: bool, workspace: str | None = None
+) -> ChannelRef:
     """A thread is its own context (``C…-<root ts>``), continuing its root."""
     thread = raw.get("thread_ts")
     if thread and thread != raw.get("ts"):
-        return ChannelRef("slack", f"{channel_id}-{thread}", name, direct, None, channel_id)
-    return ChannelRef("slack", channel_id, name, is_direct=direct)
+        thread_id = f"{channel_id}-{thread}"
+        return ChannelRef(
+            "slack", thread_id, name, direct, None, channel_id, workspace_id=workspace
+        )
+    return ChannelRef("slack", channel_id, name, is_direct=direct, workspace_id=workspace)
 
 
 class Events:
@@ -61,7 +66,9 @@ class Events:
         monitored: set[str],
         authorized_roles: Iterable[str],
         deliver: Callable[[Event], Awaitable[None]],
+        find: Callable[[str], Awaitable[ChannelRef | None]],
     ) -> None:
+        """``find``: a conversation as the bot sees it (``Access.find``, its workspace)."""
         self._bot = bot
         self._bot_name = bot_name
         self._people = people
@@ -71,6 +78,10 @@ class Events:
         self._monitored = monitored
         self._authorized = frozenset(authorized_roles)
         self._deliver = deliver
+        self._find = find
+        # The bot's workspace (auth.test), set at start: the server of a channel for the
+        # pinned-config link rule, except in a channel shared with another organization.
+        self.workspace: str | None = None
         self._seen: OrderedDict[str, None] = OrderedDict()
         self.handled = 0  # messages handed to the agent
         self.repeated = 0  # events delivered again, and so not handled
@@ -116,10 +127,18 @@ class Events:
         elif subtype == "message_deleted":
             self._deleted(channel_id, event, direct)
         elif is_conversation(event) and self._first_time(f"{channel_id}/{event.get('ts')}"):
-            await self._new(channel_id, event, direct)
+            await self._new(channel_id, event, direct, self._workspace_of(body, event))
 
-    async def _new(self, channel_id: str, raw: dict[str, Any], direct: bool) -> None:
-        channel = context_of(channel_id, channel_id, raw, direct=direct)
+    def _workspace_of(self, body: dict[str, Any], event: dict[str, Any]) -> str | None:
+        """None for a direct message or a channel shared with another organization."""
+        if body.get("is_ext_shared_channel") or event.get("channel_type") in ("im", "mpim"):
+            return None
+        return self.workspace
+
+    async def _new(
+        self, channel_id: str, raw: dict[str, Any], direct: bool, workspace: str | None
+    ) -> None:
+        channel = context_of(channel_id, channel_id, raw, direct=direct, workspace=workspace)
         (message,) = await self._people.convert_all(channel, [raw])
         self._reader.added(message)
         if channel.parent_id is not None and raw.get("subtype") == "thread_broadcast":
@@ -171,9 +190,12 @@ class Events:
         user = str(command.get("user_id", ""))
         await self._people.learn({user})
         channel_id = str(command.get("channel_id", ""))
+        found = await self._find(channel_id)  # a command does not say whether it is shared
+        workspace = found.workspace_id if found is not None else None
+        name = str(command.get("channel_name", ""))
         message = Message(
             id=f"ask-{command.get('trigger_id', '')}",
-            channel=ChannelRef("slack", channel_id, str(command.get("channel_name", ""))),
+            channel=ChannelRef("slack", channel_id, name, workspace_id=workspace),
             author=self._people.person(user),
             text=question,
             created_at=datetime.now(UTC),

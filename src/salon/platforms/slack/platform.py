@@ -115,6 +115,7 @@ class SlackPlatform(PlatformBase):
             monitored=self._monitored,
             authorized_roles=authorized_roles,
             deliver=self._deliver,
+            find=self._access.find,
         )
 
     def _client(self) -> AsyncWebClient:
@@ -174,6 +175,7 @@ class SlackPlatform(PlatformBase):
         )
         me = await call("check the bot token (SLACK_BOT_TOKEN)", self._web.auth_test())
         self._people.introduce(str(me.get("user_id", "")), str(me.get("bot_id", "")))
+        self._events.workspace = self._access.workspace = str(me.get("team_id", "")) or None
         who = AuthorizeResult(
             enterprise_id=None,
             team_id=str(me.get("team_id", "")),
