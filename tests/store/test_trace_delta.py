@@ -90,6 +90,54 @@ async def test_each_trace_reads_back_the_request_as_sent(store: SQLStore) -> Non
     )
 
 
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": f"tool_{i}",
+            "description": f"a distinctive description of tool number {i}",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+        },
+    }
+    for i in range(6)
+]
+
+
+async def test_the_tools_and_system_of_a_group_are_stored_once(store: SQLStore) -> None:
+    """A bot offers the same tools and system prompt at every activation: a referring
+    trace refers to its group's (most of its body before), and reads back as sent."""
+    written, _ = conversation(6, start=time.time())
+    for number, trace in enumerate(written):
+        request = trace.calls[0].request
+        request["tools"] = copy.deepcopy(TOOLS) if number % 2 else TOOLS  # equal, or the same
+        request["system"] = [{"type": "text", "text": "a long system prompt " * 20}]
+    written[4].calls[0].request["tools"] = TOOLS[:3]  # changed: stored whole again
+    ids = [i for t in written for i in await store.write_traces([t])]
+    stored = await rows(store)
+    bodies = [zlib.decompress(r["body"]).decode() for r in stored]
+    whole = [r["base_id"] is None for r in stored]
+    same = [n > 0 and written[n - 1].calls[0].request["tools"] == t.calls[0].request["tools"]
+            for n, t in enumerate(written)]  # fmt: skip
+    assert same == [False, True, True, True, False, False]
+    assert whole == [True, False, False, True, False, False]  # a roll at the fourth
+    for body, kept_whole, unchanged in zip(bodies, whole, same, strict=True):
+        assert ("tool number 0" in body) == (kept_whole or not unchanged)
+        assert ("system prompt" in body) == kept_whole
+    for trace_id, trace in zip(ids, written, strict=True):
+        found = await store.traces.get_trace(trace_id)
+        assert found is not None
+        request = found[1]["calls"][0]["request"]
+        assert list(request) == ["model", "system", "messages", "max_tokens", "tools"]
+        assert request["tools"] == trace.calls[0].request["tools"]
+        assert request["system"] == trace.calls[0].request["system"]
+    async with store.db.begin() as conn:  # a keyframe removed by hand: said, not guessed
+        await conn.execute("DELETE FROM traces WHERE id = :id", {"id": ids[0]})
+    found = await store.traces.get_trace(ids[1])
+    assert found is not None
+    assert found[1]["calls"][0]["request"]["tools"] is None
+    assert "tools and system" in found[1]["incomplete"]
+
+
 async def test_no_secret_in_a_stored_body_whole_or_referring(store: SQLStore) -> None:
     written, _ = conversation(8, start=time.time())
     for trace in written:

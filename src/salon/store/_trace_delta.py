@@ -6,7 +6,9 @@ messages of the one before. Encoding, redacting and compressing all of them at e
 activation cost several times the activation itself. So a bot's trace of a channel is
 stored whole now and then (a *keyframe*), and the traces after it form its *group*: each
 stores, for each call whose messages start with those of a call of the group's previous
-trace, ``{"$prefix": [call, count], "tail": [...]}`` in place of the messages; the row's
+trace, ``{"$prefix": [call, count], "tail": [...]}`` in place of the messages, and
+``{"$same": call}`` in place of its ``tools`` and ``system`` when they equal that call's
+(the same tool schemas at every activation were most of a referring trace); the row's
 ``base_id`` names the keyframe. Reading takes the group's rows up to the trace (one query,
 at most ``_EVERY`` small rows) and puts each one's prefix back in order: the same request,
 key for key, as was sent.
@@ -28,6 +30,8 @@ from salon.trace import Trace
 __all__ = ["MARK", "Keyframes", "resolve"]
 
 MARK = "$prefix"
+SAME = "$same"
+_KEPT = ("tools", "system")  # a request's parts that rarely change within a group
 _EVERY = 32  # traces in a group: what reading one trace may cost
 _MAX_AGE = 600.0  # seconds a keyframe is referred to (well within any retention age)
 _CHANNELS = 256  # channels whose keyframe is remembered
@@ -38,6 +42,7 @@ class _Group:
     trace_id: int  # the keyframe's
     written_at: float
     messages: list[list[Any] | None]  # each call's messages in the group's newest trace
+    requests: list[dict[str, Any]]  # and each call's request
     used: int = 0
 
 
@@ -88,6 +93,9 @@ class Keyframes:
             shared += count
             referred = dict(request)  # the same keys in the same order
             referred["messages"] = {MARK: [best, count], "tail": messages[count:]}
+            for key in _KEPT:
+                if _same(request.get(key), frame.requests[best].get(key)):
+                    referred[key] = {SAME: best}
             requests.append(referred)
         if (
             not total or shared * 2 <= total
@@ -100,13 +108,15 @@ class Keyframes:
         key = (trace.bot, trace.channel)
         calls = [_messages(call.request) for call in trace.calls]
         frame = self._by_channel.get(key)
+        requests = [call.request for call in trace.calls]
         if base_id is not None and frame is not None:
             frame.used += 1
             frame.messages = calls
+            frame.requests = requests
             return
         if not any(calls):  # an activation that failed before its call: nothing to refer to
             return
-        self._by_channel[key] = _Group(trace_id, time.time(), calls)
+        self._by_channel[key] = _Group(trace_id, time.time(), calls, requests)
         self._by_channel.move_to_end(key)
         while len(self._by_channel) > self._max:
             self._by_channel.popitem(last=False)
@@ -121,6 +131,11 @@ class Keyframes:
             del self._by_channel[key]
 
 
+def _same(value: Any, base: Any) -> bool:
+    """Whether a request's part is its base call's (the same object, mostly; else equal)."""
+    return bool(value) and (value is base or value == base)
+
+
 def resolve(body: dict[str, Any], base: dict[str, Any] | None) -> None:
     """Put the previous trace's messages (``base``, resolved) back into ``body``'s
     requests, in place. Without it (retention cannot take it first, but a database may be
@@ -131,10 +146,27 @@ def resolve(body: dict[str, Any], base: dict[str, Any] | None) -> None:
         if not isinstance(referred, dict) or MARK not in referred:
             continue
         assert isinstance(request, dict)
+        gone = _put_back_kept(request, base)
         index, count = referred[MARK]
         prefix: list[Any] = []
         if base is not None:
             prefix = base["calls"][index]["request"]["messages"][:count]
         else:
-            body["incomplete"] = f"the first {count} messages of each request were pruned"
+            also = f" (and its {' and '.join(gone)})" if gone else ""
+            body["incomplete"] = f"the first {count} messages of each request{also} were pruned"
         request["messages"] = prefix + referred["tail"]
+
+
+def _put_back_kept(request: dict[str, Any], base: dict[str, Any] | None) -> list[str]:
+    """The request's referred parts from ``base``; those it cannot put back (None now)."""
+    gone = []
+    for key in _KEPT:
+        referred = request.get(key)
+        if not isinstance(referred, dict) or SAME not in referred:
+            continue
+        if base is None:
+            request[key] = None
+            gone.append(key)
+        else:
+            request[key] = base["calls"][referred[SAME]]["request"][key]
+    return gone
