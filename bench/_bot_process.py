@@ -58,8 +58,9 @@ def _use_the_sdk_create() -> None:
 
 def _without(parts: list[str]) -> None:
     """Salon with ``parts`` taken out, for ``bench.floor_parts`` to measure what each
-    costs: ``typing`` (no typing indicator) and ``stream`` (the answer asked for and read
-    whole, as the floor does; what the decoder makes of it is unchanged). ``traces`` is a
+    costs: ``typing`` (no typing indicator), ``stream`` (the answer asked for and read
+    whole, as the floor does; what the decoder makes of it is unchanged) and
+    ``tracestore`` (each trace built as ever, not stored). ``traces`` is a
     setting (``traces: {enabled: false}``), written into the arm's config."""
     if "typing" in parts:
         from collections.abc import AsyncIterator
@@ -74,6 +75,13 @@ def _without(parts: list[str]) -> None:
         TypingIndicator.shown = shown  # type: ignore[method-assign]
     if "stream" in parts:
         _unstreamed()
+    if "tracestore" in parts:  # traces built (and observed) as ever, never stored
+        from salon.store.sql import SQLStore
+
+        async def write_traces(self: Any, batch: Any) -> list[int]:
+            return []
+
+        SQLStore.write_traces = write_traces  # type: ignore[method-assign]
 
 
 def _unstreamed() -> None:

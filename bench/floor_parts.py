@@ -3,6 +3,7 @@ floor arms beside Salon with parts taken out, all taking turns in one run.
 
 - ``typing``: the typing indicator (one more REST call an activation; the floor sends none),
 - ``traces``: the trace of each activation (``traces: {enabled: false}``),
+- ``tracestore``: its storing only (each trace built and observed as ever, not stored),
 - ``stream``: the answer streamed (server-sent events through the decoder) rather than
   asked for and read whole as the floor does,
 - ``bare``: the three out together.
@@ -19,8 +20,8 @@ import compileall
 from bench import discord_cpu
 from bench.figures import Figure
 
-PARTS = ("typing", "traces", "stream")
-BARE = discord_cpu.WITHOUT + "+".join(PARTS)
+PARTS = ("typing", "traces", "tracestore", "stream")
+BARE = discord_cpu.WITHOUT + "typing+traces+stream"
 
 
 async def run() -> list[Figure]:
