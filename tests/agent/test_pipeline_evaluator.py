@@ -138,6 +138,38 @@ async def test_prefill_cached_prefix_stays_byte_identical_with_the_evaluator(
     assert "aside" not in last_turn  # dropped after the breakpoint, never before it
 
 
+async def test_the_evaluator_judges_only_what_is_left_once_other_bots_go(
+    store: SQLStore, tmp_path: Path, llm_server: LLMServer
+) -> None:
+    """other_bots_in_context: false. The evaluator lists only the lines the answer's
+    context will hold, and makes no call when what is left is within its min_depth."""
+    bob_bot = Participant("bobbot", "Bobbot", is_bot=True)
+    llm_server.respond = answering('{"keep": [1, 2]}')
+    async with pipeline_agent(
+        store,
+        tmp_path,
+        llm_server,
+        context_evaluator={**EVALUATOR, "min_depth": 2},
+        other_bots_in_context=False,
+        prompt_caching=False,
+    ) as (agent, platform):
+        dm = platform.channel("dm", is_direct=True)
+        platform.add(dm, bob_bot, "bot line one about trains")
+        platform.add(dm, bob_bot, "bot line two about trains")
+        await platform.post(dm, ALICE, "what do I plant in spring?")
+        await agent.wait_idle()
+        assert not any(is_evaluator(r) for r in llm_server.requests)  # 1 left, min_depth 2
+        platform.add(dm, ALICE, "peas were fine last year")
+        platform.add(dm, bob_bot, "bot line three about trains")
+        await platform.post(dm, ALICE, "and peppers?")
+        await agent.wait_idle()
+    (evaluator,) = [r for r in llm_server.requests if is_evaluator(r)]
+    listed = json.dumps(evaluator.body)
+    assert "trains" not in listed
+    assert "peppers" in listed
+    assert "peas were fine" in listed
+
+
 async def test_with_the_gate_saying_no_a_monitored_message_gets_no_main_call(
     store: SQLStore, tmp_path: Path, llm_server: LLMServer
 ) -> None:

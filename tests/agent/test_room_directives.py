@@ -118,6 +118,30 @@ async def test_history_splices_a_range_from_another_channel(start_agent: StartAg
     )
 
 
+async def test_history_splices_only_what_the_person_answered_can_read(
+    start_agent: StartAgent,
+) -> None:
+    """Another channel's stretch needs the requester's own right to read it there (as a
+    linked channel does); a stretch of the room itself is never asked about."""
+    provider = FakeProvider()
+    agent, platform = await start_agent(provider, authorized_roles=["mods"])
+    secret, room = platform.channel("secret"), platform.channel("room")
+    hidden = platform.add(secret, ALICE, "the secret plan")
+    platform.unreadable |= {(BOB.id, secret.key), (BOB.id, room.key)}
+    platform.add(room, BOB, "older room talk")
+    platform.add(room, ALICE, f".history\n---\nlast: {platform.link(hidden)}")
+    await platform.post(room, BOB, "@Salon a", mentions=[platform.self_participant])
+    await agent.wait_idle()
+    assert seen(provider) == "Bob: @Salon a"  # the stretch left out; what asked stays
+    own = platform.add(room, BOB, "a room line worth keeping")
+    platform.add(room, BOB, "noise")
+    platform.add(room, ALICE, f".history\n---\nlast: {platform.link(own)}")
+    await platform.post(room, BOB, "@Salon b", mentions=[platform.self_participant])
+    await agent.wait_idle()
+    # The room's own stretch is spliced (its earlier .history applied inside it again).
+    assert seen(provider) == "Bob: @Salon a | ok | Bob: a room line worth keeping | Bob: @Salon b"
+
+
 async def test_history_first_out_of_reach_is_ignored_and_empty_body_clears(
     start_agent: StartAgent,
 ) -> None:

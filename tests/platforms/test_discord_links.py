@@ -1,11 +1,15 @@
 """Linked contexts on the fake Discord: the requester's own rights in the linked channel
-(roles and permission overwrites, as Discord computes them), and pinned configs that try
-to link another guild's channel. Request bodies as the loopback LLM server got them."""
+(roles and permission overwrites, as Discord computes them), the same rights for what a
+``.history`` splices from another channel, and pinned configs that try to link another
+guild's channel. Request bodies as the loopback LLM server got them."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+
+import pytest
 
 from fakes.discord_server import DiscordServer, FakeUser
 from fakes.discord_wire import GUILD_ID
@@ -87,6 +91,36 @@ async def test_a_dm_sees_a_digest_of_the_server_channel(
     await fake_discord.wait_bot_messages(dm, 1)
     assert "GENERAL-TALK we meet at noon" in body(llm_server)
     assert "#general" in body(llm_server)
+
+
+async def test_a_history_splices_only_a_channel_the_requester_can_read(
+    fake_discord: DiscordServer,
+    start_bot: Start,
+    llm_server: LLMServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Carol may splice history (an authorized role) but a member overwrite shuts her out
+    of #staff: its stretch is left out of her answer's context; #random's is not. (Not
+    Alice: the fake guild's owner, who reads every channel, as on Discord.)"""
+    fake_discord.add_guild(GUILD_ID, "Salon test", {STAFF: "staff"})
+    carol, bob = fake_discord.user("Carol"), fake_discord.user("Bob")
+    fake_discord.roles[carol.id] = [MODS]
+    await fake_discord.overwrite(STAFF, carol.id, deny=("VIEW_CHANNEL",), member=True)
+    hidden = await fake_discord.post(STAFF, bob, "STAFF-ONLY the launch slips a week")
+    shared = await fake_discord.post(RANDOM, bob, "RANDOM-PLAN we meet at noon")
+    provider, providers = real_provider(llm_server, "anthropic")
+    await start_bot(provider, providers=providers, authorized_roles=["mods"])
+    caplog.set_level(logging.INFO, logger="salon")
+    await fake_discord.post(GENERAL, carol, f".history\n---\nlast: {fake_discord.link(hidden)}")
+    await answered(fake_discord, GENERAL, carol, "what is new?")
+    assert "STAFF-ONLY" not in body(llm_server)
+    assert "what is new?" in body(llm_server)  # the rest of the context stays
+    assert "STAFF-ONLY" not in fake_discord.channels[GENERAL][-1]["content"]
+    left_out = [r for r in caplog.records if "cannot read" in r.getMessage()]
+    assert len(left_out) == 1
+    await fake_discord.post(GENERAL, carol, f".history\n---\nlast: {fake_discord.link(shared)}")
+    await answered(fake_discord, GENERAL, carol, "and now?")
+    assert "RANDOM-PLAN we meet at noon" in body(llm_server)
 
 
 async def test_a_pinned_config_linking_another_guilds_channel_is_refused(

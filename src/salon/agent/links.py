@@ -33,12 +33,12 @@ from salon.config import BotConfig, LinkConfig, PinnedConfig, parse_config_messa
 from salon.config._yaml import MAX_PIN_CHARS, YamlRefused, parse_yaml
 from salon.config.links import DIRECT
 from salon.context import is_visible
-from salon.context.history import by_roles, expand_history
+from salon.context.history import FetchUntil, by_roles, expand_history
 from salon.errors import PlatformError
 from salon.model import ChannelRef, Message, Participant
 from salon.platforms.base import Platform
 
-__all__ = ["Linker", "applies"]
+__all__ = ["Linker", "applies", "readable_stretches"]
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +119,13 @@ class Linker:
             return []
         if any(m.text.startswith(".history") for m in history):
             history = await _expanded(
-                platform, history, source=source, requester=requester, me=config.name, depth=depth
+                platform,
+                history,
+                home=target,
+                source=source,
+                requester=requester,
+                me=config.name,
+                depth=depth,
             )
         rules = (source.visibility, config.visibility)
         visible = [m for m in history if all(is_visible(m, r) for r in rules)]
@@ -219,10 +225,32 @@ async def _readable(platform: Platform, person: Participant, channel: ChannelRef
         return False
 
 
+def readable_stretches(platform: Platform, requester: Participant, home: ChannelRef) -> FetchUntil:
+    """What a ``.history`` link splices for an answer to ``requester``: a stretch from
+    another channel than ``home`` that they cannot read themselves is left out (empty:
+    the directive still replaces what is older); ``home``'s own are not asked about."""
+
+    async def fetch_until(link: str, limit: int) -> Sequence[Message] | None:
+        stretch = await platform.history_until(link, limit=limit)
+        if stretch is None:
+            return None
+        places = {m.channel.key: m.channel for m in stretch}
+        for place in places.values():
+            if place.key != home.key and not await _readable(platform, requester, place):
+                logger.info(
+                    ".history stretch from %s left out: %s cannot read it", place.key, requester.id
+                )
+                return []
+        return stretch
+
+    return fetch_until
+
+
 async def _expanded(
     platform: Platform,
     history: list[Message],
     *,
+    home: ChannelRef,
     source: BotConfig,
     requester: Participant,
     me: str,
@@ -230,21 +258,10 @@ async def _expanded(
 ) -> list[Message]:
     """``history`` with its ``.history`` directives applied, as in its own channel; a
     stretch from a channel the requester cannot read shows nothing."""
-
-    async def fetch_until(link: str, limit: int) -> Sequence[Message] | None:
-        stretch = await platform.history_until(link, limit=limit)
-        if stretch is None:
-            return None
-        channels = {m.channel.key: m.channel for m in stretch}
-        for place in channels.values():
-            if not await _readable(platform, requester, place):
-                return []
-        return stretch
-
     return await expand_history(
         history,
         me_name=me,
-        fetch_until=fetch_until,
+        fetch_until=readable_stretches(platform, requester, home),
         authorized=by_roles(source.authorized_roles),
         depth=depth,
         max_nesting=source.history_max_nesting,

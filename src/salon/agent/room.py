@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 from salon.agent.activation import Activation, Scene
-from salon.agent.links import Linker
+from salon.agent.links import Linker, readable_stretches
 from salon.agent.memoryblock import MemoryBlocks, without_recalled_notes
 from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Resolved
@@ -28,7 +28,7 @@ from salon.context.history import by_roles, expand_history
 from salon.context.sources import shaped
 from salon.context.view import ChannelView, channel_views
 from salon.errors import PlatformError
-from salon.model import ChannelRef, Message, Tag, ToolRecord
+from salon.model import ChannelRef, Message, Participant, Tag, ToolRecord
 from salon.notes import NoteStore
 from salon.platforms.base import Capability, Platform
 from salon.store.base import Store
@@ -139,7 +139,9 @@ class Room:
         rolling = rolling and monitored_at is None
         depth = config.recency_window_messages + (config.rolling_threshold if rolling else 0)
         with recorder.phase("history"):
-            history, view = await self._history(platform, channel, config, depth)
+            history, view = await self._history(
+                platform, channel, config, depth, activation.requester
+            )
         if trigger is not None and _bot_chain_too_long(history, trigger, config):
             if platform.can(Capability.REACTIONS):
                 await platform.react(channel, trigger.id, LOOP_EMOJI)
@@ -210,25 +212,26 @@ class Room:
         await self.store.save_rolling_state(self.bot, key, scene.rolled)
 
     async def _history(
-        self, platform: Platform, channel: ChannelRef, config: BotConfig, depth: int
+        self,
+        platform: Platform,
+        channel: ChannelRef,
+        config: BotConfig,
+        depth: int,
+        requester: Participant,
     ) -> tuple[Sequence[Message], ChannelView | None]:
         """The channel's recent messages with ``.history`` messages applied, and its view
-        when there were none to apply (the view then holds what was read)."""
+        when there were none to apply (the view then holds what was read). A stretch from
+        another channel that ``requester`` cannot read is left out, as for links."""
         recent = await platform.history(channel, limit=depth)
         view = self._views.get(channel.key)
         view.update(recent, config.visibility)
         self._views.settle(view)
         if not view.has_history_links:
             return recent, view
-        history = list(recent)
-
-        async def fetch_until(link: str, limit: int) -> Sequence[Message] | None:
-            return await platform.history_until(link, limit=limit)
-
         expanded = await expand_history(
-            history,
+            list(recent),
             me_name=config.name,
-            fetch_until=fetch_until,
+            fetch_until=readable_stretches(platform, requester, channel),
             authorized=by_roles(config.authorized_roles),
             depth=depth,
             max_nesting=config.history_max_nesting,

@@ -11,8 +11,9 @@ Walking back from the newest message, the newest ``.history`` that is meant for 
 (its inner name is among the targets, or there are none) and comes from an authorized
 author (a member of ``authorized_roles``; with none, nobody) replaces everything older
 than itself with the messages from ``first`` to ``last`` (any channel the platform can
-read). If ``first`` is not found within the context depth
-before ``last``, it is ignored. A ``.history`` with no body clears everything older. The
+read; ``fetch_until`` may leave a stretch out, as ``salon.agent.links.readable_stretches``
+does one the person answered cannot read). If ``first`` is not found within the context
+depth before ``last``, it is ignored. A ``.history`` with no body clears everything older. The
 spliced stretch may hold ``.history`` messages of its own: they are followed to a bounded
 depth, and a link seen twice on one path (a cycle) stops there.
 """
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from salon.errors import PlatformError
 from salon.model import Message, Participant
 
-__all__ = ["HistoryDirective", "by_roles", "expand_history", "parse_history_message"]
+__all__ = ["FetchUntil", "HistoryDirective", "by_roles", "expand_history", "parse_history_message"]
 
 logger = logging.getLogger(__name__)
 

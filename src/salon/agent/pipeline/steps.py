@@ -397,9 +397,12 @@ class Pipeline:
         fails or its answer cannot be read."""
         config = attempt.config
         settings = config.context_evaluator
+        # scene.messages are already shaped (other bots' lines gone when they are left out):
+        # the evaluator judges only what the answer's context holds.
         judged = split(scene.messages, scene.breakpoints if attempt.rolling else (), settings)
-        if not judged.eligible:
-            return scene
+        if len(judged.eligible) <= settings.min_depth:
+            # All it may judge is kept anyway: no call to pay for, only the max_depth cut.
+            return _with(scene, select(scene.messages, judged, set(), settings)[0])
         trigger = attempt.activation.trigger
         asked = trigger.text if trigger is not None else judged.eligible[0].text
         side = side_config(config, settings.provider, settings.model)
@@ -419,9 +422,7 @@ class Pipeline:
             return scene
         chosen, dropped = select(scene.messages, judged, keep, settings)
         trace.evaluator = EvaluatorStep(kept=len(chosen), dropped=tuple(dropped))
-        kept = {m.id for m in chosen}
-        marks = tuple(b for b in scene.breakpoints if b in kept)
-        return replace(scene, messages=chosen, breakpoints=marks)
+        return _with(scene, chosen)
 
     async def _side(
         self, attempt: Attempt, side: BotConfig, request: LLMRequest, kind: CallKind
@@ -431,3 +432,10 @@ class Pipeline:
             return await side_call(
                 provider, request, attempt.recorder, kind, store=self.store, bot=self.bot
             )
+
+
+def _with(scene: Scene, chosen: tuple[Message, ...]) -> Scene:
+    """The scene holding only ``chosen``, with the breakpoints that are still in it."""
+    kept = {m.id for m in chosen}
+    marks = tuple(b for b in scene.breakpoints if b in kept)
+    return replace(scene, messages=chosen, breakpoints=marks)
