@@ -182,7 +182,7 @@ def _heap_by_package() -> str:
 def main() -> int:
     arm = os.environ.get("BENCH_ARM", "salon")
     if steady := os.environ.get("BENCH_PROFILE_STEADY"):
-        _Steady(Path(steady), arm)
+        _Steady(Path(steady), os.environ.get("BENCH_ARM_NAME", arm))
     if arm == "floor":
         _point_discord_at_the_fake()
         from bench.floor_bot import main as floor

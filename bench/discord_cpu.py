@@ -142,6 +142,7 @@ async def _bot(
         "BENCH_DISCORD_GATEWAY": server.gateway,
         "BENCH_ARM": "salon" if arm == "before" or without else arm,
         "BENCH_WITHOUT": ",".join(without),
+        "BENCH_ARM_NAME": arm,  # what its profile files are named after
         "FLOOR_LLM_URL": f"{llm.base_url}/v1",
         "FLOOR_LLM_KEY": "k-bench",
     }

@@ -59,7 +59,7 @@ def _imports_by_package(err: Path) -> list[tuple[str, float]]:
     return sorted(spent.items(), key=lambda kv: -kv[1])
 
 
-async def _profiled(out: Path, memory: bool, activations: int) -> None:
+async def _profiled(out: Path, memory: bool, activations: int, arms: list[str]) -> None:
     os.environ["BENCH_PROFILE_STEADY"] = str(out)
     os.environ["PYTHONPROFILEIMPORTTIME"] = "1"
     if memory:
@@ -79,9 +79,7 @@ async def _profiled(out: Path, memory: bool, activations: int) -> None:
                 for _ in bots:
                     await written.get()
 
-    readings = await discord_cpu.session(
-        ["salon", "floor"], activations, on_steady=steady, errors=out
-    )
+    readings = await discord_cpu.session(arms, activations, on_steady=steady, errors=out)
     for arm, reading in readings.items():
         print(arm, reading)
     for arm in readings:
@@ -106,10 +104,15 @@ def main() -> int:
     parser.add_argument("dir", nargs="?", default="profile")
     parser.add_argument("--memory", action="store_true", help="tracemalloc (slower activations)")
     parser.add_argument("--activations", type=int, default=discord_cpu.ACTIVATIONS)
+    parser.add_argument(
+        "--arm",
+        action="append",
+        help="an arm to profile (default: salon and floor; e.g. salon-without-typing+traces)",
+    )
     args = parser.parse_args()
     out = Path(args.dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    asyncio.run(_profiled(out, args.memory, args.activations))
+    asyncio.run(_profiled(out, args.memory, args.activations, args.arm or ["salon", "floor"]))
     return 0
 
 
