@@ -14,13 +14,14 @@ from collections.abc import AsyncIterator, Mapping
 from salon.app import load_bot, store_for
 from salon.config import ConfigSet, Redactor, WebConfig, load_config_dir
 from salon.errors import CannotServe, SalonError
+from salon.sockets import bind
 from salon.supervisor import Supervisor
 from salon.tools.oauth_desk import OAuthDesk
 from salon.web.app import build_app, web_settings
 from salon.web.context import secret_values
 from salon.web.controls import Action
 from salon.web.links import CONFIG_LINK_SECONDS, config_token
-from salon.web.server import bind, serving
+from salon.web.server import serving
 
 __all__ = ["FleetControl", "WebSite", "config_link", "site_for"]
 

@@ -21,9 +21,10 @@ from salon.app import BotApp
 from salon.config import load_config_dir
 from salon.model import ToolSpec
 from salon.platforms.discord import DiscordPlatform
+from salon.sockets import bind
 from salon.tools.policy import decide
 from salon.web.app import build_app
-from salon.web.server import WebServer, bind
+from salon.web.server import WebServer
 from tests.conftest import ServeApp
 from tests.platforms.conftest import GENERAL, RANDOM, ask
 from tests.platforms.test_examples import EXAMPLES, copy_example, serve_example

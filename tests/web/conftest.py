@@ -12,10 +12,11 @@ import httpx2
 import pytest
 
 from salon.config import WebConfig, load_config_dir
+from salon.sockets import bind
 from salon.store.sql import SQLStore, sqlite_url
 from salon.web.app import build_app
 from salon.web.oauth import OAuthDesk
-from salon.web.server import WebServer, bind
+from salon.web.server import WebServer
 
 ACTIVITY_KEY = "act-K3y-7f2Qm9LpX"
 TRIGGER_TOKEN = "trg-T0k3n-4Vn8sWq"

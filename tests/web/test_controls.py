@@ -15,8 +15,9 @@ import pytest
 
 from fakes.llm_server import LLMServer, Scripted
 from salon.config import load_config_dir
+from salon.sockets import bind
 from salon.web.app import build_app
-from salon.web.server import WebServer, bind
+from salon.web.server import WebServer
 from tests.web.conftest import ENVIRON, PROVIDER_KEY, Site
 from tests.web.test_configurator import csrf_of, sign_in
 

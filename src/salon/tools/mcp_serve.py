@@ -20,7 +20,6 @@ import contextlib
 import hmac
 import inspect
 import json
-import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from salon import __version__
 from salon.errors import ToolError
+from salon.sockets import bind, url_host
 from salon.tools.native import Annotations, Image, InvalidArguments, NativeTool, Result, ToolSet
 from salon.tools.results import META_NAME, META_URL
 
@@ -238,18 +238,13 @@ async def serve_http(server: MCPServer, listen: HttpListen, said: Callable[[str]
     the URL once the port is bound."""
     import uvicorn  # only where a server listens
 
-    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((listen.host, listen.port))
-    sock.listen(128)
+    sock = bind(listen.host, listen.port)
     port = sock.getsockname()[1]
     app: ASGIApp = server.streamable_http_app(
         host=listen.host, transport_security=_security(listen.host, port, listen.allowed_hosts)
     )
     if listen.token:
         app = _bearer_gate(app, listen.token)
-    shown = f"[{listen.host}]" if family == socket.AF_INET6 else listen.host
-    said(f"http://{shown}:{port}/mcp")
+    said(f"http://{url_host(listen.host)}:{port}/mcp")
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])

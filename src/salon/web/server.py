@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 
 from salon.tasks import TaskState, supervise
 
-__all__ = ["WebServer", "bind", "serving"]
+__all__ = ["WebServer", "serving"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,21 +36,6 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         self.listening.set()
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host``:``port`` (0: any free port)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    sock.set_inheritable(False)
-    return sock
 
 
 class WebServer:

@@ -25,6 +25,7 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
 
+from salon.sockets import bind, url_host
 from salon.tasks import TaskState, supervise
 
 __all__ = ["Receiver"]
@@ -66,22 +67,12 @@ class Receiver:
         if self._sock is None:
             return ""
         host, port = self._sock.getsockname()[:2]
-        return f"http://{f'[{host}]' if ':' in host else host}:{port}{self._path}"
+        return f"http://{url_host(host)}:{port}{self._path}"
 
     async def start(self) -> None:
         """Bind (an ``OSError`` when the address cannot be had), then serve in a
         supervised task; returns once the server listens."""
-        host, port = self._address
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, port))
-            sock.listen(128)
-        except OSError:
-            sock.close()
-            raise
-        sock.set_inheritable(False)
+        sock = bind(*self._address)
         self._sock = sock
         self._halt.clear()
         work = supervise(
