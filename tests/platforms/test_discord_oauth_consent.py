@@ -86,7 +86,7 @@ def dms(fake_discord: DiscordServer, person: FakeUser) -> list[str]:
 
 
 async def test_the_link_comes_in_a_dm_and_once_connected_the_person_calls_as_themselves(
-    fake_discord: DiscordServer, start_bot: Start, guarded: Guarded, web: Web
+    guarded: Guarded, web: Web, fake_discord: DiscordServer, start_bot: Start
 ) -> None:
     replies = [*whoami_then("Not yet.", 1), *whoami_then("Done.", 2), *whoami_then("No.", 3)]
     provider = FakeProvider(replies)
@@ -133,7 +133,7 @@ async def test_the_link_comes_in_a_dm_and_once_connected_the_person_calls_as_the
 
 
 async def test_a_forged_state_on_the_callback_is_refused(
-    fake_discord: DiscordServer, start_bot: Start, guarded: Guarded, web: Web
+    guarded: Guarded, web: Web, fake_discord: DiscordServer, start_bot: Start
 ) -> None:
     provider = FakeProvider(whoami_then("Not yet.", 1))
     await start(start_bot, guarded, web, provider)
@@ -148,10 +148,13 @@ async def test_a_forged_state_on_the_callback_is_refused(
         empty = await browser.get(web.callback, params={"code": "x"})
     assert (forged.status_code, empty.status_code) == (400, 400)
     assert "unknown or over" in forged.text
+    async with httpx2.AsyncClient(follow_redirects=True, timeout=20) as browser:
+        landed = await browser.get(link)  # the real state was not spent by the forged ones
+    assert "Your guarded account is connected" in landed.text
 
 
 async def test_a_person_who_takes_no_dms_is_told_in_the_channel_without_the_link(
-    fake_discord: DiscordServer, start_bot: Start, guarded: Guarded, web: Web
+    guarded: Guarded, web: Web, fake_discord: DiscordServer, start_bot: Start
 ) -> None:
     provider = FakeProvider(whoami_then("Sorry.", 1))
     await start(start_bot, guarded, web, provider)
