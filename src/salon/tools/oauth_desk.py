@@ -302,8 +302,10 @@ class OAuthDesk:
         from salon.tools.mcp_auth import Sealer
 
         state, secret = query.get("state", ""), self.environ.get(KEY_ENV)
-        if not state or not secret:
+        if not state:
             return False, _UNKNOWN
+        if not secret:
+            return False, f"set {KEY_ENV} where the web server runs (the bots' value)"
         sealer, digest = Sealer(secret), _digest(state)
         sealed = await self.tokens.get(HANDOFF, HANDOFF, f"flow@{digest}")
         if sealed is None or not await self.tokens.forget(HANDOFF, HANDOFF, f"flow@{digest}"):
