@@ -169,3 +169,27 @@ async def test_a_person_who_takes_no_dms_is_told_in_the_channel_without_the_link
     assert dms(fake_discord, alice) == []
     (result,) = results(provider, 1)
     assert "you have not connected yours" in result
+
+
+async def test_a_refused_consent_ends_the_flow_and_the_next_call_sends_a_new_link(
+    guarded: Guarded, web: Web, fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    provider = FakeProvider([*whoami_then("Not yet.", 1), *whoami_then("Still not.", 2)])
+    await start(start_bot, guarded, web, provider)
+    alice = fake_discord.user("Alice")
+    await ask(fake_discord, GENERAL, alice, "who am I at the tracker?")
+    await fake_discord.wait_bot_messages(GENERAL, 2)
+    (first,) = _LINK.findall(dms(fake_discord, alice)[0])
+    state = httpx2.URL(first).params["state"]
+    # What the authorization server sends when the person says no (RFC 6749 4.1.2.1).
+    async with httpx2.AsyncClient(timeout=20) as browser:
+        refused = await browser.get(web.callback, params={"error": "access_denied", "state": state})
+    assert refused.status_code == 400
+    assert "guarded was not connected: access_denied" in refused.text
+    await ask(fake_discord, GENERAL, alice, "again?")
+    await fake_discord.wait_bot_messages(GENERAL, 4)
+    second = dms(fake_discord, alice)[1]
+    assert _LINK.findall(second) != [first]
+    assert (
+        await web.store.tokens.get("salon", "guarded", tokens_kind(f"discord:{alice.id}")) is None
+    )

@@ -38,7 +38,7 @@ from salon.config import McpServerConfig, Secrets
 from salon.config.tools import TOKEN_KEY_ENV as KEY_ENV
 from salon.config.tools import McpOAuthConfig
 from salon.errors import StoreError, ToolError
-from salon.tools.link import NotAuthorized, describe
+from salon.tools.link import describe, not_authorized
 
 if TYPE_CHECKING:  # the MCP SDK loads with the first authorization or state asked
     from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull
@@ -171,7 +171,8 @@ class OAuthDesk:
                 flow.digest = _digest(state)
                 marker = {"bot": bot, "server": server, "started": time.time()}
                 await self._put(sealer, f"flow@{flow.digest}", marker)
-            shown.set_result(link)
+            if not shown.done():  # one link per flow
+                shown.set_result(link)
 
         async def answer() -> AuthorizationCodeResult:
             waited = self._handed(flow, sealer) if person is not None else asyncio.shield(flow.code)
@@ -200,15 +201,22 @@ class OAuthDesk:
             self.people[(bot, server, person)] = flow
             run = self._for_person(flow, sealer, authorize)
             flow.task = asyncio.create_task(run, name=f"oauth {bot}/{server} for a person")
+        link, problem = await self._link_of(flow, shown)
+        if link is None and person is not None:
+            self.people.pop((bot, server, person), None)
+        return link, problem
+
+    async def _link_of(self, flow: _Flow, shown: asyncio.Future[str]) -> tuple[str | None, str]:
+        """The flow's link once discovery and registration gave it, or why none came."""
+        assert flow.task is not None
         waited: set[asyncio.Future[Any]] = {shown, flow.task}
         done, _ = await asyncio.wait(waited, timeout=LINK_SECONDS, return_when="FIRST_COMPLETED")
         if shown in done:
             return shown.result(), ""
         flow.task.cancel()
-        if person is not None:
-            self.people.pop((bot, server, person), None)
+        server = flow.server
         if flow.task in done and (exc := flow.task.exception()) is not None:
-            logger.debug("authorizing %s for %s failed", server, bot, exc_info=exc)
+            logger.debug("authorizing %s for %s failed", server, flow.bot, exc_info=exc)
             return None, f"{server} gave no authorization link: {describe(exc)}"
         if flow.failure:
             return None, f"{server} gave no authorization link: {flow.failure}"
@@ -221,11 +229,10 @@ class OAuthDesk:
         it (which takes it; one nobody took is swept by a later ``start``)."""
         try:
             await authorize()
-        except NotAuthorized as exc:
-            flow.failure = str(exc)
         except Exception as exc:  # the person reads one line; the details go to the log
             logger.debug("connecting a person at %s failed", flow.server, exc_info=True)
-            flow.failure = describe(exc)
+            lacking = not_authorized(exc)  # the SDK may wrap it
+            flow.failure = flow.failure or (str(lacking) if lacking else describe(exc))
         finally:
             for person in [p for p, f in self.people.items() if f is flow]:
                 del self.people[person]
@@ -260,7 +267,10 @@ class OAuthDesk:
                 await self.tokens.forget(HANDOFF, HANDOFF, kind)
                 got = json.loads(sealer.open(sealed))
                 if not got.get("code"):
-                    raise NotAuthorized(got.get("error") or "no code came back")
+                    # Not NotAuthorized, which the provider turns into a request without
+                    # a token (the SDK would start another authorization on its 401).
+                    flow.failure = str(got.get("error") or "no code came back")
+                    raise ToolError(flow.failure)
                 return AuthorizationCodeResult(
                     code=got["code"], state=got.get("state"), iss=got.get("iss")
                 )
@@ -319,9 +329,7 @@ class OAuthDesk:
         server, code = str(marker["server"]), query.get("code", "")
         error = query.get("error", "") or "no code came back"
         handed = {"code": code, "state": state, "iss": query.get("iss"), "error": error}
-        await self._put(sealer, f"code@{digest}", handed)
-        if not code:
-            return False, f"{server} was not connected: {error}"
+        await self._put(sealer, f"code@{digest}", handed)  # a refusal too: the flow ends
         deadline = time.monotonic() + LINK_SECONDS
         while time.monotonic() < deadline:
             outcome = await self.tokens.get(HANDOFF, HANDOFF, f"done@{digest}")
