@@ -472,8 +472,8 @@ def _consenter(platform: Platform, channel: ChannelRef, requester: Participant) 
         sent = False
         if link is not None and platform.can(Capability.DIRECT_MESSAGES):
             text = (
-                f"To let me use {server} as you, connect your account here (this link is "
-                f"yours alone and good for 5 minutes):\n{link}"
+                f"To let me use {server} as you, connect your account here (the link is "
+                f"yours alone, do not pass it on; good for 5 minutes):\n{link}"
             )
             try:
                 await platform.send_direct(requester, text)
