@@ -68,8 +68,10 @@ class RestRoutes:
             answer = {"url": self.gateway, "shards": self.recommended_shards}
             return json_response(answer | {"session_start_limit": limit})
         if parts[0] == "users" and parts[-1] == "channels" and method == "POST":
-            body = await request.json()
-            user = next(u for u in self.people if u.id == body["recipient_id"])
+            body = await request.json()  # a snowflake comes as a string or a number
+            user = next((u for u in self.people if u.id == str(body["recipient_id"])), None)
+            if user is None:
+                return error_response(400, 50033)  # Invalid Recipient(s)
             channel_id = self.dm_channel(user)
             return json_response({"id": channel_id, "type": 1, "recipients": [user.payload()]})
         if parts[0] == "applications" and "commands" in parts:
@@ -254,6 +256,8 @@ class RestRoutes:
         self, request: web.Request, channel_id: str, acting: FakeUser
     ) -> web.Response:
         self._check(channel_id, "SEND_MESSAGES")
+        if any(self.dm_channels.get(u) == channel_id for u in self.dms_closed):
+            return error_response(403, 50007)
         body, files = await body_and_files(request)
         nonce = body.get("nonce")
         if nonce is not None and len(str(nonce)) > MAX_NONCE:

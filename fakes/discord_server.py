@@ -155,6 +155,9 @@ class DiscordServer(RestRoutes):
         self.channel_guilds: dict[str, str] = {}  # channel id -> guild id (default GUILD_ID)
         self.shards_seen: list[tuple[int, int]] = []  # [shard id, count] of each IDENTIFY
         self.dm_channels: dict[str, str] = {}  # user id -> dm channel id
+        # People who take no DMs from a server's members: Create DM answers, but a
+        # message there is 403 with code 50007, as Discord refuses it.
+        self.dms_closed: set[str] = set()
         self.calls: Counter[str] = Counter()
         self.log: list[str] = []  # every REST call in order, "METHOD /path"
         self.log_times: list[float] = []  # time.monotonic() of each call in ``log``

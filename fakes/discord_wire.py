@@ -62,7 +62,9 @@ ERRORS = {  # JSON error codes and their messages, as Discord words them
     50003: "Cannot execute action on a DM channel",
     50005: "Cannot edit a message authored by another user",
     50006: "Cannot send an empty message",
+    50007: "Cannot send messages to this user",
     50013: "Missing Permissions",
+    50033: "Invalid Recipient(s)",
     50035: "Invalid Form Body",
     160002: "Cannot reply without permission to read message history",
 }

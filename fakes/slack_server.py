@@ -60,6 +60,7 @@ BOT_SCOPES = (
     "groups:read",
     "files:read",
     "files:write",
+    "im:write",
 )
 EVENT_RETRIES = 3  # Slack retries an unacknowledged event up to three times
 
@@ -202,10 +203,12 @@ class SlackServer(WebApi):
         await self._event(channel, {**event, "event_ts": self._next_ts()})
 
     def im(self, user: SlackUser) -> str:
-        """The direct-message conversation of ``user`` and the bot (``D…``)."""
+        """The direct-message conversation of ``user`` and the bot (``D…``), made the
+        first time (one per pair, as on Slack)."""
         channel_id = f"D{user.id[1:]}"
-        members = {user.id, self.bot.id}
-        self.channels[channel_id] = _Channel(channel_id, user.id, members, is_im=True)
+        if channel_id not in self.channels:
+            members = {user.id, self.bot.id}
+            self.channels[channel_id] = _Channel(channel_id, user.id, members, is_im=True)
         return channel_id
 
     def messages(self, channel: str, *, by_bot: bool = True) -> list[dict[str, Any]]:

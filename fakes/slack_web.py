@@ -129,6 +129,21 @@ class WebApi:
             raise SlackError("channel_not_found")
         return channel
 
+    async def _m_conversations_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The DM of the bot and one person (``users``), the same one each time; a bot
+        token needs im:write. (Group DMs, several ``users``, are not faked.)"""
+        if "im:write" not in self.scopes:
+            raise SlackError("missing_scope")
+        users = [u for u in str(params.get("users") or "").split(",") if u]
+        if not users:
+            raise SlackError("users_list_not_supplied")
+        if len(users) > 1:
+            raise SlackError("not_faked")
+        user = self.users.get(users[0])
+        if user is None:
+            raise SlackError("user_not_found")
+        return {"channel": {"id": self.im(user)}}  # type: ignore[attr-defined]
+
     async def _m_chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = self._readable(params)
         text, blocks = self._content(params)

@@ -50,9 +50,11 @@ def start_bot(fake_discord: DiscordServer, tmp_path: Path, serve_app: ServeApp) 
         *,
         key: str = "salon",
         token: str = "token-123",
+        secrets: dict[str, str] | None = None,
         **config: Any,
     ) -> tuple[BotApp, DiscordPlatform]:
-        """A bot on the fake Discord; ``key`` and ``token`` start a second, different bot."""
+        """A bot on the fake Discord; ``key`` and ``token`` start a second, different bot;
+        ``secrets``: more of its environment."""
         discord_settings = config.pop("discord", {})
         cfg = bot_config(
             data_dir=str(tmp_path / f"data-{key}"),
@@ -70,7 +72,7 @@ def start_bot(fake_discord: DiscordServer, tmp_path: Path, serve_app: ServeApp) 
             key=key,
             config=cfg,
             root=tmp_path,
-            secrets=Secrets({"DISCORD_TOKEN": token}),
+            secrets=Secrets({"DISCORD_TOKEN": token, **(secrets or {})}),
             provider=provider,
             extra_servers=extra_servers,
         )

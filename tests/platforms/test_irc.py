@@ -16,8 +16,16 @@ from salon.app import BotApp
 from salon.config import IrcConfig, Secrets
 from salon.errors import PlatformError, StoreError
 from salon.llm import FakeProvider, FakeReply
-from salon.model import Attachment, ChannelRef, Event, Message, MessageEvent, ToolCall
-from salon.platforms.base import PlatformBase
+from salon.model import (
+    Attachment,
+    ChannelRef,
+    Event,
+    Message,
+    MessageEvent,
+    Participant,
+    ToolCall,
+)
+from salon.platforms.base import Capability, PlatformBase
 from salon.platforms.irc import IrcPlatform, TokenBucket, dot_lines, irc_lines
 from salon.platforms.irc.client import Client
 from tests.conftest import ServeApp, bot_config
@@ -515,6 +523,25 @@ def test_tool_log_lines_all_start_with_a_dot() -> None:
     assert dot_lines(".a>[t]: x\n.a<[t]: y", 100) == [".a>[t]: x", ".a<[t]: y"]
 
 
+async def test_a_direct_message_is_privmsgs_to_the_nick_and_never_logged(
+    ircd: IrcServer, bare: Bare
+) -> None:
+    """What only one person may see (the link that connects their account): PRIVMSGs to
+    their nick, a line each, none in the channel or the chat log."""
+    platform, log = bare.platform, bare.log
+    alice = await human(ircd)
+    bob = await human(ircd, "bob")
+    await asyncio.wait_for(platform.wait_seen("join", "bob"), 10)
+    before = len(log.rows)
+    await platform.send_direct(Participant("irc:alice", "alice"), "connect here:\nhttp://x/a")
+    assert await alice.privmsgs_from(BOT, 2) == ["connect here:", "http://x/a"]
+    assert any(ln.endswith(" PRIVMSG alice :http://x/a") for ln in alice.lines)
+    await platform.send(SALON, "after")
+    await bob.privmsgs_from(BOT, 1)
+    assert [ln for ln in bob.lines if "http://x/a" in ln] == []
+    assert len(log.rows) == before + 1  # "after" only
+
+
 async def test_tool_log_notices_keep_the_dot(ircd: IrcServer, bare: Bare) -> None:
     platform, log = bare.platform, bare.log
     alice = await human(ircd)
@@ -551,8 +578,8 @@ async def test_a_line_of_broken_utf8_reaches_the_bot_readable(
     assert second == f"alice: {BOT}: still fine?"
 
 
-def test_irc_offers_none_of_the_optional_abilities() -> None:
-    assert IrcPlatform.capabilities == frozenset()
+def test_irc_offers_none_of_the_optional_abilities_but_direct_messages() -> None:
+    assert IrcPlatform.capabilities == frozenset({Capability.DIRECT_MESSAGES})
     for name in ("delete_message", "react", "pinned", "reply_chain", "history_until", "typing"):
         assert getattr(IrcPlatform, name) is getattr(PlatformBase, name), name
 

@@ -24,7 +24,8 @@ from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
 from salon.llm.base import ImagePart
-from salon.model import Attachment, ChannelRef, ToolCall
+from salon.model import Attachment, ChannelRef, Participant, ToolCall
+from salon.platforms.base import Capability
 from salon.platforms.matrix import ENCRYPTED_REFUSAL, MatrixPlatform
 from salon.platforms.matrix.api import Homeserver, q
 from tests.conftest import ServeApp, bot_config
@@ -615,3 +616,35 @@ async def test_salon_check_live_prints_the_rooms_problems(
     (line,) = [line for line in out.decode().splitlines() if room.id in line]
     assert "the bot cannot redact other people's messages (redact needs 50" in line
     assert room.bot_account.access_token not in out.decode() + err.decode()
+
+
+async def test_a_direct_message_goes_to_the_persons_direct_room_made_once(room: Room) -> None:
+    """What only one person may see (the link that connects their account): a room made
+    with ``is_direct`` and an invite to them the first time, named in the bot's
+    ``m.direct``, and the same room after."""
+    await room.start(FakeProvider([]))
+    platform = room.platform
+    assert platform is not None
+    assert platform.can(Capability.DIRECT_MESSAGES)
+    alice = Participant(room.alice.id, "alice")
+    await platform.send_direct(alice, "connect here:\nhttp://x/a")
+    synced = await room.alice.call("GET", "/_matrix/client/v3/sync")
+    ((dm, invite),) = synced["rooms"]["invite"].items()
+    (mine,) = [
+        e
+        for e in invite["invite_state"]["events"]
+        if e["type"] == "m.room.member" and e["state_key"] == room.alice.id
+    ]
+    assert mine["content"].get("is_direct") is True
+    await room.alice.call("POST", f"/_matrix/client/v3/join/{q(dm)}", {})
+    said = await room.alice.wait(dm, from_bot(room.bot))
+    assert said["content"]["body"] == "connect here:\nhttp://x/a"
+    await platform.send_direct(alice, "again")
+    said = await room.alice.wait(dm, from_bot(room.bot))
+    assert said["content"]["body"] == "again"
+    bots = Person(room.synapse, room.bot_account)
+    try:
+        path = f"/_matrix/client/v3/user/{q(room.bot)}/account_data/m.direct"
+        assert await bots.call("GET", path) == {room.alice.id: [dm]}
+    finally:
+        await bots.close()

@@ -15,8 +15,10 @@ from fakes.llm_server import LLMServer, Scripted
 from fakes.slack_server import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, SlackServer
 from salon.app import BotApp
 from salon.config import Secrets
+from salon.errors import PlatformError
 from salon.llm import FakeProvider, FakeReply
-from salon.model import ChannelRef, ToolCall
+from salon.model import ChannelRef, Participant, ToolCall
+from salon.platforms.base import Capability
 from salon.platforms.slack.platform import SlackPlatform
 from tests.conftest import ServeApp, bot_config
 from tests.platforms.conftest import real_provider
@@ -382,3 +384,25 @@ async def test_live_check_names_the_scopes_the_bot_token_lacks(fake_slack: Slack
         "live: slack: Slack refused to open Socket Mode with SLACK_APP_TOKEN: "
         "not_allowed_token_type"
     )
+
+
+async def test_a_direct_message_opens_the_persons_dm_and_needs_im_write(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    """What only one person may see (the link that connects their account): their DM with
+    the bot (conversations.open), escaped as every text is; without scope im:write, a
+    PlatformError that says so."""
+    _, platform = await start_slack(FakeProvider([]))
+    alice = fake_slack.user("Alice")
+    assert platform.can(Capability.DIRECT_MESSAGES)
+    await platform.send_direct(
+        Participant(alice.id, "Alice"), "connect <here>:\nhttp://x/a?b=1&c=2"
+    )
+    (said,) = fake_slack.messages(fake_slack.im(alice))
+    assert said["text"] == "connect &lt;here&gt;:\nhttp://x/a?b=1&amp;c=2"
+    assert fake_slack.messages(GENERAL) == []
+    fake_slack.scopes.discard("im:write")
+    with pytest.raises(
+        PlatformError, match=r"missing_scope \(the bot token needs scope im:write\)"
+    ):
+        await platform.send_direct(Participant(alice.id, "Alice"), "again")

@@ -10,7 +10,9 @@ from pathlib import Path
 from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider
-from salon.model import Attachment, ChannelRef
+from salon.model import Attachment, ChannelRef, Participant
+from salon.platforms.base import Capability
+from salon.platforms.terminal import CHANNEL
 from tests.conftest import bot_config
 
 
@@ -108,3 +110,21 @@ async def test_files_show_their_saved_path_and_progress_one_line(tmp_path: Path)
         "(generate_image: prompt: castle)\n[castle: /d/outputs/a.png]\n\n"
         "⏳ generate_image: step 1/4\n\n"
     )
+
+
+async def test_a_direct_message_is_shown_to_the_one_person_and_never_logged(
+    tmp_path: Path,
+) -> None:
+    """The link that connects someone's account (per_user OAuth) is theirs: the terminal
+    has one person, who sees it marked as for them alone; the chat log keeps nothing."""
+    out = io.StringIO()
+    config = bot_config(data_dir=str(tmp_path / "data"))
+    provider = FakeProvider([])
+    app = BotApp(key="salon", config=config, root=tmp_path, secrets=Secrets({}), provider=provider)
+    async with app:
+        terminal = app.terminal(lines=lines_from(asyncio.Queue()), out=out)
+        assert terminal.can(Capability.DIRECT_MESSAGES)
+        await terminal.send_direct(Participant("user", "you"), "connect here:\nhttp://x/a")
+        logged = await app.store.chat_history("salon", CHANNEL, limit=9)
+    assert out.getvalue() == "(Salon to you only) connect here:\nhttp://x/a\n\n"
+    assert logged == []

@@ -13,9 +13,11 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from salon.config import load_config_dir
 from salon.store.sql import SQLStore, sqlite_url
 from salon.tools.mcp_auth import KEY_ENV
 from salon.tools.oauth_desk import OAuthDesk
+from salon.web.app import build_app
 from tests.tools.test_mcp_oauth import KEY, Guarded, call_echo, guarded
 from tests.web.conftest import ENVIRON, Site, serving, write_fleet
 from tests.web.test_configurator import csrf_of, sign_in
@@ -97,5 +99,29 @@ async def test_nothing_starts_without_a_session_or_the_csrf_token(
     assert refused.status_code == 403
     assert guarded.authority.clients == {}  # no registration was made
     stray = await site.client.get("/config/oauth/callback", params={"code": "c", "state": "s"})
+    assert stray.status_code == 400
+    assert "unknown or over" in stray.text
+
+
+async def test_a_client_not_on_loopback_reaches_the_callback_and_nothing_else(
+    oauth_site: Site,
+) -> None:
+    """A person opens their link on their own machine (per_user): the callback answers
+    them, guarded by the state alone; the page and its button stay loopback only."""
+    site = oauth_site
+    configs = load_config_dir(site.root)
+    app = build_app(
+        store=site.store,
+        configs=configs,
+        settings=configs.bots["salon"].web,
+        environ=dict(site.environ),
+        oauth_desk=OAuthDesk(site.store.tokens, site.environ),
+    )
+    transport = httpx2.ASGITransport(app=app, client=("203.0.113.7", 40000))
+    async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        page = await client.get("/config/oauth")
+        started = await client.post("/config/oauth/start", data={"bot": "salon"})
+        stray = await client.get("/config/oauth/callback", params={"code": "c", "state": "s"})
+    assert (page.status_code, started.status_code) == (403, 403)
     assert stray.status_code == 400
     assert "unknown or over" in stray.text

@@ -13,7 +13,13 @@ from salon.config.models import BotConfig
 from salon.config.secrets import Secrets, resolve_secrets
 from salon.errors import ConfigError, ConfigProblem
 
-__all__ = ["CheckReport", "check_bots", "prefill_refusals", "thinking_refusals"]
+__all__ = [
+    "CheckReport",
+    "check_bots",
+    "consent_warnings",
+    "prefill_refusals",
+    "thinking_refusals",
+]
 
 
 @dataclass
@@ -38,10 +44,26 @@ def check_bots(configs: ConfigSet, environ: Mapping[str, str]) -> CheckReport:
         report.lines.append(f"ok: bot {key} ({config.name}) via {config.provider}, model {model}")
         found = check_integrations(config, secrets.get, configs.root, configs.locator(key))
         report.lines.extend(f"warning: {warning}" for warning in found.warnings)
+        report.lines.extend(f"warning: {warning}" for warning in consent_warnings(config))
         report.problems.extend(found.errors)
         refusals = [*thinking_refusals(config), *prefill_refusals(config)]
         report.problems.extend(configs.locator(key)(path, reason) for path, reason in refusals)
     return report
+
+
+def consent_warnings(config: BotConfig) -> list[str]:
+    """A per_user OAuth server without ``callback_url``: the bot cannot send a person the
+    link that connects their account (a person's browser reaches no loopback address)."""
+    return [
+        f"mcp_servers.{name}.oauth: per_user without callback_url: people are not sent a "
+        f"link to connect their account; the operator runs salon tools auth {name} "
+        "--person ID for each"
+        for name, server in sorted(config.mcp_servers.items())
+        if server.enabled
+        and server.oauth
+        and server.oauth.per_user
+        and not server.oauth.callback_url
+    ]
 
 
 # Claude 4.6 and later refuse an assistant prefill (a request ending with the assistant's

@@ -72,9 +72,9 @@ class McpOAuthConfig(_Strict):
     )
     callback_url: str | None = Field(
         default=None,
-        description="where an authorization started from the configurator redirects (the "
-        "web server's /config/oauth/callback as the browser reaches it); unset: the "
-        "configurator's own address",
+        description="where an authorization started from the configurator or for a person "
+        "redirects (the web server's /config/oauth/callback as the browser reaches it); "
+        "unset: the configurator's own address, and per_user people are not sent links",
     )
 
 

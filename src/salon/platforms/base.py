@@ -61,6 +61,7 @@ class Capability(StrEnum):
     REPLIES = "replies"  # messages that answer a message (reply chains)
     LINKS = "links"  # message links (.history)
     SPOILERS = "spoilers"  # text a reader opens (Discord's ||…||) and small subtext (-#)
+    DIRECT_MESSAGES = "direct_messages"  # a message to one person only (send_direct)
 
 
 _PROGRESS_JOBS = 256  # jobs remembered by the default progress: a bound, not a limit
@@ -152,6 +153,11 @@ class Platform(Protocol):
     async def elicit(self, channel: ChannelRef, request: Elicitation) -> ElicitationAnswer:
         """Ask the requester a tool server's question (buttons or a form, or a question in
         text answered by a reply); only they may answer; no answer in time declines."""
+
+    async def send_direct(self, person: Participant, text: str) -> None:
+        """Say ``text`` to ``person`` alone, in a direct message (what only they may see:
+        the link that connects their account); never logged. ``Unsupported`` without
+        ``Capability.DIRECT_MESSAGES``; a ``PlatformError`` when the platform refuses."""
 
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
         """Names of who is in the channel now, as far as the platform knows."""
@@ -255,6 +261,9 @@ class PlatformBase(ABC):
 
     async def delete_message(self, channel: ChannelRef, message_id: str) -> None:
         raise Unsupported(f"messages cannot be deleted on {self.name}")
+
+    async def send_direct(self, person: Participant, text: str) -> None:
+        raise Unsupported(f"{self.name} sends no direct messages")
 
     async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
         raise Unsupported(f"{self.name} has no reactions")

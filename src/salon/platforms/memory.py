@@ -92,6 +92,7 @@ class MemoryPlatform(PlatformBase):
         self.fail_pins: list[PlatformError] = []
         self._approvals_changed = asyncio.Condition()
         self.questions: list[PendingQuestion] = []
+        self.direct: list[tuple[Participant, str]] = []  # what send_direct said, to whom
         self.progress_log: list[tuple[str, str, bool]] = []  # (job, text, done)
         self._progress: dict[str, Message] = {}
         self._refs: dict[str, ChannelRef] = {}  # channel id -> the channel, once made
@@ -241,6 +242,9 @@ class MemoryPlatform(PlatformBase):
             return await asyncio.wait_for(asyncio.shield(pending.answer), request.timeout)
         except TimeoutError:
             return ApprovalDecision(Approval.TIMEOUT)
+
+    async def send_direct(self, person: Participant, text: str) -> None:
+        self.direct.append((person, text))
 
     async def elicit(self, channel: ChannelRef, request: Elicitation) -> ElicitationAnswer:
         pending = PendingQuestion(channel, request)

@@ -29,7 +29,14 @@ from salon.model import (
     MessageEvent,
     Participant,
 )
-from salon.platforms.base import YES_ANSWERS, ChatLog, EventSink, PlatformBase, file_lines
+from salon.platforms.base import (
+    YES_ANSWERS,
+    Capability,
+    ChatLog,
+    EventSink,
+    PlatformBase,
+    file_lines,
+)
 from salon.platforms.forms import ask_in_text
 from salon.platforms.notes import TERMINAL_WORDS, NotesBook, PeoplesMemory
 
@@ -96,6 +103,7 @@ async def _split_lines(reader: asyncio.StreamReader) -> AsyncIterator[str]:
 class TerminalPlatform(PlatformBase):
     name = "terminal"
     max_message_chars = 100_000
+    capabilities = frozenset({Capability.DIRECT_MESSAGES})  # the one person at the terminal
 
     def __init__(
         self,
@@ -211,6 +219,11 @@ class TerminalPlatform(PlatformBase):
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         self._write(f"{text}\n\n")  # shown, never logged: no bot reads dot messages
+
+    async def send_direct(self, person: Participant, text: str) -> None:
+        """The terminal has one person: shown to them, marked as for them alone, and never
+        logged (a link in it is theirs)."""
+        self._write(f"({self._me.name} to you only) {text}\n\n")
 
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
         return [self._user.name, self._me.name]

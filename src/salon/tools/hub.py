@@ -21,6 +21,7 @@ from salon.model import UNPARSED_ARGUMENTS, ToolCall, ToolResult
 from salon.tools.base import Progress, ToolSpec
 from salon.tools.link import (
     CallContext,
+    Consent,
     Elicit,
     Link,
     MessageHandler,
@@ -35,6 +36,7 @@ from salon.tools.results import native_result
 
 __all__ = [
     "CallContext",
+    "Consent",
     "Elicit",
     "MessageHandler",
     "Progress",
@@ -199,11 +201,14 @@ class ToolHub:
         hidden: Mapping[str, Any] | None = None,
         progress: Progress | None = None,
         elicit: Elicit | None = None,
+        consent: Consent | None = None,
     ) -> ToolResult:
         """Run one call; every failure becomes an error result the model can read.
         ``progress`` receives the server's progress reports while the call runs; a server
-        that asks a question (MCP elicitation) asks it through ``elicit``."""
-        result = await self._call(call, hidden, progress, elicit)
+        that asks a question (MCP elicitation) asks it through ``elicit``; a per_user
+        server the person has not connected their account to sends them the link through
+        ``consent``."""
+        result = await self._call(call, hidden, progress, elicit, consent)
         return replace(result, content=self._redact(result.content))
 
     async def _call(
@@ -212,6 +217,7 @@ class ToolHub:
         hidden: Mapping[str, Any] | None,
         progress: Progress | None,
         elicit: Elicit | None,
+        consent: Consent | None = None,
     ) -> ToolResult:
         spec = self._registry.get(call.name)
         if spec is None:
@@ -234,7 +240,8 @@ class ToolHub:
                 arguments[key] = value
         owner = str((hidden or {}).get("requester_name") or "")
         asker = f"{(hidden or {}).get('requester_id', '')}@{(hidden or {}).get('channel', '')}"
-        context = CallContext(progress, self.outputs, owner, elicit, asker, _person(hidden or {}))
+        person = _person(hidden or {})
+        context = CallContext(progress, self.outputs, owner, elicit, asker, person, consent)
         try:
             return await self._run(server, call, spec, arguments, context)
         except OSError as exc:  # a full disk must not cost the answer

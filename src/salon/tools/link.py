@@ -24,6 +24,8 @@ else:  # the same shape, without loading the SDK
 
 __all__ = [
     "CallContext",
+    "Consent",
+    "ConsentDesk",
     "Elicit",
     "Link",
     "MessageHandler",
@@ -55,6 +57,19 @@ class ServerSpec:
     # OAuth per person: a connection with the tokens of the person (``CallContext.person``)
     # a call runs for; ``connect`` (the bot's tokens) only lists the tools.
     connect_as: Callable[[str, MessageHandler], Client] | None = None
+    # With ``connect_as`` and a ``callback_url``: where a person without tokens gets the
+    # link that connects their account (``salon.tools.oauth_desk``).
+    consent: ConsentDesk | None = None
+
+
+class ConsentDesk(Protocol):
+    """Starts a person's authorization at a per_user OAuth server and takes its redirect
+    (handed over by the web server's callback); ``close`` drops the flows still waiting."""
+
+    async def start_for(self, person: str) -> tuple[str | None, str]:
+        """(the person's authorization link, "") or (None, why there is none)."""
+
+    def close(self) -> None: ...
 
 
 class NotAuthorized(ToolError):
@@ -81,6 +96,12 @@ Elicit = Callable[[str, str, tuple[FormField, ...]], Awaitable[ElicitationAnswer
 """Ask the person a call runs for a server's question: (server, message, form)."""
 
 
+Consent = Callable[[str, str | None, str], Awaitable[bool]]
+"""Give the person a call runs for the link that connects their account at a server:
+(server, link, the channel's line when no link can reach them privately, or there is
+none). True: the link went to them in a direct message."""
+
+
 class CallContext(NamedTuple):
     """What a server needs besides the arguments: where progress and files go, and how
     to ask ``asker`` (who the call runs for, and where) a question the server has."""
@@ -91,6 +112,7 @@ class CallContext(NamedTuple):
     elicit: Elicit | None = None
     asker: str = ""
     person: str = ""  # platform:identity of who the call runs for (per-person tokens)
+    consent: Consent | None = None  # how that person is sent the link to connect
 
 
 class Link(Protocol):

@@ -6,7 +6,9 @@ The operator authorizes once: ``salon tools auth SERVER`` prints the authorizati
 and takes the redirect on a one-shot loopback listener. Tokens (and the client
 registration) are kept in the store sealed with Fernet under a key from ``SALON_TOKEN_KEY``,
 never logged, refreshed before they expire, and forgotten by ``--revoke``. A bot never
-starts an authorization itself: a server it has no tokens for is "not authorized".
+starts its own authorization: a server it has no tokens for is "not authorized". A
+person's (``oauth.per_user`` with ``callback_url``) it does start, and sends them the link
+in a direct message (``salon.tools.oauth_desk``).
 """
 
 from __future__ import annotations

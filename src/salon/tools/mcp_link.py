@@ -163,6 +163,13 @@ class McpServerLink:
         self._connect = spec.connect
 
     async def run(self) -> None:
+        try:
+            await self._stay_connected()
+        finally:  # a person's authorization still waiting goes with the hub
+            if self.spec.consent is not None:
+                self.spec.consent.close()
+
+    async def _stay_connected(self) -> None:
         delay = self._backoff[0]
         while True:
             self._restart.clear()
@@ -413,7 +420,31 @@ class McpServerLink:
             refused = (str(lacking) if lacking else None) or _unauthorized(client)
             logger.debug("MCP server %s as a person failed", name, exc_info=True)
             reason = refused or describe(exc)
+            unconnected = lacking is not None or isinstance(
+                getattr(getattr(client, "auth", None), "lacking", None), str
+            )
+            if unconnected and self.spec.consent is not None and context.consent is not None:
+                raise ToolError(await self._consent(context, reason)) from None
             raise ToolError(f"MCP server {name} is unavailable: {reason}") from None
+
+    async def _consent(self, context: CallContext, refused: str) -> str:
+        """A person with no usable tokens: their authorization starts and its link goes to
+        them in a direct message, where the platform has them; what the model is told."""
+        assert self.spec.consent is not None
+        assert context.consent is not None
+        name, person = self.spec.name, context.person
+        link, problem = await self.spec.consent.start_for(person)
+        if link is None:
+            logger.warning("MCP server %s gave no link to connect %s: %s", name, person, problem)
+        instead = f"the operator connects it with salon tools auth {name} --person {person}"
+        if await context.consent(name, link, instead):
+            return (
+                f"not authorized yet: MCP server {name} runs each call with the account of "
+                "the person who asks, and they have not connected theirs. They were sent a "
+                "link in a direct message to connect it; once they have, the call can be "
+                "made again."
+            )
+        return f"MCP server {name} is unavailable: {refused}"
 
     async def _renewed(self, client: Client) -> Client:
         """A new connection in place of ``client``, whose session the server forgot."""

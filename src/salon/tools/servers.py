@@ -10,16 +10,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from salon.config import BotConfig, McpServerConfig, Secrets
-from salon.config.tools import McpOAuthConfig
 from salon.tools.builtin import HIDDEN_ARGUMENTS
 from salon.tools.hub import MessageHandler, ServerSpec
 from salon.tools.native import ToolSet
+from salon.tools.oauth_desk import OAuthDesk, PersonConsent, client_info
 
 if TYPE_CHECKING:
     import httpx2
     from mcp import Client, StdioServerParameters
-    from mcp.shared.auth import OAuthClientInformationFull
 
+    from salon.tools.link import ConsentDesk
     from salon.tools.mcp_auth import TokenKeeper
 
 __all__ = ["BUILTIN_SERVER", "builtin_spec", "client_info", "configured_specs"]
@@ -42,6 +42,7 @@ def configured_specs(
 ) -> list[ServerSpec]:
     """``tokens`` (and the bot's ``key``): where an OAuth server's tokens are kept."""
     specs: list[ServerSpec] = []
+    desk: OAuthDesk | None = None  # the bot's people's authorizations, one for its servers
     for name, server in bot.mcp_servers.items():
         if not server.enabled:
             continue
@@ -56,9 +57,34 @@ def configured_specs(
                 health_interval=server.health_interval,
                 elicitation=server.elicitation,
                 connect_as=_per_person(name, server, secrets, tokens, key),
+                consent=_consent(name, server, desk := desk or _desk(server, secrets, tokens), key),
             )
         )
     return specs
+
+
+def _desk(
+    server: McpServerConfig, secrets: Secrets, tokens: TokenKeeper | None
+) -> OAuthDesk | None:
+    """The bot's desk, made for the first server that sends people links."""
+    if tokens is None or not _sends_links(server):
+        return None
+    return OAuthDesk(tokens, {**secrets.plain, **secrets.values})
+
+
+def _consent(
+    name: str, server: McpServerConfig, desk: OAuthDesk | None, key: str
+) -> ConsentDesk | None:
+    """A per_user server with a ``callback_url``: a person without tokens is sent the link
+    that connects their account (the consent flow in a direct message)."""
+    if desk is None or not _sends_links(server):
+        return None
+    return PersonConsent(desk, key, name, server)
+
+
+def _sends_links(server: McpServerConfig) -> bool:
+    oauth = server.oauth
+    return oauth is not None and oauth.per_user and oauth.callback_url is not None
 
 
 def _per_person(
@@ -102,26 +128,6 @@ def _authorizer(
         return oauth(name, url, storage, scope=settings.scope, person=person)
 
     return auth
-
-
-def client_info(
-    settings: McpOAuthConfig, secrets: Secrets, redirect: str | None = None
-) -> OAuthClientInformationFull | None:
-    """A configured client id (and its secret) as the SDK's client information (no
-    registration); ``redirect``: where the authorization answers (the CLI's listener)."""
-    if settings.client_id is None:
-        return None
-    from mcp.shared.auth import OAuthClientInformationFull
-
-    redirect = redirect or f"http://127.0.0.1:{settings.callback_port}/callback"
-    secret = secrets.get(settings.client_secret_env) if settings.client_secret_env else None
-    return OAuthClientInformationFull(
-        client_id=settings.client_id,
-        redirect_uris=[redirect],  # type: ignore[list-item]
-        client_secret=secret,
-        token_endpoint_auth_method="client_secret_basic" if secret else "none",
-        scope=settings.scope,
-    )
 
 
 def _make_connect(

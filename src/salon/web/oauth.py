@@ -4,10 +4,16 @@ answers with the authorization link. The authorization server redirects to this 
 ``/config/oauth/callback`` (or ``oauth.callback_url``); the tokens are sealed and stored
 as the CLI stores them.
 
-The configurator's rules apply (loopback only, signed in, CSRF on the POST). The callback
-is loopback only but needs no session: the session cookie is ``SameSite=Strict``, so a
-redirect from the authorization server's site does not carry it. What guards it is the
-``state`` of a flow a signed-in operator started: random, single-use, and short-lived.
+The configurator's rules apply to the page and its POST (loopback only, signed in, CSRF).
+The callback is the one route of the configurator that answers any client (a person
+connecting their own account with ``oauth.per_user`` opens their link on their own
+machine, through ``oauth.callback_url``): it needs no session (the session cookie is
+``SameSite=Strict``, so a redirect from the authorization server's site does not carry
+it), shows nothing but the outcome of one flow, and does nothing without the ``state`` of
+a flow that is waiting (one the operator started here, or a person's started in a bot's
+process and handed over through the store): random, single-use, and good for five
+minutes. The ``Host`` check of every route still applies (``web.public_url``,
+``web.allowed_hosts``).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from starlette.responses import Response
 from salon.config import BotConfig, McpServerConfig
 from salon.web.configurator import gate, header, posted
 from salon.web.context import Web
-from salon.web.guard import csrf_token, keep_csrf, loopback_refusal
+from salon.web.guard import csrf_token, keep_csrf
 from salon.web.pages import layout
 
 __all__ = ["CALLBACK_PATH", "OAuthDesk", "callback", "listing", "start"]
@@ -131,11 +137,9 @@ async def start(request: Request) -> Response:
 
 
 async def callback(request: Request) -> Response:
-    """The authorization server's redirect: the code goes to the flow of its ``state``."""
+    """The authorization server's redirect: the code goes to the flow of its ``state``.
+    From any client (see the module's note): the state is the guard."""
     web: Web = request.app.state.web
-    refusal = loopback_refusal(request)
-    if refusal:
-        return _refused(web, refusal)
     desk = _desk(request)
     if desk is None:
         return _refused(web, _NO_DESK, 503)

@@ -23,6 +23,7 @@ from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, Redactor
 from salon.config.pipeline import internal_tools
 from salon.context.textproto import CALLS_CLOSE, format_results, render_tool_list
+from salon.errors import PlatformError
 from salon.llm.base import (
     ChatMessage,
     LLMRequest,
@@ -47,12 +48,12 @@ from salon.model import (
     ToolSpec,
     Verdict,
 )
-from salon.platforms.base import Platform
+from salon.platforms.base import Capability, Platform
 from salon.store.base import Store
 from salon.tools.base import TRACE_PARENT, Progress
 from salon.tools.display import flatten, tool_log_text
 from salon.tools.inline import scrub
-from salon.tools.link import Elicit
+from salon.tools.link import Consent, Elicit
 from salon.tools.log import ToolLog, ToolRecord
 from salon.tools.policy import decide, statically_denied
 from salon.trace import ToolTrace
@@ -82,6 +83,7 @@ class Tools(Protocol):
         hidden: dict[str, object] | None = None,
         progress: Progress | None = None,
         elicit: Elicit | None = None,
+        consent: Consent | None = None,
     ) -> ToolResult: ...
 
 
@@ -267,6 +269,7 @@ class ToolRunner:
                     c,
                     hidden,
                     elicit=self._asker(platform, channel, requester, questions[c.id]),
+                    consent=_consenter(platform, channel, requester),
                     trace=trace,
                 )
                 for c in ready
@@ -332,6 +335,7 @@ class ToolRunner:
         hidden: dict[str, object],
         *,
         elicit: Elicit,
+        consent: Consent,
         trace: tuple[int, bool],
     ) -> tuple[ToolResult, Timing]:
         """The call's result and its timing. ``elicit`` takes the server's questions to
@@ -346,7 +350,7 @@ class ToolRunner:
         relay = _ProgressRelay(platform, channel, call.name, f"{call.id}#{next(_jobs)}")
         try:
             result = await self.tools.call(
-                call, hidden=hidden, progress=relay.report, elicit=elicit
+                call, hidden=hidden, progress=relay.report, elicit=elicit, consent=consent
             )
         except BaseException:
             relay.abandon()  # a stop: the channel's last word is not ours to add
@@ -457,6 +461,37 @@ class ToolRunner:
                 await platform.send(channel, text, files=result.attachments, note=True)
         except Exception:  # showing is a courtesy; the answer must go on
             logger.exception("could not show the use of %s in %s", call.name, channel.key)
+
+
+def _consenter(platform: Platform, channel: ChannelRef, requester: Participant) -> Consent:
+    """How a per_user server's link to connect the requester's account reaches them: in a
+    direct message, never in the channel (the link is theirs alone), with a short line in
+    the channel; where there is no direct message, the channel says what instead."""
+
+    async def consent(server: str, link: str | None, instead: str) -> bool:
+        sent = False
+        if link is not None and platform.can(Capability.DIRECT_MESSAGES):
+            text = (
+                f"To let me use {server} as you, connect your account here (the link is "
+                f"yours alone, do not pass it on; good for 5 minutes):\n{link}"
+            )
+            try:
+                await platform.send_direct(requester, text)
+                sent = True
+            except PlatformError as exc:
+                logger.warning("could not send %s the link for %s: %s", requester.id, server, exc)
+        said = (
+            f"I sent you a link in a DM to connect your {server} account."
+            if sent
+            else f"{server} needs your own account; {instead}."
+        )
+        try:
+            await platform.send(channel, f"{requester.name}: {said}", note=True)
+        except PlatformError as exc:  # the tool's result still tells the model
+            logger.warning("could not say in %s where the link went: %s", channel.key, exc)
+        return sent
+
+    return consent
 
 
 def _cleaned(value: Any, clean: Callable[[str], str]) -> Any:

@@ -335,6 +335,15 @@ class DiscordPlatform(PlatformBase):
         with translated(f"delete a message in {where(target)}", needs="Manage Messages"):
             await target.get_partial_message(int(message_id)).delete()  # type: ignore[attr-defined]
 
+    async def send_direct(self, person: Participant, text: str) -> None:
+        """The person's DM channel (Create DM: ``POST /users/@me/channels``, the one there is
+        when it exists), then the message; a person who takes no DMs from the server's
+        members is a ``PlatformError``."""
+        client = self.client
+        with translated("send a direct message"):
+            channel = await client.create_dm(discord.Object(id=int(person.id)))
+            await channel.send(text, allowed_mentions=discord.AllowedMentions.none())
+
     async def react(self, channel: ChannelRef, message_id: str, emoji: str) -> None:
         target = await self._channels.get(channel)
         with translated(f"react in {where(target)}", needs="Add Reactions"):

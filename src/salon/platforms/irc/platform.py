@@ -33,7 +33,7 @@ from salon.model import (
     MessageEvent,
     Participant,
 )
-from salon.platforms.base import ChatLog, EventSink, Place, PlatformBase
+from salon.platforms.base import Capability, ChatLog, EventSink, Place, PlatformBase
 from salon.platforms.forms import ask_in_text
 from salon.platforms.irc.approvals import Approvals
 from salon.platforms.irc.client import Client
@@ -57,6 +57,7 @@ logger = logging.getLogger(__name__)
 class IrcPlatform(PlatformBase):
     name = "irc"
     max_message_chars = 2000
+    capabilities = frozenset({Capability.DIRECT_MESSAGES})  # PRIVMSG to a nick
     quit_timeout = 3.0
 
     def __init__(
@@ -203,6 +204,10 @@ class IrcPlatform(PlatformBase):
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         await self._sender.tool_log(self._connection.require(), channel, text)
+
+    async def send_direct(self, person: Participant, text: str) -> None:
+        """PRIVMSGs to the person's nick (the one they wrote under), never logged."""
+        await self._sender.private(self._connection.require(), person.name, text)
 
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         return await self._recorder.history(channel, limit=limit)

@@ -112,6 +112,18 @@ class Sender:
         for line in irc_lines(no_ctcp(text), self.room("NOTICE", target)):
             await self._send_line(client, "NOTICE", target, line)
 
+    async def private(self, client: Client, nick: str, text: str) -> None:
+        """PRIVMSG lines to ``nick`` alone, never logged (what only they may see); a line
+        the server refuses (no such nick) is a ``PlatformError``."""
+        relayed: list[Echo] = []
+        for line in irc_lines(no_ctcp(text), self.room("PRIVMSG", nick)):
+            echo = await self._send_line(client, "PRIVMSG", nick, line)
+            if echo is not None:
+                relayed.append(echo)
+        _, refusal = await _relayed(relayed)
+        if refusal is not None:
+            raise PlatformError(f"IRC refused the message to {nick}: {refusal}")
+
     async def spare_line(self, client: Client, command: str, target: str, line: str) -> bool:
         """Send a line that may as well be dropped: only when the flood limit has one to
         spare right now and nothing else is being sent (never delaying other lines)."""

@@ -168,6 +168,18 @@ class Homeserver:
         named = [str(create.get("sender", "")), *(more if isinstance(more, list) else [])]
         return frozenset(str(user) for user in named if user)
 
+    async def account_data(self, me: str, kind: str) -> JSON | None:
+        """The account's own data of ``kind`` (``m.direct``), or None where there is none."""
+        try:
+            return await self.call("GET", f"{_V3}/user/{q(me)}/account_data/{q(kind)}")
+        except PlatformError as exc:
+            if isinstance(exc.__cause__, MatrixRequestError) and exc.__cause__.http_status == 404:
+                return None
+            raise
+
+    async def put_account_data(self, me: str, kind: str, content: JSON) -> None:
+        await self.call("PUT", f"{_V3}/user/{q(me)}/account_data/{q(kind)}", content)
+
     async def messages(self, room: str, *, start: str | None, limit: int) -> JSON:
         """A page of the room's timeline, newest first, with who wrote it (lazy members)."""
         query = {

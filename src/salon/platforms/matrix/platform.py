@@ -59,6 +59,7 @@ _SYNC_FILTER = json.dumps(
     }
 )
 _SEEN = 1024  # event ids remembered so a repeated sync delivers nothing twice
+_DIRECTS = 1024  # people whose direct room is remembered (else read from m.direct)
 _TYPING_REFRESH = 20.0  # the typing notice lasts 30 s: renewed before it lapses
 _MXID = re.compile(r"@[a-z0-9._=/+-]+:[a-zA-Z0-9.:\[\]-]+")
 
@@ -74,6 +75,7 @@ class MatrixPlatform(PlatformBase):
             Capability.REACTIONS,
             Capability.TYPING,
             Capability.REPLIES,
+            Capability.DIRECT_MESSAGES,
         }
     )
 
@@ -94,6 +96,8 @@ class MatrixPlatform(PlatformBase):
         self._since: str | None = None
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._refused: set[str] = set()  # encrypted rooms told already
+        self._directs: OrderedDict[str, str] = OrderedDict()  # person -> their direct room
+        self._directing = asyncio.Lock()  # one direct room made per person, not two
         self._runner: asyncio.Task[None] | None = None
         self._halt = asyncio.Event()
         self._synced = asyncio.Event()
@@ -352,6 +356,35 @@ class MatrixPlatform(PlatformBase):
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         await self.send(channel, text, note=True)
+
+    async def send_direct(self, person: Participant, text: str) -> None:
+        """Their direct room with the bot, then the text (they read it once they have
+        taken the invite: the room shows them its history)."""
+        room = await self._direct_room(person.id)
+        content = {"msgtype": "m.text", "body": text, "m.mentions": {}}
+        await self._need().send_event(room, "m.room.message", content)
+
+    async def _direct_room(self, user: str) -> str:
+        """The room the bot's ``m.direct`` names for ``user``, else one made with
+        ``is_direct`` and an invite to them (and named there, as clients do)."""
+        async with self._directing:
+            if user in self._directs:
+                return self._directs[user]
+            server, me = self._need(), self._me.user_id
+            directs = await server.account_data(me, "m.direct") or {}
+            rooms = [str(r) for r in directs.get(user) or []]
+            if not rooms:
+                made = await server.call(
+                    "POST",
+                    "/_matrix/client/v3/createRoom",
+                    {"is_direct": True, "invite": [user], "preset": "trusted_private_chat"},
+                )
+                rooms = [str(made["room_id"])]
+                await server.put_account_data(me, "m.direct", {**directs, user: rooms})
+            self._directs[user] = rooms[-1]
+            while len(self._directs) > _DIRECTS:
+                self._directs.popitem(last=False)
+            return rooms[-1]
 
     async def request_approval(
         self, channel: ChannelRef, request: ApprovalRequest

@@ -55,7 +55,13 @@ class SlackPlatform(PlatformBase):
     name = "slack"
     max_message_chars = 4000  # Slack's advice for one message's text
     capabilities = frozenset(
-        {Capability.DELETE, Capability.PINS, Capability.REACTIONS, Capability.BUTTONS}
+        {
+            Capability.DELETE,
+            Capability.PINS,
+            Capability.REACTIONS,
+            Capability.BUTTONS,
+            Capability.DIRECT_MESSAGES,
+        }
     )
 
     def __init__(
@@ -282,6 +288,10 @@ class SlackPlatform(PlatformBase):
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         await self._sender.send(channel, text)
+
+    async def send_direct(self, person: Participant, text: str) -> None:
+        """Their DM with the bot (``conversations.open``: scope im:write), then the text."""
+        await self._sender.direct(person.id, text)
 
     async def request_approval(
         self, channel: ChannelRef, request: ApprovalRequest

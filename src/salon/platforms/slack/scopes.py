@@ -27,6 +27,7 @@ BOT_SCOPES = (
     "groups:read",  # and in a linked private one
     "files:read",  # images in messages (url_private)
     "files:write",  # files a tool made, uploaded (files.getUploadURLExternal)
+    "im:write",  # a direct message to one person (conversations.open): an OAuth link
 )
 
 

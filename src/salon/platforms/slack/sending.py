@@ -85,6 +85,26 @@ class Sender:
         assert first is not None
         return first
 
+    async def direct(self, user_id: str, text: str) -> None:
+        """``text`` to one person alone: their DM with the bot (``conversations.open``,
+        scope im:write), then the message, never cached or logged."""
+        try:
+            opened = await call(
+                "open a direct message", self._client().conversations_open(users=user_id)
+            )
+        except PlatformError as exc:
+            if "missing_scope" in str(exc):
+                raise PlatformError(f"{exc} (the bot token needs scope im:write)") from exc
+            raise
+        channel_id = str((opened.get("channel") or {}).get("id", ""))
+        for piece in split(text, self._max_chars):
+            await call(
+                "send a direct message",
+                self._client().chat_postMessage(
+                    channel=channel_id, text=escape(piece), unfurl_links=False
+                ),
+            )
+
     async def upload(self, channel: ChannelRef, file: Attachment, data: bytes) -> bool:
         """Whether ``file`` was uploaded into the context; a refusal is logged."""
         channel_id, thread = thread_of(channel)
