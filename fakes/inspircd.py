@@ -155,16 +155,18 @@ def require_inspircd(*, services: bool = False) -> None:
     pytest.skip(message)
 
 
+class _PortTaken(RuntimeError):
+    """InspIRCd runs, but one of its listeners could not bind."""
+
+
 class InspIRCd:
     """A real InspIRCd process in a temp dir, on free loopback ports."""
 
     start_timeout = 20.0
 
     def __init__(self, *, nicklen: int = 30, services: bool = False) -> None:
-        self.port = free_port()
-        self.people_port = free_port()
-        self.link_port = free_port() if services else None
-        self.tls_port = free_port()  # TLS, with client certificates
+        self._services = services
+        self._choose_ports()
         self.nicklen = nicklen
         self.dir = Path(tempfile.mkdtemp(prefix="salon-ircd."))
         self.proc: asyncio.subprocess.Process | None = None
@@ -185,7 +187,27 @@ class InspIRCd:
             shutil.chown(path, self._user, self._user)
         return path
 
+    def _choose_ports(self) -> None:
+        self.port = free_port()
+        self.people_port = free_port()
+        self.link_port = free_port() if self._services else None
+        self.tls_port = free_port()  # TLS, with client certificates
+
     async def start(self) -> None:
+        """Start it (and Atheme); a port taken between its choice and InspIRCd's bind (by
+        any connection's ephemeral port) gets new ports and another try, as a person
+        would pick another port."""
+        for attempt in range(3):
+            try:
+                await self._start()
+                return
+            except _PortTaken:
+                if attempt == 2:
+                    raise
+                self._output.clear()
+                self._choose_ports()
+
+    async def _start(self) -> None:
         password = "link-" + os.urandom(8).hex()
         names = {"name": SERVER_NAME, "services": SERVICES_NAME}
         text = _CONFIG.format(
@@ -212,6 +234,8 @@ class InspIRCd:
                 self.proc = await self._run(
                     "InspIRCd is now running", INSPIRCD, f"--config={config}", "--nofork", "--nopid"
                 )
+                if any("Address already in use" in line for line in self._output):
+                    raise _PortTaken("\n".join(self._output))
                 if self.link_port is not None:
                     atheme = _ATHEME.format(**names, link_port=self.link_port, password=password)
                     services = self._write("atheme.conf", atheme)

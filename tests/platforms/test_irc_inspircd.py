@@ -475,3 +475,24 @@ async def test_a_flood_of_private_notices_cannot_flood_salons_log(
     await asyncio.wait_for(platform.wait_seen("join", "pest"), 10)
     said = [ln for ln in salon_log.lines if "says: notice" in ln]
     assert 10 <= len(said) <= 30
+
+
+async def test_the_fake_takes_new_ports_when_one_it_chose_is_taken_meanwhile() -> None:
+    """A port chosen free can be taken (any connection's ephemeral port) before InspIRCd
+    binds it: the fake starts on new ones instead of leaving Atheme unlinked."""
+    import socket
+
+    require_inspircd(services=True)
+    server = InspIRCd(services=True)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        server.link_port = taken.getsockname()[1]
+        try:
+            await server.start()
+            assert server.link_port != taken.getsockname()[1]
+            assert server.services is not None
+            assert server.services.returncode is None
+        finally:
+            await server.stop()
+            server.cleanup()
