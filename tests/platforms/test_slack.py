@@ -175,8 +175,14 @@ async def test_pins_are_read_once_until_a_pin_or_an_edit_changes_them(
     assert provider.requests[3].system == "edited"
 
 
+# Slack's Events API over HTTP (``mode: http``) instead of Socket Mode: the same events,
+# buttons and commands, POSTed by the fake to the bot's Request URL.
+HTTP = {"mode": "http", "listen": "127.0.0.1:0"}
+
+
+@pytest.mark.parametrize("slack", [{}, HTTP], ids=["socket", "http"])
 async def test_approval_buttons_refuse_someone_else_and_take_the_requester(
-    fake_slack: SlackServer, start_slack: StartSlack
+    fake_slack: SlackServer, start_slack: StartSlack, slack: dict[str, str]
 ) -> None:
     from tests.platforms.test_approvals import danger_server
     from tests.tools.conftest import in_process
@@ -189,6 +195,7 @@ async def test_approval_buttons_refuse_someone_else_and_take_the_requester(
         provider,
         extra_servers=[in_process(danger_server(ran), "danger")],
         tool_output_visible=False,
+        slack=slack,
     )
     alice, bob = fake_slack.user("Alice"), fake_slack.user("Bob")
     await fake_slack.post(GENERAL, alice, mention(fake_slack, "wipe the cache"))
@@ -213,6 +220,7 @@ async def test_approval_buttons_refuse_someone_else_and_take_the_requester(
     closed = fake_slack.messages(GENERAL)[0]
     assert "Approved by Alice." in closed["text"]
     assert all(b["type"] != "actions" for b in closed["blocks"])  # no buttons left
+    assert fake_slack.http.failed == []  # over HTTP, every request was answered
 
 
 async def test_monitor_command_makes_the_bot_read_everything(

@@ -17,16 +17,14 @@ from fakes.slack_server import BOT_TOKEN, SIGNING_SECRET, SlackServer
 from salon.config import Secrets
 from salon.config.platforms import SlackConfig
 from salon.errors import PlatformError
-from salon.llm import FakeProvider, FakeReply
-from salon.model import Event, ToolCall
+from salon.llm import FakeProvider
+from salon.model import Event
 from salon.platforms.slack.platform import SlackPlatform
 from tests.conftest import bot_config
 from tests.platforms import test_slack
-from tests.platforms.test_slack import GENERAL, StartSlack, mention
+from tests.platforms.test_slack import GENERAL, HTTP, StartSlack, mention
 
 fake_slack, start_slack = test_slack.fake_slack, test_slack.start_slack  # the fixtures
-
-HTTP = {"mode": "http", "listen": "127.0.0.1:0"}
 
 
 def event(server: SlackServer, text: str) -> dict[str, Any]:
@@ -113,43 +111,6 @@ async def test_ask_and_monitor_commands_come_to_the_same_url(
     await fake_slack.post(GENERAL, alice, "nobody addressed")
     await fake_slack.wait_bot_messages(GENERAL, 2)
     assert fake_slack.messages(GENERAL)[-1]["text"] == "seen"
-    assert fake_slack.http.failed == []
-
-
-async def test_an_approval_button_pressed_over_http_decides(
-    fake_slack: SlackServer, start_slack: StartSlack
-) -> None:
-    from tests.platforms.test_approvals import danger_server
-    from tests.tools.conftest import in_process
-
-    ran: list[str] = []
-    provider = FakeProvider(
-        [FakeReply(calls=(ToolCall("c1", "wipe", {"target": "cache"}),)), "Wiped."]
-    )
-    _, platform = await start_slack(
-        provider,
-        extra_servers=[in_process(danger_server(ran), "danger")],
-        tool_output_visible=False,
-        slack=HTTP,
-    )
-    alice, bob = fake_slack.user("Alice"), fake_slack.user("Bob")
-    await fake_slack.post(GENERAL, alice, mention(fake_slack, "wipe the cache"))
-    (prompt,) = await fake_slack.wait_bot_messages(GENERAL, 1)
-    buttons = {
-        e["text"]["text"]: (e["action_id"], e["value"])
-        for block in prompt["blocks"]
-        if block["type"] == "actions"
-        for e in block["elements"]
-    }
-    await asyncio.wait_for(platform.wait_prompts(1), 10)
-    await fake_slack.click(bob, GENERAL, prompt["ts"], *buttons["Approve"])
-    await fake_slack.wait_for(lambda: len(fake_slack.responses) == 1)
-    assert fake_slack.responses[0]["text"] == "Only Alice can answer this."
-    assert ran == []
-    await fake_slack.click(alice, GENERAL, prompt["ts"], *buttons["Approve"])
-    await fake_slack.wait_bot_messages(GENERAL, 2)
-    assert ran == ["cache"]
-    assert "Approved by Alice." in fake_slack.messages(GENERAL)[0]["text"]
     assert fake_slack.http.failed == []
 
 
