@@ -5,17 +5,13 @@ link. The OAuth side is tests/platforms/test_discord_oauth_consent.py."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from salon.agent.conversation.toolrunner import ToolRunner
 from salon.model import Participant, ToolCall, ToolResult, ToolSpec
 from salon.platforms.base import Capability
 from salon.platforms.memory import MemoryPlatform
-from salon.store.sql import SQLStore, sqlite_url
+from salon.store.sql import SQLStore
 from salon.tools.link import Consent, Elicit
 from tests.conftest import bot_config
 
@@ -53,14 +49,6 @@ class Unconnected:
 
 class NoDirectMessages(MemoryPlatform):
     capabilities = frozenset(Capability) - {Capability.DIRECT_MESSAGES}
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLStore]:
-    store = SQLStore(sqlite_url(tmp_path / "salon.db"))
-    await store.open()
-    yield store
-    await store.close()
 
 
 async def run(platform: MemoryPlatform, store: SQLStore) -> Unconnected:
