@@ -86,6 +86,9 @@ class ChannelRef:
     # The Slack workspace: the server of the pinned-config link rule (``server_id``), and
     # unlike ``guild_id`` no config layer, note scope or budget.
     workspace_id: str | None = field(default=None, compare=False)
+    # Rebuilt from a stored key (``from_key``): its guild, parent and kind are not known
+    # until the platform is asked (the agent does so before it resolves the config).
+    bare: bool = field(default=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -100,7 +103,7 @@ class ChannelRef:
     def from_key(cls, key: str) -> ChannelRef:
         """A bare reference from a stored key (platform and id only)."""
         platform, _, channel_id = key.partition(":")
-        return cls(platform, channel_id, name=channel_id)
+        return cls(platform, channel_id, name=channel_id, bare=True)
 
 
 @dataclass(frozen=True, slots=True)

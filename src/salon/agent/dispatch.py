@@ -24,7 +24,7 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
@@ -77,6 +77,7 @@ _TAKEN_MESSAGES = 10_000  # message ids remembered against a platform's redelive
 # lookup, so the margin is small: a restart takes longer than it (the supervisor waits a
 # second or more), and synchronised clocks differ by far less.
 _CLOCK_SKEW = timedelta(seconds=1)
+_FIND_SECONDS = 10.0  # asking the platform for a stored channel's guild
 
 
 @runtime_checkable
@@ -273,8 +274,13 @@ class Agent:
     async def _judge(self, events: list[tuple[float, Event]]) -> Activation | None:
         """The activation one channel's events of a batch make, if any of them activates."""
         activation: Activation | None = None
-        for arrived, event in events:
-            platform = self.platforms[event.channel.platform]
+        platform = self.platforms[events[0][1].channel.platform]
+        found: ChannelRef | None = None
+        for arrived, stored in events:
+            event = stored
+            if stored.channel.bare:
+                found = found or await self._complete(platform, stored.channel)
+                event = _in_channel(stored, found)
             if isinstance(event, MessageEvent) and not await self._activates(platform, event):
                 continue
             if isinstance(event, MessageEvent) and await self._answered_before(event.message):
@@ -288,6 +294,21 @@ class Agent:
             else:
                 activation.triggers.append(event)
         return activation
+
+    async def _complete(self, platform: Platform, channel: ChannelRef) -> ChannelRef:
+        """A channel rebuilt from a stored key (a schedule, an event from outside) as the
+        platform knows it: its guild decides the config layers, note scopes and budgets,
+        and which channels a pinned config may link. Not found: the bare one, as before."""
+        try:
+            async with asyncio.timeout(_FIND_SECONDS):
+                found = await platform.find_channel(channel.id)
+        except Exception as exc:
+            logger.warning("could not look %s up (%s); its guild is not known", channel.key, exc)
+            return channel
+        if found is None or found.key != channel.key:
+            logger.info("%s is not known to its platform; its guild is not known", channel.key)
+            return channel
+        return found
 
     async def _activates(self, platform: Platform, event: MessageEvent) -> bool:
         """Whether this message calls for an answer; a failure to tell drops the event
@@ -492,3 +513,10 @@ class Agent:
             return False
         recorder.said(text, note=True)
         return True
+
+
+def _in_channel(event: Event, channel: ChannelRef) -> Event:
+    """``event`` with its channel completed (the same key)."""
+    if isinstance(event, ScheduledEvent):
+        return replace(event, schedule=replace(event.schedule, channel=channel))
+    return replace(event, message=replace(event.message, channel=channel))
