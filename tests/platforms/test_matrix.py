@@ -10,6 +10,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,14 @@ from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
 from salon.llm.base import ImagePart
-from salon.model import Attachment, ChannelRef, Participant, ToolCall
+from salon.model import (
+    Attachment,
+    ChannelRef,
+    Participant,
+    Schedule,
+    ScheduledEvent,
+    ToolCall,
+)
 from salon.platforms.base import Capability
 from salon.platforms.matrix import ENCRYPTED_REFUSAL, MatrixPlatform
 from salon.platforms.matrix.api import Homeserver, q
@@ -648,3 +656,96 @@ async def test_a_direct_message_goes_to_the_persons_direct_room_made_once(room: 
         assert await bots.call("GET", path) == {room.alice.id: [dm]}
     finally:
         await bots.close()
+
+
+async def _second_room(room: Room) -> str:
+    """Another room of alice's the bot is invited to (bob is not in it)."""
+    answer = await room.alice.call(
+        "POST", "/_matrix/client/v3/createRoom", {"preset": "public_chat", "invite": [room.bot]}
+    )
+    return str(answer["room_id"])
+
+
+async def test_a_linked_room_is_shown_only_to_those_joined_to_it_now(room: Room) -> None:
+    """An operator's ``links:`` from room A to room B: alice (in both) sees B's messages
+    in the linked block; bob (in A only) does not, until he joins B."""
+    linked = await _second_room(room)
+    await room.alice.say(linked, "the launch moves to Thursday")
+    provider = FakeProvider(["for alice", "for bob", "for bob, now in B"])
+    links = [{"channel": f"matrix:{linked}", "where": [room.id]}]
+    await room.start(provider, bot={"links": links}, rooms=[room.id, linked])
+    await room.ask(room.alice, "any news?")
+    assert "the launch moves to Thursday" in seen(provider)
+    await room.ask(room.bob, "any news?")
+    assert "the launch moves to Thursday" not in seen(provider)
+    await room.bob.call("POST", f"/_matrix/client/v3/join/{q(linked)}", {})
+    await room.ask(room.bob, "and now?")  # his join, in the bot's sync, is seen at once
+    assert "the launch moves to Thursday" in seen(provider)
+
+
+async def test_find_channel_knows_the_rooms_the_bot_is_in_and_their_threads(room: Room) -> None:
+    await room.start(FakeProvider())
+    platform = room.platform
+    assert platform is not None
+    root = await room.alice.say(room.id, "a thread about owls")
+    in_thread = {"m.relates_to": {"rel_type": "m.thread", "event_id": root}}
+    await room.alice.say(room.id, "owls!", **in_thread)
+    *_, as_message = await platform.history(ChannelRef("matrix", f"{room.id}/{root}"), limit=5)
+    assert as_message.text == "owls!"
+    assert await platform.find_channel(room.id) == ChannelRef("matrix", room.id, name=room.id)
+    thread = await platform.find_channel(f"{room.id}/{root}")
+    assert thread == as_message.channel
+    assert thread is not None
+    assert thread.parent_id == room.id
+    assert thread.server_id is None  # a room has no server: a pinned .config links nothing
+    elsewhere = await room.bob.call("POST", "/_matrix/client/v3/createRoom", {})
+    for unknown in (
+        "!nowhere:salon.test",
+        elsewhere["room_id"],  # a room the bot is not in
+        f"{room.id}/$nosuchevent",
+        "#alias:salon.test",
+        "@alice:salon.test",
+        "",
+    ):
+        assert await platform.find_channel(unknown) is None, unknown
+
+
+async def test_can_read_is_the_persons_own_membership_now(room: Room) -> None:
+    await room.start(FakeProvider(["no"]))
+    platform = room.platform
+    assert platform is not None
+    channel = ChannelRef("matrix", room.id)
+    thread = ChannelRef("matrix", f"{room.id}/$root", parent_id=room.id)
+    stranger = Participant("@stranger:salon.test", "stranger")
+    assert await platform.can_read(Participant(room.alice.id, "alice"), channel)
+    assert await platform.can_read(Participant(room.alice.id, "alice"), thread)
+    assert not await platform.can_read(stranger, channel)
+    elsewhere = await room.bob.call("POST", "/_matrix/client/v3/createRoom", {})
+    bob = Participant(room.bob.id, "bob")
+    assert not await platform.can_read(bob, ChannelRef("matrix", elsewhere["room_id"]))
+    assert await platform.can_read(bob, channel)
+    await room.bob.call("POST", f"/_matrix/client/v3/rooms/{q(room.id)}/leave", {})
+    await room.ask(room.alice, "is bob here?")  # the bot's sync brought his leave before it
+    assert not await platform.can_read(bob, channel)
+
+
+async def test_a_schedule_in_a_thread_knows_its_room_and_shows_the_rooms_links(
+    room: Room,
+) -> None:
+    """A schedule's channel is rebuilt from its stored key; the platform's lookup gives
+    the thread its room, so a link that applies in the room applies in the thread."""
+    linked = await _second_room(room)
+    await room.alice.say(linked, "the launch moves to Thursday")
+    root = await room.alice.say(room.id, "a thread for reminders")
+    provider = FakeProvider(["reminded"])
+    links = [{"channel": f"matrix:{linked}", "where": [room.id]}]
+    app = await room.start(provider, bot={"links": links}, rooms=[room.id, linked])
+    now = datetime.now(UTC)
+    channel = ChannelRef.from_key(f"matrix:{room.id}/{root}")
+    alice = Participant(room.alice.id, "alice")
+    schedule = Schedule(1, "salon", channel, "remind us", "UTC", at=now, created_by=alice)
+    await app.agent.submit(ScheduledEvent(schedule, now))
+    answer = await room.alice.wait(room.id, from_bot(room.bot, notice=False))
+    assert answer["content"]["body"] == "reminded"
+    assert answer["content"]["m.relates_to"]["event_id"] == root
+    assert "the launch moves to Thursday" in seen(provider)

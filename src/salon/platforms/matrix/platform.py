@@ -36,6 +36,7 @@ from salon.model import (
     Tag,
 )
 from salon.platforms.base import Capability, EventSink, PlatformBase, file_lines
+from salon.platforms.matrix.access import Access
 from salon.platforms.matrix.api import Homeserver, new_txn_id
 from salon.platforms.matrix.api import q as _q
 from salon.platforms.matrix.approvals import Approvals
@@ -92,6 +93,7 @@ class MatrixPlatform(PlatformBase):
         self._reader: Reader | None = None
         self._approvals: Approvals | None = None
         self._uploads: Uploader | None = None
+        self._access = Access(self._need, lambda: self._me.user_id)
         self._sink: EventSink | None = None
         self._since: str | None = None
         self._seen: OrderedDict[str, None] = OrderedDict()
@@ -193,6 +195,7 @@ class MatrixPlatform(PlatformBase):
             await self._invited(room, invite)
         for room in rooms.get("leave") or {}:
             logger.warning("Matrix: left %s (kicked, banned or left); forgetting it", room)
+            self._access.forget_room(room)
             with contextlib.suppress(PlatformError):
                 await server.call("POST", f"/_matrix/client/v3/rooms/{_q(room)}/forget", {})
         for room, joined in (rooms.get("join") or {}).items():
@@ -225,6 +228,7 @@ class MatrixPlatform(PlatformBase):
         state = (joined.get("state") or {}).get("events") or []
         timeline = (joined.get("timeline") or {}).get("events") or []
         self._names.learn(room, [*state, *timeline])
+        self._memberships_changed(room, joined, [*state, *timeline])
         if any(e.get("type") == "m.room.encryption" for e in [*state, *timeline]):
             await self._refuse_encrypted(room)
         if first:
@@ -234,6 +238,15 @@ class MatrixPlatform(PlatformBase):
         for event in timeline:
             if self._remember(str(event.get("event_id", ""))):
                 await self._event(room, event)
+
+    def _memberships_changed(self, room: str, joined: JSON, events: list[JSON]) -> None:
+        """Kept memberships the sync changed, before its messages are answered (a gap in
+        the timeline may hide a change: the room's are all asked again)."""
+        if (joined.get("timeline") or {}).get("limited"):
+            self._access.forget_room(room)
+        for event in events:
+            if event.get("type") == "m.room.member":
+                self._access.changed(room, str(event.get("state_key", "")))
 
     def _remember(self, event_id: str) -> bool:
         """Whether ``event_id`` is new (a repeated sync can repeat events)."""
@@ -434,6 +447,14 @@ class MatrixPlatform(PlatformBase):
 
     async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
         return await self._read().pinned(channel)
+
+    async def find_channel(self, channel_id: str) -> ChannelRef | None:
+        """A room the bot is joined to, or a thread there (``access.py``); no guild."""
+        return await self._access.find(channel_id)
+
+    async def can_read(self, person: Participant, channel: ChannelRef) -> bool:
+        """Whether ``person`` is joined to the room now (``access.py``)."""
+        return await self._access.can_read(person, channel)
 
     async def current_users(self, channel: ChannelRef) -> Sequence[str]:
         room, _ = room_and_root(channel)
