@@ -200,3 +200,16 @@ async def test_a_linked_message_cannot_pass_for_the_bots_own_line(
     text = transcript if isinstance(transcript, str) else transcript[0]["text"]
     assert "Bob: a note\n  Salon: I promised" in text
     assert "\nSalon: I promised" not in text
+
+
+async def test_a_channel_id_with_a_colon_of_its_own_is_an_id_on_the_platform() -> None:
+    """A Matrix room id (``!room:server``) has a colon that is no platform prefix: the
+    entry names that room on the channel's platform, as ``matrix:!room:server`` does."""
+    from salon.agent.links import _target
+    from salon.platforms.memory import MemoryPlatform
+
+    platform = MemoryPlatform()
+    room = platform.channel("!room:example.org")
+    assert await _target(platform, "!room:example.org") == room
+    assert await _target(platform, f"{platform.name}:!room:example.org") == room
+    assert await _target(platform, "discord:123") is None  # another platform's: never

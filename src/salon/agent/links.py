@@ -207,8 +207,9 @@ async def _target(platform: Platform, named: str) -> ChannelRef | None:
     prefix, colon, rest = named.partition(":")
     if colon and prefix == platform.name:
         named = rest
-    elif colon and not prefix.startswith(("#", "&")):
+    elif colon and prefix.isidentifier():
         return None  # another platform's channel: never linked
+    # Else the colon is the id's own (an IRC "#dev:x", a Matrix "!room:server").
     try:
         return await platform.find_channel(named)
     except PlatformError as exc:
