@@ -41,8 +41,7 @@ _CHANNELS = 256  # channels whose keyframe is remembered
 class _Group:
     trace_id: int  # the keyframe's
     written_at: float
-    messages: list[list[Any] | None]  # each call's messages in the group's newest trace
-    requests: list[dict[str, Any]]  # and each call's request
+    requests: list[dict[str, Any]]  # each call's request in the group's newest trace
     used: int = 0
 
 
@@ -82,7 +81,8 @@ class Keyframes:
         for call in trace.calls:
             request, messages = call.request, _messages(call.request)
             best, count = 0, 0
-            for index, base in enumerate(frame.messages):
+            for index, sent in enumerate(frame.requests):
+                base = _messages(sent)
                 found = _shared(base, messages) if base and messages else 0
                 if found > count:
                     best, count = index, found
@@ -106,17 +106,15 @@ class Keyframes:
     def wrote(self, trace: Trace, trace_id: int, base_id: int | None) -> None:
         """Note a stored trace: the next one refers to it, or a whole one opens a group."""
         key = (trace.bot, trace.channel)
-        calls = [_messages(call.request) for call in trace.calls]
         frame = self._by_channel.get(key)
         requests = [call.request for call in trace.calls]
         if base_id is not None and frame is not None:
             frame.used += 1
-            frame.messages = calls
             frame.requests = requests
             return
-        if not any(calls):  # an activation that failed before its call: nothing to refer to
+        if not any(map(_messages, requests)):  # failed before its call: nothing to refer to
             return
-        self._by_channel[key] = _Group(trace_id, time.time(), calls, requests)
+        self._by_channel[key] = _Group(trace_id, time.time(), requests)
         self._by_channel.move_to_end(key)
         while len(self._by_channel) > self._max:
             self._by_channel.popitem(last=False)

@@ -46,6 +46,10 @@ def configured_specs(
     for name, server in bot.mcp_servers.items():
         if not server.enabled:
             continue
+        consent: ConsentDesk | None = None
+        if tokens is not None and _sends_links(server):
+            desk = desk or OAuthDesk(tokens, {**secrets.plain, **secrets.values})
+            consent = PersonConsent(desk, key, name, server)
         specs.append(
             ServerSpec(
                 name=name,
@@ -57,32 +61,15 @@ def configured_specs(
                 health_interval=server.health_interval,
                 elicitation=server.elicitation,
                 connect_as=_per_person(name, server, secrets, tokens, key),
-                consent=_consent(name, server, desk := desk or _desk(server, secrets, tokens), key),
+                consent=consent,
             )
         )
     return specs
 
 
-def _desk(
-    server: McpServerConfig, secrets: Secrets, tokens: TokenKeeper | None
-) -> OAuthDesk | None:
-    """The bot's desk, made for the first server that sends people links."""
-    if tokens is None or not _sends_links(server):
-        return None
-    return OAuthDesk(tokens, {**secrets.plain, **secrets.values})
-
-
-def _consent(
-    name: str, server: McpServerConfig, desk: OAuthDesk | None, key: str
-) -> ConsentDesk | None:
+def _sends_links(server: McpServerConfig) -> bool:
     """A per_user server with a ``callback_url``: a person without tokens is sent the link
     that connects their account (the consent flow in a direct message)."""
-    if desk is None or not _sends_links(server):
-        return None
-    return PersonConsent(desk, key, name, server)
-
-
-def _sends_links(server: McpServerConfig) -> bool:
     oauth = server.oauth
     return oauth is not None and oauth.per_user and oauth.callback_url is not None
 
