@@ -58,12 +58,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import WSMsgType, web
@@ -115,18 +115,43 @@ _DISCORD_EPOCH_MS = 1_420_070_400_000  # 2015-01-01T00:00:00Z
 class _Snowflakes:
     """Ids as Discord makes them: milliseconds since the Discord epoch shifted left 22 bits
     (discord.py reads a message's ``created_at`` from its id), one more than the last when
-    two fall in one millisecond."""
+    two fall in one millisecond. ``offset``: seconds added to the clock (a test's past)."""
 
     def __init__(self) -> None:
         self._last = 0
+        self.offset = 0.0
 
     def __iter__(self) -> _Snowflakes:
         return self
 
     def __next__(self) -> int:
-        now = (int(time.time() * 1000) - _DISCORD_EPOCH_MS) << 22
+        now = (int((time.time() + self.offset) * 1000) - _DISCORD_EPOCH_MS) << 22
         self._last = max(now, self._last + 1)
         return self._last
+
+
+_SESSION_BUFFER = 1000  # events a session keeps for a RESUME (Discord keeps a bounded backlog)
+
+
+@dataclass
+class _Session:
+    """A gateway session: its own sequence numbers and the events sent in it, which a
+    RESUME with the last sequence the client saw replays. Ended by INVALID_SESSION, by
+    the client closing with 1000 or 1001, or by ``invalidate_sessions``."""
+
+    id: str
+    shard: tuple[int, int]
+    socket: web.WebSocketResponse | None
+    seq: int = 0
+    sent: list[tuple[int, str]] = field(default_factory=list)
+    valid: bool = True
+
+    def frame(self, event: str, data: dict[str, Any]) -> str:
+        self.seq += 1
+        frame = json.dumps({"op": 0, "t": event, "s": self.seq, "d": data})
+        self.sent.append((self.seq, frame))
+        del self.sent[:-_SESSION_BUFFER]
+        return frame
 
 
 @dataclass
@@ -191,7 +216,11 @@ class DiscordServer(RestRoutes):
         self._windows: dict[tuple[str, str], tuple[float, int]] = {}
         self._sockets: list[web.WebSocketResponse] = []
         self._socket_shards: dict[int, tuple[int, int]] = {}  # id(socket) -> (shard, count)
-        self._seq = itertools.count(1)
+        self.sessions: dict[str, _Session] = {}
+        self.resumes = 0  # RESUMEs accepted (missed events replayed)
+        self.resumes_refused = 0  # RESUMEs answered with INVALID_SESSION
+        self._gateway_open = asyncio.Event()  # closed: new connections wait for it
+        self._gateway_open.set()
         self._runner: web.AppRunner | None = None
         self.identified = asyncio.Event()
         self.identifies = 0
@@ -558,9 +587,15 @@ class DiscordServer(RestRoutes):
             await self.sent.wait_for(lambda: self.calls[key] >= count)
 
     async def drop_connections(self, code: int = 4000) -> None:
-        """Close every gateway socket: 4000 as a network blip would; a code Discord documents
-        as not to reconnect on (4004, 4010-4014) ends the client's session for good."""
+        """Close every gateway socket: 4000 as a network blip would (the session may be
+        resumed); 1006 cuts the connection with no close frame at all; a code Discord
+        documents as not to reconnect on (4004, 4010-4014) ends the client's session."""
         for socket in list(self._sockets):
+            if code == 1006:
+                transport = socket._req.transport if socket._req is not None else None
+                if transport is not None:
+                    transport.abort()
+                continue
             await socket.close(code=code)
 
     # -- payloads --------------------------------------------------------------------
@@ -620,7 +655,7 @@ class DiscordServer(RestRoutes):
             "channel_id": channel_id,
             "author": author.payload(),
             "content": content,
-            "timestamp": now(),
+            "timestamp": self._now(),
             "edited_timestamp": None,
             "tts": False,
             "mention_everyone": False,
@@ -640,6 +675,20 @@ class DiscordServer(RestRoutes):
                 k: v for k, v in reply_to.items() if k != "referenced_message"
             }
         return message
+
+    def _now(self) -> str:
+        """The time on the fake's clock (``clock_offset`` from the real one)."""
+        return datetime.fromtimestamp(time.time() + self._ids.offset, UTC).isoformat()
+
+    @property
+    def clock_offset(self) -> float:
+        """Seconds the fake's clock is off the real one: messages posted now are stamped
+        that long ago or ahead (ids too). Only forward moves keep ids growing."""
+        return self._ids.offset
+
+    @clock_offset.setter
+    def clock_offset(self, seconds: float) -> None:
+        self._ids.offset = seconds
 
     def _reference(self, channel_id: str, message_id: str) -> dict[str, Any]:
         reference = {"type": 0, "message_id": message_id, "channel_id": channel_id}
@@ -885,16 +934,18 @@ class DiscordServer(RestRoutes):
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
         """Send an event to the connections that get it: a guild's to the shard that
         holds the guild, the rest (DMs) to shard 0."""
-        frame = json.dumps({"op": 0, "t": event, "s": next(self._seq), "d": data})
         guild_id = data.get("guild_id")
-        for socket in list(self._sockets):
-            shard, count = self._socket_shards.get(id(socket), (0, 1))
-            if shard != (shard_of(guild_id, count) if guild_id else 0):
+        for session in list(self.sessions.values()):
+            shard, count = session.shard
+            if not session.valid or shard != (shard_of(guild_id, count) if guild_id else 0):
                 continue
-            with contextlib.suppress(ConnectionError, RuntimeError):
-                await socket.send_str(frame)
+            frame = session.frame(event, data)  # kept for a RESUME even while disconnected
+            if session.socket is not None:
+                with contextlib.suppress(ConnectionError, RuntimeError):
+                    await session.socket.send_str(frame)
 
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        await self._gateway_open.wait()
         socket = web.WebSocketResponse()
         await socket.prepare(request)
         await socket.send_json({"op": 10, "d": {"heartbeat_interval": 45000}})
@@ -907,7 +958,30 @@ class DiscordServer(RestRoutes):
             if socket in self._sockets:
                 self._sockets.remove(socket)
             self._socket_shards.pop(id(socket), None)
+            self._detach(socket)
         return socket
+
+    def _detach(self, socket: web.WebSocketResponse) -> None:
+        """The connection is gone; its session waits for a RESUME, unless the client
+        closed it with 1000 or 1001, which ends the session as Discord documents."""
+        for session in self.sessions.values():
+            if session.socket is socket:
+                session.socket = None
+                if socket.close_code in (1000, 1001):
+                    session.valid = False
+
+    def pause_gateway(self) -> None:
+        """New gateway connections wait (the network is down) until ``open_gateway``."""
+        self._gateway_open.clear()
+
+    def open_gateway(self) -> None:
+        self._gateway_open.set()
+
+    def invalidate_sessions(self) -> None:
+        """Every session ends: the next RESUME gets INVALID_SESSION (``d: false``) and
+        nothing of the gap is replayed, as when Discord drops a session."""
+        for session in self.sessions.values():
+            session.valid = False
 
     async def _gateway_frame(self, socket: web.WebSocketResponse, frame: dict[str, Any]) -> None:
         op = frame.get("op")
@@ -923,8 +997,26 @@ class DiscordServer(RestRoutes):
             self.shards_seen.append((shard, count))
             self._socket_shards[id(socket)] = (shard, count)
             await self._ready(socket, self._acting(frame["d"].get("token", "")), shard, count)
-        elif op == 6:  # RESUME: refuse, so the client identifies afresh (a resume failure)
+        elif op == 6:
+            await self._resume(socket, frame["d"])
+
+    async def _resume(self, socket: web.WebSocketResponse, data: dict[str, Any]) -> None:
+        """RESUME: the events the session sent after the client's last sequence number,
+        in order, then RESUMED; a session that ended gets INVALID_SESSION (``d: false``)."""
+        session = self.sessions.get(str(data.get("session_id")))
+        if session is None or not session.valid:
+            self.resumes_refused += 1
             await socket.send_json({"op": 9, "d": False})
+            return
+        self.resumes += 1
+        session.socket = socket
+        self._sockets.append(socket)
+        self._socket_shards[id(socket)] = session.shard
+        last = int(data.get("seq") or 0)
+        for seq, frame in list(session.sent):
+            if seq > last:
+                await socket.send_str(frame)
+        await socket.send_str(session.frame("RESUMED", {}))
 
     def _acting(self, token: str) -> FakeUser:
         """Which bot a token (gateway) or ``Authorization: Bot <token>`` (REST) belongs to."""
@@ -936,11 +1028,13 @@ class DiscordServer(RestRoutes):
         """READY names the shard's guilds as unavailable; a GUILD_CREATE for each follows."""
         flags = APP_FLAGS_MESSAGE_CONTENT if self.message_content_intent else 0
         guilds = [g for g in self.guild_names if shard_of(g, count) == shard]
+        session = _Session(f"session-{self.identifies}", (shard, count), socket)
+        self.sessions[session.id] = session
         ready = {
             "v": 10,
             "user": bot.payload(),
             "guilds": [{"id": g, "unavailable": True} for g in guilds],
-            "session_id": f"session-{self.identifies}",
+            "session_id": session.id,
             "resume_gateway_url": self.gateway,
             "application": {"id": bot.id, "flags": flags},
             "shard": [shard, count],
@@ -948,10 +1042,9 @@ class DiscordServer(RestRoutes):
             "relationships": [],
         }
         self._sockets.append(socket)
-        await socket.send_json({"op": 0, "t": "READY", "s": next(self._seq), "d": ready})
+        await socket.send_str(session.frame("READY", ready))
         for guild_id in guilds:
-            created = {"op": 0, "t": "GUILD_CREATE", "s": next(self._seq)}
-            await socket.send_json(created | {"d": self._guild(guild_id)})
+            await socket.send_str(session.frame("GUILD_CREATE", self._guild(guild_id)))
         self.identified.set()
 
     # -- REST: the frame ---------------------------------------------------------------

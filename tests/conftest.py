@@ -48,6 +48,7 @@ def bot_config(**overrides: Any) -> BotConfig:
         "name": "Salon",
         "provider": "test",
         "providers": {"test": {"type": "openai", "model": "test-model", "backoff_initial": 0}},
+        "shutdown_grace": 4,  # a test's stop waits no minute for a hung answer
     }
     data.update(overrides)
     return BotConfig.model_validate(data)

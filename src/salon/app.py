@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from salon.agent import Agent
 from salon.agent.conversation.toolrunner import ToolRunner
+from salon.agent.delivery import Delivery
 from salon.agent.digest import Digester
 from salon.agent.recording.traces import TraceWriter
 from salon.bots import data_dir, database_url, load_bot, local_model_problems, store_for
@@ -44,7 +45,8 @@ __all__ = ["BotApp", "data_dir", "database_url", "load_bot", "local_model_proble
 logger = logging.getLogger(__name__)
 
 GENERATE_TOOL = "generate_image"  # the comfyui integration's tool, run by /generate
-SHUTDOWN_GRACE = 4.0  # seconds answers in progress get to finish at shutdown; then they stop
+TRACES_FLUSH = 4.0  # seconds the last traces get to be written at a stop
+CONFIGURED = -1.0  # ``serve``'s grace: the config's ``shutdown_grace``
 
 
 class BotApp:
@@ -387,6 +389,7 @@ class BotApp:
             configs=self.channel_configs,
             providers=self.provider_for,
             traces=self.traces,
+            delivery=self.store.delivery,
         )
         return self
 
@@ -403,14 +406,18 @@ class BotApp:
         until: asyncio.Event,
         platforms: Sequence[Platform] = (),
         *,
-        grace: float | None = SHUTDOWN_GRACE,
+        grace: float | None = CONFIGURED,
     ) -> None:
         """Run the agent and the platforms until ``until`` is set, then shut down, giving
-        answers in progress ``grace`` seconds (None: as long as they take)."""
+        answers in progress ``grace`` seconds (None: as long as they take; by default the
+        config's ``shutdown_grace``)."""
         for platform in platforms:
             self.platforms[platform.name] = platform
         agent = self.agent
         agent.platforms.update(self.platforms)
+        if grace == CONFIGURED:
+            grace = self.config.shutdown_grace
+        delivery = agent.delivery
         running = [
             self._supervised("agent", agent.run),
             self._supervised("scheduler", self.scheduler.run),
@@ -424,16 +431,24 @@ class BotApp:
             self._supervised("note-pruning", self.upkeep.prune_notes),
             self._supervised("digests", Digester.of(self, agent).run),
         ]
+        if delivery is not None:
+            running.append(self._supervised("delivery-marks", delivery.run))
         try:
             for platform in self.platforms.values():
+                if delivery is not None:
+                    platform.on_gap(delivery.after_gap)
                 await platform.start(agent.submit)
                 logger.info("bot %s is on %s", self.key, platform.name)
             await self._close_stale_approvals()
+            if delivery is not None:  # what was missed while stopped, in the background
+                running.append(asyncio.create_task(self._catch_up(delivery), name="catch-up"))
             # Ready: the provider's SDK loads now, before the first answer needs it.
             running.append(asyncio.create_task(self._warm(), name=f"warm-{self.key}"))
             await until.wait()
             await self._drain(grace)
             await self._flush_traces()
+            if delivery is not None:
+                await delivery.close()
             await self.upkeep.last_beat()
         finally:
             for platform in self.platforms.values():
@@ -442,6 +457,12 @@ class BotApp:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
             await self._release_lease()
+
+    async def _catch_up(self, delivery: Delivery) -> None:
+        try:
+            await delivery.at_start(self.platforms)
+        except Exception:  # the next gap tries again; nothing else depends on it
+            logger.exception("bot %s: could not catch up on what it missed", self.key)
 
     async def _warm(self) -> None:
         try:
@@ -524,7 +545,7 @@ class BotApp:
 
     async def _flush_traces(self) -> None:
         try:
-            async with asyncio.timeout(SHUTDOWN_GRACE):
+            async with asyncio.timeout(TRACES_FLUSH):
                 await self.traces.flush()
         except TimeoutError:
             logger.warning("bot %s: some traces were not written before the stop", self.key)

@@ -528,7 +528,13 @@ def _supervise(configs: ConfigSet, shards: str | None) -> int:
     first = next(iter(sorted(configs.bots)))
     _setup_logging(configs, first, redactor, stem="supervisor")
     specs = [
-        BotProcessSpec(key, cfg.restart_backoff_initial, cfg.restart_backoff_max, tuple(group))
+        BotProcessSpec(
+            key,
+            cfg.restart_backoff_initial,
+            cfg.restart_backoff_max,
+            tuple(group),
+            shutdown_grace=cfg.shutdown_grace,
+        )
         for key, cfg in sorted(configs.bots.items())
         for group in shard_groups(cfg, shards)
     ]

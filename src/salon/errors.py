@@ -99,7 +99,15 @@ class ToolError(SalonError):
 
 
 class PlatformError(SalonError):
-    pass
+    """A chat platform refused or failed. ``transient``: another try may succeed (a 5xx,
+    a lost connection, a timeout, a rate limit: ``retry_after`` seconds when it said)."""
+
+    def __init__(
+        self, message: str, *, transient: bool = False, retry_after: float | None = None
+    ) -> None:
+        self.transient = transient
+        self.retry_after = retry_after
+        super().__init__(message)
 
 
 class StoreError(SalonError):

@@ -18,6 +18,7 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalRequest",
     "Attachment",
+    "ChannelMark",
     "ChannelRef",
     "ChatLine",
     "Elicitation",
@@ -27,6 +28,7 @@ __all__ = [
     "FormField",
     "Message",
     "MessageEvent",
+    "OwedAnswer",
     "Participant",
     "Policy",
     "RollState",
@@ -164,10 +166,36 @@ class MessageEvent:
     message: Message
     kind: Literal["message"] = "message"
     traceparent: str = ""  # a W3C trace context the event came with (pushed events)
+    # Read back after a gap (salon.agent.delivery): the gap's length in seconds.
+    gap: float | None = None
+    # An answer an earlier process began and did not finish: its owed row is this one's.
+    owed: bool = False
 
     @property
     def channel(self) -> ChannelRef:
         return self.message.channel
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelMark:
+    """The newest message the bot was handed in a channel, and when it last answered there
+    (epoch seconds; 0: never); where a read-back after a gap starts (salon.agent.delivery)."""
+
+    channel: ChannelRef
+    last_id: str
+    last_at: float
+    answered_at: float = 0.0
+    monitored: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OwedAnswer:
+    """A message an activation began to answer and did not finish (a stop, a crash), and
+    the key its answer's first message went out under, if it was about to."""
+
+    message: Message
+    answer_key: str | None
+    started_at: float
 
 
 @dataclass(frozen=True, slots=True)

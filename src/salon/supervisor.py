@@ -1,8 +1,9 @@
 """``salon run``: one process per bot (per shard group, for a sharded Discord bot),
 restarted with backoff when it dies.
 
-Stopping (SIGINT/SIGTERM) sends SIGTERM to every bot, waits ``stop_timeout`` seconds for
-them to finish what they are saying, then kills what is left. One bot can be stopped,
+Stopping (SIGINT/SIGTERM) sends SIGTERM to every bot, waits its ``shutdown_grace`` and
+``stop_timeout`` seconds more for them to finish what they are saying, then kills what is
+left. One bot can be stopped,
 started and restarted too (the configurator's buttons, through ``salon.web_cli``): a bot
 stopped that way stays stopped, not restarted, until it is started again.
 """
@@ -30,6 +31,7 @@ class BotProcessSpec:
     backoff_initial: float
     backoff_max: float
     shards: tuple[int, ...] = ()  # the Discord shards this process runs; () = as configured
+    shutdown_grace: float = 0.0  # seconds its answers in progress get at a stop
 
     @property
     def label(self) -> str:
@@ -152,25 +154,26 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
         for label, proc in procs:
-            try:
-                await asyncio.wait_for(proc.wait(), self.stop_timeout)
-            except TimeoutError:
-                logger.warning("bot %s did not stop in %.0fs; killing it", label, self.stop_timeout)
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
+            await self._wait_or_kill(label, proc)
 
     async def _stop_all(self) -> None:
         procs = list(self._procs.items())
         for _, proc in procs:
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
-        for name, proc in procs:
-            try:
-                await asyncio.wait_for(proc.wait(), self.stop_timeout)
-            except TimeoutError:
-                logger.warning("bot %s did not stop in %.0fs; killing it", name, self.stop_timeout)
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
+        for label, proc in procs:
+            await self._wait_or_kill(label, proc)
         logger.info("all bots stopped")
+
+    async def _wait_or_kill(self, label: str, proc: asyncio.subprocess.Process) -> None:
+        """A bot gets its ``shutdown_grace`` and ``stop_timeout`` more; then it is killed
+        (what it was answering is answered at its next start)."""
+        grace = max((s.shutdown_grace for s in self.bots if s.label == label), default=0.0)
+        limit = grace + self.stop_timeout
+        try:
+            await asyncio.wait_for(proc.wait(), limit)
+        except TimeoutError:
+            logger.warning("bot %s did not stop in %.0fs; killing it", label, limit)
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()

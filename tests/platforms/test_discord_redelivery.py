@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fakes.discord_server import DiscordServer
-from salon.app import SHUTDOWN_GRACE, BotApp
+from salon.app import CONFIGURED, BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider
 from salon.llm.base import Provider
@@ -59,9 +59,7 @@ def make_app(fake: DiscordServer, tmp_path: Path, provider: Provider) -> BotApp:
     )
 
 
-async def serve_until(
-    app: BotApp, stop: asyncio.Event, grace: float | None = SHUTDOWN_GRACE
-) -> Any:
+async def serve_until(app: BotApp, stop: asyncio.Event, grace: float | None = CONFIGURED) -> Any:
     """Serve the app's Discord until ``stop``; answers get ``grace`` seconds then."""
     (platform,) = app.unattended_platforms()
     assert isinstance(platform, DiscordPlatform)

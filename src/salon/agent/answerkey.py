@@ -1,10 +1,11 @@
-"""The key the first message of a schedule's answer goes out under.
+"""The key the first message of an owed answer (a schedule's, a message's) goes out under.
 
 An occurrence is completed in the store once its activation has ended. A process killed
 between the answer on screen and that record leaves the occurrence claimed, and the
 process that takes the claim over would answer it a second time. So the first message of
 an answer that owes occurrences goes out under a key, recorded with the occurrences just
-before it is sent (``SQLStore.answering``): Discord keeps it as the message's nonce (with
+before it is sent (``SQLStore.answering``; for messages, their owed rows:
+``salon.agent.delivery``): Discord keeps it as the message's nonce (with
 ``enforce_nonce``), the terminal and IRC as the id of the chat-log line they commit before
 showing it. The process taking over asks the platform for the key (``Platform.sent_before``)
 and completes the occurrence when that message went out (``salon.agent.dispatch``).
@@ -46,6 +47,6 @@ class FirstSend:
         try:
             await self.record(self.key)
         except Exception:
-            logger.exception("could not record the key of a schedule's answer")
+            logger.exception("could not record the key of an owed answer")
             return None
         return self.key

@@ -32,6 +32,7 @@ from salon.agent.activation import Activation, should_activate
 from salon.agent.answerkey import FirstSend
 from salon.agent.conversation.answer import Conversation
 from salon.agent.conversation.toolrunner import ToolRunner
+from salon.agent.delivery import Delivery, DeliveryBook
 from salon.agent.pipeline.steps import Attempt, Pipeline
 from salon.agent.recording.recorder import Recorder
 from salon.agent.recording.traces import TraceWriter
@@ -121,7 +122,9 @@ class Agent:
         configs: ChannelConfigs | None = None,
         providers: Callable[[BotConfig], Provider] | None = None,
         traces: TraceWriter | None = None,
+        delivery: DeliveryBook | None = None,
     ) -> None:
+        """``delivery``: where marks and owed answers are kept (no catch-up without)."""
         self.bot = bot
         self.traces = traces
         self.config = config
@@ -171,12 +174,23 @@ class Agent:
         self._answers = store if isinstance(store, AnswerBook) else None
         self.last_event_at: float | None = None  # time.time() of the newest event
         self.last_answer_at: float | None = None  # of the newest answered activation
+        self.delivery: Delivery | None = None
+        if delivery is not None:
+            self.delivery = Delivery(
+                bot=bot,
+                bot_name=config.name,
+                book=delivery,
+                settings=config.catch_up,
+                submit=self.submit,
+            )
 
     def reconfigure(self, config: BotConfig, configs: ChannelConfigs) -> None:
         """Take a reloaded config: from the next activation on, everything reads it."""
         self.config = config
         self.configs = self.room.configs = configs
         self.conversation.max_tool_depth = config.max_tool_depth
+        if self.delivery is not None:
+            self.delivery.settings = config.catch_up
         if self.tools is not None:
             self.tools.config = config
 
@@ -269,7 +283,20 @@ class Agent:
                 continue
             by_channel.setdefault(event.channel.key, []).append((arrived, event))
         judged = await asyncio.gather(*(self._judge(events) for events in by_channel.values()))
-        return [activation for activation in judged if activation is not None]
+        activations = [activation for activation in judged if activation is not None]
+        await self._owe(activations, batch)
+        return activations
+
+    async def _owe(self, activations: list[Activation], batch: list[tuple[float, Event]]) -> None:
+        """Before any of them runs: the messages they answer are owed (a crash from here on
+        leaves them to the next start), and the batch's messages are seen."""
+        if self.delivery is None:
+            return
+        owed = [m for activation in activations for m in _messages(activation.triggers)]
+        await self.delivery.owe(owed)
+        for _, event in batch:
+            if isinstance(event, MessageEvent):
+                self.delivery.seen(event.message)
 
     async def _judge(self, events: list[tuple[float, Event]]) -> Activation | None:
         """The activation one channel's events of a batch make, if any of them activates."""
@@ -282,9 +309,11 @@ class Agent:
                 found = found or await self._complete(platform, stored.channel)
                 event = _in_channel(stored, found)
             if isinstance(event, MessageEvent) and not await self._activates(platform, event):
+                await self._drop_owed(event)
                 continue
             if isinstance(event, MessageEvent) and await self._answered_before(event.message):
                 logger.info("message %s was answered before a restart; dropped", event.message.id)
+                await self._drop_owed(event)
                 continue
             if isinstance(event, ScheduledEvent) and await self._shown_before(platform, event):
                 await self._complete_schedules([event], FireStatus.DONE)
@@ -294,6 +323,11 @@ class Agent:
             else:
                 activation.triggers.append(event)
         return activation
+
+    async def _drop_owed(self, event: MessageEvent) -> None:
+        """An owed answer taken over from a stopped process, found not to be owed now."""
+        if event.owed and self.delivery is not None:
+            await self.delivery.settle([event.message])
 
     async def _complete(self, platform: Platform, channel: ChannelRef) -> ChannelRef:
         """A channel rebuilt from a stored key (a schedule, an event from outside) as the
@@ -342,12 +376,17 @@ class Agent:
             async with lane.lock:
                 lane.pending = None  # no trigger joins it from here on
                 activation.first_send = self._first_send(activation)
+                if self.delivery is not None:
+                    self.delivery.answering(activation.channel)
                 async with self._slots:
                     await self._activate_guarded(activation)
                 self.stats.activations += 1
                 self.stats.triggers += len(activation.triggers)
-                # Not reached when a stop cancels it: the claim stays open for the next start.
+                # Not reached when a stop cancels it: the claim stays open for the next
+                # start, and so do the answers it owes.
                 await self._complete_schedules(activation.triggers, FireStatus.DONE)
+                if self.delivery is not None:
+                    await self.delivery.settle(_messages(activation.triggers))
         finally:
             if lane.pending is None and not lane.lock.locked():
                 self._lanes.pop(key, None)
@@ -442,18 +481,24 @@ class Agent:
         return self._providers(config)
 
     def _first_send(self, activation: Activation) -> FirstSend | None:
-        """For an answer that owes schedule occurrences: the key of its first message."""
+        """For an answer owed in the store (schedule occurrences, messages): the key of its
+        first message, recorded with what it answers."""
         fires = [
             (event.schedule.id, event.due)
             for event in activation.triggers
             if isinstance(event, ScheduledEvent)
         ]
-        if not fires:
+        delivery = self.delivery
+        messages = _messages(activation.triggers) if delivery is not None else []
+        if not fires and not messages:
             return None
         store = self.store
 
         async def record(key: str) -> None:
-            await store.answering(fires, key)
+            if fires:
+                await store.answering(fires, key)
+            if messages and delivery is not None:
+                await delivery.owe_key(messages, key)
 
         return FirstSend(record)
 
@@ -513,6 +558,10 @@ class Agent:
             return False
         recorder.said(text, note=True)
         return True
+
+
+def _messages(events: list[Event]) -> list[Message]:
+    return [event.message for event in events if isinstance(event, MessageEvent)]
 
 
 def _in_channel(event: Event, channel: ChannelRef) -> Event:

@@ -4,6 +4,7 @@ from salon.config.channels import ChannelConfigs, PinnedConfig, Resolved, parse_
 from salon.config.loader import ConfigSet, load_config_dir, merge_layers
 from salon.config.models import (
     BotConfig,
+    CatchUpConfig,
     ComfyUIIntegration,
     DiscordConfig,
     GreyNoiseIntegration,
@@ -32,6 +33,7 @@ from salon.config.secrets import Redactor, Secrets, resolve_secrets
 
 __all__ = [
     "BotConfig",
+    "CatchUpConfig",
     "ChannelConfigs",
     "ComfyUIIntegration",
     "ConfigSet",

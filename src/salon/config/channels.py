@@ -48,6 +48,8 @@ PROCESS_KEYS = frozenset(
         "database_url",
         "database_password_env",
         "process_lease",
+        "shutdown_grace",
+        "catch_up",
         "log_level",
         "restart_backoff_initial",
         "restart_backoff_max",

@@ -69,6 +69,7 @@ __all__ = [
     "MAX_OUTPUT_TOKENS",
     "MAX_WAIT_SECONDS",
     "BotConfig",
+    "CatchUpConfig",
     "ComfyUIIntegration",
     "DiscordConfig",
     "GreyNoiseIntegration",
@@ -134,6 +135,30 @@ class TracesConfig(_Strict):
     max_age_days: float = Field(default=30.0, gt=0, description="older traces are deleted")
     max_megabytes: float = Field(
         default=500.0, gt=0, description="compressed size kept; the oldest go first"
+    )
+
+
+class CatchUpConfig(_Strict):
+    """What the bot reads back after a gap (its start, a new gateway session, a
+    reconnect): see docs/CONFIGURATION.md, "Delivery"."""
+
+    max_age: float = Field(
+        default=3600.0,
+        ge=0,
+        description="seconds: a message missed in a gap is answered while younger than this; "
+        "older ones are only context; 0 turns catch-up and owed answers off",
+    )
+    max_channels: int = Field(
+        default=100, ge=0, le=1000, description="channels read back after a gap, at most"
+    )
+    max_messages: int = Field(
+        default=50, ge=1, le=100, description="messages read back per channel, the newest"
+    )
+    recent_days: float = Field(
+        default=7.0,
+        gt=0,
+        description="channels the bot answered in within this many days are read back "
+        "(with direct messages and monitored channels)",
     )
 
 
@@ -299,6 +324,14 @@ class BotConfig(_Strict):
     integrations: IntegrationsConfig = Field(default_factory=IntegrationsConfig)
     outputs: OutputsConfig = Field(default_factory=OutputsConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
+    catch_up: CatchUpConfig = Field(default_factory=CatchUpConfig)
+    shutdown_grace: float = Field(
+        default=60.0,
+        ge=0,
+        le=3600,
+        description="seconds answers in progress get to finish at a stop; what is cut "
+        "is answered at the next start",
+    )
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     otel: OtelConfig | None = Field(
         default=None, description="export traces and metrics to OpenTelemetry (otel extra)"

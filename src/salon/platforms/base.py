@@ -36,6 +36,7 @@ __all__ = [
     "Capability",
     "ChatLog",
     "EventSink",
+    "GapListener",
     "Place",
     "Platform",
     "PlatformBase",
@@ -50,6 +51,11 @@ NO_ANSWERS = frozenset({"n", "no", "cancel", "deny"})
 
 EventSink = Callable[[Event], Awaitable[None]]
 """Where an adapter hands events; awaiting it applies the agent queue's back-pressure."""
+
+GapListener = Callable[["Platform", "float | None"], Awaitable[None]]
+"""Told when a platform is back after a gap in which events may have been missed (a new
+gateway session, a reconnect): the platform, and the epoch time the gap began (None: not
+known). The agent then reads back what it missed (``salon.agent.delivery``)."""
 
 
 class Capability(StrEnum):
@@ -181,6 +187,16 @@ class Platform(Protocol):
         """The linked message and up to ``limit - 1`` before it in its channel, oldest
         first; None when ``link`` is not a message link of this platform."""
 
+    async def messages_after(
+        self, channel: ChannelRef, after: str, *, limit: int
+    ) -> Sequence[Message] | None:
+        """The messages of ``channel`` newer than the message ``after`` (an id this platform
+        gave), oldest first: at most the newest ``limit`` of them. None when the platform
+        cannot read back (no catch-up after a gap there)."""
+
+    def on_gap(self, listener: GapListener) -> None:
+        """Tell ``listener`` whenever the platform is back after a gap (``GapListener``)."""
+
     async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
         """Pinned messages, oldest first; a thread's start with its parent's."""
 
@@ -213,6 +229,7 @@ class PlatformBase(ABC):
     max_message_chars: int
     capabilities: ClassVar[frozenset[Capability]] = frozenset()
     _progress_posted: OrderedDict[str, None] | None = None  # jobs whose line is out
+    _gap_listener: GapListener | None = None
 
     def can(self, capability: Capability) -> bool:
         return capability in self.capabilities
@@ -276,6 +293,20 @@ class PlatformBase(ABC):
 
     async def history_until(self, link: str, *, limit: int) -> Sequence[Message] | None:
         return None
+
+    async def messages_after(
+        self, channel: ChannelRef, after: str, *, limit: int
+    ) -> Sequence[Message] | None:
+        """No reading back: what happened in a gap is not seen."""
+        return None
+
+    def on_gap(self, listener: GapListener) -> None:
+        self._gap_listener = listener
+
+    async def gap_closed(self, since: float | None) -> None:
+        """For the adapter: it is back after a gap that began at ``since``."""
+        if self._gap_listener is not None:
+            await self._gap_listener(self, since)  # type: ignore[arg-type]
 
     async def find_channel(self, channel_id: str) -> ChannelRef | None:
         return None

@@ -305,6 +305,13 @@ class MemoryPlatform(PlatformBase):
         self.history_requests += 1
         return self._channels.get(channel.key, [])[-limit:]
 
+    async def messages_after(
+        self, channel: ChannelRef, after: str, *, limit: int
+    ) -> Sequence[Message] | None:
+        """Ids here are counted up, as a platform's that grow with time."""
+        newer = [m for m in self._channels.get(channel.key, []) if int(m.id) > int(after)]
+        return newer[-limit:]
+
     def link(self, message: Message) -> str:
         """A link to ``message`` that ``history_until`` follows (for ``.history``)."""
         return f"memory://{message.channel.id}/{message.id}"

@@ -493,6 +493,42 @@ async def _m20_cache_write_waste(conn: Connection) -> None:
     )
 
 
+async def _m21_delivery(conn: Connection) -> None:
+    """What the bot last saw per channel, the answers it owes, and platforms' read
+    positions (salon.store._delivery)."""
+    await _run(
+        conn,
+        """CREATE TABLE channel_marks (
+            bot VARCHAR NOT NULL,
+            channel VARCHAR NOT NULL,
+            direct BOOLEAN NOT NULL,
+            monitored BOOLEAN NOT NULL,
+            last_id VARCHAR NOT NULL,
+            last_at FLOAT NOT NULL,
+            answered_at FLOAT NOT NULL,
+            PRIMARY KEY (bot, channel)
+        )""",
+        """CREATE TABLE owed_answers (
+            bot VARCHAR NOT NULL,
+            platform VARCHAR NOT NULL,
+            message_id VARCHAR NOT NULL,
+            channel VARCHAR NOT NULL,
+            body TEXT NOT NULL,
+            owner VARCHAR NOT NULL,
+            answer_key VARCHAR,
+            started_at FLOAT NOT NULL,
+            PRIMARY KEY (bot, platform, message_id)
+        )""",
+        """CREATE TABLE delivery_cursors (
+            bot VARCHAR NOT NULL,
+            name VARCHAR NOT NULL,
+            value TEXT NOT NULL,
+            updated_at FLOAT NOT NULL,
+            PRIMARY KEY (bot, name)
+        )""",
+    )
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -514,6 +550,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (18, _m18_note_trust),
     (19, _m19_mcp_tokens),
     (20, _m20_cache_write_waste),
+    (21, _m21_delivery),
 ]
 
 

@@ -7,10 +7,10 @@ this code is refused rather than guessed at.
 
 ``SQLStore`` opens the database and owns the parts that use it, one per concern, each in
 its own module: ``chatlog``, ``channels``, ``approvals``, ``schedules`` (with the process
-leases), ``limits``, ``traces``, ``health``, ``inbox`` and ``notes``. A consumer takes the
-part it uses; the methods here are those of the agent's ``Store``, ``AnswerBook`` and
-``LimitStore`` protocols, each handed to its part (the agent takes one store and checks
-what it offers).
+leases), ``limits``, ``traces``, ``health``, ``inbox``, ``notes`` and ``delivery``. A
+consumer takes the part it uses; the methods here are those of the agent's ``Store``,
+``AnswerBook`` and ``LimitStore`` protocols, each handed to its part (the agent takes one
+store and checks what it offers).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from salon.store._approvals import ApprovalPart
 from salon.store._channels import ChannelPart
 from salon.store._chatlog import ChatLogPart
 from salon.store._db import Database, DatabaseError
+from salon.store._delivery import DeliveryPart
 from salon.store._dialects import connect, parse_url
 from salon.store._health import HealthPart, InboxPart
 from salon.store._limits import LimitPart
@@ -42,6 +43,7 @@ __all__ = [
     "ApprovalPart",
     "ChannelPart",
     "ChatLogPart",
+    "DeliveryPart",
     "HealthPart",
     "InboxPart",
     "LimitPart",
@@ -85,6 +87,7 @@ class SQLStore:
         self.inbox = InboxPart(self._opened)
         self.notes = NotePart(self._opened)
         self.tokens = TokenPart(self._opened)
+        self.delivery = DeliveryPart(self._opened, self.owner)
 
     def _opened(self) -> Database:
         if self._db is None:

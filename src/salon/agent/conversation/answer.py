@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, runtime_checkable
 
@@ -33,7 +34,7 @@ from salon.context.rolling import activation_gaps
 from salon.context.sources import irc_logs_block
 from salon.context.textproto import CallTextFilter, parse_calls
 from salon.context.view import ByChannel
-from salon.errors import ProviderError, StoreError
+from salon.errors import PlatformError, ProviderError, StoreError
 from salon.llm.base import (
     LLMRequest,
     Provider,
@@ -50,6 +51,7 @@ logger = logging.getLogger(__name__)
 
 _MEMO_MESSAGES = 200_000  # messages the channels' render memos may hold between them
 _SPOILER_CHARS = 200  # of the reasoning, in a spoiler under the answer
+_POST_BACKOFF_MAX = 60.0  # seconds between tries of a post the platform could not take
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Reply:
     sent: int = 0
     thinking: str = ""  # the reasoning of the answer's calls, for a spoiler
     reply_to: str | None = None  # the trigger the answer's first message replies to
+    retry_for: float = 0.0  # seconds a post the platform failed to take is tried again
 
     async def write(self, text: str) -> None:
         for piece in self.paragraphs.feed(text):
@@ -93,11 +96,38 @@ class Reply:
         key = await once.take() if once is not None else None
         reply_to = None if note else self.reply_to
         with self.recorder.phase("send"):
-            await self.platform.send(self.channel, text, note=note, key=key, reply_to=reply_to)
+            await self._post(text, note=note, key=key, reply_to=reply_to)
         if reply_to is not None:
             self.reply_to = None  # the first message answers the asker; the rest follow it
         self.sent += 1
         self.recorder.said(text, note=note)
+
+    async def _post(self, text: str, *, note: bool, key: str | None, reply_to: str | None) -> None:
+        """One post; one the platform could not take now (5xx, disconnected, rate limited)
+        is tried again, with backoff, for ``retry_for`` seconds, in order: the next waits."""
+        deadline = time.monotonic() + self.retry_for
+        attempt = 0
+        while True:
+            try:
+                await self.platform.send(self.channel, text, note=note, key=key, reply_to=reply_to)
+                return
+            except PlatformError as exc:
+                wait = exc.retry_after if exc.retry_after is not None else 2.0**attempt
+                wait = min(max(wait, 0.1), _POST_BACKOFF_MAX)
+                if not exc.transient or time.monotonic() + wait > deadline:
+                    if exc.transient:
+                        logger.warning(
+                            "%s: gave up posting after %d tries: %r",
+                            self.channel.key,
+                            attempt + 1,
+                            text[:120],
+                        )
+                    raise
+                attempt += 1
+                logger.warning(
+                    "%s: could not post (%s); trying again in %.0f s", self.channel.key, exc, wait
+                )
+                await asyncio.sleep(wait)
 
 
 @runtime_checkable
@@ -141,6 +171,7 @@ class Conversation:
             request = replace(request, system=system)
         paragraphs = ParagraphStream(scene.platform.max_message_chars)
         reply = Reply(scene.platform, scene.channel, self._redact, paragraphs, recorder)
+        reply.retry_for = scene.config.catch_up.max_age
         trigger = recorder.activation.trigger
         if scene.config.reply_to_trigger and trigger is not None and Tag.ASKED not in trigger.tags:
             reply.reply_to = trigger.id  # an /ask question is no message to reply to

@@ -88,6 +88,9 @@ class Handlers(Protocol):
 
     def on_reaction(self, payload: discord.RawReactionActionEvent, *, added: bool) -> None: ...
 
+    def on_resumed(self) -> None:
+        """The session resumed: Discord replayed what was missed."""
+
     def on_disconnect(self) -> None:
         """The connection dropped: events may be missed until the next ``on_ready``."""
 
@@ -130,6 +133,9 @@ class _Listening(discord.Client):
 
     async def on_disconnect(self) -> None:
         self.handlers.on_disconnect()
+
+    async def on_resumed(self) -> None:
+        self.handlers.on_resumed()
 
     async def on_error(self, event_method: str, /, *args: Any, **kwargs: Any) -> None:
         logger.exception("Discord: the %s handler failed", event_method)

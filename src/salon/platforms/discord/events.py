@@ -3,13 +3,17 @@ edits, deletions, reactions and pin changes keep the caches exact; a dropped con
 drops them, since events may be missed until it is back.
 
 The first ``on_ready`` of the process also says who the bot is, checks its intents and
-registers the slash commands with Discord.
+registers the slash commands with Discord. A later one is a new session (the last was
+invalidated, or a new client connected): Discord replays nothing of the gap, so the agent
+is told to read back what it missed (``gap``). A resumed session needs none: Discord
+replays the missed events itself.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -44,8 +48,10 @@ class Events:
         commands: Commands,
         deliver: Callable[[Event], Awaitable[None]],
         ready: asyncio.Event,
+        gap: Callable[[float | None], Awaitable[None]],
     ) -> None:
-        """``deliver``: where new messages go (the agent); ``ready``: set once connected."""
+        """``deliver``: where new messages go (the agent); ``ready``: set once connected;
+        ``gap``: told of a new session after the first, with when the last one dropped."""
         self._cache = cache
         self._members = members
         self._people = people
@@ -55,6 +61,8 @@ class Events:
         self._deliver = deliver
         self._ready = ready
         self._introduced = False  # application info read and commands registered
+        self._gap = gap
+        self._dropped_at: float | None = None  # when the connection last dropped
 
     def register_commands(self, tree: app_commands.CommandTree[Any]) -> None:
         self._commands.register(tree)
@@ -64,7 +72,12 @@ class Events:
         if not self._introduced:  # a reconnect needs neither again
             await self._introduce(client)
             self._introduced = True
+            self._ready.set()
+            return
         self._ready.set()
+        since, self._dropped_at = self._dropped_at, None
+        logger.info("Discord: a new session; reading back what was missed")
+        await self._gap(since)
 
     async def _introduce(self, client: AnyClient) -> None:
         """Once per process: say who the bot is, check its intents, register commands.
@@ -110,6 +123,11 @@ class Events:
         channel_id, message_id = str(payload.channel_id), str(payload.message_id)
         self._cache.reacted(channel_id, message_id, str(payload.emoji), added=added)
 
+    def on_resumed(self) -> None:
+        self._dropped_at = None
+
     def on_disconnect(self) -> None:
         self._cache.forget()  # events may be missed until we are back
         self._reader.forget()
+        if self._dropped_at is None:
+            self._dropped_at = time.time()

@@ -170,6 +170,7 @@ class DiscordPlatform(PlatformBase):
             commands=commands,
             deliver=self._deliver,
             ready=self.ready,
+            gap=self.gap_closed,
         )
 
     @property
@@ -306,6 +307,13 @@ class DiscordPlatform(PlatformBase):
 
     async def history_until(self, link: str, *, limit: int) -> Sequence[Message] | None:
         return await self._reader.history_until(link, limit=limit)
+
+    async def messages_after(
+        self, channel: ChannelRef, after: str, *, limit: int
+    ) -> Sequence[Message] | None:
+        """The newest ``limit`` messages of the channel newer than ``after`` (one request:
+        Discord's ids grow with time)."""
+        return await self._reader.after(channel, after, limit=limit)
 
     async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
         return await self._reader.pinned(channel)

@@ -9,6 +9,7 @@ events go to another shard's process is read but not kept: nothing would drop a 
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -19,7 +20,7 @@ from salon.model import ChannelRef, Message
 from salon.platforms.discord.attachments import AttachmentLoader
 from salon.platforms.discord.cache import HistoryCache
 from salon.platforms.discord.channels import Channels
-from salon.platforms.discord.convert import parse_message_link
+from salon.platforms.discord.convert import is_conversation, parse_message_link
 from salon.platforms.discord.people import People
 from salon.platforms.discord.permissions import READ_HISTORY
 from salon.platforms.discord.refusals import translated, where
@@ -27,6 +28,8 @@ from salon.platforms.discord.refusals import translated, where
 __all__ = ["Reader"]
 
 _FETCH_MARGIN = 50  # extra messages fetched so deletions do not force a refetch
+logger = logging.getLogger(__name__)
+
 _RANGE_CACHE = 32  # .history stretches kept (dropped on any edit or deletion in the channel)
 
 
@@ -99,6 +102,22 @@ class Reader:
         if self._channels.hears(target):
             self._cache.fill(channel.id, fetched, depth)
         return fetched[-limit:]
+
+    async def after(self, channel: ChannelRef, after: str, *, limit: int) -> list[Message]:
+        """What was said in ``channel`` after the message ``after``, the newest ``limit``
+        of it, oldest first (a read-back after a gap)."""
+        target = await self._channels.get(channel)
+        self.fetches += 1
+        with translated(f"read back {where(target)}", needs=READ_HISTORY):
+            raw = [m async for m in target.history(limit=limit)]
+        newer = [m for m in raw if m.id > int(after) and is_conversation(m)]
+        if len(raw) == limit and raw[-1].id > int(after):
+            logger.warning(
+                "Discord: more than %d messages in %s since the gap; the newest read back",
+                limit,
+                channel.key,
+            )
+        return (await self._people.converted(newer))[::-1]
 
     async def _fetch(
         self, target: discord.abc.Messageable, limit: int, *, before: int | None = None

@@ -57,18 +57,23 @@ def refusal(action: str, exc: BaseException, *, needs: str = "") -> PlatformErro
     if isinstance(exc, discord.NotFound):
         return PlatformError(f"Discord could not {action}: {_said(exc, 'not found')}")
     if isinstance(exc, discord.DiscordServerError):
-        return PlatformError(f"Discord could not {action}: server error {exc.status}")
+        text = f"Discord could not {action}: server error {exc.status}"
+        return PlatformError(text, transient=True)
     if isinstance(exc, discord.RateLimited):
-        return PlatformError(f"Discord could not {action}: rate limited for {exc.retry_after:.0f}s")
+        text = f"Discord could not {action}: rate limited for {exc.retry_after:.0f}s"
+        return PlatformError(text, transient=True, retry_after=exc.retry_after)
     if isinstance(exc, discord.HTTPException) and exc.status == 429:
         wait = retry_after(exc)
         said = f"rate limited for {wait:.0f}s" if wait is not None else "rate limited"
-        return PlatformError(f"Discord could not {action}: {said}")
+        return PlatformError(
+            f"Discord could not {action}: {said}", transient=True, retry_after=wait
+        )
     if isinstance(exc, discord.HTTPException):
         said = _said(exc, "refused")
         return PlatformError(f"Discord refused to {action}: {said} (HTTP {exc.status})")
     if isinstance(exc, NETWORK_ERRORS):
-        return PlatformError(f"could not {action}: Discord is unreachable ({type(exc).__name__})")
+        text = f"could not {action}: Discord is unreachable ({type(exc).__name__})"
+        return PlatformError(text, transient=True)
     return PlatformError(f"could not {action}: {exc or type(exc).__name__}")
 
 

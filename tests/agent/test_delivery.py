@@ -1,0 +1,164 @@
+"""Delivery on the memory platform: what was said in a gap is answered once after it, at
+the next start too; a post the platform could not take is tried again, in order."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from salon.agent import Agent
+from salon.errors import PlatformError
+from salon.llm import FakeProvider
+from salon.model import Participant
+from salon.platforms.memory import MemoryPlatform
+from salon.store.sql import SQLStore, sqlite_url
+from tests.conftest import bot_config
+
+ALICE = Participant("u1", "Alice")
+BOB = Participant("u2", "Bob")
+WAIT = 10.0
+
+
+class Bot:
+    """An agent with its delivery on a store that outlives it (a process of the bot)."""
+
+    def __init__(
+        self, store: SQLStore, platform: MemoryPlatform, provider: FakeProvider, **config: object
+    ) -> None:
+        self.platform = platform
+        self.agent = Agent(
+            bot="salon",
+            config=bot_config(**config),
+            provider=provider,
+            platforms={platform.name: platform},
+            store=store,
+            delivery=store.delivery,
+        )
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        delivery = self.agent.delivery
+        assert delivery is not None
+        self.platform.on_gap(delivery.after_gap)
+        await self.platform.start(self.agent.submit)
+        self.task = asyncio.create_task(self.agent.run())
+        await delivery.at_start(self.agent.platforms)
+        await self.agent.wait_idle()
+
+    async def stop(self) -> None:
+        await self.agent.wait_idle()
+        assert self.task is not None
+        assert self.agent.delivery is not None
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        await self.agent.delivery.close()
+
+
+async def open_store(tmp_path: Path) -> SQLStore:
+    store = SQLStore(sqlite_url(tmp_path / "salon.db"))
+    await store.open()
+    return store
+
+
+def texts(platform: MemoryPlatform) -> list[str]:
+    return [m.text for m in platform.sent]
+
+
+async def test_a_mention_in_a_gap_is_answered_once_when_the_platform_is_back(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(tmp_path)
+    platform = MemoryPlatform(bot_name="Salon")
+    provider = FakeProvider(["Hi.", "Caught it."])
+    bot = Bot(store, platform, provider)
+    await bot.start()
+    general = platform.channel("general")
+    await platform.post(general, ALICE, "@Salon hi", mentions=[platform.self_participant])
+    await platform.wait_sent(1)
+    await bot.agent.wait_idle()
+
+    began = time.time()
+    platform.add(general, BOB, "chatter while away")  # nobody told the bot
+    platform.add(general, ALICE, "@Salon still there?", mentions=[platform.self_participant])
+    await platform.gap_closed(began)
+    await platform.wait_sent(2)
+    await bot.stop()
+    assert texts(platform) == ["Hi.", "Caught it."]
+    assert "still there?" in provider.requests[1].messages[-1].plain_text
+
+    # The next process reads back from the same place: nothing is answered twice.
+    again = Bot(store, platform, FakeProvider(["must not come"]))
+    await again.start()
+    await again.stop()
+    assert texts(platform) == ["Hi.", "Caught it."]
+    await store.close()
+
+
+async def test_a_mention_made_while_stopped_is_answered_by_the_next_process(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(tmp_path)
+    platform = MemoryPlatform(bot_name="Salon")
+    bot = Bot(store, platform, FakeProvider(["Hi."]))
+    await bot.start()
+    general = platform.channel("general")
+    await platform.post(general, ALICE, "@Salon hi", mentions=[platform.self_participant])
+    await platform.wait_sent(1)
+    await bot.stop()
+
+    platform.add(general, ALICE, "@Salon are you back?", mentions=[platform.self_participant])
+    again = Bot(store, platform, FakeProvider(["Back."]))
+    await again.start()
+    await platform.wait_sent(2)
+    await again.stop()
+    assert texts(platform) == ["Hi.", "Back."]
+    await store.close()
+
+
+async def test_catch_up_off_reads_nothing_back(tmp_path: Path) -> None:
+    store = await open_store(tmp_path)
+    platform = MemoryPlatform(bot_name="Salon")
+    bot = Bot(store, platform, FakeProvider(["Hi."]), catch_up={"max_age": 0})
+    await bot.start()
+    general = platform.channel("general")
+    await platform.post(general, ALICE, "@Salon hi", mentions=[platform.self_participant])
+    await platform.wait_sent(1)
+    platform.add(general, ALICE, "@Salon in the gap", mentions=[platform.self_participant])
+    await platform.gap_closed(time.time())
+    await bot.stop()
+    assert texts(platform) == ["Hi."]
+    await store.close()
+
+
+async def test_a_post_the_platform_could_not_take_is_tried_again_once(tmp_path: Path) -> None:
+    store = await open_store(tmp_path)
+    platform = MemoryPlatform(bot_name="Salon")
+    bot = Bot(store, platform, FakeProvider(["Delivered at last."]))
+    await bot.start()
+    platform.fail_sends = [
+        PlatformError("server error 503", transient=True, retry_after=0.1),
+        PlatformError("unreachable", transient=True, retry_after=0.1),
+    ]
+    general = platform.channel("general")
+    await platform.post(general, ALICE, "@Salon hi", mentions=[platform.self_participant])
+    await platform.wait_sent(1, within=WAIT)
+    await bot.stop()
+    assert texts(platform) == ["Delivered at last."]
+    await store.close()
+
+
+async def test_a_post_still_refused_when_the_window_closes_ends_with_one_line(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(tmp_path)
+    platform = MemoryPlatform(bot_name="Salon")
+    bot = Bot(store, platform, FakeProvider(["never shown"]), catch_up={"max_age": 0.5})
+    await bot.start()
+    platform.fail_sends = [PlatformError("rate limited for 30s", transient=True, retry_after=30)]
+    general = platform.channel("general")
+    await platform.post(general, ALICE, "@Salon hi", mentions=[platform.self_participant])
+    (told,) = await platform.wait_sent(1, within=WAIT)
+    await bot.stop()
+    assert told.text == "⚠️ Salon could not answer: rate limited for 30s"
+    await store.close()
