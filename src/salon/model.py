@@ -166,7 +166,8 @@ class MessageEvent:
     message: Message
     kind: Literal["message"] = "message"
     traceparent: str = ""  # a W3C trace context the event came with (pushed events)
-    # Read back after a gap (salon.agent.delivery): the gap's length in seconds.
+    # Read back after a gap (salon.agent.delivery): the gap's length in seconds (-1: not
+    # known); None for a message delivered live.
     gap: float | None = None
     # An answer an earlier process began and did not finish: its owed row is this one's.
     owed: bool = False

@@ -27,6 +27,7 @@ class Bot:
         self, store: SQLStore, platform: MemoryPlatform, provider: FakeProvider, **config: object
     ) -> None:
         self.platform = platform
+        config.setdefault("process_lease", 0.05)  # the start's second look comes at once
         self.agent = Agent(
             bot="salon",
             config=bot_config(**config),

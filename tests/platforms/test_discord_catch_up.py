@@ -90,7 +90,7 @@ async def test_a_mention_made_while_the_bot_was_stopped_is_answered_once_at_its_
     await first.app.agent.wait_idle()
     await first.stop()
 
-    await ask(fake_discord, GENERAL, alice, "are you there?")  # nobody is listening
+    missed = await ask(fake_discord, GENERAL, alice, "are you there?")  # nobody listens
     await fake_discord.post(GENERAL, fake_discord.user("Bob"), "just chatting")
 
     provider = FakeProvider(["Yes, back now."])
@@ -98,6 +98,12 @@ async def test_a_mention_made_while_the_bot_was_stopped_is_answered_once_at_its_
     await again.start()
     await fake_discord.wait_bot_messages(GENERAL, 2)
     await caught_up(again.app, 2)
+    await again.app.traces.flush()
+    trace_id = await again.app.store.traces.trace_for_message(missed["id"])
+    assert trace_id is not None
+    found = await again.app.store.traces.get_trace(trace_id)
+    assert found is not None
+    assert found[1]["triggers"][0]["delivery"].startswith("caught up after a gap of ")
     await again.stop()
     assert said(fake_discord, GENERAL) == ["Hello Alice.", "Yes, back now."]
     (request,) = provider.requests

@@ -55,11 +55,15 @@ class DeliveryBook(Protocol):
         self, bot: str, platform: str, *, answered_since: float, limit: int
     ) -> Sequence[ChannelMark]: ...
 
-    async def owe(self, bot: str, messages: Sequence[Message]) -> None: ...
+    async def owe(
+        self, bot: str, messages: Sequence[Message], marks: Sequence[ChannelMark] = ()
+    ) -> None: ...
 
     async def owe_key(self, bot: str, messages: Sequence[Message], key: str) -> None: ...
 
     async def settle(self, bot: str, messages: Sequence[Message]) -> None: ...
+
+    async def owed_ids(self, bot: str) -> set[str]: ...
 
     async def take_over(self, bot: str, platforms: Sequence[str]) -> Sequence[OwedAnswer]: ...
 
@@ -79,11 +83,15 @@ class Delivery:
         book: DeliveryBook,
         settings: CatchUpConfig,
         submit: Callable[[Event], Awaitable[None]],
+        lease: float = 15.0,
     ) -> None:
+        """``lease``: the processes' lease (``process_lease``): after a crash, what the
+        dead process owed is taken over once it has run out."""
         self.bot = bot
         self.bot_name = bot_name
         self.book = book
         self.settings = settings
+        self.lease = lease
         self._submit = submit
         # channel key -> (channel, last id, last time, answered time, monitored)
         self._marks: OrderedDict[str, tuple[ChannelRef, str, float, float, bool]] = OrderedDict()
@@ -121,11 +129,19 @@ class Delivery:
         self._dirty.add(channel.key)
 
     async def owe(self, messages: Sequence[Message]) -> None:
-        """These messages will be answered; until ``settle``, a crash leaves them owed."""
+        """These messages will be answered; until ``settle``, a crash leaves them owed.
+        Their channels' marks are written with them: after a crash, what is said there
+        next is read back from here (the marks of other channels are written behind)."""
         if not messages:
             return
+        now = time.time()
+        keys = {m.channel.key for m in messages}
+        for key in keys:
+            if key in self._marks:
+                self._marks[key] = (*self._marks[key][:3], now, self._marks[key][4])
+        marks = [ChannelMark(*self._marks[k]) for k in keys if k in self._marks]
         try:
-            await self.book.owe(self.bot, messages)
+            await self.book.owe(self.bot, messages, marks)
         except Exception:  # answered all the same; a crash now would lose it
             logger.exception("could not record the answers owed in %s", messages[0].channel.key)
 
@@ -180,9 +196,17 @@ class Delivery:
         if self.settings.max_age <= 0:
             return
         since = await self._last_alive()
+        try:  # owed answers are resumed, never read back as new
+            self._resumed |= await self.book.owed_ids(self.bot)
+        except Exception:
+            logger.exception("could not read the answers owed from before the start")
         await self._take_over(platforms, since)
         for platform in platforms.values():
             await self.catch_up(platform, since)
+        # A process killed moments ago holds its lease a little longer: what it owed is
+        # taken over once that has run out.
+        await asyncio.sleep(self.lease)
+        await self._take_over(platforms, since)
 
     async def after_gap(self, platform: Platform, since: float | None) -> None:
         """A platform is back after a gap within this process (``Platform.on_gap``): read
@@ -204,7 +228,7 @@ class Delivery:
         """Read back ``platform``'s channels where the bot could have been addressed, from
         their marks; hand what is within the window to the agent, oldest first."""
         now = time.time()
-        gap = max(0.0, now - since) if since is not None else None
+        gap = max(0.0, now - since) if since is not None else -1.0
         recent = now - self.settings.recent_days * 86_400
         marks = await self.book.marks(
             self.bot, platform.name, answered_since=recent, limit=self.settings.max_channels
@@ -225,7 +249,7 @@ class Delivery:
         async with self._counted:
             self.caught_up += handed
             self._counted.notify_all()
-        gap_text = f"{gap:.0f} s" if gap is not None else "unknown length"
+        gap_text = f"{gap:.0f} s" if gap >= 0 else "unknown length"
         logger.info(
             "%s: caught up after a gap of %s: %d channels read, %d messages handed on",
             platform.name,
@@ -265,7 +289,7 @@ class Delivery:
         except Exception:
             logger.exception("could not read the answers owed from before the start")
             return
-        gap = max(0.0, time.time() - since) if since is not None else None
+        gap = max(0.0, time.time() - since) if since is not None else -1.0
         for item in owed:
             self._resumed.add(item.message.id)
             platform = platforms[item.message.channel.platform]
@@ -274,7 +298,7 @@ class Delivery:
             except Exception:
                 logger.exception("could not resume the answer owed in %s", item.message.channel.key)
 
-    async def _resume(self, platform: Platform, item: OwedAnswer, gap: float | None) -> None:
+    async def _resume(self, platform: Platform, item: OwedAnswer, gap: float) -> None:
         message = item.message
         who = message.author.name
         if item.answer_key is not None:

@@ -182,6 +182,7 @@ class Agent:
                 book=delivery,
                 settings=config.catch_up,
                 submit=self.submit,
+                lease=config.process_lease,
             )
 
     def reconfigure(self, config: BotConfig, configs: ChannelConfigs) -> None:
@@ -292,11 +293,11 @@ class Agent:
         leaves them to the next start), and the batch's messages are seen."""
         if self.delivery is None:
             return
-        owed = [m for activation in activations for m in _messages(activation.triggers)]
-        await self.delivery.owe(owed)
         for _, event in batch:
             if isinstance(event, MessageEvent):
                 self.delivery.seen(event.message)
+        owed = [m for activation in activations for m in _messages(activation.triggers)]
+        await self.delivery.owe(owed)
 
     async def _judge(self, events: list[tuple[float, Event]]) -> Activation | None:
         """The activation one channel's events of a batch make, if any of them activates."""

@@ -40,31 +40,7 @@ class DeliveryPart(Part):
 
     async def save_marks(self, bot: str, marks: Sequence[ChannelMark]) -> None:
         """Upsert marks; a channel's answered time only moves forward."""
-        if not marks:
-            return
-        columns = ("bot", "channel", "direct", "monitored", "last_id", "last_at", "answered_at")
-        moving = ["direct", "monitored", "last_id", "last_at"]
-        statement = upsert("channel_marks", columns, ["bot", "channel"], update=moving)
-        statement += (
-            ", answered_at = CASE WHEN excluded.answered_at > channel_marks.answered_at"
-            " THEN excluded.answered_at ELSE channel_marks.answered_at END"
-        )
-        rows = [
-            (
-                statement,
-                {
-                    "bot": bot,
-                    "channel": mark.channel.key,
-                    "direct": mark.channel.is_direct,
-                    "monitored": mark.monitored,
-                    "last_id": mark.last_id,
-                    "last_at": mark.last_at,
-                    "answered_at": mark.answered_at,
-                },
-            )
-            for mark in marks
-        ]
-        await self._many(rows)
+        await self._many(_mark_rows(bot, marks))
 
     async def marks(
         self, bot: str, platform: str, *, answered_since: float, limit: int
@@ -84,8 +60,11 @@ class DeliveryPart(Part):
 
     # -- what is owed ------------------------------------------------------------------
 
-    async def owe(self, bot: str, messages: Sequence[Message]) -> None:
-        """These messages are being answered by this process (committed on return)."""
+    async def owe(
+        self, bot: str, messages: Sequence[Message], marks: Sequence[ChannelMark] = ()
+    ) -> None:
+        """These messages are being answered by this process, and their channels' marks
+        are where they are now (committed together on return)."""
         columns = ("bot", "platform", "message_id", "channel", "body", "owner", "started_at")
         statement = upsert("owed_answers", columns, ["bot", "platform", "message_id"])
         now = time.time()
@@ -104,7 +83,7 @@ class DeliveryPart(Part):
             )
             for m in messages
         ]
-        await self._many(rows)
+        await self._many(rows + _mark_rows(bot, marks))
 
     async def owe_key(self, bot: str, messages: Sequence[Message], key: str) -> None:
         """The first message of their answer goes out under ``key`` next."""
@@ -128,6 +107,13 @@ class DeliveryPart(Part):
             (statement, {"bot": bot, "platform": m.channel.platform, "id": m.id}) for m in messages
         ]
         await self._many(rows)
+
+    async def owed_ids(self, bot: str) -> set[str]:
+        """Ids of every message ``bot`` owes an answer, whichever process owes it."""
+        query = "SELECT message_id FROM owed_answers WHERE bot = :bot"
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, {"bot": bot})
+        return {str(row[0]) for row in rows}
 
     async def take_over(self, bot: str, platforms: Sequence[str]) -> list[OwedAnswer]:
         """Owed answers of ``bot`` on ``platforms`` left by processes whose lease is gone,
@@ -180,6 +166,31 @@ class DeliveryPart(Part):
                 await conn.many(rows)
         except DatabaseError as exc:
             raise StoreError(f"store write failed: {exc}") from exc
+
+
+def _mark_rows(bot: str, marks: Sequence[ChannelMark]) -> list[tuple[str, dict[str, Any]]]:
+    columns = ("bot", "channel", "direct", "monitored", "last_id", "last_at", "answered_at")
+    moving = ["direct", "monitored", "last_id", "last_at"]
+    statement = upsert("channel_marks", columns, ["bot", "channel"], update=moving)
+    statement += (
+        ", answered_at = CASE WHEN excluded.answered_at > channel_marks.answered_at"
+        " THEN excluded.answered_at ELSE channel_marks.answered_at END"
+    )
+    return [
+        (
+            statement,
+            {
+                "bot": bot,
+                "channel": mark.channel.key,
+                "direct": mark.channel.is_direct,
+                "monitored": mark.monitored,
+                "last_id": mark.last_id,
+                "last_at": mark.last_at,
+                "answered_at": mark.answered_at,
+            },
+        )
+        for mark in marks
+    ]
 
 
 def _row_to_mark(row: Any) -> ChannelMark:

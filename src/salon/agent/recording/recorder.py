@@ -185,6 +185,15 @@ def error_kind(error: BaseException) -> str:
     return "internal"
 
 
+def _caught_up(event: MessageEvent) -> dict[str, str]:
+    """How a message read back after a gap came (salon.agent.delivery)."""
+    if event.gap is None:
+        return {}
+    length = f" of {event.gap:.0f} s" if event.gap >= 0 else ""
+    owed = " (its answer was cut off by a stop)" if event.owed else ""
+    return {"delivery": f"caught up after a gap{length}{owed}"}
+
+
 def _trigger(event: Event, platform: Platform) -> dict[str, str]:
     if isinstance(event, MessageEvent):
         message = event.message
@@ -195,7 +204,7 @@ def _trigger(event: Event, platform: Platform) -> dict[str, str]:
             "text": message.text[:_TRIGGER_TEXT],
             "kind": "message",
             "link": platform.link(message) or "",
-        }
+        } | _caught_up(event)
     assert isinstance(event, ScheduledEvent)
     schedule = event.schedule
     return {
