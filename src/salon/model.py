@@ -271,8 +271,8 @@ class ApprovalRequest:
             return f"Only {name} can answer this."
         if self.authorized_roles:
             return (
-                f"Only someone other than {name} with an authorized role can approve this "
-                f"({name} can cancel it)."
+                f"Only the bot's operator or someone other than {name} with an authorized "
+                f"role can approve this ({name} can cancel it)."
             )
         return "Only the bot's operator can approve this."
 

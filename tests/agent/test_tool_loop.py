@@ -207,8 +207,8 @@ async def test_ask_admin_needs_someone_else_of_an_authorized_role(setup: Setup) 
     (pending,) = await platform.wait_approvals(1)
     assert not platform.click(0, ALICE, approve=True)
     assert pending.request.refusal() == (
-        "Only someone other than Alice with an authorized role can approve this "
-        "(Alice can cancel it)."
+        "Only the bot's operator or someone other than Alice with an authorized role can "
+        "approve this (Alice can cancel it)."
     )
     assert platform.click(0, MALLORY, approve=True)
     await agent.wait_idle()

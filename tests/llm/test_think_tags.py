@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from salon.llm.base import TextDelta, ThinkingDelta
+from salon.llm.base import TextDelta, ThinkingClosed, ThinkingDelta
 from salon.llm.think_tags import ThinkSplitter
 
 
@@ -49,6 +49,14 @@ def test_a_tagless_answer_with_thinking_on_is_the_answer_at_the_end() -> None:
 
 def test_with_thinking_off_a_stray_closing_tag_is_dropped_not_posted() -> None:
     assert split(["Four.</think> Five."]) == ("Four.Five.", "")
+
+
+def test_a_stray_closing_tag_is_said_where_it_was() -> None:
+    splitter = ThinkSplitter()
+    assert splitter.feed("thinking first</th") == [TextDelta("thinking first")]
+    assert splitter.feed("ink>\n\nParis.") == [ThinkingClosed(), TextDelta("Paris.")]
+    closed = ThinkSplitter()
+    assert closed.feed("<think>plan</think>Paris.") == [ThinkingDelta("plan"), TextDelta("Paris.")]
 
 
 def test_only_what_could_be_a_tag_is_held_back() -> None:

@@ -52,7 +52,8 @@ async def test_ask_admin_refuses_the_requester_and_takes_another_of_a_role(
     await fake_discord.click(prompt, bob, APPROVE)
     (refusal,) = await fake_discord.wait_interaction_responses(1)
     assert refusal["data"]["content"] == (
-        "Only someone other than Bob with an authorized role can approve this (Bob can cancel it)."
+        "Only the bot's operator or someone other than Bob with an authorized role can "
+        "approve this (Bob can cancel it)."
     )
     assert refusal["data"]["flags"] == 64  # ephemeral
     assert ran == []

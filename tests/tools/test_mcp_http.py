@@ -19,6 +19,7 @@ from fakes import mcp_server
 from salon import __version__
 from salon.config import Secrets
 from salon.model import ToolCall
+from salon.tools import mcp_link
 from salon.tools.hub import MessageHandler, ServerSpec, ToolHub
 from salon.tools.mcp_link import open_http
 from salon.tools.servers import configured_specs
@@ -170,3 +171,51 @@ async def test_a_credential_revoked_while_connected_fails_the_call_naming_the_se
         "echo was refused by MCP server docs: authorization failed (HTTP 401"
     ), refused.content
     assert "may or may not" not in refused.content
+
+
+def patient_spec(url: str) -> ServerSpec:
+    """A server a call would wait for long (``start_timeout``) if it waited for it at all."""
+    return replace(http_spec("kit", url), start_timeout=600)
+
+
+async def test_a_call_refused_a_connection_right_after_an_answer_was_not_run(
+    session_server: LoopbackServer,
+) -> None:
+    async with ToolHub([patient_spec(session_server.url)], backoff_initial=0.05) as hub:
+        answered = await hub.call(call("echo", text="x"))
+        await session_server.stop()
+        async with asyncio.timeout(20):  # far below start_timeout: it did not wait for it
+            refused = await hub.call(call("slow", seconds=0))  # heard from just now: no ping
+            again = await hub.call(call("slow", seconds=0))  # the server still down
+    assert (answered.content, answered.is_error) == ("x", False)
+    for result in (refused, again):
+        assert result.is_error
+        assert "slow was not run" in result.content, result.content
+        assert "may or may not" not in result.content
+        assert "All connection attempts failed" in result.content
+
+
+async def test_a_call_to_a_remote_server_found_down_fails_at_once(
+    session_server: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mcp_link, "_FRESH", 0.0)  # as if the server had been idle for long
+    async with ToolHub([patient_spec(session_server.url)], backoff_initial=0.05) as hub:
+        await hub.call(call("echo", text="x"))
+        await session_server.stop()
+        async with asyncio.timeout(20):
+            result = await hub.call(call("slow", seconds=0))
+    assert result.is_error
+    assert result.content.startswith("MCP server kit had stopped"), result.content
+    assert result.content.endswith("slow was not run")
+
+
+async def test_a_call_after_the_server_came_back_runs(session_server: LoopbackServer) -> None:
+    async with ToolHub([patient_spec(session_server.url)], backoff_initial=0.05) as hub:
+        await hub.call(call("echo", text="x"))
+        await session_server.stop()
+        down = await asyncio.wait_for(hub.call(call("slow", seconds=0)), 20)
+        await session_server.start()
+        await asyncio.wait_for(hub.wait_connections("kit", 2), 20)
+        back = await hub.call(call("slow", seconds=0))
+    assert down.is_error
+    assert (back.content, back.is_error) == ("slept 0.0", False)

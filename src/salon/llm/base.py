@@ -27,6 +27,7 @@ __all__ = [
     "TextDelta",
     "TextPart",
     "Thinking",
+    "ThinkingClosed",
     "ThinkingDelta",
     "ThinkingPart",
     "ThoughtEvent",
@@ -162,6 +163,15 @@ class ThinkingDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ThinkingClosed:
+    """A ``</think>`` in the text with no block open (it is not passed on as text). Some
+    chat templates open the block themselves, so the text before it may have been
+    reasoning: a reader that has shown none of it yet takes it as reasoning."""
+
+    kind: Literal["thinking_closed"] = "thinking_closed"
+
+
+@dataclass(frozen=True, slots=True)
 class ThoughtEvent:
     """A finished piece of reasoning in the form its vendor wants back (signature and all);
     it belongs on the assistant turn, in the order the events came."""
@@ -188,7 +198,15 @@ class StopEvent:
     kind: Literal["stop"] = "stop"
 
 
-StreamEvent = TextDelta | ThinkingDelta | ThoughtEvent | ToolCallEvent | UsageEvent | StopEvent
+StreamEvent = (
+    TextDelta
+    | ThinkingDelta
+    | ThinkingClosed
+    | ThoughtEvent
+    | ToolCallEvent
+    | UsageEvent
+    | StopEvent
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,9 @@ reasoning) and ``TextDelta`` (the answer), as the text streams:
   text as it is), text before a ``</think>`` with no opening tag is reasoning: the start of
   the answer is held until a ``</think>`` comes (what came before it was reasoning) or the
   stream ends without one (it was all answer), or the server shows it parses reasoning out
-  (``apart``). Otherwise nothing is held and a stray ``</think>`` is only dropped.
+  (``apart``). Otherwise nothing is held: a stray ``</think>`` is taken out and said
+  (``ThinkingClosed``), and a reader that has shown nothing of the text before it yet takes
+  that text as reasoning (the agent holds an answer's first paragraph until it ends).
 
 A ``<think>`` anywhere in the answer opens a block too: a literal tag in an answer is rare,
 a leaked chain of thought in a channel is worse. The whitespace after ``</think>`` (the
@@ -25,11 +27,13 @@ templates put a blank line there) is not part of the answer.
 
 from __future__ import annotations
 
-from salon.llm.base import TextDelta, ThinkingDelta
+from salon.llm.base import TextDelta, ThinkingClosed, ThinkingDelta
 
 __all__ = ["CLOSE", "OPEN", "ThinkSplitter"]
 
 OPEN, CLOSE = "<think>", "</think>"
+
+_Events = list[TextDelta | ThinkingDelta | ThinkingClosed]
 
 _ANSWER, _THINKING, _UNSURE = "answer", "thinking", "unsure"
 
@@ -60,10 +64,10 @@ class ThinkSplitter:
         self._searched = 0  # a tag-less start: how much of what is held had no "</think>"
         self.reasoning = ""  # every piece of reasoning taken out, in order
 
-    def feed(self, text: str) -> list[TextDelta | ThinkingDelta]:
+    def feed(self, text: str) -> _Events:
         """The events ``text`` (the next piece of the stream) makes known."""
         self._held += text
-        out: list[TextDelta | ThinkingDelta] = []
+        out: _Events = []
         while self._held:
             if not self._step(out):
                 break
@@ -75,7 +79,7 @@ class ThinkSplitter:
         if self._state == _UNSURE and not self._held:
             self._state = _ANSWER
 
-    def finish(self) -> list[TextDelta | ThinkingDelta]:
+    def finish(self) -> _Events:
         """What is left when the stream ends: an open block was reasoning; a tag-less
         start that never closed was the answer."""
         held, self._held = self._held, ""
@@ -85,7 +89,7 @@ class ThinkSplitter:
             return [self._thought(held)]
         return self._answer(held)
 
-    def _step(self, out: list[TextDelta | ThinkingDelta]) -> bool:
+    def _step(self, out: _Events) -> bool:
         """Take what can be decided from the held text; False when the rest must wait."""
         if self._state == _UNSURE:
             return self._step_unsure(out)
@@ -103,11 +107,13 @@ class ThinkSplitter:
             return False
         self._emit(held[:at], out)
         self._held = held[at + len(tag) :]
+        if tag == CLOSE and self._state == _ANSWER:  # no block open: a template's?
+            out.append(ThinkingClosed())
         self._state = _THINKING if tag == OPEN else _ANSWER
         self._trim = tag == CLOSE
         return True
 
-    def _step_unsure(self, out: list[TextDelta | ThinkingDelta]) -> bool:
+    def _step_unsure(self, out: _Events) -> bool:
         """A tag-less start: held until ``</think>`` shows or an opening tag begins it.
         The held text is searched once, not again with every chunk."""
         if self._opening:  # the first non-blank characters could still be "<think>"
@@ -126,7 +132,7 @@ class ThinkSplitter:
         self._state, self._trim = _ANSWER, True
         return True
 
-    def _emit(self, text: str, out: list[TextDelta | ThinkingDelta]) -> None:
+    def _emit(self, text: str, out: _Events) -> None:
         if self._state == _THINKING:
             if text:
                 out.append(self._thought(text))
@@ -137,7 +143,7 @@ class ThinkSplitter:
         self.reasoning += text
         return ThinkingDelta(text)
 
-    def _answer(self, text: str) -> list[TextDelta | ThinkingDelta]:
+    def _answer(self, text: str) -> _Events:
         if self._trim:
             text = text.lstrip()
             self._trim = not text

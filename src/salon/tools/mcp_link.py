@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
@@ -22,7 +23,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client._transport import TransportStreams
 from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.exceptions import MCPError
 
 from salon import __version__
@@ -48,7 +49,7 @@ logger = logging.getLogger(__name__)
 _FRESH = 2.0
 """Seconds after the server last answered during which a call is sent without a ping
 first: a server that answered that recently is taken to be there (a death inside that
-window fails the call as "may or may not have run")."""
+window fails the call as "may or may not have run", unless its connection was refused)."""
 _RESTARTING_CODES = frozenset({mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT})
 _SALON = mcp_types.Implementation(name="salon", version=__version__)
 _AUTHORIZATION = {
@@ -76,6 +77,39 @@ class _Refusals:
             self.status = None
 
 
+class _Sending:
+    """One call on its way: set when a request it made could not connect (nothing sent)."""
+
+    def __init__(self) -> None:
+        self.unsent: str | None = None
+
+
+# The call being sent: the SDK posts it from a task that runs in the caller's context.
+_SENDING: ContextVar[_Sending | None] = ContextVar("salon_mcp_sending", default=None)
+
+
+class _NotingClient(httpx2.AsyncClient):
+    """An HTTP client that tells the call being sent when a request could not connect."""
+
+    async def send(self, *args: Any, **kwargs: Any) -> httpx2.Response:
+        try:
+            return await super().send(*args, **kwargs)
+        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+            sending = _SENDING.get()
+            if sending is not None:
+                sending.unsent = describe(exc)
+            raise
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says no connection to the server could be opened."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_unreachable(inner) for inner in exc.exceptions)
+    if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout | ConnectionRefusedError):
+        return True
+    return exc.__cause__ is not None and _unreachable(exc.__cause__)
+
+
 @dataclass
 class _HttpClient(Client):
     """A streamable-HTTP connection that keeps what its server's HTTP answers said."""
@@ -94,7 +128,8 @@ def open_http(
     @contextlib.asynccontextmanager
     async def transport() -> AsyncIterator[TransportStreams]:
         # the SDK leaves a client it was given open: this one closes with the connection
-        async with create_mcp_http_client(headers=headers, auth=auth) as http:
+        timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+        async with _NotingClient(headers=headers, auth=auth, timeout=timeout) as http:
             http.event_hooks["response"].append(refusals.saw)
             async with streamable_http_client(url, http_client=http) as streams:
                 yield streams
@@ -132,6 +167,10 @@ class _SessionGone(Exception):
     """The server answered 404 to the session's request: it never ran it."""
 
 
+class _Unsent(ToolError):
+    """The call's connection was refused: it never reached the server."""
+
+
 class McpServerLink:
     """One MCP server's connection, owned by the task running ``run``."""
 
@@ -146,6 +185,7 @@ class McpServerLink:
         self.first_attempt = asyncio.Event()
         self.last_error: str | None = None
         self.refused: str | None = None  # the last attempt's credentials were refused
+        self.unreachable = False  # the last attempt could not connect to the server
         self.failures = 0
         self.connections = 0  # successful connections so far (a restart makes one more)
         self.checks = 0  # health checks the server answered
@@ -182,7 +222,7 @@ class McpServerLink:
                 async with client:
                     await self._load_tools(client)
                     self.client, self.last_error, self.failures = client, None, 0
-                    self.refused = None
+                    self.refused, self.unreachable = None, False
                     self.ready.set()
                     self.first_attempt.set()
                     async with self._counted:
@@ -195,6 +235,7 @@ class McpServerLink:
                 self.failures += 1
                 lacking = not_authorized(exc)  # OAuth without tokens: no retry helps
                 self.refused = _unauthorized(client) or (str(lacking) if lacking else None)
+                self.unreachable = _unreachable(exc)
                 self.last_error = self.refused or describe(exc)
                 if self.failures == 1 or self.failures % 10 == 0:  # a dead server, not a flood
                     logger.warning(
@@ -207,6 +248,8 @@ class McpServerLink:
                 self.client = None
                 self.ready.clear()
                 self.first_attempt.set()
+            async with self._counted:  # a call waiting for the connection learns of this
+                self._counted.notify_all()
             await asyncio.sleep(delay)
             delay = min(max(delay * 2, 0.05), self._backoff[1])
 
@@ -331,20 +374,24 @@ class McpServerLink:
             self._validators[spec.name] = validator
         return validator
 
-    async def _current(self) -> Client:
-        """The connection, once there is one (waiting up to ``start_timeout``)."""
-        if not self.ready.is_set() and self.refused is not None:
-            # waiting for a restart would not help: the same credentials would be sent
-            raise ToolError(f"MCP server {self.spec.name} is unavailable: {self.refused}")
-        if not self.ready.is_set():
-            try:
-                await asyncio.wait_for(self.ready.wait(), self.spec.start_timeout)
-            except TimeoutError:
-                reason = self.last_error or "not started"
-                raise ToolError(f"MCP server {self.spec.name} is unavailable: {reason}") from None
+    async def _current(self, remote_name: str) -> Client:
+        """The connection, once there is one: waiting up to ``start_timeout``, but not
+        while the last attempt failed in a way the next would repeat (the credentials were
+        refused, or the server could not be reached: a server that is down)."""
+
+        def settled() -> bool:
+            return self.ready.is_set() or self.refused is not None or self.unreachable
+
+        if not settled():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.spec.start_timeout), self._counted:
+                    await self._counted.wait_for(settled)
         client = self.client
         if client is None:
-            raise ToolError(f"MCP server {self.spec.name} is unavailable")
+            reason = self.refused or self.last_error or "not started"
+            raise ToolError(
+                f"MCP server {self.spec.name} is unavailable: {reason}; {remote_name} was not run"
+            )
         return client
 
     async def _reachable(self, client: Client, remote_name: str) -> Client:
@@ -362,7 +409,7 @@ class McpServerLink:
         logger.warning("MCP server %s %s; restarting it", self.spec.name, self.last_error)
         self.restart(client)
         try:
-            return await self._current()
+            return await self._current(remote_name)
         except ToolError:
             reason = self.last_error or "not started"
             raise ToolError(
@@ -373,22 +420,25 @@ class McpServerLink:
     async def _call(
         self, remote_name: str, arguments: dict[str, Any], progress: Progress | None
     ) -> mcp_types.CallToolResult:
-        client = await self._current()
+        client = await self._current(remote_name)
         if _session_gone(client):  # the session's event stream found it gone already
-            client = await self._renewed(client)
+            client = await self._renewed(client, remote_name)
         # A lookup cut short is asked again anyway; a server heard from just now is there.
         recent = time.monotonic() - self._heard < _FRESH
         if remote_name not in self._lookups and not recent:
             client = await self._reachable(client, remote_name)
         try:
             return await self._send(client, remote_name, arguments, progress)
+        except _Unsent as exc:  # it never reached the server: once more, if it is back
+            logger.info("%s; sending it again once connected", exc)
+            client = await self._current(remote_name)
         except _SessionGone:
             # The server forgot the session (it restarted) and refused the call unrun:
             # the call goes once more, on a new session.
             logger.info(
                 "MCP server %s lost the session; sending %s again", self.spec.name, remote_name
             )
-        client = await self._renewed(client)
+            client = await self._renewed(client, remote_name)
         try:
             return await self._send(client, remote_name, arguments, progress)
         except _SessionGone:
@@ -446,11 +496,11 @@ class McpServerLink:
             )
         return f"MCP server {name} is unavailable: {refused}"
 
-    async def _renewed(self, client: Client) -> Client:
+    async def _renewed(self, client: Client, remote_name: str) -> Client:
         """A new connection in place of ``client``, whose session the server forgot."""
         self.last_error = "the server lost the session (HTTP 404)"
         self.restart(client)
-        return await self._current()
+        return await self._current(remote_name)
 
     async def _send(
         self,
@@ -463,6 +513,8 @@ class McpServerLink:
         parent = TRACE_PARENT.get()
         # An open map (extra keys allowed), which mypy cannot tell yet: hence the cast.
         meta = cast("mcp_types.RequestParamsMeta", {"traceparent": parent}) if parent else None
+        sending = _Sending()
+        token = _SENDING.set(sending)
         self._in_flight += 1
         try:
             async with asyncio.timeout(timeout + 5):
@@ -480,25 +532,37 @@ class McpServerLink:
             raise ToolError(
                 f"{remote_name} timed out after {timeout:g}s; restarting server"
             ) from None
-        except MCPError as exc:
-            if _session_gone(client):
-                raise _SessionGone from None
-            refused = _unauthorized(client)
-            if refused is not None:
-                raise ToolError(
-                    f"{remote_name} was refused by MCP server {self.spec.name}: {refused}"
-                ) from None
-            if exc.code in _RESTARTING_CODES:
-                self.restart(client)
-                raise ServerGone(f"{remote_name} failed: {exc.message}; restarting server") from exc
-            raise ToolError(f"{remote_name} failed: {exc.message}") from exc
-        except (OSError, RuntimeError) as exc:
-            self.restart(client)
-            raise ServerGone(f"{remote_name} failed: {describe(exc)}; restarting server") from exc
+        except (MCPError, OSError, RuntimeError) as exc:
+            raise self._failure(client, remote_name, exc, sending.unsent) from exc
         finally:
+            _SENDING.reset(token)
             self._in_flight -= 1
             if self._draining and not self._in_flight:
                 self._restart.set()
+
+    def _failure(
+        self, client: Client, remote_name: str, exc: Exception, unsent: str | None
+    ) -> Exception:
+        """What a call that failed with ``exc`` raises; a broken connection is restarted.
+        ``unsent``: why a request of the call could not connect (so it never ran)."""
+        if isinstance(exc, MCPError):
+            if _session_gone(client):
+                return _SessionGone()
+            refused = _unauthorized(client)
+            if refused is not None:
+                return ToolError(
+                    f"{remote_name} was refused by MCP server {self.spec.name}: {refused}"
+                )
+            if exc.code not in _RESTARTING_CODES:
+                return ToolError(f"{remote_name} failed: {exc.message}")
+        self.restart(client)
+        if unsent is not None:
+            return _Unsent(
+                f"{remote_name} was not run: MCP server {self.spec.name} could not be "
+                f"reached ({unsent})"
+            )
+        problem = exc.message if isinstance(exc, MCPError) else describe(exc)
+        return ServerGone(f"{remote_name} failed: {problem}; restarting server")
 
 
 class _Unanswered(NamedTuple):

@@ -2,7 +2,10 @@
 
 Every call the agent makes (the answer, the planner's plan, the pipeline's side calls)
 reads its stream here: the first event, text, tool calls, usage and the finish reason
-are noted on the call's trace as they come. A stream that breaks after it had begun is an
+are noted on the call's trace as they come. The answer's text goes on as it streams,
+except its first paragraph, held until it ends: a ``</think>`` with no block open before it
+has ended makes the text so far reasoning (a chat template opened the block itself, so
+the reasoning came with no opening tag). A stream that breaks after it had begun is an
 ``IncompleteStream``; what to do about it (ask again, or say the answer was cut off) is the
 caller's.
 """
@@ -21,6 +24,7 @@ from salon.llm.base import (
     StopEvent,
     StreamEvent,
     TextDelta,
+    ThinkingClosed,
     ThinkingDelta,
     ThoughtEvent,
     ToolCallEvent,
@@ -34,6 +38,7 @@ __all__ = ["IncompleteStream", "Streamed", "read_stream", "record_usage"]
 logger = logging.getLogger(__name__)
 
 NOT_FINISHED = "the stream ended before the model finished"
+_HOLD_CHARS = 2000  # about one chat message: the agent would post a longer paragraph
 
 
 class IncompleteStream(ProviderError):
@@ -51,6 +56,7 @@ class Streamed:
     thinking: str = ""  # the reasoning's readable text, never part of the answer
     thoughts: list[Thought] = field(default_factory=list)  # what the vendor wants back
     began: bool = False
+    shown: bool = False  # the text went on to ``on_text`` (until then it may be reasoning)
     finished: bool = False  # the model's finish reason came
 
 
@@ -69,14 +75,13 @@ async def read_stream(
             if not into.began:
                 into.began = True
                 pending.first_event()
-            if isinstance(event, TextDelta):
-                into.text += event.text
-                if on_text is not None:
-                    await on_text(event.text)
-            elif isinstance(event, ThinkingDelta):  # a reasoning model's many small pieces
-                into.thinking += event.text
+            if isinstance(event, TextDelta | ThinkingDelta | ThinkingClosed):
+                await _take_text(event, into, on_text)
             else:
                 _take(event, into, pending)
+        if on_text is not None and not into.shown and into.text:  # all of it one paragraph
+            into.shown = True
+            await on_text(into.text)
     except ProviderError as exc:
         pending.ended(str(exc))
         if not into.began or isinstance(exc, IncompleteStream):
@@ -90,6 +95,38 @@ async def read_stream(
         pending.thinking += into.thinking  # the trace's copy, once the stream is read
         if pending.total_ms is None:  # cancelled, or a failure of our own on the way
             pending.ended("interrupted")
+
+
+async def _take_text(
+    event: TextDelta | ThinkingDelta | ThinkingClosed,
+    into: Streamed,
+    on_text: Callable[[str], Awaitable[None]] | None,
+) -> None:
+    """Note the answer's text or reasoning. A ``</think>`` with no block open while none of
+    the text was shown makes it reasoning, whose opening tag the chat template wrote."""
+    if isinstance(event, ThinkingDelta):  # a reasoning model's many small pieces
+        into.thinking += event.text
+    elif isinstance(event, ThinkingClosed):
+        if not into.shown:
+            into.thinking += into.text
+            into.text = ""
+    else:
+        into.text += event.text
+        if on_text is not None:
+            await _hand_on(into, event.text, on_text)
+
+
+async def _hand_on(into: Streamed, piece: str, on_text: Callable[[str], Awaitable[None]]) -> None:
+    """Hand ``piece`` on; the answer's start is held until its first paragraph ends (the
+    agent would hold it anyway) or grows past a message."""
+    if into.shown:
+        await on_text(piece)
+        return
+    start = into.text.lstrip()
+    ended = start.find("\n\n", max(len(start) - len(piece) - 1, 0)) > 0
+    if ended or len(start) > _HOLD_CHARS:
+        into.shown = True
+        await on_text(into.text)
 
 
 def _take(event: StreamEvent, into: Streamed, pending: PendingCall) -> None:
