@@ -4,8 +4,8 @@ A transcript (and chat mode's user lines) names each speaker ``Label: text``. Wh
 controls must not read as someone else speaking:
 
 - a person whose name is the bot's (its configured name, or its account's name) or one a
-  participant earlier in the window already goes by is told apart by their account
-  id: ``Zed [6661]``; so is one the platform marks
+  participant earlier in the window already goes by is told apart by their own account
+  id: ``Zed [6661]``, ``Zed [@mallory:example.org]``; so is one the platform marks
   ``borrowed`` (the name is kept for someone else: Discord's application owner, a holder
   of an authorized role), whoever wrote in the window, and a name that would itself read
   as a turn (a colon, a line break), as a told-apart label (ending in ``[…]``) or as a
@@ -32,16 +32,21 @@ __all__ = ["Labels", "with_mentions"]
 # Where a model may see a new line begin: the breaks of str.splitlines.
 _BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 # A line that begins like a label (past any indentation): up to 80
-# characters without a colon, then a colon (perhaps inside bold or italics) and a space or
+# characters without a colon, perhaps ending in a told-apart id that has one (Matrix's
+# ``[@bob:example.org]``), then a colon (perhaps inside bold or italics) and a space or
 # the end. URLs and times (``http://``, ``10:30``) have no space after their colon.
-_LABEL_LINE = re.compile(rf"([ \t]*)([^\s>][^{_BREAKS}:]{{0,80}}):[*_]*(?!\S)")
+_LABEL_LINE = re.compile(
+    rf"([ \t]*)((?=[^\s>])[^{_BREAKS}:]{{0,81}}(?:\[[^{_BREAKS}\[\]]{{0,255}}\])?):[*_]*(?!\S)"
+)
 _QUOTE = "> "
 _MARKUP = "*_~` "
 _REPLIED = "(earlier message, replied to)"  # builder.REPLIED_TO_MARK, which a line may copy
 _REPLIED_KEY = "(earlier message, replied to)"  # as _key folds it: a name may not begin so
 _UNSAFE = re.compile(rf"[{_BREAKS}:\x00-\x1f\x7f]")  # in a name: it would open a line or a label
+_UNSAFE_ID = re.compile(rf"[{_BREAKS}\x00-\x1f\x7f]")  # in an id: it would open a line
 _TOLD_APART = re.compile(r"\[[^\]]*\]\s*$")
 
+_PLATFORM = re.compile(r"^[a-z]+:")  # a platform's prefix of an id (``irc:``), not a server
 _key = name_key
 
 
@@ -50,8 +55,11 @@ def _shown(name: str) -> str:
 
 
 def _handle(who: Participant) -> str:
-    """The account behind a participant, as short as its id allows (``irc:bob`` → ``bob``)."""
-    return _shown(who.id.rpartition(":")[2] or who.id).replace("]", ")")
+    """The account behind a participant: its own id, without the platform's prefix
+    (``irc:bob`` → ``bob``; a Matrix ``@bob:example.org`` whole, its server names many)."""
+    handle = _PLATFORM.sub("", who.id, count=1) or who.id
+    shown = " ".join(_UNSAFE_ID.sub(" ", handle).split())
+    return shown.replace("[", "(").replace("]", ")")  # one pair of brackets: the label's
 
 
 class Labels:
