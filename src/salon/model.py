@@ -7,9 +7,11 @@ adapter (agent, context builder, renderers, tools) sees only these types.
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any, Literal
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "Usage",
     "Verdict",
     "clean_text",
+    "name_key",
     "with_defaults",
 ]
 
@@ -59,6 +62,15 @@ def clean_text(text: str) -> str:
     return text
 
 
+@lru_cache(maxsize=4096)
+def name_key(name: str) -> str:
+    """What two names are compared by: compatibility forms, case, invisible characters
+    and runs of white space do not tell them apart."""
+    folded = unicodedata.normalize("NFKC", name).casefold()
+    visible = "".join(c for c in folded if unicodedata.category(c) != "Cf")
+    return " ".join(visible.split())
+
+
 @dataclass(frozen=True, slots=True)
 class Participant:
     """Someone who writes in a channel: a person, another bot, or this bot."""
@@ -70,6 +82,9 @@ class Participant:
     # The strongest identity the platform vouches for (an IRC services account, else
     # nick!user@host); approvals compare it, as a name can be taken by someone else.
     identity: str = field(default="", compare=False)
+    # The name is one the platform keeps for someone else (the application's owner, a
+    # holder of an authorized role): the context tells this participant apart by id.
+    borrowed: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", clean_text(self.name))

@@ -477,7 +477,11 @@ def _add_message(
     mine = message.author.id == me.id
     role: Literal["user", "assistant"] = "assistant" if mine else "user"
     who = message.author
-    label = "" if mine else labels.decided.get((who.id, who.name)) or labels.author(who, position)
+    label = (
+        ""
+        if mine
+        else labels.decided.get((who.id, who.name, who.borrowed)) or labels.author(who, position)
+    )
     joiner = ""  # what joins a piece of a bot's run to the one before
     if continues_run(previous, message):
         assert isinstance(previous, Message)

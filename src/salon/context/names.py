@@ -4,9 +4,12 @@ A transcript (and chat mode's user lines) names each speaker ``Label: text``. Wh
 controls must not read as someone else speaking:
 
 - a person whose name is the bot's (its configured name, or its account's name) or one a
-  participant earlier in the window already goes by is told apart by their account id:
-  ``Zed [6661]``; so is a name that would itself read as a turn (a colon, a line break),
-  as a told-apart label (ending in ``[…]``) or as a message of the reply chain;
+  participant earlier in the window already goes by is told apart by their own account
+  id: ``Zed [6661]``, ``Zed [@mallory:example.org]``; so is one the platform marks
+  ``borrowed`` (the name is kept for someone else: Discord's application owner, a holder
+  of an authorized role), whoever wrote in the window, and a name that would itself read
+  as a turn (a colon, a line break), as a told-apart label (ending in ``[…]``) or as a
+  message of the reply chain;
 - a line inside a message that begins with a label (the bot's name, a told-apart label, or
   the label of someone who wrote before it in the window: ``Zed: I will now…``) is marked
   as quoted (``> Zed: I will now…``), so it reads as part of that message. Other lines
@@ -20,35 +23,31 @@ name taken later never changes what was rendered, and cached, before.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable
-from functools import lru_cache
 
-from salon.model import Message, Participant
+from salon.model import Message, Participant, name_key
 
 __all__ = ["Labels", "with_mentions"]
 
 # Where a model may see a new line begin: the breaks of str.splitlines.
 _BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 # A line that begins like a label (past any indentation): up to 80
-# characters without a colon, then a colon (perhaps inside bold or italics) and a space or
+# characters without a colon, perhaps ending in a told-apart id that has one (Matrix's
+# ``[@bob:example.org]``), then a colon (perhaps inside bold or italics) and a space or
 # the end. URLs and times (``http://``, ``10:30``) have no space after their colon.
-_LABEL_LINE = re.compile(rf"([ \t]*)([^\s>][^{_BREAKS}:]{{0,80}}):[*_]*(?!\S)")
+_LABEL_LINE = re.compile(
+    rf"([ \t]*)((?=[^\s>])[^{_BREAKS}:]{{0,81}}(?:\[[^{_BREAKS}\[\]]{{0,255}}\])?):[*_]*(?!\S)"
+)
 _QUOTE = "> "
 _MARKUP = "*_~` "
 _REPLIED = "(earlier message, replied to)"  # builder.REPLIED_TO_MARK, which a line may copy
 _REPLIED_KEY = "(earlier message, replied to)"  # as _key folds it: a name may not begin so
 _UNSAFE = re.compile(rf"[{_BREAKS}:\x00-\x1f\x7f]")  # in a name: it would open a line or a label
+_UNSAFE_ID = re.compile(rf"[{_BREAKS}\x00-\x1f\x7f]")  # in an id: it would open a line
 _TOLD_APART = re.compile(r"\[[^\]]*\]\s*$")
 
-
-@lru_cache(maxsize=4096)
-def _key(name: str) -> str:
-    """What two names are compared by: compatibility forms, case, invisible characters
-    and runs of white space do not tell them apart."""
-    folded = unicodedata.normalize("NFKC", name).casefold()
-    visible = "".join(c for c in folded if unicodedata.category(c) != "Cf")
-    return " ".join(visible.split())
+_PLATFORM = re.compile(r"^[a-z]+:")  # a platform's prefix of an id (``irc:``), not a server
+_key = name_key
 
 
 def _shown(name: str) -> str:
@@ -56,8 +55,11 @@ def _shown(name: str) -> str:
 
 
 def _handle(who: Participant) -> str:
-    """The account behind a participant, as short as its id allows (``irc:bob`` → ``bob``)."""
-    return _shown(who.id.rpartition(":")[2] or who.id).replace("]", ")")
+    """The account behind a participant: its own id, without the platform's prefix
+    (``irc:bob`` → ``bob``; a Matrix ``@bob:example.org`` whole, its server names many)."""
+    handle = _PLATFORM.sub("", who.id, count=1) or who.id
+    shown = " ".join(_UNSAFE_ID.sub(" ", handle).split())
+    return shown.replace("[", "(").replace("]", ")")  # one pair of brackets: the label's
 
 
 class Labels:
@@ -76,27 +78,30 @@ class Labels:
         account's name, the speakers of a transcript's opening)."""
         self._reserved = frozenset(_key(name) for name in reserved if name.strip())
         self._owners: dict[str, str] = {}  # name key -> id of the first to write under it
-        # (id, name) -> label; a renderer reads it first, as a call costs more than the get
-        self.decided: dict[tuple[str, str], str] = {}
+        # (id, name, borrowed) -> label; a renderer reads it first, as a call costs more
+        self.decided: dict[tuple[str, str, bool], str] = {}
         self._since: dict[str, int] = {}  # label key -> position of its first message
 
     def author(self, who: Participant, position: int) -> str:
         """The label of the author of the message at ``position``."""
-        label = self.decided.get((who.id, who.name))
+        label = self.decided.get((who.id, who.name, who.borrowed))
         if label is None:
-            label = self.decided[who.id, who.name] = self._decide(who)
+            label = self.decided[who.id, who.name, who.borrowed] = self._decide(who)
             self._since.setdefault(_key(label), position)
+            if who.borrowed:  # the name is still its holder's label: their lines are quoted
+                self._since.setdefault(_key(who.name), position)
         return label
 
     def known(self, who: Participant) -> str:
         """``who``'s label as decided so far, deciding nothing (a mention, a stop)."""
-        return self.decided.get((who.id, who.name)) or (
+        return self.decided.get((who.id, who.name, who.borrowed)) or (
             self.told_apart(who) if self.reserved(who) else who.name
         )
 
     def reserved(self, who: Participant) -> bool:
-        """Whether ``who`` goes by a name that is the bot's."""
-        return _key(who.name) in self._reserved
+        """Whether ``who`` goes by a name that is the bot's, or one the platform keeps for
+        someone else."""
+        return who.borrowed or _key(who.name) in self._reserved
 
     def told_apart(self, who: Participant) -> str:
         return f"{_shown(who.name)} [{_handle(who)}]".lstrip()
@@ -129,7 +134,7 @@ class Labels:
         if not name.strip() or _UNSAFE.search(name) or _TOLD_APART.search(name):
             return self.told_apart(who)
         key = _key(name)
-        if key in self._reserved or key.startswith(_REPLIED_KEY):
+        if who.borrowed or key in self._reserved or key.startswith(_REPLIED_KEY):
             return self.told_apart(who)
         if self._owners.setdefault(key, who.id) != who.id:
             return self.told_apart(who)

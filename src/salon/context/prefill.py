@@ -122,7 +122,7 @@ def _block(
     author = (
         name
         if who.id == me.id
-        else labels.decided.get((who.id, who.name)) or labels.author(who, position)
+        else labels.decided.get((who.id, who.name, who.borrowed)) or labels.author(who, position)
     )
     said = item.text
     if item.attachments or item.mentions or ":" in said:  # else spoken() gives it back

@@ -7,18 +7,23 @@ user: every member the gateway brings (messages, interactions, reactions) refres
 entry, discord.py's own cache is asked next, and on a miss the member is fetched once
 (``GET /guilds/{guild}/members/{user}``). Someone no longer in the guild is remembered as
 such. The cache is bounded: the least recently used entries go first.
+
+The application's owner and members seen holding one of ``held_by`` (the authorized
+roles) are also indexed by the name they go by, so that name stays theirs (``holders``)
+after their entry has gone.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import aiohttp
 import discord
 
+from salon.model import name_key
 from salon.platforms.discord.convert import role_names_and_ids
 
 __all__ = ["Face", "MemberCache"]
@@ -38,9 +43,20 @@ _Key = tuple[int, int]  # (guild id, user id)
 
 
 class MemberCache:
-    def __init__(self, *, max_entries: int) -> None:
+    def __init__(
+        self,
+        *,
+        max_entries: int,
+        held_by: Iterable[str] = (),
+        owner: Callable[[], int | None] = lambda: None,
+    ) -> None:
+        """``owner``: the application owner's user id, once known."""
         self._entries: OrderedDict[_Key, Face | None] = OrderedDict()
         self._max_entries = max_entries
+        self._held_by = frozenset(held_by)
+        self._owner = owner
+        self._held: OrderedDict[_Key, str] = OrderedDict()  # holder -> key of their name
+        self._holders: dict[tuple[int, str], set[int]] = {}  # (guild, name key) -> holders
         self._failed: set[int] = set()  # guilds whose member lookups failed (logged once)
         self.fetches = 0
 
@@ -57,6 +73,11 @@ class MemberCache:
         if found is not None:
             self._entries.move_to_end(key)
         return found
+
+    def holders(self, guild_id: int, name: str) -> set[int]:
+        """The owner and users seen holding one of ``held_by`` in the guild who go by
+        ``name`` there (compared as the context compares names)."""
+        return self._holders.get((guild_id, name_key(name)), set())
 
     def names(self, guild_id: int) -> dict[str, int]:
         """Display names (as written) to user ids of the guild's known members."""
@@ -92,3 +113,24 @@ class MemberCache:
         self._entries.move_to_end(key)
         while len(self._entries) > self._max_entries:
             self._entries.popitem(last=False)
+        self._hold(key, face)
+
+    def _hold(self, key: _Key, face: Face | None) -> None:
+        """Index ``key``'s name when they are the owner or hold one of ``held_by``; else
+        forget it."""
+        self._unhold(key)
+        if face is None or (self._held_by.isdisjoint(face.roles) and key[1] != self._owner()):
+            return
+        self._held[key] = name = name_key(face.name)
+        self._holders.setdefault((key[0], name), set()).add(key[1])
+        while len(self._held) > self._max_entries:
+            self._unhold(next(iter(self._held)))
+
+    def _unhold(self, key: _Key) -> None:
+        name = self._held.pop(key, None)
+        if name is None:
+            return
+        holders = self._holders[key[0], name]
+        holders.discard(key[1])
+        if not holders:
+            del self._holders[key[0], name]

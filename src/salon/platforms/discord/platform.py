@@ -93,7 +93,9 @@ class DiscordPlatform(PlatformBase):
         ``memory``: the notes' rules, for ``/memory`` and ``/forget`` (offered with it)."""
         self.config = config
         self.cache = HistoryCache(max_channels=config.history_cache_channels)
-        self.members = MemberCache(max_entries=_MEMBER_CACHE)
+        self.members = MemberCache(
+            max_entries=_MEMBER_CACHE, held_by=authorized_roles, owner=self._owner_id
+        )
         self.progress_board = ProgressBoard(config.progress_interval)
         self.attachments = AttachmentLoader(config)
         self.connection = TaskState("Discord connection")
@@ -114,6 +116,7 @@ class DiscordPlatform(PlatformBase):
             bot_name=bot_name,
             members=self.members,
             monitored=self._monitored,
+            owner=self._owner,
         )
         self._channels = Channels(config, lambda: self._client)
         self._access = Access(self._channels)
@@ -395,13 +398,20 @@ class DiscordPlatform(PlatformBase):
         return await self._questions.ask(channel, request)
 
     def _is_operator(self, user: discord.abc.User) -> bool:
-        """The operator is who owns the bot's application (for a team's, the team's owner),
+        owner = self._owner()
+        return owner is not None and user.id == owner.id
+
+    def _owner_id(self) -> int | None:
+        owner = self._owner()
+        return owner.id if owner is not None else None
+
+    def _owner(self) -> discord.abc.User | None:
+        """The operator: who owns the bot's application (for a team's, the team's owner),
         as Discord reported it at login."""
         app = self._client.application if self._client else None
         if app is None:
-            return False
-        owner = app.team.owner_id if app.team else app.owner.id
-        return user.id == owner
+            return None
+        return app.team.owner if app.team else app.owner
 
     @property
     def open_prompts(self) -> int:

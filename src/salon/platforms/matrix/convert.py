@@ -1,9 +1,11 @@
-"""Matrix events as ``salon.model`` messages: who wrote them (display names where the room
-told them), replies, threads, mentions (``m.mentions``, else the bot's MXID or display name
-in the text), notes (Salon's own ``m.notice`` events, marked so) and edits applied."""
+"""Matrix events as ``salon.model`` messages: who wrote them (the display name each was sent
+under, where the room told it), replies, threads, mentions (``m.mentions``, else the bot's
+MXID or display name in the text), notes (Salon's own ``m.notice`` events, marked so) and
+edits applied; ``MXID``, a user id as people write one."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -14,6 +16,7 @@ from typing import Any
 from salon.model import Attachment, ChannelRef, Message, Participant, Tag
 
 __all__ = [
+    "MXID",
     "NOTE_KEY",
     "SALON_KEY",
     "Names",
@@ -28,7 +31,14 @@ JSON = dict[str, Any]
 NOTE_KEY = "org.salon.note"  # in the content of Salon's own notes
 SALON_KEY = "org.salon.key"  # the key a schedule's answer went out under
 _THREAD_SEP = "/"
-_NAMES = 4096  # display names remembered: a bound
+_NAMES = 4096  # people whose display names are remembered: a bound
+_CHANGES = 16  # name changes remembered per person: a bound
+# A user id as people write it: the server name ends with a letter, digit or an IPv6
+# literal's ``]``, and a port is digits, so a sentence's full stop or colon is not in it.
+_DNS_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+MXID = re.compile(
+    rf"@[a-z0-9._=/+-]+:(?:\[[0-9a-fA-F:.]+\]|{_DNS_LABEL}(?:\.{_DNS_LABEL})*)(?::\d{{1,5}})?"
+)
 
 
 def room_and_root(channel: ChannelRef) -> tuple[str, str | None]:
@@ -45,25 +55,68 @@ def channel_of(room: str, root: str | None, name: str = "") -> ChannelRef:
     )
 
 
+_Change = tuple[int, str, str | None]  # when (ms), the name then, the name before or None
+
+
 class Names:
-    """Display names by room and user, from member events the bot saw (bounded)."""
+    """Display names by room and user, from the member events the bot saw (bounded), each
+    with when it took effect: a message reads under the name it was sent under."""
 
     def __init__(self) -> None:
-        self._names: OrderedDict[tuple[str, str], str] = OrderedDict()
+        # (room, user) -> changes, oldest first: (time, name, the name before it or None)
+        self._changes: OrderedDict[tuple[str, str], list[_Change]] = OrderedDict()
 
     def learn(self, room: str, events: Iterable[JSON]) -> None:
+        """Take the name changes among ``events`` (joins: a name is only sent under while
+        joined), in any order, seen before or not."""
         for event in events:
-            if event.get("type") != "m.room.member" or not isinstance(event.get("content"), dict):
+            content = event.get("content")
+            if event.get("type") != "m.room.member" or not isinstance(content, dict):
                 continue
-            name = event["content"].get("displayname")
-            if isinstance(name, str) and name.strip():
-                self._names[(room, str(event.get("state_key", "")))] = name.strip()
-                self._names.move_to_end((room, str(event.get("state_key", ""))))
-        while len(self._names) > _NAMES:
-            self._names.popitem(last=False)
+            if content.get("membership") != "join":
+                continue
+            unsigned = event.get("unsigned")
+            before = unsigned.get("prev_content") if isinstance(unsigned, dict) else None
+            change = (
+                int(event.get("origin_server_ts", 0)),
+                _display_name(content),
+                _display_name(before) if isinstance(before, dict) else None,
+            )
+            self._add((room, str(event.get("state_key", ""))), change)
+        while len(self._changes) > _NAMES:
+            self._changes.popitem(last=False)
 
-    def name(self, room: str, user: str) -> str:
-        return self._names.get((room, user)) or user.removeprefix("@").split(":", 1)[0]
+    def _add(self, key: tuple[str, str], change: _Change) -> None:
+        changes = self._changes.setdefault(key, [])
+        self._changes.move_to_end(key)
+        if any(c[:2] == change[:2] for c in changes):
+            return
+        bisect.insort(changes, change, key=lambda c: c[0])
+        if len(changes) > _CHANGES:
+            del changes[0]
+
+    def name(self, room: str, user: str, at: int | None = None) -> str:
+        """``user``'s display name in ``room`` at ``at`` (milliseconds since the epoch,
+        as ``origin_server_ts``), else now; their MXID's localpart without one."""
+        changes = self._changes.get((room, user))
+        return (changes and _name_at(changes, at)) or user.removeprefix("@").split(":", 1)[0]
+
+
+def _name_at(changes: list[_Change], at: int | None) -> str:
+    """The name in effect at ``at``: the last change before it, else what the first
+    change replaced."""
+    if at is None:
+        return changes[-1][1]
+    index = bisect.bisect_right(changes, at, key=lambda c: c[0])
+    if index:
+        return changes[index - 1][1]
+    first = changes[0]
+    return first[2] if first[2] is not None else first[1]
+
+
+def _display_name(content: JSON) -> str:
+    name = content.get("displayname")
+    return name.strip() if isinstance(name, str) else ""
 
 
 def relation(event: JSON) -> JSON:
@@ -97,7 +150,9 @@ def event_message(
     if relates.get("is_falling_back") and reply_id == root:
         reply_id = None  # a thread's fallback reply is no reply
     sender = str(event.get("sender", ""))
-    author = Participant(sender, names.name(room, sender), is_bot=sender == me.user_id)
+    sent = event.get("origin_server_ts")
+    name = names.name(room, sender, at=sent if isinstance(sent, int) else None)
+    author = Participant(sender, name, is_bot=sender == me.user_id)
     tags = (
         {Tag.NOTE}
         if content.get(NOTE_KEY)

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import re
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
@@ -40,7 +39,7 @@ from salon.platforms.matrix.access import Access
 from salon.platforms.matrix.api import Homeserver, new_txn_id
 from salon.platforms.matrix.api import q as _q
 from salon.platforms.matrix.approvals import Approvals
-from salon.platforms.matrix.convert import NOTE_KEY, SALON_KEY, Me, Names, room_and_root
+from salon.platforms.matrix.convert import MXID, NOTE_KEY, SALON_KEY, Me, Names, room_and_root
 from salon.platforms.matrix.login import log_in
 from salon.platforms.matrix.media import Uploader
 from salon.platforms.matrix.reading import Reader
@@ -62,7 +61,6 @@ _SYNC_FILTER = json.dumps(
 _SEEN = 1024  # event ids remembered so a repeated sync delivers nothing twice
 _DIRECTS = 1024  # people whose direct room is remembered (else read from m.direct)
 _TYPING_REFRESH = 20.0  # the typing notice lasts 30 s: renewed before it lapses
-_MXID = re.compile(r"@[a-z0-9._=/+-]+:[a-zA-Z0-9.:\[\]-]+")
 
 
 class MatrixPlatform(PlatformBase):
@@ -343,7 +341,7 @@ class MatrixPlatform(PlatformBase):
             content[NOTE_KEY] = True
             content["m.mentions"] = {}
         else:
-            users = sorted(set(_MXID.findall(body)) - {self._me.user_id})
+            users = sorted(set(MXID.findall(body)) - {self._me.user_id})
             content["m.mentions"] = {"user_ids": users}
         _, root = room_and_root(channel)
         if root is not None:

@@ -65,8 +65,8 @@ class Reader:
         for _ in range(pages):
             if root is None:
                 page = await self._server.messages(room, start=start, limit=_PAGE)
-                self._names.learn(room, page.get("state") or [])
                 chunk, start = page.get("chunk") or [], page.get("end")
+                self._names.learn(room, [*(page.get("state") or []), *chunk])
             else:
                 page = await self._server.thread(room, root, start=start, limit=_PAGE)
                 chunk, start = page.get("chunk") or [], page.get("next_batch")
