@@ -26,6 +26,7 @@ from salon.config.shards import shard_groups, with_shards
 from salon.errors import CannotServe, ConfigError, ConfigProblem, SalonError, StoreError
 from salon.logsetup import configure_logging
 from salon.memory_cli import add_memory_parser, run_memory
+from salon.printable import printable
 from salon.supervisor import BotProcessSpec, Supervisor
 
 __all__ = ["main"]
@@ -193,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args.dir, args.bot, args.shards)
     except ConfigError as exc:
         for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
+            print(printable(f"error: {problem}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -265,7 +266,7 @@ def _check(root: Path, *, live: bool = False) -> int:
     configs = load_config_dir(root)
     report = check_bots(configs, os.environ)
     for line in report.lines:
-        print(line)
+        print(printable(line))
     problems = list(report.problems)
     for key, secrets in report.ready:
         problems.extend(local_model_problems(configs, key))
@@ -297,7 +298,7 @@ def _keyword_problems(
         if fatal:
             problems.append(locate(path, reason))
         else:
-            print(f"warning: {locate(path, reason)}")
+            print(printable(f"warning: {locate(path, reason)}"))
     return problems
 
 
@@ -320,7 +321,7 @@ async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> in
                 name = config.provider
                 print(f"live: provider {name}: skipped (no model: set providers.{name}.model)")
                 continue
-            print(result.describe())
+            print(printable(result.describe()))  # the server's own words
             failed = failed or not result.ok
     for name in sorted(defined - probed):
         print(f"live: provider {name}: skipped (unused)")
@@ -329,14 +330,14 @@ async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> in
             from salon.platforms.slack import live_check  # the Slack SDK only when used
 
             line, ok = await live_check(configs.bots[key], secrets)
-            print(line)
+            print(printable(line))
             failed = failed or not ok
         if configs.bots[key].platforms.matrix is not None:
             from salon.platforms.matrix.check import live_check as matrix_check
 
             where = data_dir(configs.root, configs.bots[key])
             lines, ok = await matrix_check(configs.bots[key], secrets, where)
-            print("\n".join(lines))
+            print(printable("\n".join(lines)))
             failed = failed or not ok
     return 1 if failed else 0
 
@@ -550,7 +551,7 @@ def _supervise(configs: ConfigSet, shards: str | None) -> int:
     try:
         asyncio.run(_main())
     except (CannotServe, StoreError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return 2
     return 0
 
@@ -562,7 +563,7 @@ def _config_link(root: Path, port: int | None) -> int:
     try:
         link = web_cli.config_link(load_config_dir(root), os.environ, port)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return 2
     print(link)
     print(web_cli.LINK_NOTE, file=sys.stderr)
@@ -589,6 +590,6 @@ def _web(root: Path, host: str | None, port: int | None) -> int:
     try:
         asyncio.run(_main())
     except (CannotServe, StoreError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return 2
     return 0

@@ -39,6 +39,7 @@ from salon.platforms.base import (
 )
 from salon.platforms.forms import ask_in_text
 from salon.platforms.notes import TERMINAL_WORDS, NotesBook, PeoplesMemory
+from salon.printable import printable
 
 __all__ = ["Command", "TerminalPlatform", "stdin_lines"]
 
@@ -275,7 +276,7 @@ class TerminalPlatform(PlatformBase):
         return None if said is None else (said, self._user.name)
 
     def _write(self, text: str) -> None:
-        self._out.write(text)
+        self._out.write(printable(text))  # the model's and people's escapes, shown
         self._out.flush()
         self._written += 1
         self._wrote.set()
