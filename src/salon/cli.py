@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from salon import __version__
-from salon.agent.dispatch import TOLD_IN_CHANNEL
 from salon.app import BotApp, data_dir, load_bot, local_model_problems, store_for
+from salon.chat_cli import chat, existing_root, provider_from_environment
 from salon.config import BotConfig, ConfigSet, Redactor, Secrets, load_config_dir
 from salon.config.example import PLATFORMS, PROVIDERS, write_example
 from salon.config.models import IntegrationsConfig
@@ -159,7 +159,9 @@ def _trace_parser(sub: Any) -> None:
     request = trace_sub.add_parser("request", help="the exact request JSON of a trace's call")
     cost = trace_sub.add_parser("cost", help="tokens and cost per bot, channel, user or day")
     for command in (listing, show, request, cost):
-        command.add_argument("dir", nargs="?", default=".", type=Path)
+        command.add_argument(
+            "dir", nargs="?", type=Path, help="default: here, or the built-in bot if here is none"
+        )
     for key in ("bot", "channel", "outcome", "user"):
         listing.add_argument(f"--{key}", help=f"only this {key}")
     listing.add_argument("--limit", type=int, default=30)
@@ -175,29 +177,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command != "run" or args.bot is None:
         _started()  # a bot process says so itself, once its store is open
     try:
-        if args.command == "init":
-            return _init(args.dir, args.bot, args.model, args.provider, args.platform)
-        if args.command == "check":
-            return _check(args.dir, live=args.live)
-        if args.command == "chat":
-            return _chat(args.dir, args.bot)
-        if args.command == "tools":
-            return _tools(args)
-        if args.command == "trace":
-            return _trace(args)
-        if args.command == "memory":
-            return asyncio.run(run_memory(args))
-        if args.command == "web":
-            return _web(args.dir, args.host, args.port)
-        if args.command == "config-link":
-            return _config_link(args.dir, args.port)
-        return _run(args.dir, args.bot, args.shards)
+        code = _command(args)
+        sys.stdout.flush()  # a reader gone (| head) shows here, where it is answered quietly
+        return code
     except ConfigError as exc:
         for problem in exc.problems:
             print(printable(f"error: {problem}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _drop_stdout()
+        return 141  # as a command ended by SIGPIPE says it
+
+
+def _drop_stdout() -> None:
+    """What is left to print goes nowhere: the flush at exit would hit the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _command(args: argparse.Namespace) -> int:
+    if args.command == "init":
+        return _init(args.dir, args.bot, args.model, args.provider, args.platform)
+    if args.command == "check":
+        return _check(args.dir, live=args.live)
+    if args.command == "chat":
+        return chat(args.dir, args.bot)
+    if args.command == "tools":
+        return _tools(args)
+    if args.command == "trace":
+        return _trace(args)
+    if args.command == "memory":
+        return asyncio.run(run_memory(args))
+    if args.command == "web":
+        return _web(args.dir, args.host, args.port)
+    if args.command == "config-link":
+        return _config_link(args.dir, args.port)
+    return _run(args.dir, args.bot, args.shards)
 
 
 def _started() -> None:
@@ -212,7 +230,7 @@ def _started() -> None:
 def _init(
     root: Path, bot: str, model: str | None, provider: str | None, platforms: list[str]
 ) -> int:
-    provider = provider or _provider_from_environment(model)
+    provider = provider or provider_from_environment(model)
     model = model or (os.environ.get("OPENAI_MODEL") if provider == "openai" else None)
     written_files = write_example(
         root, model=model, bot=bot, provider=provider, platforms=platforms
@@ -222,18 +240,6 @@ def _init(
     salon, where = _salon_command(), shlex.quote(str(root))
     print(f"next: {salon} check {where} && {salon} chat {where}")
     return 0
-
-
-_OPENAI_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL")
-
-
-def _provider_from_environment(model: str | None) -> str:
-    """The provider a new config should use: the one the user has set up, else local."""
-    if model or any(os.environ.get(name) for name in _OPENAI_VARIABLES):
-        return "openai"
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        return "anthropic"
-    return "local"
 
 
 def _salon_command() -> str:
@@ -342,74 +348,10 @@ async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> in
     return 1 if failed else 0
 
 
-def _setup_logging(
-    configs: ConfigSet, key: str, redactor: Redactor, stem: str, *, short: bool = False
-) -> logging.Handler:
+def _setup_logging(configs: ConfigSet, key: str, redactor: Redactor, stem: str) -> logging.Handler:
     config = configs.bots[key]
     log_dir = data_dir(configs.root, config) / "logs"
-    return configure_logging(
-        redactor, level=config.log_level, log_dir=log_dir, stem=stem, short=short
-    )
-
-
-def _is_config_dir(path: Path) -> bool:
-    return (path / "bots").is_dir() or (path / "shared.yaml").is_file()
-
-
-def _builtin_bot_dir() -> Path:
-    """Where the built-in bot keeps its config and memory: Salon's folder in the user's
-    data directory ($XDG_DATA_HOME, else ~/.local/share)."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "salon" / "default"
-
-
-def _chat_root(root: Path | None) -> Path:
-    """The directory named, else here when it holds a config, else the built-in bot's
-    (written on first use, with the provider the environment has, else the local model)."""
-    if root is not None:
-        return root
-    here = Path(".")
-    if _is_config_dir(here):
-        return here
-    builtin = _builtin_bot_dir()
-    if not _is_config_dir(builtin):
-        model = os.environ.get("OPENAI_MODEL")
-        write_example(builtin, model=model, provider=_provider_from_environment(model))
-        print(f"(the built-in bot: its config and memory are in {builtin})", file=sys.stderr)
-    return builtin
-
-
-def _chat(root: Path | None, bot: str | None) -> int:
-    root = _chat_root(root)
-    configs = load_config_dir(root)
-    key, config, secrets = load_bot(configs, bot)
-    console = _setup_logging(configs, key, secrets.redactor(), stem=f"chat-{key}", short=True)
-    # The terminal is the conversation: routine lines stay off it, and a failure the chat
-    # already shows (its ⚠️ note) is not repeated.
-    console.setLevel(logging.WARNING)
-    console.addFilter(lambda record: not getattr(record, TOLD_IN_CHANNEL, False))
-    if sys.stdin.isatty():
-        print(f"Talking to {config.name}. /quit or Ctrl-D to leave.\n")
-    return asyncio.run(
-        _chat_async(
-            BotApp(
-                key=key,
-                config=config,
-                root=root,
-                secrets=secrets,
-                channel_configs=configs.channel_configs(key),
-                watch_config=True,
-            )
-        )
-    )
-
-
-async def _chat_async(app: BotApp) -> int:
-    async with app:
-        terminal = app.terminal()
-        # Input ended (a pipe) or /quit: answers in progress still come (Ctrl-C stops them).
-        await app.serve(terminal.closed, [terminal], grace=None)
-    return 0
+    return configure_logging(redactor, level=config.log_level, log_dir=log_dir, stem=stem)
 
 
 def _tools(args: argparse.Namespace) -> int:
@@ -459,7 +401,7 @@ def _trace(args: argparse.Namespace) -> int:
     bots keep separate stores: choose with ``data_dir`` or ``database_url``)."""
     from salon import trace_cli  # a bot process never loads it
 
-    configs = load_config_dir(args.dir)
+    configs = load_config_dir(existing_root(args.dir))
     first = configs.bots[sorted(configs.bots)[0]]
     store = store_for(configs.root, first)
 
