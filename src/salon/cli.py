@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from salon import __version__
-from salon.agent.dispatch import TOLD_IN_CHANNEL
 from salon.app import BotApp, data_dir, load_bot, local_model_problems, store_for
+from salon.chat_cli import chat, existing_root, provider_from_environment
 from salon.config import BotConfig, ConfigSet, Redactor, Secrets, load_config_dir
 from salon.config.example import PLATFORMS, PROVIDERS, write_example
 from salon.config.models import IntegrationsConfig
@@ -26,6 +26,7 @@ from salon.config.shards import shard_groups, with_shards
 from salon.errors import CannotServe, ConfigError, ConfigProblem, SalonError, StoreError
 from salon.logsetup import configure_logging
 from salon.memory_cli import add_memory_parser, run_memory
+from salon.printable import printable
 from salon.supervisor import BotProcessSpec, Supervisor
 
 __all__ = ["main"]
@@ -158,7 +159,9 @@ def _trace_parser(sub: Any) -> None:
     request = trace_sub.add_parser("request", help="the exact request JSON of a trace's call")
     cost = trace_sub.add_parser("cost", help="tokens and cost per bot, channel, user or day")
     for command in (listing, show, request, cost):
-        command.add_argument("dir", nargs="?", default=".", type=Path)
+        command.add_argument(
+            "dir", nargs="?", type=Path, help="default: here, or the built-in bot if here is none"
+        )
     for key in ("bot", "channel", "outcome", "user"):
         listing.add_argument(f"--{key}", help=f"only this {key}")
     listing.add_argument("--limit", type=int, default=30)
@@ -174,29 +177,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command != "run" or args.bot is None:
         _started()  # a bot process says so itself, once its store is open
     try:
-        if args.command == "init":
-            return _init(args.dir, args.bot, args.model, args.provider, args.platform)
-        if args.command == "check":
-            return _check(args.dir, live=args.live)
-        if args.command == "chat":
-            return _chat(args.dir, args.bot)
-        if args.command == "tools":
-            return _tools(args)
-        if args.command == "trace":
-            return _trace(args)
-        if args.command == "memory":
-            return asyncio.run(run_memory(args))
-        if args.command == "web":
-            return _web(args.dir, args.host, args.port)
-        if args.command == "config-link":
-            return _config_link(args.dir, args.port)
-        return _run(args.dir, args.bot, args.shards)
+        code = _command(args)
+        sys.stdout.flush()  # a reader gone (| head) shows here, where it is answered quietly
+        return code
     except ConfigError as exc:
         for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
+            print(printable(f"error: {problem}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _drop_stdout()
+        return 141  # as a command ended by SIGPIPE says it
+
+
+def _drop_stdout() -> None:
+    """What is left to print goes nowhere: the flush at exit would hit the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _command(args: argparse.Namespace) -> int:
+    if args.command == "init":
+        return _init(args.dir, args.bot, args.model, args.provider, args.platform)
+    if args.command == "check":
+        return _check(args.dir, live=args.live)
+    if args.command == "chat":
+        return chat(args.dir, args.bot)
+    if args.command == "tools":
+        return _tools(args)
+    if args.command == "trace":
+        return _trace(args)
+    if args.command == "memory":
+        return asyncio.run(run_memory(args))
+    if args.command == "web":
+        return _web(args.dir, args.host, args.port)
+    if args.command == "config-link":
+        return _config_link(args.dir, args.port)
+    return _run(args.dir, args.bot, args.shards)
 
 
 def _started() -> None:
@@ -211,7 +230,7 @@ def _started() -> None:
 def _init(
     root: Path, bot: str, model: str | None, provider: str | None, platforms: list[str]
 ) -> int:
-    provider = provider or _provider_from_environment(model)
+    provider = provider or provider_from_environment(model)
     model = model or (os.environ.get("OPENAI_MODEL") if provider == "openai" else None)
     written_files = write_example(
         root, model=model, bot=bot, provider=provider, platforms=platforms
@@ -221,18 +240,6 @@ def _init(
     salon, where = _salon_command(), shlex.quote(str(root))
     print(f"next: {salon} check {where} && {salon} chat {where}")
     return 0
-
-
-_OPENAI_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL")
-
-
-def _provider_from_environment(model: str | None) -> str:
-    """The provider a new config should use: the one the user has set up, else local."""
-    if model or any(os.environ.get(name) for name in _OPENAI_VARIABLES):
-        return "openai"
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        return "anthropic"
-    return "local"
 
 
 def _salon_command() -> str:
@@ -265,7 +272,7 @@ def _check(root: Path, *, live: bool = False) -> int:
     configs = load_config_dir(root)
     report = check_bots(configs, os.environ)
     for line in report.lines:
-        print(line)
+        print(printable(line))
     problems = list(report.problems)
     for key, secrets in report.ready:
         problems.extend(local_model_problems(configs, key))
@@ -297,7 +304,7 @@ def _keyword_problems(
         if fatal:
             problems.append(locate(path, reason))
         else:
-            print(f"warning: {locate(path, reason)}")
+            print(printable(f"warning: {locate(path, reason)}"))
     return problems
 
 
@@ -320,7 +327,7 @@ async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> in
                 name = config.provider
                 print(f"live: provider {name}: skipped (no model: set providers.{name}.model)")
                 continue
-            print(result.describe())
+            print(printable(result.describe()))  # the server's own words
             failed = failed or not result.ok
     for name in sorted(defined - probed):
         print(f"live: provider {name}: skipped (unused)")
@@ -329,86 +336,22 @@ async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> in
             from salon.platforms.slack import live_check  # the Slack SDK only when used
 
             line, ok = await live_check(configs.bots[key], secrets)
-            print(line)
+            print(printable(line))
             failed = failed or not ok
         if configs.bots[key].platforms.matrix is not None:
             from salon.platforms.matrix.check import live_check as matrix_check
 
             where = data_dir(configs.root, configs.bots[key])
             lines, ok = await matrix_check(configs.bots[key], secrets, where)
-            print("\n".join(lines))
+            print(printable("\n".join(lines)))
             failed = failed or not ok
     return 1 if failed else 0
 
 
-def _setup_logging(
-    configs: ConfigSet, key: str, redactor: Redactor, stem: str, *, short: bool = False
-) -> logging.Handler:
+def _setup_logging(configs: ConfigSet, key: str, redactor: Redactor, stem: str) -> logging.Handler:
     config = configs.bots[key]
     log_dir = data_dir(configs.root, config) / "logs"
-    return configure_logging(
-        redactor, level=config.log_level, log_dir=log_dir, stem=stem, short=short
-    )
-
-
-def _is_config_dir(path: Path) -> bool:
-    return (path / "bots").is_dir() or (path / "shared.yaml").is_file()
-
-
-def _builtin_bot_dir() -> Path:
-    """Where the built-in bot keeps its config and memory: Salon's folder in the user's
-    data directory ($XDG_DATA_HOME, else ~/.local/share)."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "salon" / "default"
-
-
-def _chat_root(root: Path | None) -> Path:
-    """The directory named, else here when it holds a config, else the built-in bot's
-    (written on first use, with the provider the environment has, else the local model)."""
-    if root is not None:
-        return root
-    here = Path(".")
-    if _is_config_dir(here):
-        return here
-    builtin = _builtin_bot_dir()
-    if not _is_config_dir(builtin):
-        model = os.environ.get("OPENAI_MODEL")
-        write_example(builtin, model=model, provider=_provider_from_environment(model))
-        print(f"(the built-in bot: its config and memory are in {builtin})", file=sys.stderr)
-    return builtin
-
-
-def _chat(root: Path | None, bot: str | None) -> int:
-    root = _chat_root(root)
-    configs = load_config_dir(root)
-    key, config, secrets = load_bot(configs, bot)
-    console = _setup_logging(configs, key, secrets.redactor(), stem=f"chat-{key}", short=True)
-    # The terminal is the conversation: routine lines stay off it, and a failure the chat
-    # already shows (its ⚠️ note) is not repeated.
-    console.setLevel(logging.WARNING)
-    console.addFilter(lambda record: not getattr(record, TOLD_IN_CHANNEL, False))
-    if sys.stdin.isatty():
-        print(f"Talking to {config.name}. /quit or Ctrl-D to leave.\n")
-    return asyncio.run(
-        _chat_async(
-            BotApp(
-                key=key,
-                config=config,
-                root=root,
-                secrets=secrets,
-                channel_configs=configs.channel_configs(key),
-                watch_config=True,
-            )
-        )
-    )
-
-
-async def _chat_async(app: BotApp) -> int:
-    async with app:
-        terminal = app.terminal()
-        # Input ended (a pipe) or /quit: answers in progress still come (Ctrl-C stops them).
-        await app.serve(terminal.closed, [terminal], grace=None)
-    return 0
+    return configure_logging(redactor, level=config.log_level, log_dir=log_dir, stem=stem)
 
 
 def _tools(args: argparse.Namespace) -> int:
@@ -458,7 +401,7 @@ def _trace(args: argparse.Namespace) -> int:
     bots keep separate stores: choose with ``data_dir`` or ``database_url``)."""
     from salon import trace_cli  # a bot process never loads it
 
-    configs = load_config_dir(args.dir)
+    configs = load_config_dir(existing_root(args.dir))
     first = configs.bots[sorted(configs.bots)[0]]
     store = store_for(configs.root, first)
 
@@ -556,7 +499,7 @@ def _supervise(configs: ConfigSet, shards: str | None) -> int:
     try:
         asyncio.run(_main())
     except (CannotServe, StoreError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return 2
     return 0
 
@@ -568,7 +511,7 @@ def _config_link(root: Path, port: int | None) -> int:
     try:
         link = web_cli.config_link(load_config_dir(root), os.environ, port)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return 2
     print(link)
     print(web_cli.LINK_NOTE, file=sys.stderr)
@@ -595,6 +538,6 @@ def _web(root: Path, host: str | None, port: int | None) -> int:
     try:
         asyncio.run(_main())
     except (CannotServe, StoreError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return 2
     return 0

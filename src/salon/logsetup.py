@@ -1,4 +1,5 @@
-"""Logging for the CLI: console plus one file a day, every line passed through the redactor.
+"""Logging for the CLI: console plus one file a day, every line passed through the redactor
+and its control characters shown (salon.printable), as a terminal reading it would obey them.
 
 Only ``salon.cli`` calls ``configure_logging``; library modules just ``getLogger(__name__)``.
 """
@@ -11,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from salon.config import Redactor
+from salon.printable import printable
 from salon.trace import ACTIVATION
 
 __all__ = [
@@ -44,7 +46,7 @@ class RedactingFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         _tag_activation(record)
-        return self.redactor(super().format(record))
+        return printable(self.redactor(super().format(record)))
 
 
 class ConsoleFormatter(RedactingFormatter):
@@ -65,7 +67,7 @@ class ConsoleFormatter(RedactingFormatter):
         error = saved[0][1] if saved[0] else None
         if error is not None:
             reason = str(error) or type(error).__name__
-            text += self.redactor(f" ({reason.splitlines()[0]}{self.where})")
+            text += printable(self.redactor(f" ({reason.splitlines()[0]}{self.where})"))
         return text
 
 

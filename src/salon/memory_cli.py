@@ -10,7 +10,6 @@ share holds notes of bots no longer configured too, and a request by person cove
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from salon.app import store_for
 from salon.config import ConfigSet, load_config_dir
 from salon.notes import Note
+from salon.printable import printable, printable_json
 from salon.store.sql import SQLStore
 
 __all__ = ["add_memory_parser", "run_memory"]
@@ -94,7 +94,7 @@ async def _export(configs: ConfigSet, user: str, bot: str | None) -> int:
 
     await _each_store(configs, bot, collect)
     exported = {"user": user, "notes": [_exported(n) for n in notes], "choices": choices}
-    print(json.dumps(exported, indent=2, ensure_ascii=False))
+    print(printable_json(exported))  # prints safely, parses to the same text
     return 0
 
 
@@ -111,7 +111,7 @@ async def _forget(configs: ConfigSet, user: str, bot: str | None) -> int:
     await _each_store(configs, bot, delete)
     notes = f"{gone} note{'' if gone == 1 else 's'}"
     traces = f"{traced} trace{'' if traced == 1 else 's'}"
-    print(f"forgot {notes} about or by {user}, and {traces} of their activations")
+    print(printable(f"forgot {notes} about or by {user}, and {traces} of their activations"))
     return 0
 
 

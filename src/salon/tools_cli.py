@@ -10,13 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from salon.app import BotApp
 from salon.config import BotConfig, Secrets
 from salon.config.targets import channel_key
 from salon.llm.base import ProviderTraits
 from salon.model import ToolCall
+from salon.printable import printable
 from salon.store.sql import SQLStore
 from salon.tools.builtin import OPERATOR, MemoryBook, ScheduleBook, build_builtin_server
 from salon.tools.native import ToolSet
@@ -28,6 +29,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = ["ServeOptions", "call_tool", "list_tools", "serve_builtin", "serve_integration"]
+
+
+def _print(text: str, file: TextIO | None = None) -> None:
+    """Printed with the control characters of servers', tools' and errors' text shown."""
+    print(printable(text), file=file)
 
 
 @dataclass(frozen=True)
@@ -90,12 +96,12 @@ def _app(key: str, config: BotConfig, root: Path, secrets: Secrets) -> BotApp:
 async def list_tools(key: str, config: BotConfig, root: Path, secrets: Secrets) -> int:
     async with _app(key, config, root, secrets) as app:
         for name, reason in app.hub.failed_servers().items():
-            print(f"server {name}: UNAVAILABLE: {reason}")
+            _print(f"server {name}: UNAVAILABLE: {reason}")
         for spec in sorted(app.hub.specs(), key=lambda s: (s.server, s.name)):
             policy = decide(spec, {}, config)
             summary = (spec.description.strip().splitlines() or [""])[0]
-            print(f"{spec.name}  [{spec.server}, {policy}]  {summary}")
-            print(f"    arguments: {json.dumps(spec.input_schema.get('properties', {}))}")
+            _print(f"{spec.name}  [{spec.server}, {policy}]  {summary}")
+            _print(f"    arguments: {json.dumps(spec.input_schema.get('properties', {}))}")
     return 0
 
 
@@ -112,22 +118,22 @@ async def call_tool(
     try:
         parsed = json.loads(arguments or "{}")
     except json.JSONDecodeError as exc:
-        print(f"error: arguments are not JSON: {exc}", file=sys.stderr)
+        _print(f"error: arguments are not JSON: {exc}", file=sys.stderr)
         return 2
     if not isinstance(parsed, dict):
-        print("error: arguments must be a JSON object", file=sys.stderr)
+        _print("error: arguments must be a JSON object", file=sys.stderr)
         return 2
     try:
         channel = channel_key(config, channel)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _print(f"error: {exc}", file=sys.stderr)
         return 2
     async with _app(key, config, root, secrets) as app:
         hidden = {"channel": channel, "requester_id": OPERATOR, "requester_name": "operator"}
         result = await app.hub.call(ToolCall("cli", name, parsed), hidden=hidden)
-    print(result.content)
+    _print(result.content)
     for attachment in result.attachments:
-        print(f"[file {attachment.filename}, {attachment.content_type}, {attachment.size} bytes]")
+        _print(f"[file {attachment.filename}, {attachment.content_type}, {attachment.size} bytes]")
     return 1 if result.is_error else 0
 
 
@@ -135,7 +141,7 @@ def _listen(options: ServeOptions) -> HttpListen | int | None:
     try:
         return options.listen()
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _print(f"error: {exc}", file=sys.stderr)
         return 2
 
 
@@ -168,7 +174,7 @@ async def serve_integration(
     try:
         server = server_for(config, name, secrets, root)
     except IntegrationUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _print(f"error: {exc}", file=sys.stderr)
         return 2
     await _serve(server, listen)
     return 0
@@ -218,7 +224,7 @@ async def auth_server(
     server: str,
     *,
     revoke: bool = False,
-    out: Callable[[str], None] = print,
+    out: Callable[[str], None] | None = None,
     person: str | None = None,
 ) -> int:
     """``salon tools auth SERVER``: authorize Salon once at an OAuth MCP server (the link
@@ -228,6 +234,7 @@ async def auth_server(
     from salon.tools.mcp_auth import KEY_ENV, SealedStorage, Sealer, authorize, tokens_kind
     from salon.tools.servers import client_info
 
+    out = out or _print
     settings = config.mcp_servers.get(server)
     if settings is None or settings.oauth is None or settings.url is None:
         out(f"error: {server} is not an MCP server with oauth in this bot's config")

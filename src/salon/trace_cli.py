@@ -14,6 +14,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
 
+from salon.printable import printable, printable_json
 from salon.store.sql import TracePart
 from salon.trace import TraceSummary
 
@@ -37,6 +38,7 @@ def _money(value: float | None) -> str:
 
 
 def _table(rows: list[list[str]], out: TextIO) -> None:
+    rows = [[printable(cell, one_line=True) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
@@ -44,8 +46,9 @@ def _table(rows: list[list[str]], out: TextIO) -> None:
 
 
 async def list_traces(
-    traces: TracePart, *, out: TextIO = sys.stdout, limit: int = 30, **filters: str | None
+    traces: TracePart, *, out: TextIO | None = None, limit: int = 30, **filters: str | None
 ) -> int:
+    out = out or sys.stdout  # the one of the moment, not of the import
     found = await traces.list_traces(limit=limit, **filters)  # type: ignore[arg-type]
     if not found:
         out.write("no traces yet\n")
@@ -88,14 +91,18 @@ async def _find(traces: TracePart, ref: str) -> int | None:
     return await traces.trace_for_message(link[1] if link else ref)
 
 
-async def show(traces: TracePart, ref: str, *, out: TextIO = sys.stdout) -> int:
+async def show(traces: TracePart, ref: str, *, out: TextIO | None = None) -> int:
+    out = out or sys.stdout  # the one of the moment, not of the import
     trace_id = await _find(traces, ref)
     found = await traces.get_trace(trace_id) if trace_id is not None else None
     if found is None:
         print(f"error: no trace {ref!r} (see salon trace list)", file=sys.stderr)
         return 2
     summary, body = found
-    write = out.write
+
+    def write(text: str) -> None:
+        out.write(printable(text))  # people's, models' and tools' text: escapes shown
+
     when = _when(summary.started_at)
     write(f"trace #{summary.id}: {summary.bot} in {summary.channel}, {when} UTC\n")
     if body.get("activation"):
@@ -180,7 +187,8 @@ def _show_tool(tool: dict[str, Any], write: Any) -> None:
     write(f"  result{' (error)' if tool['is_error'] else ''}: {result[:500]}\n")
 
 
-async def request(traces: TracePart, ref: str, *, call: int = 1, out: TextIO = sys.stdout) -> int:
+async def request(traces: TracePart, ref: str, *, call: int = 1, out: TextIO | None = None) -> int:
+    out = out or sys.stdout  # the one of the moment, not of the import
     trace_id = await _find(traces, ref)
     found = await traces.get_trace(trace_id) if trace_id is not None else None
     calls = found[1].get("calls", []) if found else []
@@ -188,7 +196,7 @@ async def request(traces: TracePart, ref: str, *, call: int = 1, out: TextIO = s
         what = f"no call {call} in trace {ref}" if found else f"no trace {ref!r}"
         print(f"error: {what}", file=sys.stderr)
         return 2
-    out.write(json.dumps(calls[call - 1]["request"], indent=2, ensure_ascii=False) + "\n")
+    out.write(printable_json(calls[call - 1]["request"]) + "\n")
     return 0
 
 
@@ -197,8 +205,9 @@ async def cost(
     *,
     by: Literal["bot", "channel", "user", "day"] = "day",
     days: float | None = None,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
+    out = out or sys.stdout  # the one of the moment, not of the import
     since = time.time() - days * 86400 if days else None
     rows = await traces.cost_by(by, since=since)
     if not rows:

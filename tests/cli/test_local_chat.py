@@ -81,6 +81,8 @@ async def test_salon_chat_with_no_directory_talks_to_the_built_in_local_bot(
     assert answer_of(out)
     builtin = tmp_path / "data" / "salon" / "default"
     assert f"the built-in bot: its config and memory are in {builtin}" in err
+    assert "a tiny local model for trying Salon" in err  # its greeting, on stderr
+    assert f"`provider: openai` in {builtin / 'bots' / 'assistant.yaml'}" in err
     assert "provider: local" in (builtin / "bots" / "assistant.yaml").read_text()
     assert "Traceback" not in err
     # the second time it is the same bot, and it remembers

@@ -252,14 +252,14 @@ async def test_a_line_over_a_mebibyte_is_cut_and_the_chat_goes_on(
 ) -> None:
     root = tmp_path / "mine"
     main(["init", str(root), "--provider", "openai"])
-    llm_server.queue("Got both.")
+    llm_server.queue("Got a long one.", "Got hi.")
     huge = "x" * (2 << 20)
     code, out, err = await salon("chat", str(root), stdin=f"{huge}\nhi\n", env=chat_env(llm_server))
     assert code == 0, err
     assert "(that line was cut to its first 1,048,576 characters)" in out
-    assert out.endswith("Assistant: Got both.\n\n")
-    # The line after the long one still arrived; the long one itself is past the
-    # 100 000-character window, so the model sees the newest line only.
+    assert out.endswith("Assistant: Got a long one.\n\nAssistant: Got hi.\n\n")
+    # The line after the long one still arrived, as its own turn; the long one itself is
+    # past the 100 000-character window, so the model sees the newest line only.
     assert llm_server.requests[-1].body["messages"][-1]["content"] == "you: hi"
 
 

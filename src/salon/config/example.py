@@ -70,6 +70,29 @@ platforms:
 
 
 PLATFORM_YAML = {
+    "discord": """\
+  # Discord: a bot application (docs/CONFIGURATION.md, "Platforms"). In the Developer
+  # Portal: New Application; on its Bot page, Reset Token (that is DISCORD_TOKEN) and turn
+  # on the Message Content intent (Discord refuses the bot's connection without it); then
+  # invite it with OAuth2 > URL Generator, scope bot.
+  discord:
+    token_env: DISCORD_TOKEN          # the bot's token, read from the environment
+    monitored_channels: []            # channel ids answered without a mention: ["123456789"]
+    # mentions: {{everyone: false, roles: []}}   # who its messages may notify
+""",
+    "irc": """\
+  # IRC: one network (docs/CONFIGURATION.md, "Platforms"). The bot answers when named, to
+  # !ask and in private messages.
+  irc:
+    server: irc.example.org           # the network's server
+    port: 6697
+    tls: true
+    nick: {bot}
+    channels: ["#salon"]              # joined at start
+    commands: ["!ask"]                # "!ask what is new?" addresses the bot
+    # sasl_username: {bot}            # log in to the network's services (SASL PLAIN)
+    # sasl_password_env: IRC_SASL_PASSWORD
+""",
     "matrix": """\
   # Matrix: a bot account on your homeserver (docs/CONFIGURATION.md, "Matrix").
   matrix:

@@ -39,6 +39,7 @@ from salon.platforms.base import (
 )
 from salon.platforms.forms import ask_in_text
 from salon.platforms.notes import TERMINAL_WORDS, NotesBook, PeoplesMemory
+from salon.printable import printable
 
 __all__ = ["Command", "TerminalPlatform", "stdin_lines"]
 
@@ -117,8 +118,13 @@ class TerminalPlatform(PlatformBase):
         commands: Mapping[str, Command] | None = None,
         waiting_notice: float = WAITING_NOTICE,
         memory: NotesBook | None = None,
+        settled: Callable[[], Awaitable[None]] | None = None,
+        prompt: str | None = None,
     ) -> None:
-        """``memory``: the notes' rules, for ``/memory`` and ``/forget`` (offered with it)."""
+        """``memory``: the notes' rules, for ``/memory`` and ``/forget`` (offered with it).
+        ``settled``: returns once the bot has answered all it was given; with it, each line
+        is its own turn (the next is read after the answer). ``prompt``: written whenever
+        the terminal waits for a line (for a person typing)."""
         self._bot = bot
         self._me = Participant(f"bot:{bot}", bot_name, is_bot=True)
         self._user = Participant("user", user_name)
@@ -129,6 +135,10 @@ class TerminalPlatform(PlatformBase):
         if memory is not None:
             self._commands |= self._memory_commands(PeoplesMemory(memory, bot=bot))
         self._waiting_notice = waiting_notice
+        self._settled = settled
+        self._prompt = prompt
+        self._turn: asyncio.Future[None] | None = None  # the answer to the lines handed on
+        self._asked = asyncio.Event()  # a question waits for the next line
         self._reader: asyncio.Task[None] | None = None
         self._question: asyncio.Future[str | None] | None = None  # the next line answers
         self._wrote = asyncio.Event()
@@ -153,6 +163,7 @@ class TerminalPlatform(PlatformBase):
 
     async def start(self, sink: EventSink) -> None:
         lines = self._lines if self._lines is not None else stdin_lines()
+        self._show_prompt()
         self._reader = asyncio.create_task(self._read(lines, sink), name="terminal-reader")
 
     async def stop(self) -> None:
@@ -160,6 +171,8 @@ class TerminalPlatform(PlatformBase):
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
             self._reader = None
+        if self._turn is not None:
+            self._turn.cancel()
         self.closed.set()
 
     async def _read(self, lines: AsyncIterator[str], sink: EventSink) -> None:
@@ -169,6 +182,7 @@ class TerminalPlatform(PlatformBase):
                 if text in QUIT_WORDS:
                     break
                 await self._line(text, sink)
+                await self._answered()
             else:
                 self.ended = True
         except (ValueError, OSError):
@@ -185,12 +199,35 @@ class TerminalPlatform(PlatformBase):
         word, _, rest = text.partition(" ")
         if self._question is not None and not self._question.done():
             self._question.set_result(text)
+            self._asked.clear()  # answered: what follows waits for the turn again
         elif word in self._commands:
             self._write(f"{await self._commands[word](CHANNEL, rest)}\n\n")
         elif text:
             message = self._message(self._user, text)
             await self._log.log_message(self._bot, message)
             await sink(MessageEvent(message))
+
+    async def _answered(self) -> None:
+        """Wait for the answer to the lines handed on, so each is its own turn, then prompt;
+        a question the bot asks meanwhile returns at once (the next line answers it)."""
+        if self._settled is None:
+            return
+        if self._turn is None:
+            self._turn = asyncio.ensure_future(self._settled())
+        asked = asyncio.ensure_future(self._asked.wait())
+        try:
+            await asyncio.wait((self._turn, asked), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            asked.cancel()
+        if self._turn.done():
+            self._turn.result()
+            self._turn = None
+            self._show_prompt()
+
+    def _show_prompt(self) -> None:
+        if self._prompt is not None:
+            self._out.write(printable(self._prompt))
+            self._out.flush()
 
     def _message(self, author: Participant, text: str, key: str | None = None) -> Message:
         return Message(key or uuid.uuid4().hex, CHANNEL, author, text, datetime.now(UTC))
@@ -242,6 +279,7 @@ class TerminalPlatform(PlatformBase):
             return ApprovalDecision(Approval.CANCELLED, by="(input ended)")
         loop = asyncio.get_running_loop()
         self._question = loop.create_future()
+        self._asked.set()
         self._write(f"{self._me.name} wants to run {request.description}. Allow? [yes/no]\n")
         try:
             said = await asyncio.wait_for(asyncio.shield(self._question), request.timeout)
@@ -250,6 +288,7 @@ class TerminalPlatform(PlatformBase):
             return ApprovalDecision(Approval.TIMEOUT)
         finally:
             self._question = None
+            self._asked.clear()
         approved = said is not None and said.lower() in YES_ANSWERS
         answer = Approval.APPROVED if approved else Approval.CANCELLED
         return ApprovalDecision(answer, by=self._user.name)
@@ -265,6 +304,7 @@ class TerminalPlatform(PlatformBase):
         if self.closed.is_set():
             return None
         self._question = asyncio.get_running_loop().create_future()
+        self._asked.set()
         self._write(f"{question}\n")
         try:
             said = await asyncio.wait_for(asyncio.shield(self._question), max(within, 0.0))
@@ -272,10 +312,11 @@ class TerminalPlatform(PlatformBase):
             return None
         finally:
             self._question = None
+            self._asked.clear()
         return None if said is None else (said, self._user.name)
 
     def _write(self, text: str) -> None:
-        self._out.write(text)
+        self._out.write(printable(text))  # the model's and people's escapes, shown
         self._out.flush()
         self._written += 1
         self._wrote.set()
