@@ -22,6 +22,7 @@ from salon.trace import CostRow
 from salon.web.context import Web
 from salon.web.guard import (
     SESSION_COOKIE,
+    client_address,
     csrf_token,
     form,
     keep_csrf,
@@ -139,12 +140,13 @@ async def login(request: Request) -> Response:
     refusal = post_refusal(request, fields)
     if refusal:
         return login_page(web, request, 403, refusal, next_page)
-    if web.login_paused():
+    client = client_address(request)
+    if web.logins.paused(client):
         paused = "Too many wrong keys lately: try again in a minute."
         return login_page(web, request, 429, paused, next_page)
     given = fields.get("key", "")
     if not hmac.compare_digest(given.encode("utf-8"), key.encode("utf-8")):
-        web.failed_logins.append(web.now())
+        web.logins.failed(client)
         logger.warning("activity page: a sign-in with a wrong key")
         return login_page(web, request, 401, "That is not the activity key.", next_page)
     response = RedirectResponse(next_page, status_code=303)

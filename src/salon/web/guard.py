@@ -10,6 +10,8 @@
   own name, so it can neither read ``/health`` nor post sign-ins.
 - A POST that the browser says comes from elsewhere (``Origin``, ``Sec-Fetch-Site``) is
   refused before anything else looks at it: it never counts toward the sign-in lockout.
+- Wrong keys pause sign-in for their client (``client_address``) and, past a ceiling far
+  above that, for everyone (``salon.web.context.Lockout``).
 - The configurator answers loopback clients only: the peer address, the ``Host`` header
   and the absence of any forwarding header (a proxy on the same machine would make every
   client look local) are all checked.
@@ -35,6 +37,7 @@ __all__ = [
     "CSRF_COOKIE",
     "SESSION_COOKIE",
     "HostGuard",
+    "client_address",
     "csrf_token",
     "form",
     "loopback_refusal",
@@ -135,6 +138,18 @@ def _loopback_address(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def client_address(request: Request) -> str:
+    """Who sent the request, for the sign-in pause: the peer's address; from a proxy on
+    this machine (a loopback peer sending ``X-Forwarded-For``), the address that proxy saw,
+    the header's last entry (the earlier ones are the client's own word)."""
+    peer = request.client.host if request.client else ""
+    forwarded = ",".join(request.headers.getlist("x-forwarded-for"))
+    last = forwarded.rsplit(",", 1)[-1].strip()
+    if last and _loopback_address(peer) and _is_address(last):
+        return last
+    return peer
 
 
 def loopback_refusal(request: Request) -> str | None:
