@@ -206,5 +206,5 @@ def test_a_log_swapped_for_a_symlink_after_listing_is_not_opened(tmp_path: Path)
     secret.write_text("private\n", encoding="utf-8")
     link = tmp_path / "salon-2000-01-01.log"
     link.symlink_to(secret)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="symbolic links"):
         read_chunk(link, 0)

@@ -23,6 +23,7 @@ from salon.errors import ConfigError
 from salon.model import clean_text
 from salon.store.sql import SQLStore
 from salon.web.links import CONFIG_LINK_SECONDS
+from salon.web.sessions import Sessions
 
 __all__ = ["Fleet", "Lockout", "Web", "secret_values"]
 
@@ -154,14 +155,21 @@ class Web:
     redact: Redactor = field(default_factory=Redactor)
     # Sign-ins with a wrong key lately, per client: past a few a minute, sign-in pauses.
     logins: Lockout = field(init=False)
+    # The sessions signed in, as the store keeps them (read at most every few seconds).
+    sessions: Sessions = field(init=False)
     # The nonces of configurator links taken, with their expiry: each signs in once.
     used_links: dict[str, int] = field(default_factory=dict)
     started_at: float = 0.0
 
     def __post_init__(self) -> None:
-        self.logins = Lockout(self.now)
+        self.logins = Lockout(self._clock)
+        self.sessions = Sessions(self.store.sessions, self._clock)
         self.redact = self.redact.merged(secret_values(self.fleet.configs, self.environ))
         self.started_at = self.started_at or self.now()
+
+    def _clock(self) -> float:
+        """``now`` as it is when asked (a test may replace it after this is made)."""
+        return self.now()
 
     def take_link(self, nonce: str, expires: int) -> str | None:
         """Mark a configurator link used; why it cannot sign in, or None when it can."""

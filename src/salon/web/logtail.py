@@ -94,7 +94,7 @@ async def _read(path: Path, offset: int) -> tuple[int, str, bool] | None:
 
 async def log_page(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = gate(web, request)
+    refused = await gate(web, request)
     if refused:
         return refused
     files = _today_files(request.app.state.logs)
@@ -119,7 +119,7 @@ async def log_page(request: Request) -> Response:
 
 async def tail(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = gate(web, request)
+    refused = await gate(web, request)
     if refused:
         return web.text("sign in first", 401) if refused.status_code == 401 else refused
     path = _today_files(request.app.state.logs).get(request.query_params.get("file", ""))

@@ -107,7 +107,7 @@ async def _read(request: Request) -> tuple[dict[str, str], bytes] | int:
 
 async def upload(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = gate(web, request)
+    refused = await gate(web, request)
     if refused:
         return refused
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
