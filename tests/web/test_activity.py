@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 import httpx2
 
+from salon.config import load_config_dir
+from salon.web.app import build_app
+from salon.web.context import MAX_FAILED_LOGINS_OVERALL, Lockout
 from salon.web.links import LINK, activity_link, make_token
 from tests.web.conftest import ACTIVITY_KEY, ENVIRON, PROVIDER_KEY, TRIGGER_TOKEN, Site
 from tests.web.data import sample_traces, write_sample
@@ -206,3 +210,60 @@ async def test_an_id_that_is_no_id_is_a_clear_answer_not_a_crash(site: Site) -> 
         assert response.status_code == 404
         assert "No such trace." in response.text
     assert (await site.client.get("/activity/rows", params={"after": "0"})).status_code == 200
+
+
+def _app(site: Site) -> Any:
+    configs = load_config_dir(site.root)
+    return build_app(
+        store=site.store, configs=configs, settings=configs.bots["salon"].web, environ=ENVIRON
+    )
+
+
+async def _sign_in_from(app: Any, address: str, key: str, headers: dict[str, str]) -> int:
+    """One sign-in from a browser at ``address``: the status of the POST."""
+    transport = httpx2.ASGITransport(app=app, client=(address, 40000))
+    async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        page = await client.get("/activity", headers=headers)
+        data = {"key": key, "csrf": csrf_of(page.text)}
+        return (await client.post("/activity/login", data=data, headers=headers)).status_code
+
+
+async def test_wrong_keys_pause_sign_in_for_their_client_only(site: Site) -> None:
+    app = _app(site)
+    for _ in range(10):
+        assert await _sign_in_from(app, "203.0.113.7", "guess", {}) == 401
+    assert await _sign_in_from(app, "203.0.113.7", ACTIVITY_KEY, {}) == 429
+    assert await _sign_in_from(app, "198.51.100.2", ACTIVITY_KEY, {}) == 303
+
+
+async def test_behind_a_proxy_on_this_machine_the_forwarded_client_counts(site: Site) -> None:
+    app = _app(site)
+    guesser = {"X-Forwarded-For": "10.9.9.9, 203.0.113.7"}  # the proxy's entry is the last
+    for _ in range(10):
+        assert await _sign_in_from(app, "127.0.0.1", "guess", guesser) == 401
+    assert await _sign_in_from(app, "127.0.0.1", ACTIVITY_KEY, guesser) == 429
+    spoofed = {"X-Forwarded-For": "203.0.113.7, 198.51.100.2"}
+    assert await _sign_in_from(app, "127.0.0.1", ACTIVITY_KEY, spoofed) == 303
+    assert await _sign_in_from(app, "127.0.0.1", ACTIVITY_KEY, {}) == 303
+    # A forwarding header from a client elsewhere is its own word: the peer counts.
+    for _ in range(10):
+        assert await _sign_in_from(app, "192.0.2.1", "guess", {"X-Forwarded-For": "1.2.3.4"}) == 401
+    assert (
+        await _sign_in_from(app, "192.0.2.1", ACTIVITY_KEY, {"X-Forwarded-For": "5.6.7.8"}) == 429
+    )
+
+
+async def test_many_clients_guessing_pause_sign_in_for_everyone(site: Site) -> None:
+    app = _app(site)
+    for n in range(MAX_FAILED_LOGINS_OVERALL):
+        assert await _sign_in_from(app, f"203.0.{n // 200}.{n % 200}", "guess", {}) == 401
+    assert await _sign_in_from(app, "198.51.100.2", ACTIVITY_KEY, {}) == 429
+
+
+def test_an_ipv6_client_is_its_network() -> None:
+    """Anyone with one IPv6 address has a /64 of them: the /64 is one client."""
+    lockout = Lockout(now=lambda: 1000.0)
+    for n in range(10):
+        lockout.failed(f"2001:db8:1:2::{n + 1}")
+    assert lockout.paused("2001:db8:1:2:ffff::9")
+    assert not lockout.paused("2001:db8:1:3::1")

@@ -13,7 +13,7 @@ import pytest
 from salon.cli import main
 from salon.config import load_config_dir
 from salon.web.app import build_app
-from salon.web.links import CONFIG_LINK_SECONDS, LINK, SESSION, config_token, make_token
+from salon.web.links import CONFIG_LINK_SECONDS, LINK, config_token, make_token, session_token
 from tests.web.conftest import ACTIVITY_KEY, ENVIRON, Site
 
 
@@ -147,7 +147,8 @@ async def test_a_client_not_on_loopback_is_refused(site: Site) -> None:
         settings=load_config_dir(site.root).bots["salon"].web,
         environ=ENVIRON,
     )
-    session = {"salon_session": make_token(ACTIVITY_KEY, SESSION, 600)}  # signed in, even
+    begun = await app.state.web.sessions.begin(600)
+    session = {"salon_session": session_token(ACTIVITY_KEY, begun, 600)}  # signed in, even
     transport = httpx2.ASGITransport(app=app, client=("203.0.113.7", 40000))
     async with httpx2.AsyncClient(
         transport=transport, base_url="http://127.0.0.1", cookies=session

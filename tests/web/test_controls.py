@@ -17,6 +17,7 @@ from fakes.llm_server import LLMServer, Scripted
 from salon.config import load_config_dir
 from salon.sockets import bind
 from salon.web.app import build_app
+from salon.web.logtail import read_chunk
 from salon.web.server import WebServer
 from tests.web.conftest import ENVIRON, PROVIDER_KEY, Site
 from tests.web.test_configurator import csrf_of, sign_in
@@ -182,3 +183,28 @@ async def test_the_provider_test_asks_the_bot_s_provider(
     answer = await probing.post("/config/bots/probe", data={"bot": "salon", "csrf": token})
     assert "FAILED" in answer.text
     assert "401" in answer.text
+
+
+async def test_a_log_named_file_that_is_a_symlink_is_not_followed(site: Site) -> None:
+    secret = site.root.parent / "secret.txt"
+    secret.write_text("not a log: private\n", encoding="utf-8")
+    link = log_file(site).with_name(f"other-{datetime.now(UTC):%Y-%m-%d}.log")
+    link.symlink_to(secret)
+    log_file(site).write_text("a real line\n", encoding="utf-8")
+    await sign_in(site)
+    page = await site.client.get("/config/log", params={"file": link.name})
+    assert page.status_code == 404
+    assert "private" not in page.text
+    assert link.name not in (await site.client.get("/config/log")).text
+    tail = await site.client.get("/config/log/tail", params={"file": link.name, "offset": 0})
+    assert tail.status_code == 404
+    assert "private" not in tail.text
+
+
+def test_a_log_swapped_for_a_symlink_after_listing_is_not_opened(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("private\n", encoding="utf-8")
+    link = tmp_path / "salon-2000-01-01.log"
+    link.symlink_to(secret)
+    with pytest.raises(OSError, match="symbolic links"):
+        read_chunk(link, 0)

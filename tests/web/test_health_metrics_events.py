@@ -237,3 +237,44 @@ async def test_a_lone_surrogate_in_an_event_is_replaced_not_a_crash(site: Site) 
         assert response.status_code == 422
     assert "unknown field(s): \ufffd" in response.json()["error"]
     assert await nothing_enqueued(site)
+
+
+async def test_an_event_for_a_platform_the_bot_does_not_run_is_refused(site: Site) -> None:
+    """``salon run`` starts no terminal, and this bot is on IRC only: nothing would take it."""
+    for channel in ("terminal:local", "discord:123456", "slack:C0123"):
+        body = {"channel": channel, "text": "hi"}
+        response = await site.client.post("/bots/salon/events", json=body, headers=AUTH)
+        assert response.status_code == 422, channel
+        (reason,) = response.json()["error"].splitlines()
+        assert channel.partition(":")[0] in reason
+        assert "irc" in reason  # what it does run
+    assert await nothing_enqueued(site)
+
+
+async def test_an_event_for_a_platform_the_bot_reports_running_is_taken(site: Site) -> None:
+    await site.store.health.beat(BotHealth(**{**asdict(beat()), "platforms": {"terminal": True}}))
+    body = {"channel": "terminal:local", "text": "from the terminal's bot"}
+    response = await site.client.post("/bots/salon/events", json=body, headers=AUTH)
+    assert response.status_code == 202
+
+
+async def test_an_event_for_a_matrix_or_slack_bot_is_taken(site: Site) -> None:
+    (site.root / "bots" / "chat.yaml").write_text(
+        "name: Chat\nsystem_prompt: Hi.\nplatforms:\n"
+        "  matrix: {homeserver: 'https://matrix.example', user_id: '@chat:matrix.example'}\n"
+        "  slack: {}\n",
+        encoding="utf-8",
+    )
+    for channel in ("matrix:!room:matrix.example", "slack:C0123"):
+        body = {"channel": channel, "text": "hi"}
+        response = await site.client.post("/bots/chat/events", json=body, headers=AUTH)
+        assert response.status_code == 202, response.text
+        assert response.json()["channel"] == channel
+
+
+async def test_an_event_for_a_terminal_that_stopped_is_refused(site: Site) -> None:
+    await site.store.health.beat(BotHealth(**{**asdict(beat()), "platforms": {"terminal": False}}))
+    body = {"channel": "terminal:local", "text": "anyone?"}
+    response = await site.client.post("/bots/salon/events", json=body, headers=AUTH)
+    assert response.status_code == 422
+    assert await nothing_enqueued(site)

@@ -167,3 +167,35 @@ async def test_off_unless_configured(tmp_path: Path) -> None:
     async for site in _fleet(tmp_path, serve=False):
         answer = await site.client.get("/outputs/2026/01/02T03:04/alice-cat.png")
         assert answer.status_code == 404
+
+
+@pytest.mark.parametrize(
+    "path", ["/outputs/later.png", "/outputs/link.txt", "/outputs/2026/01/", "/outputs/%00"]
+)
+async def test_a_missing_or_refused_file_is_not_cached(outputs: Outputs, path: str) -> None:
+    answer = await outputs.client.get(path)
+    assert answer.status_code == 404
+    assert answer.headers["cache-control"] == "no-store"
+
+
+async def test_a_file_that_appears_after_a_404_is_served(outputs: Outputs) -> None:
+    assert (await outputs.client.get("/outputs/later.png")).status_code == 404
+    (outputs.data / "outputs" / "later.png").write_bytes(PNG)
+    answer = await outputs.client.get("/outputs/later.png")
+    assert answer.status_code == 200
+    assert "max-age" in answer.headers["cache-control"]  # a saved file never changes
+
+
+async def test_off_is_not_cached_either(tmp_path: Path) -> None:
+    async for site in _fleet(tmp_path, serve=False):
+        answer = await site.client.get("/outputs/2026/01/02T03:04/alice-cat.png")
+        assert answer.headers["cache-control"] == "no-store"
+
+
+@pytest.mark.parametrize(("method", "path"), [("GET", "/nothing"), ("POST", "/outputs/x.png")])
+async def test_the_server_s_own_404_and_405_are_not_cached(
+    outputs: Outputs, method: str, path: str
+) -> None:
+    answer = await outputs.client.request(method, path)
+    assert answer.status_code in (404, 405)
+    assert answer.headers.get("cache-control") == "no-store"

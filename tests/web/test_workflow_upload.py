@@ -5,6 +5,7 @@ else is refused with the reason, and the file stays as it was."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +118,23 @@ async def test_a_bot_without_a_workflow_key_says_what_to_set(site: Site) -> None
     answer = await upload(site, json.dumps(GOOD).encode())
     assert answer.status_code == 422
     assert "integrations.comfyui.workflow" in answer.text
+
+
+def nested(depth: int) -> bytes:
+    """Valid JSON the parser takes, nested deeper than any workflow."""
+    inner = '{"a": ' * depth + '{"text": "{{prompt}}"}' + "}" * depth
+    return f'{{"1": {{"class_type": "CLIPTextEncode", "inputs": {inner}}}}}'.encode()
+
+
+@pytest.mark.parametrize("data", [b"[" * 100_000, b'{"1": ' * 100_000, nested(990)])
+async def test_a_deeply_nested_file_gets_422_in_one_line_and_the_server_serves_on(
+    site: Site, workflow: Path, data: bytes
+) -> None:
+    await sign_in(site)
+    answer = await upload(site, data)
+    assert answer.status_code == 422
+    (line,) = re.findall(r"not saved: [^<]*", answer.text)
+    assert "nested too deeply" in line
+    assert contents(workflow) == OLD.encode()
+    answer = await upload(site, json.dumps(GOOD).encode())
+    assert answer.status_code == 200

@@ -15,6 +15,10 @@ def _examples(config: BotConfig) -> dict[str, str]:
         examples["irc"] = f"irc:{first.lower()}"
     if config.platforms.discord is not None:
         examples["discord"] = "discord:<channel id>"
+    if config.platforms.matrix is not None:
+        examples["matrix"] = "matrix:<room id>"
+    if config.platforms.slack is not None:
+        examples["slack"] = "slack:<channel id>"
     return examples
 
 
@@ -38,6 +42,8 @@ def channel_key(config: BotConfig, channel: str, *, label: str = "--channel") ->
         raise ValueError(
             f"{label} {channel!r}: a Discord channel key is discord:<channel id>, the id in digits"
         )
+    if platform in ("matrix", "slack") and not ident:
+        raise ValueError(f"{label} {channel!r}: write {examples[platform]}")
     if platform == "irc" and not ident:
         raise ValueError(f"{label} {channel!r}: write {examples['irc']}")
     # The IRC adapter stores channels and nicks in lower case.

@@ -529,6 +529,19 @@ async def _m21_delivery(conn: Connection) -> None:
     )
 
 
+async def _m22_web_sessions(conn: Connection) -> None:
+    """The web server's sessions, so that signing out ends them (salon.web.sessions)."""
+    await _run(
+        conn,
+        """CREATE TABLE web_sessions (
+            id VARCHAR NOT NULL,
+            created_at FLOAT NOT NULL,
+            expires_at FLOAT NOT NULL,
+            PRIMARY KEY (id)
+        )""",
+    )
+
+
 MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -551,6 +564,7 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (19, _m19_mcp_tokens),
     (20, _m20_cache_write_waste),
     (21, _m21_delivery),
+    (22, _m22_web_sessions),
 ]
 
 

@@ -7,10 +7,10 @@ this code is refused rather than guessed at.
 
 ``SQLStore`` opens the database and owns the parts that use it, one per concern, each in
 its own module: ``chatlog``, ``channels``, ``approvals``, ``schedules`` (with the process
-leases), ``limits``, ``traces``, ``health``, ``inbox``, ``notes`` and ``delivery``. A
-consumer takes the part it uses; the methods here are those of the agent's ``Store``,
-``AnswerBook`` and ``LimitStore`` protocols, each handed to its part (the agent takes one
-store and checks what it offers).
+leases), ``limits``, ``traces``, ``health``, ``inbox``, ``notes``, ``delivery``,
+``tokens`` and ``sessions`` (the web server's). A consumer takes the part it uses; the
+methods here are those of the agent's ``Store``, ``AnswerBook`` and ``LimitStore``
+protocols, each handed to its part (the agent takes one store and checks what it offers).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from salon.store._health import HealthPart, InboxPart
 from salon.store._limits import LimitPart
 from salon.store._notes import NotePart
 from salon.store._schedules import SchedulePart
+from salon.store._sessions import SessionPart
 from salon.store._tables import MIGRATIONS, migrate
 from salon.store._tokens import TokenPart
 from salon.store._traces import TracePart
@@ -50,6 +51,7 @@ __all__ = [
     "NotePart",
     "SQLStore",
     "SchedulePart",
+    "SessionPart",
     "TokenPart",
     "TracePart",
     "sqlite_url",
@@ -88,6 +90,7 @@ class SQLStore:
         self.notes = NotePart(self._opened)
         self.tokens = TokenPart(self._opened)
         self.delivery = DeliveryPart(self._opened, self.owner)
+        self.sessions = SessionPart(self._opened)
 
     def _opened(self) -> Database:
         if self._db is None:

@@ -18,11 +18,14 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from salon.errors import StoreError
 from salon.trace import CostRow
 from salon.web.context import Web
 from salon.web.guard import (
     SESSION_COOKIE,
+    client_address,
     csrf_token,
+    end_session,
     form,
     keep_csrf,
     post_refusal,
@@ -62,6 +65,7 @@ def _off(web: Web) -> Response:
     return web.html(layout("Salon activity", body), 503)
 
 
+STORE_DOWN = "The store cannot be reached, so no session can be kept: try again in a moment."
 # Where a sign-in may go on to: the page that asked for it (never a URL from the form).
 NEXT_PAGES = {"/activity": "Salon activity", "/config": "Salon configurator"}
 CONFIG_HINT = (
@@ -97,7 +101,7 @@ def login_page(
     return response
 
 
-def signed_in_page(web: Web, request: Request, next_page: str) -> Response:
+async def signed_in_page(web: Web, request: Request, next_page: str) -> Response:
     """Answer to a link: a page of this site that sets the session and goes on to
     ``next_page`` (a ``SameSite=Strict`` cookie set on a redirect from elsewhere would
     not be sent)."""
@@ -106,7 +110,16 @@ def signed_in_page(web: Web, request: Request, next_page: str) -> Response:
     # The token must not travel on in a Referer, not even to this site.
     no_referrer = {"Referrer-Policy": "no-referrer"}
     response = web.html(layout(NEXT_PAGES[next_page], body, head=refresh), headers=no_referrer)
-    set_session(web, request, response)
+    return await _with_session(web, request, response, next_page)
+
+
+async def _with_session(web: Web, request: Request, response: Response, next_page: str) -> Response:
+    """``response`` with a new session's cookie, or the sign-in form saying why not."""
+    try:
+        await set_session(web, request, response)
+    except StoreError as exc:
+        logger.warning("web server: cannot keep a session in the store: %s", exc)
+        return login_page(web, request, 503, STORE_DOWN, next_page)
     return response
 
 
@@ -120,8 +133,8 @@ async def activity(request: Request) -> Response:
         if not token_valid(key, LINK, token, now=web.now()):
             message = "This link is not valid or has expired: ask for a new one, or use the key."
             return login_page(web, request, 401, message)
-        return signed_in_page(web, request, "/activity")
-    if not signed_in(web, request):
+        return await signed_in_page(web, request, "/activity")
+    if not await signed_in(web, request):
         return login_page(web, request, 401)
     return await _page(web, request)
 
@@ -139,24 +152,29 @@ async def login(request: Request) -> Response:
     refusal = post_refusal(request, fields)
     if refusal:
         return login_page(web, request, 403, refusal, next_page)
-    if web.login_paused():
+    client = client_address(request)
+    if web.logins.paused(client):
         paused = "Too many wrong keys lately: try again in a minute."
         return login_page(web, request, 429, paused, next_page)
     given = fields.get("key", "")
     if not hmac.compare_digest(given.encode("utf-8"), key.encode("utf-8")):
-        web.failed_logins.append(web.now())
+        web.logins.failed(client)
         logger.warning("activity page: a sign-in with a wrong key")
         return login_page(web, request, 401, "That is not the activity key.", next_page)
-    response = RedirectResponse(next_page, status_code=303)
-    set_session(web, request, response)
-    return response
+    return await _with_session(web, request, RedirectResponse(next_page, 303), next_page)
 
 
 async def logout(request: Request) -> Response:
+    """End this browser's session (``everywhere``: every session, on every server)."""
     web: Web = request.app.state.web
     fields = await form(request) or {}
     if post_refusal(request, fields):
         return login_page(web, request, 403, "Sign out again from the page.")
+    try:
+        await end_session(web, request, everywhere=bool(fields.get("everywhere")))
+    except StoreError as exc:
+        logger.warning("web server: cannot end a session in the store: %s", exc)
+        return login_page(web, request, 503, "The store cannot be reached: sign out again.")
     response = RedirectResponse("/activity", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
     return response
@@ -169,7 +187,7 @@ def _filters(request: Request) -> dict[str, str]:
 async def rows(request: Request) -> Response:
     """Timeline rows newer than ``after`` (the page asks every few seconds)."""
     web: Web = request.app.state.web
-    if not signed_in(web, request):
+    if not await signed_in(web, request):
         return web.text("sign in first", 401)
     newest = _row_id(request.query_params.get("after", "0"))
     if newest is None:
@@ -180,7 +198,7 @@ async def rows(request: Request) -> Response:
 
 async def trace(request: Request) -> Response:
     web: Web = request.app.state.web
-    if not signed_in(web, request):
+    if not await signed_in(web, request):
         if request.query_params.get("fragment"):
             return web.text("sign in first", 401)
         return login_page(web, request, 401)
@@ -205,7 +223,9 @@ def _nav(request: Request, bots: list[dict[str, Any]] | None = None) -> str:
         f'<nav>{chips}</nav><a class="chip" href="/config">configurator</a>'
         '<form method="post" action="/activity/logout">'
         f'<input type="hidden" name="csrf" value="{escape(token)}">'
-        '<button class="quiet" type="submit">sign out</button></form>'
+        '<button class="quiet" type="submit">sign out</button> '
+        '<button class="quiet" type="submit" name="everywhere" value="1">'
+        "sign out everywhere</button></form>"
     )
 
 

@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -16,7 +17,7 @@ from salon.config import ConfigSet, Redactor, WebConfig
 from salon.store.sql import SQLStore
 from salon.web import activity, configurator, controls, logtail, notes, oauth, workflows
 from salon.web.assets import script, stylesheet
-from salon.web.context import Fleet, Web
+from salon.web.context import HEADERS, Fleet, Web
 from salon.web.events import post_event
 from salon.web.guard import HostGuard
 from salon.web.health import health, metrics
@@ -38,6 +39,13 @@ def web_settings(configs: ConfigSet) -> tuple[str, WebConfig] | None:
 
 async def _home(request: Request) -> Response:
     return RedirectResponse("/activity", status_code=303)
+
+
+async def _no_route(request: Request, exc: Exception) -> Response:
+    """Starlette's 404 and 405 with this server's headers: no cache keeps a refusal."""
+    http = exc if isinstance(exc, HTTPException) else HTTPException(404)
+    headers = {**HEADERS, **(http.headers or {})}  # a 405's Allow
+    return Response(f"{http.detail}\n", http.status_code, headers, "text/plain")
 
 
 def build_app(
@@ -92,7 +100,11 @@ def build_app(
         Route("/outputs/{path:path}", serve_output),  # off (404) unless serve_outputs
     ]
     # Every route, the 404 of no route included, answers only to this server's names.
-    app = Starlette(routes=routes, middleware=[Middleware(HostGuard, settings=settings)])
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(HostGuard, settings=settings)],
+        exception_handlers={404: _no_route, 405: _no_route},
+    )
     app.state.web = web
     app.state.control = control
     app.state.oauth_desk = oauth_desk

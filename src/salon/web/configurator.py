@@ -99,7 +99,7 @@ async def posted(
     """A configurator POST's fields, or the answer refusing it: not signed in or not on
     loopback (``gate``), a form over the size limit (``refuse(too_large)``), a missing CSRF
     token or a foreign Origin (``refuse`` with the reason)."""
-    refused = gate(web, request)
+    refused = await gate(web, request)
     if refused:
         return refused
     fields = await form(request)
@@ -109,7 +109,7 @@ async def posted(
     return refuse(refusal) if refusal else fields
 
 
-def gate(web: Web, request: Request) -> Response | None:
+async def gate(web: Web, request: Request) -> Response | None:
     """The answer for a request that may not use the configurator, or None."""
     refusal = loopback_refusal(request)
     if refusal:
@@ -119,19 +119,19 @@ def gate(web: Web, request: Request) -> Response | None:
         return _off(web)
     token = request.query_params.get("token")
     if token is not None and request.url.path == "/config" and request.method == "GET":
-        return _take_link(web, request, key, token)
-    if not signed_in(web, request):
+        return await _take_link(web, request, key, token)
+    if not await signed_in(web, request):
         return login_page(web, request, 401, next_page="/config")
     return None
 
 
-def _take_link(web: Web, request: Request, key: str, token: str) -> Response:
+async def _take_link(web: Web, request: Request, key: str, token: str) -> Response:
     """A link from ``salon config-link``: valid, fresh and never used, or refused."""
     taken = one_time_token(key, token, now=web.now())
     why = taken if isinstance(taken, str) else web.take_link(*taken)
     if why is not None:
         return login_page(web, request, 401, f"{why}.", "/config")
-    return signed_in_page(web, request, "/config")
+    return await signed_in_page(web, request, "/config")
 
 
 def _copy_dir(root: Path, into: Path) -> None:
@@ -223,7 +223,7 @@ def _effective(configs: ConfigSet, bot: str, reload_error: str | None) -> str:
 
 async def overview(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = gate(web, request)
+    refused = await gate(web, request)
     if refused:
         return refused
     configs = await web.fleet.current()
@@ -279,7 +279,7 @@ def _editor(
 
 async def edit(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = gate(web, request)
+    refused = await gate(web, request)
     if refused:
         return refused
     name = request.query_params.get("file", "")

@@ -4,6 +4,7 @@ settings, the keys from the environment, and the responses it sends."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import time
@@ -22,12 +23,15 @@ from salon.errors import ConfigError
 from salon.model import clean_text
 from salon.store.sql import SQLStore
 from salon.web.links import CONFIG_LINK_SECONDS
+from salon.web.sessions import Sessions
 
-__all__ = ["Fleet", "Web", "secret_values"]
+__all__ = ["Fleet", "Lockout", "Web", "secret_values"]
 
 logger = logging.getLogger(__name__)
 
-MAX_FAILED_LOGINS = 10  # per minute, for the whole server
+MAX_FAILED_LOGINS = 10  # per minute and client
+MAX_FAILED_LOGINS_OVERALL = 200  # per minute, all clients together
+LOGIN_WINDOW = 60.0
 MAX_USED_LINKS = 1000  # configurator links taken and not yet expired (a few a day, really)
 
 # The browser may load nothing but this server's own files, and no page may be framed.
@@ -99,6 +103,48 @@ def secret_values(configs: ConfigSet, environ: Mapping[str, str]) -> list[str]:
     return [environ[n] for n in sorted(names) if n and environ.get(n)]
 
 
+def _client_key(address: str) -> str:
+    """One client: its IPv4 address, or its IPv6 /64 (one host may hold a whole /64)."""
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return address[:100]
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            return str(parsed.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{parsed}/64", strict=False))
+    return str(parsed)
+
+
+class Lockout:
+    """Sign-ins with a wrong key over the last minute: past ``MAX_FAILED_LOGINS`` a client
+    waits; past ``MAX_FAILED_LOGINS_OVERALL`` from everyone (a guesser with many addresses),
+    everyone does. Bounded: a client is remembered only while its failures are recent, and
+    failures stop being counted once the ceiling pauses sign-in."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self.now = now
+        self.overall: deque[float] = deque(maxlen=MAX_FAILED_LOGINS_OVERALL)
+        self.clients: dict[str, deque[float]] = {}
+
+    def _recent(self, times: deque[float] | None) -> int:
+        since = self.now() - LOGIN_WINDOW
+        return sum(1 for t in times or () if t > since)
+
+    def paused(self, client: str) -> bool:
+        if self._recent(self.overall) >= MAX_FAILED_LOGINS_OVERALL:
+            return True
+        return self._recent(self.clients.get(_client_key(client))) >= MAX_FAILED_LOGINS
+
+    def failed(self, client: str) -> None:
+        now = self.now()
+        self.overall.append(now)
+        for old in [k for k, t in self.clients.items() if t[-1] <= now - LOGIN_WINDOW]:
+            del self.clients[old]
+        key = _client_key(client)
+        self.clients.setdefault(key, deque(maxlen=MAX_FAILED_LOGINS)).append(now)
+
+
 @dataclass
 class Web:
     store: SQLStore
@@ -107,19 +153,23 @@ class Web:
     environ: Mapping[str, str]
     now: Callable[[], float] = time.time
     redact: Redactor = field(default_factory=Redactor)
-    # When sign-ins with a wrong key happened lately: past a few a minute, sign-in pauses.
-    failed_logins: deque[float] = field(default_factory=lambda: deque(maxlen=MAX_FAILED_LOGINS))
+    # Sign-ins with a wrong key lately, per client: past a few a minute, sign-in pauses.
+    logins: Lockout = field(init=False)
+    # The sessions signed in, as the store keeps them (read at most every few seconds).
+    sessions: Sessions = field(init=False)
     # The nonces of configurator links taken, with their expiry: each signs in once.
     used_links: dict[str, int] = field(default_factory=dict)
     started_at: float = 0.0
 
-    def login_paused(self) -> bool:
-        recent = [t for t in self.failed_logins if self.now() - t < 60]
-        return len(recent) >= MAX_FAILED_LOGINS
-
     def __post_init__(self) -> None:
+        self.logins = Lockout(self._clock)
+        self.sessions = Sessions(self.store.sessions, self._clock)
         self.redact = self.redact.merged(secret_values(self.fleet.configs, self.environ))
         self.started_at = self.started_at or self.now()
+
+    def _clock(self) -> float:
+        """``now`` as it is when asked (a test may replace it after this is made)."""
+        return self.now()
 
     def take_link(self, nonce: str, expires: int) -> str | None:
         """Mark a configurator link used; why it cannot sign in, or None when it can."""

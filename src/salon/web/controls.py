@@ -141,7 +141,7 @@ def _bot(bot: str, log_level: str, control: FleetControl | None, hidden: str) ->
 
 async def _posted(web: Web, request: Request) -> tuple[dict[str, str], str] | Response:
     """The form's fields and its bot, or the refusal (sign-in, loopback, CSRF, Host)."""
-    refused = gate(web, request)
+    refused = await gate(web, request)
     if refused:
         return refused
     fields = await form(request)
@@ -163,7 +163,7 @@ def _line(text: str, *, ok: bool) -> str:
 
 async def bots(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = gate(web, request)
+    refused = await gate(web, request)
     if refused:
         return refused
     return await _page(web, request)

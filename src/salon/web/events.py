@@ -3,6 +3,7 @@
 The caller shows the bearer token of ``web.trigger_token_env``; the JSON body names a
 channel key, the text and optionally who it comes from. The event waits in the store's
 inbox until the bot takes it (within a second) and answers it like a ``/ask`` question.
+An event for a platform the bot does not run is refused (422): nothing would take it.
 Every refusal is a 4xx with ``{"error": "..."}`` and enqueues nothing.
 """
 
@@ -107,6 +108,27 @@ def _traceparent(header: str) -> str:
 
 
 _TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+_NETWORKS = ("discord", "irc", "matrix", "slack")
+
+
+async def _not_run(web: Web, name: str, config: BotConfig, channel: str) -> str | None:
+    """Why no process of bot ``name`` would take an event for ``channel``, or None: its
+    platform is neither in the bot's config (``salon run`` starts no terminal) nor in what
+    the bot's heartbeat says is connected (``salon chat``'s terminal)."""
+    platform, colon, _ = channel.partition(":")
+    if not colon or not (platform.isascii() and platform.isalpha()):
+        return None  # no platform's key at all: channel_key says what to write
+    running = {n for n in _NETWORKS if getattr(config.platforms, n) is not None}
+    for report in await web.store.health.health_reports():
+        if report.bot == name:
+            running.update(p for p, connected in report.platforms.items() if connected)
+    if platform in running:
+        return None
+    runs = ", ".join(sorted(running)) or "no platform"
+    said = platform[:40]
+    return (
+        f"{name} has no {said} platform running, so nothing would take the event (it runs: {runs})"
+    )
 
 
 async def _enqueue(
@@ -123,6 +145,9 @@ async def _enqueue(
     if isinstance(fields, str):
         return web.json({"error": fields}, 422)
     channel, text, author = fields
+    not_run = await _not_run(web, name, config, channel)
+    if not_run:
+        return web.json({"error": not_run}, 422)
     try:
         key = channel_key(config, channel, label="channel")
     except ValueError as exc:

@@ -1,7 +1,8 @@
 """Who may do what: the activity page's session, forms' CSRF tokens, loopback-only pages.
 
 - The activity page wants a session cookie (``HttpOnly``, ``SameSite=Strict``), got by
-  typing the activity key or by opening a signed ``/activity`` link.
+  typing the activity key or by opening a signed ``/activity`` link; it names a session
+  the store keeps until sign-out (``salon.web.sessions``).
 - Every form carries a CSRF token that must equal the one in the browser's
   ``salon_csrf`` cookie (double submit), and a POST whose ``Origin`` names another host
   is refused.
@@ -10,6 +11,8 @@
   own name, so it can neither read ``/health`` nor post sign-ins.
 - A POST that the browser says comes from elsewhere (``Origin``, ``Sec-Fetch-Site``) is
   refused before anything else looks at it: it never counts toward the sign-in lockout.
+- Wrong keys pause sign-in for their client (``client_address``) and, past a ceiling far
+  above that, for everyone (``salon.web.context.Lockout``).
 - The configurator answers loopback clients only: the peer address, the ``Host`` header
   and the absence of any forwarding header (a proxy on the same machine would make every
   client look local) are all checked.
@@ -28,14 +31,17 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from salon.config import WebConfig
+from salon.errors import StoreError
 from salon.web.context import HEADERS, Web
-from salon.web.links import SESSION, make_token, token_valid
+from salon.web.links import session_of, session_token
 
 __all__ = [
     "CSRF_COOKIE",
     "SESSION_COOKIE",
     "HostGuard",
+    "client_address",
     "csrf_token",
+    "end_session",
     "form",
     "loopback_refusal",
     "post_refusal",
@@ -61,23 +67,52 @@ def _secure(web: Web, request: Request) -> bool:
     return request.url.scheme == "https" or public.startswith("https://")
 
 
-def signed_in(web: Web, request: Request) -> bool:
+def _session(web: Web, request: Request) -> tuple[str, int] | None:
+    """(session id, expiry) the request's cookie names, signed and unexpired, or None."""
     key = web.activity_key()
     token = request.cookies.get(SESSION_COOKIE, "")
-    return bool(key and token) and token_valid(key or "", SESSION, token, now=web.now())
+    return session_of(key, token, now=web.now()) if key and token else None
 
 
-def set_session(web: Web, request: Request, response: Response) -> None:
+async def signed_in(web: Web, request: Request) -> bool:
+    """Whether the request's cookie names a live session (one nobody signed out)."""
+    found = _session(web, request)
+    if found is None:
+        return False
+    session, expires = found
+    try:
+        return await web.sessions.live(session, began=expires - SESSION_SECONDS)
+    except StoreError as exc:  # no session can be checked: none is taken
+        logger.warning("web server: cannot read the sessions from the store: %s", exc)
+        return False
+
+
+async def set_session(web: Web, request: Request, response: Response) -> None:
+    """Begin a session and give the browser its cookie; StoreError when the store cannot
+    keep it."""
     key = web.activity_key() or ""
+    session = await web.sessions.begin(SESSION_SECONDS)
     response.set_cookie(
         SESSION_COOKIE,
-        make_token(key, SESSION, SESSION_SECONDS, now=web.now()),
+        session_token(key, session, SESSION_SECONDS, now=web.now()),
         max_age=SESSION_SECONDS,
         httponly=True,
         samesite="strict",
         secure=_secure(web, request),
         path="/",
     )
+
+
+async def end_session(web: Web, request: Request, *, everywhere: bool) -> None:
+    """End the request's session, or every session when ``everywhere`` and the request's
+    is live (anyone can get a CSRF token: ending everyone's takes being signed in)."""
+    found = _session(web, request)
+    if found is None:
+        return
+    if everywhere and await signed_in(web, request):
+        await web.sessions.end_all()
+    else:
+        await web.sessions.end(found[0])
 
 
 def csrf_token(request: Request) -> tuple[str, bool]:
@@ -135,6 +170,18 @@ def _loopback_address(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def client_address(request: Request) -> str:
+    """Who sent the request, for the sign-in pause: the peer's address; from a proxy on
+    this machine (a loopback peer sending ``X-Forwarded-For``), the address that proxy saw,
+    the header's last entry (the earlier ones are the client's own word)."""
+    peer = request.client.host if request.client else ""
+    forwarded = ",".join(request.headers.getlist("x-forwarded-for"))
+    last = forwarded.rsplit(",", 1)[-1].strip()
+    if last and _loopback_address(peer) and _is_address(last):
+        return last
+    return peer
 
 
 def loopback_refusal(request: Request) -> str | None:

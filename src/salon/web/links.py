@@ -7,7 +7,9 @@ the key ends every link and session at once. Signing is itsdangerous's ``Signer`
 (HMAC-SHA256, the key derived from the activity key by HMAC with the purpose as salt, so
 a token made for one purpose opens nothing else). A token is ``<expiry>.<signature>``;
 nothing in it is secret. A configurator link is ``<expiry>.<nonce>.<signature>``: the web
-server remembers the nonces it has taken, so each link signs in once.
+server remembers the nonces it has taken, so each link signs in once. A session cookie is
+``<expiry>.<session id>.<signature>``: the session is live while the store lists its id
+(``salon.web.sessions``), so signing out ends it.
 
 The expiry is part of the signed value (rather than itsdangerous's signing time and a
 ``max_age`` at the check) because whoever makes a link chooses its lifetime (a bot's
@@ -31,6 +33,8 @@ __all__ = [
     "config_token",
     "make_token",
     "one_time_token",
+    "session_of",
+    "session_token",
     "token_valid",
 ]
 
@@ -73,6 +77,21 @@ def token_valid(key: str, purpose: bytes, token: str, *, now: float | None = Non
     """Signed with ``key`` for ``purpose`` and not expired."""
     fields = _unsigned(key, purpose, token)
     return fields is not None and len(fields) == 1 and int(fields[0]) > _now(now)
+
+
+def session_token(key: str, session: str, seconds: float, *, now: float | None = None) -> str:
+    """A session cookie's value: session ``session``, valid ``seconds``."""
+    expires = int(_now(now) + seconds)
+    return _signer(key, SESSION).sign(f"{expires}.{session}").decode("ascii")
+
+
+def session_of(key: str, token: str, *, now: float | None = None) -> tuple[str, int] | None:
+    """(session id, expiry) of a session cookie signed with ``key`` and not expired, or
+    None (a cookie signed before sessions had ids names none)."""
+    fields = _unsigned(key, SESSION, token)
+    if fields is None or len(fields) != 2 or int(fields[0]) <= _now(now):
+        return None
+    return fields[1], int(fields[0])
 
 
 def activity_link(public_url: str, key: str, minutes: float, *, now: float | None = None) -> str:

@@ -4,12 +4,14 @@ them), the chosen one followed as it grows.
 
 The page asks ``/config/log/tail?file=…&offset=…`` every second (polling: one short request,
 no connection held open per tab); each answer carries at most ``MAX_CHUNK`` bytes, whole
-lines only, passed through the redactor once more. Only today's files can be named.
+lines only, passed through the redactor once more. Only today's files can be named, and
+a symlink is no log file (as for outputs and the config editor): it could lead anywhere.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
@@ -59,13 +61,15 @@ def _today_files(logs: Path | None) -> dict[str, Path]:
     if logs is None:
         return {}
     day = datetime.now(UTC).strftime("%Y-%m-%d")
-    return {p.name: p for p in sorted(logs.glob(f"*-{day}.log")) if p.is_file()}
+    found = sorted(logs.glob(f"*-{day}.log"))
+    return {p.name: p for p in found if p.is_file() and not p.is_symlink()}
 
 
 def read_chunk(path: Path, offset: int) -> tuple[int, str, bool]:
     """(new offset, whole lines from ``offset``, whether the file started over: a new file
     of that name). ``offset`` -1: the last ``FIRST`` bytes' whole lines. Blocking."""
-    with path.open("rb") as file:
+    # O_NOFOLLOW: a file swapped for a symlink after it was listed is not opened either.
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
         size = file.seek(0, 2)
         reset = offset > size
         start = max(0, size - FIRST) if offset < 0 else 0 if reset else offset
@@ -80,9 +84,17 @@ def read_chunk(path: Path, offset: int) -> tuple[int, str, bool]:
     return start + end, data[skip:end].decode("utf-8", "replace"), reset
 
 
+async def _read(path: Path, offset: int) -> tuple[int, str, bool] | None:
+    """``read_chunk`` off the event loop; None when the file went away or became a link."""
+    try:
+        return await asyncio.to_thread(read_chunk, path, offset)
+    except OSError:
+        return None
+
+
 async def log_page(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = gate(web, request)
+    refused = await gate(web, request)
     if refused:
         return refused
     files = _today_files(request.app.state.logs)
@@ -91,9 +103,10 @@ async def log_page(request: Request) -> Response:
         return web.html(layout("Salon log", body, header=header()))
     name = request.query_params.get("file") or next(iter(files))
     path = files.get(name)
-    if path is None:
+    read = None if path is None else await _read(path, -1)
+    if read is None:
         return web.html(layout("Salon", f"<p>No log file {escape(name)!r} today.</p>"), 404)
-    offset, text, _ = await asyncio.to_thread(read_chunk, path, -1)
+    offset, text, _ = read
     links = "".join(f'<a href="/config/log?file={escape(n)}">{escape(n)}</a>' for n in files)
     body = (
         f'<h1>Log</h1><div class="panel files">Today: {links}</div>'
@@ -106,7 +119,7 @@ async def log_page(request: Request) -> Response:
 
 async def tail(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = gate(web, request)
+    refused = await gate(web, request)
     if refused:
         return web.text("sign in first", 401) if refused.status_code == 401 else refused
     path = _today_files(request.app.state.logs).get(request.query_params.get("file", ""))
@@ -114,9 +127,10 @@ async def tail(request: Request) -> Response:
         offset = int(request.query_params.get("offset", "-1"))
     except ValueError:
         offset = -1
-    if path is None:
+    read = None if path is None else await _read(path, offset)
+    if read is None:
         return web.json({"error": "no such log file today"}, 404)
-    new, text, reset = await asyncio.to_thread(read_chunk, path, offset)
+    new, text, reset = read
     return web.json({"offset": new, "text": web.redact(text), "reset": reset})
 
 

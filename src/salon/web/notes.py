@@ -53,7 +53,7 @@ class _Filters:
 
 async def listing(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = gate(web, request)
+    refused = await gate(web, request)
     if refused:
         return refused
     return await _page(web, request, _Filters(dict(request.query_params), await _bots(web)))

@@ -75,7 +75,7 @@ def _redirect(request: Request, settings: McpServerConfig) -> str:
 
 async def listing(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = gate(web, request)
+    refused = await gate(web, request)
     if refused:
         return refused
     return await _page(web, request)

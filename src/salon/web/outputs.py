@@ -5,7 +5,8 @@ No directory is listed, and no path leads outside: every segment must be a plain
 ``..``, ``.``, empty, backslash or NUL; Starlette has decoded ``%2e``/``%2f`` already), and
 the file, symlinks resolved, must still be inside the directory. The files share the
 configurator's origin, so only images and plain text are shown inline; anything else (an
-HTML or SVG a tool wrote) is a download, under a sandboxing CSP either way.
+HTML or SVG a tool wrote) is a download, under a sandboxing CSP either way. A file is
+cached for an hour; a 404 is not cached at all (the file may appear a moment later).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ _HEADERS = {
     "Content-Security-Policy": "default-src 'none'; sandbox",
     "Cache-Control": "public, max-age=3600",  # a saved file never changes
 }
+# A file missing now may be written a moment later: no cache keeps the 404.
+_REFUSED = {**_HEADERS, "Cache-Control": "no-store"}
 
 
 def data_dir_of(configs: ConfigSet, key: str) -> Path:
@@ -53,7 +56,7 @@ async def serve_output(request: Request) -> Response:
     root: Path | None = request.app.state.outputs
     path = None if root is None else _inside(root, request.path_params["path"])
     if path is None:
-        return PlainTextResponse("not found", 404, headers=_HEADERS)
+        return PlainTextResponse("not found", 404, headers=_REFUSED)
     kind = mimetypes.guess_type(path.name)[0] or ""
     if kind in _INLINE:
         return FileResponse(path, media_type=kind, headers=_HEADERS)

@@ -32,16 +32,25 @@ __all__ = ["MAX_WORKFLOW_BYTES", "PLACEHOLDERS", "upload", "workflow_problem"]
 MAX_WORKFLOW_BYTES = 2_000_000
 PLACEHOLDERS = frozenset({"prompt", "negative_prompt", "seed", "width", "height"})
 _PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+MAX_DEPTH = 64  # a workflow is nodes of inputs of lists: a handful of levels
+TOO_DEEP = "the file is nested too deeply to be a workflow (export it with Save (API))"
 
 
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
+def _strings(graph: Any) -> list[str] | None:
+    """Every string value in ``graph`` (walked without recursion), or None when it is
+    nested deeper than ``MAX_DEPTH``."""
+    found: list[str] = []
+    stack: list[tuple[Any, int]] = [(graph, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return None
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict | list):
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((v, depth + 1) for v in items)
+    return found
 
 
 def workflow_problem(data: bytes) -> str | None:
@@ -52,6 +61,11 @@ def workflow_problem(data: bytes) -> str | None:
         return "the file is not UTF-8 text"
     except ValueError as exc:
         return f"the file is not valid JSON: {exc}"
+    except RecursionError:  # the parser's own bound on nesting, not a crash
+        return TOO_DEEP
+    strings = _strings(graph)
+    if strings is None:
+        return TOO_DEEP
     if not isinstance(graph, dict) or not graph:
         return "a workflow is a JSON object of nodes (ComfyUI's API format)"
     if "nodes" in graph and "links" in graph:
@@ -61,8 +75,8 @@ def workflow_problem(data: bytes) -> str | None:
             return f"node {key!r} has no class_type: export the workflow in API format"
         if not isinstance(node.get("inputs"), dict):
             return f"node {key!r} has no inputs object: export the workflow in API format"
-    found = {m for s in _strings(graph) for m in _PLACEHOLDER.findall(s)}
-    if PROMPT_PLACEHOLDER not in json.dumps(graph):
+    found = {m for s in strings for m in _PLACEHOLDER.findall(s)}
+    if not any(PROMPT_PLACEHOLDER in s for s in strings):
         return f"the workflow has no {PROMPT_PLACEHOLDER} placeholder (where the prompt goes)"
     unknown = sorted(found - PLACEHOLDERS)
     if unknown:
@@ -93,7 +107,7 @@ async def _read(request: Request) -> tuple[dict[str, str], bytes] | int:
 
 async def upload(request: Request) -> Response:
     web: Web = request.app.state.web
-    refused = gate(web, request)
+    refused = await gate(web, request)
     if refused:
         return refused
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
