@@ -111,7 +111,8 @@ async def show(traces: TracePart, ref: str, *, out: TextIO | None = None) -> int
     write(f" ({body.get('error_kind')}: {summary.error})\n" if summary.error else "\n")
     for trigger in body.get("triggers", []):
         link = f"  {trigger['link']}" if trigger.get("link") else ""
-        write(f"asked by {trigger['author']}: {trigger['text']!r}{link}\n")
+        late = f" ({trigger['delivery']})" if trigger.get("delivery") else ""
+        write(f"asked by {trigger['author']}: {trigger['text']!r}{late}{link}\n")
     write(f"config: {', '.join(body.get('layers') or ['(defaults)'])}\n")
     for step, decided in (body.get("pipeline") or {}).items():
         write(f"pipeline: {step}: {json.dumps(decided, ensure_ascii=False)}\n")
