@@ -217,6 +217,8 @@ class DiscordServer(RestRoutes):
         self._sockets: list[web.WebSocketResponse] = []
         self._socket_shards: dict[int, tuple[int, int]] = {}  # id(socket) -> (shard, count)
         self.sessions: dict[str, _Session] = {}
+        self.search_indexed = True  # False: Search Guild Messages answers 202, code 110000
+        self.searches: list[dict[str, str]] = []  # the query of each search answered
         self.resumes = 0  # RESUMEs accepted (missed events replayed)
         self.resumes_refused = 0  # RESUMEs answered with INVALID_SESSION
         self._gateway_open = asyncio.Event()  # closed: new connections wait for it

@@ -242,3 +242,53 @@ async def test_an_answer_a_stop_cut_off_after_it_showed_is_closed_not_repeated(
     assert first_line == "The first paragraph."
     assert "cut off" in closing
     assert provider.requests == []
+
+
+async def test_a_mention_in_a_channel_never_read_back_is_found_by_the_guild_search(
+    fake_discord: DiscordServer, tmp_path: Path
+) -> None:
+    alice = fake_discord.user("Alice")
+    first = Running(make_app(fake_discord, tmp_path, FakeProvider(["Hello."])))
+    await first.start()
+    await ask(fake_discord, GENERAL, alice, "hi")
+    await fake_discord.wait_bot_messages(GENERAL, 1)
+    await first.app.agent.wait_idle()
+    await first.stop()
+
+    await ask(fake_discord, RANDOM, alice, "over here, while you were away")
+
+    provider = FakeProvider(["Found you."])
+    again = Running(make_app(fake_discord, tmp_path, provider))
+    await again.start()
+    await fake_discord.wait_bot_messages(RANDOM, 1)
+    await caught_up(again.app, 1)
+    await again.stop()
+    assert said(fake_discord, RANDOM) == ["Found you."]
+    (search,) = fake_discord.searches
+    assert search["mentions"] == fake_discord.bot.id
+
+
+async def test_a_guild_not_indexed_yet_is_skipped_and_the_rest_is_caught_up(
+    fake_discord: DiscordServer, tmp_path: Path
+) -> None:
+    alice = fake_discord.user("Alice")
+    first = Running(make_app(fake_discord, tmp_path, FakeProvider(["Hello."])))
+    await first.start()
+    await ask(fake_discord, GENERAL, alice, "hi")
+    await fake_discord.wait_bot_messages(GENERAL, 1)
+    await first.app.agent.wait_idle()
+    await first.stop()
+
+    fake_discord.search_indexed = False
+    await ask(fake_discord, RANDOM, alice, "not findable yet")
+    await ask(fake_discord, GENERAL, alice, "but this is")
+
+    provider = FakeProvider(["Read back."])
+    again = Running(make_app(fake_discord, tmp_path, provider))
+    await again.start()
+    await fake_discord.wait_bot_messages(GENERAL, 2)
+    await caught_up(again.app, 1)
+    await again.stop()
+    assert said(fake_discord, GENERAL) == ["Hello.", "Read back."]
+    assert said(fake_discord, RANDOM) == []
+    assert fake_discord.searches == []

@@ -234,20 +234,20 @@ class Delivery:
             self.bot, platform.name, answered_since=recent, limit=self.settings.max_channels
         )
         oldest = now - self.settings.max_age
-        read = handed = 0
+        read = 0
+        handed: set[str] = set()
         for mark in marks:
             found = await self._read(platform, mark)
             if found is None:
                 logger.info("%s cannot read back what it missed: no catch-up", platform.name)
                 return
             read += 1
-            for message in found:
-                if message.created_at.timestamp() < oldest or message.id in self._resumed:
-                    continue  # too old to answer now, or owed: the history shows it
-                handed += 1
-                await self._submit(MessageEvent(message, gap=gap))
+            await self._hand_on(found, oldest, gap, handed)
+        if since is not None:  # mentions where the bot has no mark: the platform's search
+            searched = await self._search(platform, max(since, oldest))
+            await self._hand_on(searched, oldest, gap, handed)
         async with self._counted:
-            self.caught_up += handed
+            self.caught_up += len(handed)
             self._counted.notify_all()
         gap_text = f"{gap:.0f} s" if gap >= 0 else "unknown length"
         logger.info(
@@ -255,8 +255,27 @@ class Delivery:
             platform.name,
             gap_text,
             read,
-            handed,
+            len(handed),
         )
+
+    async def _hand_on(
+        self, found: Sequence[Message], oldest: float, gap: float, handed: set[str]
+    ) -> None:
+        for message in found:
+            if message.created_at.timestamp() < oldest or message.id in self._resumed:
+                continue  # too old to answer now, or owed: the history shows it
+            if message.id not in handed:
+                handed.add(message.id)
+                await self._submit(MessageEvent(message, gap=gap))
+
+    async def _search(self, platform: Platform, since: float) -> Sequence[Message]:
+        try:
+            async with asyncio.timeout(_READ_TIMEOUT):
+                found = await platform.mentions_after(since, limit=self.settings.max_messages)
+        except Exception as exc:
+            logger.warning("%s: could not search for mentions after a gap: %s", platform.name, exc)
+            return ()
+        return found or ()
 
     async def wait_caught_up(self, count: int) -> None:
         """Until read-backs have handed ``count`` messages on (tests, benchmarks)."""

@@ -194,6 +194,11 @@ class Platform(Protocol):
         gave), oldest first: at most the newest ``limit`` of them. None when the platform
         cannot read back (no catch-up after a gap there)."""
 
+    async def mentions_after(self, since: float, *, limit: int) -> Sequence[Message] | None:
+        """Messages that mention the bot anywhere it can read, newer than ``since`` (epoch
+        seconds), oldest first: a platform's search, for channels the bot has no mark in.
+        None when the platform cannot search."""
+
     def on_gap(self, listener: GapListener) -> None:
         """Tell ``listener`` whenever the platform is back after a gap (``GapListener``)."""
 
@@ -298,6 +303,10 @@ class PlatformBase(ABC):
         self, channel: ChannelRef, after: str, *, limit: int
     ) -> Sequence[Message] | None:
         """No reading back: what happened in a gap is not seen."""
+        return None
+
+    async def mentions_after(self, since: float, *, limit: int) -> Sequence[Message] | None:
+        """No search."""
         return None
 
     def on_gap(self, listener: GapListener) -> None:

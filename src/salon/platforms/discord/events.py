@@ -63,6 +63,7 @@ class Events:
         self._introduced = False  # application info read and commands registered
         self._gap = gap
         self._dropped_at: float | None = None  # when the connection last dropped
+        self.content_intent = False  # the application has the Message Content intent
 
     def register_commands(self, tree: app_commands.CommandTree[Any]) -> None:
         self._commands.register(tree)
@@ -85,7 +86,8 @@ class Events:
         app = client.application or await client.application_info()
         logger.info("Discord: logged in as %s; invite: %s", client.user, invite_url(app.id))
         flags = app.flags
-        if not (flags.gateway_message_content or flags.gateway_message_content_limited):
+        self.content_intent = flags.gateway_message_content or flags.gateway_message_content_limited
+        if not self.content_intent:
             logger.error(
                 "Discord: the Message Content intent is not enabled for this application; "
                 "the bot will see empty messages. Enable it under Bot > Privileged Gateway "

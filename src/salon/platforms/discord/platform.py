@@ -318,6 +318,13 @@ class DiscordPlatform(PlatformBase):
         Discord's ids grow with time)."""
         return await self._reader.after(channel, after, limit=limit)
 
+    async def mentions_after(self, since: float, *, limit: int) -> Sequence[Message] | None:
+        """Discord's guild search for mentions of the bot since ``since``, where the
+        application has the Message Content intent (the search needs it)."""
+        if not self._events.content_intent:
+            return None
+        return await self._reader.mentions_after(since, limit=limit)
+
     async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
         return await self._reader.pinned(channel)
 

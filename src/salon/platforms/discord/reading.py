@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import discord
 
@@ -30,6 +31,8 @@ __all__ = ["Reader"]
 _FETCH_MARGIN = 50  # extra messages fetched so deletions do not force a refetch
 logger = logging.getLogger(__name__)
 
+_SEARCH_PAGE = 25  # Discord's most results per search request
+_NOT_INDEXED = 110000  # the code of a 202 from a guild search before the guild is indexed
 _RANGE_CACHE = 32  # .history stretches kept (dropped on any edit or deletion in the channel)
 
 
@@ -118,6 +121,39 @@ class Reader:
                 channel.key,
             )
         return (await self._people.converted(newer))[::-1]
+
+    async def mentions_after(self, since: float, *, limit: int) -> list[Message]:
+        """Messages that mention the bot in its guilds since ``since`` (epoch seconds),
+        oldest first, by Discord's guild search (one request per guild, at most 25 each)."""
+        client = self._channels.client
+        me = client.user
+        if me is None:
+            return []
+        after = discord.utils.time_snowflake(datetime.fromtimestamp(since, UTC))
+        found: list[discord.Message] = []
+        for guild in client.guilds:
+            found += await self._search(client, guild, me.id, after, min(limit, _SEARCH_PAGE))
+        return await self._people.converted(sorted(found, key=lambda m: m.id))
+
+    async def _search(
+        self, client: discord.Client, guild: discord.Guild, me: int, after: int, limit: int
+    ) -> list[discord.Message]:
+        route = discord.http.Route("GET", "/guilds/{guild_id}/messages/search", guild_id=guild.id)
+        query = {"mentions": str(me), "min_id": str(after), "sort_order": "asc", "limit": limit}
+        self.fetches += 1
+        with translated(f"search {guild.name} for mentions", needs=READ_HISTORY):
+            data = await client.http.request(route, params=query)
+        if data.get("code") == _NOT_INDEXED:  # a 202: nothing to find until it is indexed
+            logger.info("Discord: %s is not indexed for search yet; skipped", guild.name)
+            return []
+        messages = []
+        for hit in data.get("messages", []):
+            for payload in hit[:1]:
+                channel = client.get_channel(int(payload["channel_id"]))
+                if isinstance(channel, discord.abc.Messageable):
+                    state = client._connection
+                    messages.append(discord.Message(state=state, channel=channel, data=payload))
+        return messages
 
     async def _fetch(
         self, target: discord.abc.Messageable, limit: int, *, before: int | None = None
