@@ -7,11 +7,14 @@ import asyncio
 import time
 from pathlib import Path
 
+from fakes.databases import Database
+from fakes.tcp_proxy import TcpProxy
 from salon.agent import Agent
 from salon.errors import PlatformError
 from salon.llm import FakeProvider
 from salon.model import Participant
 from salon.platforms.memory import MemoryPlatform
+from salon.store._dialects import parse_url
 from salon.store.sql import SQLStore, sqlite_url
 from tests.conftest import bot_config
 
@@ -163,3 +166,33 @@ async def test_a_post_still_refused_when_the_window_closes_ends_with_one_line(
     await bot.stop()
     assert told.text == "⚠️ Salon could not answer: rate limited for 30s"
     await store.close()
+
+
+async def test_a_question_asked_while_the_database_is_away_is_answered_once_it_is_back(
+    pg_database: Database,
+) -> None:
+    url = parse_url(pg_database.url, pg_database.password)
+    assert url.host is not None
+    assert url.port is not None
+    async with TcpProxy(url.host, url.port) as proxy:
+        through = f"postgresql://{url.username}@127.0.0.1:{proxy.port}/{url.database}"
+        store = SQLStore(through, password=url.password)
+        await store.open()
+        platform = MemoryPlatform(bot_name="Salon")
+        bot = Bot(store, platform, FakeProvider(["Answered when it came back."]))
+        await bot.start()
+        assert bot.agent.delivery is not None
+        bot.agent.delivery.retry_every = 0.05
+        await proxy.down()
+        general = platform.channel("general")
+        await platform.post(general, ALICE, "@Salon hi", mentions=[platform.self_participant])
+        (told,) = await platform.wait_sent(1, within=WAIT)
+        assert told.text == (
+            "⚠️ Salon could not answer: its database cannot be reached now; "
+            "it will answer once it is back"
+        )
+        await proxy.up()
+        _, answer = await platform.wait_sent(2, within=WAIT)
+        await bot.stop()
+        await store.close()
+    assert answer.text == "Answered when it came back."

@@ -44,6 +44,8 @@ _FLUSH_EVERY = 2.0  # seconds between writes of the marks
 _ALIVE_EVERY = 30.0  # seconds between "still here" records when nothing moves
 _READ_TIMEOUT = 30.0  # one channel's read-back
 _ALIVE = "alive"  # cursor: when this bot last wrote its marks (the start of a gap)
+_RETRY_EVERY = 5.0  # seconds between looks at whether the store is back
+_RETRIES_KEPT = 100  # questions kept to answer once the store is back
 
 
 class DeliveryBook(Protocol):
@@ -101,6 +103,9 @@ class Delivery:
         self.caught_up = 0  # messages handed to the agent by catch-up, since start
         self._counted = asyncio.Condition()
         self._resumed: set[str] = set()  # owed answers taken over: never read back again
+        self._waiting: list[Message] = []  # asked while the store was away
+        self._retrying: asyncio.Task[None] | None = None
+        self.retry_every = _RETRY_EVERY
 
     # -- what the agent tells it ---------------------------------------------------------
 
@@ -155,6 +160,39 @@ class Delivery:
             await self.book.settle(self.bot, messages)
         except Exception:  # answered again after a crash, never lost
             logger.exception("could not settle the answers owed in %s", messages[0].channel.key)
+
+    def when_store_is_back(self, messages: Sequence[Message]) -> bool:
+        """Questions that could not be answered because the store was away: answered once
+        it is back, within ``catch_up.max_age``. False when none can be kept (catch-up off,
+        or too many waiting): the caller says they will not be."""
+        if self.settings.max_age <= 0 or len(self._waiting) + len(messages) > _RETRIES_KEPT:
+            return False
+        self._waiting += messages
+        if self._retrying is None or self._retrying.done():
+            self._retrying = asyncio.create_task(self._retry_when_back(), name="store-retry")
+            self._catching.add(self._retrying)
+            self._retrying.add_done_callback(self._catching.discard)
+        return True
+
+    async def _retry_when_back(self) -> None:
+        while True:
+            await asyncio.sleep(self.retry_every)
+            try:
+                await self.book.owed_ids(self.bot)
+            except Exception as exc:
+                logger.info(
+                    "the store is still away (%s); %d questions wait", exc, len(self._waiting)
+                )
+                continue
+            waiting, self._waiting = self._waiting, []
+            oldest = time.time() - self.settings.max_age
+            for message in waiting:
+                if message.created_at.timestamp() < oldest:
+                    logger.warning("%s waited past catch_up.max_age for the store", message.id)
+                    continue
+                logger.info("the store is back: answering %s", message.id)
+                await self._submit(MessageEvent(message, gap=-1.0, owed=True))
+            return
 
     # -- the marks, written behind -------------------------------------------------------
 

@@ -38,7 +38,7 @@ from salon.agent.recording.recorder import Recorder
 from salon.agent.recording.traces import TraceWriter
 from salon.agent.room import Room
 from salon.config import BotConfig, ChannelConfigs, Redactor
-from salon.errors import SalonError
+from salon.errors import SalonError, StoreError
 from salon.llm.base import Provider
 from salon.model import ChannelRef, Event, FireStatus, Message, MessageEvent, ScheduledEvent, Tag
 from salon.platforms.base import Platform
@@ -211,7 +211,7 @@ class Agent:
     async def submit(self, event: Event) -> None:
         """The platforms' event sink; waits when the queue is full (back-pressure). A
         message delivered again is dropped here."""
-        if isinstance(event, MessageEvent) and self._taken_before(event.message):
+        if isinstance(event, MessageEvent) and not event.owed and self._taken_before(event.message):
             logger.info(
                 "message %s in %s delivered again; dropped",
                 event.message.id,
@@ -423,6 +423,8 @@ class Agent:
                 return
             self.stats.failures += 1
             reason = self._reason(exc)
+            if self._answer_when_store_is_back(activation, exc):
+                reason = "its database cannot be reached now; it will answer once it is back"
             told = await self._report_failure(activation.channel, reason, recorder)
             logger.exception(
                 "activation in %s failed", activation.channel.key, extra={TOLD_IN_CHANNEL: told}
@@ -434,6 +436,14 @@ class Agent:
                 self.last_answer_at = time.time()
                 await self._save_text(recorder)
         self._trace(recorder)
+
+    def _answer_when_store_is_back(self, activation: Activation, exc: Exception) -> bool:
+        """A question that failed because the store was away is kept to be answered when
+        it is back (``Delivery.when_store_is_back``)."""
+        if not isinstance(exc, StoreError) or self.delivery is None:
+            return False
+        messages = _messages(activation.triggers)
+        return bool(messages) and self.delivery.when_store_is_back(messages)
 
     async def _save_text(self, recorder: Recorder) -> None:
         """``outputs.save_text``: the answer beside the files its tools made."""
