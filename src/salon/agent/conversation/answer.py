@@ -112,9 +112,10 @@ class Reply:
                 await self.platform.send(self.channel, text, note=note, key=key, reply_to=reply_to)
                 return
             except PlatformError as exc:
+                # The wait the platform asked for decides whether another try can come in
+                # time; the sleep itself is capped (a shorter wait may well succeed).
                 wait = exc.retry_after if exc.retry_after is not None else 2.0**attempt
-                wait = min(max(wait, 0.1), _POST_BACKOFF_MAX)
-                if not exc.transient or time.monotonic() + wait > deadline:
+                if not exc.transient or time.monotonic() + max(wait, 0.1) > deadline:
                     if exc.transient:
                         logger.warning(
                             "%s: gave up posting after %d tries: %r",
@@ -123,6 +124,7 @@ class Reply:
                             text[:120],
                         )
                     raise
+                wait = min(max(wait, 0.1), _POST_BACKOFF_MAX)
                 attempt += 1
                 logger.warning(
                     "%s: could not post (%s); trying again in %.0f s", self.channel.key, exc, wait
