@@ -11,34 +11,35 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, NamedTuple, cast
 
-import httpx2
 import jsonschema
 import mcp_types
-from mcp import Client, StdioServerParameters
-from mcp.client._transport import TransportStreams
+from mcp import Client
 from mcp.client.session import IncomingMessage
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.exceptions import MCPError
 
-from salon import __version__
 from salon.errors import ToolError
 from salon.model import ToolResult
 from salon.tools.base import TRACE_PARENT, Progress, ToolSpec
 from salon.tools.elicitation import Asking
 from salon.tools.link import (
     CallContext,
-    MessageHandler,
     ServerGone,
     ServerSpec,
     describe,
     not_authorized,
     without_hidden,
+)
+from salon.tools.mcp_connect import (
+    SENDING,
+    Sending,
+    open_http,
+    open_stdio,
+    session_gone,
+    unauthorized,
+    unreachable,
 )
 from salon.tools.results import to_result
 
@@ -51,116 +52,6 @@ _FRESH = 2.0
 first: a server that answered that recently is taken to be there (a death inside that
 window fails the call as "may or may not have run", unless its connection was refused)."""
 _RESTARTING_CODES = frozenset({mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT})
-_SALON = mcp_types.Implementation(name="salon", version=__version__)
-_AUTHORIZATION = {
-    401: "authorization failed (HTTP 401: no credentials, or the server did not accept them)",
-    403: "authorization failed (HTTP 403: the credentials lack the permission)",
-}
-
-
-class _Refusals:
-    """What a server's HTTP answers said that the SDK's errors leave out: it reports a 401
-    or 403 as "Server returned an error response", and a 404 to a request in a session (the
-    server restarted and forgot it) only by the body's words."""
-
-    def __init__(self) -> None:
-        self.status: int | None = None  # the last answer was a 401 or 403
-        self.session_gone = False
-
-    async def saw(self, response: httpx2.Response) -> None:
-        status = response.status_code
-        if status == 404 and response.request.headers.get("mcp-session-id"):
-            self.session_gone = response.request.method != "DELETE"  # closing: gone anyway
-        elif status in _AUTHORIZATION:
-            self.status = status
-        elif status < 300:
-            self.status = None
-
-
-class _Sending:
-    """One call on its way: set when a request it made could not connect (nothing sent)."""
-
-    def __init__(self) -> None:
-        self.unsent: str | None = None
-
-
-# The call being sent: the SDK posts it from a task that runs in the caller's context.
-_SENDING: ContextVar[_Sending | None] = ContextVar("salon_mcp_sending", default=None)
-
-
-class _NotingClient(httpx2.AsyncClient):
-    """An HTTP client that tells the call being sent when a request could not connect."""
-
-    async def send(self, *args: Any, **kwargs: Any) -> httpx2.Response:
-        try:
-            return await super().send(*args, **kwargs)
-        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-            sending = _SENDING.get()
-            if sending is not None:
-                sending.unsent = describe(exc)
-            raise
-
-
-def _unreachable(exc: BaseException) -> bool:
-    """Whether ``exc`` says no connection to the server could be opened."""
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_unreachable(inner) for inner in exc.exceptions)
-    if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout | ConnectionRefusedError):
-        return True
-    return exc.__cause__ is not None and _unreachable(exc.__cause__)
-
-
-@dataclass
-class _HttpClient(Client):
-    """A streamable-HTTP connection that keeps what its server's HTTP answers said."""
-
-    refusals: _Refusals = field(default_factory=_Refusals)
-    auth: httpx2.Auth | None = None  # OAuth: its ``lacking`` says why a 401 came
-
-
-def open_http(
-    url: str, headers: dict[str, str], on_message: MessageHandler, auth: httpx2.Auth | None = None
-) -> Client:
-    """A streamable-HTTP connection to ``url`` (unentered), naming itself Salon; ``auth``:
-    OAuth (``salon.tools.mcp_auth``)."""
-    refusals = _Refusals()
-
-    @contextlib.asynccontextmanager
-    async def transport() -> AsyncIterator[TransportStreams]:
-        # the SDK leaves a client it was given open: this one closes with the connection
-        timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
-        async with _NotingClient(headers=headers, auth=auth, timeout=timeout) as http:
-            http.event_hooks["response"].append(refusals.saw)
-            async with streamable_http_client(url, http_client=http) as streams:
-                yield streams
-
-    return _HttpClient(
-        transport(),
-        message_handler=on_message,
-        cache=None,
-        client_info=_SALON,
-        refusals=refusals,
-        auth=auth,
-    )
-
-
-def open_stdio(params: StdioServerParameters, on_message: MessageHandler) -> Client:
-    """A connection to a server Salon starts (unentered), naming itself Salon."""
-    return Client(params, message_handler=on_message, cache=None, client_info=_SALON)
-
-
-def _unauthorized(client: Client | None) -> str | None:
-    """Why the server refused ``client``'s credentials, if that is why its last answer failed."""
-    if isinstance(client, _HttpClient) and client.refusals.status is not None:
-        lacking = getattr(client.auth, "lacking", None)  # no OAuth tokens that work
-        if client.refusals.status == 401 and isinstance(lacking, str):
-            return lacking
-        return _AUTHORIZATION[client.refusals.status]
-    return None
-
-
-def _session_gone(client: Client) -> bool:
-    return isinstance(client, _HttpClient) and client.refusals.session_gone
 
 
 class _SessionGone(Exception):
@@ -234,8 +125,8 @@ class McpServerLink:
             except Exception as exc:  # a server's failure must never take the hub down
                 self.failures += 1
                 lacking = not_authorized(exc)  # OAuth without tokens: no retry helps
-                self.refused = _unauthorized(client) or (str(lacking) if lacking else None)
-                self.unreachable = _unreachable(exc)
+                self.refused = unauthorized(client) or (str(lacking) if lacking else None)
+                self.unreachable = unreachable(exc)
                 self.last_error = self.refused or describe(exc)
                 if self.failures == 1 or self.failures % 10 == 0:  # a dead server, not a flood
                     logger.warning(
@@ -421,7 +312,7 @@ class McpServerLink:
         self, remote_name: str, arguments: dict[str, Any], progress: Progress | None
     ) -> mcp_types.CallToolResult:
         client = await self._current(remote_name)
-        if _session_gone(client):  # the session's event stream found it gone already
+        if session_gone(client):  # the session's event stream found it gone already
             client = await self._renewed(client, remote_name)
         # A lookup cut short is asked again anyway; a server heard from just now is there.
         recent = time.monotonic() - self._heard < _FRESH
@@ -467,7 +358,7 @@ class McpServerLink:
             raise
         except Exception as exc:  # could not connect as this person
             lacking = not_authorized(exc)
-            refused = (str(lacking) if lacking else None) or _unauthorized(client)
+            refused = (str(lacking) if lacking else None) or unauthorized(client)
             logger.debug("MCP server %s as a person failed", name, exc_info=True)
             reason = refused or describe(exc)
             unconnected = lacking is not None or isinstance(
@@ -513,8 +404,8 @@ class McpServerLink:
         parent = TRACE_PARENT.get()
         # An open map (extra keys allowed), which mypy cannot tell yet: hence the cast.
         meta = cast("mcp_types.RequestParamsMeta", {"traceparent": parent}) if parent else None
-        sending = _Sending()
-        token = _SENDING.set(sending)
+        sending = Sending()
+        token = SENDING.set(sending)
         self._in_flight += 1
         try:
             async with asyncio.timeout(timeout + 5):
@@ -535,7 +426,7 @@ class McpServerLink:
         except (MCPError, OSError, RuntimeError) as exc:
             raise self._failure(client, remote_name, exc, sending.unsent) from exc
         finally:
-            _SENDING.reset(token)
+            SENDING.reset(token)
             self._in_flight -= 1
             if self._draining and not self._in_flight:
                 self._restart.set()
@@ -546,9 +437,9 @@ class McpServerLink:
         """What a call that failed with ``exc`` raises; a broken connection is restarted.
         ``unsent``: why a request of the call could not connect (so it never ran)."""
         if isinstance(exc, MCPError):
-            if _session_gone(client):
+            if session_gone(client):
                 return _SessionGone()
-            refused = _unauthorized(client)
+            refused = unauthorized(client)
             if refused is not None:
                 return ToolError(
                     f"{remote_name} was refused by MCP server {self.spec.name}: {refused}"
@@ -581,7 +472,7 @@ async def _probe(client: Client, within: float) -> _Unanswered | None:
         async with asyncio.timeout(within):
             await client.session.send_ping()  # the session's ping: no deprecation warning
     except MCPError as exc:
-        if _session_gone(client):  # a restarted server: it answers, but not this session
+        if session_gone(client):  # a restarted server: it answers, but not this session
             return _Unanswered("the server lost the session (HTTP 404)", gone=True)
         if exc.code == mcp_types.REQUEST_TIMEOUT:
             return _Unanswered(exc.message, gone=False)
