@@ -390,6 +390,7 @@ class BotApp:
             providers=self.provider_for,
             traces=self.traces,
             delivery=self.store.delivery,
+            rooms=self.store.rooms,
         )
         return self
 
@@ -447,8 +448,7 @@ class BotApp:
             await until.wait()
             await self._drain(grace)
             await self._flush_traces()
-            if delivery is not None:
-                await delivery.close()
+            await agent.close()
             await self.upkeep.last_beat()
         finally:
             for platform in self.platforms.values():

@@ -148,6 +148,21 @@ class GateStep:
 
 
 @dataclass(frozen=True, slots=True)
+class RoomStep:
+    """Several bots in the room: this bot took the turn (its slot), or passed and who
+    answered instead."""
+
+    decision: Literal["took", "passed"]
+    slot: int | None = None
+    answered_by: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        if self.decision == "passed":
+            return f"passed: {', '.join(self.answered_by)} answered"
+        return f"took the turn (slot {self.slot})"
+
+
+@dataclass(frozen=True, slots=True)
 class EvaluatorStep:
     kept: int | None = None
     dropped: tuple[str, ...] | None = None  # ids of the messages left out
@@ -165,13 +180,14 @@ class PipelineRecord:
     paused_until: float | None = None
     loop_breaker: LoopBreak | None = None
     speak_gate: GateStep | None = None
+    room: RoomStep | None = None
     evaluator: EvaluatorStep | None = None
     final_pass: bool = False
     final_pass_error: str | None = None  # the final pass failed: the raw result was sent
 
     def body(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
-        for name in ("keyword", "refused", "loop_breaker", "speak_gate", "evaluator"):
+        for name in ("keyword", "refused", "loop_breaker", "speak_gate", "room", "evaluator"):
             step = getattr(self, name)
             if step is not None:
                 data[name] = _set_fields(step)

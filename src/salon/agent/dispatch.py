@@ -34,6 +34,7 @@ from salon.agent.conversation.answer import Conversation
 from salon.agent.conversation.toolrunner import ToolRunner
 from salon.agent.delivery import Delivery, DeliveryBook
 from salon.agent.pipeline.steps import Attempt, Pipeline
+from salon.agent.pipeline.turns import TurnBook, Turns
 from salon.agent.recording.recorder import Recorder
 from salon.agent.recording.traces import TraceWriter
 from salon.agent.room import Room
@@ -123,8 +124,10 @@ class Agent:
         providers: Callable[[BotConfig], Provider] | None = None,
         traces: TraceWriter | None = None,
         delivery: DeliveryBook | None = None,
+        rooms: TurnBook | None = None,
     ) -> None:
-        """``delivery``: where marks and owed answers are kept (no catch-up without)."""
+        """``delivery``: where marks and owed answers are kept (no catch-up without);
+        ``rooms``: where bots sharing a channel take turns (without: always alone)."""
         self.bot = bot
         self.traces = traces
         self.config = config
@@ -155,6 +158,7 @@ class Agent:
             conversation=self.conversation,
             redactor=self._redact,
             provider_for=self._provider_for,
+            turns=Turns(bot=bot, book=rooms, resubmit=self.submit) if rooms is not None else None,
         )
         # Events with when they arrived (time.perf_counter), for the queue wait in traces.
         self._queue: asyncio.Queue[tuple[float, Event]] = asyncio.Queue(
@@ -194,6 +198,13 @@ class Agent:
             self.delivery.settings = config.catch_up
         if self.tools is not None:
             self.tools.config = config
+
+    async def close(self) -> None:
+        """The stop: catch-ups and watches end, the marks are written."""
+        if self.pipeline.turns is not None:
+            await self.pipeline.turns.close()
+        if self.delivery is not None:
+            await self.delivery.close()
 
     @property
     def tools(self) -> ToolRunner | None:

@@ -35,6 +35,7 @@ from salon.config.pipeline import (
     KeywordConfig,
     LimitsConfig,
     LoopBreakerConfig,
+    RoomConfig,
     SpeakGateConfig,
     keywords_validator,
 )
@@ -388,6 +389,7 @@ class BotConfig(_Strict):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     loop_breaker: LoopBreakerConfig = Field(default_factory=LoopBreakerConfig)
     speak_gate: SpeakGateConfig = Field(default_factory=SpeakGateConfig)
+    room: RoomConfig = Field(default_factory=RoomConfig)
 
     @field_validator("keywords")
     @classmethod

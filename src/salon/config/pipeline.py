@@ -17,6 +17,7 @@ __all__ = [
     "LimitsConfig",
     "LoopBreakerConfig",
     "RateLimit",
+    "RoomConfig",
     "SpeakGateConfig",
     "internal_tools",
     "normalize_keyword",
@@ -169,6 +170,38 @@ class SpeakGateConfig(_Strict):
     messages: int = Field(default=10, ge=1, le=200, description="recent messages it reads")
     max_tokens: int = Field(default=5, gt=0, le=MAX_OUTPUT_TOKENS)
     message_chars: int = Field(default=300, gt=0)
+
+
+class RoomConfig(_Strict):
+    """Several bots of one deployment in a channel: who answers a message that addressed
+    none of them (see docs/CONFIGURATION.md, "Several bots in one room")."""
+
+    max_answers: int = Field(
+        default=1, ge=1, le=20, description="bots that answer one unaddressed message, at most"
+    )
+    policy: Literal["least_recent", "round_robin", "first"] = Field(
+        default="least_recent",
+        description="who goes first: the bot whose last turn is oldest, the one with the "
+        "fewest turns today, or whoever is ready first",
+    )
+    stagger: float = Field(
+        default=0.2,
+        ge=0,
+        le=10,
+        description="seconds each place in the policy's order waits before it may take the turn",
+    )
+    claim_ttl: float = Field(
+        default=120.0,
+        gt=0,
+        le=3600,
+        description="seconds a turn stays taken by a bot that does not finish (a crash); "
+        "then another may take it",
+    )
+    present_within: float = Field(
+        default=3600.0,
+        gt=0,
+        description="seconds: bots that read the channel this recently share it",
+    )
 
 
 def keywords_validator(value: dict[str, KeywordConfig]) -> dict[str, KeywordConfig]:

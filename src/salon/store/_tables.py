@@ -2,8 +2,8 @@
 
 Each migration is the SQL it ran when it was written, for both databases; what differs
 between them is a word per column type (``{serial}`` and the like, filled in by
-``_ddl``). A database is at the version of the newest migration recorded in
-``schema_migrations``.
+``salon.store._ddl``). Migrations 21 on are in ``_shared_tables``. A database is at the
+version of the newest migration recorded in ``schema_migrations``.
 """
 
 from __future__ import annotations
@@ -13,33 +13,13 @@ from collections.abc import Awaitable, Callable
 
 from salon.errors import StoreError
 from salon.store._db import Connection
+from salon.store._ddl import run as _run
+from salon.store._shared_tables import m21_delivery, m22_web_sessions, m23_room_turns
 
 __all__ = ["CONVERSATION_KINDS", "MIGRATIONS", "migrate"]
 
 CONVERSATION_KINDS = ("message", "action")
 """Chat-log kinds that are conversation; joins, parts, notices and the like are not."""
-
-# SQLite's INTEGER is 64-bit, and an id column must be exactly INTEGER there to be the
-# rowid (the full-text index hangs on it); PostgreSQL numbers rows with sequences.
-_TYPES = {
-    "sqlite": {"serial": "INTEGER", "bigserial": "INTEGER", "bigint": "INTEGER", "blob": "BLOB"},
-    "postgresql": {
-        "serial": "SERIAL",
-        "bigserial": "BIGSERIAL",
-        "bigint": "BIGINT",
-        "blob": "BYTEA",
-    },
-}
-
-
-def _ddl(conn: Connection, *statements: str) -> list[str]:
-    return [s.format(**_TYPES[conn.dialect]) for s in statements]
-
-
-async def _run(conn: Connection, *statements: str) -> None:
-    for statement in _ddl(conn, *statements):
-        await conn.execute(statement)
-
 
 _SCHEMA_MIGRATIONS = """CREATE TABLE IF NOT EXISTS schema_migrations (
     version {serial} NOT NULL,
@@ -493,55 +473,6 @@ async def _m20_cache_write_waste(conn: Connection) -> None:
     )
 
 
-async def _m21_delivery(conn: Connection) -> None:
-    """What the bot last saw per channel, the answers it owes, and platforms' read
-    positions (salon.store._delivery)."""
-    await _run(
-        conn,
-        """CREATE TABLE channel_marks (
-            bot VARCHAR NOT NULL,
-            channel VARCHAR NOT NULL,
-            direct BOOLEAN NOT NULL,
-            monitored BOOLEAN NOT NULL,
-            last_id VARCHAR NOT NULL,
-            last_at FLOAT NOT NULL,
-            answered_at FLOAT NOT NULL,
-            PRIMARY KEY (bot, channel)
-        )""",
-        """CREATE TABLE owed_answers (
-            bot VARCHAR NOT NULL,
-            platform VARCHAR NOT NULL,
-            message_id VARCHAR NOT NULL,
-            channel VARCHAR NOT NULL,
-            body TEXT NOT NULL,
-            owner VARCHAR NOT NULL,
-            answer_key VARCHAR,
-            started_at FLOAT NOT NULL,
-            PRIMARY KEY (bot, platform, message_id)
-        )""",
-        """CREATE TABLE delivery_cursors (
-            bot VARCHAR NOT NULL,
-            name VARCHAR NOT NULL,
-            value TEXT NOT NULL,
-            updated_at FLOAT NOT NULL,
-            PRIMARY KEY (bot, name)
-        )""",
-    )
-
-
-async def _m22_web_sessions(conn: Connection) -> None:
-    """The web server's sessions, so that signing out ends them (salon.web.sessions)."""
-    await _run(
-        conn,
-        """CREATE TABLE web_sessions (
-            id VARCHAR NOT NULL,
-            created_at FLOAT NOT NULL,
-            expires_at FLOAT NOT NULL,
-            PRIMARY KEY (id)
-        )""",
-    )
-
-
 MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (1, _m1_chat_log_and_usage),
     (2, _m2_chat_log_search),
@@ -563,8 +494,9 @@ MIGRATIONS: list[tuple[int, Callable[[Connection], Awaitable[None]]]] = [
     (18, _m18_note_trust),
     (19, _m19_mcp_tokens),
     (20, _m20_cache_write_waste),
-    (21, _m21_delivery),
-    (22, _m22_web_sessions),
+    (21, m21_delivery),
+    (22, m22_web_sessions),
+    (23, m23_room_turns),
 ]
 
 

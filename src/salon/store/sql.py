@@ -31,6 +31,7 @@ from salon.store._dialects import connect, parse_url
 from salon.store._health import HealthPart, InboxPart
 from salon.store._limits import LimitPart
 from salon.store._notes import NotePart
+from salon.store._rooms import RoomPart
 from salon.store._schedules import SchedulePart
 from salon.store._sessions import SessionPart
 from salon.store._tables import MIGRATIONS, migrate
@@ -49,6 +50,7 @@ __all__ = [
     "InboxPart",
     "LimitPart",
     "NotePart",
+    "RoomPart",
     "SQLStore",
     "SchedulePart",
     "SessionPart",
@@ -90,6 +92,7 @@ class SQLStore:
         self.notes = NotePart(self._opened)
         self.tokens = TokenPart(self._opened)
         self.delivery = DeliveryPart(self._opened, self.owner)
+        self.rooms = RoomPart(self._opened)
         self.sessions = SessionPart(self._opened)
 
     def _opened(self) -> Database:

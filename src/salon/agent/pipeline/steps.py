@@ -40,6 +40,7 @@ from salon.agent.pipeline.keywords import (
     with_reply,
 )
 from salon.agent.pipeline.limits import Hold, Limits
+from salon.agent.pipeline.turns import Taken, Turns, unaddressed
 from salon.agent.recording.recorder import Recorder
 from salon.agent.room import Room
 from salon.config import BotConfig, Redactor
@@ -56,6 +57,7 @@ from salon.trace import (
     KeywordStep,
     LimitRefusal,
     LoopBreak,
+    RoomStep,
 )
 
 __all__ = ["Attempt", "Pipeline"]
@@ -101,8 +103,11 @@ class Pipeline:
         redactor: Redactor,
         provider_for: Callable[[BotConfig], Provider],
         clock: Callable[[], float] = time.time,
+        turns: Turns | None = None,
     ) -> None:
+        """``turns``: the room's turns, where bots share the store (None: always alone)."""
         self.bot = bot
+        self.turns = turns
         self.store = store
         self.room = room
         self.conversation = conversation
@@ -125,7 +130,35 @@ class Pipeline:
         return match_keyword(message, me, config) is not None
 
     async def run(self, attempt: Attempt) -> bool:
-        """Answer, or stop for a reason the trace names; False when nothing was answered."""
+        """Answer, or stop for a reason the trace names; False when nothing was answered.
+        A message nobody addressed is answered only with the room's turn (``turns``)."""
+        taken = await self._turn(attempt) if not configured(attempt.config) else None
+        if taken is False:
+            return False
+        try:
+            return await self._run(attempt)
+        finally:
+            if isinstance(taken, Taken) and self.turns is not None:
+                await self.turns.finish(taken)
+
+    async def _turn(self, attempt: Attempt) -> Taken | bool | None:
+        """The room's turn for a message nobody addressed; False: another bot took it."""
+        if self.turns is None:
+            return None
+        activation, me = attempt.activation, attempt.platform.self_participant
+        message = unaddressed(activation, me, attempt.config)
+        if message is None:
+            return None
+        with attempt.recorder.phase("room"):
+            taken = await self.turns.take(activation, message, attempt.config.room, me)
+        if isinstance(taken, list):
+            attempt.recorder.trace.pipeline.room = RoomStep("passed", answered_by=tuple(taken))
+            logger.info("%s: passed, %s answered", activation.channel.key, ", ".join(taken))
+            return False
+        attempt.recorder.trace.pipeline.room = RoomStep("took", slot=taken.slot)
+        return taken
+
+    async def _run(self, attempt: Attempt) -> bool:
         if not configured(attempt.config):
             scene = await self._scene(attempt)
             return scene is not None and await self._answer(attempt, scene, self.conversation)
@@ -150,6 +183,16 @@ class Pipeline:
             gate = match is None and config.speak_gate.enabled
             if gate and not await self._speak_gate(attempt, scene):
                 return False
+        if match is None:  # a keyword addresses the bot; the rest may need the room's turn
+            turn = await self._turn(attempt)
+            if turn is False:
+                return False
+            if isinstance(turn, Taken):
+                try:
+                    return await self._limited(attempt, scene, match)
+                finally:
+                    if self.turns is not None:
+                        await self.turns.finish(turn)
         return await self._limited(attempt, scene, match)
 
     async def _limited(

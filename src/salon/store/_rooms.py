@@ -1,0 +1,129 @@
+"""The store's part for rooms several bots share: who takes the turn to answer a message
+nobody addressed (``salon.agent.pipeline.turns``).
+
+A turn is a row per (channel, message, slot): a bot takes a slot with an INSERT that does
+nothing when the slot is taken, so two processes, on one machine or several, never both
+get it. A turn is ``claimed`` until its answer ends (``done``); a claim not done by its
+``expires_at`` (on the database's clock: the bot crashed while answering) may be taken
+over by another bot.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from salon.store._db import Database
+from salon.store._dialects import db_now, insert_ignoring
+from salon.store._part import Part, execute
+
+__all__ = ["RoomPart", "Standing", "TurnHolder"]
+
+_KEEP_SECONDS = 86_400.0  # turns older than a day are deleted
+_PRUNE_EVERY = 500  # claims between two prunings
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """A bot's turns in a channel over the last day: how many, and when the last began."""
+
+    bot: str
+    turns: int
+    last: float
+
+
+@dataclass(frozen=True, slots=True)
+class TurnHolder:
+    bot: str
+    slot: int
+    done: bool
+    expired: bool
+
+
+class RoomPart(Part):
+    def __init__(self, database: Callable[[], Database]) -> None:
+        super().__init__(database)
+        self._claims = 0
+
+    async def present(self, channel: str, *, since: float) -> list[str]:
+        """Bots that read ``channel`` since ``since`` (their delivery marks)."""
+        query = "SELECT bot FROM channel_marks WHERE channel = :channel AND last_at >= :since"
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, {"channel": channel, "since": since})
+        return sorted(str(row[0]) for row in rows)
+
+    async def standings(self, channel: str) -> list[Standing]:
+        query = (
+            "SELECT bot, count(*), max(claimed_at) FROM room_turns"
+            " WHERE channel = :channel AND claimed_at >= :since GROUP BY bot"
+        )
+        params = {"channel": channel, "since": time.time() - _KEEP_SECONDS}
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, params)
+        return [Standing(str(r[0]), int(r[1]), float(r[2])) for r in rows]
+
+    async def claim(
+        self, channel: str, message_id: str, bot: str, *, slots: int, ttl: float
+    ) -> int | None:
+        """A free slot of the message's turn, now ``bot``'s, or one whose claim expired;
+        None when every slot is taken."""
+        columns = ("channel", "message_id", "slot", "bot", "status", "claimed_at", "expires_at")
+        take = insert_ignoring("room_turns", columns)
+        over = (
+            "UPDATE room_turns SET bot = :bot, claimed_at = :claimed_at,"
+            " expires_at = :expires_at WHERE channel = :channel AND message_id = :message_id"
+            f" AND slot = :slot AND status = 'claimed' AND expires_at < {db_now(self.db.dialect)}"
+        )
+        now = time.time()
+        row: dict[str, Any] = {
+            "channel": channel,
+            "message_id": message_id,
+            "bot": bot,
+            "status": "claimed",
+            "claimed_at": now,
+            "expires_at": now + ttl,
+        }
+        async with self.db.begin() as conn:
+            for slot in range(slots):
+                if await conn.execute(take, row | {"slot": slot}):
+                    break
+                if await conn.execute(over, row | {"slot": slot}):
+                    break
+            else:
+                return None
+        await self._prune_now_and_then()
+        return slot
+
+    async def finish(self, channel: str, message_id: str, slot: int) -> None:
+        statement = (
+            "UPDATE room_turns SET status = 'done' WHERE channel = :channel"
+            " AND message_id = :message_id AND slot = :slot"
+        )
+        await execute(
+            self.db, statement, {"channel": channel, "message_id": message_id, "slot": slot}
+        )
+
+    async def holders(self, channel: str, message_id: str) -> list[TurnHolder]:
+        query = (
+            "SELECT bot, slot, status,"
+            f" CASE WHEN expires_at < {db_now(self.db.dialect)} THEN 1 ELSE 0 END"
+            " FROM room_turns WHERE channel = :channel AND message_id = :message_id ORDER BY slot"
+        )
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, {"channel": channel, "message_id": message_id})
+        return [
+            TurnHolder(str(r[0]), int(r[1]), r[2] == "done", bool(r[3]) and r[2] != "done")
+            for r in rows
+        ]
+
+    async def _prune_now_and_then(self) -> None:
+        self._claims += 1
+        if self._claims % _PRUNE_EVERY:
+            return
+        await execute(
+            self.db,
+            "DELETE FROM room_turns WHERE claimed_at < :before",
+            {"before": time.time() - _KEEP_SECONDS},
+        )

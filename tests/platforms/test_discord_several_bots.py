@@ -1,0 +1,105 @@
+"""Three bots of one deployment in a monitored channel, sharing one store: a message
+nobody addressed is answered by one of them, never piled on; one addressed to a bot is
+that bot's; the others' traces say who answered. The unaddressed lines are from a real
+room (#ubuntu, irc-disentanglement corpus, Kummerfeld et al. 2019, CC BY 4.0)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from fakes.discord_server import DiscordServer, FakeUser
+from salon.app import BotApp
+from salon.llm import FakeProvider
+from tests.platforms.conftest import GENERAL, Start
+from tests.platforms.test_discord_rooms import wait_until
+
+ROOM = Path(__file__).parents[3] / "shared/data/irc-disentanglement/dev/2004-11-15_03.raw.txt"
+LINE = re.compile(r"^\[\d\d:\d\d\] <([^>]+)> (.+)$")
+BOTS = {
+    "salon": ("token-123", "Salon"),
+    "muse": ("token-muse", "Muse"),
+    "sage": ("token-sage", "Sage"),
+}
+
+
+def room_lines(count: int) -> list[str]:
+    lines = []
+    for raw in ROOM.read_text(encoding="utf-8", errors="replace").splitlines():
+        found = LINE.match(raw)
+        if found and "@" not in found[2]:
+            lines.append(found[2])
+        if len(lines) == count:
+            break
+    return lines
+
+
+async def three_bots(
+    fake: DiscordServer, start_bot: Start, tmp_path: Path, **room: Any
+) -> dict[str, tuple[BotApp, FakeProvider]]:
+    started = {}
+    shared = f"sqlite:///{tmp_path / 'shared.db'}"
+    for key, (token, name) in BOTS.items():
+        if key != "salon":
+            user = FakeUser(str(400 + len(fake.tokens)), name, bot=True)
+            fake.tokens[token] = user
+            fake.people.append(user)
+        provider = FakeProvider(default=f"{name} speaking.")
+        app, _ = await start_bot(
+            provider,
+            key=key,
+            token=token,
+            name=name,
+            database_url=shared,
+            discord={"monitored_channels": [GENERAL]},
+            room=room,
+        )
+        started[key] = (app, provider)
+    return started
+
+
+def answers(fake: DiscordServer) -> list[str]:
+    bots = {u.id for u in [fake.bot, *fake.people] if u.bot}
+    return [m["content"] for m in fake.channels[GENERAL] if m["author"]["id"] in bots]
+
+
+async def test_an_unaddressed_message_is_answered_by_one_bot_of_three(
+    fake_discord: DiscordServer, start_bot: Start, tmp_path: Path
+) -> None:
+    bots = await three_bots(fake_discord, start_bot, tmp_path, stagger=0.05)
+    alice = fake_discord.user("Alice")
+    lines = room_lines(12)
+    for number, line in enumerate(lines, 1):
+        await fake_discord.post(GENERAL, alice, line)
+        await wait_until(fake_discord, lambda n=number: len(answers(fake_discord)) >= n)
+        for app, _ in bots.values():
+            await app.agent.wait_idle()
+        assert len(answers(fake_discord)) == number, (line, answers(fake_discord))
+    speakers = Counter(text.split()[0] for text in answers(fake_discord))
+    assert len(speakers) == 3, speakers  # least recently spoken first: they take turns
+    for app, _ in bots.values():
+        await app.traces.flush()
+    passed = [
+        body["pipeline"]["room"]
+        for key, (app, _) in bots.items()
+        for row in await app.store.traces.list_traces(bot=key, limit=100)
+        if (found := await app.store.traces.get_trace(row.id)) is not None
+        and (body := found[1])["pipeline"].get("room", {}).get("decision") == "passed"
+    ]
+    assert len(passed) == 2 * len(lines)
+    assert all(p["answered_by"] for p in passed)
+
+
+async def test_a_message_addressed_to_one_bot_is_its_alone(
+    fake_discord: DiscordServer, start_bot: Start, tmp_path: Path
+) -> None:
+    bots = await three_bots(fake_discord, start_bot, tmp_path, stagger=0.05)
+    alice = fake_discord.user("Alice")
+    muse = fake_discord.tokens["token-muse"]
+    await fake_discord.post(GENERAL, alice, f"<@{muse.id}> what do you think?", mentions=[muse])
+    await wait_until(fake_discord, lambda: len(answers(fake_discord)) >= 1)
+    for app, _ in bots.values():
+        await app.agent.wait_idle()
+    assert answers(fake_discord) == ["Muse speaking."]
