@@ -7,6 +7,7 @@ again and shows once."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ import pytest
 from fakes.slack_server import APP_TOKEN, BOT_TOKEN, SlackServer, SlackUser
 from salon.app import BotApp
 from salon.config import Secrets
+from salon.errors import PlatformError
 from salon.llm import FakeProvider
+from salon.platforms.slack.client import build_web_client, call
 from salon.platforms.slack.platform import SlackPlatform
 from tests.conftest import bot_config
 
@@ -36,8 +39,10 @@ def said(server: SlackServer, channel: str) -> list[str]:
     return [m["text"] for m in server.messages(channel)]
 
 
-async def mention(server: SlackServer, channel: str, user: SlackUser, text: str) -> None:
-    await server.post(channel, user, f"<@{server.bot.id}> {text}")
+async def mention(
+    server: SlackServer, channel: str, user: SlackUser, text: str, **where: Any
+) -> dict[str, Any]:
+    return await server.post(channel, user, f"<@{server.bot.id}> {text}", **where)
 
 
 def make_app(fake: SlackServer, tmp_path: Path, provider: FakeProvider, **config: Any) -> BotApp:
@@ -110,9 +115,47 @@ async def test_a_mention_made_while_the_bot_was_stopped_is_answered_once_at_its_
     assert "are you there?" in request.messages[-1].plain_text
 
 
-async def test_a_mention_made_while_the_socket_was_down_is_answered_once_when_it_is_back(
+async def test_a_thread_reply_and_a_direct_message_made_while_stopped_are_answered_there(
     fake_slack: SlackServer, tmp_path: Path
 ) -> None:
+    alice = fake_slack.user("Alice")
+    dm = fake_slack.im(alice)
+    first = Running(
+        make_app(fake_slack, tmp_path, FakeProvider(["In the thread.", "Hi."])), fake_slack
+    )
+    await first.start()
+    root = await fake_slack.post(GENERAL, alice, "a plan")
+    await mention(fake_slack, GENERAL, alice, "thoughts?", thread_ts=root["ts"])
+    await fake_slack.wait_bot_messages(GENERAL, 1)
+    await fake_slack.post(dm, alice, "hello")
+    await fake_slack.wait_bot_messages(dm, 1)
+    await first.app.agent.wait_idle()
+    await first.stop()
+
+    await mention(fake_slack, GENERAL, alice, "and now?", thread_ts=root["ts"])
+    await fake_slack.post(dm, alice, "still there?")  # a direct message needs no mention
+
+    provider = FakeProvider(["Thread again.", "Still here."])
+    again = Running(make_app(fake_slack, tmp_path, provider), fake_slack)
+    await again.start()
+    await fake_slack.wait_bot_messages(GENERAL, 2)
+    await fake_slack.wait_bot_messages(dm, 2)
+    await caught_up(again.app, 2)
+    await again.stop()
+    replies = fake_slack.messages(GENERAL)
+    assert [m.get("thread_ts") for m in replies] == [root["ts"], root["ts"]]
+    assert len(fake_slack.messages(dm)) == 2
+    asked = sorted(r.messages[-1].plain_text.splitlines()[-1] for r in provider.requests)
+    assert asked == ["Alice: @Salon and now?", "Alice: still there?"]
+    assert len(provider.requests) == 2
+
+
+@pytest.mark.parametrize("reason", [None, "refresh_requested"])
+async def test_a_mention_made_while_the_socket_was_down_is_answered_once_when_it_is_back(
+    fake_slack: SlackServer, tmp_path: Path, reason: str | None
+) -> None:
+    """Slack closes the socket, with its ``disconnect`` envelope or without (a network
+    cut), and hands out no new one for a while."""
     alice = fake_slack.user("Alice")
     provider = FakeProvider(["First.", "Missed one answered."])
     running = Running(make_app(fake_slack, tmp_path, provider), fake_slack)
@@ -122,7 +165,7 @@ async def test_a_mention_made_while_the_socket_was_down_is_answered_once_when_it
     await running.app.agent.wait_idle()
 
     fake_slack.pause_connections()  # Slack hands out no new connection for now
-    await fake_slack.drop("refresh_requested")
+    await fake_slack.drop(reason)
     await fake_slack.disconnected(WAIT)
     await mention(fake_slack, GENERAL, alice, "did you see this?")  # in the gap
     assert len(fake_slack.missed) == 1
@@ -187,3 +230,34 @@ async def test_a_post_slack_could_not_take_is_tried_again_and_shows_once(
     assert said(fake_slack, GENERAL) == ["Made it."]
     posts = [method for method, _, _ in fake_slack.calls if method == "chat.postMessage"]
     assert len(posts) == 2
+
+
+async def test_a_post_that_may_have_gone_through_is_not_posted_again(
+    fake_slack: SlackServer, tmp_path: Path
+) -> None:
+    """A 500 may come after Slack posted, and Slack does not de-duplicate posts: the
+    answer is not tried again (the failure is said instead)."""
+    running = Running(make_app(fake_slack, tmp_path, FakeProvider(["Only once."])), fake_slack)
+    await running.start()
+    fake_slack.fail("chat.postMessage", status=500)
+    await mention(fake_slack, GENERAL, fake_slack.user("Alice"), "hi")
+    await fake_slack.wait_bot_messages(GENERAL, 1)
+    await running.app.agent.wait_idle()
+    await running.stop()
+    tries = [
+        p for m, _, p in fake_slack.calls if m == "chat.postMessage" and p["text"] == "Only once."
+    ]
+    assert len(tries) == 1
+    (note,) = said(fake_slack, GENERAL)
+    assert "could not answer" in note
+
+
+async def test_a_post_that_never_reached_slack_is_transient() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    web = build_web_client(BOT_TOKEN, base_url=f"http://127.0.0.1:{port}/api/", wait_max=1)
+    with pytest.raises(PlatformError) as refused:
+        await call("post", web.chat_postMessage(channel=GENERAL, text="hi"), repeatable=False)
+    assert refused.value.transient
+    assert "could not reach Slack to post" in str(refused.value)
