@@ -10,7 +10,12 @@ An ``events_api`` envelope not acknowledged within ``ack_timeout`` is sent again
 ``retry_attempt`` counted up (``retry_reason`` ``timeout``), up to three retries, as Slack
 does. With a Request URL set (``set_request_url``, verified by a challenge) the same
 events, commands and button presses are POSTed there instead, signed, as the Events API
-over HTTP delivers them (``slack_http.py``). What Slack refuses, the fake refuses: a bot token at ``apps.connections.open``,
+over HTTP delivers them (``slack_http.py``). A connection is closed as Slack closes one
+(``drop``: a ``disconnect`` envelope with its reason, then the close); while
+``pause_connections`` holds, ``apps.connections.open`` answers only once
+``open_connections`` is called, so what happens in between is missed, as on Slack. Message
+timestamps (``ts``) are the wall clock (``clock_offset`` moves it), unique and growing.
+What Slack refuses, the fake refuses: a bot token at ``apps.connections.open``,
 text past 40,000 characters (``msg_too_long``), malformed blocks (``invalid_blocks``), a
 channel the bot is not in (``not_in_channel``), editing or deleting someone else's message.
 
@@ -106,6 +111,11 @@ class SlackServer(WebApi):
         self.deliveries: list[dict[str, Any]] = []  # every envelope sent, retries too
         self.scopes = set(BOT_SCOPES)  # the bot token's, sent as X-OAuth-Scopes
         self._limits: dict[str, list[int]] = {}  # method -> [times, retry_after]
+        self._failures: dict[str, list[int]] = {}  # method -> [times, HTTP status]
+        self._connections_open = asyncio.Event()  # apps.connections.open answers
+        self._connections_open.set()
+        self.clock_offset = 0.0  # seconds added to the wall clock of new messages
+        self._last_micros = 0
         self._tickets: set[str] = set()
         self.files: dict[str, tuple[str, bytes]] = {}  # file id -> (mimetype, data)
         self.downloads: list[str] = []  # file ids served to the bot token
@@ -116,7 +126,6 @@ class SlackServer(WebApi):
         self.missed: list[dict[str, Any]] = []  # sent while the app had no connection
         self._sockets: list[web.WebSocketResponse] = []
         self._changed = asyncio.Condition()
-        self._ts = itertools.count(1)
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
         self._runner: web.AppRunner | None = None
@@ -219,6 +228,18 @@ class SlackServer(WebApi):
         """The next ``times`` calls of ``method`` get HTTP 429 with ``Retry-After``."""
         self._limits[method] = [times, retry_after]
 
+    def fail(self, method: str, *, status: int = 503, times: int = 1) -> None:
+        """The next ``times`` calls of ``method`` get HTTP ``status`` and do nothing (Slack
+        unavailable: ``service_unavailable``)."""
+        self._failures[method] = [times, status]
+
+    def pause_connections(self) -> None:
+        """``apps.connections.open`` waits (Slack unreachable) until ``open_connections``."""
+        self._connections_open.clear()
+
+    def open_connections(self) -> None:
+        self._connections_open.set()
+
     async def wait_bot_messages(
         self, channel: str, count: int, within: float = 15
     ) -> list[dict[str, Any]]:
@@ -235,6 +256,10 @@ class SlackServer(WebApi):
     async def connected(self, within: float = 15, *, times: int = 1) -> None:
         """Until a connection is open, and ``times`` have been opened in all."""
         await self.wait_for(lambda: bool(self._sockets) and self.opened >= times, within)
+
+    async def disconnected(self, within: float = 15) -> None:
+        """Until no connection is open (the app stopped, or lost its socket)."""
+        await self.wait_for(lambda: not self._sockets, within)
 
     async def post(
         self,
@@ -364,9 +389,14 @@ class SlackServer(WebApi):
             url, body, "application/json", secret=secret, timestamp=timestamp
         )
 
-    async def drop(self) -> None:
-        """Close the app's connections, as Slack does now and then (the SDK reconnects)."""
+    async def drop(self, reason: str | None = None) -> None:
+        """Close the app's connections, as Slack does now and then (the SDK reconnects):
+        with a ``reason`` (``refresh_requested``, ``link_disabled``…) Slack's way, a
+        ``disconnect`` envelope first; without one, the close alone (a network cut)."""
         for ws in list(self._sockets):
+            if reason is not None:
+                debug = {"host": "fake-slack", "approximate_connection_time": 18060}
+                await ws.send_json({"type": "disconnect", "reason": reason, "debug_info": debug})
             await ws.close()
 
     async def wait_ack(self, envelope_id: str, within: float = 15) -> dict[str, Any] | None:
@@ -443,6 +473,7 @@ class SlackServer(WebApi):
                     await self._acknowledged(json.loads(frame.data))
         finally:
             self._sockets.remove(ws)
+        await self._notify()
         return ws
 
     async def _acknowledged(self, data: dict[str, Any]) -> None:
@@ -542,6 +573,11 @@ class SlackServer(WebApi):
         elif request.can_read_body:
             params |= dict(await request.post())
         self.calls.append((method, time.monotonic(), params))
+        failure = self._failures.get(method)
+        if failure and failure[0] > 0:
+            failure[0] -= 1
+            body = {"ok": False, "error": "service_unavailable"}
+            return web.json_response(body, status=failure[1])
         limit = self._limits.get(method)
         if limit and limit[0] > 0:
             limit[0] -= 1
@@ -626,7 +662,10 @@ class SlackServer(WebApi):
         return "im" if self.channels[channel].is_im else "channel"
 
     def _next_ts(self) -> str:
-        return f"{1_700_000_000 + next(self._ts)}.000100"
+        """Now (plus ``clock_offset``) in Slack's form, a microsecond past the last at least."""
+        micros = int((time.time() + self.clock_offset) * 1_000_000)
+        self._last_micros = max(micros, self._last_micros + 1)
+        return f"{self._last_micros // 1_000_000}.{self._last_micros % 1_000_000:06d}"
 
     async def _notify(self) -> None:
         async with self._changed:

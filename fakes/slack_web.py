@@ -51,6 +51,7 @@ class WebApi:
     uploads: list[Upload]
 
     async def _m_apps_connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        await self._connections_open.wait()  # type: ignore[attr-defined]
         ticket = uuid.uuid4().hex
         self._tickets.add(ticket)
         return {"url": f"ws://127.0.0.1:{self.port}/link/?ticket={ticket}&app_id={APP}"}
@@ -198,27 +199,29 @@ class WebApi:
         return {}
 
     async def _m_conversations_history(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A channel's messages (thread replies only when broadcast) between ``oldest``
+        and ``latest``, both excluded unless ``inclusive``; the most recent first, so a
+        ``limit`` keeps the newest of the range (``has_more`` says there were more)."""
         channel = self._readable(params)
-        tops = [m for m in channel.messages if m.get("thread_ts") in (None, m["ts"])]
-        if params.get("latest"):
-            latest = float(params["latest"])
-            inclusive = str(params.get("inclusive", "")).lower() in ("1", "true")
-            tops = [
-                m
-                for m in tops
-                if float(m["ts"]) < latest or (inclusive and m["ts"] == params["latest"])
-            ]
-        newest_first = [self._shown(m, params) for m in reversed(tops)]
+        tops = [
+            m
+            for m in channel.messages
+            if m.get("thread_ts") in (None, m["ts"]) or m.get("subtype") == "thread_broadcast"
+        ]
+        newest_first = [self._shown(m, params) for m in reversed(_between(tops, params))]
         return self._page(newest_first, params, pin_count=len(channel.pins))
 
     async def _m_conversations_replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A thread, its root first, then its replies, the earliest first, within
+        ``oldest`` and ``latest`` as for the history."""
         channel = self._readable(params)
         ts = str(params.get("ts", ""))
         parent = next((m for m in channel.messages if m["ts"] == ts), None)
         if parent is None:
             raise SlackError("thread_not_found")
         replies = [m for m in channel.messages if m.get("thread_ts") == ts and m["ts"] != ts]
-        return self._page([self._shown(m, params) for m in [parent, *replies]], params)
+        found = _between([parent, *replies], params)
+        return self._page([self._shown(m, params) for m in found], params)
 
     async def _m_pins_list(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = self._readable(params)
@@ -329,3 +332,26 @@ class WebApi:
             self.pings.append((ts, match.group(1) or f"subteam^{match.group(2)}"))
         if str(params.get("link_names", "")).lower() in ("1", "true"):
             self.pings += [(ts, m.group(1)) for m in _LINK_NAMES.finditer(text)]
+
+
+def _between(messages: list[dict[str, Any]], params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The messages within ``oldest`` and ``latest`` (timestamps; ``latest`` defaults to
+    now, ``oldest`` to 0), the bounds themselves only when ``inclusive``; a bound that is
+    no timestamp is ``invalid_ts_oldest`` or ``invalid_ts_latest``."""
+    bounds = []
+    for name in ("oldest", "latest"):
+        value = str(params.get(name) or "")
+        try:
+            bounds.append(float(value) if value else None)
+        except ValueError:
+            raise SlackError(f"invalid_ts_{name}") from None
+    oldest, latest = bounds
+    inclusive = str(params.get("inclusive", "")).lower() in ("1", "true")
+
+    def within(message: dict[str, Any]) -> bool:
+        ts = float(message["ts"])
+        above = oldest is None or ts > oldest or (inclusive and ts == oldest)
+        below = latest is None or ts < latest or (inclusive and ts == latest)
+        return above and below
+
+    return [m for m in messages if within(m)]

@@ -143,12 +143,36 @@ class Events:
         self._reader.added(message)
         if channel.parent_id is not None and raw.get("subtype") == "thread_broadcast":
             self._reader.added(replace(message, channel=ChannelRef("slack", channel_id)))
-        if message.author.id == self._people.me.id:
-            return  # the bot's own, already in the cache
-        if direct and not message.mentions_id(self._people.me.id):
-            message = replace(message, mentions=(*message.mentions, self._people.me))
-        self.handled += 1
-        await self._deliver(MessageEvent(message))
+        handed = self._for_agent(message)
+        if handed is not None:
+            self.handled += 1
+            await self._deliver(MessageEvent(handed))
+
+    def _for_agent(self, message: Message) -> Message | None:
+        """What the agent is handed of a new message: none of the bot's own; a direct
+        message addresses the bot as a mention would."""
+        me = self._people.me
+        if message.author.id == me.id:
+            return None
+        if message.channel.is_direct and not message.mentions_id(me.id):
+            return replace(message, mentions=(*message.mentions, me))
+        return message
+
+    async def read_back(
+        self, channel_id: str, raw: list[dict[str, Any]], *, direct: bool, workspace: str | None
+    ) -> list[Message]:
+        """Messages read back after a gap, as their events would have handed them on (a
+        thread's reply in its thread's context)."""
+        found = []
+        for item in raw:
+            if not is_conversation(item):
+                continue
+            channel = context_of(channel_id, channel_id, item, direct=direct, workspace=workspace)
+            for message in await self._people.convert_all(channel, [item]):
+                handed = self._for_agent(message)
+                if handed is not None:
+                    found.append(handed)
+        return found
 
     async def _changed(self, channel_id: str, raw: dict[str, Any], direct: bool) -> None:
         for channel in self._places(channel_id, raw, direct):

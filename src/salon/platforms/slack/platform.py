@@ -7,18 +7,25 @@ History stays on Slack (``reading.py``), threads are contexts of their own, pins
 ``.config`` is read, approvals are Block Kit buttons (``approvals.py``), ``/ask``,
 ``/monitor`` and ``/unmonitor`` are slash commands (``events.py``). Every failure of a call
 to Slack leaves as a ``PlatformError`` naming Slack's error code.
+
+Socket Mode delivers nothing again of what happened while the app had no connection: each
+new connection after the first (its ``hello``) is a gap, which the agent reads back
+(``messages_after``). Over HTTP there is none within the process: Slack retries a delivery
+that failed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.web.async_client import AsyncWebClient
 
 from salon.config import Secrets
@@ -87,6 +94,8 @@ class SlackPlatform(PlatformBase):
         self._handler: AsyncSocketModeHandler | None = None
         self._receiver: Receiver | None = None
         self.connections = 0  # Socket Mode connections opened (hello received)
+        self._greeted_at: float | None = None  # when the newest connection said hello
+        self._dropped_at: float | None = None  # when the connection was last lost
         self._people = People(client=self._client, bot_name=bot_name, monitored=self._monitored)
         self._images = Images(
             token=self._bot_token,
@@ -208,6 +217,8 @@ class SlackPlatform(PlatformBase):
     async def _connect(self, app: AsyncApp) -> None:
         handler = self._handler = AsyncSocketModeHandler(app, self._app_token)
         handler.client.message_listeners.append(self._on_socket_message)
+        self._greeted_at = self._dropped_at = None
+        self._watch_reconnects(handler.client)
         try:
             await asyncio.wait_for(handler.connect_async(), _CONNECT_TIMEOUT)  # type: ignore[no-untyped-call]
         except Exception as exc:  # the SDK's own errors, or a timeout
@@ -230,12 +241,33 @@ class SlackPlatform(PlatformBase):
         self._reader.forget()
         self._access.forget()
 
+    def _watch_reconnects(self, client: SocketModeClient) -> None:
+        """Note when the connection is lost. slack_sdk tells no one, but every way it
+        reconnects (a close, a stale ping, Slack's ``disconnect``) goes through here."""
+        reconnect = client.connect_to_new_endpoint
+
+        async def reconnecting(force: bool = False) -> None:
+            if self._dropped_at is None and (force or not await client.is_connected()):
+                self._dropped_at = time.time()
+            await reconnect(force=force)
+
+        client.connect_to_new_endpoint = reconnecting  # type: ignore[method-assign]
+
     async def _on_socket_message(self, _: object, message: dict[str, Any], raw: object) -> None:
         """Each new connection says hello: events may have been missed while there was
-        none, so the history kept is dropped."""
-        if message.get("type") == "hello":
-            self._forget()
-            self.connections += 1
+        none, so the history kept is dropped, and after the first the agent reads back
+        what was said in the gap."""
+        if message.get("type") != "hello":
+            return
+        self._forget()
+        self.connections += 1
+        first = self._greeted_at is None
+        # No loss noted: slack_sdk replaced the last connection itself, since its hello.
+        since = self._dropped_at if self._dropped_at is not None else self._greeted_at
+        self._greeted_at, self._dropped_at = time.time(), None
+        if not first:
+            logger.info("Slack: connected again; reading back what was missed")
+            await self.gap_closed(since)
 
     async def _membership(self, event: dict[str, Any]) -> None:
         """Someone joined or left a channel the bot is in: who reads it is asked again."""
@@ -305,6 +337,21 @@ class SlackPlatform(PlatformBase):
 
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         return await self._reader.history(channel, limit=limit)
+
+    async def messages_after(
+        self, channel: ChannelRef, after: str, *, limit: int
+    ) -> Sequence[Message] | None:
+        """The newest ``limit`` messages of the channel (or thread) newer than the message
+        ``after``, oldest first, as their events would have handed them on; the
+        conversation is looked up (``conversations.info``) for its kind and workspace."""
+        channel_id, _ = thread_of(channel)
+        raw = await self._reader.after(channel, after, limit=limit)
+        if not raw:
+            return []
+        found = await self._access.find(channel_id)
+        direct = found.is_direct if found is not None else channel.is_direct
+        workspace = found.workspace_id if found is not None else None
+        return await self._events.read_back(channel_id, raw, direct=direct, workspace=workspace)
 
     async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
         return await self._reader.pinned(channel)

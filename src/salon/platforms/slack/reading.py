@@ -1,5 +1,6 @@
 """History from Slack: ``conversations.history`` for a channel, ``conversations.replies``
-for a thread (its root first), ``pins.list`` for pins.
+for a thread (its root first), ``pins.list`` for pins; and what was said after a message,
+read back after a gap (``after``).
 
 What was fetched is kept per context (a bounded number of them) and kept exact by the
 events: a new message is added, an edit replaces, a deletion removes; a dropped
@@ -8,6 +9,7 @@ connection forgets everything, since events may be missed until it is back.
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +24,10 @@ from salon.platforms.slack.people import People, thread_of
 
 __all__ = ["Reader"]
 
+logger = logging.getLogger(__name__)
+
 _PAGE = 200  # Slack asks for no more than 200 a page
+_THREAD_PAGES = 5  # pages of a thread read back after a gap, at most
 
 
 @dataclass
@@ -46,7 +51,8 @@ class Reader:
         self._max = max_channels
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
         self._pins: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()  # channel id ->
-        self.fetches = 0
+        self.fetches = 0  # requests to fill the history kept
+        self.read_backs = 0  # requests reading back after a gap
 
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         """The newest ``limit`` messages, their newest images with their data."""
@@ -98,6 +104,58 @@ class Reader:
         messages = await self._people.convert_all(channel, raw)
         return messages, not cursor
 
+    async def after(self, channel: ChannelRef, after: str, *, limit: int) -> list[dict[str, Any]]:
+        """The raw messages of ``channel`` newer than the message ``after`` (its ts), the
+        newest ``limit`` of them, oldest first. A channel: one ``conversations.history``
+        from ``oldest`` (which it excludes; the newest of the range come first); a thread:
+        ``conversations.replies`` from ``oldest``, earliest first, page by page. An
+        ``after`` that is no ts (an ``/ask``) reads the newest ``limit``."""
+        channel_id, thread = thread_of(channel)
+        oldest = after if _is_ts(after) else None
+        what = f"read back {channel.name or channel_id}"
+        if thread is None:
+            self.read_backs += 1
+            request = self._client().conversations_history(
+                channel=channel_id, oldest=oldest, limit=limit, include_all_metadata=True
+            )
+            page = await call(what, request)
+            raw = list(reversed(page.get("messages", [])))
+            more = bool(page.get("has_more"))
+        else:
+            raw, more = await self._thread_after(what, channel_id, thread, oldest)
+        newer = [m for m in raw if oldest is None or float(m["ts"]) > float(oldest)]
+        if more or len(newer) > limit:
+            logger.warning(
+                "Slack: more than %d messages in %s since the gap; the newest read back",
+                limit,
+                channel.key,
+            )
+        return newer[-limit:]
+
+    async def _thread_after(
+        self, what: str, channel_id: str, thread: str, oldest: str | None
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """A thread's messages from ``oldest`` on, earliest first, and whether more are
+        left unread past ``_THREAD_PAGES``."""
+        raw: list[dict[str, Any]] = []
+        cursor = ""
+        for _ in range(_THREAD_PAGES):
+            self.read_backs += 1
+            request = self._client().conversations_replies(
+                channel=channel_id,
+                ts=thread,
+                oldest=oldest,
+                limit=_PAGE,
+                cursor=cursor or None,
+                include_all_metadata=True,
+            )
+            page = await call(what, request)
+            raw += page.get("messages", [])
+            cursor = str((page.get("response_metadata") or {}).get("next_cursor") or "")
+            if not cursor:
+                break
+        return raw, bool(cursor)
+
     async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
         """The channel's pinned messages, oldest first (a thread has its channel's). Kept
         per channel until a pin event, an edit or deletion there, or a new connection."""
@@ -146,3 +204,9 @@ class Reader:
     def cached(self, channel: ChannelRef) -> Sequence[Message]:
         kept = self._kept.get(channel.key)
         return kept.messages if kept is not None else ()
+
+
+def _is_ts(value: str) -> bool:
+    """Whether ``value`` is a Slack message ts (``1712345678.000100``)."""
+    seconds, dot, micros = value.partition(".")
+    return seconds.isdigit() and (not dot or micros.isdigit())

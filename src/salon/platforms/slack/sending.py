@@ -12,7 +12,8 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -64,14 +65,16 @@ class Sender:
         **extra: Any,
     ) -> Message:
         """Every piece is posted, then the files uploaded; the first piece is returned
-        (the one replies point at)."""
+        (the one replies point at). Only a failure of the first post can be transient:
+        once something is out, another try of the whole would show it twice."""
         loaded = [(file, await _bytes(file)) for file in files]
         uploads = [(file, data) for file, data in loaded if data is not None]
         lines = file_lines([file for file, data in loaded if data is None], local=False)
         first = await self._pieces(channel, text, lines, note=note, **extra)
         failed = [file for file, data in uploads if not await self.upload(channel, file, data)]
         if failed:
-            await self._pieces(channel, "", file_lines(failed, local=False), note=note)
+            with _settled():
+                await self._pieces(channel, "", file_lines(failed, local=False), note=note)
         return first
 
     async def _pieces(
@@ -80,7 +83,8 @@ class Sender:
         whole = "\n".join([text, *lines]) if text else "\n".join(lines)
         first: Message | None = None
         for piece in split(whole, self._max_chars) or [""]:
-            sent = await self.post(channel, piece, note=note, **extra)
+            with _settled() if first is not None else nullcontext():
+                sent = await self.post(channel, piece, note=note, **extra)
             first = first or sent
         assert first is not None
         return first
@@ -103,6 +107,7 @@ class Sender:
                 self._client().chat_postMessage(
                     channel=channel_id, text=escape(piece), unfurl_links=False
                 ),
+                repeatable=False,
             )
 
     async def upload(self, channel: ChannelRef, file: Attachment, data: bytes) -> bool:
@@ -136,6 +141,7 @@ class Sender:
         found = await call(
             f"post in {channel.name or channel_id}",
             self._client().chat_postMessage(unfurl_links=False, **params),
+            repeatable=False,  # Slack takes the same post twice
         )
         message = Message(
             id=str(found.get("ts", "")),
@@ -174,6 +180,17 @@ class Sender:
         else:
             self._progress[key] = (where, ts, time.monotonic())
         await self.update(where, ts, text)
+
+
+@contextmanager
+def _settled() -> Iterator[None]:
+    """A failure here comes after part of the message is out: not to be tried again."""
+    try:
+        yield
+    except PlatformError as exc:
+        if not exc.transient:
+            raise
+        raise PlatformError(str(exc)) from exc
 
 
 async def _bytes(file: Attachment) -> bytes | None:
