@@ -25,6 +25,7 @@ from bench import (
     otel,
     pipeline,
     postgres,
+    replay,
     slack_cpu,
     tools,
     traces,
@@ -62,6 +63,8 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "pg_chatlog_search": postgres.chatlog_search,
     "schedule_claims": postgres.claims,
     "local": local.run,
+    "replay_messages_per_s": replay.messages_per_s,  # needs ../shared/data beside the repo
+    "replay_speak_balanced_accuracy_rules": replay.speak_balanced_accuracy,
 }
 
 

@@ -27,6 +27,7 @@ from salon.errors import CannotServe, ConfigError, ConfigProblem, SalonError, St
 from salon.logsetup import configure_logging
 from salon.memory_cli import add_memory_parser, run_memory
 from salon.printable import printable
+from salon.replay_cli import add_replay_parser, run_replay
 from salon.supervisor import BotProcessSpec, Supervisor
 
 __all__ = ["main"]
@@ -141,6 +142,7 @@ def _parser() -> argparse.ArgumentParser:
             )
     _trace_parser(sub)
     add_memory_parser(sub)
+    add_replay_parser(sub)
     web = sub.add_parser("web", help="serve health, metrics, the activity page and triggers")
     web.add_argument("dir", nargs="?", default=".", type=Path)
     web.add_argument("--host", help="bind address (default: web.host, 127.0.0.1)")
@@ -211,6 +213,8 @@ def _command(args: argparse.Namespace) -> int:
         return _trace(args)
     if args.command == "memory":
         return asyncio.run(run_memory(args))
+    if args.command == "replay":
+        return run_replay(args)
     if args.command == "web":
         return _web(args.dir, args.host, args.port)
     if args.command == "config-link":

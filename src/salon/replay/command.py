@@ -1,0 +1,129 @@
+"""``salon replay`` once its arguments are read: the source, the arms, the labels, the
+run and its reports."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from salon.bots import store_for
+from salon.config import ConfigSet, load_config_dir
+from salon.errors import ConfigError, ConfigProblem
+from salon.model import Participant
+from salon.printable import printable
+from salon.replay.arms import arms_for, parse_arm_option
+from salon.replay.engine import Replay, Row, me_for
+from salon.replay.labels import labels_from_ids, labels_from_links, read_ids, read_links
+from salon.replay.report import Tally, html_report, misses, table, write_json_lines
+from salon.replay.sources import Recorded, read_source_file
+from salon.replay.stored import bot_nick, parse_store_source, read_store
+
+__all__ = ["replay_command"]
+
+
+@dataclass
+class _Plan:
+    replay: Replay
+    tally: Tally
+    title: str
+
+
+def replay_command(args: argparse.Namespace) -> int:
+    if args.judge is not None or not args.dry_run:
+        wanted = "--judge" if args.judge is not None else "a replay on real providers"
+        print(f"error: {wanted} is not available yet: run with --dry-run", file=sys.stderr)
+        return 2
+    configs = load_config_dir(args.dir)
+    return asyncio.run(_replay(configs, args))
+
+
+async def _replay(configs: ConfigSet, args: argparse.Namespace) -> int:
+    key, config = configs.bot(args.bot)
+    recorded, nick = await _source(configs, key, args)
+    me = me_for(recorded, config, nick)
+    arms = arms_for(configs.channel_configs(key), None, [parse_arm_option(a) for a in args.arm])
+    labels = _labels(args, recorded, me)
+    replay = Replay(recorded, arms, me, frozen=args.frozen)
+    title = f"salon replay: {key} as {me.name} in {recorded.channel}"
+    plan = _Plan(replay, Tally([a.name for a in arms], labels), title)
+    try:
+        kept = _run(plan, args)
+    finally:
+        await plan.replay.aclose()
+    if args.html is not None:
+        args.html.write_text(html_report(plan.title, plan.tally, kept), encoding="utf-8")
+    print(printable(table(plan.tally)))
+    for line in misses(plan.tally):
+        print(printable(line))
+    return 0
+
+
+async def _source(
+    configs: ConfigSet, key: str, args: argparse.Namespace
+) -> tuple[Recorded, str | None]:
+    if not args.source.startswith("store:"):
+        return read_source_file(Path(args.source)), args.nick
+    config = configs.bots[key]
+    store = store_for(configs.root, config)
+    await store.open()
+    try:
+        recorded = await read_store(store, key, parse_store_source(args.source))
+    finally:
+        await store.close()
+    return recorded, args.nick or bot_nick(config, recorded)
+
+
+def _labels(
+    args: argparse.Namespace, recorded: Recorded, me: Participant
+) -> dict[int, bool | None] | None:
+    if args.links is not None:
+        if args.nick is None:
+            reason = "--links labels the messages NICK answered: give --as NICK"
+            raise ConfigError([ConfigProblem("(command line)", "--links", reason)])
+        return labels_from_links(recorded.lines, read_links(args.links), me.id)
+    if args.labels is not None:
+        return labels_from_ids(recorded.lines, read_ids(args.labels), me.id)
+    return None
+
+
+def _run(plan: _Plan, args: argparse.Namespace) -> list[list[Row]]:
+    """Every line through every arm; the rows kept only for an HTML report."""
+    kept: list[list[Row]] = []
+    total = len(plan.replay.recorded.lines)
+    with _json_out(args.json) as out:
+        for done, rows in enumerate(plan.replay.rows(), start=1):
+            plan.tally.add(rows)
+            if out is not None:
+                write_json_lines(out, rows, plan.tally)
+            if args.html is not None:
+                kept.append(rows)
+            _progress(done, total)
+        if out is not None:
+            for totals in plan.tally.arms.values():
+                out.write(json.dumps(totals.as_json(plan.tally.labels is not None)) + "\n")
+    return kept
+
+
+@contextlib.contextmanager
+def _json_out(path: Path | None) -> Iterator[IO[str] | None]:
+    if path is None:
+        yield None
+        return
+    with path.open("w", encoding="utf-8") as out:
+        yield out
+
+
+def _progress(done: int, total: int) -> None:
+    """A bar on a terminal's stderr, redrawn every 50 lines and at the end."""
+    if not sys.stderr.isatty() or (done % 50 and done != total):
+        return
+    filled = 30 * done // max(total, 1)
+    end = "\n" if done == total else ""
+    print(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total}", end=end, file=sys.stderr)
