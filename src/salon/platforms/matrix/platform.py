@@ -3,15 +3,21 @@
 The room is read as Discord's is: from the homeserver (``reading.py``), with no local copy.
 A long-polled ``/sync`` brings new events: messages (to the agent), reactions (approvals,
 ``approvals.py``), invites (joined only from allowed users or servers), kicks (the room is
-forgotten) and encryption (refused: one notice in the room, one line in the log, as
-Salon keeps no crypto store). The first sync only sets where to start: what was said
-while the bot was away is read as history, not answered.
+forgotten) and encryption (refused: one notice in the room, once ever, and one line in
+the log, as Salon keeps no crypto store: ``kept.py``).
+
+Where the sync stopped (``next_batch``) is kept in the store after each sync's events were
+handed on (``kept.py``): a start goes on from there, so what was said while the bot was
+away comes in its first sync and is answered like anything new, except what is older
+than ``catch_up.max_age`` (context only; likewise after a sync that failed). A bot's very
+first start, with no position kept, only sets where to start: the rooms' past is history.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import re
@@ -41,6 +47,7 @@ from salon.platforms.matrix.api import Homeserver, new_txn_id
 from salon.platforms.matrix.api import q as _q
 from salon.platforms.matrix.approvals import Approvals
 from salon.platforms.matrix.convert import NOTE_KEY, SALON_KEY, Me, Names, room_and_root
+from salon.platforms.matrix.kept import ENCRYPTED_REFUSAL, EncryptedRooms, Kept
 from salon.platforms.matrix.login import log_in
 from salon.platforms.matrix.media import Uploader
 from salon.platforms.matrix.reading import Reader
@@ -51,7 +58,6 @@ __all__ = ["ENCRYPTED_REFUSAL", "MatrixPlatform"]
 logger = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
-ENCRYPTED_REFUSAL = "This room is encrypted, and Salon does not read encrypted rooms."
 _SYNC_FILTER = json.dumps(
     {
         "room": {"timeline": {"limit": 50}, "state": {"lazy_load_members": True}},
@@ -62,6 +68,7 @@ _SYNC_FILTER = json.dumps(
 _SEEN = 1024  # event ids remembered so a repeated sync delivers nothing twice
 _DIRECTS = 1024  # people whose direct room is remembered (else read from m.direct)
 _TYPING_REFRESH = 20.0  # the typing notice lasts 30 s: renewed before it lapses
+_UNSENT = 256  # transaction ids of sends that failed, kept for their next try: a bound
 _MXID = re.compile(r"@[a-z0-9._=/+-]+:[a-zA-Z0-9.:\[\]-]+")
 
 
@@ -81,8 +88,16 @@ class MatrixPlatform(PlatformBase):
     )
 
     def __init__(
-        self, bot_name: str, config: MatrixConfig, secrets: Secrets, data_dir: Path
+        self,
+        bot_name: str,
+        config: MatrixConfig,
+        secrets: Secrets,
+        data_dir: Path,
+        *,
+        kept: Kept | None = None,
     ) -> None:
+        """``kept``: where the sync position and the rooms told they are encrypted are
+        kept between runs (none: every start begins afresh)."""
         self.config = config
         self._bot_name = bot_name
         self._secrets = secrets
@@ -95,12 +110,16 @@ class MatrixPlatform(PlatformBase):
         self._uploads: Uploader | None = None
         self._access = Access(self._need, lambda: self._me.user_id)
         self._sink: EventSink | None = None
+        self._kept = kept
         self._since: str | None = None
+        self._behind = False  # this sync follows a gap: what is older than the window waits
         self._seen: OrderedDict[str, None] = OrderedDict()
-        self._refused: set[str] = set()  # encrypted rooms told already
+        self._encrypted = EncryptedRooms(self._note, kept, config.user_id)
+        self._unsent: OrderedDict[str, str] = OrderedDict()  # content -> its transaction id
         self._directs: OrderedDict[str, str] = OrderedDict()  # person -> their direct room
         self._directing = asyncio.Lock()  # one direct room made per person, not two
         self._runner: asyncio.Task[None] | None = None
+        self._telling: asyncio.Task[None] | None = None
         self._halt = asyncio.Event()
         self._synced = asyncio.Event()
         self.connection = TaskState("Matrix sync")
@@ -157,12 +176,30 @@ class MatrixPlatform(PlatformBase):
                 await server.call("POST", f"/_matrix/client/v3/join/{_q(room)}", {})
             except PlatformError as exc:
                 logger.error("Matrix: could not join %s: %s", room, exc)
+        await self._encrypted.load()
+        telling = supervise("Matrix encrypted rooms", self._encrypted.run)
+        self._telling = asyncio.create_task(telling, name="matrix-encrypted")
+        self._since = await self._kept_position()
+        self._behind = self._since is not None
         await self._sync_once(first=True)
         self._synced.set()
         work = supervise(
             "Matrix sync", self._sync_forever, state=self.connection, finished=self._halt.is_set
         )
         self._runner = asyncio.create_task(work, name="matrix")
+
+    def _position_name(self) -> str | None:
+        """The cursor of the sync position; None where none is kept (catch-up is off)."""
+        if self._kept is None or self._kept.max_age() <= 0:
+            return None
+        return f"matrix.sync {self.config.user_id}"
+
+    async def _kept_position(self) -> str | None:
+        name = self._position_name()
+        since = await self._kept.read(name) if self._kept is not None and name else None
+        if since:
+            logger.info("Matrix: reading on from where the bot stopped")
+        return since or None
 
     async def _display_name(self, server: Homeserver) -> str:
         """The account's display name: people mention the bot by it too."""
@@ -175,20 +212,29 @@ class MatrixPlatform(PlatformBase):
 
     async def stop(self) -> None:
         self._halt.set()
-        if self._runner is not None:
-            self._runner.cancel()
-            await asyncio.gather(self._runner, return_exceptions=True)
-            self._runner = None
+        for task in (self._runner, self._telling):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._runner = self._telling = None
         if self._server is not None:
             await self._server.close()
 
     async def _sync_forever(self) -> None:
-        while not self._halt.is_set():
-            await self._sync_once(first=False)
+        try:
+            while not self._halt.is_set():
+                await self._sync_once(first=False)
+        except Exception:
+            self._behind = True  # the next sync brings what waited: the window applies
+            raise
 
     async def _sync_once(self, *, first: bool) -> None:
+        """One sync (``first``: at the start, without waiting); its position is kept once
+        its events were handed on."""
         server = self._need()
         timeout = 0 if first else int(self.config.sync_timeout * 1000)
+        history = first and self._since is None  # a first start: the past is history
+        oldest = self._oldest_answered() if self._behind else 0.0
         answer = await server.sync(self._since, timeout_ms=timeout, filter_json=_SYNC_FILTER)
         rooms = answer.get("rooms") or {}
         for room, invite in (rooms.get("invite") or {}).items():
@@ -199,8 +245,17 @@ class MatrixPlatform(PlatformBase):
             with contextlib.suppress(PlatformError):
                 await server.call("POST", f"/_matrix/client/v3/rooms/{_q(room)}/forget", {})
         for room, joined in (rooms.get("join") or {}).items():
-            await self._joined(room, joined, first=first)
-        self._since = answer.get("next_batch") or self._since
+            await self._joined(room, joined, history=history, oldest=oldest)
+        since, self._since = self._since, answer.get("next_batch") or self._since
+        self._behind = False
+        name = self._position_name()
+        if self._kept is not None and name and self._since and self._since != since:
+            await self._kept.write(name, self._since)
+
+    def _oldest_answered(self) -> float:
+        """Epoch milliseconds: events older are context only (``catch_up.max_age``)."""
+        window = self._kept.max_age() if self._kept is not None else 0.0
+        return (time.time() - window) * 1000
 
     async def _invited(self, room: str, invite: JSON) -> None:
         events = (invite.get("invite_state") or {}).get("events") or []
@@ -224,19 +279,20 @@ class MatrixPlatform(PlatformBase):
             logger.warning("Matrix: declined the invite of %s to %s (not allowed)", inviter, room)
             await self._need().call("POST", path + "leave", {})
 
-    async def _joined(self, room: str, joined: JSON, *, first: bool) -> None:
+    async def _joined(self, room: str, joined: JSON, *, history: bool, oldest: float) -> None:
+        """A joined room's part of a sync: ``history``: its events are only remembered;
+        events older than ``oldest`` (epoch ms) are context, not handed on."""
         state = (joined.get("state") or {}).get("events") or []
         timeline = (joined.get("timeline") or {}).get("events") or []
         self._names.learn(room, [*state, *timeline])
         self._memberships_changed(room, joined, [*state, *timeline])
         if any(e.get("type") == "m.room.encryption" for e in [*state, *timeline]):
-            await self._refuse_encrypted(room)
-        if first:
-            for event in timeline:
-                self._remember(str(event.get("event_id", "")))
-            return
+            self._encrypted.found(room)
         for event in timeline:
-            if self._remember(str(event.get("event_id", ""))):
+            new = self._remember(str(event.get("event_id", "")))
+            sent_at = event.get("origin_server_ts")
+            late = isinstance(sent_at, int) and sent_at < oldest
+            if new and not history and not late:
                 await self._event(room, event)
 
     def _memberships_changed(self, room: str, joined: JSON, events: list[JSON]) -> None:
@@ -257,16 +313,8 @@ class MatrixPlatform(PlatformBase):
             self._seen.popitem(last=False)
         return True
 
-    async def _refuse_encrypted(self, room: str) -> None:
-        if room in self._refused:
-            return
-        self._refused.add(room)
-        logger.warning("Matrix: %s is encrypted; Salon does not read encrypted rooms", room)
-        with contextlib.suppress(PlatformError):
-            await self._note(ChannelRef("matrix", room), ENCRYPTED_REFUSAL)
-
     async def _event(self, room: str, event: JSON) -> None:
-        if event.get("sender") == self._me.user_id or room in self._refused:
+        if event.get("sender") == self._me.user_id or room in self._encrypted:
             return
         channel = ChannelRef("matrix", room)
         if event.get("type") == "m.reaction" and self._approvals is not None:
@@ -298,7 +346,9 @@ class MatrixPlatform(PlatformBase):
         """``reply_to``: the event the message answers (``reply_to_trigger``), as a Matrix
         reply; in a thread the thread's own relation wins (a reply there is in-thread).
         Images in ``files`` are uploaded and follow the text as ``m.image`` events; other
-        files (and images that could not be uploaded) are link lines in the text."""
+        files (and images that could not be uploaded) are link lines in the text.
+        ``key``: the first event goes out under a transaction id made from it
+        (``sent_before``)."""
         images: list[JSON] = []
         links: list[Attachment] = []
         for file in files:
@@ -308,17 +358,20 @@ class MatrixPlatform(PlatformBase):
             else:
                 images.append(uploaded.content)
         body = "\n".join([text, *file_lines(links, local=False)]) if links else text
-        sent: list[Message] = []
+        contents: list[JSON] = []
         if body or not images:
             content = self._content(channel, body, note=note)
             if reply_to and "m.relates_to" not in content:
                 content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
-            if key:
-                content[SALON_KEY] = key
-            sent.append(await self._send_content(channel, content))
+            contents.append(content)
         for image in images:
-            content = {**self._content(channel, "", note=note), **image, "m.mentions": {}}
-            sent.append(await self._send_content(channel, content))
+            contents.append({**self._content(channel, "", note=note), **image, "m.mentions": {}})
+        if key:
+            contents[0][SALON_KEY] = key
+        sent = [
+            await self._send_content(channel, content, key if index == 0 else None)
+            for index, content in enumerate(contents)
+        ]
         return sent[0]
 
     def _uploader(self) -> Uploader:
@@ -326,9 +379,23 @@ class MatrixPlatform(PlatformBase):
             raise PlatformError("not connected to the Matrix homeserver")
         return self._uploads
 
-    async def _send_content(self, channel: ChannelRef, content: JSON) -> Message:
+    async def _send_content(
+        self, channel: ChannelRef, content: JSON, key: str | None = None
+    ) -> Message:
+        """One event. Its transaction id is made from ``key``, else it is the one a failed
+        try of the same content used (the homeserver may have taken that one: the answer's
+        next try must not post it twice), else a new one."""
         room, _ = room_and_root(channel)
-        event_id = await self._need().send_event(room, "m.room.message", content, new_txn_id())
+        same = hashlib.sha256(json.dumps([room, content], sort_keys=True).encode()).hexdigest()
+        txn = _key_txn(key) if key else self._unsent.pop(same, "") or new_txn_id()
+        try:
+            event_id = await self._need().send_event(room, "m.room.message", content, txn)
+        except PlatformError as exc:
+            if exc.transient:
+                self._unsent[same] = txn
+                while len(self._unsent) > _UNSENT:
+                    self._unsent.popitem(last=False)
+            raise
         message = self._read().message(
             {**_shell(event_id, self._me.user_id), "content": content}, room
         )
@@ -359,13 +426,18 @@ class MatrixPlatform(PlatformBase):
         return (await self.send(channel, text, note=True)).id
 
     async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
-        """Whether a recent event of ours in the room carries ``key``."""
+        """Whether the first message of an answer went out under ``key``. It was sent under
+        a transaction id made from the key, and a send under a transaction id the device
+        used before gives back the event made then (the client-server API's idempotent
+        send; Synapse remembers a device's ids for a day): ``note`` is sent under it, and
+        what comes back is the note (nothing went out, the note is posted) or the message
+        sent before (nothing is posted)."""
         room, _ = room_and_root(channel)
-        page = await self._need().messages(room, start=None, limit=100)
-        return any(
-            e.get("sender") == self._me.user_id and (e.get("content") or {}).get(SALON_KEY) == key
-            for e in page.get("chunk") or []
-        )
+        server = self._need()
+        content = self._content(channel, note, note=True)
+        event_id = await server.send_event(room, "m.room.message", content, _key_txn(key))
+        came_back = (await server.event(room, event_id)).get("content") or {}
+        return not (came_back.get(NOTE_KEY) and came_back.get("body") == note)
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         await self.send(channel, text, note=True)
@@ -442,6 +514,13 @@ class MatrixPlatform(PlatformBase):
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         return await self._read().history(channel, limit=limit)
 
+    async def messages_after(
+        self, channel: ChannelRef, after: str, *, limit: int
+    ) -> Sequence[Message] | None:
+        """Nothing to read back where the sync position is kept: the first sync after a
+        start goes on from it and brings what was missed itself."""
+        return () if self._kept is not None else None
+
     async def reply_chain(self, message: Message) -> Sequence[Message]:
         return await self._read().reply_chain(message)
 
@@ -463,6 +542,11 @@ class MatrixPlatform(PlatformBase):
         )
         joined = answer.get("joined") or {}
         return sorted(self._names.name(room, user) for user in joined)
+
+
+def _key_txn(key: str) -> str:
+    """The transaction id of the message sent under ``key`` (``sent_before``)."""
+    return f"salon-key-{key}"
 
 
 def _shell(event_id: str, sender: str) -> JSON:
