@@ -62,6 +62,10 @@ class Running:
 
     async def start(self) -> MatrixPlatform:
         await self.app.__aenter__()
+        return await self.serve()
+
+    async def serve(self) -> MatrixPlatform:
+        """The app opened already: serve it."""
         (platform,) = self.app.unattended_platforms()
         assert isinstance(platform, MatrixPlatform)
         self.platform = platform
@@ -153,6 +157,16 @@ async def test_a_mention_older_than_the_window_is_context_after_a_restart(room: 
     await again.stop()
     assert len(provider.requests) == 1
     assert "long ago: anyone?" in test_matrix.seen(provider)
+
+
+async def test_a_position_the_homeserver_does_not_know_is_a_fresh_start(room: Room) -> None:
+    running = Running(room, FakeProvider(["Fresh."]), room.bot_account.access_token)
+    await running.app.__aenter__()
+    await running.app.store.delivery.save_cursor("salon", f"matrix.sync {room.bot}", "s_gone")
+    await running.serve()
+    answer = await room.ask(room.alice, "hello?")
+    assert answer["content"]["body"] == "Fresh."
+    await running.stop()
 
 
 async def test_an_answer_a_stop_cut_off_after_it_showed_is_closed_not_repeated(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -47,6 +48,23 @@ class Kept:
     bot: str
     max_age: Callable[[], float]
     _failing: bool = field(default=False, init=False)  # logged once until a write succeeds
+
+    async def sync_position(self, me: str) -> str | None:
+        """Where ``me``'s sync stopped reading (None: none kept, or catch-up is off)."""
+        if self.max_age() <= 0:
+            return None
+        since = await self.read(f"matrix.sync {me}")
+        if since:
+            logger.info("Matrix: reading on from where the bot stopped")
+        return since or None
+
+    async def keep_sync_position(self, me: str, since: str) -> None:
+        if self.max_age() > 0:
+            await self.write(f"matrix.sync {me}", since)
+
+    def oldest(self) -> float:
+        """Epoch milliseconds: events older are context only, not answered."""
+        return (time.time() - self.max_age()) * 1000
 
     async def read(self, name: str) -> str | None:
         try:

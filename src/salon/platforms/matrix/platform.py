@@ -47,6 +47,7 @@ from salon.platforms.matrix.api import Homeserver, new_txn_id
 from salon.platforms.matrix.api import q as _q
 from salon.platforms.matrix.approvals import Approvals
 from salon.platforms.matrix.convert import NOTE_KEY, SALON_KEY, Me, Names, room_and_root
+from salon.platforms.matrix.directs import DirectRooms
 from salon.platforms.matrix.kept import ENCRYPTED_REFUSAL, EncryptedRooms, Kept
 from salon.platforms.matrix.login import log_in
 from salon.platforms.matrix.media import Uploader
@@ -66,7 +67,6 @@ _SYNC_FILTER = json.dumps(
     }
 )
 _SEEN = 1024  # event ids remembered so a repeated sync delivers nothing twice
-_DIRECTS = 1024  # people whose direct room is remembered (else read from m.direct)
 _TYPING_REFRESH = 20.0  # the typing notice lasts 30 s: renewed before it lapses
 _UNSENT = 256  # transaction ids of sends that failed, kept for their next try: a bound
 _MXID = re.compile(r"@[a-z0-9._=/+-]+:[a-zA-Z0-9.:\[\]-]+")
@@ -116,8 +116,7 @@ class MatrixPlatform(PlatformBase):
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._encrypted = EncryptedRooms(self._note, kept, config.user_id)
         self._unsent: OrderedDict[str, str] = OrderedDict()  # content -> its transaction id
-        self._directs: OrderedDict[str, str] = OrderedDict()  # person -> their direct room
-        self._directing = asyncio.Lock()  # one direct room made per person, not two
+        self._directs = DirectRooms(self._need, lambda: self._me.user_id)
         self._runner: asyncio.Task[None] | None = None
         self._telling: asyncio.Task[None] | None = None
         self._halt = asyncio.Event()
@@ -176,30 +175,30 @@ class MatrixPlatform(PlatformBase):
                 await server.call("POST", f"/_matrix/client/v3/join/{_q(room)}", {})
             except PlatformError as exc:
                 logger.error("Matrix: could not join %s: %s", room, exc)
+        await self._begin_syncing()
+
+    async def _begin_syncing(self) -> None:
+        """The first sync (from the position kept, if any), then the sync loop; and the
+        task that tells encrypted rooms, apart from it."""
         await self._encrypted.load()
         telling = supervise("Matrix encrypted rooms", self._encrypted.run)
         self._telling = asyncio.create_task(telling, name="matrix-encrypted")
-        self._since = await self._kept_position()
+        if self._kept is not None:
+            self._since = await self._kept.sync_position(self.config.user_id)
         self._behind = self._since is not None
-        await self._sync_once(first=True)
+        try:
+            await self._sync_once(first=True)
+        except PlatformError as exc:
+            if self._since is None or exc.transient:
+                raise
+            logger.warning("Matrix: the position kept was refused (%s); starting afresh", exc)
+            self._since, self._behind = None, False
+            await self._sync_once(first=True)
         self._synced.set()
         work = supervise(
             "Matrix sync", self._sync_forever, state=self.connection, finished=self._halt.is_set
         )
         self._runner = asyncio.create_task(work, name="matrix")
-
-    def _position_name(self) -> str | None:
-        """The cursor of the sync position; None where none is kept (catch-up is off)."""
-        if self._kept is None or self._kept.max_age() <= 0:
-            return None
-        return f"matrix.sync {self.config.user_id}"
-
-    async def _kept_position(self) -> str | None:
-        name = self._position_name()
-        since = await self._kept.read(name) if self._kept is not None and name else None
-        if since:
-            logger.info("Matrix: reading on from where the bot stopped")
-        return since or None
 
     async def _display_name(self, server: Homeserver) -> str:
         """The account's display name: people mention the bot by it too."""
@@ -234,7 +233,7 @@ class MatrixPlatform(PlatformBase):
         server = self._need()
         timeout = 0 if first else int(self.config.sync_timeout * 1000)
         history = first and self._since is None  # a first start: the past is history
-        oldest = self._oldest_answered() if self._behind else 0.0
+        oldest = self._kept.oldest() if self._behind and self._kept is not None else 0.0
         answer = await server.sync(self._since, timeout_ms=timeout, filter_json=_SYNC_FILTER)
         rooms = answer.get("rooms") or {}
         for room, invite in (rooms.get("invite") or {}).items():
@@ -248,14 +247,8 @@ class MatrixPlatform(PlatformBase):
             await self._joined(room, joined, history=history, oldest=oldest)
         since, self._since = self._since, answer.get("next_batch") or self._since
         self._behind = False
-        name = self._position_name()
-        if self._kept is not None and name and self._since and self._since != since:
-            await self._kept.write(name, self._since)
-
-    def _oldest_answered(self) -> float:
-        """Epoch milliseconds: events older are context only (``catch_up.max_age``)."""
-        window = self._kept.max_age() if self._kept is not None else 0.0
-        return (time.time() - window) * 1000
+        if self._kept is not None and self._since and self._since != since:
+            await self._kept.keep_sync_position(self.config.user_id, self._since)
 
     async def _invited(self, room: str, invite: JSON) -> None:
         events = (invite.get("invite_state") or {}).get("events") or []
@@ -445,31 +438,9 @@ class MatrixPlatform(PlatformBase):
     async def send_direct(self, person: Participant, text: str) -> None:
         """Their direct room with the bot, then the text (they read it once they have
         taken the invite: the room shows them its history)."""
-        room = await self._direct_room(person.id)
+        room = await self._directs.of(person.id)
         content = {"msgtype": "m.text", "body": text, "m.mentions": {}}
         await self._need().send_event(room, "m.room.message", content)
-
-    async def _direct_room(self, user: str) -> str:
-        """The room the bot's ``m.direct`` names for ``user``, else one made with
-        ``is_direct`` and an invite to them (and named there, as clients do)."""
-        async with self._directing:
-            if user in self._directs:
-                return self._directs[user]
-            server, me = self._need(), self._me.user_id
-            directs = await server.account_data(me, "m.direct") or {}
-            rooms = [str(r) for r in directs.get(user) or []]
-            if not rooms:
-                made = await server.call(
-                    "POST",
-                    "/_matrix/client/v3/createRoom",
-                    {"is_direct": True, "invite": [user], "preset": "trusted_private_chat"},
-                )
-                rooms = [str(made["room_id"])]
-                await server.put_account_data(me, "m.direct", {**directs, user: rooms})
-            self._directs[user] = rooms[-1]
-            while len(self._directs) > _DIRECTS:
-                self._directs.popitem(last=False)
-            return rooms[-1]
 
     async def request_approval(
         self, channel: ChannelRef, request: ApprovalRequest
