@@ -353,9 +353,13 @@ class BotApp:
             )
         if (matrix := self.config.platforms.matrix) is not None:
             from salon.platforms.matrix import MatrixPlatform
+            from salon.platforms.matrix.kept import Kept
 
             where = data_dir(self.root, self.config)
-            platforms.append(MatrixPlatform(self.config.name, matrix, self.secrets, where))
+            kept = Kept(self.store.delivery, self.key, lambda: self.config.catch_up.max_age)
+            platforms.append(
+                MatrixPlatform(self.config.name, matrix, self.secrets, where, kept=kept)
+            )
         platforms += build_slack(self.key, self.config, self.secrets, self.store.channels)
         return platforms
 

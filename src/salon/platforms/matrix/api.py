@@ -2,7 +2,9 @@
 every error a ``PlatformError``, rate limits (``M_LIMIT_EXCEEDED``) waited out for as long
 as ``retry_after_ms`` asks (up to ``rate_limit_wait_max``), and a send's transaction id
 chosen once, so a send tried again is one event (the homeserver answers a repeated
-transaction id with the first event's id)."""
+transaction id with the first event's id). What another try may get through (a longer
+rate limit, a 5xx, no answer) is a transient ``PlatformError``, with the wait a rate limit
+asked for."""
 
 from __future__ import annotations
 
@@ -106,6 +108,8 @@ class Homeserver:
         sensitive: bool = False,
     ) -> JSON:
         """One request, waiting out rate limits; ``path`` is under ``/_matrix``."""
+        if self.api.session.closed:  # stopped: aiohttp would raise a RuntimeError
+            raise PlatformError("not connected to the Matrix homeserver")
         waited = 0.0
         while True:
             try:
@@ -122,7 +126,7 @@ class Homeserver:
             except MatrixRequestError as exc:
                 delay = _retry_after(exc)
                 if delay is None or waited + delay > self._wait_max:
-                    raise _refusal(method, path, exc) from exc
+                    raise _refusal(method, path, exc, delay) from exc
                 logger.warning("Matrix: rate limited, waiting %.1fs", delay)
                 waited += delay
                 await asyncio.sleep(delay)  # what the homeserver asked for, not a poll
@@ -133,7 +137,7 @@ class Homeserver:
                 TimeoutError,
             ) as exc:
                 raise PlatformError(
-                    f"the homeserver did not answer ({type(exc).__name__})"
+                    f"the homeserver did not answer ({type(exc).__name__})", transient=True
                 ) from exc
 
     async def send_event(self, room: str, kind: str, content: JSON, txn_id: str = "") -> str:
@@ -269,11 +273,19 @@ def _retry_after(exc: MatrixRequestError) -> float | None:
     return 1.0
 
 
-def _refusal(method: str, path: str, exc: MatrixRequestError) -> PlatformError:
+def _refusal(
+    method: str, path: str, exc: MatrixRequestError, retry_after: float | None
+) -> PlatformError:
     """A readable reason naming the operation (``send``, ``redact``, ``join``), without the
-    homeserver's address or the token."""
+    homeserver's address or the token; a rate limit (``retry_after``) or a server error
+    is transient."""
     parts = re.split("/_matrix/(?:client|media)/", path, maxsplit=1)[-1].split("/")[1:]
     what = parts[2] if len(parts) > 2 and parts[0] == "rooms" else (parts[0] if parts else "")
     code = getattr(exc, "errcode", "") or f"HTTP {exc.http_status}"
     message = getattr(exc, "message", "") or ""
-    return PlatformError(f"the homeserver refused {what or method}: {code} {message}".strip())
+    transient = retry_after is not None or exc.http_status >= 500
+    return PlatformError(
+        f"the homeserver refused {what or method}: {code} {message}".strip(),
+        transient=transient,
+        retry_after=retry_after,
+    )

@@ -3,15 +3,21 @@
 The room is read as Discord's is: from the homeserver (``reading.py``), with no local copy.
 A long-polled ``/sync`` brings new events: messages (to the agent), reactions (approvals,
 ``approvals.py``), invites (joined only from allowed users or servers), kicks (the room is
-forgotten) and encryption (refused: one notice in the room, one line in the log, as
-Salon keeps no crypto store). The first sync only sets where to start: what was said
-while the bot was away is read as history, not answered.
+forgotten) and encryption (refused: one notice in the room, once ever, and one line in
+the log, as Salon keeps no crypto store: ``kept.py``).
+
+Where the sync stopped (``next_batch``) is kept in the store after each sync's events were
+handed on (``kept.py``): a start goes on from there, so what was said while the bot was
+away comes in its first sync and is answered like anything new, except what is older
+than ``catch_up.max_age`` (context only; likewise after a sync that failed). A bot's very
+first start, with no position kept, only sets where to start: the rooms' past is history.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import time
@@ -40,6 +46,8 @@ from salon.platforms.matrix.api import Homeserver, new_txn_id
 from salon.platforms.matrix.api import q as _q
 from salon.platforms.matrix.approvals import Approvals
 from salon.platforms.matrix.convert import MXID, NOTE_KEY, SALON_KEY, Me, Names, room_and_root
+from salon.platforms.matrix.directs import DirectRooms
+from salon.platforms.matrix.kept import ENCRYPTED_REFUSAL, EncryptedRooms, Kept
 from salon.platforms.matrix.login import log_in
 from salon.platforms.matrix.media import Uploader
 from salon.platforms.matrix.reading import Reader
@@ -50,7 +58,6 @@ __all__ = ["ENCRYPTED_REFUSAL", "MatrixPlatform"]
 logger = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
-ENCRYPTED_REFUSAL = "This room is encrypted, and Salon does not read encrypted rooms."
 _SYNC_FILTER = json.dumps(
     {
         "room": {"timeline": {"limit": 50}, "state": {"lazy_load_members": True}},
@@ -59,8 +66,8 @@ _SYNC_FILTER = json.dumps(
     }
 )
 _SEEN = 1024  # event ids remembered so a repeated sync delivers nothing twice
-_DIRECTS = 1024  # people whose direct room is remembered (else read from m.direct)
 _TYPING_REFRESH = 20.0  # the typing notice lasts 30 s: renewed before it lapses
+_UNSENT = 256  # transaction ids of sends that failed, kept for their next try: a bound
 
 
 class MatrixPlatform(PlatformBase):
@@ -79,8 +86,16 @@ class MatrixPlatform(PlatformBase):
     )
 
     def __init__(
-        self, bot_name: str, config: MatrixConfig, secrets: Secrets, data_dir: Path
+        self,
+        bot_name: str,
+        config: MatrixConfig,
+        secrets: Secrets,
+        data_dir: Path,
+        *,
+        kept: Kept | None = None,
     ) -> None:
+        """``kept``: where the sync position and the rooms told they are encrypted are
+        kept between runs (none: every start begins afresh)."""
         self.config = config
         self._bot_name = bot_name
         self._secrets = secrets
@@ -93,12 +108,15 @@ class MatrixPlatform(PlatformBase):
         self._uploads: Uploader | None = None
         self._access = Access(self._need, lambda: self._me.user_id)
         self._sink: EventSink | None = None
+        self._kept = kept
         self._since: str | None = None
+        self._behind = False  # this sync follows a gap: what is older than the window waits
         self._seen: OrderedDict[str, None] = OrderedDict()
-        self._refused: set[str] = set()  # encrypted rooms told already
-        self._directs: OrderedDict[str, str] = OrderedDict()  # person -> their direct room
-        self._directing = asyncio.Lock()  # one direct room made per person, not two
+        self._encrypted = EncryptedRooms(self._note, kept, config.user_id)
+        self._unsent: OrderedDict[str, str] = OrderedDict()  # content -> its transaction id
+        self._directs = DirectRooms(self._need, lambda: self._me.user_id)
         self._runner: asyncio.Task[None] | None = None
+        self._telling: asyncio.Task[None] | None = None
         self._halt = asyncio.Event()
         self._synced = asyncio.Event()
         self.connection = TaskState("Matrix sync")
@@ -155,7 +173,25 @@ class MatrixPlatform(PlatformBase):
                 await server.call("POST", f"/_matrix/client/v3/join/{_q(room)}", {})
             except PlatformError as exc:
                 logger.error("Matrix: could not join %s: %s", room, exc)
-        await self._sync_once(first=True)
+        await self._begin_syncing()
+
+    async def _begin_syncing(self) -> None:
+        """The first sync (from the position kept, if any), then the sync loop; and the
+        task that tells encrypted rooms, apart from it."""
+        await self._encrypted.load()
+        telling = supervise("Matrix encrypted rooms", self._encrypted.run)
+        self._telling = asyncio.create_task(telling, name="matrix-encrypted")
+        if self._kept is not None:
+            self._since = await self._kept.sync_position(self.config.user_id)
+        self._behind = self._since is not None
+        try:
+            await self._sync_once(first=True)
+        except PlatformError as exc:
+            if self._since is None or exc.transient:
+                raise
+            logger.warning("Matrix: the position kept was refused (%s); starting afresh", exc)
+            self._since, self._behind = None, False
+            await self._sync_once(first=True)
         self._synced.set()
         work = supervise(
             "Matrix sync", self._sync_forever, state=self.connection, finished=self._halt.is_set
@@ -173,20 +209,29 @@ class MatrixPlatform(PlatformBase):
 
     async def stop(self) -> None:
         self._halt.set()
-        if self._runner is not None:
-            self._runner.cancel()
-            await asyncio.gather(self._runner, return_exceptions=True)
-            self._runner = None
+        for task in (self._runner, self._telling):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._runner = self._telling = None
         if self._server is not None:
             await self._server.close()
 
     async def _sync_forever(self) -> None:
-        while not self._halt.is_set():
-            await self._sync_once(first=False)
+        try:
+            while not self._halt.is_set():
+                await self._sync_once(first=False)
+        except Exception:
+            self._behind = True  # the next sync brings what waited: the window applies
+            raise
 
     async def _sync_once(self, *, first: bool) -> None:
+        """One sync (``first``: at the start, without waiting); its position is kept once
+        its events were handed on."""
         server = self._need()
         timeout = 0 if first else int(self.config.sync_timeout * 1000)
+        history = first and self._since is None  # a first start: the past is history
+        oldest = self._kept.oldest() if self._behind and self._kept is not None else 0.0
         answer = await server.sync(self._since, timeout_ms=timeout, filter_json=_SYNC_FILTER)
         rooms = answer.get("rooms") or {}
         for room, invite in (rooms.get("invite") or {}).items():
@@ -197,8 +242,11 @@ class MatrixPlatform(PlatformBase):
             with contextlib.suppress(PlatformError):
                 await server.call("POST", f"/_matrix/client/v3/rooms/{_q(room)}/forget", {})
         for room, joined in (rooms.get("join") or {}).items():
-            await self._joined(room, joined, first=first)
-        self._since = answer.get("next_batch") or self._since
+            await self._joined(room, joined, history=history, oldest=oldest)
+        since, self._since = self._since, answer.get("next_batch") or self._since
+        self._behind = False
+        if self._kept is not None and self._since and self._since != since:
+            await self._kept.keep_sync_position(self.config.user_id, self._since)
 
     async def _invited(self, room: str, invite: JSON) -> None:
         events = (invite.get("invite_state") or {}).get("events") or []
@@ -222,19 +270,20 @@ class MatrixPlatform(PlatformBase):
             logger.warning("Matrix: declined the invite of %s to %s (not allowed)", inviter, room)
             await self._need().call("POST", path + "leave", {})
 
-    async def _joined(self, room: str, joined: JSON, *, first: bool) -> None:
+    async def _joined(self, room: str, joined: JSON, *, history: bool, oldest: float) -> None:
+        """A joined room's part of a sync: ``history``: its events are only remembered;
+        events older than ``oldest`` (epoch ms) are context, not handed on."""
         state = (joined.get("state") or {}).get("events") or []
         timeline = (joined.get("timeline") or {}).get("events") or []
         self._names.learn(room, [*state, *timeline])
         self._memberships_changed(room, joined, [*state, *timeline])
         if any(e.get("type") == "m.room.encryption" for e in [*state, *timeline]):
-            await self._refuse_encrypted(room)
-        if first:
-            for event in timeline:
-                self._remember(str(event.get("event_id", "")))
-            return
+            self._encrypted.found(room)
         for event in timeline:
-            if self._remember(str(event.get("event_id", ""))):
+            new = self._remember(str(event.get("event_id", "")))
+            sent_at = event.get("origin_server_ts")
+            late = isinstance(sent_at, int) and sent_at < oldest
+            if new and not history and not late:
                 await self._event(room, event)
 
     def _memberships_changed(self, room: str, joined: JSON, events: list[JSON]) -> None:
@@ -255,16 +304,8 @@ class MatrixPlatform(PlatformBase):
             self._seen.popitem(last=False)
         return True
 
-    async def _refuse_encrypted(self, room: str) -> None:
-        if room in self._refused:
-            return
-        self._refused.add(room)
-        logger.warning("Matrix: %s is encrypted; Salon does not read encrypted rooms", room)
-        with contextlib.suppress(PlatformError):
-            await self._note(ChannelRef("matrix", room), ENCRYPTED_REFUSAL)
-
     async def _event(self, room: str, event: JSON) -> None:
-        if event.get("sender") == self._me.user_id or room in self._refused:
+        if event.get("sender") == self._me.user_id or room in self._encrypted:
             return
         channel = ChannelRef("matrix", room)
         if event.get("type") == "m.reaction" and self._approvals is not None:
@@ -296,7 +337,9 @@ class MatrixPlatform(PlatformBase):
         """``reply_to``: the event the message answers (``reply_to_trigger``), as a Matrix
         reply; in a thread the thread's own relation wins (a reply there is in-thread).
         Images in ``files`` are uploaded and follow the text as ``m.image`` events; other
-        files (and images that could not be uploaded) are link lines in the text."""
+        files (and images that could not be uploaded) are link lines in the text.
+        ``key``: the first event goes out under a transaction id made from it
+        (``sent_before``)."""
         images: list[JSON] = []
         links: list[Attachment] = []
         for file in files:
@@ -306,17 +349,20 @@ class MatrixPlatform(PlatformBase):
             else:
                 images.append(uploaded.content)
         body = "\n".join([text, *file_lines(links, local=False)]) if links else text
-        sent: list[Message] = []
+        contents: list[JSON] = []
         if body or not images:
             content = self._content(channel, body, note=note)
             if reply_to and "m.relates_to" not in content:
                 content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
-            if key:
-                content[SALON_KEY] = key
-            sent.append(await self._send_content(channel, content))
+            contents.append(content)
         for image in images:
-            content = {**self._content(channel, "", note=note), **image, "m.mentions": {}}
-            sent.append(await self._send_content(channel, content))
+            contents.append({**self._content(channel, "", note=note), **image, "m.mentions": {}})
+        if key:
+            contents[0][SALON_KEY] = key
+        sent = [
+            await self._send_content(channel, content, key if index == 0 else None)
+            for index, content in enumerate(contents)
+        ]
         return sent[0]
 
     def _uploader(self) -> Uploader:
@@ -324,9 +370,23 @@ class MatrixPlatform(PlatformBase):
             raise PlatformError("not connected to the Matrix homeserver")
         return self._uploads
 
-    async def _send_content(self, channel: ChannelRef, content: JSON) -> Message:
+    async def _send_content(
+        self, channel: ChannelRef, content: JSON, key: str | None = None
+    ) -> Message:
+        """One event. Its transaction id is made from ``key``, else it is the one a failed
+        try of the same content used (the homeserver may have taken that one: the answer's
+        next try must not post it twice), else a new one."""
         room, _ = room_and_root(channel)
-        event_id = await self._need().send_event(room, "m.room.message", content, new_txn_id())
+        same = hashlib.sha256(json.dumps([room, content], sort_keys=True).encode()).hexdigest()
+        txn = _key_txn(key) if key else self._unsent.pop(same, "") or new_txn_id()
+        try:
+            event_id = await self._need().send_event(room, "m.room.message", content, txn)
+        except PlatformError as exc:
+            if exc.transient:
+                self._unsent[same] = txn
+                while len(self._unsent) > _UNSENT:
+                    self._unsent.popitem(last=False)
+            raise
         message = self._read().message(
             {**_shell(event_id, self._me.user_id), "content": content}, room
         )
@@ -357,13 +417,18 @@ class MatrixPlatform(PlatformBase):
         return (await self.send(channel, text, note=True)).id
 
     async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
-        """Whether a recent event of ours in the room carries ``key``."""
+        """Whether the first message of an answer went out under ``key``. It was sent under
+        a transaction id made from the key, and a send under a transaction id the device
+        used before gives back the event made then (the client-server API's idempotent
+        send; Synapse remembers a device's ids for a day): ``note`` is sent under it, and
+        what comes back is the note (nothing went out, the note is posted) or the message
+        sent before (nothing is posted)."""
         room, _ = room_and_root(channel)
-        page = await self._need().messages(room, start=None, limit=100)
-        return any(
-            e.get("sender") == self._me.user_id and (e.get("content") or {}).get(SALON_KEY) == key
-            for e in page.get("chunk") or []
-        )
+        server = self._need()
+        content = self._content(channel, note, note=True)
+        event_id = await server.send_event(room, "m.room.message", content, _key_txn(key))
+        came_back = (await server.event(room, event_id)).get("content") or {}
+        return not (came_back.get(NOTE_KEY) and came_back.get("body") == note)
 
     async def send_tool_log(self, channel: ChannelRef, text: str) -> None:
         await self.send(channel, text, note=True)
@@ -371,31 +436,9 @@ class MatrixPlatform(PlatformBase):
     async def send_direct(self, person: Participant, text: str) -> None:
         """Their direct room with the bot, then the text (they read it once they have
         taken the invite: the room shows them its history)."""
-        room = await self._direct_room(person.id)
+        room = await self._directs.of(person.id)
         content = {"msgtype": "m.text", "body": text, "m.mentions": {}}
         await self._need().send_event(room, "m.room.message", content)
-
-    async def _direct_room(self, user: str) -> str:
-        """The room the bot's ``m.direct`` names for ``user``, else one made with
-        ``is_direct`` and an invite to them (and named there, as clients do)."""
-        async with self._directing:
-            if user in self._directs:
-                return self._directs[user]
-            server, me = self._need(), self._me.user_id
-            directs = await server.account_data(me, "m.direct") or {}
-            rooms = [str(r) for r in directs.get(user) or []]
-            if not rooms:
-                made = await server.call(
-                    "POST",
-                    "/_matrix/client/v3/createRoom",
-                    {"is_direct": True, "invite": [user], "preset": "trusted_private_chat"},
-                )
-                rooms = [str(made["room_id"])]
-                await server.put_account_data(me, "m.direct", {**directs, user: rooms})
-            self._directs[user] = rooms[-1]
-            while len(self._directs) > _DIRECTS:
-                self._directs.popitem(last=False)
-            return rooms[-1]
 
     async def request_approval(
         self, channel: ChannelRef, request: ApprovalRequest
@@ -440,6 +483,13 @@ class MatrixPlatform(PlatformBase):
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         return await self._read().history(channel, limit=limit)
 
+    async def messages_after(
+        self, channel: ChannelRef, after: str, *, limit: int
+    ) -> Sequence[Message] | None:
+        """Nothing to read back where the sync position is kept: the first sync after a
+        start goes on from it and brings what was missed itself."""
+        return () if self._kept is not None else None
+
     async def reply_chain(self, message: Message) -> Sequence[Message]:
         return await self._read().reply_chain(message)
 
@@ -461,6 +511,11 @@ class MatrixPlatform(PlatformBase):
         )
         joined = answer.get("joined") or {}
         return sorted(self._names.name(room, user) for user in joined)
+
+
+def _key_txn(key: str) -> str:
+    """The transaction id of the message sent under ``key`` (``sent_before``)."""
+    return f"salon-key-{key}"
 
 
 def _shell(event_id: str, sender: str) -> JSON:
