@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import re
 import secrets
 import time
 from collections import OrderedDict
@@ -38,6 +37,7 @@ from salon.agent.pipeline.turns import TurnBook, Turns
 from salon.agent.recording.recorder import Recorder
 from salon.agent.recording.traces import TraceWriter
 from salon.agent.room import Room
+from salon.agent.telling import ERROR_TEXT_LIMIT, log_reply, log_request, public_text
 from salon.config import BotConfig, ChannelConfigs, Redactor
 from salon.errors import SalonError, StoreError
 from salon.llm.base import Provider
@@ -50,25 +50,6 @@ from salon.trace import ACTIVATION
 __all__ = ["TOLD_IN_CHANNEL", "Agent", "AgentStats"]
 
 logger = logging.getLogger(__name__)
-
-_ERROR_TEXT_LIMIT = 300
-
-# What a channel must not see of the machine: network addresses (a socket's ('host', port),
-# URLs, [IPv6]:port, IPv4 with or without a port, host.name:port) and file paths.
-_ADDRESS = re.compile(
-    r"\(\s*'[^']*'\s*,\s*\d+(?:\s*,\s*\d+)*\s*\)"
-    r"|\b[A-Za-z][\w+.-]*://[^\s'\"<>]*[^\s'\"<>.,:;!?)]"
-    r"|\[[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*\](?::\d+)?"
-    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"
-    r"|\b(?:localhost|[\w-]+(?:\.[\w-]+)+):\d{1,5}\b"
-)
-_PATH = re.compile(r"(?<![\w.~/-])(?:~|\.{1,2})?(?:/[\w.@%+-]+){2,}/?|\b[A-Za-z]:\\[^\s'\"]+")
-
-
-def public_text(text: str) -> str:
-    """``text`` with addresses and paths taken out, for a line shown in a channel."""
-    return _PATH.sub("<path>", _ADDRESS.sub("<address>", text))
-
 
 TOLD_IN_CHANNEL = "told_in_channel"
 """Log-record attribute: the people in the channel were told of this failure already."""
@@ -421,6 +402,7 @@ class Agent:
     async def _activate_traced(self, activation: Activation, recorder: Recorder) -> None:
         if self.traces is not None:
             self.traces.begin(recorder)
+        log_request(activation)
         try:
             answered = await self.activate(activation, recorder)
         except asyncio.CancelledError as exc:
@@ -443,6 +425,7 @@ class Agent:
             recorder.finish("error", exc, reason)
         else:
             recorder.finish("answered" if answered else "stopped")
+            log_reply(activation, recorder.trace.answer)
             if answered:
                 self.last_answer_at = time.time()
                 await self._save_text(recorder)
@@ -561,7 +544,7 @@ class Agent:
         """A failure in one line people may read: our own errors' words, else the type;
         never an address or a path (the log has them)."""
         reason = str(exc) if isinstance(exc, SalonError) else type(exc).__name__
-        return self._redact(public_text(reason))[:_ERROR_TEXT_LIMIT]
+        return self._redact(public_text(reason))[:ERROR_TEXT_LIMIT]
 
     async def _report_failure(self, channel: ChannelRef, reason: str, recorder: Recorder) -> bool:
         """Tell the channel, in one line, as a note; returns whether it was told."""
