@@ -28,11 +28,11 @@ async def test_m_continue_activates_and_is_removed(start_agent: StartAgent) -> N
     assert seen == [("user", "Alice: tell me a story"), ("assistant", "Once upon a time")]
 
 
-async def test_other_m_words_and_unaddressed_continue_do_nothing(start_agent: StartAgent) -> None:
+async def test_other_m_words_do_nothing(start_agent: StartAgent) -> None:
     provider = FakeProvider()
     agent, platform = await start_agent(provider)
     await platform.post(platform.channel("dm", is_direct=True), ALICE, "m dance")
-    await platform.post(platform.channel("room"), ALICE, "m continue")
+    await platform.post(platform.channel("room"), ALICE, "m stop")
     await agent.wait_idle()
     assert provider.requests == []
     await platform.post(
@@ -40,6 +40,16 @@ async def test_other_m_words_and_unaddressed_continue_do_nothing(start_agent: St
     )
     await agent.wait_idle()
     assert len(provider.requests) == 1
+
+
+async def test_m_continue_needs_no_mention_in_a_channel(start_agent: StartAgent) -> None:
+    """Seed 003: "m continue" activates a completion without a tag or a reply."""
+    provider = FakeProvider(["And so it went on."])
+    agent, platform = await start_agent(provider)
+    room = platform.channel("room")
+    await platform.post(room, ALICE, "m continue")
+    await agent.wait_idle()
+    assert [m.text for m in platform.sent] == ["And so it went on."]
 
 
 async def test_undeletable_command_is_logged_once(

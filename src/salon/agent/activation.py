@@ -46,8 +46,7 @@ def should_activate(
         return False
     command = m_command(message.text)
     if command is not None:  # "m continue" goes on without a mention; other m words: nothing
-        addressed = message.mentions_id(me.id) or message.reply_to_author_id == me.id
-        return command == "continue" and (message.channel.is_direct or monitored or addressed)
+        return command == "continue"
     if not is_visible(message, config.visibility):
         return False
     if message.channel.is_direct or monitored:

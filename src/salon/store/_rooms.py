@@ -47,12 +47,18 @@ class RoomPart(Part):
         super().__init__(database)
         self._claims = 0
 
-    async def present(self, channel: str, *, since: float) -> list[str]:
-        """Bots that read ``channel`` since ``since`` (their delivery marks)."""
-        query = "SELECT bot FROM channel_marks WHERE channel = :channel AND last_at >= :since"
+    async def present(self, channel: str, *, since: float) -> dict[str, float]:
+        """Bots that read ``channel`` since ``since`` (their delivery marks), with when each
+        last answered there within a day, by its traces (0: not)."""
+        query = (
+            "SELECT m.bot, (SELECT max(t.started_at) FROM traces AS t WHERE t.bot = m.bot"
+            " AND t.channel = m.channel AND t.outcome = 'answered' AND t.started_at >= :day)"
+            " FROM channel_marks AS m WHERE m.channel = :channel AND m.last_at >= :since"
+        )
+        params = {"channel": channel, "since": since, "day": time.time() - _KEEP_SECONDS}
         async with self.db.connect() as conn:
-            rows = await conn.fetch(query, {"channel": channel, "since": since})
-        return sorted(str(row[0]) for row in rows)
+            rows = await conn.fetch(query, params)
+        return {str(row[0]): float(row[1] or 0.0) for row in rows}
 
     async def standings(self, channel: str) -> list[Standing]:
         query = (

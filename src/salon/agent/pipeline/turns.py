@@ -21,13 +21,14 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from salon.agent.activation import Activation
 from salon.config import BotConfig
 from salon.config.pipeline import RoomConfig
+from salon.context import m_command
 from salon.model import Event, Message, MessageEvent, Participant, Tag
 
 __all__ = ["Taken", "TurnBook", "Turns", "unaddressed"]
@@ -56,7 +57,7 @@ class Holder(Protocol):
 class TurnBook(Protocol):
     """What the store keeps of rooms (``SQLStore.rooms``)."""
 
-    async def present(self, channel: str, *, since: float) -> Sequence[str]: ...
+    async def present(self, channel: str, *, since: float) -> Mapping[str, float]: ...
 
     async def standings(self, channel: str) -> Sequence[Standing]: ...
 
@@ -102,12 +103,16 @@ def unaddressed(activation: Activation, me: Participant, config: BotConfig) -> M
     return messages[-1] if messages else None
 
 
-def _order(bots: Sequence[str], standings: Sequence[Standing], policy: str) -> list[str]:
-    """The room's order for the next turn: the same for every bot that computes it."""
-    known = {s.bot: s for s in standings}
+def _order(answered: Mapping[str, float], standings: Sequence[Standing], policy: str) -> list[str]:
+    """The room's order for the next turn, the same for every bot that computes it:
+    ``least_recent`` by when each last answered in the channel, oldest first;
+    ``most_recent`` (``m continue``) newest first; ``round_robin`` by turns taken."""
     if policy == "round_robin":
-        return sorted(bots, key=lambda b: (known[b].turns if b in known else 0, b))
-    return sorted(bots, key=lambda b: (known[b].last if b in known else 0.0, b))
+        turns = {s.bot: s.turns for s in standings}
+        return sorted(answered, key=lambda b: (turns.get(b, 0), b))
+    if policy == "most_recent":
+        return sorted(answered, key=lambda b: (-answered[b], b))
+    return sorted(answered, key=lambda b: (answered[b], b))
 
 
 class Turns:
@@ -130,12 +135,13 @@ class Turns:
         if named:
             return named  # it asked another bot: that one answers
         channel = activation.channel.key
-        present = await self.book.present(channel, since=time.time() - config.present_within)
-        others = [b for b in present if b != self.bot]
+        answered = dict(await self.book.present(channel, since=time.time() - config.present_within))
+        answered.setdefault(self.bot, 0.0)
+        policy = "most_recent" if m_command(message.text) == "continue" else config.policy
         place = 0
-        if config.policy != "first":
-            order = _order([self.bot, *others], await self.book.standings(channel), config.policy)
-            place = order.index(self.bot)
+        if policy != "first" and len(answered) > 1:
+            standings = await self.book.standings(channel) if policy == "round_robin" else ()
+            place = _order(answered, standings, policy).index(self.bot)
         if place and config.stagger:
             await asyncio.sleep(place * config.stagger)  # those ahead take it first
         slot = await self.book.claim(
