@@ -33,6 +33,7 @@ __all__ = [
     "OwedAnswer",
     "Participant",
     "Policy",
+    "Reach",
     "RollState",
     "Schedule",
     "ScheduledEvent",
@@ -530,12 +531,52 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class Reach:
+    """What a tool call read with the rights of the people it was made for, beyond what
+    anyone in its channel may read; decided by Salon from the tool and its arguments
+    (``salon.tools.reach``), kept with the call.
+
+    ``askers``: the ids of the people the call was made for. ``channels``: keys of other
+    channels it read. ``personal``: it read what only its askers may (their own notes,
+    their account). ``notes``: it read or wrote notes, whose only source afterwards is the
+    store (what is in view now, after a ``forget`` or a refusal), so it is never replayed.
+    ``shown``: the fixed line that stands for it where its content may not go ("Alice
+    looked something up in #staff"), the same whoever reads."""
+
+    askers: tuple[str, ...]
+    shown: str
+    channels: tuple[str, ...] = ()
+    personal: bool = False
+    notes: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "askers": list(self.askers),
+            "shown": self.shown,
+            "channels": list(self.channels),
+            "personal": self.personal,
+            "notes": self.notes,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Reach:
+        return cls(
+            askers=tuple(str(a) for a in data.get("askers") or ()),
+            shown=str(data.get("shown") or "(a lookup, not shown here)"),
+            channels=tuple(str(c) for c in data.get("channels") or ()),
+            personal=bool(data.get("personal")),
+            notes=bool(data.get("notes")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ToolRecord:
     """One call with its result, and the message it came after (where it goes in context).
 
     ``thoughts``: the reasoning of the assistant turn that made the call, as its vendor
     wants it back (a restart in the middle of a tool loop sends it again); of several
-    calls of one turn, only the first carries them."""
+    calls of one turn, only the first carries them. ``reach``: what it read with its
+    askers' rights (None: nothing beyond its channel)."""
 
     time: datetime
     channel: str
@@ -543,6 +584,7 @@ class ToolRecord:
     call: ToolCall
     result: ToolResult
     thoughts: tuple[Thought, ...] = ()
+    reach: Reach | None = None
 
     def to_json(self) -> str:
         data: dict[str, Any] = {
@@ -558,6 +600,8 @@ class ToolRecord:
         }
         if self.thoughts:
             data["thoughts"] = [_thought_json(t) for t in self.thoughts]
+        if self.reach is not None:
+            data["reach"] = self.reach.to_json()
         return json.dumps(data, ensure_ascii=False)
 
     @classmethod
@@ -572,6 +616,7 @@ class ToolRecord:
             call=ToolCall(str(call["id"]), str(call["name"]), dict(call["arguments"])),
             result=ToolResult(str(call["id"]), str(result["content"]), bool(result["is_error"])),
             thoughts=tuple(_thought_from(t) for t in data.get("thoughts") or ()),
+            reach=Reach.from_json(data["reach"]) if data.get("reach") else None,
         )
 
 

@@ -4,20 +4,26 @@ Files are written before a result reaches the model (flushed and fsynced), never
 and kept. At start the recent files seed an in-memory cache; from then on the cache alone
 answers which calls belong in a channel's context, and drops calls older than the oldest
 message the context still holds.
+
+A call whose reach someone answered later could not read is *sealed*: a line
+``{"sealed": ...}`` after it says so, and from then on every request shows its placeholder,
+whoever reads, so the channel's prompt prefix changes once, not with each reader.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from salon.model import ToolRecord, clean_text
+from salon.tools.reach import derived
 
 __all__ = ["ToolLog", "ToolRecord", "shortened"]
 
@@ -25,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _CACHE_PER_CHANNEL = 2000
+_SEALS_KEPT = 100_000  # sealed calls remembered (each a short key)
 
 
 def _safe(name: str) -> str:
@@ -35,6 +42,7 @@ class ToolLog:
     def __init__(self, root: Path, bot: str) -> None:
         self.root = root / _safe(bot)
         self._cache: dict[str, deque[ToolRecord]] = {}
+        self._sealed: OrderedDict[str, None] = OrderedDict()
 
     def path_for(self, channel: str, when: datetime) -> Path:
         return self.root / _safe(channel) / f"{when.astimezone(UTC):%Y-%m-%dT%H}.jsonl"
@@ -52,6 +60,31 @@ class ToolLog:
             handle.flush()
             os.fsync(handle.fileno())
         self._remember(record)
+
+    def sealed(self, record: ToolRecord) -> bool:
+        """Whether ``record`` is shown as its placeholder to everyone from now on."""
+        return _seal_key(record) in self._sealed
+
+    def seal(self, record: ToolRecord, now: datetime | None = None) -> None:
+        """Show ``record`` as its placeholder to everyone from now on, after a restart
+        too. A disk that refuses costs the seal, logged, never the answer."""
+        key = _seal_key(record)
+        if key in self._sealed:
+            return
+        self._keep_seal(key)
+        line = json.dumps({"sealed": key}, ensure_ascii=False)
+        path = self.path_for(record.channel, now or datetime.now(UTC))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+        except OSError:
+            logger.exception("could not write a seal to the tool log of %s", record.channel)
+
+    def _keep_seal(self, key: str) -> None:
+        self._sealed[key] = None
+        if len(self._sealed) > _SEALS_KEPT:
+            self._sealed.popitem(last=False)
 
     def _remember(self, record: ToolRecord) -> None:
         queue = self._cache.setdefault(record.channel, deque(maxlen=_CACHE_PER_CHANNEL))
@@ -76,7 +109,10 @@ class ToolLog:
             if not line.strip():
                 continue
             try:
-                record = ToolRecord.from_json(line)
+                if line.startswith('{"sealed"'):
+                    self._keep_seal(str(json.loads(line)["sealed"]))
+                    continue
+                record = derived(ToolRecord.from_json(line))
             except (ValueError, KeyError, TypeError) as exc:
                 logger.warning("skipping bad tool-log line %s:%d: %s", path, number, exc)
                 continue
@@ -103,6 +139,10 @@ class ToolLog:
 
     def channels(self) -> Sequence[str]:
         return list(self._cache)
+
+
+def _seal_key(record: ToolRecord) -> str:
+    return f"{record.time.isoformat()}|{record.call.id}"
 
 
 def shortened(record: ToolRecord, chars: int) -> ToolRecord:

@@ -275,6 +275,7 @@ class Conversation:
                     scene.after,
                     recorder=reply.recorder,
                     thoughts=turn.thoughts,
+                    askers=scene.askers,
                 )
             if outcome.cancelled is not None:
                 await reply.note(f"(cancelled: {outcome.cancelled} was not run)")
@@ -318,6 +319,7 @@ class Conversation:
                     [call],
                     scene.after,
                     recorder=reply.recorder,
+                    askers=scene.askers,
                 )
             if outcome.cancelled is not None:
                 await reply.note(f"(cancelled: {outcome.cancelled} was not run)")
