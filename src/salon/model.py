@@ -6,7 +6,6 @@ adapter (agent, context builder, renderers, tools) sees only these types.
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -532,41 +531,16 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class Reach:
-    """What a tool call read with the rights of the people it was made for, beyond what
-    anyone in its channel may read; decided by Salon from the tool and its arguments
-    (``salon.tools.reach``), kept with the call.
-
-    ``askers``: the ids of the people the call was made for. ``channels``: keys of other
-    channels it read. ``personal``: it read what only its askers may (their own notes,
-    their account). ``notes``: it read or wrote notes, whose only source afterwards is the
-    store (what is in view now, after a ``forget`` or a refusal), so it is never replayed.
-    ``shown``: the fixed line that stands for it where its content may not go ("Alice
-    looked something up in #staff"), the same whoever reads."""
+    """What a tool call read with its askers' rights beyond its channel (``askers``: their
+    ids; ``channels``: other channels; ``personal``: what only they may read; ``notes``:
+    notes, never replayed: the store is their source), by ``salon.tools.reach``; ``shown``:
+    the fixed line standing for it where it may not go, the same whoever reads."""
 
     askers: tuple[str, ...]
     shown: str
     channels: tuple[str, ...] = ()
     personal: bool = False
     notes: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "askers": list(self.askers),
-            "shown": self.shown,
-            "channels": list(self.channels),
-            "personal": self.personal,
-            "notes": self.notes,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Reach:
-        return cls(
-            askers=tuple(str(a) for a in data.get("askers") or ()),
-            shown=str(data.get("shown") or "(a lookup, not shown here)"),
-            channels=tuple(str(c) for c in data.get("channels") or ()),
-            personal=bool(data.get("personal")),
-            notes=bool(data.get("notes")),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -585,51 +559,6 @@ class ToolRecord:
     result: ToolResult
     thoughts: tuple[Thought, ...] = ()
     reach: Reach | None = None
-
-    def to_json(self) -> str:
-        data: dict[str, Any] = {
-            "time": self.time.isoformat(),
-            "channel": self.channel,
-            "after_message_id": self.after_message_id,
-            "call": {
-                "id": self.call.id,
-                "name": self.call.name,
-                "arguments": self.call.arguments,
-            },
-            "result": {"content": self.result.content, "is_error": self.result.is_error},
-        }
-        if self.thoughts:
-            data["thoughts"] = [_thought_json(t) for t in self.thoughts]
-        if self.reach is not None:
-            data["reach"] = self.reach.to_json()
-        return json.dumps(data, ensure_ascii=False)
-
-    @classmethod
-    def from_json(cls, line: str) -> ToolRecord:
-        data: dict[str, Any] = json.loads(line)
-        call = data["call"]
-        result = data["result"]
-        return cls(
-            time=datetime.fromisoformat(data["time"]),
-            channel=str(data["channel"]),
-            after_message_id=data.get("after_message_id"),
-            call=ToolCall(str(call["id"]), str(call["name"]), dict(call["arguments"])),
-            result=ToolResult(str(call["id"]), str(result["content"]), bool(result["is_error"])),
-            thoughts=tuple(_thought_from(t) for t in data.get("thoughts") or ()),
-            reach=Reach.from_json(data["reach"]) if data.get("reach") else None,
-        )
-
-
-_THOUGHT_FIELDS = ("vendor", "model", "text", "signature", "redacted", "call_id", "details")
-
-
-def _thought_json(thought: Thought) -> dict[str, str]:
-    """The fields a thought has set (an empty field is left out)."""
-    return {name: value for name in _THOUGHT_FIELDS if (value := getattr(thought, name))}
-
-
-def _thought_from(data: dict[str, Any]) -> Thought:
-    return Thought(**{name: str(data.get(name) or "") for name in _THOUGHT_FIELDS})
 
 
 @dataclass(frozen=True)

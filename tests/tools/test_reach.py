@@ -11,7 +11,7 @@ from salon.agent.activation import joint
 from salon.context.records import placeholder
 from salon.model import ChannelRef, Participant, Reach, ToolCall, ToolResult
 from salon.tools import servers
-from salon.tools.log import ToolLog, ToolRecord
+from salon.tools.log import ToolLog, ToolRecord, record_from, record_line
 from salon.tools.reach import BUILTIN_SERVER, derived, reach_of
 
 T0 = datetime(2026, 11, 22, 9, 59, 30, tzinfo=UTC)
@@ -91,9 +91,9 @@ def test_reach_and_seals_survive_a_restart(tmp_path: Path) -> None:
 
 def test_a_call_logged_before_reaches_were_kept_has_it_worked_out(tmp_path: Path) -> None:
     call, result = lookup()
-    line = ToolRecord(T0, HERE.key, "m1", call, result).to_json()
+    line = record_line(ToolRecord(T0, HERE.key, "m1", call, result))
     assert "reach" not in json.loads(line)
-    old = derived(ToolRecord.from_json(line))
+    old = derived(record_from(line))
     assert old.reach == Reach((), "(someone looked something up in #12)", ("discord:12",))
 
 

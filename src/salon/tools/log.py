@@ -18,14 +18,15 @@ import os
 import re
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-from salon.model import ToolRecord, clean_text
+from salon.model import Reach, Thought, ToolCall, ToolRecord, ToolResult, clean_text
 from salon.tools.reach import derived
 
-__all__ = ["ToolLog", "ToolRecord", "shortened"]
+__all__ = ["ToolLog", "ToolRecord", "record_from", "record_line", "shortened"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,10 +50,10 @@ class ToolLog:
 
     def append(self, record: ToolRecord) -> None:
         """Write durably, then remember. Raises OSError if the disk refuses."""
-        line = record.to_json()
+        line = record_line(record)
         safe = clean_text(line)
         if safe is not line:  # a lone surrogate (no encoder takes it) is kept as U+FFFD,
-            record = ToolRecord.from_json(safe)  # and remembered as a restart reads it
+            record = record_from(safe)  # and remembered as a restart reads it
         path = self.path_for(record.channel, record.time)
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as handle:
@@ -112,7 +113,7 @@ class ToolLog:
                 if line.startswith('{"sealed"'):
                     self._keep_seal(str(json.loads(line)["sealed"]))
                     continue
-                record = derived(ToolRecord.from_json(line))
+                record = derived(record_from(line))
             except (ValueError, KeyError, TypeError) as exc:
                 logger.warning("skipping bad tool-log line %s:%d: %s", path, number, exc)
                 continue
@@ -152,3 +153,60 @@ def shortened(record: ToolRecord, chars: int) -> ToolRecord:
         return record
     cut = f"{content[:chars]}… [{len(content) - chars} more characters not shown]"
     return replace(record, result=replace(record.result, content=cut))
+
+
+def record_line(record: ToolRecord) -> str:
+    """The record as one line of the log (JSON)."""
+    call, result = record.call, record.result
+    data: dict[str, Any] = {
+        "time": record.time.isoformat(),
+        "channel": record.channel,
+        "after_message_id": record.after_message_id,
+        "call": {"id": call.id, "name": call.name, "arguments": call.arguments},
+        "result": {"content": result.content, "is_error": result.is_error},
+    }
+    if record.thoughts:
+        data["thoughts"] = [_thought_json(t) for t in record.thoughts]
+    if record.reach is not None:
+        data["reach"] = asdict(record.reach)
+    return json.dumps(data, ensure_ascii=False)
+
+
+def record_from(line: str) -> ToolRecord:
+    """A record from its line; ValueError, KeyError or TypeError when it is not one."""
+    data: dict[str, Any] = json.loads(line)
+    call = data["call"]
+    result = data["result"]
+    return ToolRecord(
+        time=datetime.fromisoformat(data["time"]),
+        channel=str(data["channel"]),
+        after_message_id=data.get("after_message_id"),
+        call=ToolCall(str(call["id"]), str(call["name"]), dict(call["arguments"])),
+        result=ToolResult(str(call["id"]), str(result["content"]), bool(result["is_error"])),
+        thoughts=tuple(_thought_from(t) for t in data.get("thoughts") or ()),
+        reach=_reach_from(data.get("reach")),
+    )
+
+
+def _reach_from(data: dict[str, Any] | None) -> Reach | None:
+    if not data:
+        return None
+    return Reach(
+        askers=tuple(str(v) for v in data.get("askers") or ()),
+        shown=str(data.get("shown") or "(not shown here)"),
+        channels=tuple(str(v) for v in data.get("channels") or ()),
+        personal=bool(data.get("personal")),
+        notes=bool(data.get("notes")),
+    )
+
+
+_THOUGHT_FIELDS = ("vendor", "model", "text", "signature", "redacted", "call_id", "details")
+
+
+def _thought_json(thought: Thought) -> dict[str, str]:
+    """The fields a thought has set (an empty field is left out)."""
+    return {name: value for name in _THOUGHT_FIELDS if (value := getattr(thought, name))}
+
+
+def _thought_from(data: dict[str, Any]) -> Thought:
+    return Thought(**{name: str(data.get(name) or "") for name in _THOUGHT_FIELDS})

@@ -234,11 +234,8 @@ class ToolRunner:
         thoughts: Sequence[Thought] = (),
         askers: Sequence[Participant] = (),
     ) -> Outcome:
-        """Run a turn's calls; ``thoughts``, the turn's reasoning, are kept with the first
-        call's record (a restart in the middle of the loop sends them back). ``askers``:
-        everyone the answer is for (default: the requester); with several, the calls run
-        with the rights all of them share (``salon.agent.activation.joint``), while
-        ``requester`` answers approvals and questions."""
+        """Run a turn's calls; ``thoughts`` (the turn's reasoning) go with the first call's
+        record. With several ``askers``, calls run with the rights all share (``joint``)."""
         people = tuple(askers) or (requester,)
         rights = joint(people)
         ready: list[ToolCall] = []
@@ -316,15 +313,12 @@ class ToolRunner:
         """What the call read with its askers' rights (``salon.tools.reach``)."""
         spec = self.tools.get(call.name)
         tool = spec.remote_name if spec is not None and spec.server == BUILTIN_SERVER else None
-        names: dict[str, str] = {}
         other = other_channel(tool or "", call.arguments, channel.key)
-        if other is not None:
-            try:
-                found = await platform.find_channel(other.partition(":")[2])
-            except PlatformError:
-                found = None  # the placeholder names it by its id
-            if found is not None and found.name:
-                names[other] = found.name if found.name.startswith("#") else f"#{found.name}"
+        try:
+            found = await platform.find_channel(other.partition(":")[2]) if other else None
+        except PlatformError:
+            found = None  # the placeholder names it by its id
+        names = {other: f"#{found.name.lstrip('#')}"} if other and found and found.name else {}
         return reach_of(tool, call, result, channel=channel, askers=people, names=names)
 
     def _clean(self, text: str) -> str:
