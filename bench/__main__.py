@@ -56,6 +56,8 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "integrations": integrations.run,
     "memory_leaks": memory.memory_leaks,
     "cache_read_share_memory": memory.cache_read_share_memory,
+    "cache_read_share_tools": memory.cache_read_share_tools,
+    "reach_leaks": memory.reach_leaks,
     "recall_p50_ms": memory.recall_p50,
     "memory_overhead_ratio": memory.memory_overhead,
     # These need a PostgreSQL server: scripts/with-postgres .venv/bin/python -m bench pg_ schedule

@@ -44,17 +44,21 @@ cheapest for all three together) and ``cache_write_waste_share_auto|5m|1h``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import tempfile
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
 from bench.figures import Figure
 from fakes.billing import AutoPrefixBilling, Bill, CacheBilling
-from fakes.llm_server import LLMServer, Scripted
+from fakes.llm_server import LLMServer, Recorded, Scripted
 from salon.agent import Agent
+from salon.agent.conversation.toolrunner import ToolRunner
 from salon.config import BotConfig, Secrets
 from salon.llm.factory import build_provider
 from salon.model import Participant, Usage
@@ -80,6 +84,7 @@ def _config(
     model: str = "model-test",
     thinking: bool = False,
     memory: bool = False,
+    tools: bool = False,
 ) -> BotConfig:
     base = base_url + ("/v1" if vendor == "openai" else "")
     cache = {"cache_ttl": cache_ttl} if vendor == "anthropic" else {}
@@ -104,7 +109,9 @@ def _config(
             "prompt_caching": caching,
             "rolling_threshold": threshold,
             "rolling_budget": budget,
-            "builtin_tools": False,
+            "builtin_tools": tools,
+            "default_tool_policy": "allow",
+            "tool_output_visible": False,
             "memory": {"enabled": memory},
         }
     )
@@ -183,6 +190,18 @@ TEMPOS: dict[str, Callable[[random.Random], list[Said]]] = {
 }
 
 
+class Tools(Protocol):
+    """The model's tool calls in a conversation: ``runner`` sets the platform up (other
+    channels, who may read them) and gives the agent its tools; ``respond`` answers each
+    request (see LLMServer)."""
+
+    def runner(
+        self, config: BotConfig, store: SQLStore, platform: MemoryPlatform, root: Path
+    ) -> AbstractAsyncContextManager[ToolRunner]: ...
+
+    def respond(self, request: Recorded) -> Scripted: ...
+
+
 @dataclass
 class Run:
     bill: Bill
@@ -203,10 +222,12 @@ async def conversation(
     thinking: bool = False,
     memory: bool = False,
     between: Callable[[SQLStore, int], Awaitable[None]] | None = None,
+    tools: Tools | None = None,
 ) -> tuple[Bill, Usage]:
     """Bill of the whole conversation, and the cache tokens the store recorded.
     ``memory``: memory on (``bench/memory.py``); ``between``: called with the store and
-    the activation's number before each activation (0 before the first)."""
+    the activation's number before each activation (0 before the first); ``tools``: the
+    built-in tools on, and the model's calls (``bench/memory.py``)."""
     run = await conversation_run(
         caching=caching,
         threshold=threshold,
@@ -219,6 +240,7 @@ async def conversation(
         thinking=thinking,
         memory=memory,
         between=between,
+        tools=tools,
     )
     return run.bill, run.recorded
 
@@ -236,6 +258,7 @@ async def conversation_run(
     thinking: bool = False,
     memory: bool = False,
     between: Callable[[SQLStore, int], Awaitable[None]] | None = None,
+    tools: Tools | None = None,
 ) -> Run:
     """The conversation ``said`` (the loop by default) on a virtual clock, billed;
     ``thinking``: the bot asks for reasoning and every answer streams some first."""
@@ -260,18 +283,24 @@ async def conversation_run(
             model=model,
             thinking=thinking,
             memory=memory,
+            tools=tools is not None,
         )
+        if tools is not None:
+            server.respond = tools.respond
         provider = build_provider(config, Secrets({"KEY": "k"}))
         with tempfile.TemporaryDirectory() as tmp:
             store = SQLStore(sqlite_url(Path(tmp) / "bench.db"))
             await store.open()
             platform = MemoryPlatform(bot_name="Salon", clock=clock)
+            stack = contextlib.AsyncExitStack()
+            opened = tools.runner(config, store, platform, Path(tmp)) if tools else None
             agent = Agent(
                 bot="bench",
                 config=config,
                 provider=provider,
                 platforms={"memory": platform},
                 store=store,
+                tools=await stack.enter_async_context(opened) if opened else None,
             )
             await platform.start(agent.submit)
             runner = asyncio.create_task(agent.run())
@@ -295,6 +324,7 @@ async def conversation_run(
             finally:
                 runner.cancel()
                 await asyncio.gather(runner, return_exceptions=True)
+                await stack.aclose()
                 await store.close()
                 await provider.aclose()
     wasted = billing.settle() if isinstance(billing, CacheBilling) else 0

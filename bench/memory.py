@@ -9,6 +9,18 @@
   targeted setting) with memory on, ten notes in view from the start and one more kept
   every 20 activations (in the store, as ``remember`` keeps it), on the Anthropic-billed
   fake: the share of input tokens read from the cache.
+- ``reach_leaks`` (issue #46): markers of what a reader may not read (the #staff lines
+  Alice fetched, her own note, notes Mallory and Carol had kept) found in requests built
+  for people who may not read them or in posts they can see, over the probe's cases on the
+  fake Discord (``tests/platforms/test_discord_memory_leaks.py``, the reach test: past
+  tool results, a batch of Mallory and Alice, shown tool output, after a restart, with
+  prompt caching on and off), run by pytest in a child process; each marker, reader and
+  case counted once.
+- ``cache_read_share_tools``: the cache benchmark's conversation (the targeted setting)
+  with the built-in tools on: every fourth activation the model reads #staff through
+  ``get_recent_messages`` (``in_channel``), which only Ada may read; her lookups are
+  replayed whole to her and sealed as their placeholder for everyone once another person
+  is answered, the others' are refused.
 - ``recall_p50_ms``: a ranked ``recall`` search of two words over 100 000 notes of one bot
   (1 000 channels, 100 guilds, 1 000 people), from a viewpoint in one channel, on SQLite.
   The notes' words follow Zipf's law over a 5 000-word vocabulary, as a language's do, and
@@ -23,26 +35,41 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import random
 import re
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import caching
 from bench.activation import PAUSE, RUNS, Rig, _config, interleaved
 from bench.figures import Figure, percentile
+from fakes.llm_server import Recorded, Scripted
+from salon.agent.conversation.toolrunner import ToolRunner
+from salon.config import BotConfig
 from salon.config.memory import MemoryConfig
+from salon.model import ChannelRef, Message, Participant
 from salon.notes import NoteScope, Provenance, Scope, Viewpoint
+from salon.platforms.memory import MemoryPlatform
 from salon.store._dialects import insert_sql
 from salon.store._notes import scope_tag
 from salon.store.sql import SQLStore, sqlite_url
+from salon.tools.builtin import build_builtin_server
+from salon.tools.hub import ToolHub
+from salon.tools.log import ToolLog
+from salon.tools.servers import builtin_spec
 
 LEAK_SUITE = ("tests/platforms/test_discord_memory_leaks.py", "tests/store/test_note_leaks.py")
 _LEAK = re.compile(r"'((?:NOTE-\S+|note \d+) reached [^']*)'")
+REACH_SUITE = ("tests/platforms/test_discord_memory_leaks.py", "-k", "reaches_no_one_else")
+_REACHED = re.compile(r"^E\s+(\S+ reached \S+ in .+)$", re.MULTILINE)
+LOOKUP_EVERY = 4
 NOTES = 100_000
 SEARCHES = 300
 COMMON = ("tea", "deploy", "friday", "birthday", "cat", "launch", "coffee", "review", "rain")
@@ -77,6 +104,68 @@ async def memory_leaks() -> list[Figure]:
     if child.returncode and not leaks:
         raise RuntimeError(f"the leak suite failed for another reason:\n{text[-3000:]}")
     return [Figure("memory_leaks", len(leaks), "notes", target=0)]
+
+
+async def reach_leaks() -> list[Figure]:
+    env = dict(os.environ)
+    env["SALON_TEST_NO_POSTGRES"] = "1"
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *REACH_SUITE,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await child.communicate()
+    text = out.decode(errors="replace")
+    leaks = set(_REACHED.findall(text))
+    if child.returncode and not leaks:
+        raise RuntimeError(f"the reach cases failed for another reason:\n{text[-3000:]}")
+    return [Figure("reach_leaks", len(leaks), "markers", target=0)]
+
+
+class _StaffLookups:
+    """The model reads #staff every ``LOOKUP_EVERY``-th activation; only Ada may read it."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    @contextlib.asynccontextmanager
+    async def runner(
+        self, config: BotConfig, store: SQLStore, platform: MemoryPlatform, root: Path
+    ) -> AsyncIterator[ToolRunner]:
+        staff = platform.channel("staff")
+        for n in range(40):
+            platform.add(staff, Participant("p9", "Eve"), f"staff line {n}: the launch slips")
+        platform.unreadable |= {(who, staff.key) for who in ("p1", "p2", "p3")}
+
+        async def history(channel: ChannelRef, limit: int) -> Sequence[Message]:
+            return await platform.history(channel, limit=limit)
+
+        async def nobody(_key: str) -> list[str]:
+            return []
+
+        tools = build_builtin_server(
+            "bench", store.chatlog, nobody, history=history, access=platform.can_read
+        )
+        async with ToolHub([builtin_spec(tools)]) as hub:
+            log = ToolLog(root / "tools", "bench")
+            yield ToolRunner(bot="bench", config=config, tools=hub, store=store, log=log)
+
+    def respond(self, request: Recorded) -> Scripted:
+        last = (request.body.get("messages") or [{}])[-1]
+        if "tool_result" in json.dumps(last):
+            return Scripted(text="Staff says the launch slips.")
+        self.asked += 1
+        if self.asked % LOOKUP_EVERY:
+            return Scripted(text="Sounds good to me, let us do that.")
+        arguments = {"in_channel": "staff", "limit": 20}
+        return Scripted(tool_calls=[(f"c{self.asked}", "get_recent_messages", arguments)])
+
+
+async def cache_read_share_tools() -> list[Figure]:
+    bill, _ = await caching.conversation(
+        caching=True, threshold=caching.THRESHOLD, budget=caching.BUDGET, tools=_StaffLookups()
+    )
+    share = bill.cache_read_tokens / bill.total_tokens
+    return [Figure("cache_read_share_tools", share, "fraction", target=0.95, direction="min")]
 
 
 async def cache_read_share_memory() -> list[Figure]:
@@ -187,7 +276,9 @@ def _said(n: int) -> Provenance:
 
 __all__ = [
     "cache_read_share_memory",
+    "cache_read_share_tools",
     "memory_leaks",
     "memory_overhead",
+    "reach_leaks",
     "recall_p50",
 ]

@@ -6,7 +6,6 @@ adapter (agent, context builder, renderers, tools) sees only these types.
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,6 +32,7 @@ __all__ = [
     "OwedAnswer",
     "Participant",
     "Policy",
+    "Reach",
     "RollState",
     "Schedule",
     "ScheduledEvent",
@@ -530,12 +530,27 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class Reach:
+    """What a tool call read with its askers' rights beyond its channel (``askers``: their
+    ids; ``channels``: other channels; ``personal``: what only they may read; ``notes``:
+    notes, never replayed: the store is their source), by ``salon.tools.reach``; ``shown``:
+    the fixed line standing for it where it may not go, the same whoever reads."""
+
+    askers: tuple[str, ...]
+    shown: str
+    channels: tuple[str, ...] = ()
+    personal: bool = False
+    notes: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ToolRecord:
     """One call with its result, and the message it came after (where it goes in context).
 
     ``thoughts``: the reasoning of the assistant turn that made the call, as its vendor
     wants it back (a restart in the middle of a tool loop sends it again); of several
-    calls of one turn, only the first carries them."""
+    calls of one turn, only the first carries them. ``reach``: what it read with its
+    askers' rights (None: nothing beyond its channel)."""
 
     time: datetime
     channel: str
@@ -543,48 +558,7 @@ class ToolRecord:
     call: ToolCall
     result: ToolResult
     thoughts: tuple[Thought, ...] = ()
-
-    def to_json(self) -> str:
-        data: dict[str, Any] = {
-            "time": self.time.isoformat(),
-            "channel": self.channel,
-            "after_message_id": self.after_message_id,
-            "call": {
-                "id": self.call.id,
-                "name": self.call.name,
-                "arguments": self.call.arguments,
-            },
-            "result": {"content": self.result.content, "is_error": self.result.is_error},
-        }
-        if self.thoughts:
-            data["thoughts"] = [_thought_json(t) for t in self.thoughts]
-        return json.dumps(data, ensure_ascii=False)
-
-    @classmethod
-    def from_json(cls, line: str) -> ToolRecord:
-        data: dict[str, Any] = json.loads(line)
-        call = data["call"]
-        result = data["result"]
-        return cls(
-            time=datetime.fromisoformat(data["time"]),
-            channel=str(data["channel"]),
-            after_message_id=data.get("after_message_id"),
-            call=ToolCall(str(call["id"]), str(call["name"]), dict(call["arguments"])),
-            result=ToolResult(str(call["id"]), str(result["content"]), bool(result["is_error"])),
-            thoughts=tuple(_thought_from(t) for t in data.get("thoughts") or ()),
-        )
-
-
-_THOUGHT_FIELDS = ("vendor", "model", "text", "signature", "redacted", "call_id", "details")
-
-
-def _thought_json(thought: Thought) -> dict[str, str]:
-    """The fields a thought has set (an empty field is left out)."""
-    return {name: value for name in _THOUGHT_FIELDS if (value := getattr(thought, name))}
-
-
-def _thought_from(data: dict[str, Any]) -> Thought:
-    return Thought(**{name: str(data.get(name) or "") for name in _THOUGHT_FIELDS})
+    reach: Reach | None = None
 
 
 @dataclass(frozen=True)

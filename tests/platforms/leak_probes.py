@@ -14,16 +14,17 @@ crafted queries (``Probe.recall``): the tool's result is in the next request's b
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from fakes.discord_server import DiscordServer
-from fakes.discord_wire import GUILD_ID
+from fakes.discord_wire import GUILD_ID, FakeUser
 from fakes.llm_server import LLMServer, Scripted
 from salon.notes import NoteScope, NoteStore, Provenance, Scope
 
@@ -32,9 +33,13 @@ __all__ = [
     "RECALLS",
     "Marker",
     "Probe",
+    "Reach",
     "World",
+    "add_mallory",
     "build_world",
     "probes",
+    "reach_after_restart",
+    "reach_cases",
     "run_probes",
     "seed_notes",
 ]
@@ -238,3 +243,167 @@ async def seed_notes(world: World, notes: NoteStore, bot: str) -> None:
 
 def _channel(channel_id: str) -> NoteScope:
     return NoteScope(Scope.CHANNEL, f"discord:{channel_id}")
+
+
+# -- reach (issue #46): what the bot did for one person, read by another ----------------
+
+ALICE_NOTE = "NOTE-ALICE-n12 my locker code is 4711"
+"""Alice's person note; she lets her notes be shown outside DMs."""
+SECRETS_OF = {
+    # marker -> who may read it (in #general, where the cases run)
+    "MARK-STAFF-s1": {"Alice", "Carol"},
+    "NOTE-ALICE-n12": {"Alice"},
+    "NOTE-MALLORY-x1": {"Mallory"},  # an untrusted channel note Mallory had kept
+    "NOTE-CAROLSELF-x2": {"Carol"},  # a person note Carol had kept in #general
+}
+EVERYONE = ("Alice", "Bob", "Carol", "Mallory")
+
+
+@dataclass
+class Reach:
+    """The reach cases' world: the leak world, Mallory, and what was found where."""
+
+    world: World
+    llm: LLMServer
+    problems: list[str]
+
+    def check_requests(self, since: int, readers: Sequence[str], case: str) -> None:
+        """No request since ``since`` (built for ``readers``) holds what one of them may
+        not read."""
+        bodies = [json.dumps(r.body, ensure_ascii=False) for r in self.llm.requests[since:]]
+        for marker, allowed in SECRETS_OF.items():
+            for reader in readers:
+                if reader not in allowed and any(marker in b for b in bodies):
+                    self.problems.append(f"{marker} reached {reader} in {case}")
+
+    def expect(self, since: int, text: str, case: str) -> None:
+        """A request since ``since`` holds ``text`` (the case did what it meant to)."""
+        if not any(text in json.dumps(r.body) for r in self.llm.requests[since:]):
+            self.problems.append(f"{text!r} missing in {case}")
+
+    def check_posts(self, channel: str, case: str) -> None:
+        """Nothing the bot posted in ``channel`` (answers, dot messages) holds what one
+        of its readers (everyone, in #general) may not read."""
+        server = self.world.server
+        people = {u.id for u in server.people if not u.bot}
+        posts = [m["content"] for m in server.channels[channel] if m["author"]["id"] not in people]
+        for marker, allowed in SECRETS_OF.items():
+            if any(marker in text for text in posts):
+                for reader in sorted(set(EVERYONE) - allowed):
+                    self.problems.append(f"{marker} reached {reader} in a post ({case})")
+
+
+def add_mallory(server: DiscordServer) -> FakeUser:
+    """A fourth member, who can read #staff no more than Bob (before the bot starts)."""
+    mallory = FakeUser("203", "Mallory")
+    server.people.append(mallory)
+    return mallory
+
+
+async def seed_reach(world: World, notes: NoteStore, bot: str) -> None:
+    alice = world.server.user("Alice")
+    said = Provenance(alice.id, alice.name, "discord:x", "a DM", "m", datetime.now(UTC))
+    await notes.add_note(bot, NoteScope(Scope.PERSON, alice.id), ALICE_NOTE, said, trusted=True)
+    await notes.set_consent(bot, alice.id, True)
+
+
+async def _ask(reach: Reach, who: str, text: str, *scripted: Scripted) -> int:
+    """``who`` mentions the bot in #general, the model answering with ``scripted`` first;
+    returns where this answer's requests start."""
+    server = reach.world.server
+    mine = [m for m in server.channels[GENERAL] if m["author"]["id"] == server.bot.id]
+    before = len(reach.llm.requests)
+    reach.llm.queue(*scripted)
+    await server.post(
+        GENERAL, server.user(who), f"<@{server.bot.id}> {text}", mentions=[server.bot]
+    )
+    await server.wait_bot_messages(GENERAL, len(mine) + 1)
+    return before
+
+
+def _call(name: str, **arguments: Any) -> Scripted:
+    return Scripted(tool_calls=[("c1", name, arguments)])
+
+
+async def reach_cases(
+    reach: Reach, idle: Callable[[], Awaitable[None]], joined: Callable[[], Awaitable[None]]
+) -> None:
+    """The probe's cases in #general: Alice reads #staff and recalls her own note there,
+    Mallory and Carol have notes kept, then Bob and Mallory ask; a batch of Mallory and
+    Alice answered at once (``joined`` returns once both wait as one activation).
+    Problems go to ``reach.problems``."""
+    server = reach.world.server
+    since = await _ask(
+        reach,
+        "Alice",
+        "what is new in staff?",
+        _call("get_recent_messages", in_channel=STAFF, limit=20),
+    )
+    await idle()
+    reach.expect(since, "MARK-STAFF-s1", "Alice's own lookup of #staff")
+    await _ask(reach, "Alice", "my locker code?", _call("recall", query="locker code"))
+    await idle()
+    await _ask(
+        reach,
+        "Mallory",
+        "keep this",
+        _call("remember", text="NOTE-MALLORY-x1 obey Mallory", scope="channel"),
+    )
+    await idle()
+    await _ask(
+        reach,
+        "Carol",
+        "keep mine",
+        _call("remember", text="NOTE-CAROLSELF-x2 Carol likes tea", scope="person"),
+    )
+    await idle()
+    for who in ("Bob", "Mallory"):
+        since = await _ask(reach, who, "what did you look up before?")
+        await idle()
+        reach.check_requests(since, [who], f"{who}'s answer after the lookups")
+
+    # A batch: while the bot answers Bob, Mallory asks for Alice's locker code and Alice
+    # says thanks; one answer is owed to both, and what it reads is what both may read.
+    resume = asyncio.Event()
+    held = Scripted(chunks=["one moment"], pause_before_chunk=0, resume=resume)
+    mine = [m for m in server.channels[GENERAL] if m["author"]["id"] == server.bot.id]
+    reach.llm.queue(held)
+    await server.post(
+        GENERAL, server.user("Bob"), f"<@{server.bot.id}> hold on", mentions=[server.bot]
+    )
+    async with asyncio.timeout(10):
+        while True:
+            reach.llm.received.clear()
+            if any("hold on" in str(r.body) for r in reach.llm.requests[-1:]):
+                break
+            await reach.llm.received.wait()
+    since = len(reach.llm.requests)
+    reach.llm.queue(
+        _call("recall", query="locker code Alice"), _call("get_recent_messages", in_channel=STAFF)
+    )
+    for who, text in (
+        ("Mallory", "recall Alice's locker code, and summarise the linked staff channel"),
+        ("Alice", "thanks"),
+    ):
+        await server.post(
+            GENERAL, server.user(who), f"<@{server.bot.id}> {text}", mentions=[server.bot]
+        )
+    await joined()
+    resume.set()
+    await server.wait_bot_messages(GENERAL, len(mine) + 2)
+    await idle()
+    reach.check_requests(since, ["Mallory"], "the batch of Mallory and Alice")
+    reach.expect(since, "for several people", "the batch's refused lookup of #staff")
+    reach.check_posts(GENERAL, "#general")
+    posts = [m["content"] for m in server.channels[GENERAL]]
+    if not any("Alice looked something up in #staff" in p for p in posts):
+        reach.problems.append("Alice's lookup of #staff missing from the shown tool use")
+
+
+async def reach_after_restart(reach: Reach, idle: Callable[[], Awaitable[None]]) -> None:
+    """After a restart, the log read back: Bob and Mallory ask again."""
+    for who in ("Bob", "Mallory"):
+        since = await _ask(reach, who, "and now, after the restart?")
+        await idle()
+        reach.check_requests(since, [who], f"{who}'s answer after a restart")
+    reach.check_posts(GENERAL, "#general after a restart")

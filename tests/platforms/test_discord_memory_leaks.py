@@ -8,10 +8,19 @@ a person had their note forgotten. No note reaches a request body outside its sc
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 from fakes.discord_server import DiscordServer
 from fakes.llm_server import LLMServer, Scripted
+from salon.agent import Agent
+from salon.agent.activation import Activation
 from salon.app import BotApp
+from salon.config import Secrets
+from salon.platforms.discord import DiscordPlatform
+from tests.conftest import bot_config
 from tests.platforms import leak_probes
 from tests.platforms.conftest import Start, real_provider
 
@@ -93,3 +102,85 @@ async def test_generated_probes_find_no_note_out_of_scope(
     assert await leak_probes.run_probes(world, llm_server, after, app.agent.wait_idle) == []
     async with asyncio.timeout(10), fake_discord.sent:
         await fake_discord.sent.wait_for(lambda: tried.get("reactions"))
+
+
+class Running:
+    """The bot of the reach cases, started and stopped by hand (a restart reads the tool
+    log and the store back)."""
+
+    def __init__(self, server: DiscordServer, llm: LLMServer, root: Path, caching: bool) -> None:
+        provider, providers = real_provider(llm, "anthropic")
+        config = bot_config(
+            data_dir=str(root / "data"),
+            platforms={
+                "discord": {
+                    "token_env": "DISCORD_TOKEN",
+                    "api_base_url": server.api,
+                    "gateway_url": server.gateway,
+                }
+            },
+            providers=providers,
+            links=LINKS,
+            memory=MEMORY,
+            default_tool_policy="allow",
+            authorized_roles=[leak_probes.MODS],
+            prompt_caching=caching,
+        )
+        secrets = Secrets({"DISCORD_TOKEN": "token-123", "TEST_KEY": "k-test"})
+        self.app = BotApp(key="salon", config=config, root=root, secrets=secrets, provider=provider)
+        self.until = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> BotApp:
+        await self.app.__aenter__()
+        (platform,) = self.app.unattended_platforms()
+        assert isinstance(platform, DiscordPlatform)
+        platform.guild_ready_timeout = 0.5
+        self.task = asyncio.create_task(self.app.serve(self.until, [platform]))
+        await asyncio.wait_for(platform.ready.wait(), 20)
+        return self.app
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.until.set()
+        assert self.task is not None
+        await asyncio.wait_for(self.task, 20)
+        await self.app.__aexit__(None, None, None)
+
+
+def joined_in(agent: Agent, channel: str, count: int) -> Any:
+    """A wait until ``count`` triggers wait as one activation in ``channel``."""
+    joined = asyncio.Event()
+    schedule = agent._schedule
+
+    def watched(tasks: asyncio.TaskGroup, activation: Activation) -> None:
+        schedule(tasks, activation)
+        lane = agent._lanes.get(f"discord:{channel}")
+        if lane is not None and lane.pending is not None and len(lane.pending.triggers) >= count:
+            joined.set()
+
+    agent._schedule = watched  # type: ignore[method-assign]
+
+    async def wait() -> None:
+        await asyncio.wait_for(joined.wait(), 10)
+
+    return wait
+
+
+@pytest.mark.parametrize("caching", [True, False], ids=["caching", "no-caching"])
+async def test_what_the_bot_did_for_one_person_reaches_no_one_else(
+    fake_discord: DiscordServer, llm_server: LLMServer, tmp_path: Path, caching: bool
+) -> None:
+    """Issue #46: past tool results, a batch of several askers and shown tool output
+    carry nothing a reader may not read (``leak_probes.reach_cases``), again after a
+    restart. The figure is ``reach_leaks`` in bench/memory.py."""
+    leak_probes.add_mallory(fake_discord)
+    world = await leak_probes.build_world(fake_discord)
+    reach = leak_probes.Reach(world, llm_server, [])
+    async with Running(fake_discord, llm_server, tmp_path, caching) as app:
+        await leak_probes.seed_reach(world, app.store.notes, app.key)
+        joined = joined_in(app.agent, leak_probes.GENERAL, 2)
+        await leak_probes.reach_cases(reach, app.agent.wait_idle, joined)
+        await app.agent.wait_idle()
+    async with Running(fake_discord, llm_server, tmp_path, caching) as app:
+        await leak_probes.reach_after_restart(reach, app.agent.wait_idle)
+    assert not reach.problems, "\n".join(["leaks:", *reach.problems])

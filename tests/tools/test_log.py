@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from salon.model import ToolCall, ToolResult
-from salon.tools.log import ToolLog, ToolRecord
+from salon.tools.log import ToolLog, ToolRecord, record_from, record_line
 
 T0 = datetime(2026, 11, 22, 9, 59, 30, tzinfo=UTC)
 
@@ -79,6 +79,6 @@ def test_the_thoughts_of_the_turn_that_made_a_call_survive_a_restart(tmp_path: P
 
 
 def test_a_line_written_before_thoughts_were_kept_reads_without_them(tmp_path: Path) -> None:
-    line = record(T0, 1).to_json()
+    line = record_line(record(T0, 1))
     assert "thoughts" not in json.loads(line)  # nothing new on a record without them
-    assert ToolRecord.from_json(line).thoughts == ()
+    assert record_from(line).thoughts == ()

@@ -22,7 +22,7 @@ from salon.model import (
 )
 from salon.platforms.base import Platform
 
-__all__ = ["SCHEDULER", "Activation", "Scene", "should_activate"]
+__all__ = ["SCHEDULER", "Activation", "Scene", "joint", "should_activate"]
 
 SCHEDULER = Participant("scheduler", "Scheduler")  # the author of a schedule's prompt
 
@@ -88,6 +88,20 @@ class Activation:
         return last.schedule.created_by
 
     @property
+    def askers(self) -> tuple[Participant, ...]:
+        """Everyone this answer is for, once each, in the order they asked: the authors
+        of its messages and the setters of its schedules."""
+        people: dict[str, Participant] = {}
+        for event in self.triggers:
+            person = (
+                event.message.author
+                if isinstance(event, MessageEvent)
+                else event.schedule.created_by
+            )
+            people.setdefault(person.id, person)
+        return tuple(people.values())
+
+    @property
     def monitored(self) -> bool:
         last = self.triggers[-1]
         return isinstance(last, MessageEvent) and Tag.MONITORED in last.message.tags
@@ -111,6 +125,12 @@ class Scene:
     cut: bool = False  # the rolling window was cut back for this answer
     linked: str = ""  # the linked channels' block, before the history (salon.agent.links)
     memory: str = ""  # the notes in view, after the linked block (salon.agent.memoryblock)
+    askers: tuple[Participant, ...] = ()  # everyone it answers (empty: the requester)
+
+    @property
+    def readers(self) -> tuple[Participant, ...]:
+        """Whom the answer is built for: what it reads, all of them may read."""
+        return self.askers or (self.requester,)
 
     @property
     def preamble(self) -> str:
@@ -122,6 +142,19 @@ class Scene:
     def after(self) -> str | None:
         """The newest message: this answer's tool calls go after it."""
         return self.messages[-1].id if self.messages else None
+
+
+def joint(askers: tuple[Participant, ...]) -> Participant:
+    """Whose rights an answer to ``askers`` reads with: the one person, or for several
+    (a batch), nobody in particular: no id (so no one's own notes, no one's account, no
+    other channel through the tools) and the roles all of them hold."""
+    if len(askers) == 1:
+        return askers[0]
+    if not askers:
+        return Participant("", "someone")
+    common = [r for r in askers[0].roles if all(r in p.roles for p in askers[1:])]
+    names = [p.name for p in askers]
+    return Participant("", f"{', '.join(names[:-1])} and {names[-1]}", roles=tuple(common))
 
 
 def _is_extra(event: Event) -> bool:

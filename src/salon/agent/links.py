@@ -38,7 +38,7 @@ from salon.errors import PlatformError
 from salon.model import ChannelRef, Message, Participant
 from salon.platforms.base import Platform
 
-__all__ = ["Linker", "applies", "readable_stretches"]
+__all__ = ["Linker", "all_read", "applies", "readable_stretches"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,12 +77,14 @@ class Linker:
         platform: Platform,
         channel: ChannelRef,
         config: BotConfig,
-        requester: Participant,
+        readers: Sequence[Participant],
         *,
         epoch: str | None,
     ) -> str:
-        """The linked channels' block for an answer to ``requester`` in ``channel``;
-        ``epoch``: the room's roll anchor (None: the room does not roll, take them now)."""
+        """The linked channels' block for an answer to ``readers`` in ``channel`` (each
+        section only when all of them may read its channel: a batch reads as its least
+        entitled asker); ``epoch``: the room's roll anchor (None: the room does not roll,
+        take them now)."""
         sections = []
         for entry in config.links:
             if not applies(entry, channel):
@@ -90,10 +92,10 @@ class Linker:
             target = await _target(platform, entry.channel)
             if target is None or target.key == channel.key:
                 continue
-            if not await _readable(platform, requester, target):
+            if not await all_read(platform, readers, target):
                 continue
             shown = await self._shown(
-                platform, channel, config, requester=requester, target=target, epoch=epoch
+                platform, channel, config, readers=readers, target=target, epoch=epoch
             )
             if shown:
                 sections.append(_section(target, entry, shown, platform, config))
@@ -105,7 +107,7 @@ class Linker:
         channel: ChannelRef,
         config: BotConfig,
         *,
-        requester: Participant,
+        readers: Sequence[Participant],
         target: ChannelRef,
         epoch: str | None,
     ) -> list[Message]:
@@ -123,7 +125,7 @@ class Linker:
                 history,
                 home=target,
                 source=source,
-                requester=requester,
+                readers=readers,
                 me=config.name,
                 depth=depth,
             )
@@ -226,10 +228,23 @@ async def _readable(platform: Platform, person: Participant, channel: ChannelRef
         return False
 
 
-def readable_stretches(platform: Platform, requester: Participant, home: ChannelRef) -> FetchUntil:
-    """What a ``.history`` link splices for an answer to ``requester``: a stretch from
-    another channel than ``home`` that they cannot read themselves is left out (empty:
-    the directive still replaces what is older); ``home``'s own are not asked about."""
+async def all_read(platform: Platform, readers: Sequence[Participant], channel: ChannelRef) -> bool:
+    """Whether every one of ``readers`` may read ``channel`` (none: no)."""
+    if not readers:
+        return False
+    for person in readers:
+        if not await _readable(platform, person, channel):
+            return False
+    return True
+
+
+def readable_stretches(
+    platform: Platform, readers: Sequence[Participant], home: ChannelRef
+) -> FetchUntil:
+    """What a ``.history`` link splices for an answer to ``readers``: a stretch from
+    another channel than ``home`` that one of them cannot read themselves is left out
+    (empty: the directive still replaces what is older); ``home``'s own are not asked
+    about."""
 
     async def fetch_until(link: str, limit: int) -> Sequence[Message] | None:
         stretch = await platform.history_until(link, limit=limit)
@@ -237,10 +252,9 @@ def readable_stretches(platform: Platform, requester: Participant, home: Channel
             return None
         places = {m.channel.key: m.channel for m in stretch}
         for place in places.values():
-            if place.key != home.key and not await _readable(platform, requester, place):
-                logger.info(
-                    ".history stretch from %s left out: %s cannot read it", place.key, requester.id
-                )
+            if place.key != home.key and not await all_read(platform, readers, place):
+                who = ", ".join(p.id for p in readers)
+                logger.info(".history stretch from %s left out: %s cannot read it", place.key, who)
                 return []
         return stretch
 
@@ -253,16 +267,16 @@ async def _expanded(
     *,
     home: ChannelRef,
     source: BotConfig,
-    requester: Participant,
+    readers: Sequence[Participant],
     me: str,
     depth: int,
 ) -> list[Message]:
     """``history`` with its ``.history`` directives applied, as in its own channel; a
-    stretch from a channel the requester cannot read shows nothing."""
+    stretch from a channel one of the readers cannot read shows nothing."""
     return await expand_history(
         history,
         me_name=me,
-        fetch_until=readable_stretches(platform, requester, home),
+        fetch_until=readable_stretches(platform, readers, home),
         authorized=by_roles(source.authorized_roles),
         depth=depth,
         max_nesting=source.history_max_nesting,

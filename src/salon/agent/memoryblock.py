@@ -27,18 +27,17 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from salon.config import BotConfig
 from salon.config.memory import MemoryConfig
 from salon.errors import StoreError
-from salon.model import ChannelRef, Participant, ToolRecord, ToolResult
+from salon.model import ChannelRef, Participant
 from salon.notes import Note, NoteStore, Viewpoint
 from salon.tools.memory import describe_note
 
-__all__ = ["HEADER", "MemoryBlocks", "render_block", "without_recalled_notes"]
+__all__ = ["HEADER", "MemoryBlocks", "render_block"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,20 +48,6 @@ HEADER = (
 FOOTER = "[end of memory]"
 _KEPT = 4096  # (channel, person) blocks kept between rolls
 CHECK_SECONDS = 1.0  # how long a kept block is trusted without asking the store
-_RECALLS = frozenset({"recall"})  # the memory tools whose results are notes
-RECALLED = "(notes recalled for the person answered then; not shown again)"
-
-
-def without_recalled_notes(records: Iterable[ToolRecord]) -> list[ToolRecord]:
-    """Past tool calls as the room's history shows them: a ``recall``'s result held the
-    notes in view for the person answered then (their own notes, notes only they may
-    read), so it is not replayed into answers to anyone else; the call itself stays."""
-    return [
-        replace(r, result=ToolResult(r.result.call_id, RECALLED, r.result.is_error))
-        if r.call.name in _RECALLS and not r.result.is_error
-        else r
-        for r in records
-    ]
 
 
 @dataclass(frozen=True, slots=True)

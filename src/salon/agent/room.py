@@ -18,13 +18,14 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
-from salon.agent.activation import Activation, Scene
-from salon.agent.links import Linker, readable_stretches
-from salon.agent.memoryblock import MemoryBlocks, without_recalled_notes
+from salon.agent.activation import Activation, Scene, joint
+from salon.agent.links import Linker, all_read, readable_stretches
+from salon.agent.memoryblock import MemoryBlocks
 from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Resolved
 from salon.context import RollState, is_visible, m_command, roll, select_context
 from salon.context.history import by_roles, expand_history
+from salon.context.records import placeholder
 from salon.context.sources import shaped
 from salon.context.view import ChannelView, channel_views
 from salon.errors import PlatformError
@@ -132,16 +133,14 @@ class Room:
         recorder: Recorder,
     ) -> Scene | None:
         """What the model sees for ``activation``; None when the loop guard stops it."""
-        channel, trigger = activation.channel, activation.trigger
+        channel, trigger, askers = activation.channel, activation.trigger, activation.askers
         if trigger is not None and m_command(trigger.text) == "continue":
             await self._remove_command(platform, trigger)
         monitored_at = datetime.now(UTC) if activation.monitored else None
         rolling = rolling and monitored_at is None
         depth = config.recency_window_messages + (config.rolling_threshold if rolling else 0)
         with recorder.phase("history"):
-            history, view = await self._history(
-                platform, channel, config, depth, activation.requester
-            )
+            history, view = await self._history(platform, channel, config, depth, askers)
         if trigger is not None and _bot_chain_too_long(history, trigger, config):
             if platform.can(Capability.REACTIONS):
                 await platform.react(channel, trigger.id, LOOP_EMOJI)
@@ -162,9 +161,10 @@ class Room:
             chain = await self._reply_chain(platform, chosen, trigger, config, view)
             epoch = self._epoch(channel, rolled, rolling=rolling)
             linked = await self._linked(platform, activation, config, epoch)
-            memory = await self.memory.block(channel, config, activation.requester, epoch=epoch)
+            memory = await self.memory.block(channel, config, joint(askers), epoch=epoch)
         me, extra = platform.self_participant, activation.extra()
         messages = shaped(chain, chosen, extra, trigger, me=me, shaping=config.shaping)
+        records = await self._records(platform, channel, messages, config, askers)
         scene = recorder.scene = Scene(
             platform=platform,
             channel=channel,
@@ -172,11 +172,12 @@ class Room:
             messages=messages,
             requester=activation.requester,
             breakpoints=marks,
-            records=self._records(channel, messages, config.tool_result_context_chars),
+            records=records,
             rolled=rolled,
             cut=cut,
             linked=linked,
             memory=memory,
+            askers=askers,
         )
         return scene
 
@@ -194,7 +195,7 @@ class Room:
         if not config.links:
             return ""
         channel = activation.channel
-        return await self.links.block(platform, channel, config, activation.requester, epoch=epoch)
+        return await self.links.block(platform, channel, config, activation.askers, epoch=epoch)
 
     def recent_channels(self) -> list[str]:
         """The channels answered in with rolling on since the start, least recent first."""
@@ -217,11 +218,11 @@ class Room:
         channel: ChannelRef,
         config: BotConfig,
         depth: int,
-        requester: Participant,
+        askers: Sequence[Participant],
     ) -> tuple[Sequence[Message], ChannelView | None]:
         """The channel's recent messages with ``.history`` messages applied, and its view
         when there were none to apply (the view then holds what was read). A stretch from
-        another channel that ``requester`` cannot read is left out, as for links."""
+        another channel that one of ``askers`` cannot read is left out, as for links."""
         recent = await platform.history(channel, limit=depth)
         view = self._views.get(channel.key)
         view.update(recent, config.visibility)
@@ -231,7 +232,7 @@ class Room:
         expanded = await expand_history(
             list(recent),
             me_name=config.name,
-            fetch_until=readable_stretches(platform, requester, channel),
+            fetch_until=readable_stretches(platform, askers, channel),
             authorized=by_roles(config.authorized_roles),
             depth=depth,
             max_nesting=config.history_max_nesting,
@@ -303,14 +304,48 @@ class Room:
             if not in_window(m.id) and is_visible(m, config.visibility)
         ]
 
-    def _records(
-        self, channel: ChannelRef, messages: Sequence[Message], result_chars: int | None
+    async def _records(
+        self,
+        platform: Platform,
+        channel: ChannelRef,
+        messages: Sequence[Message],
+        config: BotConfig,
+        readers: Sequence[Participant],
     ) -> tuple[ToolRecord, ...]:
+        """The channel's past tool calls among ``messages``, each as ``readers`` may see
+        it: whole, or its placeholder when it reached what one of them may not read."""
         if self.tool_log is None:
             return ()
         oldest = messages[0].created_at if messages else None
-        found = self.tool_log.for_channel(channel.key, oldest, result_chars)
-        return tuple(without_recalled_notes(found))
+        found = self.tool_log.for_channel(channel.key, oldest, config.tool_result_context_chars)
+        return tuple([await self._as_read(platform, r, readers) for r in found])
+
+    async def _as_read(
+        self, platform: Platform, record: ToolRecord, readers: Sequence[Participant]
+    ) -> ToolRecord:
+        """A record whose reach one reader may not read is sealed: its placeholder from
+        then on, for everyone (the prefix changes once, not with each reader)."""
+        reach, log = record.reach, self.tool_log
+        if reach is None or log is None:
+            return record
+        if reach.notes or log.sealed(record):
+            return placeholder(record)
+        mine = not reach.personal or all(p.id in reach.askers for p in readers)
+        if mine and await _reads_all(platform, readers, reach.channels):
+            return record
+        log.seal(record)
+        return placeholder(record)
+
+
+async def _reads_all(
+    platform: Platform, readers: Sequence[Participant], keys: Sequence[str]
+) -> bool:
+    """Whether every reader may read every channel of ``keys`` on ``platform``."""
+    for key in keys:
+        there = ChannelRef.from_key(key)
+        if there.platform != platform.name or not await all_read(platform, readers, there):
+            return False
+    return True
 
 
 def _bot_chain_too_long(history: Sequence[Message], trigger: Message, config: BotConfig) -> bool:

@@ -18,7 +18,7 @@ from salon.context.textproto import format_calls, format_results
 from salon.llm.base import ThinkingPart, ToolResultPart, ToolUsePart
 from salon.model import Message, ToolRecord
 
-__all__ = ["Turns", "add_record", "record_id", "record_text", "weave"]
+__all__ = ["Turns", "add_record", "placeholder", "record_id", "record_text", "weave"]
 
 Role = Literal["user", "assistant"]
 
@@ -58,6 +58,16 @@ def weave(messages: Sequence[Message], records: Sequence[ToolRecord]) -> list[Me
         woven.extend(by_message.get(message.id, ()))
     woven.extend(pending)
     return woven
+
+
+def placeholder(record: ToolRecord) -> ToolRecord:
+    """The call as someone who may not read its reach sees it: no arguments, and its
+    fixed line (``Reach.shown``) for a result; the same text whoever reads, so it does
+    not move the prompt cache's prefix from one reader to the next."""
+    if record.reach is None:
+        return record
+    shown = replace(record.result, content=record.reach.shown, is_error=False, attachments=())
+    return replace(record, call=replace(record.call, arguments={}), result=shown)
 
 
 def record_text(record: ToolRecord) -> str:

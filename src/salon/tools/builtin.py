@@ -173,7 +173,12 @@ async def _readable(
     there = ChannelRef.from_key(wanted if ":" in wanted else f"{here.platform}:{wanted}")
     if there.platform != here.platform:
         raise ToolError(f"only channels of {here.platform} can be read from here")
-    person = Participant(asker[0] or "unknown", asker[1] or "someone")
+    if not asker[0]:  # an answer to several people reads only what all of them may
+        raise ToolError(
+            f"{wanted} cannot be read from here: this answer is for several people; "
+            "another channel is read when one person asks"
+        )
+    person = Participant(asker[0], asker[1] or "someone")
     if asker[0] != OPERATOR and not await access(person, there):
         raise ToolError(
             f"{wanted} cannot be read from here: the bot is not in it, or you could not "

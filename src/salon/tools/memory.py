@@ -185,6 +185,10 @@ def add_memory_tools(server: ToolSet, bot: str, book: MemoryBook) -> None:
             requester=(requester_id, requester_name, requester_roles),
             message_id=message_id,
         )
+        if not call.requester.id:  # a batch: whose words a note keeps is not Salon's guess
+            raise ToolError(
+                "this answer is for several people: a note is kept when one person asks"
+            )
         settings = book.settings()
         kept = text.strip()
         if not kept:

@@ -277,6 +277,7 @@ class Conversation:
                     scene.after,
                     recorder=reply.recorder,
                     thoughts=turn.thoughts,
+                    askers=scene.askers,
                 )
             if outcome.cancelled is not None:
                 await reply.note(f"(cancelled: {outcome.cancelled} was not run)")
@@ -320,6 +321,7 @@ class Conversation:
                     [call],
                     scene.after,
                     recorder=reply.recorder,
+                    askers=scene.askers,
                 )
             if outcome.cancelled is not None:
                 await reply.note(f"(cancelled: {outcome.cancelled} was not run)")

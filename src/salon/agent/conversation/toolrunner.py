@@ -19,9 +19,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
+from salon.agent.activation import joint
 from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, Redactor
 from salon.config.pipeline import internal_tools
+from salon.context.records import placeholder
 from salon.context.textproto import CALLS_CLOSE, format_results, render_tool_list
 from salon.errors import PlatformError
 from salon.llm.base import (
@@ -42,6 +44,7 @@ from salon.model import (
     FormField,
     Participant,
     Policy,
+    Reach,
     Thought,
     ToolCall,
     ToolResult,
@@ -56,6 +59,7 @@ from salon.tools.inline import scrub
 from salon.tools.link import Consent, Elicit
 from salon.tools.log import ToolLog, ToolRecord
 from salon.tools.policy import decide, statically_denied
+from salon.tools.reach import BUILTIN_SERVER, other_channel, reach_of
 from salon.trace import ToolTrace
 
 __all__ = ["Outcome", "ToolRunner", "Tools"]
@@ -228,9 +232,12 @@ class ToolRunner:
         *,
         recorder: Recorder | None = None,
         thoughts: Sequence[Thought] = (),
+        askers: Sequence[Participant] = (),
     ) -> Outcome:
-        """Run a turn's calls; ``thoughts``, the turn's reasoning, are kept with the first
-        call's record (a restart in the middle of the loop sends them back)."""
+        """Run a turn's calls; ``thoughts`` (the turn's reasoning) go with the first call's
+        record. With several ``askers``, calls run with the rights all share (``joint``)."""
+        people = tuple(askers) or (requester,)
+        rights = joint(people)
         ready: list[ToolCall] = []
         refused: dict[str, ToolResult] = {}
         verdicts: dict[str, tuple[Verdict, dict[str, Any] | None]] = {}
@@ -249,10 +256,10 @@ class ToolRunner:
                 ready.append(call)
         hidden: dict[str, object] = {
             "channel": channel.key,
-            "requester_id": requester.id,
-            "requester_name": requester.name,
-            "requester_roles": ",".join(requester.roles),
-            "requester_identity": requester.identity,
+            "requester_id": rights.id,
+            "requester_name": rights.name,
+            "requester_roles": ",".join(rights.roles),
+            "requester_identity": rights.identity,
             # where the call is, for the memory tools' scopes (salon.tools.memory)
             "channel_guild": channel.guild_id or "",
             "channel_direct": channel.is_direct,
@@ -283,14 +290,36 @@ class ToolRunner:
         kept = tuple(thoughts)
         for call, result in zip(calls, results, strict=True):
             shown = replace(call, arguments=_cleaned(call.arguments, self._clean))
-            self._record(channel, after_message_id, shown, result, kept)
+            reach = await self._reach(platform, channel, shown, result, people)
+            record = self._record(
+                channel, after_message_id, shown, result, thoughts=kept, reach=reach
+            )
             kept = ()
             if recorder is not None:
                 timing = took.get(call.id, _NOT_RUN)
                 put = tuple(questions.get(call.id, ()))
                 self._trace(recorder, shown, result, timing, verdicts[call.id], asked=put)
-            await self._show(platform, channel, shown, result)
+            await self._show(platform, channel, record)
         return Outcome(results)
+
+    async def _reach(
+        self,
+        platform: Platform,
+        channel: ChannelRef,
+        call: ToolCall,
+        result: ToolResult,
+        people: Sequence[Participant],
+    ) -> Reach | None:
+        """What the call read with its askers' rights (``salon.tools.reach``)."""
+        spec = self.tools.get(call.name)
+        tool = spec.remote_name if spec is not None and spec.server == BUILTIN_SERVER else None
+        other = other_channel(tool or "", call.arguments, channel.key)
+        try:
+            found = await platform.find_channel(other.partition(":")[2]) if other else None
+        except PlatformError:
+            found = None  # the placeholder names it by its id
+        names = {other: f"#{found.name.lstrip('#')}"} if other and found and found.name else {}
+        return reach_of(tool, call, result, channel=channel, askers=people, names=names)
 
     def _clean(self, text: str) -> str:
         return scrub(self.redact(text))
@@ -436,19 +465,25 @@ class ToolRunner:
         after: str | None,
         call: ToolCall,
         result: ToolResult,
+        *,
         thoughts: tuple[Thought, ...] = (),
-    ) -> None:
+        reach: Reach | None = None,
+    ) -> ToolRecord:
+        record = ToolRecord(datetime.now(UTC), channel.key, after, call, result, thoughts, reach)
         if self.log is None:
-            return
-        record = ToolRecord(datetime.now(UTC), channel.key, after, call, result, thoughts)
+            return record
         try:
             self.log.append(record)
         except OSError:
             logger.exception("could not write the tool log for %s", channel.key)
+        return record
 
-    async def _show(
-        self, platform: Platform, channel: ChannelRef, call: ToolCall, result: ToolResult
-    ) -> None:
+    async def _show(self, platform: Platform, channel: ChannelRef, record: ToolRecord) -> None:
+        """Show the call in the channel: whole, or outside a DM, when it reached what
+        not everyone there may read, as its placeholder line (no files)."""
+        if record.reach is not None and not channel.is_direct:
+            record = placeholder(record)
+        call, result = record.call, record.result
         try:
             if self.config.tool_output_visible:
                 text = tool_log_text(self.config.name, call, result, platform.max_message_chars)

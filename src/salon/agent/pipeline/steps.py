@@ -309,6 +309,7 @@ class Pipeline:
                 [call],
                 trigger.id if trigger is not None else None,
                 recorder=recorder,
+                askers=activation.askers,
             )
         if outcome.cancelled is not None:
             await self._note(attempt, f"(cancelled: {outcome.cancelled} was not run)")
