@@ -147,7 +147,14 @@ class _StaffLookups:
         )
         async with ToolHub([builtin_spec(tools)]) as hub:
             log = ToolLog(root / "tools", "bench")
-            yield ToolRunner(bot="bench", config=config, tools=hub, store=store, log=log)
+            yield ToolRunner(
+                bot="bench",
+                config=config,
+                tools=hub,
+                store=store,
+                log=log,
+                clock=platform.clock,  # the conversation's virtual time, as its messages
+            )
 
     def respond(self, request: Recorded) -> Scripted:
         last = (request.body.get("messages") or [{}])[-1]

@@ -365,3 +365,28 @@ async def test_a_secret_a_tool_returns_is_redacted_in_the_log_the_model_and_the_
     assert isinstance(result, ToolResultPart)
     assert result.result.content == "the token is ***"
     assert all(SECRET not in text for text in platform.tool_logs)
+
+
+async def test_a_past_call_keeps_the_id_the_loop_sent_it_under(setup: Setup) -> None:
+    """The loop's follow-up and every later request name a call alike: the prefix the
+    follow-up wrote to the prompt cache is read again by the next activation."""
+    replies = [asks(ToolCall("call_1", "lookup", {"word": "salon"})), "A room.", "Yes."]
+    agent, platform, provider, _, _ = await setup(replies)
+    dm = platform.channel("dm", is_direct=True)
+    await platform.post(dm, ALICE, "what is a salon?")
+    await agent.wait_idle()
+    await platform.post(dm, ALICE, "and a foyer?")
+    await agent.wait_idle()
+    _, follow_up, later = provider.requests
+
+    def named(request: Any) -> list[str]:
+        return [
+            part.call.id if isinstance(part, ToolUsePart) else part.result.call_id
+            for message in request.messages
+            for part in message.parts
+            if isinstance(part, ToolUsePart | ToolResultPart)
+        ]
+
+    assert named(follow_up) == named(later)
+    assert named(later)[0] != "call_1"  # the vendor's own ids may repeat after a restart
+    assert later.messages[: len(follow_up.messages)] == follow_up.messages

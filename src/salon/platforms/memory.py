@@ -65,7 +65,7 @@ class MemoryPlatform(PlatformBase):
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.name = name
-        self._clock = clock or (lambda: datetime.now(UTC))  # when messages are written
+        self.clock = clock or (lambda: datetime.now(UTC))  # when messages are written
         self.max_message_chars = max_message_chars
         self._me = Participant("bot", bot_name, is_bot=True)
         self._channels: dict[str, list[Message]] = {}
@@ -142,7 +142,7 @@ class MemoryPlatform(PlatformBase):
             channel=channel,
             author=author,
             text=text,
-            created_at=self._clock(),
+            created_at=self.clock(),
             mentions=tuple(mentions),
             reply_to_id=reply_to.id if reply_to else None,
             reply_to_author_id=reply_to.author.id if reply_to else None,

@@ -283,7 +283,7 @@ class Conversation:
                 await reply.note(f"(cancelled: {outcome.cancelled} was not run)")
                 return
             results = merge_results(turn.calls, outcome.results, refused)
-            request = tools.follow_up(request, turn, results)
+            request = tools.follow_up(request, turn, results, outcome.ids)
             last = scene.config.final_pass_combined
 
     async def _plan_then_answer(

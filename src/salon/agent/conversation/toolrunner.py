@@ -14,16 +14,17 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
 from salon.agent.activation import joint
+from salon.agent.conversation.progress import ProgressRelay
 from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, Redactor
 from salon.config.pipeline import internal_tools
-from salon.context.records import placeholder
+from salon.context.records import placeholder, record_id
 from salon.context.textproto import CALLS_CLOSE, format_results, render_tool_list
 from salon.errors import PlatformError
 from salon.llm.base import (
@@ -65,7 +66,6 @@ from salon.trace import ToolTrace
 __all__ = ["Outcome", "ToolRunner", "Tools"]
 
 _TRACE_RESULT_CHARS = 20_000  # of a tool's result kept in a trace
-_PROGRESS_DRAIN = 10.0  # seconds the last progress report may take at a call's end
 _SUMMARY_CHARS = 200  # of a call's arguments in the note that shows its files
 _QUESTIONS_KEPT = 20  # a server's questions during one call noted on the trace
 _jobs = itertools.count(1)  # progress keys: a model's call ids repeat across answers
@@ -95,6 +95,10 @@ class Tools(Protocol):
 class Outcome:
     results: list[ToolResult] = field(default_factory=list)
     cancelled: str | None = None  # the tool whose approval was refused or timed out
+    # The vendor's id of each call -> the id its record keeps (``record_id``): the loop's
+    # next request names the call as every later request will, so the prefix it cached is
+    # read again after the loop.
+    ids: dict[str, str] = field(default_factory=dict)
 
 
 class Timing(NamedTuple):
@@ -130,8 +134,11 @@ class ToolRunner:
         store: Store,
         log: ToolLog | None,
         redactor: Redactor | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
+        """``clock``: when a call is recorded (the platform's messages' clock)."""
         self.bot = bot
+        self._now = clock or (lambda: datetime.now(UTC))
         self.config = config
         self.tools = tools
         self.store = store
@@ -202,15 +209,30 @@ class ToolRunner:
         return {s.name: s.input_schema for s in self.tools.specs()}
 
     def follow_up(
-        self, request: LLMRequest, turn: Turn, results: Sequence[ToolResult]
+        self,
+        request: LLMRequest,
+        turn: Turn,
+        results: Sequence[ToolResult],
+        ids: Mapping[str, str] | None = None,
     ) -> LLMRequest:
+        """The loop's next request. ``ids``: each call under the id its record keeps."""
         # Encoded data the model wrote into its calls is not repeated back to it.
         if not self.text_mode:
+            named = ids or {}
             said = (TextPart(turn.text),) if turn.text.strip() else ()
-            calls = (replace(c, arguments=_cleaned(c.arguments, scrub)) for c in turn.calls)
+            calls = (
+                replace(c, id=named.get(c.id, c.id), arguments=_cleaned(c.arguments, scrub))
+                for c in turn.calls
+            )
             thought = tuple(ThinkingPart(t) for t in turn.thoughts)
             asked = ChatMessage("assistant", (*thought, *said, *(ToolUsePart(c) for c in calls)))
-            answered = ChatMessage("user", tuple(ToolResultPart(r) for r in results))
+            answered = ChatMessage(
+                "user",
+                tuple(
+                    ToolResultPart(replace(r, call_id=named.get(r.call_id, r.call_id)))
+                    for r in results
+                ),
+            )
             return replace(request, messages=(*request.messages, asked, answered))
         # Text protocol: the results join the bot's own partial turn, which it continues.
         written = f"{scrub(turn.raw)}{CALLS_CLOSE}\n{format_results(turn.calls, results)}\n"
@@ -288,6 +310,7 @@ class ToolRunner:
         # log, the trace or the channel (the hub already keeps files out; this is the seal).
         results = [replace(by_id[c.id], content=self._clean(by_id[c.id].content)) for c in calls]
         kept = tuple(thoughts)
+        ids: dict[str, str] = {}
         for call, result in zip(calls, results, strict=True):
             shown = replace(call, arguments=_cleaned(call.arguments, self._clean))
             reach = await self._reach(platform, channel, shown, result, people)
@@ -295,12 +318,13 @@ class ToolRunner:
                 channel, after_message_id, shown, result, thoughts=kept, reach=reach
             )
             kept = ()
+            ids[call.id] = record_id(record)
             if recorder is not None:
                 timing = took.get(call.id, _NOT_RUN)
                 put = tuple(questions.get(call.id, ()))
                 self._trace(recorder, shown, result, timing, verdicts[call.id], asked=put)
             await self._show(platform, channel, record)
-        return Outcome(results)
+        return Outcome(results, ids=ids)
 
     async def _reach(
         self,
@@ -376,7 +400,7 @@ class ToolRunner:
         if span:  # this call's task has its own context: nothing else sees the value
             TRACE_PARENT.set(f"00-{trace_id:032x}-{span:016x}-{'01' if sampled else '00'}")
         started, at = time.perf_counter(), time.time()
-        relay = _ProgressRelay(platform, channel, call.name, f"{call.id}#{next(_jobs)}")
+        relay = ProgressRelay(platform, channel, call.name, f"{call.id}#{next(_jobs)}")
         try:
             result = await self.tools.call(
                 call, hidden=hidden, progress=relay.report, elicit=elicit, consent=consent
@@ -469,7 +493,7 @@ class ToolRunner:
         thoughts: tuple[Thought, ...] = (),
         reach: Reach | None = None,
     ) -> ToolRecord:
-        record = ToolRecord(datetime.now(UTC), channel.key, after, call, result, thoughts, reach)
+        record = ToolRecord(self._now(), channel.key, after, call, result, thoughts, reach)
         if self.log is None:
             return record
         try:
@@ -538,61 +562,3 @@ def _cleaned(value: Any, clean: Callable[[str], str]) -> Any:
     if isinstance(value, list):
         return [_cleaned(v, clean) for v in value]
     return value
-
-
-def _progress_text(name: str, progress: float, total: float | None, message: str | None) -> str:
-    share = f"{progress / total:.0%}" if total else ""
-    detail = f"{message} ({share})" if message and share else message or share or f"{progress:g}"
-    return f"⏳ {name}: {detail}"
-
-
-class _ProgressRelay:
-    """One call's progress on its way to the platform. ``report`` (the MCP callback) only
-    notes the latest text: an in-process server waits for its callback, so a slow platform
-    must never hold up the tool. One pump task shows reports one at a time; reports that
-    arrive meanwhile are folded into the newest."""
-
-    def __init__(self, platform: Platform, channel: ChannelRef, name: str, key: str) -> None:
-        self._platform, self._channel, self._name, self._key = platform, channel, name, key
-        self._latest = ""
-        self._wake = asyncio.Event()
-        self._closing = False
-        self._pump: asyncio.Task[None] | None = None
-
-    async def report(self, progress: float, total: float | None, message: str | None) -> None:
-        self._latest = _progress_text(self._name, progress, total, message)
-        self._wake.set()
-        if self._pump is None and not self._closing:
-            self._pump = asyncio.create_task(self._show(), name=f"progress {self._key}")
-
-    async def _show(self) -> None:
-        while not self._closing:
-            await self._wake.wait()
-            self._wake.clear()
-            if not self._closing:
-                await self._tell(self._latest, done=False)
-
-    async def _tell(self, text: str, *, done: bool) -> None:
-        try:
-            await self._platform.progress(self._channel, self._key, text, done=done)
-        except Exception:  # progress is a courtesy; the call goes on
-            logger.exception("could not show the progress of %s", self._name)
-
-    def abandon(self) -> None:
-        if self._pump is not None:
-            self._pump.cancel()
-
-    async def finish(self, seconds: float, *, failed: bool) -> None:
-        """Let the report being shown finish, then show the end (when anything was shown)."""
-        if self._pump is None:
-            return
-        self._closing = True
-        self._wake.set()
-        try:
-            await asyncio.wait_for(self._pump, _PROGRESS_DRAIN)
-        except TimeoutError:
-            logger.warning("progress of %s: the platform took too long", self._name)
-        end = "failed" if failed else "done"
-        await self._tell(
-            f"{'⚠️' if failed else '✅'} {self._name}: {end} in {seconds:.0f} s", done=True
-        )
