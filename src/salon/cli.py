@@ -335,6 +335,13 @@ async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> in
             failed = failed or not result.ok
     for name in sorted(defined - probed):
         print(f"live: provider {name}: skipped (unused)")
+    platforms_ok = await _check_platforms_live(configs, bots)
+    return 1 if failed or not platforms_ok else 0
+
+
+async def _check_platforms_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> bool:
+    """Each bot's Slack tokens, Matrix rooms and Discord token, a line each; all well?"""
+    failed = False
     for key, secrets in bots:
         if configs.bots[key].platforms.slack is not None:
             from salon.platforms.slack import live_check  # the Slack SDK only when used
@@ -349,7 +356,13 @@ async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> in
             lines, ok = await matrix_check(configs.bots[key], secrets, where)
             print(printable("\n".join(lines)))
             failed = failed or not ok
-    return 1 if failed else 0
+        if configs.bots[key].platforms.discord is not None:
+            from salon.platforms.discord.check import live_check as discord_check
+
+            lines, ok = await discord_check(configs.bots[key], secrets)
+            print(printable("\n".join(lines)))
+            failed = failed or not ok
+    return not failed
 
 
 def _setup_logging(configs: ConfigSet, key: str, redactor: Redactor, stem: str) -> logging.Handler:
