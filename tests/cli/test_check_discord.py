@@ -57,8 +57,10 @@ async def test_a_good_token_says_who_it_is_the_intent_and_the_invite_link(
     assert lines[2].startswith(
         f"live: discord: invite it with {invite(fake_discord)} (it asks for "
     )
-    assert "Send Messages, " in lines[2]
-    assert "Manage Webhooks" in lines[2]
+    assert lines[2].endswith(
+        "(it asks for Add Reactions, View Channels, Send Messages, Manage Messages, Embed "
+        "Links, Attach Files, Read Message History, Manage Webhooks, Use Application Commands)"
+    )
     assert len(lines) == 3
     assert fake_discord.log == ["GET /users/@me", "GET /oauth2/applications/@me"]
 

@@ -12,9 +12,9 @@ from salon.config import BotConfig, DiscordConfig, Secrets
 from salon.errors import PlatformError
 from salon.platforms.discord.permissions import (
     INTENT_REFUSED,
-    PERMISSIONS,
     has_content_intent,
     invite_url,
+    permission_labels,
 )
 
 __all__ = ["live_check"]
@@ -41,7 +41,7 @@ async def live_check(config: BotConfig, secrets: Secrets) -> tuple[list[str], bo
         lines.append("live: discord: the Message Content intent is on")
     else:
         lines.append(f"live: discord: {INTENT_REFUSED} (the bot cannot connect without it)")
-    asked = ", ".join(name.replace("_", " ").title() for name, value in PERMISSIONS if value)
+    asked = ", ".join(permission_labels())
     url = invite_url(int(app["id"]))
     lines.append(f"live: discord: invite it with {url} (it asks for {asked})")
     return lines, content

@@ -12,6 +12,7 @@ __all__ = [
     "SEND",
     "has_content_intent",
     "invite_url",
+    "permission_labels",
     "permission_names",
 ]
 
@@ -48,6 +49,13 @@ def invite_url(application_id: int) -> str:
 
 def permission_names() -> list[str]:
     return [name for name, value in PERMISSIONS if value]
+
+
+def permission_labels() -> list[str]:
+    """The permissions asked for, as Discord's invite page names them."""
+    # discord.py lists View Channel under its older name, read_messages
+    renamed = {"read_messages": "View Channels"}
+    return [renamed.get(name, name.replace("_", " ").title()) for name in permission_names()]
 
 
 def has_content_intent(application_flags: int) -> bool:
