@@ -23,12 +23,19 @@ from salon.config.example import PLATFORMS, PROVIDERS, write_example
 from salon.config.models import IntegrationsConfig
 from salon.config.pipeline import keyword_problems
 from salon.config.shards import shard_groups, with_shards
-from salon.errors import CannotServe, ConfigError, ConfigProblem, SalonError, StoreError
+from salon.errors import (
+    CannotServe,
+    ConfigError,
+    ConfigProblem,
+    PlatformRefused,
+    SalonError,
+    StoreError,
+)
 from salon.logsetup import configure_logging
 from salon.memory_cli import add_memory_parser, run_memory
 from salon.printable import printable
 from salon.replay_cli import add_replay_parser, run_replay
-from salon.supervisor import BotProcessSpec, Supervisor
+from salon.supervisor import REFUSED_EXIT, BotProcessSpec, Supervisor
 
 __all__ = ["main"]
 
@@ -457,6 +464,9 @@ def _run(root: Path, bot: str | None, shards: str | None = None) -> int:
     )
     try:
         asyncio.run(_run_one(app))
+    except PlatformRefused:
+        logger.exception("bot %s stopped", key)
+        return REFUSED_EXIT  # salon run's supervisor leaves it stopped
     except SalonError:
         logger.exception("bot %s stopped", key)
         return 1

@@ -24,7 +24,7 @@ from typing import Any
 import discord
 
 from salon.config import DiscordConfig, Secrets
-from salon.errors import PlatformError
+from salon.errors import PlatformError, PlatformRefused
 from salon.model import (
     ApprovalDecision,
     ApprovalRequest,
@@ -214,7 +214,13 @@ class DiscordPlatform(PlatformBase):
         self._stopping = False
         self.given_up.clear()
         self._start_failure = asyncio.get_running_loop().create_future()
-        self._runner = asyncio.create_task(self._keep_connected(), name="discord")
+        work = supervise(
+            "Discord connection",
+            self._connect,
+            state=self.connection,
+            finished=lambda: self._stopping or self.given_up.is_set(),
+        )
+        self._runner = asyncio.create_task(work, name="discord")
         failed = self._start_failure
         ready = asyncio.ensure_future(self.ready.wait())
         waiting: set[asyncio.Future[Any]] = {ready, failed}
@@ -225,17 +231,9 @@ class DiscordPlatform(PlatformBase):
             error = failed.result()
             refused = _refusal(error)
             if refused is not None:
-                raise PlatformError(refused) from error
+                raise PlatformRefused(refused) from error
             raise PlatformError(f"Discord connection failed: {error}") from error
         self._start_failure = None  # started: a later failure is the supervision's to tell
-
-    async def _keep_connected(self) -> None:
-        await supervise(
-            "Discord connection",
-            self._connect,
-            state=self.connection,
-            finished=lambda: self._stopping or self.given_up.is_set(),
-        )
 
     async def _connect(self) -> None:
         """One client's life. Objects of an earlier client (channels, webhooks) go with it."""
