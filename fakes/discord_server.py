@@ -40,6 +40,10 @@ adapter meets what it will meet in production:
   back filled in (type 5); follow-ups and edits of the original through the interaction
   webhook; executing a webhook returns 204 unless ``wait``.
 
+- Privileged intents: with ``message_content_intent`` off (the Developer Portal's switch),
+  an IDENTIFY asking for MESSAGE_CONTENT (1 << 15) is closed with 4014 Disallowed
+  intent(s), as Discord does; the application's ``flags`` (GET /oauth2/applications/@me,
+  READY) carry GATEWAY_MESSAGE_CONTENT_LIMITED when it is on.
 - Sharding: GET /gateway/bot recommends ``recommended_shards``; an IDENTIFY may carry
   ``shard: [id, count]`` (an id outside 0 .. count - 1 is closed with 4010 Invalid Shard);
   READY and GUILD_CREATE name only the guilds of that shard, ``(guild_id >> 22) % count``,
@@ -78,6 +82,7 @@ from fakes.discord_wire import (
     GUILD_ID,
     HAS_THREAD,
     INTENT_GUILD_PRESENCES,
+    INTENT_MESSAGE_CONTENT,
     MEMBER_PERMISSIONS,
     PERMISSIONS,
     PINNED,
@@ -165,7 +170,7 @@ class DiscordServer(RestRoutes):
             FakeUser("300", "Robo", bot=True),
         ]
     )
-    message_content_intent: bool = True
+    message_content_intent: bool = True  # the Developer Portal's switch (off: IDENTIFY gets 4014)
     port: int = 0
     tokens: dict[str, FakeUser] = field(default_factory=dict)  # more bots: token -> bot user
     bucket_limit: int = 1000  # requests per route bucket and window
@@ -995,6 +1000,9 @@ class DiscordServer(RestRoutes):
             shard, count = frame["d"].get("shard", [0, 1])
             if not 0 <= shard < count:
                 await socket.close(code=4010)  # Invalid shard
+                return
+            if self.intents & INTENT_MESSAGE_CONTENT and not self.message_content_intent:
+                await socket.close(code=4014)  # Disallowed intent(s): the portal's switch is off
                 return
             self.shards_seen.append((shard, count))
             self._socket_shards[id(socket)] = (shard, count)

@@ -16,7 +16,10 @@ from aiohttp import web
 
 GUILD_ID = "1"
 SYSTEM_CHANNEL = "10"
-APP_FLAGS_MESSAGE_CONTENT = 1 << 18
+# Application flags: GATEWAY_MESSAGE_CONTENT_LIMITED is the portal's switch of an app in
+# fewer than 100 servers (GATEWAY_MESSAGE_CONTENT, 1 << 18, is a verified app's grant).
+APP_FLAGS_MESSAGE_CONTENT = 1 << 19
+INTENT_MESSAGE_CONTENT = 1 << 15  # privileged: IDENTIFY asking it without the flag: 4014
 INTENT_GUILD_PRESENCES = 1 << 8
 MAX_CONTENT = 2000
 

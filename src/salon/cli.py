@@ -23,12 +23,19 @@ from salon.config.example import PLATFORMS, PROVIDERS, write_example
 from salon.config.models import IntegrationsConfig
 from salon.config.pipeline import keyword_problems
 from salon.config.shards import shard_groups, with_shards
-from salon.errors import CannotServe, ConfigError, ConfigProblem, SalonError, StoreError
+from salon.errors import (
+    CannotServe,
+    ConfigError,
+    ConfigProblem,
+    PlatformRefused,
+    SalonError,
+    StoreError,
+)
 from salon.logsetup import configure_logging
 from salon.memory_cli import add_memory_parser, run_memory
 from salon.printable import printable
 from salon.replay_cli import add_replay_parser, run_replay
-from salon.supervisor import BotProcessSpec, Supervisor
+from salon.supervisor import REFUSED_EXIT, BotProcessSpec, Supervisor
 
 __all__ = ["main"]
 
@@ -335,6 +342,13 @@ async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> in
             failed = failed or not result.ok
     for name in sorted(defined - probed):
         print(f"live: provider {name}: skipped (unused)")
+    platforms_ok = await _check_platforms_live(configs, bots)
+    return 1 if failed or not platforms_ok else 0
+
+
+async def _check_platforms_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> bool:
+    """Each bot's Slack tokens, Matrix rooms and Discord token, a line each; all well?"""
+    failed = False
     for key, secrets in bots:
         if configs.bots[key].platforms.slack is not None:
             from salon.platforms.slack import live_check  # the Slack SDK only when used
@@ -349,7 +363,13 @@ async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> in
             lines, ok = await matrix_check(configs.bots[key], secrets, where)
             print(printable("\n".join(lines)))
             failed = failed or not ok
-    return 1 if failed else 0
+        if configs.bots[key].platforms.discord is not None:
+            from salon.platforms.discord.check import live_check as discord_check
+
+            lines, ok = await discord_check(configs.bots[key], secrets)
+            print(printable("\n".join(lines)))
+            failed = failed or not ok
+    return not failed
 
 
 def _setup_logging(configs: ConfigSet, key: str, redactor: Redactor, stem: str) -> logging.Handler:
@@ -444,6 +464,9 @@ def _run(root: Path, bot: str | None, shards: str | None = None) -> int:
     )
     try:
         asyncio.run(_run_one(app))
+    except PlatformRefused:
+        logger.exception("bot %s stopped", key)
+        return REFUSED_EXIT  # salon run's supervisor leaves it stopped
     except SalonError:
         logger.exception("bot %s stopped", key)
         return 1

@@ -6,6 +6,7 @@
     │   └── RateLimited      the vendor said 429 / overloaded; ``retry_after`` if it told us
     ├── ToolError            a tool could not be run
     ├── PlatformError        a chat platform refused or failed
+    │   └── PlatformRefused  it refused the bot's token or settings: only the operator can help
     └── StoreError           persistence failed
 
 Third-party exceptions are re-raised as one of these where they enter Salon
@@ -20,6 +21,7 @@ __all__ = [
     "ConfigError",
     "ConfigProblem",
     "PlatformError",
+    "PlatformRefused",
     "ProviderError",
     "RateLimited",
     "SalonError",
@@ -108,6 +110,11 @@ class PlatformError(SalonError):
         self.transient = transient
         self.retry_after = retry_after
         super().__init__(message)
+
+
+class PlatformRefused(PlatformError):
+    """The platform refused what only the operator can change (a token, a setting of the
+    bot's account): connecting again cannot help until they do."""
 
 
 class StoreError(SalonError):

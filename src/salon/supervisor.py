@@ -20,9 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BotProcessSpec", "Supervisor"]
+__all__ = ["REFUSED_EXIT", "BotProcessSpec", "Supervisor"]
 
 logger = logging.getLogger(__name__)
+
+# A bot process's exit code when a platform refused what only the operator can change
+# (sysexits' EX_CONFIG): it is not restarted, since every restart would be refused again.
+REFUSED_EXIT = 78
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,15 @@ class Supervisor:
             if spec.label in self._restarting or spec.name in self._held:
                 self._restarting.discard(spec.label)
                 logger.info("bot %s stopped (pid %d) on request", spec.label, proc.pid)
+                continue
+            if code == REFUSED_EXIT:
+                logger.error(
+                    "bot %s exited with code %s: not restarted (start it again once its "
+                    "settings are fixed)",
+                    spec.label,
+                    code,
+                )
+                self._held.add(spec.name)
                 continue
             if time.monotonic() - started > max(spec.backoff_max, 1.0):
                 delay = spec.backoff_initial  # it ran a good while: start the backoff afresh

@@ -296,32 +296,6 @@ async def test_tool_use_is_shown_through_a_webhook(
     assert fake_discord.webhooks[0]["name"] == "Salon"
 
 
-async def test_invite_url_and_missing_message_content_intent_are_reported(
-    fake_discord: DiscordServer, start_bot: Start, caplog: pytest.LogCaptureFixture
-) -> None:
-    import logging
-
-    from salon.platforms.discord import PERMISSIONS
-
-    fake_discord.message_content_intent = False
-    caplog.set_level(logging.INFO, logger="salon.platforms.discord")
-    await start_bot(FakeProvider())
-    text = caplog.text
-    assert f"client_id=100&scope=bot+applications.commands&permissions={PERMISSIONS.value}" in text
-    assert "Message Content intent is not enabled" in text
-    for needed in (
-        "send_messages",
-        "read_message_history",
-        "attach_files",
-        "embed_links",
-        "use_application_commands",
-        "manage_messages",
-        "manage_webhooks",
-        "add_reactions",
-    ):
-        assert getattr(PERMISSIONS, needed)
-
-
 def test_history_cache_tops_up_instead_of_refetching() -> None:
     from datetime import UTC, datetime
 

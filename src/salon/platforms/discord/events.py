@@ -2,8 +2,9 @@
 edits, deletions, reactions and pin changes keep the caches exact; a dropped connection
 drops them, since events may be missed until it is back.
 
-The first ``on_ready`` of the process also says who the bot is, checks its intents and
-registers the slash commands with Discord. A later one is a new session (the last was
+The first ``on_ready`` of the process also says who the bot is (and its invite link),
+reads whether the application has the Message Content intent and registers the slash
+commands with Discord. A later one is a new session (the last was
 invalidated, or a new client connected): Discord replays nothing of the gap, so the agent
 is told to read back what it missed (``gap``). A resumed session needs none: Discord
 replays the missed events itself.
@@ -28,7 +29,7 @@ from salon.platforms.discord.commands import Commands
 from salon.platforms.discord.convert import is_conversation
 from salon.platforms.discord.members import MemberCache
 from salon.platforms.discord.people import People
-from salon.platforms.discord.permissions import invite_url
+from salon.platforms.discord.permissions import has_content_intent, invite_url
 from salon.platforms.discord.reading import Reader
 
 __all__ = ["Events"]
@@ -81,18 +82,12 @@ class Events:
         await self._gap(since)
 
     async def _introduce(self, client: AnyClient) -> None:
-        """Once per process: say who the bot is, check its intents, register commands.
+        """Once per process: say who the bot is, read its intent, register commands.
         discord.py read the application at login; it is asked again only if it did not."""
         app = client.application or await client.application_info()
         logger.info("Discord: logged in as %s; invite: %s", client.user, invite_url(app.id))
-        flags = app.flags
-        self.content_intent = flags.gateway_message_content or flags.gateway_message_content_limited
-        if not self.content_intent:
-            logger.error(
-                "Discord: the Message Content intent is not enabled for this application; "
-                "the bot will see empty messages. Enable it under Bot > Privileged Gateway "
-                "Intents in the developer portal."
-            )
+        # Granted, or Discord would have closed the connection (4014); read as reported.
+        self.content_intent = has_content_intent(app.flags.value)
         try:
             await client.tree.sync()
         except discord.HTTPException as exc:

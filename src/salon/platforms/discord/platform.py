@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 import discord
 
 from salon.config import DiscordConfig, Secrets
-from salon.errors import PlatformError
+from salon.errors import PlatformError, PlatformRefused
 from salon.model import (
     ApprovalDecision,
     ApprovalRequest,
@@ -53,7 +54,7 @@ from salon.platforms.discord.convert import message_link
 from salon.platforms.discord.events import Events
 from salon.platforms.discord.members import MemberCache
 from salon.platforms.discord.people import People
-from salon.platforms.discord.permissions import PERMISSIONS, invite_url
+from salon.platforms.discord.permissions import INTENT_REFUSED, PERMISSIONS, invite_url
 from salon.platforms.discord.questions import Questions
 from salon.platforms.discord.reading import Reader
 from salon.platforms.discord.refusals import translated, where
@@ -63,6 +64,8 @@ from salon.platforms.notes import NotesBook, PeoplesMemory
 from salon.tasks import TaskState, supervise
 
 __all__ = ["PERMISSIONS", "DiscordPlatform", "GenerateCommand", "invite_url"]
+
+logger = logging.getLogger(__name__)
 
 _READY_WAIT = 60.0  # seconds sent_before waits for the connection, at start
 _MEMBER_CACHE = 5000  # guild members whose names and roles are kept
@@ -100,6 +103,7 @@ class DiscordPlatform(PlatformBase):
         self.attachments = AttachmentLoader(config)
         self.connection = TaskState("Discord connection")
         self.ready = asyncio.Event()
+        self.given_up = asyncio.Event()  # Discord refused the token or the intent, for good
         self._bot = bot
         self._token = secrets.get(config.token_env) or ""
         self._monitors = monitors
@@ -197,21 +201,24 @@ class DiscordPlatform(PlatformBase):
     # -- lifecycle -------------------------------------------------------------------
 
     async def start(self, sink: EventSink) -> None:
-        """Connect; a refused token or a first connection that fails is a PlatformError.
-        From then on the connection is supervised: should discord.py's client end anyway
-        (its own reconnects failed), it is logged and a new client connects."""
+        """Connect; a refused token or intent, or a first connection that fails, is a
+        PlatformError. From then on the connection is supervised: should discord.py's client
+        end anyway (its own reconnects failed), it is logged and a new client connects;
+        unless Discord refused the token or the Message Content intent, which no new client
+        would change: then the connection ends with one line, and ``given_up`` is set."""
         self._sink = sink
         self._monitored.clear()
         self._monitored |= await self._monitors.monitored(self._bot)
         self._monitored |= {f"discord:{c}" for c in self.config.monitored_channels}
         await self.attachments.open()
         self._stopping = False
+        self.given_up.clear()
         self._start_failure = asyncio.get_running_loop().create_future()
         work = supervise(
             "Discord connection",
             self._connect,
             state=self.connection,
-            finished=lambda: self._stopping,
+            finished=lambda: self._stopping or self.given_up.is_set(),
         )
         self._runner = asyncio.create_task(work, name="discord")
         failed = self._start_failure
@@ -222,9 +229,11 @@ class DiscordPlatform(PlatformBase):
             ready.cancel()
             await self.stop()
             error = failed.result()
-            if isinstance(error, discord.LoginFailure):
-                raise PlatformError("Discord refused the token (check the bot token)") from error
+            refused = _refusal(error)
+            if refused is not None:
+                raise PlatformRefused(refused) from error
             raise PlatformError(f"Discord connection failed: {error}") from error
+        self._start_failure = None  # started: a later failure is the supervision's to tell
 
     async def _connect(self) -> None:
         """One client's life. Objects of an earlier client (channels, webhooks) go with it."""
@@ -237,9 +246,16 @@ class DiscordPlatform(PlatformBase):
             await client.start(self._token)
         except Exception as exc:
             first = self._start_failure
+            refused = _refusal(exc)
             if first is not None and not first.done():
                 first.set_result(exc)  # start() says it, once
-            raise
+            elif refused is not None:
+                logger.error("%s; the bot stays off Discord until restarted", refused)
+            if refused is None:
+                raise
+            self.connection.failed(refused)
+            self.given_up.set()  # the supervision ends: another client would be refused
+            return
         finally:
             if not client.is_closed():
                 await client.close()
@@ -432,3 +448,13 @@ class DiscordPlatform(PlatformBase):
     async def wait_prompts(self, count: int = 1) -> None:
         """Wait until ``count`` approval prompts are open and clickable."""
         await self._approvals.wait_open(count)
+
+
+def _refusal(error: BaseException) -> str | None:
+    """What the operator must change, when Discord refused what only they can: the token,
+    or the Message Content intent (the gateway's close 4014, Disallowed intent(s))."""
+    if isinstance(error, discord.PrivilegedIntentsRequired):
+        return INTENT_REFUSED
+    if isinstance(error, discord.LoginFailure):
+        return "Discord refused the token (check the bot token)"
+    return None
