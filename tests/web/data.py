@@ -36,7 +36,7 @@ def _request(question: str, edited: bool = False) -> dict[str, object]:
     }
 
 
-def _call(question: str, *, read: int, write: int, cost: float, **extra: object) -> CallTrace:
+def llm_call(question: str, *, read: int, write: int, cost: float, **extra: object) -> CallTrace:
     return CallTrace(
         kind="answer",
         provider="anthropic",
@@ -55,7 +55,7 @@ def _call(question: str, *, read: int, write: int, cost: float, **extra: object)
     )
 
 
-def _trace(started: float, question: str, call: CallTrace, **extra: object) -> Trace:
+def activation(started: float, question: str, call: CallTrace, **extra: object) -> Trace:
     trace = Trace(
         bot="salon",
         platform="discord",
@@ -79,20 +79,20 @@ def sample_traces(now: float | None = None) -> list[Trace]:
     now = time.time() if now is None else now
     traces = []
     for day in range(12, 0, -1):  # a history of cheap days
-        call = _call(
+        call = llm_call(
             "what changed?",
             read=5000 + day * 40,
             write=300,
             cost=0.004 + day * 0.0007,
             expected_read_share=0.93,
         )
-        traces.append(_trace(now - day * DAY, "what changed?", call))
+        traces.append(activation(now - day * DAY, "what changed?", call))
     kept = Divergence(index=3, message_id="m3", cause="new messages")
     traces.append(
-        _trace(
+        activation(
             now - 600,
             "when is the deploy?",
-            _call(
+            llm_call(
                 "when is the deploy?",
                 read=5200,
                 write=120,
@@ -104,10 +104,10 @@ def sample_traces(now: float | None = None) -> list[Trace]:
     )
     broken = Divergence(index=0, message_id="m-old-1", cause="edited message")
     traces.append(
-        _trace(
+        activation(
             now - 300,
             "and now?",
-            _call(
+            llm_call(
                 "and now?",
                 read=0,
                 write=5400,
@@ -133,17 +133,17 @@ def sample_traces(now: float | None = None) -> list[Trace]:
         approval={"answer": "approved", "by": "Alice", "at": "2026-11-23 03:00:00"},
     )
     traces.append(
-        _trace(
+        activation(
             now - 200,
             "wipe the logs",
-            _call("wipe the logs", read=5300, write=90, cost=0.0029, expected_read_share=0.96),
+            llm_call("wipe the logs", read=5300, write=90, cost=0.0029, expected_read_share=0.96),
             tools=[tool],
             answer="Done: the logs are wiped.",
         )
     )
-    failed = _call("are you there?", read=0, write=0, cost=0.0, error="provider timed out")
+    failed = llm_call("are you there?", read=0, write=0, cost=0.0, error="provider timed out")
     traces.append(
-        _trace(
+        activation(
             now - 100,
             "are you there?",
             failed,

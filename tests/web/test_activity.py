@@ -12,6 +12,7 @@ from salon.config import load_config_dir
 from salon.web.app import build_app
 from salon.web.context import MAX_FAILED_LOGINS_OVERALL, Lockout
 from salon.web.links import LINK, activity_link, make_token
+from salon.web.pages import money
 from tests.web.conftest import ACTIVITY_KEY, ENVIRON, PROVIDER_KEY, TRIGGER_TOKEN, Site
 from tests.web.data import sample_traces, write_sample
 
@@ -135,6 +136,43 @@ async def test_new_rows_come_after_the_newest_shown(site: Site) -> None:
     assert none.text == ""
 
 
+async def test_new_rows_bring_the_cards_when_an_activation_is_newer_than_they_count(
+    site: Site,
+) -> None:
+    ids = await write_sample(site.store)
+    await sign_in(site)
+    page = await site.client.get("/activity")
+    assert f'id="cards" data-seen="{ids[-1]}"' in page.text
+    newer = await site.client.get("/activity/rows", params={"after": ids[-2], "seen": ids[-2]})
+    assert newer.text.startswith(f'<div class="cards" id="cards" data-seen="{ids[-1]}">')
+    assert "<b>16</b><span>activations</span>" in newer.text
+    # Counted already, or under a filter that hides the new row: no rows, and cards only
+    # when something is newer than what they count.
+    same = await site.client.get("/activity/rows", params={"after": ids[-1], "seen": ids[-1]})
+    assert same.text == ""
+    hidden = await site.client.get(
+        "/activity/rows", params={"after": ids[-1], "seen": ids[-2], "bot": "another"}
+    )
+    assert hidden.text.startswith('<div class="cards"')
+    assert 'class="trace' not in hidden.text
+
+
+def test_money_keeps_three_significant_digits_below_a_dollar() -> None:
+    shown = [money(v) for v in (0, 0.0000234, 0.0215, 0.004, 0.5, 0.9996, 12.3456, 1234.5)]
+    assert shown == [
+        "$0",
+        "$0.0000234",
+        "$0.0215",
+        "$0.004",
+        "$0.50",
+        "$1.00",
+        "$12.35",
+        "$1,234.50",
+    ]
+    assert money(None) == "-"
+    assert money(1e-12) == "<$0.000000001"
+
+
 async def test_the_page_loads_nothing_from_elsewhere(site: Site) -> None:
     await write_sample(site.store)
     await sign_in(site)
@@ -205,6 +243,9 @@ async def test_an_id_that_is_no_id_is_a_clear_answer_not_a_crash(site: Site) -> 
         rows = await site.client.get("/activity/rows", params={"after": after})
         assert rows.status_code == 422, after
         assert rows.text == "after must be the id of a timeline row"
+        rows = await site.client.get("/activity/rows", params={"after": "0", "seen": after})
+        assert rows.status_code == 422, after
+        assert rows.text == "seen must be the id of a timeline row"
     for trace_id in ("9" * 30, "9" * 5000):
         response = await site.client.get(f"/activity/traces/{trace_id}")
         assert response.status_code == 404

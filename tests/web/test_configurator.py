@@ -41,7 +41,8 @@ async def test_the_overview_shows_each_key_with_the_file_it_came_from(site: Site
     assert page.status_code == 200
     assert "bots/salon.yaml" in page.text
     row = re.search(
-        r"<th>system_prompt</th><td><pre>(.*?)</pre></td><td class=\"layer\">(.*?)<", page.text
+        r"<th>system_prompt</th><td class=\"set\"><pre>(.*?)</pre></td><td class=\"layer\">(.*?)<",
+        page.text,
     )
     assert row is not None
     assert row[1] == "You are calm."

@@ -185,15 +185,29 @@ def _filters(request: Request) -> dict[str, str]:
 
 
 async def rows(request: Request) -> Response:
-    """Timeline rows newer than ``after`` (the page asks every few seconds)."""
+    """Timeline rows newer than ``after`` (the page asks every few seconds); with ``seen``
+    (the newest activation its cards count), new cards first when there is a newer one."""
     web: Web = request.app.state.web
     if not await signed_in(web, request):
         return web.text("sign in first", 401)
     newest = _row_id(request.query_params.get("after", "0"))
     if newest is None:
         return web.text("after must be the id of a timeline row", 422)
+    seen = _row_id(request.query_params.get("seen", "0"))
+    if seen is None:
+        return web.text("seen must be the id of a timeline row", 422)
     found = await web.store.traces.list_traces(limit=TIMELINE, **_filters(request))  # type: ignore[arg-type]
-    return web.html(timeline_rows([t for t in found if t.id > newest]))
+    shown = timeline_rows([t for t in found if t.id > newest])
+    if "seen" in request.query_params and (counted := await _newest_id(web)) > seen:
+        days = await web.store.traces.daily(days=PLOT_DAYS)  # read after the newest id
+        shown = _cards(days, counted, web.now()) + shown  # the page swaps its cards for these
+    return web.html(shown)
+
+
+async def _newest_id(web: Web) -> int:
+    """The id of the newest activation of every bot (the cards count them all)."""
+    newest = await web.store.traces.list_traces(limit=1)
+    return newest[0].id if newest else 0
 
 
 async def trace(request: Request) -> Response:
@@ -232,7 +246,8 @@ def _nav(request: Request, bots: list[dict[str, Any]] | None = None) -> str:
 async def _page(web: Web, request: Request) -> Response:
     filters = _filters(request)
     found = await web.store.traces.list_traces(limit=TIMELINE, **filters)  # type: ignore[arg-type]
-    days = await web.store.traces.daily(days=PLOT_DAYS)
+    counted = await _newest_id(web)
+    days = await web.store.traces.daily(days=PLOT_DAYS)  # read after the newest id
     since = web.now() - PLOT_DAYS * 86400
     channels = await web.store.traces.cost_by("channel", since=since)
     configs = await web.fleet.current()
@@ -240,7 +255,7 @@ async def _page(web: Web, request: Request) -> Response:
     timeline = timeline_rows(found) or '<p class="empty">No activations yet.</p>'
     body = (
         "<h1>Activity</h1>"
-        + _cards(days)
+        + _cards(days, counted, web.now())
         + '<h2>Cost per day</h2><div class="panel">'
         + cost_plot(days, days=PLOT_DAYS, now=web.now())
         + '<div class="legend"><i class="l-bar"></i>cost <i class="l-billed"></i>cache read '
@@ -257,23 +272,24 @@ async def _page(web: Web, request: Request) -> Response:
     return response
 
 
-def _cards(days: list[dict[str, Any]]) -> str:
+def _cards(days: list[dict[str, Any]], seen: int, now: float) -> str:
+    """The totals above the timeline; ``data-seen`` is the newest activation they count
+    (the page asks for new cards when a newer one exists)."""
     cost = sum(d["cost"] for d in days)
     activations = sum(d["activations"] for d in days)
-    today = (
-        days[-1] if days and days[-1]["day"] == time.strftime("%Y-%m-%d", time.gmtime()) else None
-    )
+    today = time.strftime("%Y-%m-%d", time.gmtime(now))
+    cost_today = sum(d["cost"] for d in days if d["day"] == today)
     billed = [d["read_share"] for d in days if d["read_share"] is not None]
     expected = [d["expected_read_share"] for d in days if d["expected_read_share"] is not None]
     cards = [
         (money(cost), f"cost, last {PLOT_DAYS} days"),
         (f"{activations:,}", "activations"),
-        (money(today["cost"]) if today else "$0.0000", "cost today (UTC)"),
+        (money(cost_today), "cost today (UTC)"),
         (share(sum(billed) / len(billed)) if billed else "-", "cache read share, billed"),
         (share(sum(expected) / len(expected)) if expected else "-", "cache read share, expected"),
     ]
     return (
-        '<div class="cards">'
+        f'<div class="cards" id="cards" data-seen="{seen}">'
         + "".join(
             f'<div class="card"><b>{value}</b><span>{label}</span></div>' for value, label in cards
         )

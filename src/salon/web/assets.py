@@ -1,8 +1,8 @@
 """The page's stylesheet and script, served from this server (no CDN, no outside files).
 
 The script only makes the page nicer: a trace loads when its row is opened, and new
-activations appear at the top every few seconds. Without it every row still links to its
-trace's own page.
+activations appear at the top every few seconds, the cards above counting them. Without it
+every row still links to its trace's own page.
 """
 
 from __future__ import annotations
@@ -59,9 +59,11 @@ button { background:var(--accent); color:#fff; border:0; border-radius:6px; padd
 #timeline details.trace.broken { border-left-color:var(--amber); }
 #timeline details.trace.outcome-error.broken { border-left-color:var(--red); }
 details.trace > summary { display:grid; cursor:pointer; list-style:none; padding:8px 12px;
-  grid-template-columns: 150px minmax(160px,1.4fr) minmax(90px,1fr) minmax(90px,.9fr) 210px
-  80px 90px;
+  grid-template-columns: 150px minmax(160px,1.4fr) minmax(90px,1fr) minmax(90px,.9fr) 180px
+  90px 156px;
   gap:10px; align-items:center; }
+/* A cell's content may be one long word (a name, a channel key): it wraps in its column. */
+details.trace > summary > span { min-width:0; overflow-wrap:anywhere; }
 details.trace > summary::-webkit-details-marker { display:none; }
 details.trace[open] > summary { border-bottom:1px solid var(--line); background:#fafbff; }
 .when { color:var(--muted); font-variant-numeric:tabular-nums; }
@@ -69,7 +71,9 @@ details.trace[open] > summary { border-bottom:1px solid var(--line); background:
   font-size:12px; }
 .model { color:var(--muted); overflow:hidden; text-overflow:ellipsis; white-space:nowrap; }
 .outcome .reason { font-weight:400; }
+.cache { display:grid; grid-template-columns:minmax(0,1fr); gap:2px; }
 .share { width:100%; height:10px; }
+.cache .read { color:var(--muted); font-size:11px; white-space:nowrap; }
 .share .track { fill:#eceff6; } .share .fill { fill:var(--green); }
 .share .tick { fill:var(--amber); }
 .break { grid-column: 2 / -1; justify-self:start; background:var(--amberbg); color:var(--amber);
@@ -117,6 +121,11 @@ table.keys td, table.keys th { border-bottom:1px solid var(--line); padding:4px 
   text-align:left;
   vertical-align:top; } table.keys td.layer { color:var(--muted); white-space:nowrap; }
 table.keys pre { font-size:12px; }
+table.settings { table-layout:fixed; } table.settings tr:first-child th:first-child
+  { width:220px; } table.settings tr:first-child th:last-child { width:200px; }
+details.defaults { margin-top:2px; } details.defaults > summary { color:var(--muted);
+  font-size:12px; cursor:pointer; }
+details.defaults pre { background:#f3f4f8; padding:6px 8px; border-radius:6px; }
 table.notes textarea { width:100%; min-width:280px; font:inherit; } table.notes td.layer {
   white-space:normal; } .filters label { margin-right:10px; }
 .files a { margin-right:12px; }
@@ -147,17 +156,27 @@ JS = """
     var first = timeline.querySelector('details.trace');
     return first ? first.dataset.id : '0';
   }
+  function show(html) {
+    var parsed = document.createElement('template');
+    parsed.innerHTML = html;
+    var cards = parsed.content.getElementById('cards');
+    var shown = document.getElementById('cards');
+    if (cards) {
+      if (shown) shown.replaceWith(cards); else cards.remove();
+    }
+    if (!parsed.content.querySelector('details.trace')) return;
+    var empty = timeline.querySelector('.empty');
+    if (empty) empty.remove();
+    timeline.prepend(parsed.content);
+  }
   setInterval(function () {
     var query = new URLSearchParams(window.location.search);
     query.set('after', newest());
+    var cards = document.getElementById('cards');
+    if (cards) query.set('seen', cards.dataset.seen);
     fetch('/activity/rows?' + query.toString(), {credentials: 'same-origin'})
       .then(function (r) { return r.ok ? r.text() : ''; })
-      .then(function (html) {
-        if (!html.trim()) return;
-        var empty = timeline.querySelector('.empty');
-        if (empty) empty.remove();
-        timeline.insertAdjacentHTML('afterbegin', html);
-      })
+      .then(show)
       .catch(function () {});
   }, 5000);
 })();

@@ -21,14 +21,11 @@ from collections.abc import Callable
 from functools import partial
 from html import escape
 from pathlib import Path
-from typing import Any
 
-import yaml
 from starlette.requests import Request
 from starlette.responses import Response
 
-from salon.config import ConfigSet, load_config_dir
-from salon.config.channels import PROCESS_KEYS
+from salon.config import load_config_dir
 from salon.config.check import check_bots
 from salon.errors import ConfigError
 from salon.web.activity import login_page, signed_in_page
@@ -41,6 +38,7 @@ from salon.web.guard import (
     post_refusal,
     signed_in,
 )
+from salon.web.keys import key_tables
 from salon.web.links import one_time_token
 from salon.web.pages import layout
 
@@ -57,7 +55,6 @@ __all__ = [
 
 MAX_FILE_BYTES = 1_000_000  # the YAML reader's own limit
 _COPIED = ("shared.yaml", "guilds", "bots")
-LIVE_KEYS = frozenset({"log_level"})  # process keys a running bot applies at once (upkeep)
 
 
 def _refused(web: Web, reason: str) -> Response:
@@ -181,46 +178,6 @@ def write_file(path: Path, text: str) -> None:
         raise
 
 
-def _sources(configs: ConfigSet, bot: str) -> list[tuple[str, Any, str]]:
-    """Each top-level key the bot's files set: its effective value and the file it came from."""
-    config = configs.bots[bot].model_dump(mode="json")
-    found: dict[str, str] = {}
-    for layer in configs.layers[bot]:
-        shown = (
-            str(Path(layer.file).relative_to(configs.root))
-            if Path(layer.file).is_relative_to(configs.root)
-            else layer.file
-        )
-        for key in layer.data:
-            found[key] = shown
-    return [(key, config.get(key), found[key]) for key in sorted(found) if key in config]
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    dumped = yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False)
-    return dumped.removesuffix("...\n").strip()
-
-
-def _effective(configs: ConfigSet, bot: str, reload_error: str | None) -> str:
-    rows = "".join(
-        f"<tr><th>{escape(key)}{' *' if key in PROCESS_KEYS - LIVE_KEYS else ''}</th>"
-        f'<td><pre>{escape(_shown(value))}</pre></td><td class="layer">{escape(source)}</td></tr>'
-        for key, value, source in _sources(configs, bot)
-    )
-    warning = (
-        f'<p class="problems">The running bot says: {escape(reload_error)}</p>'
-        if reload_error
-        else ""
-    )
-    return (
-        f'<h2>{escape(bot)}</h2>{warning}<table class="keys"><tr><th>key</th><th>value</th>'
-        f"<th>from</th></tr>{rows}</table>"
-        '<p class="meta">Keys not listed have their defaults. * applies after a restart.</p>'
-    )
-
-
 async def overview(request: Request) -> Response:
     web: Web = request.app.state.web
     refused = await gate(web, request)
@@ -233,11 +190,12 @@ async def overview(request: Request) -> Response:
         for name in config_files_by_name(web)
     )
     # A bot read from a file elsewhere is not shown either: that file is not this page's.
-    bots = "".join(
-        _effective(configs, b, reports.get(b))
+    shown = [
+        b
         for b in sorted(configs.bots)
         if all(_inside(web.root, Path(layer.file)) for layer in configs.layers[b])
-    )
+    ]
+    bots = key_tables(configs, shown, reports)
     outside = "".join(
         f'<p class="problems">{escape(name)} links outside the config directory: it cannot be '
         "opened here.</p>"

@@ -7,6 +7,7 @@ server (see the Content-Security-Policy in ``salon.web.context``).
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
@@ -14,9 +15,28 @@ from typing import Any
 from salon.trace import TraceSummary
 from salon.web.memory import memory_events
 
-__all__ = ["layout", "timeline_rows", "trace_detail"]
+__all__ = ["layout", "money", "share", "timeline_rows", "trace_detail"]
 
 QUIET_CAUSES = ("new messages", "first call")  # a prefix kept: nothing broke
+MONEY_FLOOR = 1e-9  # below a billionth of a dollar, digits say nothing
+MISS_GAP = 0.25  # read this far below the expected share: the provider did not keep it
+# What each cause of a cache break (salon.agent.recording.traces) means for the prompt.
+CAUSE_WORDS = {
+    "edited message": "a message already in the prompt was edited since the previous call",
+    "deleted message": "a message already in the prompt was deleted since the previous call",
+    "roll": "the history window was cut back, so the prompt starts later than before",
+    "config change": "the config changed the system prompt or the settings before the messages",
+    "tool-list change": "the tools offered to the model changed",
+    "model change": "another model answered, and each model has a cache of its own",
+    "thinking dropped": "another model answered, and the previous model's thoughts were left out",
+    "linked change": "the block of linked channels changed",
+    "memory change": "the notes recalled into the prompt changed",
+    "unknown": "the prompt changed before its end, for a reason Salon cannot tell",
+}
+MISS_WORDS = (
+    "the provider read less than expected: the prompt's start was not in its cache"
+    " (expired, evicted, or too short to cache)"
+)
 
 
 def when(epoch: float | None) -> str:
@@ -30,7 +50,20 @@ def share(value: float | None) -> str:
 
 
 def money(value: float | None) -> str:
-    return "-" if value is None else f"${value:.4f}"
+    """Dollars to three significant digits below a dollar (a cheap model's call costs a
+    few millionths: ``$0.0000234``), at least to the cent; ``$0`` for nothing."""
+    if value is None:
+        return "-"
+    if value == 0:
+        return "$0"
+    if abs(value) < MONEY_FLOOR:
+        return f"<${MONEY_FLOOR:.9f}"
+    rounded = float(f"{value:.3g}")  # so that 0.9996 is $1.00, not $1.000
+    if abs(rounded) >= 1:
+        return f"${value:,.2f}"
+    places = 2 - math.floor(math.log10(abs(rounded)))
+    whole, _, cents = f"{rounded:.{places}f}".partition(".")
+    return f"${whole}.{cents.rstrip('0').ljust(2, '0')}"
 
 
 def layout(title: str, body: str, *, header: str = "", head: str = "") -> str:
@@ -62,28 +95,52 @@ def _bar(billed: float | None, expected: float | None) -> str:
     )
 
 
+def _read(t: TraceSummary) -> str:
+    """The cache read share in numbers beside its bar: billed, and what Salon expected."""
+    expected = (
+        "" if t.expected_read_share is None else f" · expected {share(t.expected_read_share)}"
+    )
+    return f'<span class="read">read {share(t.read_share)}{expected}</span>'
+
+
+def _missed(t: TraceSummary) -> bool:
+    """Read well below what was expected, though nothing in the prompt broke the cache."""
+    if t.cache_break or t.read_share is None or t.expected_read_share is None:
+        return False
+    return t.expected_read_share - t.read_share >= MISS_GAP
+
+
+def _cache_note(t: TraceSummary) -> str:
+    """Why this activation read less from the cache than it could, in words."""
+    if t.cache_break:
+        words = CAUSE_WORDS.get(t.cache_break, CAUSE_WORDS["unknown"])
+        return f'<span class="break">cache break: {escape(t.cache_break)}: {words}</span>'
+    if _missed(t):
+        return f'<span class="break">cache miss: {MISS_WORDS}</span>'
+    return ""
+
+
 def timeline_row(t: TraceSummary) -> str:
     classes = ["trace", f"outcome-{escape(t.outcome)}"]
-    if t.cache_break:
+    if t.cache_break or _missed(t):
         classes.append("broken")
     outcome = escape(t.outcome)
     if t.error:
         outcome += f': <span class="reason">{escape(t.error[:80])}</span>'
-    cause = (
-        f'<span class="break">cache break: {escape(t.cache_break)}</span>' if t.cache_break else ""
-    )
     tokens = f"{t.input_tokens:,} in · {t.output_tokens:,} out · {t.cache_read_tokens:,} read"
+    who = f"{t.bot} in {t.channel}" + (f" · {t.requester}" if t.requester else "")
     return (
         f'<details class="{" ".join(classes)}" data-id="{t.id}" '
         f'data-src="/activity/traces/{t.id}?fragment=1"><summary>'
         f'<span class="when">{when(t.started_at)}</span>'
-        f'<span class="who"><b>{escape(t.bot)}</b> in {escape(t.channel)}'
+        f'<span class="who" title="{escape(who)}"><b>{escape(t.bot)}</b> in {escape(t.channel)}'
         f"{' · ' + escape(t.requester) if t.requester else ''}</span>"
         f'<span class="outcome">{outcome}</span>'
         f'<span class="model">{escape(t.model or "-")}</span>'
         f'<span class="tokens">{tokens}</span>'
         f'<span class="cost">{money(t.cost)}</span>'
-        f"{_bar(t.read_share, t.expected_read_share)}{cause}</summary>"
+        f'<span class="cache">{_bar(t.read_share, t.expected_read_share)}{_read(t)}</span>'
+        f"{_cache_note(t)}</summary>"
         f'<div class="detail"><a href="/activity/traces/{t.id}">open trace #{t.id}</a></div>'
         "</details>"
     )
