@@ -15,6 +15,7 @@ cache; the billed one is what it reported.
 
 from __future__ import annotations
 
+import math
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -22,6 +23,7 @@ from typing import Any, Literal
 __all__ = [
     "ACTIVATION",
     "CAUSES",
+    "MONEY_FLOOR",
     "OUTCOMES",
     "BotHealth",
     "CallKind",
@@ -38,6 +40,7 @@ __all__ = [
     "ToolTrace",
     "Trace",
     "TraceSummary",
+    "money",
 ]
 
 # The answer's calls, and the pipeline's own: the context evaluator and the speak gate.
@@ -340,3 +343,23 @@ class InboxEvent:
     author: str
     created_at: float
     traceparent: str = ""  # the W3C trace context it was pushed with
+
+
+MONEY_FLOOR = 1e-9  # below a billionth of a dollar, digits say nothing
+
+
+def money(value: float | None) -> str:
+    """Dollars to three significant digits below a dollar (a cheap model's call costs a
+    few millionths: ``$0.0000234``), at least to the cent; ``$0`` for nothing."""
+    if value is None:
+        return "-"
+    if value == 0:
+        return "$0"
+    if abs(value) < MONEY_FLOOR:
+        return f"<${MONEY_FLOOR:.9f}"
+    rounded = float(f"{value:.3g}")  # so that 0.9996 is $1.00, not $1.000
+    if abs(rounded) >= 1:
+        return f"${value:,.2f}"
+    places = 2 - math.floor(math.log10(abs(rounded)))
+    whole, _, cents = f"{rounded:.{places}f}".partition(".")
+    return f"${whole}.{cents.rstrip('0').ljust(2, '0')}"

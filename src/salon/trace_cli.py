@@ -16,7 +16,7 @@ from typing import Any, Literal, TextIO
 
 from salon.printable import printable, printable_json
 from salon.store.sql import TracePart
-from salon.trace import TraceSummary
+from salon.trace import TraceSummary, money
 
 __all__ = ["cost", "list_traces", "request", "show"]
 
@@ -31,10 +31,6 @@ def _when(epoch: float) -> str:
 
 def _share(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
-
-
-def _money(value: float | None) -> str:
-    return "-" if value is None else f"${value:.4f}"
 
 
 def _table(rows: list[list[str]], out: TextIO) -> None:
@@ -74,7 +70,7 @@ def _row(t: TraceSummary) -> list[str]:
         outcome,
         t.model or "-",
         tokens,
-        _money(t.cost),
+        money(t.cost),
         read,
         t.cache_break or "-",
     ]
@@ -126,7 +122,7 @@ async def show(traces: TracePart, ref: str, *, out: TextIO | None = None) -> int
         write(f"\nanswer:\n{body['answer']}\n")
     for note in body.get("notes", []):
         write(f"note: {note}\n")
-    write(f"\ncost {_money(summary.cost)}, cache read {_share(summary.read_share)} billed, ")
+    write(f"\ncost {money(summary.cost)}, cache read {_share(summary.read_share)} billed, ")
     write(f"{_share(summary.expected_read_share)} expected\n")
     return 0
 
@@ -143,7 +139,7 @@ def _show_call(number: int, call: dict[str, Any], write: Any) -> None:
     write(
         f"  tokens: {call['input_tokens']} in, {call['output_tokens']} out{spent}, "
         f"{call['cache_read_tokens']} read from cache, {call['cache_write_tokens']} written; "
-        f"cost {_money(call.get('cost'))}\n"
+        f"cost {money(call.get('cost'))}\n"
     )
     expected = _share(call.get("expected_read_share"))
     write(f"  cache read: {_share(billed)} billed, {expected} expected\n")
@@ -235,13 +231,13 @@ async def cost(
                 str(row.output_tokens),
                 str(row.cache_read_tokens),
                 str(row.cache_write_tokens),
-                _money(row.cost),
+                money(row.cost),
                 str(row.cache_write_wasted_tokens),
             ]
         )
     total = sum(r.cost for r in rows)
     wasted = str(sum(r.cache_write_wasted_tokens for r in rows))
     activations = str(sum(r.activations for r in rows))
-    table.append(["total", activations, "", "", "", "", _money(total), wasted])
+    table.append(["total", activations, "", "", "", "", money(total), wasted])
     _table(table, out)
     return 0

@@ -7,18 +7,16 @@ server (see the Content-Security-Policy in ``salon.web.context``).
 from __future__ import annotations
 
 import json
-import math
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
-from salon.trace import TraceSummary
+from salon.trace import TraceSummary, money
 from salon.web.memory import memory_events
 
 __all__ = ["layout", "money", "share", "timeline_rows", "trace_detail"]
 
 QUIET_CAUSES = ("new messages", "first call")  # a prefix kept: nothing broke
-MONEY_FLOOR = 1e-9  # below a billionth of a dollar, digits say nothing
 MISS_GAP = 0.25  # read this far below the expected share: the provider did not keep it
 # What each cause of a cache break (salon.agent.recording.traces) means for the prompt.
 CAUSE_WORDS = {
@@ -47,23 +45,6 @@ def when(epoch: float | None) -> str:
 
 def share(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
-
-
-def money(value: float | None) -> str:
-    """Dollars to three significant digits below a dollar (a cheap model's call costs a
-    few millionths: ``$0.0000234``), at least to the cent; ``$0`` for nothing."""
-    if value is None:
-        return "-"
-    if value == 0:
-        return "$0"
-    if abs(value) < MONEY_FLOOR:
-        return f"<${MONEY_FLOOR:.9f}"
-    rounded = float(f"{value:.3g}")  # so that 0.9996 is $1.00, not $1.000
-    if abs(rounded) >= 1:
-        return f"${value:,.2f}"
-    places = 2 - math.floor(math.log10(abs(rounded)))
-    whole, _, cents = f"{rounded:.{places}f}".partition(".")
-    return f"${whole}.{cents.rstrip('0').ljust(2, '0')}"
 
 
 def layout(title: str, body: str, *, header: str = "", head: str = "") -> str:
