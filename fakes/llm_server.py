@@ -25,6 +25,9 @@ final assistant message was continued or answered:
   and ``add_generation_prompt`` are ignored and the prompt always ends with a new assistant
   turn: a final assistant message is answered, never continued.
 
+``LLMServer(only_under="/v1")`` serves only paths under that prefix, as vLLM serves its
+API under ``/v1`` alone; any other path is a 404 ``{"detail": "Not Found"}`` (FastAPI's).
+
 Faults, for fault suites: ``Scripted(fault=...)`` for one reply, or
 ``LLMServer(fault_rate=0.2, seed=1, faults=(...))`` for a seeded random share of requests
 (``faults_applied`` lists what each request got, ``None`` for none). In every wire format:
@@ -86,11 +89,13 @@ class LLMServer:
         fault_rate: float = 0.0,
         faults: tuple[str, ...] = FAULTS,
         seed: int = 0,
+        only_under: str | None = None,
     ) -> None:
         unknown = set(faults) - set(FAULTS)
         assert not unknown, f"unknown faults: {unknown}"
         self.billing = billing  # requests billed for the prompt cache (its vendor's)
         self.flavour = flavour
+        self.only_under = only_under
         self.fault_rate = fault_rate
         self.faults = faults
         self.retry_after = "1"
@@ -166,6 +171,12 @@ class LLMServer:
                 return
             self.requests.append(request)
             self.received.set()
+            if self.only_under and not request.path.startswith(self.only_under + "/"):
+                body = b'{"detail":"Not Found"}'
+                _write_head(writer, 404, "application/json", {}, len(body))
+                writer.write(body)
+                await writer.drain()
+                return
             reply = self._next_reply(request)
             if reply.fault == "hang_before_head":
                 await self._stopping.wait()

@@ -21,7 +21,15 @@ def data_dir(root: Path, config: BotConfig) -> Path:
 
 
 def database_url(root: Path, config: BotConfig) -> str:
+    """The store's URL; a relative SQLite path is under the config directory, as
+    ``data_dir`` is (its directory made when missing)."""
     if config.database_url:
+        scheme, sep, path = config.database_url.partition(":///")
+        relative = path and not path.startswith(("/", ":memory:"))
+        if sep and scheme.lower().split("+")[0] == "sqlite" and relative:
+            file = root / path
+            file.parent.mkdir(parents=True, exist_ok=True)
+            return f"{scheme}:///{file}"
         return config.database_url
     directory = data_dir(root, config)
     directory.mkdir(parents=True, exist_ok=True)
@@ -63,7 +71,9 @@ def load_bot(
     """Pick a bot and resolve its secrets; raises ConfigError before anything connects."""
     key, config = configs.bot(name)
     env = os.environ if environ is None else environ
-    secrets = resolve_secrets(config, env, configs.locator(key), tools_only=tools_only)
+    secrets = resolve_secrets(
+        config, env, configs.locator(key), tools_only=tools_only, variables=configs.variables(key)
+    )
     if not tools_only and (problems := local_model_problems(configs, key)):
         raise ConfigError(problems)
     return key, config, secrets

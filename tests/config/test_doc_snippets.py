@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from salon.config import BotConfig, merge_layers
+from salon.config.interpolation import interpolate
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
@@ -58,7 +59,9 @@ def test_the_docs_have_examples() -> None:
 def test_a_documented_example_is_a_valid_config(where: str, text: str) -> None:
     data = yaml.safe_load(text)
     assert isinstance(data, dict), f"{where}: not a mapping"
-    BotConfig.model_validate(_as_bot(data))
+    filled = interpolate(data, {})  # as a config file is read: ${NAME:-default} filled
+    assert not filled.problems, f"{where}: {filled.problems}"
+    BotConfig.model_validate(_as_bot(filled.data))
 
 
 def test_a_key_the_models_do_not_take_fails() -> None:

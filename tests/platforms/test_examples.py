@@ -387,3 +387,108 @@ async def test_the_orchestrator_posts_a_sprites_directions_with_their_links(
     progress = [m for m in messages if "generate_sprite:" in m["content"] and m is not sprite]
     assert [m["content"][:1] for m in progress] == ["✅"]  # one message, edited to its end
     assert "iVBOR" not in json.dumps(llm_server.requests[1].body)  # no image data to Grok
+
+
+async def test_the_orchestrators_own_env_file_works_as_is(
+    fake_discord: DiscordServer,
+    llm_server: LLMServer,
+    vendors: Vendors,
+    serve_app: ServeApp,
+    tmp_path: Path,
+) -> None:
+    """000's optional variables, as its .env sets them, read by the example."""
+    seed_env = {
+        "BOT_NAME": "Oracle",
+        "GROK_MODEL": "grok-3-mini",
+        "GROK_TEMPERATURE": "0.7",
+        "MAX_REQUESTS_PER_USER_PER_HOUR": "1",
+        "ERROR_MESSAGE": "The spirits are silent.",
+    }
+    llm_server.queue(Scripted(status=500), Scripted(status=500))  # the plan, the answer
+    secrets = {"GROK_API_KEY": "xai-key", "PIXELLAB_API_KEY": "px-test-key"}
+    patch = _sprite_on_fakes(llm_server, vendors)
+    with pytest.MonkeyPatch.context() as env:  # read as the files are, at the start
+        for name, value in seed_env.items():
+            env.setenv(name, value)
+        await _start(
+            "sprite-orchestrator",
+            "sprite",
+            tmp_path,
+            serve_app=serve_app,
+            secrets=secrets,
+            patch=patch,
+        )
+    alice = fake_discord.user("Alice")
+    await ask(fake_discord, GENERAL, alice, "hello?")
+    (failed,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    assert failed["content"] == "The spirits are silent."  # ERROR_MESSAGE
+    plan, answer = llm_server.requests
+    assert plan.body["model"] == answer.body["model"] == "grok-3-mini"  # GROK_MODEL
+    assert plan.body["temperature"] == 0.7  # GROK_TEMPERATURE: the plan's
+    assert "You are Oracle" in json.dumps(answer.body["messages"])  # BOT_NAME
+    await ask(fake_discord, GENERAL, alice, "hello again?")
+    _, limited = await fake_discord.wait_bot_messages(GENERAL, 2)
+    assert "you have reached 1 request per hour" in limited["content"]  # the seed's limit
+    assert len(llm_server.requests) == 2
+
+
+async def test_an_admin_clears_the_orchestrators_history(
+    fake_discord: DiscordServer,
+    llm_server: LLMServer,
+    vendors: Vendors,
+    serve_app: ServeApp,
+    tmp_path: Path,
+) -> None:
+    """000's clearHistory: ``.history`` with no body, from a member of the example's
+    authorized role (Admin), and from nobody else."""
+    llm_server.queue(json.dumps({"use_tool": False}), "Hello.")
+    llm_server.queue(json.dumps({"use_tool": False}), "Hello again.")
+    alice, bob = fake_discord.user("Alice"), fake_discord.user("Bob")
+    fake_discord.role_names["501"] = "Admin"  # the guild's roles, as the bot will read them
+    fake_discord.roles[alice.id] = ["501"]
+    secrets = {"GROK_API_KEY": "xai-key", "PIXELLAB_API_KEY": "px-test-key"}
+    patch = _sprite_on_fakes(llm_server, vendors)
+    await _start(
+        "sprite-orchestrator", "sprite", tmp_path, serve_app=serve_app, secrets=secrets, patch=patch
+    )
+    await fake_discord.post(GENERAL, bob, "PLUGH before the first clear")
+    await fake_discord.post(GENERAL, bob, ".history")  # Bob is no Admin: nothing cleared
+    await ask(fake_discord, GENERAL, bob, "one")
+    await fake_discord.wait_bot_messages(GENERAL, 1)
+    assert "PLUGH" in json.dumps(llm_server.requests[-1].body["messages"])
+    await fake_discord.post(GENERAL, alice, ".history")
+    await ask(fake_discord, GENERAL, bob, "two")
+    await fake_discord.wait_bot_messages(GENERAL, 2)
+    asked = json.dumps(llm_server.requests[-1].body["messages"])
+    assert "PLUGH" not in asked
+    assert "two" in asked
+
+
+async def test_a_hung_grok_costs_one_30_second_call_before_the_direct_answer(
+    fake_discord: DiscordServer,
+    llm_server: LLMServer,
+    vendors: Vendors,
+    serve_app: ServeApp,
+    tmp_path: Path,
+) -> None:
+    """000 makes one call with a 30 s timeout, then falls back: the example's provider
+    does not retry (here the timeout is shortened; the retries are the example's)."""
+    llm_server.queue(Scripted(fault="hang_before_head"), "The stars say hello.")
+    secrets = {"GROK_API_KEY": "xai-key", "PIXELLAB_API_KEY": "px-test-key"}
+    on_fakes = _sprite_on_fakes(llm_server, vendors)
+
+    def patch(data: dict[str, Any]) -> None:
+        retries = data["providers"]["grok"].get("retries")
+        on_fakes(data)
+        data["providers"]["grok"]["timeout"] = 0.5
+        data["providers"]["grok"].pop("retries")
+        if retries is not None:
+            data["providers"]["grok"]["retries"] = retries
+
+    await _start(
+        "sprite-orchestrator", "sprite", tmp_path, serve_app=serve_app, secrets=secrets, patch=patch
+    )
+    await ask(fake_discord, GENERAL, fake_discord.user("Alice"), "hello?")
+    (answer,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    assert answer["content"] == "The stars say hello."
+    assert len(llm_server.requests) == 2  # the hung plan once, then the answer

@@ -222,3 +222,22 @@ async def test_an_event_posted_as_the_readme_shows_is_answered_in_its_channel(
     asked = str(llm_server.requests[0].body["messages"])
     assert "The nightly backup failed on disk full." in asked
     assert "backup" in asked
+
+
+async def test_a_tag_outside_a_monitored_channel_reads_the_last_hour_only(
+    fake_discord: DiscordServer, llm_server: LLMServer, assistant: BotApp
+) -> None:
+    """002: "100 messages or 1 hour, whichever is smaller", for a tag too."""
+    llm_server.queue("Tuesday.")
+    alice, bob = fake_discord.user("Alice"), fake_discord.user("Bob")
+    fake_discord.clock_offset = -2 * 3600.0  # two hours ago
+    await fake_discord.post(GENERAL, bob, "PLUGH the bins went out on Monday")
+    fake_discord.clock_offset = -1800.0  # half an hour ago
+    await fake_discord.post(GENERAL, bob, "the recycling goes on Tuesday now")
+    fake_discord.clock_offset = 0.0
+    await ask(fake_discord, GENERAL, alice, "when does the recycling go out?")
+    (answer,) = await fake_discord.wait_bot_messages(GENERAL, 1)
+    assert answer["content"] == "Tuesday."
+    asked = str(llm_server.requests[0].body["messages"])
+    assert "the recycling goes on Tuesday now" in asked
+    assert "PLUGH" not in asked

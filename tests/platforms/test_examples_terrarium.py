@@ -5,8 +5,11 @@ does."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -98,3 +101,77 @@ async def test_terrarium_answers_from_the_chat_log_and_only_its_answer_reaches_i
     result = next(m for m in second.body["messages"] if m["role"] == "tool")
     assert "<bob> the deploy broke on the cache migration" in result["content"]
     assert "PLUGH" not in json.dumps([r.body for r in llm_server.requests])
+
+
+async def test_terrariums_own_env_file_works_as_is(
+    ircd: IrcServer,
+    people: tuple[Human, Human],
+    serve_app: ServeApp,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The seed's environment variables, as its .env sets them, read by the example; its
+    AGENT_API_URL without /v1 reaches a server that serves only under /v1 (as vLLM does)."""
+    alice, bob = people
+    async with LLMServer(only_under="/v1") as llm:
+        seed_env = {
+            "AGENT_API_URL": llm.base_url,  # the seed's http://localhost:8080: no /v1
+            "AGENT_TEMPERATURE": "0.5",
+            "AGENT_MAX_TOKENS": "512",
+            "IRC_SERVER": "127.0.0.1",
+            "IRC_PORT": str(ircd.port),
+            "IRC_NICK": "Terrabot",
+            "IRC_CHANNELS": "#terrarium,#test",
+            "COMMAND_PREFIX": "!",
+            "MAX_CONTEXT_MESSAGES": "2",
+            "DB_PATH": "./data/irc_logs.db",
+        }
+        for name, value in seed_env.items():
+            monkeypatch.setenv(name, value)
+
+        def no_tls(data: dict[str, Any]) -> None:  # the fake has none; 6667 would be plain
+            data["platforms"]["irc"].update(tls=False, flood_burst=50)
+
+        root = copy_example("terrarium", tmp_path, {"bots/terra.yaml": no_tls})
+        await serve_example(root, "terra", serve_app, {})
+        await alice.expect(r":Terrabot!\S+ JOIN :?#terrarium", within=15)
+        llm.queue(ANSWER)
+        await bob.say("#terrarium", "PLUGH an old line")
+        await bob.say("#terrarium", "the deploy broke on the cache migration")
+        await alice.expect(r"PRIVMSG #terrarium :the deploy broke")  # relayed: in order
+        await alice.say("#terrarium", "!terrarium what did bob say about the deploy?")
+        assert await alice.privmsgs_from("Terrabot", 1) == [ANSWER]
+    refused, asked = llm.requests
+    assert (refused.path, asked.path) == ("/chat/completions", "/v1/chat/completions")
+    assert asked.body["temperature"] == 0.5
+    assert asked.body["max_tokens"] == 512
+    turns = json.dumps(asked.body["messages"][1:])  # the system prompt holds <irc_logs>
+    assert "the deploy broke" in turns
+    assert "PLUGH" not in turns  # MAX_CONTEXT_MESSAGES=2: bob's last line and the question
+    assert (root / "data" / "irc_logs.db").is_file()
+
+
+async def test_the_live_check_finds_the_missing_v1_of_agent_api_url(tmp_path: Path) -> None:
+    """``salon check --live`` with the seed's AGENT_API_URL: what it found, which URL
+    answers, and the answer."""
+    root = copy_example("terrarium", tmp_path)
+    async with LLMServer(only_under="/v1") as llm:
+        llm.queue("ok")
+        env = {**os.environ, "AGENT_API_URL": llm.base_url}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "salon",
+            "check",
+            str(root),
+            "--live",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    (line,) = [x for x in out.decode().splitlines() if x.startswith("live: provider agent")]
+    assert line.endswith(
+        f": 'ok' ({llm.base_url} answered 404; {llm.base_url}/v1 answers: set base_url to it)"
+    ), line

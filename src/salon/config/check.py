@@ -35,7 +35,9 @@ def check_bots(configs: ConfigSet, environ: Mapping[str, str]) -> CheckReport:
     for key in sorted(configs.bots):
         config = configs.bots[key]
         try:
-            secrets = resolve_secrets(config, environ, configs.locator(key))
+            secrets = resolve_secrets(
+                config, environ, configs.locator(key), variables=configs.variables(key)
+            )
         except ConfigError as exc:
             report.problems.extend(exc.problems)
             continue

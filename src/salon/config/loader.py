@@ -8,12 +8,17 @@ exists and ``<guild>`` is all digits or has a ``guilds/<guild>.yaml``; otherwise
 Every problem found is reported with the file, the line where we know it, the key path and
 the reason; all problems of a directory are collected before raising, so one ``salon check``
 shows everything that needs fixing.
+
+Values may name environment variables, ``${NAME}`` or ``${NAME:-default}``
+(``salon.config.interpolation``), read from ``environ`` (the process's by default) as the
+files are read; no problem shows the value of a variable named like a secret.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +26,10 @@ from pydantic import ValidationError
 
 from salon.config._yaml import KeyPath, YamlRefused, read_yaml_file
 from salon.config.channels import PROCESS_KEYS, ChannelConfigs
+from salon.config.interpolation import interpolate, looks_secret
 from salon.config.merge import merge_layers
 from salon.config.models import BotConfig
+from salon.config.secrets import Redactor
 from salon.errors import ConfigError, ConfigProblem
 
 __all__ = ["ConfigSet", "load_config_dir", "merge_layers"]
@@ -35,6 +42,7 @@ class Layer:
     file: str
     data: dict[str, Any]
     lines: dict[KeyPath, int]
+    variables: frozenset[str] = frozenset()  # the environment variables its values name
 
 
 @dataclass(frozen=True)
@@ -86,22 +94,40 @@ class ConfigSet:
             raise ConfigError([ConfigProblem(str(self.root / "bots"), "", reason)])
         return name, self.bots[name]
 
+    def variables(self, name: str) -> frozenset[str]:
+        """The environment variables the files of bot ``name`` name in their values (its
+        guild layers included): ``resolve_secrets`` redacts those named like secrets."""
+        layers = [
+            *self.layers[name],
+            *self.guilds.values(),
+            *self.bot_guilds.get(name, {}).values(),
+        ]
+        return frozenset().union(*(layer.variables for layer in layers))
+
     def locator(self, name: str) -> Callable[[str, str], ConfigProblem]:
         """Turns (key path, reason) into a problem blamed on the file that set the key."""
         layers = self.layers[name]
         return lambda key_path, reason: _locate(tuple(key_path.split(".")), reason, layers)
 
 
-def load_config_dir(root: Path | str) -> ConfigSet:
+def load_config_dir(root: Path | str, environ: Mapping[str, str] | None = None) -> ConfigSet:
     root = Path(root)
     if not root.is_dir():
         raise ConfigError([ConfigProblem(str(root), "", "config directory does not exist")])
     problems: list[ConfigProblem] = []
+    read = _Reader(os.environ if environ is None else environ, problems)
+    try:
+        return _load(root, read, problems)
+    except ConfigError as exc:
+        raise ConfigError([read.hidden(p) for p in exc.problems]) from None
+
+
+def _load(root: Path, read_layer: _Reader, problems: list[ConfigProblem]) -> ConfigSet:
     shared_path = root / "shared.yaml"
-    shared = _read_layer(shared_path, problems) if shared_path.exists() else None
+    shared = read_layer(shared_path) if shared_path.exists() else None
     guilds: dict[str, Layer] = {}
     for path in sorted((root / "guilds").glob("*.yaml")):
-        layer = _read_layer(path, problems)
+        layer = read_layer(path)
         if layer is not None:
             _forbid_process_keys(layer, problems)
             guilds[path.stem] = layer
@@ -112,7 +138,7 @@ def load_config_dir(root: Path | str) -> ConfigSet:
     bot_layers: dict[str, list[Layer]] = {}
     bot_guilds: dict[str, dict[str, Layer]] = {}
     for path in bot_paths:
-        layer = _read_layer(path, problems)
+        layer = read_layer(path)
         if layer is None:
             continue
         layers = [x for x in (shared, layer) if x is not None]
@@ -123,7 +149,7 @@ def load_config_dir(root: Path | str) -> ConfigSet:
         bot_layers[path.stem] = layers
         overlays: dict[str, Layer] = {}
         for guild_id, overlay_path in overlay_paths.get(path.stem, {}).items():
-            overlay = _read_layer(overlay_path, problems)
+            overlay = read_layer(overlay_path)
             if overlay is not None:
                 _forbid_process_keys(overlay, problems)
                 overlays[guild_id] = overlay
@@ -175,21 +201,42 @@ def _split_base(layers: list[Layer]) -> tuple[dict[str, Any], dict[str, Any]]:
     return layers[0].data, layers[1].data
 
 
-def _read_layer(path: Path, problems: list[ConfigProblem]) -> Layer | None:
-    try:
-        parsed = read_yaml_file(path)
-    except YamlRefused as exc:
-        found = (ConfigProblem(str(path), p.key_path, p.reason, p.line) for p in exc.problems)
-        problems.extend(found)
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.append(ConfigProblem(str(path), "", f"cannot read: {exc}"))
-        return None
-    data = {} if parsed.data is None else parsed.data
-    if not isinstance(data, dict):
-        problems.append(ConfigProblem(str(path), "", "the file must be a mapping of keys"))
-        return None
-    return Layer(str(path), data, parsed.lines)
+class _Reader:
+    """Reads each layer, its variables filled from ``environ``; remembers the values of
+    the secret-named ones, which no problem may show."""
+
+    def __init__(self, environ: Mapping[str, str], problems: list[ConfigProblem]) -> None:
+        self.environ = environ
+        self.problems = problems
+        self.secrets: set[str] = set()
+
+    def __call__(self, path: Path) -> Layer | None:
+        try:
+            parsed = read_yaml_file(path)
+        except YamlRefused as exc:
+            found = (ConfigProblem(str(path), p.key_path, p.reason, p.line) for p in exc.problems)
+            self.problems.extend(found)
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            self.problems.append(ConfigProblem(str(path), "", f"cannot read: {exc}"))
+            return None
+        data = {} if parsed.data is None else parsed.data
+        if not isinstance(data, dict):
+            self.problems.append(ConfigProblem(str(path), "", "the file must be a mapping of keys"))
+            return None
+        filled = interpolate(data, self.environ)
+        for key_path, reason in filled.problems:
+            line = parsed.lines.get(key_path)
+            self.problems.append(ConfigProblem(str(path), ".".join(key_path), reason, line))
+        self.secrets.update(
+            self.environ[n] for n in filled.names if looks_secret(n) and self.environ.get(n)
+        )
+        return Layer(str(path), filled.data, parsed.lines, frozenset(filled.names))
+
+    def hidden(self, problem: ConfigProblem) -> ConfigProblem:
+        """``problem`` without the value of any secret-named variable (a URL's hint
+        repeats what was written)."""
+        return replace(problem, reason=Redactor(frozenset(self.secrets))(problem.reason))
 
 
 def _validate_bot(

@@ -247,6 +247,12 @@ class BotConfig(_Strict):
 
     recency_window_messages: int = Field(default=400, gt=0)
     recency_window_characters: int = Field(default=100_000, gt=0)
+    recency_window_age: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_WAIT_SECONDS,
+        description="seconds: no message older than this in the context; unset: any age",
+    )
     ignore_dot_messages: bool = True
     hiding_reactions: list[str] = Field(
         default_factory=lambda: ["\U0001fae5"],  # dotted-line face
@@ -458,6 +464,7 @@ class BotConfig(_Strict):
             visibility=self.visibility,
             recency_window_messages=self.recency_window_messages,
             recency_window_characters=self.recency_window_characters,
+            recency_window_age=self.recency_window_age,
             hard_max_characters=self.hard_max_characters,
             monitor_context_messages=self.monitor_context_messages,
             monitor_context_age=self.monitor_context_age,

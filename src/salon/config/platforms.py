@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -34,13 +34,16 @@ class TerminalConfig(_Strict):
     user_name: str = "you"
 
 
+PLAIN_IRC_PORT = 6667  # IRC's plain-text port: TLS is on by default on any other
+
+
 class IrcConfig(_Strict):
     """One IRC network. The bot answers when addressed (``Nick: ...``, ``Nick, ...`` or its
     nick anywhere), to a command (``.terrarium question``) and in private messages."""
 
     server: str
     port: int = Field(default=6697, gt=0, lt=65536)
-    tls: bool = True
+    tls: bool = Field(default=True, description="default: off on port 6667, else on")
     tls_verify: bool = True
     nick: str = Field(min_length=1, max_length=30)
     fallback_nicks: list[str] = Field(default_factory=list)
@@ -80,6 +83,23 @@ class IrcConfig(_Strict):
     ctcp_version: str = Field(
         default="Salon", max_length=200, description="the answer to CTCP VERSION; empty: none"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_on_6667(cls, data: Any) -> Any:
+        """Port 6667 without a word about TLS means plain text, as on every network."""
+        plain = isinstance(data, dict) and "tls" not in data
+        if plain and str(data.get("port", "")).strip() == str(PLAIN_IRC_PORT):
+            return {**data, "tls": False}
+        return data
+
+    @field_validator("channels", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        """``#a,#b`` as IRC's JOIN takes them (a channel's name holds no comma)."""
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
 
     @model_validator(mode="after")
     def _external_has_a_certificate(self) -> IrcConfig:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from salon.config.integrations import integration_secrets
+from salon.config.interpolation import looks_secret
 from salon.config.models import BotConfig, http_url_problem
 from salon.config.tools import TOKEN_KEY_ENV
 from salon.errors import ConfigError, ConfigProblem
@@ -154,12 +155,40 @@ def _other_providers(
     return values, plain, problems
 
 
+def _optional_secrets(
+    bot: BotConfig, environ: Mapping[str, str], variables: Iterable[str]
+) -> dict[str, str]:
+    """The secrets taken when set, to be redacted, and never required."""
+    names: list[str] = []
+    # Integration keys: a missing one turns its integration off (salon.config.integrations).
+    names.extend(env_name for _, env_name in integration_secrets(bot))
+    # The web server's keys (without one its page or triggers are off), and a Matrix
+    # token beside a password login.
+    matrix_token = bot.platforms.matrix.access_token_env if bot.platforms.matrix else None
+    names.extend(
+        n for n in (bot.web.activity_key_env, bot.web.trigger_token_env, matrix_token) if n
+    )
+    # A collector's headers (API keys); one not set is sent empty (the collector says so):
+    # the bot answers whether or not it exports.
+    names.extend(bot.otel.headers_env.values() if bot.otel is not None else ())
+    # Variables a value names as ${NAME}, when named like secrets.
+    names.extend(n for n in variables if looks_secret(n))
+    return {name: environ[name] for name in names if environ.get(name)}
+
+
 def resolve_secrets(
-    bot: BotConfig, environ: Mapping[str, str], locate: Locate, *, tools_only: bool = False
+    bot: BotConfig,
+    environ: Mapping[str, str],
+    locate: Locate,
+    *,
+    tools_only: bool = False,
+    variables: Iterable[str] = (),
 ) -> Secrets:
     """Look up every secret the bot needs; raise one ConfigError naming all missing ones.
 
     ``locate(key_path, reason)`` builds the problem, blaming the file that set the key.
+    ``variables``: those the bot's files name as ``${NAME}``; the values of the ones named
+    like secrets are secrets too (redacted), though nothing requires them here.
     """
     values: dict[str, str] = {}
     problems: list[ConfigProblem] = []
@@ -175,22 +204,7 @@ def resolve_secrets(
         problems.append(
             locate(key_path, f"environment variable {env_name} {state} (required secret)")
         )
-    # Integration keys are optional: a missing one turns its integration off (see
-    # salon.config.integrations), so it is taken when present and never required.
-    for _, env_name in integration_secrets(bot):
-        if environ.get(env_name):
-            values[env_name] = environ[env_name]
-    # The web server's keys are optional too (without one its page or triggers are off),
-    # and secret: taken to be redacted. So is a Matrix token beside a password login.
-    matrix_token = bot.platforms.matrix.access_token_env if bot.platforms.matrix else None
-    for optional in (bot.web.activity_key_env, bot.web.trigger_token_env, matrix_token):
-        if optional and environ.get(optional):
-            values[optional] = environ[optional]
-    # A collector's headers (API keys) are secrets; one not set is sent empty (the
-    # collector says so), never required: the bot answers whether or not it exports.
-    for env_name in bot.otel.headers_env.values() if bot.otel is not None else ():
-        if environ.get(env_name):
-            values[env_name] = environ[env_name]
+    values |= _optional_secrets(bot, environ, variables)
     plain: dict[str, str] = {}
     if not tools_only:
         others, plain, url_problems = _other_providers(bot, environ, locate)

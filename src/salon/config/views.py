@@ -31,6 +31,7 @@ class WindowSettings:
     visibility: Visibility
     recency_window_messages: int
     recency_window_characters: int
+    recency_window_age: float | None  # seconds; None: any age
     hard_max_characters: int
     monitor_context_messages: int
     monitor_context_age: float

@@ -7,7 +7,8 @@ since the last roll, or the kept messages exceed ``hard_max_characters``, or the
 window starts at is gone, the window is cut back to the recency budgets and the breakpoint
 moves to ``cache_breakpoint_offset`` messages below the newest. With ``rolling_budget:
 average`` the cut goes below the budgets by half the threshold, so that the window holds
-them on average rather than at least.
+them on average rather than at least. With ``recency_window_age`` a roll also happens as
+soon as the window holds a message the budgets leave out (one too old, or one too many).
 
 Two more breakpoints ride along: one on the newest message, so the next activation can
 read everything up to it from the cache, and one on the newest message of the previous
@@ -67,7 +68,8 @@ def roll(
         # Arrivals are other people's messages: the bot's own answers do not count.
         arrived = sum(1 for m in visible[head + 1 :] if m.author.id != me_id)
         size = index.chars_from(anchor)
-        if arrived < budgets.rolling_threshold and size <= budgets.hard_max_characters:
+        within = arrived < budgets.rolling_threshold and size <= budgets.hard_max_characters
+        if within and _inside_age(anchor, window, budgets, index):
             previous_tail = state.tail_id
             state = _stable_breakpoint(kept, state, me_id, index, anchor)
             state = replace(state, tail_id=kept[-1].id)
@@ -82,6 +84,17 @@ def roll(
                 tuple(sorted(found, key=present.__getitem__)),
             )
     return _cut(_below_budget(window, budgets) or list(visible[-1:]), budgets)
+
+
+def _inside_age(
+    anchor: int, window: list[Message], budgets: WindowSettings, index: VisibleIndex
+) -> bool:
+    """With an age limit (``recency_window_age``), the kept messages stay only while the
+    budgets' pick still holds them all: the limit is the seed's "whichever is smaller"."""
+    if budgets.recency_window_age is None:
+        return True
+    start = index.position(window[0].id) if window else None
+    return start is not None and anchor >= start
 
 
 def _below_budget(window: list[Message], budgets: WindowSettings) -> list[Message]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from salon.config.views import Visibility, WindowSettings
 from salon.model import Message, Tag
@@ -57,20 +57,23 @@ def select_context(
     monitored_at: datetime | None = None,
     visible: bool = False,
 ) -> list[Message]:
-    """Newest visible messages within both budgets, oldest first.
+    """Newest visible messages within the budgets, oldest first.
 
-    Whichever budget is reached first stops the walk. The newest message is always kept,
-    cut to the character budget if it alone exceeds it. In a monitored channel (the bot
-    reads every message) ``monitored_at`` is now, and the tighter monitor rule applies too:
-    at most ``monitor_context_messages`` messages, none older than ``monitor_context_age``.
+    Whichever budget is reached first stops the walk: messages, characters, and with
+    ``recency_window_age`` the age. The newest message is always kept, cut to the character
+    budget if it alone exceeds it. In a monitored channel (the bot reads every message)
+    ``monitored_at`` is now, and the tighter monitor rule applies too: at most
+    ``monitor_context_messages`` messages, none older than ``monitor_context_age``.
     ``visible``: ``history`` holds only visible messages already.
     """
     max_messages = window.recency_window_messages
     max_chars = window.recency_window_characters
-    oldest: datetime | None = None
+    ages = [] if window.recency_window_age is None else [window.recency_window_age]
     if monitored_at is not None:
         max_messages = min(max_messages, window.monitor_context_messages)
-        oldest = monitored_at - timedelta(seconds=window.monitor_context_age)
+        ages.append(window.monitor_context_age)
+    now = monitored_at or datetime.now(UTC)
+    oldest = now - timedelta(seconds=min(ages)) if ages else None
     picked: list[Message] = []
     used = 0
     for message in reversed(history):

@@ -125,7 +125,7 @@ class ChannelView:
 
     def select(self, window: WindowSettings, monitored_at: datetime | None = None) -> list[Message]:
         """What ``select_context`` picks from the visible messages, from the running sizes."""
-        if monitored_at is not None:
+        if monitored_at is not None or window.recency_window_age is not None:
             return select_context(self.visible, window, monitored_at=monitored_at, visible=True)
         end = len(self._all)
         if end == self._first:

@@ -11,6 +11,12 @@ Reasoning: a bot's ``thinking`` goes out as the field ``reasoning_style`` names 
 template's ``enable_thinking``). It comes back as ``reasoning_content`` (DeepSeek, vLLM,
 llama.cpp ``--reasoning-format deepseek``) or ``reasoning`` (OpenRouter, newer vLLM) deltas,
 or inline as ``<think>…</think>`` in the text (see ``think_tags``); it is never answer text.
+
+A base URL without ``/v1`` (``http://localhost:8080``, as Terrarium's ``AGENT_API_URL`` is
+written) 404s on a server that serves its API under ``/v1`` alone (vLLM). Until a call gets
+an HTTP answer, a 404 from such a base is tried once more at ``<base>/v1``; when that path
+answers, the provider keeps it, logs one line, and ``base_url_note`` says so for
+``salon check --live``.
 What a server wants back within a tool loop goes back on the assistant turn: the reasoning
 as ``reasoning_content`` (DeepSeek's thinking mode refuses a tool-call turn without it),
 or OpenRouter's ``reasoning_details`` exactly as they came.
@@ -27,7 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from salon.config import ProviderConfig
+from salon.errors import ProviderError
 from salon.llm._convert import REQUESTS, Converted
+from salon.llm._errors import redact_url
 from salon.llm._http_stream import Decoder, EventStreams
 from salon.llm._sdk import BACKSTOP, add_extras, sent_body
 from salon.llm.base import (
@@ -73,6 +81,8 @@ class OpenAIProvider:
     ) -> None:
         self.name = name
         self.traits = ProviderTraits()
+        self.base_url_note: str | None = None  # what the first answer told of base_url
+        self._base_settled = False  # a call got an HTTP answer: the base URL is known
         self._config = config
         self._kwargs = Converted(self._build_kwargs, REQUESTS)  # stream and trace: built once
         self._converted = Converted(_messages, weigh=turn_bytes, weak=True)
@@ -112,7 +122,65 @@ class OpenAIProvider:
         the whole body against its typed parameters first: tens of milliseconds for a long
         chat)."""
         body, headers = sent_body(kwargs)
-        return self._http.stream(self.name, path, body, headers, decoder)
+        if self._base_settled:
+            return self._http.stream(self.name, path, body, headers, decoder)
+        return self._first_post(path, body, headers, decoder)
+
+    async def _first_post(
+        self, path: str, body: dict[str, Any], headers: dict[str, str], decoder: Decoder
+    ) -> AsyncIterator[StreamEvent]:
+        """A post before any HTTP answer: a 404 from a base without ``/v1`` tries ``/v1``."""
+        try:
+            async for event in self._http.stream(self.name, path, body, headers, decoder):
+                self._base_settled = True
+                yield event
+        except ProviderError as exc:
+            if exc.status is None or self._base_settled:
+                raise  # no answer yet (the server is down?): the next call looks again
+            self._base_settled = True
+            base = self._http.base_url
+            if exc.status != 404 or base.rstrip("/").endswith("/v1"):
+                raise
+            async for event in self._try_v1(base, path, body, headers, decoder, first=exc):
+                yield event
+        self._base_settled = True
+
+    async def _try_v1(
+        self,
+        base: str,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        decoder: Decoder,
+        *,
+        first: ProviderError,
+    ) -> AsyncIterator[StreamEvent]:
+        """``path`` under ``<base>/v1``, kept when it answers (any status but 404); else
+        ``first``, the base's own 404, is the error."""
+        self._http.base_url = base.rstrip("/") + "/v1"
+        try:
+            async for event in self._http.stream(self.name, path, body, headers, decoder):
+                self._found_v1(base, path)
+                yield event
+        except ProviderError as exc:
+            if exc.status is None or exc.status == 404:
+                self._http.base_url = base
+                raise first from None
+            self._found_v1(base, path)
+            raise
+
+    def _found_v1(self, base: str, path: str) -> None:
+        if self.base_url_note is not None:
+            return
+        shown, v1 = redact_url(base), redact_url(self._http.base_url)
+        self.base_url_note = f"{shown} answered 404; {v1} answers: set base_url to it"
+        logger.warning(
+            "%s: %s answered 404 to %s; %s answers: using it (set base_url to it)",
+            self.name,
+            shown,
+            path,
+            v1,
+        )
 
     def wire(self, request: LLMRequest) -> dict[str, Any]:
         """The JSON body this request goes out as (extra fields merged in, as the SDK does)."""

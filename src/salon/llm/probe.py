@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from salon.config import BotConfig, Secrets
 from salon.errors import SalonError
@@ -23,12 +24,14 @@ class ProbeResult:
     milliseconds: float = 0.0
     reply: str = ""
     error: str = ""
+    note: str | None = None  # what the call found of the base URL (a missing /v1)
 
     def describe(self) -> str:
         where = f"provider {self.provider} (model {self.model})"
+        note = f" ({self.note})" if self.note else ""
         if self.ok:
-            return f"live: {where}: {self.milliseconds:.0f} ms: {self.reply.strip()!r}"
-        return f"live: {where}: FAILED: {self.error}"
+            return f"live: {where}: {self.milliseconds:.0f} ms: {self.reply.strip()!r}{note}"
+        return f"live: {where}: FAILED: {self.error}{note}"
 
 
 async def probe(bot: BotConfig, provider_name: str, secrets: Secrets) -> ProbeResult | None:
@@ -56,8 +59,17 @@ async def probe(bot: BotConfig, provider_name: str, secrets: Secrets) -> ProbeRe
                 reply += event.text
     except Exception as exc:  # a diagnosis: whatever went wrong is the answer
         reason = str(exc) if isinstance(exc, SalonError) else f"{type(exc).__name__}: {exc}"
-        return ProbeResult(provider_name, model, False, error=secrets.redactor()(reason))
+        error = secrets.redactor()(reason)
+        return ProbeResult(provider_name, model, False, error=error, note=_note(provider))
     finally:
         await provider.aclose()
     elapsed = (time.perf_counter() - started) * 1000
-    return ProbeResult(provider_name, model, True, elapsed, reply[:200])
+    return ProbeResult(provider_name, model, True, elapsed, reply[:200], note=_note(provider))
+
+
+def _note(provider: object) -> str | None:
+    """The vendor provider's word on its base URL, inside the retry and deadline wrappers."""
+    found: Any = provider
+    while found is not None and not hasattr(found, "base_url_note"):
+        found = getattr(found, "inner", None)
+    return getattr(found, "base_url_note", None)

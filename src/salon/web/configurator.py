@@ -158,7 +158,7 @@ def validate_edit(
             return line.replace(str(copy), str(root))
 
         try:
-            configs = load_config_dir(copy)
+            configs = load_config_dir(copy, environ)
         except ConfigError as exc:
             return [shown(f"error: {p}") for p in exc.problems], []
         report = check_bots(configs, environ)

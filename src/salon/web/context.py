@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from salon.config import ConfigSet, Redactor, WebConfig, load_config_dir
 from salon.config.integrations import integration_secrets
+from salon.config.interpolation import looks_secret
 from salon.config.secrets import required_secrets
 from salon.errors import ConfigError
 from salon.model import clean_text
@@ -91,6 +92,8 @@ class Fleet:
 def secret_values(configs: ConfigSet, environ: Mapping[str, str]) -> list[str]:
     """Every secret any bot of the directory may use that is set here: for redaction."""
     names: set[str] = set()
+    for key in configs.bots:  # ${NAME} in a value: a secret when named like one
+        names.update(n for n in configs.variables(key) if looks_secret(n))
     for bot in configs.bots.values():
         names.update(env for _, env in required_secrets(bot))
         names.update(env for _, env in integration_secrets(bot))
