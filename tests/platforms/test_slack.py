@@ -223,6 +223,47 @@ async def test_approval_buttons_refuse_someone_else_and_take_the_requester(
     assert fake_slack.http.failed == []  # over HTTP, every request was answered
 
 
+async def test_an_approval_of_long_arguments_shows_a_preview_and_the_whole_in_its_thread(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    """Block Kit refuses a section over 3,000 characters (``invalid_blocks``): the prompt
+    shows the start of the request, its thread the whole of it."""
+    from tests.platforms.test_approvals import danger_server
+    from tests.tools.conftest import in_process
+
+    ran: list[str] = []
+    target = " ".join(f"part{i}&" for i in range(1200))  # 9,000 characters, more escaped
+    provider = FakeProvider([FakeReply(calls=(ToolCall("c1", "wipe", {"target": target}),)), "Ok."])
+    _, platform = await start_slack(
+        provider, extra_servers=[in_process(danger_server(ran), "danger")]
+    )
+    alice = fake_slack.user("Alice")
+    await fake_slack.post(GENERAL, alice, mention(fake_slack, "wipe all of it"))
+    await asyncio.wait_for(platform.wait_prompts(1), 10)
+    prompt = fake_slack.messages(GENERAL)[0]
+    (section, _) = prompt["blocks"]
+    assert "wants to run wipe (target: part0&amp; part1&amp;" in section["text"]["text"]
+    assert "part1199" not in section["text"]["text"]
+
+    def thread() -> str:
+        replies = [m for m in fake_slack.messages(GENERAL) if m["ts"] != prompt["ts"]]
+        assert all(m.get("thread_ts") == prompt["ts"] for m in replies)
+        return " ".join(m["text"] for m in replies).replace("&amp;", "&")
+
+    await fake_slack.wait_for(lambda: "part1199&" in thread())
+    assert target in " ".join(thread().split())
+    buttons = {
+        e["text"]["text"]: (e["action_id"], e["value"])
+        for block in prompt["blocks"]
+        if block["type"] == "actions"
+        for e in block["elements"]
+    }
+    await fake_slack.click(alice, GENERAL, prompt["ts"], *buttons["Approve"])
+    await fake_slack.wait_for(lambda: ran == [target])
+    closed = fake_slack.messages(GENERAL)[0]
+    assert "Approved by Alice." in closed["blocks"][0]["text"]["text"]
+
+
 async def test_monitor_command_makes_the_bot_read_everything(
     fake_slack: SlackServer, start_slack: StartSlack
 ) -> None:

@@ -51,7 +51,7 @@ class Sender:
         self._client = client
         self._people = people
         self._reader = reader
-        self._max_chars = max_chars
+        self.max_chars = max_chars
         self._interval = interval
         self._progress: OrderedDict[str, tuple[ChannelRef, str, float]] = OrderedDict()
 
@@ -82,7 +82,7 @@ class Sender:
     ) -> Message:
         whole = "\n".join([text, *lines]) if text else "\n".join(lines)
         first: Message | None = None
-        for piece in split(whole, self._max_chars) or [""]:
+        for piece in split(whole, self.max_chars) or [""]:
             with _settled() if first is not None else nullcontext():
                 sent = await self.post(channel, piece, note=note, **extra)
             first = first or sent
@@ -101,7 +101,7 @@ class Sender:
                 raise PlatformError(f"{exc} (the bot token needs scope im:write)") from exc
             raise
         channel_id = str((opened.get("channel") or {}).get("id", ""))
-        for piece in split(text, self._max_chars):
+        for piece in split(text, self.max_chars):
             await call(
                 "send a direct message",
                 self._client().chat_postMessage(
@@ -162,7 +162,7 @@ class Sender:
         )
 
     async def progress(self, channel: ChannelRef, key: str, text: str, *, done: bool) -> None:
-        text = text[: self._max_chars]
+        text = text[: self.max_chars]
         known = self._progress.get(key)
         if known is None:
             if done:

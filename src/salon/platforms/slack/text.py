@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-__all__ = ["escape", "readable", "split", "user_mentions"]
+__all__ = ["escape", "fit", "readable", "split", "user_mentions"]
 
 _MARKUP = re.compile(r"<([^<>]*)>")
 _USER = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
@@ -22,6 +22,17 @@ _USER = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 def escape(text: str) -> str:
     """``text`` as Slack shows it, with no markup of its own."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def fit(text: str, limit: int) -> str:
+    """A start of ``text`` of at most ``limit`` characters once escaped (all of it when
+    it fits)."""
+    if len(escape(text)) <= limit:
+        return text
+    cut = text[:limit]
+    while len(escape(cut)) > limit:  # each escape adds at most four: a few rounds
+        cut = cut[: len(cut) - max(1, (len(escape(cut)) - limit) // 4)]
+    return cut
 
 
 def user_mentions(text: str) -> list[str]:
