@@ -99,6 +99,23 @@ async def test_a_mention_gets_an_answer_with_readable_names(
     assert shown == "Alice: just talking & such\nAlice: @Salon hi there"
 
 
+async def test_group_mentions_and_dates_reach_the_model_as_people_read_them(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    """Slack writes a user group as ``<!subteam^ID|@handle>`` (the label has its ``@``)
+    and a date as ``<!date^ts^format|fallback>``; ``<!here>`` may carry a label too."""
+    provider = FakeProvider(["noted"])
+    await start_slack(provider)
+    said = (
+        "<!subteam^S0DEVS|@devs> ship it by <!date^1392734382^{date_short}|Feb 18, 2014>, "
+        "<!here|@here> and <!channel>; <!subteam^S0OPS> too"
+    )
+    await fake_slack.post(GENERAL, fake_slack.user("Alice"), mention(fake_slack, said))
+    await fake_slack.wait_bot_messages(GENERAL, 1)
+    shown = provider.requests[0].messages[-1].plain_text
+    assert shown == ("Alice: @Salon @devs ship it by Feb 18, 2014, @here and @channel; @S0OPS too")
+
+
 async def test_a_direct_message_is_answered_without_a_mention_and_others_are_not(
     fake_slack: SlackServer, start_slack: StartSlack
 ) -> None:

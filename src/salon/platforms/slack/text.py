@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 __all__ = ["escape", "fit", "readable", "split", "user_mentions"]
 
@@ -42,8 +43,9 @@ def user_mentions(text: str) -> list[str]:
 
 def readable(text: str, name_of: Callable[[str], str]) -> str:
     """A message's mrkdwn as plain words: ``<@U1>`` is ``@Name``, ``<#C1|general>`` is
-    ``#general``, ``<https://x|label>`` is ``label (https://x)``, ``<!here>`` is ``@here``;
-    then the three escapes are undone."""
+    ``#general``, ``<https://x|label>`` is ``label (https://x)``, ``<!here>`` is ``@here``,
+    ``<!subteam^S1|@devs>`` is ``@devs``, ``<!date^…|Feb 18>`` is ``Feb 18``; then the
+    three escapes are undone."""
 
     def one(match: re.Match[str]) -> str:
         inner = match.group(1)
@@ -53,12 +55,30 @@ def readable(text: str, name_of: Callable[[str], str]) -> str:
         if target.startswith("#"):
             return "#" + (label or target[1:])
         if target.startswith("!"):
-            word = target[1:].split("^")[0]
-            return "@" + (label or word)
+            return _special(target[1:], label)
         return f"{label} ({target})" if label and label != target else target
 
     plain = _MARKUP.sub(one, text)
     return plain.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def _special(command: str, label: str) -> str:
+    """``<!…>`` read: a date is its fallback text (Slack asks for one; else the moment in
+    UTC), a user group (``subteam^S…|@devs``) or ``here``/``channel``/``everyone`` is
+    ``@`` and its name, whether or not the label has its ``@`` already."""
+    word, _, rest = command.partition("^")
+    if word == "date":
+        if label:
+            return label
+        seconds = rest.partition("^")[0]
+        try:
+            moment = datetime.fromtimestamp(int(seconds), UTC)
+        except (ValueError, OverflowError, OSError):
+            return seconds
+        return moment.strftime("%Y-%m-%d %H:%M UTC")
+    if word == "subteam":
+        return "@" + (label.removeprefix("@") or rest)
+    return "@" + (label.removeprefix("@") or word)
 
 
 def split(text: str, limit: int) -> list[str]:
