@@ -410,6 +410,19 @@ async def test_a_long_answer_is_split_within_slacks_limit(
     assert " ".join(shown).split() == words.split()  # nothing lost, nothing doubled
 
 
+async def test_a_long_message_cut_keeps_the_indentation_of_its_code(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    _, platform = await start_slack(FakeProvider())
+    lines = [f"    value_{i} = compute({i}, twice=True)  # step {i}" for i in range(200)]
+    code = "\n".join(["def f():", *lines])
+    await platform.send(ChannelRef("slack", GENERAL), code)
+    said = [m["text"] for m in fake_slack.messages(GENERAL)]
+    assert len(said) >= 3
+    assert all(text.startswith("    value_") for text in said[1:])
+    assert "\n".join(said) == code  # cut at line breaks, nothing else lost
+
+
 async def test_progress_is_one_note_edited_to_its_end(
     fake_slack: SlackServer, start_slack: StartSlack
 ) -> None:

@@ -82,13 +82,17 @@ def _special(command: str, label: str) -> str:
 
 
 def split(text: str, limit: int) -> list[str]:
-    """``text`` in pieces of at most ``limit`` characters, cut at a line break or space
-    where one is near the end."""
+    """``text`` in pieces of at most ``limit`` characters, cut at a line break, else a
+    space, in the second half of a piece (else at ``limit``). Only the break cut at (and
+    blank lines there) is dropped: the next line keeps its indentation."""
     pieces: list[str] = []
     while len(text) > limit:
-        cut = max(text.rfind("\n", 0, limit), text.rfind(" ", 0, limit))
-        if cut < limit // 2:
-            cut = limit
-        pieces.append(text[:cut])
-        text = text[cut:].lstrip("\n ")
+        cut, resume = limit, limit
+        for separator in ("\n", " "):
+            at = text.rfind(separator, 0, limit + 1)
+            if at >= max(1, limit // 2):
+                cut, resume = at, at + 1
+                break
+        pieces.append(text[:cut].rstrip("\n"))
+        text = text[resume:].lstrip("\n")
     return [*pieces, text] if text or not pieces else pieces
