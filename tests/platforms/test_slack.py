@@ -321,6 +321,22 @@ async def test_what_the_model_writes_cannot_notify_a_channel_or_a_group(
     assert fake_slack.pings == []  # and the fixture checks it again at the end
 
 
+async def test_links_and_media_the_bot_posts_are_not_unfurled(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    """``unfurl_links`` is off for a bot by default, ``unfurl_media`` on: both are sent
+    false, so what the model links shows no preview (an image, a video) in the channel."""
+    provider = FakeProvider(["See https://example.com/cat.png and https://example.com/"])
+    _, platform = await start_slack(provider)
+    alice = fake_slack.user("Alice")
+    await fake_slack.post(GENERAL, alice, mention(fake_slack, "a picture?"))
+    await fake_slack.wait_bot_messages(GENERAL, 1)
+    await platform.send_direct(Participant(alice.id, "Alice"), "https://example.com/dog.mp4")
+    posts = [p for m, _, p in fake_slack.calls if m == "chat.postMessage"]
+    assert len(posts) == 2
+    assert all(p.get("unfurl_links") is False and p.get("unfurl_media") is False for p in posts)
+
+
 async def test_a_rate_limited_post_is_waited_out_and_posted_once(
     fake_slack: SlackServer, start_slack: StartSlack
 ) -> None:

@@ -1,7 +1,8 @@
 """Posting on Slack: ``chat.postMessage`` with the text escaped (nothing the model writes
-can notify a channel or a group), split at ``max_chars``, into the thread the context is;
-Salon's own notes carry message metadata so they come back tagged ``Tag.NOTE``; a
-progress report is one note, edited with ``chat.update`` at most every ``interval``.
+can notify a channel or a group) and no link or media unfurled, split at ``max_chars``,
+into the thread the context is; Salon's own notes carry message metadata so they come
+back tagged ``Tag.NOTE``; a progress report is one note, edited with ``chat.update`` at
+most every ``interval``.
 Files a tool made are uploaded after the text (slack_sdk's ``files_upload_v2``:
 ``files.getUploadURLExternal``, the bytes POSTed, ``files.completeUploadExternal`` into the
 same channel and thread); one that cannot be (no bytes, too big, refused) is a link line."""
@@ -36,6 +37,8 @@ _JOBS = 256  # progress messages remembered: a bound, not a limit
 # Slack takes files up to 1 GB; the bytes are held in memory, so Salon's bound is lower
 MAX_UPLOAD = 100 * 1024 * 1024
 _NOTE = {"event_type": NOTE_EVENT, "event_payload": {}}
+# No previews of what the bot links: Slack unfurls media unless told not to.
+_PLAIN: dict[str, Any] = {"unfurl_links": False, "unfurl_media": False}
 
 
 class Sender:
@@ -104,9 +107,7 @@ class Sender:
         for piece in split(text, self.max_chars):
             await call(
                 "send a direct message",
-                self._client().chat_postMessage(
-                    channel=channel_id, text=escape(piece), unfurl_links=False
-                ),
+                self._client().chat_postMessage(channel=channel_id, text=escape(piece), **_PLAIN),
                 repeatable=False,
             )
 
@@ -140,7 +141,7 @@ class Sender:
         params |= extra
         found = await call(
             f"post in {channel.name or channel_id}",
-            self._client().chat_postMessage(unfurl_links=False, **params),
+            self._client().chat_postMessage(**_PLAIN, **params),
             repeatable=False,  # Slack takes the same post twice
         )
         message = Message(
