@@ -261,3 +261,37 @@ async def test_a_post_that_never_reached_slack_is_transient() -> None:
         await call("post", web.chat_postMessage(channel=GENERAL, text="hi"), repeatable=False)
     assert refused.value.transient
     assert "could not reach Slack to post" in str(refused.value)
+
+
+async def test_a_post_whose_connection_broke_after_slack_took_it_is_not_sent_again(
+    fake_slack: SlackServer,
+) -> None:
+    """slack_sdk tries a call again after a connection lost mid-request; Slack does not
+    de-duplicate posts, so a post is not (it shows once), while a read still is."""
+    web = build_web_client(BOT_TOKEN, base_url=fake_slack.base_url, wait_max=1)
+    fake_slack.cut("chat.postMessage")
+    with pytest.raises(PlatformError) as broke:
+        await call("post", web.chat_postMessage(channel=GENERAL, text="hi"), repeatable=False)
+    assert not broke.value.transient
+    assert said(fake_slack, GENERAL) == ["hi"]
+    assert [m for m, _, _ in fake_slack.calls] == ["chat.postMessage"]
+
+    fake_slack.cut("conversations.history")
+    read = await call("read", web.conversations_history(channel=GENERAL))
+    assert [m["text"] for m in read["messages"]] == ["hi"]
+    assert [m for m, _, _ in fake_slack.calls][1:] == ["conversations.history"] * 2
+
+
+async def test_an_answer_whose_connection_broke_after_slack_took_it_shows_once(
+    fake_slack: SlackServer, tmp_path: Path
+) -> None:
+    running = Running(make_app(fake_slack, tmp_path, FakeProvider(["Only once."])), fake_slack)
+    await running.start()
+    fake_slack.cut("chat.postMessage")
+    await mention(fake_slack, GENERAL, fake_slack.user("Alice"), "hi")
+    await fake_slack.wait_bot_messages(GENERAL, 2)  # the answer, and the failure said
+    await running.app.agent.wait_idle()
+    await running.stop()
+    answer, note = said(fake_slack, GENERAL)
+    assert answer == "Only once."
+    assert "could not answer" in note
