@@ -14,11 +14,12 @@ over HTTP delivers them (``slack_http.py``). A connection is closed as Slack clo
 (``drop``: a ``disconnect`` envelope with its reason, then the close); while
 ``pause_connections`` holds, ``apps.connections.open`` answers only once
 ``open_connections`` is called, so what happens in between is missed, as on Slack; ``cut``
-carries a call out and drops its connection before the answer. Message
-timestamps (``ts``) are the wall clock (``clock_offset`` moves it), unique and growing.
-What Slack refuses, the fake refuses: a bot token at ``apps.connections.open``,
-text past 40,000 characters (``msg_too_long``), malformed blocks (``invalid_blocks``), a
-channel the bot is not in (``not_in_channel``), editing or deleting someone else's message.
+carries a call out and drops its connection before the answer. Message timestamps (``ts``)
+are the wall clock (``clock_offset`` moves it), unique and growing. What Slack refuses,
+the fake refuses: a bot token at ``apps.connections.open``, text past 40,000 characters
+(``msg_too_long``), malformed blocks or a section's text past 3,000 characters
+(``invalid_blocks``), malformed message metadata (``invalid_metadata_format``), a channel
+the bot is not in (``not_in_channel``), editing or deleting someone else's message.
 
 Tests play the people: ``post``, ``edit``, ``delete``, ``pin``, ``command`` and ``click``;
 ``pings`` lists every notification a bot message would have sent (``<!channel>``,
