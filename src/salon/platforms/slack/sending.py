@@ -2,11 +2,11 @@
 can notify a channel or a group) and no link or media unfurled, split at ``max_chars``,
 into the thread the context is; Salon's own notes carry message metadata so they come
 back tagged ``Tag.NOTE``, and the first message of an answer its key (``Reader.sent``:
-whether it showed, after a stop); a progress report is one note, edited with ``chat.update`` at
-most every ``interval``.
-Files a tool made are uploaded after the text (slack_sdk's ``files_upload_v2``:
-``files.getUploadURLExternal``, the bytes POSTed, ``files.completeUploadExternal`` into the
-same channel and thread); one that cannot be (no bytes, too big, refused) is a link line."""
+whether it showed, after a stop); a progress report is one note, edited with
+``chat.update`` at most every ``interval``. Files a tool made are uploaded after the text
+(slack_sdk's ``files_upload_v2``: ``files.getUploadURLExternal``, the bytes POSTed,
+``files.completeUploadExternal`` into the same channel and thread); one that cannot be
+(no bytes, too big, refused) is a link line."""
 
 from __future__ import annotations
 
