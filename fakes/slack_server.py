@@ -13,11 +13,13 @@ events, commands and button presses are POSTed there instead, signed, as the Eve
 over HTTP delivers them (``slack_http.py``). A connection is closed as Slack closes one
 (``drop``: a ``disconnect`` envelope with its reason, then the close); while
 ``pause_connections`` holds, ``apps.connections.open`` answers only once
-``open_connections`` is called, so what happens in between is missed, as on Slack. Message
-timestamps (``ts``) are the wall clock (``clock_offset`` moves it), unique and growing.
-What Slack refuses, the fake refuses: a bot token at ``apps.connections.open``,
-text past 40,000 characters (``msg_too_long``), malformed blocks (``invalid_blocks``), a
-channel the bot is not in (``not_in_channel``), editing or deleting someone else's message.
+``open_connections`` is called, so what happens in between is missed, as on Slack; ``cut``
+carries a call out and drops its connection before the answer. Message timestamps (``ts``)
+are the wall clock (``clock_offset`` moves it), unique and growing. What Slack refuses,
+the fake refuses: a bot token at ``apps.connections.open``, text past 40,000 characters
+(``msg_too_long``), malformed blocks or a section's text past 3,000 characters
+(``invalid_blocks``), malformed message metadata (``invalid_metadata_format``), a channel
+the bot is not in (``not_in_channel``), editing or deleting someone else's message.
 
 Tests play the people: ``post``, ``edit``, ``delete``, ``pin``, ``command`` and ``click``;
 ``pings`` lists every notification a bot message would have sent (``<!channel>``,
@@ -112,6 +114,7 @@ class SlackServer(WebApi):
         self.scopes = set(BOT_SCOPES)  # the bot token's, sent as X-OAuth-Scopes
         self._limits: dict[str, list[int]] = {}  # method -> [times, retry_after]
         self._failures: dict[str, list[int]] = {}  # method -> [times, HTTP status]
+        self._cuts: dict[str, int] = {}  # method -> times its answer is lost
         self._connections_open = asyncio.Event()  # apps.connections.open answers
         self._connections_open.set()
         self.clock_offset = 0.0  # seconds added to the wall clock of new messages
@@ -232,6 +235,11 @@ class SlackServer(WebApi):
         """The next ``times`` calls of ``method`` get HTTP ``status`` and do nothing (Slack
         unavailable: ``service_unavailable``)."""
         self._failures[method] = [times, status]
+
+    def cut(self, method: str, *, times: int = 1) -> None:
+        """The next ``times`` calls of ``method`` are carried out, then the connection is
+        closed before the answer (a connection lost after Slack took the request)."""
+        self._cuts[method] = times
 
     def pause_connections(self) -> None:
         """``apps.connections.open`` waits (Slack unreachable) until ``open_connections``."""
@@ -593,6 +601,9 @@ class SlackServer(WebApi):
         except SlackError as exc:
             return web.json_response({"ok": False, "error": exc.error})
         await self._notify()
+        if self._cuts.get(method, 0) > 0 and request.transport is not None:
+            self._cuts[method] -= 1
+            request.transport.abort()  # done, but the caller never hears so
         scopes = {"X-OAuth-Scopes": ",".join(sorted(self.scopes))} if token == BOT_TOKEN else {}
         return web.json_response({"ok": True, **result}, headers=scopes)
 

@@ -1,5 +1,6 @@
 """The Web API half of the fake Slack (``slack_server.py``): one method each of the calls
-Salon makes, answered and refused as Slack's method pages say."""
+Salon makes, answered and refused as Slack's method pages say. A post's message metadata
+is kept with it and shown by the history only with ``include_all_metadata``."""
 
 from __future__ import annotations
 
@@ -151,9 +152,10 @@ class WebApi:
         thread = params.get("thread_ts") or None
         if thread is not None:
             self._find(channel.id, str(thread))
+        metadata = _metadata(params)
         message = self._store(channel.id, self.bot, text, thread_ts=thread, blocks=blocks)
-        if isinstance(params.get("metadata"), dict):
-            message["metadata"] = params["metadata"]
+        if metadata is not None:
+            message["metadata"] = metadata
         self._record_pings(message["ts"], text, blocks, params)
         await self._event(channel.id, {**message, "bot_id": "B0BOT"})
         return {"channel": channel.id, "ts": message["ts"], "message": message}
@@ -332,6 +334,27 @@ class WebApi:
             self.pings.append((ts, match.group(1) or f"subteam^{match.group(2)}"))
         if str(params.get("link_names", "")).lower() in ("1", "true"):
             self.pings += [(ts, m.group(1)) for m in _LINK_NAMES.finditer(text)]
+
+
+def _metadata(params: dict[str, Any]) -> dict[str, Any] | None:
+    """A post's message metadata (an object, or its JSON in a form): an ``event_type``
+    and an ``event_payload`` object, else ``invalid_metadata_format``."""
+    metadata = params.get("metadata")
+    if metadata is None or metadata == "":
+        return None
+    if isinstance(metadata, str):
+        try:
+            metadata = json.loads(metadata)
+        except ValueError:
+            raise SlackError("invalid_metadata_format") from None
+    if (
+        not isinstance(metadata, dict)
+        or not isinstance(metadata.get("event_type"), str)
+        or not metadata["event_type"]
+        or not isinstance(metadata.get("event_payload"), dict)
+    ):
+        raise SlackError("invalid_metadata_format")
+    return {"event_type": metadata["event_type"], "event_payload": metadata["event_payload"]}
 
 
 def _between(messages: list[dict[str, Any]], params: dict[str, Any]) -> list[dict[str, Any]]:

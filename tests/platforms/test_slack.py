@@ -99,6 +99,23 @@ async def test_a_mention_gets_an_answer_with_readable_names(
     assert shown == "Alice: just talking & such\nAlice: @Salon hi there"
 
 
+async def test_group_mentions_and_dates_reach_the_model_as_people_read_them(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    """Slack writes a user group as ``<!subteam^ID|@handle>`` (the label has its ``@``)
+    and a date as ``<!date^ts^format|fallback>``; ``<!here>`` may carry a label too."""
+    provider = FakeProvider(["noted"])
+    await start_slack(provider)
+    said = (
+        "<!subteam^S0DEVS|@devs> ship it by <!date^1392734382^{date_short}|Feb 18, 2014>, "
+        "<!here|@here> and <!channel>; <!subteam^S0OPS> too"
+    )
+    await fake_slack.post(GENERAL, fake_slack.user("Alice"), mention(fake_slack, said))
+    await fake_slack.wait_bot_messages(GENERAL, 1)
+    shown = provider.requests[0].messages[-1].plain_text
+    assert shown == ("Alice: @Salon @devs ship it by Feb 18, 2014, @here and @channel; @S0OPS too")
+
+
 async def test_a_direct_message_is_answered_without_a_mention_and_others_are_not(
     fake_slack: SlackServer, start_slack: StartSlack
 ) -> None:
@@ -223,6 +240,47 @@ async def test_approval_buttons_refuse_someone_else_and_take_the_requester(
     assert fake_slack.http.failed == []  # over HTTP, every request was answered
 
 
+async def test_an_approval_of_long_arguments_shows_a_preview_and_the_whole_in_its_thread(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    """Block Kit refuses a section over 3,000 characters (``invalid_blocks``): the prompt
+    shows the start of the request, its thread the whole of it."""
+    from tests.platforms.test_approvals import danger_server
+    from tests.tools.conftest import in_process
+
+    ran: list[str] = []
+    target = " ".join(f"part{i}&" for i in range(1200))  # 9,000 characters, more escaped
+    provider = FakeProvider([FakeReply(calls=(ToolCall("c1", "wipe", {"target": target}),)), "Ok."])
+    _, platform = await start_slack(
+        provider, extra_servers=[in_process(danger_server(ran), "danger")]
+    )
+    alice = fake_slack.user("Alice")
+    await fake_slack.post(GENERAL, alice, mention(fake_slack, "wipe all of it"))
+    await asyncio.wait_for(platform.wait_prompts(1), 10)
+    prompt = fake_slack.messages(GENERAL)[0]
+    (section, _) = prompt["blocks"]
+    assert "wants to run wipe (target: part0&amp; part1&amp;" in section["text"]["text"]
+    assert "part1199" not in section["text"]["text"]
+
+    def thread() -> str:
+        replies = [m for m in fake_slack.messages(GENERAL) if m["ts"] != prompt["ts"]]
+        assert all(m.get("thread_ts") == prompt["ts"] for m in replies)
+        return " ".join(m["text"] for m in replies).replace("&amp;", "&")
+
+    await fake_slack.wait_for(lambda: "part1199&" in thread())
+    assert target in " ".join(thread().split())
+    buttons = {
+        e["text"]["text"]: (e["action_id"], e["value"])
+        for block in prompt["blocks"]
+        if block["type"] == "actions"
+        for e in block["elements"]
+    }
+    await fake_slack.click(alice, GENERAL, prompt["ts"], *buttons["Approve"])
+    await fake_slack.wait_for(lambda: ran == [target])
+    closed = fake_slack.messages(GENERAL)[0]
+    assert "Approved by Alice." in closed["blocks"][0]["text"]["text"]
+
+
 async def test_monitor_command_makes_the_bot_read_everything(
     fake_slack: SlackServer, start_slack: StartSlack
 ) -> None:
@@ -261,6 +319,22 @@ async def test_what_the_model_writes_cannot_notify_a_channel_or_a_group(
         "@channel &amp; done"
     )
     assert fake_slack.pings == []  # and the fixture checks it again at the end
+
+
+async def test_links_and_media_the_bot_posts_are_not_unfurled(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    """``unfurl_links`` is off for a bot by default, ``unfurl_media`` on: both are sent
+    false, so what the model links shows no preview (an image, a video) in the channel."""
+    provider = FakeProvider(["See https://example.com/cat.png and https://example.com/"])
+    _, platform = await start_slack(provider)
+    alice = fake_slack.user("Alice")
+    await fake_slack.post(GENERAL, alice, mention(fake_slack, "a picture?"))
+    await fake_slack.wait_bot_messages(GENERAL, 1)
+    await platform.send_direct(Participant(alice.id, "Alice"), "https://example.com/dog.mp4")
+    posts = [p for m, _, p in fake_slack.calls if m == "chat.postMessage"]
+    assert len(posts) == 2
+    assert all(p.get("unfurl_links") is False and p.get("unfurl_media") is False for p in posts)
 
 
 async def test_a_rate_limited_post_is_waited_out_and_posted_once(
@@ -350,6 +424,19 @@ async def test_a_long_answer_is_split_within_slacks_limit(
     shown = [t.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") for t in said]
     assert all(len(t) <= platform.max_message_chars for t in shown)
     assert " ".join(shown).split() == words.split()  # nothing lost, nothing doubled
+
+
+async def test_a_long_message_cut_keeps_the_indentation_of_its_code(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    _, platform = await start_slack(FakeProvider())
+    lines = [f"    value_{i} = compute({i}, twice=True)  # step {i}" for i in range(200)]
+    code = "\n".join(["def f():", *lines])
+    await platform.send(ChannelRef("slack", GENERAL), code)
+    said = [m["text"] for m in fake_slack.messages(GENERAL)]
+    assert len(said) >= 3
+    assert all(text.startswith("    value_") for text in said[1:])
+    assert "\n".join(said) == code  # cut at line breaks, nothing else lost
 
 
 async def test_progress_is_one_note_edited_to_its_end(

@@ -2,7 +2,8 @@
 happened while the app had no connection, so a mention made while the bot was stopped, or
 while its socket was down, is read back (``conversations.history``) and answered once;
 one older than ``catch_up.max_age`` is not; a post Slack could not take (503) is tried
-again and shows once."""
+again and shows once; an answer a stop cut off after its first message showed (found by
+its key in the message metadata) is closed with one line, not repeated."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from salon.app import BotApp
 from salon.config import Secrets
 from salon.errors import PlatformError
 from salon.llm import FakeProvider
+from salon.llm.base import LLMRequest, StreamEvent, TextDelta
 from salon.platforms.slack.client import build_web_client, call
 from salon.platforms.slack.platform import SlackPlatform
 from tests.conftest import bot_config
@@ -261,3 +263,110 @@ async def test_a_post_that_never_reached_slack_is_transient() -> None:
         await call("post", web.chat_postMessage(channel=GENERAL, text="hi"), repeatable=False)
     assert refused.value.transient
     assert "could not reach Slack to post" in str(refused.value)
+
+
+async def test_a_post_whose_connection_broke_after_slack_took_it_is_not_sent_again(
+    fake_slack: SlackServer,
+) -> None:
+    """slack_sdk tries a call again after a connection lost mid-request; Slack does not
+    de-duplicate posts, so a post is not (it shows once), while a read still is."""
+    web = build_web_client(BOT_TOKEN, base_url=fake_slack.base_url, wait_max=1)
+    fake_slack.cut("chat.postMessage")
+    with pytest.raises(PlatformError) as broke:
+        await call("post", web.chat_postMessage(channel=GENERAL, text="hi"), repeatable=False)
+    assert not broke.value.transient
+    assert said(fake_slack, GENERAL) == ["hi"]
+    assert [m for m, _, _ in fake_slack.calls] == ["chat.postMessage"]
+
+    fake_slack.cut("conversations.history")
+    read = await call("read", web.conversations_history(channel=GENERAL))
+    assert [m["text"] for m in read["messages"]] == ["hi"]
+    assert [m for m, _, _ in fake_slack.calls][1:] == ["conversations.history"] * 2
+
+
+async def test_an_answer_whose_connection_broke_after_slack_took_it_shows_once(
+    fake_slack: SlackServer, tmp_path: Path
+) -> None:
+    running = Running(make_app(fake_slack, tmp_path, FakeProvider(["Only once."])), fake_slack)
+    await running.start()
+    fake_slack.cut("chat.postMessage")
+    await mention(fake_slack, GENERAL, fake_slack.user("Alice"), "hi")
+    await fake_slack.wait_bot_messages(GENERAL, 2)  # the answer, and the failure said
+    await running.app.agent.wait_idle()
+    await running.stop()
+    answer, note = said(fake_slack, GENERAL)
+    assert answer == "Only once."
+    assert "could not answer" in note
+
+
+class Hanging(FakeProvider):
+    """Streams its first paragraph, then writes on until the stop cancels it."""
+
+    def __init__(self, first: str) -> None:
+        super().__init__()
+        self.first = first
+        self.writing = asyncio.Event()
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        self.requests.append(request)
+        if self.first:
+            yield TextDelta(self.first)
+        self.writing.set()
+        await asyncio.Event().wait()  # never ends on its own
+        yield TextDelta("never")
+
+
+@pytest.mark.parametrize("in_thread", [False, True], ids=["channel", "thread"])
+async def test_an_answer_a_stop_cut_off_after_it_showed_is_closed_not_repeated(
+    fake_slack: SlackServer, tmp_path: Path, in_thread: bool
+) -> None:
+    alice = fake_slack.user("Alice")
+    where: dict[str, Any] = {}
+    if in_thread:
+        root = await fake_slack.post(GENERAL, alice, "a plan")
+        where["thread_ts"] = root["ts"]
+    for n in range(3):  # others talk in between: the answer is found among them
+        await fake_slack.post(GENERAL, fake_slack.user("Bob"), f"aside {n}", **where)
+    hanging = Hanging("The first paragraph.\n\n")
+    first = Running(make_app(fake_slack, tmp_path, hanging, shutdown_grace=0.2), fake_slack)
+    await first.start()
+    await mention(fake_slack, GENERAL, alice, "a long question", **where)
+    (shown,) = await fake_slack.wait_bot_messages(GENERAL, 1)
+    await first.stop()  # the grace runs out: the answer is cut
+
+    provider = FakeProvider(["must not come"])
+    again = Running(make_app(fake_slack, tmp_path, provider), fake_slack)
+    await again.start()
+    await fake_slack.wait_bot_messages(GENERAL, 2)
+    await again.app.agent.wait_idle()
+    await again.stop()
+    first_line, closing = said(fake_slack, GENERAL)
+    assert first_line == "The first paragraph."
+    assert "cut off" in closing
+    assert provider.requests == []
+    if in_thread:
+        assert fake_slack.messages(GENERAL)[1].get("thread_ts") == where["thread_ts"]
+    assert shown["metadata"]["event_type"] == "salon_answer"  # found by its key there
+    assert shown["metadata"]["event_payload"]["key"]
+
+
+async def test_an_answer_a_stop_cut_off_before_it_showed_is_answered_at_the_next_start(
+    fake_slack: SlackServer, tmp_path: Path
+) -> None:
+    alice = fake_slack.user("Alice")
+    hanging = Hanging("")
+    first = Running(make_app(fake_slack, tmp_path, hanging, shutdown_grace=0.2), fake_slack)
+    await first.start()
+    await mention(fake_slack, GENERAL, alice, "a long question")
+    await asyncio.wait_for(hanging.writing.wait(), WAIT)
+    await first.stop()
+    assert said(fake_slack, GENERAL) == []
+
+    provider = FakeProvider(["The whole answer."])
+    again = Running(make_app(fake_slack, tmp_path, provider), fake_slack)
+    await again.start()
+    await fake_slack.wait_bot_messages(GENERAL, 1)
+    await caught_up(again.app, 0)
+    await again.stop()
+    assert said(fake_slack, GENERAL) == ["The whole answer."]
+    assert len(provider.requests) == 1

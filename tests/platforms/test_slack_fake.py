@@ -44,16 +44,41 @@ async def test_web_api_refuses_what_slack_refuses(fake_slack: SlackServer) -> No
         "invalid_blocks": bot.api_call(
             "chat.postMessage", json={"channel": GENERAL, "text": "x", "blocks": [{"type": "no"}]}
         ),
+        "invalid_metadata_format": bot.chat_postMessage(
+            channel=GENERAL, text="x", metadata={"event_payload": {"key": "k"}}
+        ),
     }
     for error, request in refusals.items():
         with pytest.raises(SlackApiError) as raised:
             await request
         assert raised.value.response["error"] == error
+    long_section = [{"type": "section", "text": {"type": "mrkdwn", "text": "x" * 3001}}]
+    with pytest.raises(SlackApiError, match="invalid_blocks"):  # Block Kit: 3,000 at most
+        await bot.chat_postMessage(channel=GENERAL, text="x", blocks=long_section)
     alice = fake_slack.user("Alice")
     theirs = await fake_slack.post(GENERAL, alice, "mine")
     with pytest.raises(SlackApiError, match="cant_update_message"):
         await bot.chat_update(channel=GENERAL, ts=theirs["ts"], text="yours now")
     assert (await app.apps_connections_open(app_token=APP_TOKEN))["url"].startswith("ws://")
+
+
+async def test_message_metadata_is_kept_and_shown_only_when_asked_for(
+    fake_slack: SlackServer,
+) -> None:
+    bot = AsyncWebClient(token=BOT_TOKEN, base_url=fake_slack.base_url)
+    metadata = {"event_type": "salon_answer", "event_payload": {"key": "k1"}}
+    root = await bot.chat_postMessage(channel=GENERAL, text="root", metadata=metadata)
+    await bot.chat_postMessage(
+        channel=GENERAL, text="reply", thread_ts=root["ts"], metadata=metadata
+    )
+    plain = await bot.conversations_history(channel=GENERAL)
+    assert all("metadata" not in m for m in plain["messages"])
+    full = await bot.conversations_history(channel=GENERAL, include_all_metadata=True)
+    assert [m["metadata"] for m in full["messages"]] == [metadata]
+    thread = await bot.conversations_replies(
+        channel=GENERAL, ts=root["ts"], include_all_metadata=True
+    )
+    assert [m["metadata"] for m in thread["messages"]] == [metadata, metadata]
 
 
 async def test_rate_limit_is_a_429_with_retry_after(fake_slack: SlackServer) -> None:

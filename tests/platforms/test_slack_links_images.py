@@ -4,11 +4,15 @@ with the bot token), against the fake Slack."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from aiohttp import web
 
-from fakes.slack_server import SlackServer, SlackUser
+from fakes.slack_server import BOT_TOKEN, SlackServer, SlackUser
 from fakes.slack_web import TEAM
 from salon.llm import FakeProvider, ImagePart
+from salon.model import ChannelRef, Message, Participant
+from salon.platforms.slack.files import Images, attachments_of
 from tests.platforms import test_slack
 from tests.platforms.test_slack import GENERAL, StartSlack, mention
 
@@ -139,6 +143,52 @@ async def test_the_bot_token_goes_to_no_other_host(
         assert asked == []
     finally:
         await runner.cleanup()
+
+
+async def test_a_file_on_plain_http_is_not_fetched_with_the_token(
+    fake_slack: SlackServer,
+) -> None:
+    """Slack's ``url_private`` is https: one on plain http is refused, even on the Web
+    API's own host (reached here over https), so the token never travels unencrypted."""
+    alice = fake_slack.user("Alice")
+    shared = await fake_slack.post(GENERAL, alice, "look", files=[("a.png", "image/png", PNG)])
+    assert shared["files"][0]["url_private"].startswith("http://127.0.0.1:")
+    images = Images(
+        token=BOT_TOKEN,
+        api_base_url=f"https://127.0.0.1:{fake_slack.port}/api/",
+        max_images=4,
+        max_bytes=1 << 20,
+    )
+    message = Message(
+        shared["ts"],
+        ChannelRef("slack", GENERAL),
+        Participant(alice.id, "Alice"),
+        "look",
+        datetime.now(UTC),
+        attachments=attachments_of(shared),
+    )
+    try:
+        (loaded,) = await images.load([message])
+    finally:
+        await images.close()
+    assert loaded.attachments[0].data is None
+    assert fake_slack.downloads == []
+
+
+def test_slacks_file_hosts_are_trusted_over_https_only() -> None:
+    """``files.slack.com``, GovSlack's ``files.slack-gov.com``, and the host of
+    ``api_base_url`` with its scheme (a loopback fake may be plain http)."""
+    images = Images(
+        token=BOT_TOKEN, api_base_url="http://127.0.0.1:9/api/", max_images=1, max_bytes=1
+    )
+    assert images.may_fetch("https://files.slack.com/files-pri/T1-F1/a.png")
+    assert images.may_fetch("https://files.slack-gov.com/files-pri/T1-F1/a.png")
+    assert images.may_fetch("http://127.0.0.1:9/files-pri/T1-F1/a.png")
+    assert not images.may_fetch("http://files.slack.com/files-pri/T1-F1/a.png")
+    assert not images.may_fetch("http://files.slack-gov.com/files-pri/T1-F1/a.png")
+    assert not images.may_fetch("https://127.0.0.1:9/files-pri/T1-F1/a.png")
+    assert not images.may_fetch("https://files.slack.com.evil.example/a.png")
+    assert not images.may_fetch("https://example.com/a.png")
 
 
 async def test_members_are_read_past_the_first_page(

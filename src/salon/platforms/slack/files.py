@@ -5,7 +5,9 @@ not an image is dropped rather than shown to the model.
 
 The newest ``max_images`` images of a window (under ``max_image_bytes`` each) are
 downloaded, and kept for the next activations (a bounded number). The token is sent only
-to Slack's file host, or the host of ``api_base_url`` when one is set.
+over https to Slack's file hosts (``files.slack.com``; GovSlack's ``files.slack-gov.com``),
+or to the host of ``api_base_url`` by its own scheme (the Web API has the token already);
+Slack issues ``url_private`` as https only, so plain http is refused.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 _DOWNLOAD_TIMEOUT = 30.0
 _KEPT = 16  # downloaded images kept for the next activations: a bound
-_FILE_HOST = "files.slack.com"
+_FILE_HOSTS = (("https", "files.slack.com"), ("https", "files.slack-gov.com"))  # GovSlack
 
 
 def attachments_of(raw: dict[str, Any]) -> tuple[Attachment, ...]:
@@ -53,12 +55,20 @@ class Images:
         self, *, token: str, api_base_url: str | None, max_images: int, max_bytes: int
     ) -> None:
         self._token = token
-        self._hosts = {_FILE_HOST} | ({urlsplit(api_base_url).netloc} if api_base_url else set())
+        self._places = set(_FILE_HOSTS)
+        if api_base_url:
+            api = urlsplit(api_base_url)
+            self._places.add((api.scheme, api.netloc))
         self._max_images = max_images
         self._max_bytes = max_bytes
         self._kept: OrderedDict[str, bytes] = OrderedDict()  # by url_private
         self._session: aiohttp.ClientSession | None = None
         self.downloads = 0
+
+    def may_fetch(self, url: str) -> bool:
+        """Whether ``url`` is one the bot token may be sent to (scheme and host)."""
+        parts = urlsplit(url)
+        return (parts.scheme, parts.netloc) in self._places
 
     async def close(self) -> None:
         if self._session is not None:
@@ -97,9 +107,10 @@ class Images:
         return data
 
     async def _download(self, file: Attachment) -> bytes | None:
-        parts = urlsplit(file.url)
-        if parts.scheme not in ("https", "http") or parts.netloc not in self._hosts:
-            logger.warning("Slack: %s is not on Slack's file host; not fetched", file.filename)
+        if not self.may_fetch(file.url):
+            logger.warning(
+                "Slack: %s is not on Slack's file host over https; not fetched", file.filename
+            )
             return None
         if self._session is None:
             timeout = aiohttp.ClientTimeout(total=_DOWNLOAD_TIMEOUT)

@@ -18,11 +18,12 @@ from salon.platforms.slack.client import call
 from salon.platforms.slack.files import attachments_of
 from salon.platforms.slack.text import readable, user_mentions
 
-__all__ = ["NOTE_EVENT", "People", "thread_of"]
+__all__ = ["ANSWER_EVENT", "NOTE_EVENT", "People", "thread_of"]
 
 logger = logging.getLogger(__name__)
 
 NOTE_EVENT = "salon_note"  # message metadata marking Salon's own words (Tag.NOTE)
+ANSWER_EVENT = "salon_answer"  # message metadata of an answer's first message, with its key
 _NAMES = 5000
 
 

@@ -308,9 +308,18 @@ class SlackPlatform(PlatformBase):
         reply_to: str | None = None,
     ) -> Message:
         """Into the thread when the context is one; files uploaded after the text (a
-        link line each when that cannot be).
-        ``reply_to`` is ignored: Slack has no replies outside threads."""
-        return await self._sender.send(channel, text, files=files, note=note)
+        link line each when that cannot be); ``key`` in the first message's metadata
+        (see ``sent_before``). ``reply_to`` is ignored: Slack has no replies outside
+        threads."""
+        return await self._sender.send(channel, text, files=files, note=note, key=key)
+
+    async def sent_before(self, channel: ChannelRef, key: str, *, note: str) -> bool | None:
+        """Whether the bot posted the first message of an answer under ``key``: it went
+        out with the key in its message metadata, which ``conversations.history`` (a
+        thread: ``conversations.replies``) shows with ``include_all_metadata``. The newest
+        100 messages of a channel are searched (a thread's first 1,000): an answer further
+        back is taken as not shown, and given again. ``note`` is not posted here."""
+        return await self._reader.sent(channel, key, by=self._people.me.id)
 
     async def progress(
         self, channel: ChannelRef, key: str, text: str, *, done: bool = False

@@ -1,6 +1,6 @@
 """History from Slack: ``conversations.history`` for a channel, ``conversations.replies``
-for a thread (its root first), ``pins.list`` for pins; and what was said after a message,
-read back after a gap (``after``).
+for a thread (its root first), ``pins.list`` for pins; what was said after a message,
+read back after a gap (``after``); and whether an answer went out under a key (``sent``).
 
 What was fetched is kept per context (a bounded number of them) and kept exact by the
 events: a new message is added, an edit replaces, a deletion removes; a dropped
@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 _PAGE = 200  # Slack asks for no more than 200 a page
 _THREAD_PAGES = 5  # pages of a thread read back after a gap, at most
+_KEYED = 100  # newest messages of a channel searched for an answer's key
 
 
 @dataclass
@@ -156,6 +157,20 @@ class Reader:
                 break
         return raw, bool(cursor)
 
+    async def sent(self, channel: ChannelRef, key: str, *, by: str) -> bool:
+        """Whether ``by`` (the bot) posted a message under ``key`` (its metadata) among the
+        newest ``_KEYED`` of the channel, or in the thread (``_THREAD_PAGES`` pages)."""
+        channel_id, thread = thread_of(channel)
+        what = f"look for an answer in {channel.name or channel_id}"
+        if thread is None:
+            request = self._client().conversations_history(
+                channel=channel_id, limit=_KEYED, include_all_metadata=True
+            )
+            raw = list((await call(what, request)).get("messages", []))
+        else:
+            raw, _ = await self._thread_after(what, channel_id, thread, None)
+        return any(m.get("user") == by and _key_of(m) == key for m in raw)
+
     async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
         """The channel's pinned messages, oldest first (a thread has its channel's). Kept
         per channel until a pin event, an edit or deletion there, or a new connection."""
@@ -204,6 +219,13 @@ class Reader:
     def cached(self, channel: ChannelRef) -> Sequence[Message]:
         kept = self._kept.get(channel.key)
         return kept.messages if kept is not None else ()
+
+
+def _key_of(raw: dict[str, Any]) -> str | None:
+    """The answer key in a message's metadata (``Sender.post``), if any."""
+    payload = (raw.get("metadata") or {}).get("event_payload") or {}
+    key = payload.get("key") if isinstance(payload, dict) else None
+    return str(key) if key is not None else None
 
 
 def _is_ts(value: str) -> bool:

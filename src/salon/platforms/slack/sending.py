@@ -1,10 +1,12 @@
 """Posting on Slack: ``chat.postMessage`` with the text escaped (nothing the model writes
-can notify a channel or a group), split at ``max_chars``, into the thread the context is;
-Salon's own notes carry message metadata so they come back tagged ``Tag.NOTE``; a
-progress report is one note, edited with ``chat.update`` at most every ``interval``.
-Files a tool made are uploaded after the text (slack_sdk's ``files_upload_v2``:
-``files.getUploadURLExternal``, the bytes POSTed, ``files.completeUploadExternal`` into the
-same channel and thread); one that cannot be (no bytes, too big, refused) is a link line."""
+can notify a channel or a group) and no link or media unfurled, split at ``max_chars``,
+into the thread the context is; Salon's own notes carry message metadata so they come
+back tagged ``Tag.NOTE``, and the first message of an answer its key (``Reader.sent``:
+whether it showed, after a stop); a progress report is one note, edited with
+``chat.update`` at most every ``interval``. Files a tool made are uploaded after the text
+(slack_sdk's ``files_upload_v2``: ``files.getUploadURLExternal``, the bytes POSTed,
+``files.completeUploadExternal`` into the same channel and thread); one that cannot be
+(no bytes, too big, refused) is a link line."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from salon.errors import PlatformError
 from salon.model import Attachment, ChannelRef, Message, Tag
 from salon.platforms.base import file_lines
 from salon.platforms.slack.client import call
-from salon.platforms.slack.people import NOTE_EVENT, People, thread_of
+from salon.platforms.slack.people import ANSWER_EVENT, NOTE_EVENT, People, thread_of
 from salon.platforms.slack.reading import Reader
 from salon.platforms.slack.text import escape, split
 
@@ -35,7 +37,8 @@ logger = logging.getLogger(__name__)
 _JOBS = 256  # progress messages remembered: a bound, not a limit
 # Slack takes files up to 1 GB; the bytes are held in memory, so Salon's bound is lower
 MAX_UPLOAD = 100 * 1024 * 1024
-_NOTE = {"event_type": NOTE_EVENT, "event_payload": {}}
+# No previews of what the bot links: Slack unfurls media unless told not to.
+_PLAIN: dict[str, Any] = {"unfurl_links": False, "unfurl_media": False}
 
 
 class Sender:
@@ -51,7 +54,7 @@ class Sender:
         self._client = client
         self._people = people
         self._reader = reader
-        self._max_chars = max_chars
+        self.max_chars = max_chars
         self._interval = interval
         self._progress: OrderedDict[str, tuple[ChannelRef, str, float]] = OrderedDict()
 
@@ -62,15 +65,17 @@ class Sender:
         *,
         files: Sequence[Attachment] = (),
         note: bool = False,
+        key: str | None = None,
         **extra: Any,
     ) -> Message:
         """Every piece is posted, then the files uploaded; the first piece is returned
-        (the one replies point at). Only a failure of the first post can be transient:
-        once something is out, another try of the whole would show it twice."""
+        (the one replies point at), with ``key`` in its metadata (``Reader.sent``). Only a
+        failure of the first post can be transient: once something is out, another try of
+        the whole would show it twice."""
         loaded = [(file, await _bytes(file)) for file in files]
         uploads = [(file, data) for file, data in loaded if data is not None]
         lines = file_lines([file for file, data in loaded if data is None], local=False)
-        first = await self._pieces(channel, text, lines, note=note, **extra)
+        first = await self._pieces(channel, text, lines, note=note, key=key, **extra)
         failed = [file for file, data in uploads if not await self.upload(channel, file, data)]
         if failed:
             with _settled():
@@ -78,13 +83,22 @@ class Sender:
         return first
 
     async def _pieces(
-        self, channel: ChannelRef, text: str, lines: list[str], *, note: bool, **extra: Any
+        self,
+        channel: ChannelRef,
+        text: str,
+        lines: list[str],
+        *,
+        note: bool,
+        key: str | None = None,
+        **extra: Any,
     ) -> Message:
         whole = "\n".join([text, *lines]) if text else "\n".join(lines)
         first: Message | None = None
-        for piece in split(whole, self._max_chars) or [""]:
+        for piece in split(whole, self.max_chars) or [""]:
             with _settled() if first is not None else nullcontext():
-                sent = await self.post(channel, piece, note=note, **extra)
+                sent = await self.post(
+                    channel, piece, note=note, key=key if first is None else None, **extra
+                )
             first = first or sent
         assert first is not None
         return first
@@ -101,12 +115,10 @@ class Sender:
                 raise PlatformError(f"{exc} (the bot token needs scope im:write)") from exc
             raise
         channel_id = str((opened.get("channel") or {}).get("id", ""))
-        for piece in split(text, self._max_chars):
+        for piece in split(text, self.max_chars):
             await call(
                 "send a direct message",
-                self._client().chat_postMessage(
-                    channel=channel_id, text=escape(piece), unfurl_links=False
-                ),
+                self._client().chat_postMessage(channel=channel_id, text=escape(piece), **_PLAIN),
                 repeatable=False,
             )
 
@@ -129,18 +141,27 @@ class Sender:
         return True
 
     async def post(
-        self, channel: ChannelRef, text: str, *, note: bool = False, **extra: Any
+        self,
+        channel: ChannelRef,
+        text: str,
+        *,
+        note: bool = False,
+        key: str | None = None,
+        **extra: Any,
     ) -> Message:
+        """One message; a note, or one sent under ``key``, carries message metadata."""
         channel_id, thread = thread_of(channel)
         params: dict[str, Any] = {"channel": channel_id, "text": escape(text) or " "}
         if thread is not None:
             params["thread_ts"] = thread
-        if note:
-            params["metadata"] = _NOTE
+        if note or key is not None:
+            payload = {"key": key} if key is not None else {}
+            kind = NOTE_EVENT if note else ANSWER_EVENT
+            params["metadata"] = {"event_type": kind, "event_payload": payload}
         params |= extra
         found = await call(
             f"post in {channel.name or channel_id}",
-            self._client().chat_postMessage(unfurl_links=False, **params),
+            self._client().chat_postMessage(**_PLAIN, **params),
             repeatable=False,  # Slack takes the same post twice
         )
         message = Message(
@@ -162,7 +183,7 @@ class Sender:
         )
 
     async def progress(self, channel: ChannelRef, key: str, text: str, *, done: bool) -> None:
-        text = text[: self._max_chars]
+        text = text[: self.max_chars]
         known = self._progress.get(key)
         if known is None:
             if done:
