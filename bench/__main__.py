@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from bench import (
     activation,
     caching,
+    catchup,
     chatlog,
     discord_cpu,
     discord_history,
@@ -49,6 +50,8 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "cache_thinking": caching.thinking,
     "faults": faults.run,
     "kill9": kill9.run,
+    "catchup_gaps": catchup.gaps,
+    "catchup_startup_cpu_ratio": catchup.startup_cpu,
     "load": load.run,
     "trace_query": traces.run,
     "pipeline_overhead": pipeline.pipeline_overhead,

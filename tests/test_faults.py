@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import faults, kill9, load
+from bench import catchup, faults, kill9, load
 
 
 async def test_llm_faults_end_every_activation_in_an_answer_or_a_clear_error() -> None:
@@ -32,3 +32,13 @@ async def test_kill9_never_loses_a_schedules_answer() -> None:
     result = await kill9.measure_schedules(count=25, every=0.2, seed=5)
     assert result["kills"] >= 3
     assert result["lost"] == 0
+
+
+@pytest.mark.timeout(240)
+async def test_catchup_gaps_lose_no_question_and_answer_each_once() -> None:
+    kinds = ("kill9", "invalid_session", "disconnect")
+    result = await catchup.measure_gaps(gaps=2, seed=3, kinds=kinds)
+    assert sum(result.kinds.values()) == 2
+    assert len(result.asked) >= 5 + 2  # the opening questions, and at least one a gap
+    assert result.lost == {}
+    assert result.duplicates == 0
