@@ -27,6 +27,7 @@ from bench import (
     pipeline,
     postgres,
     replay,
+    rooms,
     slack_cpu,
     tools,
     traces,
@@ -61,6 +62,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "cache_read_share_memory": memory.cache_read_share_memory,
     "cache_read_share_tools": memory.cache_read_share_tools,
     "reach_leaks": memory.reach_leaks,
+    "rooms": rooms.run,
     "recall_p50_ms": memory.recall_p50,
     "memory_overhead_ratio": memory.memory_overhead,
     # These need a PostgreSQL server: scripts/with-postgres .venv/bin/python -m bench pg_ schedule

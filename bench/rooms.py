@@ -39,7 +39,11 @@ ROOM = Path(__file__).parents[2] / "shared/data/irc-disentanglement/dev/2005-06-
 _LINE = re.compile(r"^\[\d\d:\d\d\] <([^>]+)> (.+)$")
 UNADDRESSED, ADDRESSED, TURNS = 200, 30, 400
 GENERAL = "10"
-BOTS = {"salon": ("token-123", "Salon"), "muse": ("token-muse", "Muse"), "sage": ("token-sage", "Sage")}
+BOTS = {
+    "salon": ("token-123", "Salon"),
+    "muse": ("token-muse", "Muse"),
+    "sage": ("token-sage", "Sage"),
+}
 
 
 class _Bot(FakeProvider):
@@ -95,13 +99,15 @@ async def _three_bots() -> list[Figure]:
             try:
                 return await _measure(fake, apps)
             finally:
-                for app, _ in apps.values():
-                    await _stop(app)
+                for key, (app, _) in apps.items():
+                    await _stop(key, app)
     finally:
         await fake.stop()
 
 
-async def _start(fake: DiscordServer, root: Path, key: str, token: str, name: str) -> tuple[BotApp, _Bot]:
+async def _start(
+    fake: DiscordServer, root: Path, key: str, token: str, name: str
+) -> tuple[BotApp, _Bot]:
     if key != "salon":
         user = FakeUser(str(400 + len(fake.tokens)), name, bot=True)
         fake.tokens[token] = user
@@ -122,21 +128,26 @@ async def _start(fake: DiscordServer, root: Path, key: str, token: str, name: st
         },
     )
     provider = _Bot(name)
-    app = BotApp(key=key, config=config, root=root, secrets=Secrets({"TOKEN": token}), provider=provider)
+    app = BotApp(
+        key=key, config=config, root=root, secrets=Secrets({"TOKEN": token}), provider=provider
+    )
     await app.__aenter__()
     (platform,) = app.unattended_platforms()
     assert isinstance(platform, DiscordPlatform)
     platform.guild_ready_timeout = 0.5
     stop = asyncio.Event()
-    app._bench_stop = stop  # type: ignore[attr-defined]
-    app._bench_task = asyncio.create_task(app.serve(stop, [platform]))  # type: ignore[attr-defined]
+    _SERVING[key] = (stop, asyncio.create_task(app.serve(stop, [platform])))
     await asyncio.wait_for(platform.ready.wait(), 20)
     return app, provider
 
 
-async def _stop(app: BotApp) -> None:
-    app._bench_stop.set()  # type: ignore[attr-defined]
-    await asyncio.wait_for(app._bench_task, 30)  # type: ignore[attr-defined]
+_SERVING: dict[str, tuple[asyncio.Event, asyncio.Task[None]]] = {}
+
+
+async def _stop(key: str, app: BotApp) -> None:
+    stop, serving = _SERVING.pop(key)
+    stop.set()
+    await asyncio.wait_for(serving, 30)
     await app.__aexit__(None, None, None)
 
 

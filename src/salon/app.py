@@ -437,6 +437,7 @@ class BotApp:
             self._supervised("digests", Digester.of(self, agent).run),
         ]
         if delivery is not None:
+            await self._begin_delivery(delivery)
             running.append(self._supervised("delivery-marks", delivery.run))
         try:
             for platform in self.platforms.values():
@@ -461,6 +462,12 @@ class BotApp:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
             await self._release_lease()
+
+    async def _begin_delivery(self, delivery: Delivery) -> None:
+        try:
+            await delivery.begin()
+        except Exception:  # the gap's length is not known; the read-back goes on
+            logger.exception("bot %s: could not read when it last ran", self.key)
 
     async def _catch_up(self, delivery: Delivery) -> None:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from fakes.databases import Database
@@ -12,6 +13,7 @@ from fakes.tcp_proxy import TcpProxy
 from salon.agent import Agent
 from salon.errors import PlatformError
 from salon.llm import FakeProvider
+from salon.llm.base import LLMRequest, StreamEvent, TextDelta
 from salon.model import Participant
 from salon.platforms.memory import MemoryPlatform
 from salon.store._dialects import parse_url
@@ -45,6 +47,7 @@ class Bot:
         delivery = self.agent.delivery
         assert delivery is not None
         self.platform.on_gap(delivery.after_gap)
+        await delivery.begin()
         await self.platform.start(self.agent.submit)
         self.task = asyncio.create_task(self.agent.run())
         await delivery.at_start(self.agent.platforms)
@@ -196,3 +199,51 @@ async def test_a_question_asked_while_the_database_is_away_is_answered_once_it_i
         await bot.stop()
         await store.close()
     assert answer.text == "Answered when it came back."
+
+
+class Hanging(FakeProvider):
+    """Never finishes an answer: the stop cuts it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writing = asyncio.Event()
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        self.requests.append(request)
+        self.writing.set()
+        await asyncio.Event().wait()
+        yield TextDelta("never")
+
+
+async def test_an_owed_question_and_one_asked_after_it_are_answered_together(
+    tmp_path: Path,
+) -> None:
+    """A stop cut the answer to the first question; a second came meanwhile: the next
+    process answers both in one answer, not the second twice."""
+    store = await open_store(tmp_path)
+    platform = MemoryPlatform(bot_name="Salon")
+    hanging = Hanging()
+    bot = Bot(store, platform, hanging)
+    await bot.start()
+    general = platform.channel("general")
+    me = platform.self_participant
+    await platform.post(general, ALICE, "@Salon first question", mentions=[me])
+    await asyncio.wait_for(hanging.writing.wait(), WAIT)
+    assert bot.task is not None
+    bot.task.cancel()  # the stop: the answer is cut, and owed
+    await asyncio.gather(bot.task, return_exceptions=True)
+    assert bot.agent.delivery is not None
+    await bot.agent.delivery.close()
+    await store.close()
+
+    platform.add(general, BOB, "@Salon second question", mentions=[me])
+    again_store = await open_store(tmp_path)  # another process: another owner
+    provider = FakeProvider(["Both answered."])
+    again = Bot(again_store, platform, provider)
+    await again.start()
+    await platform.wait_sent(1, within=WAIT)
+    await again.stop()
+    await again_store.close()
+    assert texts(platform) == ["Both answered."]
+    (request,) = provider.requests
+    assert "second question" in request.messages[-1].plain_text

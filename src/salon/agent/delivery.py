@@ -63,7 +63,9 @@ class DeliveryBook(Protocol):
 
     async def owe_key(self, bot: str, messages: Sequence[Message], key: str) -> None: ...
 
-    async def settle(self, bot: str, messages: Sequence[Message]) -> None: ...
+    async def settle(
+        self, bot: str, messages: Sequence[Message], marks: Sequence[ChannelMark] = ()
+    ) -> None: ...
 
     async def owed_ids(self, bot: str) -> set[str]: ...
 
@@ -99,6 +101,7 @@ class Delivery:
         self._marks: OrderedDict[str, tuple[ChannelRef, str, float, float, bool]] = OrderedDict()
         self._dirty: set[str] = set()
         self._written_at = 0.0
+        self._since: float | None = None  # when the last process stopped (``begin``)
         self._catching: set[asyncio.Task[None]] = set()
         self.caught_up = 0  # messages handed to the agent by catch-up, since start
         self._counted = asyncio.Condition()
@@ -154,10 +157,14 @@ class Delivery:
         await self.book.owe_key(self.bot, messages, key)
 
     async def settle(self, messages: Sequence[Message]) -> None:
+        """Their activation ended: no longer owed, and their channels' marks are written
+        with that (a kill before the trace is stored must not read them back as new)."""
         if not messages:
             return
+        keys = {m.channel.key for m in messages}
+        marks = [ChannelMark(*self._marks[k]) for k in keys if k in self._marks]
         try:
-            await self.book.settle(self.bot, messages)
+            await self.book.settle(self.bot, messages, marks)
         except Exception:  # answered again after a crash, never lost
             logger.exception("could not settle the answers owed in %s", messages[0].channel.key)
 
@@ -228,23 +235,30 @@ class Delivery:
 
     # -- after a gap -----------------------------------------------------------------------
 
+    async def begin(self) -> None:
+        """Before this process writes a mark: when the last one stopped (the gap's start)."""
+        self._since = await self._last_alive()
+
     async def at_start(self, platforms: Mapping[str, Platform]) -> None:
         """This process starts: take over what stopped processes owed, then read back
-        every platform's channels from where the last process stopped."""
+        every platform's channels from where the last process stopped. An owed answer
+        goes in with its channel's read-back, so the two are one answer, not two."""
         if self.settings.max_age <= 0:
             return
-        since = await self._last_alive()
+        since = self._since
         try:  # owed answers are resumed, never read back as new
             self._resumed |= await self.book.owed_ids(self.bot)
         except Exception:
             logger.exception("could not read the answers owed from before the start")
-        await self._take_over(platforms, since)
+        owed = await self._take_over(platforms, since)
         for platform in platforms.values():
-            await self.catch_up(platform, since)
+            await self.catch_up(platform, since, owed=owed.get(platform.name, ()))
         # A process killed moments ago holds its lease a little longer: what it owed is
         # taken over once that has run out.
         await asyncio.sleep(self.lease)
-        await self._take_over(platforms, since)
+        for platform_name, messages in (await self._take_over(platforms, since)).items():
+            await self._hand_on(messages, 0.0, self._gap(since), set(), owed=True)
+            logger.info("%s: %d owed answers taken over late", platform_name, len(messages))
 
     async def after_gap(self, platform: Platform, since: float | None) -> None:
         """A platform is back after a gap within this process (``Platform.on_gap``): read
@@ -262,28 +276,34 @@ class Delivery:
         except Exception:
             logger.exception("%s: could not catch up after a gap", platform.name)
 
-    async def catch_up(self, platform: Platform, since: float | None) -> None:
+    async def catch_up(
+        self, platform: Platform, since: float | None, owed: Sequence[Message] = ()
+    ) -> None:
         """Read back ``platform``'s channels where the bot could have been addressed, from
-        their marks; hand what is within the window to the agent, oldest first."""
+        their marks; hand what is within the window to the agent, with ``owed`` (answers a
+        stop cut off, taken over), oldest first and all at once: one batch, so a channel's
+        owed question and what followed it are answered together."""
         now = time.time()
-        gap = max(0.0, now - since) if since is not None else -1.0
+        gap = self._gap(since)
         recent = now - self.settings.recent_days * 86_400
         marks = await self.book.marks(
             self.bot, platform.name, answered_since=recent, limit=self.settings.max_channels
         )
         oldest = now - self.settings.max_age
+        found: list[Message] = []
         read = 0
-        handed: set[str] = set()
         for mark in marks:
-            found = await self._read(platform, mark)
-            if found is None:
+            messages = await self._read(platform, mark)
+            if messages is None:
                 logger.info("%s cannot read back what it missed: no catch-up", platform.name)
-                return
+                break
             read += 1
-            await self._hand_on(found, oldest, gap, handed)
+            found += messages
         if since is not None:  # mentions where the bot has no mark: the platform's search
-            searched = await self._search(platform, max(since, oldest))
-            await self._hand_on(searched, oldest, gap, handed)
+            found += await self._search(platform, max(since, oldest))
+        handed: set[str] = set()
+        await self._hand_on(owed, 0.0, gap, handed, owed=True)
+        await self._hand_on(sorted(found, key=lambda m: m.created_at), oldest, gap, handed)
         async with self._counted:
             self.caught_up += len(handed)
             self._counted.notify_all()
@@ -296,15 +316,27 @@ class Delivery:
             len(handed),
         )
 
+    @staticmethod
+    def _gap(since: float | None) -> float:
+        return max(0.0, time.time() - since) if since is not None else -1.0
+
     async def _hand_on(
-        self, found: Sequence[Message], oldest: float, gap: float, handed: set[str]
+        self,
+        found: Sequence[Message],
+        oldest: float,
+        gap: float,
+        handed: set[str],
+        *,
+        owed: bool = False,
     ) -> None:
+        """To the agent's queue, with no wait between (one batch while the queue has room)."""
         for message in found:
-            if message.created_at.timestamp() < oldest or message.id in self._resumed:
+            too_old = message.created_at.timestamp() < oldest
+            if not owed and (too_old or message.id in self._resumed):
                 continue  # too old to answer now, or owed: the history shows it
             if message.id not in handed:
                 handed.add(message.id)
-                await self._submit(MessageEvent(message, gap=gap))
+                await self._submit(MessageEvent(message, gap=gap, owed=owed))
 
     async def _search(self, platform: Platform, since: float) -> Sequence[Message]:
         try:
@@ -340,22 +372,30 @@ class Delivery:
 
     # -- answers owed by stopped processes ---------------------------------------------------
 
-    async def _take_over(self, platforms: Mapping[str, Platform], since: float | None) -> None:
+    async def _take_over(
+        self, platforms: Mapping[str, Platform], since: float | None
+    ) -> dict[str, list[Message]]:
+        """Owed answers of stopped processes, now this one's: those to answer again, per
+        platform (the rest were closed or told here)."""
+        again: dict[str, list[Message]] = {}
         try:
             owed = await self.book.take_over(self.bot, list(platforms))
         except Exception:
             logger.exception("could not read the answers owed from before the start")
-            return
-        gap = max(0.0, time.time() - since) if since is not None else -1.0
+            return again
         for item in owed:
             self._resumed.add(item.message.id)
             platform = platforms[item.message.channel.platform]
             try:
-                await self._resume(platform, item, gap)
+                if await self._resume(platform, item):
+                    again.setdefault(platform.name, []).append(item.message)
             except Exception:
                 logger.exception("could not resume the answer owed in %s", item.message.channel.key)
+        return again
 
-    async def _resume(self, platform: Platform, item: OwedAnswer, gap: float) -> None:
+    async def _resume(self, platform: Platform, item: OwedAnswer) -> bool:
+        """Whether ``item`` is to be answered again; a cut answer is closed, one past the
+        window is said to be unanswered, here."""
         message = item.message
         who = message.author.name
         if item.answer_key is not None:
@@ -365,12 +405,11 @@ class Delivery:
                 await platform.send(message.channel, cut, note=True)
                 logger.info("the answer to %s was cut off by a stop; closed", message.id)
                 await self.settle([message])
-                return
+                return False
         age = time.time() - message.created_at.timestamp()
         if age <= self.settings.max_age:
             logger.info("answering %s, left unanswered by a stop", message.id)
-            await self._submit(MessageEvent(message, gap=gap, owed=True))
-            return
+            return True
         at = message.created_at.astimezone(UTC).strftime("%H:%M UTC")
         late = (
             f"({self.bot_name} was restarted and did not answer {who}'s message of {at}; "
@@ -379,3 +418,4 @@ class Delivery:
         await platform.send(message.channel, late, note=True)
         logger.info("%s was left unanswered by a stop, past the window; said so", message.id)
         await self.settle([message])
+        return False

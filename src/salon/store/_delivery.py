@@ -97,8 +97,11 @@ class DeliveryPart(Part):
         ]
         await self._many(rows)
 
-    async def settle(self, bot: str, messages: Sequence[Message]) -> None:
-        """Their activation ended (answered, stopped by a step, or its failure told)."""
+    async def settle(
+        self, bot: str, messages: Sequence[Message], marks: Sequence[ChannelMark] = ()
+    ) -> None:
+        """Their activation ended (answered, stopped by a step, or its failure told); their
+        channels' marks are where they are now (committed together)."""
         statement = (
             "DELETE FROM owed_answers WHERE bot = :bot AND platform = :platform"
             " AND message_id = :id"
@@ -106,7 +109,7 @@ class DeliveryPart(Part):
         rows = [
             (statement, {"bot": bot, "platform": m.channel.platform, "id": m.id}) for m in messages
         ]
-        await self._many(rows)
+        await self._many(rows + _mark_rows(bot, marks))
 
     async def owed_ids(self, bot: str) -> set[str]:
         """Ids of every message ``bot`` owes an answer, whichever process owes it."""
