@@ -6,7 +6,8 @@ nobody addressed, taken in order from a real room (#ubuntu, irc-disentanglement,
 Kummerfeld et al., ACL 2019, CC BY 4.0): the most answers any line got (target 1).
 ``room_addressed_answered``: then 30 lines each mentioning one of the bots: the share the
 mentioned bot answered, alone (target 1.0). ``room_gate_calls_per_message``: the speak-gate
-calls the 200 lines cost, per line (each bot's gate is its own call: 3.0).
+calls the 200 lines cost, per line (each bot's gate is its own call: 3.0); the ``_shared``
+figures the same with ``room.shared_decision`` (one call a line, target 1.0).
 ``room_claim_overhead_ms``: what taking a turn adds to an activation, p50 over 400 turns
 (reading who is in the room, then the claim), on SQLite; ``room_claim_overhead_ms_pg`` the
 same on PostgreSQL when ``SALON_TEST_DATABASE_URL`` names a server (scripts/with-postgres).
@@ -39,6 +40,7 @@ ROOM = Path(__file__).parents[2] / "shared/data/irc-disentanglement/dev/2005-06-
 _LINE = re.compile(r"^\[\d\d:\d\d\] <([^>]+)> (.+)$")
 UNADDRESSED, ADDRESSED, TURNS = 200, 30, 400
 GENERAL = "10"
+_NAMES = ("Salon", "Muse", "Sage")
 BOTS = {
     "salon": ("token-123", "Salon"),
     "muse": ("token-muse", "Muse"),
@@ -52,12 +54,15 @@ class _Bot(FakeProvider):
     def __init__(self, name: str) -> None:
         super().__init__(default=f"{name} speaking.")
         self.gates = 0
+        self.turn = 0
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
-        if "reply next" in (request.system or ""):
+        system = request.system or ""
+        if "reply next" in system or "should speak next" in system:
             self.gates += 1
             self.requests.append(request)
-            yield TextDelta("yes")
+            self.turn += 1  # the room's decision: each bot in turn
+            yield TextDelta("yes" if "reply next" in system else _NAMES[self.turn % 3])
             return
         async for event in super().stream(request):
             yield event
@@ -77,7 +82,13 @@ def _lines(count: int) -> list[str]:
 async def run() -> list[Figure]:
     if not ROOM.exists():
         return []
-    figures = await _three_bots()
+    figures = await _three_bots(shared=False)
+    shared = await _three_bots(shared=True)
+    figures += [
+        Figure(f.name + "_shared", f.value, f.unit, f.target, f.direction)
+        for f in shared
+        if f.name != "room_addressed_answered"
+    ]
     figures.append(Figure("room_claim_overhead_ms", await _claims(None), "ms", target=2.0))
     if os.environ.get("SALON_TEST_DATABASE_URL"):
         from bench.postgres import fresh_database
@@ -88,14 +99,14 @@ async def run() -> list[Figure]:
     return figures
 
 
-async def _three_bots() -> list[Figure]:
+async def _three_bots(*, shared: bool) -> list[Figure]:
     fake = DiscordServer()
     await fake.start()
     apps: dict[str, tuple[BotApp, _Bot]] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for key, (token, name) in BOTS.items():
-                apps[key] = await _start(fake, Path(tmp), key, token, name)
+                apps[key] = await _start(fake, Path(tmp), key, token, name, shared)
             try:
                 return await _measure(fake, apps)
             finally:
@@ -106,7 +117,7 @@ async def _three_bots() -> list[Figure]:
 
 
 async def _start(
-    fake: DiscordServer, root: Path, key: str, token: str, name: str
+    fake: DiscordServer, root: Path, key: str, token: str, name: str, shared: bool
 ) -> tuple[BotApp, _Bot]:
     if key != "salon":
         user = FakeUser(str(400 + len(fake.tokens)), name, bot=True)
@@ -117,7 +128,7 @@ async def _start(
         data_dir=str(root / f"data-{key}"),
         database_url=f"sqlite:///{root / 'shared.db'}",
         speak_gate={"enabled": True},
-        room={"stagger": 0.05},
+        room={"stagger": 0.05, "shared_decision": shared},
         platforms={
             "discord": {
                 "token_env": "TOKEN",

@@ -158,10 +158,12 @@ class RoomStep:
     decision: Literal["took", "passed"]
     slot: int | None = None
     answered_by: tuple[str, ...] = ()
+    decided_by: str = ""  # the bot whose one call chose (``room.shared_decision``)
 
     def __str__(self) -> str:
         if self.decision == "passed":
-            return f"passed: {', '.join(self.answered_by)} answered"
+            by = f" (the room's decision, by {self.decided_by})" if self.decided_by else ""
+            return f"passed: {', '.join(self.answered_by)} answered{by}"
         return f"took the turn (slot {self.slot})"
 
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from fakes.discord_server import DiscordServer, FakeUser
 from salon.app import BotApp
 from salon.llm import FakeProvider
+from salon.llm.base import LLMRequest, StreamEvent, TextDelta
 from tests.platforms.conftest import GENERAL, Start
 from tests.platforms.test_discord_rooms import wait_until
 
@@ -103,3 +105,53 @@ async def test_a_message_addressed_to_one_bot_is_its_alone(
     for app, _ in bots.values():
         await app.agent.wait_idle()
     assert answers(fake_discord) == ["Muse speaking."]
+
+
+class Deciding(FakeProvider):
+    """Answers as its bot; asked the room's decision, names ``chosen``."""
+
+    def __init__(self, name: str, chosen: str) -> None:
+        super().__init__(default=f"{name} speaking.")
+        self.chosen = chosen
+        self.decisions = 0
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        if "should speak next" in (request.system or ""):
+            self.decisions += 1
+            self.requests.append(request)
+            yield TextDelta(self.chosen)
+            return
+        async for event in super().stream(request):
+            yield event
+
+
+async def test_the_rooms_one_decision_costs_one_call_and_picks_who_speaks(
+    fake_discord: DiscordServer, start_bot: Start, tmp_path: Path
+) -> None:
+    shared = f"sqlite:///{tmp_path / 'shared.db'}"
+    providers = {}
+    for key, (token, name) in BOTS.items():
+        if key != "salon":
+            user = FakeUser(str(400 + len(fake_discord.tokens)), name, bot=True)
+            fake_discord.tokens[token] = user
+            fake_discord.people.append(user)
+        providers[key] = Deciding(name, "Muse")
+        await start_bot(
+            providers[key],
+            key=key,
+            token=token,
+            name=name,
+            database_url=shared,
+            discord={"monitored_channels": [GENERAL]},
+            speak_gate={"enabled": True},
+            room={"shared_decision": True, "description": f"{name}, for the tests"},
+        )
+    alice = fake_discord.user("Alice")
+    lines = room_lines(5)
+    for number, line in enumerate(lines, 1):
+        await fake_discord.post(GENERAL, alice, line)
+        await wait_until(fake_discord, lambda n=number: len(answers(fake_discord)) >= n)
+    assert answers(fake_discord) == ["Muse speaking."] * len(lines)
+    assert sum(p.decisions for p in providers.values()) == len(lines)  # one call a message
+    system = next(r.system for p in providers.values() for r in p.requests if r.system)
+    assert "Sage, for the tests" in system

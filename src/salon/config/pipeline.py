@@ -202,6 +202,17 @@ class RoomConfig(_Strict):
         gt=0,
         description="seconds: bots that read the channel this recently share it",
     )
+    shared_decision: bool = Field(
+        default=False,
+        description="one call decides which bot (if any) speaks next, instead of each "
+        "bot's speak gate (the gate's provider, model and messages)",
+    )
+    description: str = Field(
+        default="", max_length=300, description="how the room's decision describes this bot"
+    )
+    decision_wait: float = Field(
+        default=15.0, gt=0, le=120, description="seconds a bot waits for a decision made elsewhere"
+    )
 
 
 def keywords_validator(value: dict[str, KeywordConfig]) -> dict[str, KeywordConfig]:

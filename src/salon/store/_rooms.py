@@ -11,18 +11,20 @@ over by another bot.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from salon.store._db import Database
-from salon.store._dialects import db_now, insert_ignoring
+from salon.store._dialects import db_now, insert_ignoring, upsert
 from salon.store._part import Part, execute
 
 __all__ = ["RoomPart", "Standing", "TurnHolder"]
 
 _KEEP_SECONDS = 86_400.0  # turns older than a day are deleted
 _PRUNE_EVERY = 500  # claims between two prunings
+_DECIDER = -1  # the slot of the room's one decision about a message
+_PROFILE = "room.profile"  # a bot's name and description, among the delivery cursors
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +65,7 @@ class RoomPart(Part):
     async def standings(self, channel: str) -> list[Standing]:
         query = (
             "SELECT bot, count(*), max(claimed_at) FROM room_turns"
-            " WHERE channel = :channel AND claimed_at >= :since GROUP BY bot"
+            " WHERE channel = :channel AND claimed_at >= :since AND slot >= 0 GROUP BY bot"
         )
         params = {"channel": channel, "since": time.time() - _KEEP_SECONDS}
         async with self.db.connect() as conn:
@@ -115,7 +117,8 @@ class RoomPart(Part):
         query = (
             "SELECT bot, slot, status,"
             f" CASE WHEN expires_at < {db_now(self.db.dialect)} THEN 1 ELSE 0 END"
-            " FROM room_turns WHERE channel = :channel AND message_id = :message_id ORDER BY slot"
+            " FROM room_turns WHERE channel = :channel AND message_id = :message_id"
+            " AND slot >= 0 ORDER BY slot"
         )
         async with self.db.connect() as conn:
             rows = await conn.fetch(query, {"channel": channel, "message_id": message_id})
@@ -123,6 +126,78 @@ class RoomPart(Part):
             TurnHolder(str(r[0]), int(r[1]), r[2] == "done", bool(r[3]) and r[2] != "done")
             for r in rows
         ]
+
+    # -- the shared decision (slot -1: who decides, and what) --------------------------------
+
+    async def decide(self, channel: str, message_id: str, bot: str, *, ttl: float) -> bool:
+        """Whether ``bot`` makes the room's one decision about this message (once, ever)."""
+        columns = ("channel", "message_id", "slot", "bot", "status", "claimed_at", "expires_at")
+        now = time.time()
+        row = {
+            "channel": channel,
+            "message_id": message_id,
+            "slot": _DECIDER,
+            "bot": bot,
+            "status": "deciding",
+            "claimed_at": now,
+            "expires_at": now + ttl,
+        }
+        async with self.db.begin() as conn:
+            return bool(await conn.execute(insert_ignoring("room_turns", columns), row))
+
+    async def set_decision(self, channel: str, message_id: str, chosen: str) -> None:
+        """The decision: a bot's key, or ``""`` for nobody."""
+        statement = (
+            "UPDATE room_turns SET status = :status WHERE channel = :channel"
+            " AND message_id = :message_id AND slot = :slot"
+        )
+        params = {
+            "status": f"decided:{chosen}",
+            "channel": channel,
+            "message_id": message_id,
+            "slot": _DECIDER,
+        }
+        await execute(self.db, statement, params)
+
+    async def decision(self, channel: str, message_id: str) -> tuple[str, str] | None:
+        """(who decided, the bot chosen or "") once decided; None before."""
+        query = (
+            "SELECT bot, status FROM room_turns WHERE channel = :channel"
+            " AND message_id = :message_id AND slot = :slot"
+        )
+        params = {"channel": channel, "message_id": message_id, "slot": _DECIDER}
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, params)
+        if not rows or not str(rows[0][1]).startswith("decided:"):
+            return None
+        return str(rows[0][0]), str(rows[0][1]).removeprefix("decided:")
+
+    async def save_profile(self, bot: str, name: str, description: str) -> None:
+        """How the room's decision names and describes ``bot``."""
+        columns = ("bot", "name", "value", "updated_at")
+        statement = upsert("delivery_cursors", columns, ["bot", "name"])
+        params = {
+            "bot": bot,
+            "name": _PROFILE,
+            "value": f"{name}\t{description}",
+            "updated_at": time.time(),
+        }
+        await execute(self.db, statement, params)
+
+    async def profiles(self, bots: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """Bot key -> (name, description) of those that saved one."""
+        if not bots:
+            return {}
+        names = ", ".join(f":b{i}" for i in range(len(bots)))
+        params: dict[str, Any] = {f"b{i}": bot for i, bot in enumerate(bots)} | {"p": _PROFILE}
+        query = f"SELECT bot, value FROM delivery_cursors WHERE name = :p AND bot IN ({names})"
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, params)
+        found = {}
+        for row in rows:
+            name, _, description = str(row[1]).partition("\t")
+            found[str(row[0])] = (name, description)
+        return found
 
     async def _prune_now_and_then(self) -> None:
         self._claims += 1

@@ -13,7 +13,7 @@ the bot quiet: in a conversation it was not asked into, silence is the safe mist
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -22,7 +22,15 @@ from salon.config import BotConfig
 from salon.config.pipeline import SpeakGateConfig
 from salon.model import Message, Participant, Tag
 
-__all__ = ["GateStats", "addressed", "bot_runs_last_minute", "gate_prompt", "gate_says_yes"]
+__all__ = [
+    "GateStats",
+    "addressed",
+    "bot_runs_last_minute",
+    "gate_prompt",
+    "gate_says_yes",
+    "room_choice",
+    "room_prompt",
+]
 
 
 @dataclass
@@ -77,6 +85,37 @@ def gate_prompt(
         system = "Continue the chat log: write only the name of whoever speaks next."
         return system, f"{transcript}\n\nNext speaker:"
     return settings.prompt.replace("{name}", name), transcript
+
+
+def room_prompt(
+    messages: Sequence[Message], bots: Mapping[str, tuple[str, str]], settings: SpeakGateConfig
+) -> tuple[str, str]:
+    """(system, user) of the room's one decision: which of ``bots`` (key -> name,
+    description) speaks next, or nobody."""
+    recent = messages[-settings.messages :]
+    lines = [
+        f"{m.author.name}: {m.text.replace(chr(10), ' ')[: settings.message_chars]}" for m in recent
+    ]
+    listed = "\n".join(
+        f"- {name}" + (f": {about}" if about else "") for name, about in bots.values()
+    )
+    system = (
+        "You watch a group chat that these bots share:\n"
+        f"{listed}\n"
+        "Given its last messages, which bot should speak next? A bot speaks when it is "
+        "asked something it can help with or the talk invites it; when a person should "
+        "speak next, or no bot is needed, answer nobody. Answer with one name or nobody."
+    )
+    return system, "\n".join(lines)
+
+
+def room_choice(answer: str, bots: Mapping[str, tuple[str, str]]) -> str | None:
+    """The key of the bot the answer names first, or None (nobody, or unreadable)."""
+    text = answer.strip().lower().lstrip("\"'*- ")
+    for key, (name, _) in sorted(bots.items(), key=lambda kv: -len(kv[1][0])):
+        if name and text.startswith(name.lower()):
+            return key
+    return None
 
 
 def gate_says_yes(answer: str, name: str, settings: SpeakGateConfig) -> bool | None:

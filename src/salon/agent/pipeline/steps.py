@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Literal
@@ -31,6 +31,8 @@ from salon.agent.pipeline.gate import (
     bot_runs_last_minute,
     gate_prompt,
     gate_says_yes,
+    room_choice,
+    room_prompt,
 )
 from salon.agent.pipeline.keywords import (
     KeywordMatch,
@@ -40,7 +42,7 @@ from salon.agent.pipeline.keywords import (
     with_reply,
 )
 from salon.agent.pipeline.limits import Hold, Limits
-from salon.agent.pipeline.turns import Taken, Turns, unaddressed
+from salon.agent.pipeline.turns import Ask, Taken, Turns, unaddressed
 from salon.agent.recording.recorder import Recorder
 from salon.agent.room import Room
 from salon.config import BotConfig, Redactor
@@ -89,6 +91,7 @@ def configured(config: BotConfig) -> bool:
         or config.loop_breaker.bot_messages_per_minute
         or config.speak_gate.enabled
         or config.context_evaluator.enabled
+        or config.room.shared_decision
     )
 
 
@@ -141,18 +144,23 @@ class Pipeline:
             if isinstance(taken, Taken) and self.turns is not None:
                 await self.turns.finish(taken)
 
-    async def _turn(self, attempt: Attempt) -> Taken | bool | None:
-        """The room's turn for a message nobody addressed; False: another bot took it."""
+    async def _turn(self, attempt: Attempt, scene: Scene | None = None) -> Taken | bool | None:
+        """The room's turn for a message nobody addressed; False: another bot took it (or
+        the room's decision chose another, when ``room.shared_decision`` is on)."""
         if self.turns is None:
             return None
         activation, me = attempt.activation, attempt.platform.self_participant
         message = unaddressed(activation, me, attempt.config)
         if message is None:
             return None
+        room = attempt.config.room
+        ask = self._asking(attempt, scene) if room.shared_decision and scene else None
         with attempt.recorder.phase("room"):
-            taken = await self.turns.take(activation, message, attempt.config.room, me)
+            taken = await self.turns.take(activation, message, room, me, ask)
         if isinstance(taken, list):
-            attempt.recorder.trace.pipeline.room = RoomStep("passed", answered_by=tuple(taken))
+            decided = self.turns.decided if room.shared_decision else ""
+            step = RoomStep("passed", answered_by=tuple(taken), decided_by=decided)
+            attempt.recorder.trace.pipeline.room = step
             logger.info("%s: passed, %s answered", activation.channel.key, ", ".join(taken))
             return False
         attempt.recorder.trace.pipeline.room = RoomStep("took", slot=taken.slot)
@@ -180,11 +188,12 @@ class Pipeline:
             scene = await self._scene(attempt)
             if scene is None or (breaker and await self._breaker_trips(attempt, scene)):
                 return False
-            gate = match is None and config.speak_gate.enabled
+            shared = config.room.shared_decision  # the room's one call, instead of the gate
+            gate = match is None and config.speak_gate.enabled and not shared
             if gate and not await self._speak_gate(attempt, scene):
                 return False
         if match is None:  # a keyword addresses the bot; the rest may need the room's turn
-            turn = await self._turn(attempt)
+            turn = await self._turn(attempt, scene)
             if turn is False:
                 return False
             if isinstance(turn, Taken):
@@ -435,6 +444,26 @@ class Pipeline:
         attempt.recorder.trace.pipeline.speak_gate = GateStep(verdict, answer[:80])
         logger.info("speak gate in %s: %s (%r)", scene.channel.key, verdict, answer[:80])
         return bool(decision)
+
+    def _asking(self, attempt: Attempt, scene: Scene) -> Ask:
+        """The room's decision as one side call on this bot's scene (kind ``gate``)."""
+        config = attempt.config
+        settings = config.speak_gate
+
+        async def ask(bots: Mapping[str, tuple[str, str]]) -> str | None:
+            system, text = room_prompt(scene.messages, bots, settings)
+            side = side_config(config, settings.provider, settings.model)
+            request = side_request(side, system, text, max(settings.max_tokens, 10))
+            try:
+                answer = await self._side(attempt, side, request, "gate")
+            except ProviderError as exc:
+                logger.warning("the room's decision failed (%s); nobody speaks", exc)
+                return None
+            chosen = room_choice(answer, bots)
+            logger.info("room decision in %s: %s (%r)", scene.channel.key, chosen, answer[:80])
+            return chosen
+
+        return ask
 
     async def _evaluated(self, attempt: Attempt, scene: Scene) -> Scene:
         """The scene with off-topic messages dropped; the whole scene when the evaluator

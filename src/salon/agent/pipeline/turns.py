@@ -36,6 +36,7 @@ __all__ = ["Taken", "TurnBook", "Turns", "unaddressed"]
 logger = logging.getLogger(__name__)
 
 _WATCHING = 256  # yielded turns watched for a crashed holder, at most
+_DECISION_POLL = 0.05  # seconds between looks for the room's decision made elsewhere
 
 
 class Standing(Protocol):
@@ -68,6 +69,21 @@ class TurnBook(Protocol):
     async def finish(self, channel: str, message_id: str, slot: int) -> None: ...
 
     async def holders(self, channel: str, message_id: str) -> Sequence[Holder]: ...
+
+    async def decide(self, channel: str, message_id: str, bot: str, *, ttl: float) -> bool: ...
+
+    async def set_decision(self, channel: str, message_id: str, chosen: str) -> None: ...
+
+    async def decision(self, channel: str, message_id: str) -> tuple[str, str] | None: ...
+
+    async def save_profile(self, bot: str, name: str, description: str) -> None: ...
+
+    async def profiles(self, bots: Sequence[str]) -> Mapping[str, tuple[str, str]]: ...
+
+
+Ask = Callable[[Mapping[str, tuple[str, str]]], Awaitable[str | None]]
+"""The room's one decision: given the bots present (key -> name, description), the key of
+the bot that speaks next, or None for nobody."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +140,16 @@ class Turns:
         self.book = book
         self._resubmit = resubmit
         self._watching: set[asyncio.Task[None]] = set()
+        self.decided = ""  # who made the last room decision this bot read (for its trace)
+        self._profiled: set[str] = set()  # its name and description are in the store
 
     async def take(
-        self, activation: Activation, message: Message, config: RoomConfig, me: Participant
+        self,
+        activation: Activation,
+        message: Message,
+        config: RoomConfig,
+        me: Participant,
+        ask: Ask | None = None,
     ) -> Taken | list[str]:
         """This bot's turn at ``message``, or the bots that took it instead (it yields).
         The turn is taken even by a bot that sees no other in the channel: another may be
@@ -137,6 +160,15 @@ class Turns:
         channel = activation.channel.key
         answered = dict(await self.book.present(channel, since=time.time() - config.present_within))
         answered.setdefault(self.bot, 0.0)
+        if config.shared_decision and ask is not None:
+            if self.bot not in self._profiled:
+                await self.book.save_profile(self.bot, me.name, config.description)
+                self._profiled.add(self.bot)
+            chosen = await self._decided(channel, message, config, answered, ask)
+            if chosen is not None and chosen != self.bot:
+                return [chosen or "nobody (the room's decision)"]
+            if chosen == self.bot:
+                answered = {self.bot: 0.0}  # chosen: first in the order, alone
         policy = "most_recent" if m_command(message.text) == "continue" else config.policy
         place = 0
         if policy != "first" and len(answered) > 1:
@@ -152,6 +184,32 @@ class Turns:
         holders = await self.book.holders(channel, message.id)
         self._watch(activation, message, config)
         return [h.bot for h in holders] or ["another bot"]
+
+    async def _decided(
+        self,
+        channel: str,
+        message: Message,
+        config: RoomConfig,
+        present: Mapping[str, float],
+        ask: Ask,
+    ) -> str | None:
+        """The room's decision about ``message``: made here by the first bot to get there
+        (one call), read from the store by the others. None: no decision in time (the
+        turn then goes by the room's order)."""
+        if await self.book.decide(channel, message.id, self.bot, ttl=config.claim_ttl):
+            chosen = await ask(await self.book.profiles(sorted(present)))
+            await self.book.set_decision(channel, message.id, chosen or "")
+            self.decided = self.bot
+            return chosen or ""
+        deadline = time.monotonic() + config.decision_wait
+        while time.monotonic() < deadline:  # another process decides: its row tells
+            found = await self.book.decision(channel, message.id)
+            if found is not None:
+                self.decided = found[0]
+                return found[1]
+            await asyncio.sleep(_DECISION_POLL)
+        logger.warning("no room decision about %s in time; the room's order decides", message.id)
+        return None
 
     async def finish(self, taken: Taken) -> None:
         try:
