@@ -106,7 +106,7 @@ async def _three_bots(*, shared: bool) -> list[Figure]:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for key, (token, name) in BOTS.items():
-                apps[key] = await _start(fake, Path(tmp), key, token, name, shared)
+                apps[key] = await _start(fake, Path(tmp), key, token, name, shared=shared)
             try:
                 return await _measure(fake, apps)
             finally:
@@ -117,7 +117,7 @@ async def _three_bots(*, shared: bool) -> list[Figure]:
 
 
 async def _start(
-    fake: DiscordServer, root: Path, key: str, token: str, name: str, shared: bool
+    fake: DiscordServer, root: Path, key: str, token: str, name: str, *, shared: bool
 ) -> tuple[BotApp, _Bot]:
     if key != "salon":
         user = FakeUser(str(400 + len(fake.tokens)), name, bot=True)
