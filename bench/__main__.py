@@ -28,6 +28,7 @@ from bench import (
     replay,
     slack_cpu,
     tools,
+    trace_store,
     traces,
 )
 from bench.figures import Figure
@@ -51,6 +52,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "kill9": kill9.run,
     "load": load.run,
     "trace_query": traces.run,
+    "trace_store": trace_store.run,
     "pipeline_overhead": pipeline.pipeline_overhead,
     "evaluator_tokens_saved": pipeline.evaluator_savings,
     "integrations": integrations.run,
