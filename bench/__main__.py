@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from bench import (
     activation,
+    cache_alarm,
     caching,
     chatlog,
     discord_cpu,
@@ -48,6 +49,7 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "slack_cpu": slack_cpu.run,
     "cache_billing": caching.run,
     "cache_thinking": caching.thinking,
+    "cache_alarm_detect_answers": cache_alarm.run,
     "faults": faults.run,
     "kill9": kill9.run,
     "load": load.run,

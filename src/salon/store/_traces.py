@@ -375,6 +375,33 @@ class TracePart(Part):
             for r in rows
         ]
 
+    async def recent_answers(
+        self, bot: str, *, since: float, channels: int, answers: int
+    ) -> dict[str, list[tuple[Any, ...]]]:
+        """For the cache alarm (salon.cache_alarm): the last ``answers`` answered
+        activations that sent a prompt, oldest first, of each of ``bot``'s ``channels``
+        channels most recently active since ``since``: (id, cache read tokens, prompt
+        tokens, cost, cache break, started at) each."""
+        active = (
+            "SELECT channel FROM traces WHERE bot = :bot AND started_at >= :since"
+            " GROUP BY channel ORDER BY max(started_at) DESC LIMIT :channels"
+        )
+        last = (
+            "SELECT id, cache_read_tokens,"
+            " input_tokens + cache_read_tokens + cache_write_tokens, cost, cache_break,"
+            " started_at FROM traces WHERE bot = :bot AND channel = :channel"
+            " AND outcome = 'answered'"
+            " AND input_tokens + cache_read_tokens + cache_write_tokens > 0"
+            " ORDER BY started_at DESC, id DESC LIMIT :answers"
+        )
+        found: dict[str, list[tuple[Any, ...]]] = {}
+        params: dict[str, Any] = {"bot": bot, "since": since, "channels": channels}
+        async with self.db.connect() as conn:
+            for (channel,) in await conn.fetch(active, params):
+                rows = await conn.fetch(last, {"bot": bot, "channel": channel, "answers": answers})
+                found[str(channel)] = [tuple(r) for r in reversed(rows)]
+        return found
+
     async def trace_metrics(self) -> dict[str, Any]:
         """Totals for Prometheus: per bot and outcome, per error kind, per tool, latency."""
         by_outcome = f"SELECT bot, outcome, {_TOTALS} FROM traces GROUP BY bot, outcome"
