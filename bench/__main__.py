@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from bench import (
     activation,
+    cache_alarm,
     caching,
     catchup,
     chatlog,
@@ -30,6 +31,7 @@ from bench import (
     rooms,
     slack_cpu,
     tools,
+    trace_store,
     traces,
 )
 from bench.figures import Figure
@@ -49,12 +51,14 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "slack_cpu": slack_cpu.run,
     "cache_billing": caching.run,
     "cache_thinking": caching.thinking,
+    "cache_alarm_detect_answers": cache_alarm.run,
     "faults": faults.run,
     "kill9": kill9.run,
     "catchup_gaps": catchup.gaps,
     "catchup_startup_cpu_ratio": catchup.startup_cpu,
     "load": load.run,
     "trace_query": traces.run,
+    "trace_store": trace_store.run,
     "pipeline_overhead": pipeline.pipeline_overhead,
     "evaluator_tokens_saved": pipeline.evaluator_savings,
     "integrations": integrations.run,

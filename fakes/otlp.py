@@ -40,6 +40,7 @@ class ReceivedSpan:
     status_code: int  # 0 unset, 1 ok, 2 error
     resource: dict[str, Any] = field(default_factory=dict)
     scope: str = ""
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (name, attributes)
 
 
 def _value(any_value: Any) -> Any:
@@ -156,6 +157,7 @@ class OtlpReceiver:
                                 status_code=span.status.code,
                                 resource=shared,
                                 scope=scope.scope.name,
+                                events=[(e.name, _attributes(e.attributes)) for e in span.events],
                             )
                         )
             return 200, ExportTraceServiceResponse().SerializeToString()

@@ -353,3 +353,27 @@ async def test_an_mcp_server_gets_the_tool_calls_trace_context_in_meta(rig: Make
         await hub.stop()
     (tool,) = by_name(receiver.spans, "execute_tool ")
     assert seen == [f"00-{tool.trace_id}-{tool.span_id}-01"]
+
+
+async def test_a_cache_alarm_is_an_event_on_the_span_of_the_activation_it_began_in(
+    rig: Make,
+) -> None:
+    warm = Usage(100, 5, cache_read_tokens=900)
+    cold = Usage(100, 5, cache_write_tokens=900)  # nothing read: the prefix broke
+    replies = [FakeReply((f"a{i}",), usage=warm if i < 3 else cold) for i in range(5)]
+    async with receiving() as receiver:
+        bot = await rig(
+            FakeProvider(replies),
+            receiver,
+            traces={"cache_alarm": {"answers": 2, "baseline_answers": 3}},
+        )
+        for i in range(5):
+            await bot.ask(f"@Salon question {i}?")
+        await receiver.wait_for(lambda r: len(by_name(r.spans, "invoke_agent")) == 5)
+    roots = sorted(by_name(receiver.spans, "invoke_agent"), key=lambda s: s.start_ns)
+    assert [bool(s.events) for s in roots] == [False, False, False, False, True]
+    ((name, attributes),) = roots[-1].events
+    assert name == "salon.cache_alarm"
+    assert attributes["salon.cache_alarm.state"] == "began"
+    assert attributes["salon.cache_alarm.read_share"] == 0.0
+    assert attributes["salon.cache_alarm.baseline_read_share"] == 0.9

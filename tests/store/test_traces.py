@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import time
 import zlib
 from collections.abc import AsyncIterator
@@ -200,3 +202,26 @@ async def test_a_trace_with_a_lone_surrogate_is_stored_with_a_replacement_charac
     assert summary.error == "cut off after \ufffd"
     assert body["answer"] == "half an emoji: \ufffd"
     assert body["tools"][0]["arguments"] == {"text": "\ufffd"}
+
+
+async def test_a_trace_stored_by_json_at_zlib_6_reads_back(store: SQLStore) -> None:
+    # Rows written before msgspec: json's text (spaces, a NaN only json reads), level 6.
+    (trace_id,) = await store.write_traces([make_trace(1)])
+    body = {"answer": "old één", "cost": float("nan"), "calls": [], "tools": []}
+    old = zlib.compress(json.dumps(body, ensure_ascii=False).encode("utf-8"), 6)
+    async with store.db.begin() as conn:
+        await conn.execute(
+            "UPDATE traces SET body = :body WHERE id = :id", {"body": old, "id": trace_id}
+        )
+    _, read = await store.traces.get_trace(trace_id) or (None, {})
+    assert read["answer"] == "old één"
+    assert math.isnan(read["cost"])
+
+
+async def test_a_trace_body_is_stored_as_compact_json(store: SQLStore) -> None:
+    (trace_id,) = await store.write_traces([make_trace(1)])
+    async with store.db.connect() as conn:
+        packed = await conn.fetchval("SELECT body FROM traces WHERE id = :id", {"id": trace_id})
+    text = zlib.decompress(packed).decode("utf-8")
+    assert text.startswith('{"bot":"salon",')
+    assert json.loads(text)["answer"] == "answer 1"

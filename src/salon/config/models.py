@@ -29,7 +29,7 @@ from salon.config._common import (
 )
 from salon.config.links import MAX_LINKS, LinkConfig
 from salon.config.memory import MemoryConfig
-from salon.config.observability import OtelConfig
+from salon.config.observability import CacheAlarmConfig, OtelConfig
 from salon.config.pipeline import (
     ContextEvaluatorConfig,
     KeywordConfig,
@@ -137,6 +137,7 @@ class TracesConfig(_Strict):
     max_megabytes: float = Field(
         default=500.0, gt=0, description="compressed size kept; the oldest go first"
     )
+    cache_alarm: CacheAlarmConfig = Field(default_factory=CacheAlarmConfig)
 
 
 class CatchUpConfig(_Strict):

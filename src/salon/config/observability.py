@@ -1,4 +1,5 @@
-"""The ``otel:`` section: exporting traces and metrics to an OpenTelemetry collector."""
+"""The ``otel:`` section (exporting traces and metrics to an OpenTelemetry collector) and
+``traces.cache_alarm`` (telling when a channel's cache read share or cost turns bad)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pydantic import Field
 
 from salon.config._common import Endpoint, _Strict
 
-__all__ = ["OtelConfig"]
+__all__ = ["CacheAlarmConfig", "OtelConfig"]
 
 
 class OtelConfig(_Strict):
@@ -51,3 +52,20 @@ class OtelConfig(_Strict):
         default=2048, ge=1, le=1_000_000, description="spans waiting for export; more are dropped"
     )
     export_timeout: float = Field(default=10.0, gt=0, description="seconds per export request")
+
+
+class CacheAlarmConfig(_Strict):
+    """Per channel, the last ``answers`` answers against the ``baseline_answers`` before
+    them (salon.cache_alarm)."""
+
+    enabled: bool = True
+    read_share_drop: float = Field(
+        default=0.2, gt=0, le=1, description="alarm when the cache read share falls by more"
+    )
+    cost_factor: float = Field(
+        default=2.0, gt=1, description="alarm when the cost per answer grows by more times"
+    )
+    answers: int = Field(default=10, ge=1, le=1000, description="answers judged together")
+    baseline_answers: int = Field(
+        default=50, ge=1, le=10_000, description="answers before them, the channel's normal"
+    )

@@ -21,7 +21,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
@@ -227,6 +227,7 @@ class OtelExport:
             status=status,
             start_time=int(record.start * 1e9),
             end_time=int(max(record.end, record.start) * 1e9),
+            events=[Event(name, dict(attrs), int(at * 1e9)) for name, at, attrs in record.events],
             instrumentation_scope=_SCOPE,
         )
 

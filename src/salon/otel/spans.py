@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from salon.agent.recording.export import Finished
@@ -70,6 +70,7 @@ class SpanRecord:
     end: float
     attributes: dict[str, Value]
     error: str | None = None  # error.type; the span's status is then ERROR
+    events: tuple[tuple[str, float, Mapping[str, Value]], ...] = ()  # (name, epoch s, attributes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,8 @@ def spans_of(
     trace_id = done.trace_id or random.getrandbits(128) or 1
     root_id = random.getrandbits(64) or 1
     kinds = {call.provider: provider_types.get(call.provider, "") for call in trace.calls}
-    spans = [_root(trace, root_id, done.parent_span_id, kinds, capture_content, redact)]
+    root = _root(trace, root_id, done.parent_span_id, kinds, capture_content, redact)
+    spans = [replace(root, events=tuple(done.events))]
     phases = [
         SpanRecord(f"salon.{name}", random.getrandbits(64) or 1, root_id, "internal", a, b, {})
         for name, a, b in done.phases

@@ -20,6 +20,7 @@ from starlette.responses import RedirectResponse, Response
 
 from salon.errors import StoreError
 from salon.trace import CostRow
+from salon.web.cache_alarm import alarm_banner, judged_channels
 from salon.web.context import Web
 from salon.web.guard import (
     SESSION_COOKIE,
@@ -255,6 +256,7 @@ async def _page(web: Web, request: Request) -> Response:
     timeline = timeline_rows(found) or '<p class="empty">No activations yet.</p>'
     body = (
         "<h1>Activity</h1>"
+        + alarm_banner(await judged_channels(web))
         + _cards(days, counted, web.now())
         + '<h2>Cost per day</h2><div class="panel">'
         + cost_plot(days, days=PLOT_DAYS, now=web.now())

@@ -31,6 +31,7 @@ from starlette.responses import Response
 
 from salon.store._traces import LATENCY_BUCKETS
 from salon.trace import BotHealth
+from salon.web.cache_alarm import AlarmMetrics, judged_channels
 from salon.web.context import Web
 
 __all__ = ["STALE_SECONDS", "bot_states", "health", "metrics"]
@@ -199,6 +200,7 @@ async def metrics(request: Request) -> Response:
     bots = bot_states(await web.store.health.health_reports(), set(configs.bots), web.now())
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(await web.store.traces.trace_metrics(), bots))
+    registry.register(AlarmMetrics(await judged_channels(web)))
     return Response(
         generate_latest(registry),
         media_type="text/plain; version=0.0.4; charset=utf-8",

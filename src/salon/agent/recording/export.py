@@ -2,7 +2,8 @@
 
 A ``TraceSink`` (OpenTelemetry's, in ``salon.otel``) receives each activation's
 ``Finished``: the trace as stored, plus what only the recorder knew — when each phase ran,
-the span id each call went out under, and the W3C trace context of the activation. The
+the span id each call went out under, the W3C trace context of the activation, and the
+events to put on its span (the cache alarm's, ``salon.agent.recording.alarm``). The
 trace writer calls ``export`` on its own task, after the answer: a sink only queues.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from salon.agent.recording.alarm import SpanEvent
 from salon.agent.recording.recorder import Recorder
 from salon.trace import Trace
 
@@ -25,6 +27,7 @@ class Finished:
     trace_id: int  # 0: no context travelled with the calls (the sink picks one)
     parent_span_id: int  # the span an inbound event continued, else 0
     sampled: bool
+    events: tuple[SpanEvent, ...] = ()  # on the activation's root span
 
 
 class TraceSink(Protocol):
@@ -37,7 +40,7 @@ class TraceSink(Protocol):
     def export(self, done: Finished) -> None: ...
 
 
-def finished(recorder: Recorder, trace: Trace) -> Finished:
+def finished(recorder: Recorder, trace: Trace, events: tuple[SpanEvent, ...] = ()) -> Finished:
     to_epoch = recorder.perf_to_epoch
     phases = tuple((name, to_epoch(a), to_epoch(b)) for name, a, b in recorder.marks)
     return Finished(
@@ -47,4 +50,5 @@ def finished(recorder: Recorder, trace: Trace) -> Finished:
         trace_id=recorder.trace_id,
         parent_span_id=recorder.parent_span_id,
         sampled=recorder.sampled,
+        events=events,
     )

@@ -30,6 +30,7 @@ from itertools import repeat
 from operator import add, attrgetter
 from typing import Any
 
+from salon.agent.recording.alarm import CacheWatch, SpanEvent
 from salon.agent.recording.export import TraceSink, finished
 from salon.agent.recording.recorder import PendingCall, Recorder
 from salon.config import BotConfig, Price, TracesConfig
@@ -315,6 +316,7 @@ class TraceWriter:
         self.prices = dict(prices)
         self.diagnosis = CacheDiagnosis()
         self.waste = WriteWatch()  # cache writes the channel's next call left unread
+        self.alarms = CacheWatch()  # each channel's cache read share and cost per answer
         self._queue: asyncio.Queue[Recorder] = asyncio.Queue(maxsize=queue_size)
         self.dropped = 0
         self.written = 0
@@ -358,19 +360,29 @@ class TraceWriter:
 
     async def _write(self, batch: Sequence[Recorder]) -> None:
         traces = [self.build(recorder) for recorder in batch]
+        events = [self._alarm(trace) for trace in traces]
         if self.sink is not None:
-            for recorder, trace in zip(batch, traces, strict=True):
-                self._export(self.sink, recorder, trace)
+            for recorder, trace, event in zip(batch, traces, events, strict=True):
+                self._export(self.sink, recorder, trace, event)
         if not self.settings.enabled:
             return
         await self.store.write_traces(traces)
         self.written += len(traces)
 
+    def _alarm(self, trace: Trace) -> SpanEvent | None:
+        """The cache alarm's event for the activation's span; its failure is logged, never
+        the writer's."""
+        try:
+            return self.alarms.observe(trace, self.settings.cache_alarm)
+        except Exception:
+            logger.exception("the cache alarm failed on the trace of %s", trace.channel)
+            return None
+
     @staticmethod
-    def _export(sink: TraceSink, recorder: Recorder, trace: Trace) -> None:
+    def _export(sink: TraceSink, recorder: Recorder, trace: Trace, event: SpanEvent | None) -> None:
         """Hand one activation to the sink; its failure is logged, never the writer's."""
         try:
-            sink.export(finished(recorder, trace))
+            sink.export(finished(recorder, trace, () if event is None else (event,)))
         except Exception:
             logger.exception("could not export the trace of %s", trace.channel)
 
