@@ -37,6 +37,7 @@ a { color:var(--accent); }
   padding:12px 14px; }
 .card b { display:block; font-size:20px; } .card span { color:var(--muted); font-size:12px; }
 .panel { background:var(--card); border:1px solid var(--line); border-radius:10px; padding:14px; }
+.panel.alarm { border-color:#c0392b; background:#fdf0ee; margin:0 0 14px; }
 .plot { width:100%; height:auto; }
 .plot .bar { fill:#9fb0ff; } .plot .bar:hover { fill:var(--accent); }
 .plot .axis { stroke:#b9bfcc; } .plot .tick { font-size:10px; fill:var(--muted); }
