@@ -115,3 +115,23 @@ async def test_a_note_is_edited_and_deleted_with_the_csrf_token_only(site: Site)
     empty = await site.client.post("/config/notes/edit", data={**edit, "text": "  ", "csrf": token})
     assert empty.status_code == 422
     assert "alice likes wombats" in [n.text for n in await site.store.notes.notes_of_person(ALICE)]
+
+
+async def test_the_operator_approves_a_note_and_takes_the_approval_back(site: Site) -> None:
+    _, _, channel = await _notes(site)  # a person's note in a channel: untrusted
+    await sign_in(site)
+    page = await site.client.get("/config/notes", params={"bot": "salon"})
+    token = csrf_of(page.text)
+    assert 'action="/config/notes/approve"' in page.text
+    form = {"bot": "salon", "id": str(channel), "csrf": token}
+    refused = await site.client.post("/config/notes/approve", data={**form, "csrf": "x" * 43})
+    assert refused.status_code == 403
+    approved = await site.client.post("/config/notes/approve", data={**form, "approved": "yes"})
+    assert approved.status_code == 200
+    assert f"Approved note {channel}." in approved.text
+    (note,) = [n for n in await site.store.notes.notes_of_person(ALICE) if n.id == channel]
+    assert note.trusted
+    back = await site.client.post("/config/notes/approve", data={**form, "approved": "no"})
+    assert "Took back the approval" in back.text
+    (note,) = [n for n in await site.store.notes.notes_of_person(ALICE) if n.id == channel]
+    assert not note.trusted

@@ -121,8 +121,8 @@ def describe_note(note: Note) -> str:
 def _shown(scope: Scope, person: str, *, trusted: bool) -> str:
     if scope is Scope.CHANNEL and not trusted:
         return (
-            f"shown in this channel when answering {person} only, unless an authorized role "
-            "approves it"
+            f"shown in this channel when answering {person} only, unless the bot's operator "
+            "approves it on the notes page"
         )
     return {
         Scope.CHANNEL: "shown in this channel only",

@@ -84,6 +84,7 @@ def build_app(
         Route("/config/notes", notes.listing),
         Route("/config/notes/edit", notes.update, methods=["POST"]),
         Route("/config/notes/delete", notes.delete, methods=["POST"]),
+        Route("/config/notes/approve", notes.approve, methods=["POST"]),
         Route("/static/salon.css", stylesheet),
         Route("/static/salon.js", script),
         Route("/config/bots", controls.bots),

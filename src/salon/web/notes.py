@@ -67,6 +67,24 @@ async def delete(request: Request) -> Response:
     return await _change(request, edit=False)
 
 
+async def approve(request: Request) -> Response:
+    """The operator approves a note a person wrote: it may shape answers to everyone in
+    its scope, not only to its author (``approved=no`` takes that back)."""
+    web: Web = request.app.state.web
+    fields = await posted(web, request, partial(_refused, web), too_large="the form is too large")
+    if isinstance(fields, Response):
+        return fields
+    filters = _Filters(fields, await _bots(web))
+    raw_id = fields.get("id", "")
+    if not raw_id.isdigit() or not filters.bot:
+        return _refused(web, "which note? reload the page and try again", 422)
+    approved = fields.get("approved", "yes") == "yes"
+    done = await web.store.notes.approve_note(filters.bot, int(raw_id), approved=approved)
+    verb = "Approved" if approved else "Took back the approval of"
+    said = f"{verb} note {raw_id}." if done else f"There is no note {raw_id}."
+    return await _page(web, request, filters, note=_saved(said))
+
+
 async def _change(request: Request, *, edit: bool) -> Response:
     web: Web = request.app.state.web
     too_large = "the form is larger than a note may be"
@@ -159,7 +177,24 @@ def _row(note: Note, filters: _Filters, token: str) -> str:
         '<button type="submit">save</button></form></td>'
         f'<td class="layer">{escape(where)}, {said.at:%Y-%m-%d %H:%M} UTC{escape(message)}</td>'
         f'<td><form method="post" action="/config/notes/delete">{hidden}'
-        '<button type="submit" class="quiet">delete</button></form></td></tr>'
+        '<button type="submit" class="quiet">delete</button></form>'
+        f"{_approval(note, hidden)}</td></tr>"
+    )
+
+
+def _approval(note: Note, hidden: str) -> str:
+    """Approve a note only its author's answers read (a person's, in a channel), or take
+    the approval back."""
+    if note.trusted:
+        return (
+            f'<form method="post" action="/config/notes/approve">{hidden}'
+            '<input type="hidden" name="approved" value="no">'
+            '<button type="submit" class="quiet">unapprove</button></form>'
+        )
+    return (
+        f'<form method="post" action="/config/notes/approve">{hidden}'
+        '<input type="hidden" name="approved" value="yes">'
+        '<button type="submit">approve</button></form>'
     )
 
 
