@@ -12,12 +12,19 @@ cleaned up after it (404 from then on: ``forget_done_jobs``), and the character
 rate limit are answered 429 with ``Retry-After`` (``throttle_polls``). Style fields
 (``outline``, ``shading``, ``detail``), ``direction`` and the views take only the values of
 the SDK's types (``pixellab/types.py``); any other is a 422 naming the field.
+``animate-with-text`` draws 64x64 frames only (its ``image_size`` is 64 by 64, any other a
+422) and always four of them: ``n_frames`` (2-20) is the length of the whole animation and
+``start_frame_index`` (0-20) where these four start in it; each answer carries its price in
+``usage`` (``animation_usd``). The fake also refuses a ``reference_image`` that is not the
+``image_size`` (stricter than the docs say, so tests see what Salon sends).
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import itertools
+import struct
 from typing import Any
 
 from aiohttp import web
@@ -81,6 +88,37 @@ def _unknown_choice(body: dict[str, Any]) -> web.Response | None:
     return None
 
 
+def _png_size(image: Any) -> tuple[int, int] | None:
+    """The width and height in a base64 PNG's header (None for anything else)."""
+    try:
+        data = base64.b64decode(str(image.get("base64", "")).split(",")[-1], validate=True)
+    except (AttributeError, binascii.Error, ValueError):
+        return None
+    if not data.startswith(b"\x89PNG") or len(data) < 24:
+        return None
+    width, height = struct.unpack(">II", data[16:24])
+    return int(width), int(height)
+
+
+def _animation_refusal(body: dict[str, Any]) -> web.Response | None:
+    """A 422 for what animate-with-text does not take, as PixelLab's schema says."""
+    if _size(body) != (64, 64):
+        return _invalid("image_size", "animate-with-text draws 64x64 frames only")
+    if not body.get("action") or not body.get("description"):
+        return _invalid("action", "field required")
+    reference = body.get("reference_image")
+    if not isinstance(reference, dict) or not reference.get("base64"):
+        return _invalid("reference_image", "field required")
+    if _png_size(reference) != (64, 64):
+        return _invalid("reference_image", "the reference image must be 64x64 (image_size)")
+    n_frames, start = body.get("n_frames"), body.get("start_frame_index")
+    if n_frames is not None and not 2 <= int(n_frames) <= 20:
+        return _invalid("n_frames", "Input should be between 2 and 20")
+    if start is not None and not 0 <= int(start) <= 20:
+        return _invalid("start_frame_index", "Input should be between 0 and 20")
+    return None
+
+
 class PixelLabFake(VendorFake):
     def __init__(self, key: str = "px-test-key") -> None:
         super().__init__()
@@ -88,6 +126,7 @@ class PixelLabFake(VendorFake):
         self.polls_before_done = 2
         self.fail_jobs = False
         self.max_area = 400 * 400
+        self.animation_usd = 0.02  # what one animate-with-text answer says it cost
         self.forget_done_jobs = False  # a finished job is gone: its polls are 404
         self.throttle_polls = 0  # the next polls answered 429
         self.retry_after = "1"
@@ -148,12 +187,13 @@ class PixelLabFake(VendorFake):
         if refused is not None:
             return refused
         body = await request.json()
-        if _size(body) != (64, 64):
-            return _invalid("image_size", "animate-with-text makes 64x64 frames")
-        if not body.get("action") or not body.get("description"):
-            return _invalid("action", "field required")
-        frames = [_image(64, 64, 60 + i) for i in range(4)]
-        return json_response({"usage": {"type": "usd", "usd": 0.02}, "images": frames})
+        wrong = _unknown_choice(body) or _animation_refusal(body)
+        if wrong is not None:
+            return wrong
+        start = int(body.get("start_frame_index") or 0)
+        frames = [_image(64, 64, 60 + start + i) for i in range(4)]  # always four
+        usage = {"type": "usd", "usd": self.animation_usd}
+        return json_response({"usage": usage, "images": frames})
 
     async def _character(self, request: web.Request) -> web.Response:
         refused = self._refused(request)

@@ -9,11 +9,13 @@ from pathlib import Path
 import aiohttp
 import PIL.Image
 from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult
 
 from fakes.vendors.base import Reply
 from fakes.vendors.images import tiny_png
 from fakes.vendors.pixellab import PixelLabFake
 from salon.config import PixelLabIntegration
+from salon.integrations._pixels import fit_square
 from salon.integrations.pixellab import build_pixellab_server
 from tests.integrations.conftest import ManualClock, connect, images_of, secrets_of, text_of
 
@@ -241,30 +243,31 @@ async def test_pixflux_then_rotate_and_animate_by_id(
         assert sheet.size == (128, 64)
         assert sheet.convert("RGB").getpixel((0, 0)) == (22, 66, 154)  # east's shade
     assert text_of(moving).splitlines() == [
-        "px1 doing 'walk', 4 frames at 8 fps, looping:",
+        "px1 doing 'walk': 4 frames of 64x64 at 8 fps (GIF frames of 120 ms), looping:",
         "- animation: px9",
         "- frames: px5, px6, px7, px8",
+        "- cost: $0.0200 for 1 PixelLab request",
     ]
     assert [i.meta for i in images_of(moving)] == [{"salon/name": "animation"}]
     animate = pixellab.seen("/v2/animate-with-text")[0]
     assert animate.body["description"] == "a fox"
+    assert animate.body["direction"] == "east"  # a pixflux image faces no known way
     assert (
         animate.body["reference_image"]["base64"] == base64.b64encode(tiny_png(64, 64, 10)).decode()
     )
 
 
-async def test_unknown_ids_and_sizes_are_refused_before_a_request(
+async def test_unknown_ids_are_refused_before_a_request(
     pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
 ) -> None:
     async with connect(_server(pixellab, tmp_path, clock)) as client:
         missing = await client.call_tool(
             "rotate_sprite", {"image_id": "px9", "to_directions": ["east"]}
         )
-        await client.call_tool("generate_image_pixflux", {"description": "a map", "width": 128})
-        wrong = await client.call_tool("animate_sprite", {"image_id": "px1", "action": "walk"})
+        unknown = await client.call_tool("animate_sprite", {"image_id": "px7", "action": "walk"})
     assert text_of(missing).startswith("there is no image 'px9'")
-    assert text_of(wrong) == "PixelLab animates 64x64 sprites only: make one with size 64"
-    assert [r.path for r in pixellab.requests] == ["/v2/create-image-pixflux"]
+    assert text_of(unknown).startswith("there is no image 'px7'")
+    assert pixellab.requests == []
 
 
 async def test_vendor_refusals(pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock) -> None:
@@ -411,10 +414,12 @@ async def test_animate_makes_a_gif_at_the_asked_speed_and_loop(
             "animate_sprite", {"image_id": "px1", "action": "run", "fps": 61}
         )
     assert text_of(looping).splitlines() == [
-        "px1 doing 'walk', 4 frames at 10 fps, looping:",
+        "px1 doing 'walk': 4 frames of 64x64 at 10 fps, looping:",
         "- animation: px6",
         "- frames: px2, px3, px4, px5",
+        "- cost: $0.0200 for 1 PixelLab request",
     ]
+    assert text_of(once).startswith("px1 doing 'jump': 4 frames of 64x64 at 4 fps, played once:")
     gifs = images_of(looping)
     assert [(g.mime_type, g.meta) for g in gifs] == [("image/gif", {"salon/name": "animation"})]
     with PIL.Image.open(io.BytesIO(base64.b64decode(gifs[0].data))) as gif:
@@ -427,3 +432,180 @@ async def test_animate_makes_a_gif_at_the_asked_speed_and_loop(
     assert too_fast.is_error
     assert "less than or equal to 60" in text_of(too_fast)
     assert len(pixellab.seen("/v2/animate-with-text")) == 2
+
+
+def _gif(result: CallToolResult) -> PIL.Image.Image:
+    return PIL.Image.open(io.BytesIO(base64.b64decode(images_of(result)[0].data)))
+
+
+def _rgb(shade: int) -> tuple[int, int, int]:
+    """The colour of ``tiny_png(..., shade)``."""
+    return shade % 256, (shade * 3) % 256, (shade * 7) % 256
+
+
+async def test_the_knight_just_made_is_animated_at_the_size_pixellab_takes(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        knight = await client.call_tool("generate_sprite", {"description": "a knight"})
+        moving = await client.call_tool("animate_sprite", {"image_id": "px1", "action": "walk"})
+    assert not knight.is_error, text_of(knight)
+    assert not moving.is_error, text_of(moving)
+    assert text_of(moving).splitlines() == [
+        "px1 doing 'walk': 4 frames of 64x64 at 8 fps (GIF frames of 120 ms), looping:",
+        "- animation: px9",
+        "- frames: px5, px6, px7, px8",
+        "- px1 is 32x32: scaled up 2x for PixelLab, which animates 64x64 only",
+        "- cost: $0.0200 for 1 PixelLab request",
+    ]
+    sent = pixellab.seen("/v2/animate-with-text")[0].body
+    assert sent["image_size"] == {"width": 64, "height": 64}
+    assert (sent["n_frames"], sent["start_frame_index"]) == (4, 0)
+    assert (sent["description"], sent["action"]) == ("a knight", "walk")
+    assert (sent["direction"], sent["view"]) == ("south", "side")  # px1 faces south
+    picture = base64.b64decode(sent["reference_image"]["base64"])
+    with PIL.Image.open(io.BytesIO(picture)) as reference:
+        assert reference.size == (64, 64)
+        assert reference.convert("RGB").getpixel((63, 63)) == _rgb(100)  # the south view
+    with _gif(moving) as gif:
+        assert (gif.n_frames, gif.size) == (4, (64, 64))
+        assert gif.info["duration"] == 120  # 8 fps as near as GIF's hundredths go
+        assert gif.info["loop"] == 0
+
+
+async def test_more_frames_are_asked_four_at_a_time_and_their_costs_added(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        await client.call_tool("generate_image_pixflux", {"description": "a fox"})
+        moving = await client.call_tool(
+            "animate_sprite", {"image_id": "px1", "action": "jump", "frames": 8, "fps": 12}
+        )
+        odd = await client.call_tool(
+            "animate_sprite", {"image_id": "px1", "action": "jump", "frames": 6}
+        )
+    assert text_of(moving).splitlines() == [
+        "px1 doing 'jump': 8 frames of 64x64 at 12 fps (GIF frames of 80 ms), looping:",
+        "- animation: px10",
+        "- frames: px2, px3, px4, px5, px6, px7, px8, px9",
+        "- cost: $0.0400 for 2 PixelLab requests",
+    ]
+    asked = pixellab.seen("/v2/animate-with-text")
+    assert [(r.body["n_frames"], r.body["start_frame_index"]) for r in asked] == [(8, 0), (8, 4)]
+    with _gif(moving) as gif:
+        assert gif.n_frames == 8
+        for index in range(8):  # the second request's frames follow the first's
+            gif.seek(index)
+            assert gif.convert("RGB").getpixel((0, 0)) == _rgb(60 + index)
+    assert odd.is_error
+    assert "multiple of 4" in text_of(odd)
+    assert len(pixellab.seen("/v2/animate-with-text")) == 2
+
+
+async def test_images_of_other_sizes_are_fitted_to_64_pixels_to_animate(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        await client.call_tool("generate_sprite", {"description": "a giant", "size": 128})
+        await client.call_tool(
+            "generate_image_pixflux", {"description": "a pole", "width": 16, "height": 64}
+        )
+        giant = await client.call_tool("animate_sprite", {"image_id": "px1", "action": "stomp"})
+        pole = await client.call_tool("animate_sprite", {"image_id": "px5", "action": "sway"})
+    assert not giant.is_error, text_of(giant)
+    assert "- px1 is 128x128: scaled down 2x for PixelLab, which animates 64x64 only" in (
+        text_of(giant).splitlines()
+    )
+    assert "- px5 is 16x64: centred on 64x64 for PixelLab, which animates 64x64 only" in (
+        text_of(pole).splitlines()
+    )
+    for request in pixellab.seen("/v2/animate-with-text"):
+        picture = base64.b64decode(request.body["reference_image"]["base64"])
+        with PIL.Image.open(io.BytesIO(picture)) as reference:
+            assert reference.size == (64, 64)
+
+
+async def test_a_gif_faster_than_players_show_is_said_as_it_plays(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        await client.call_tool("generate_image_pixflux", {"description": "a bee"})
+        buzzing = await client.call_tool(
+            "animate_sprite", {"image_id": "px1", "action": "buzz", "fps": 60}
+        )
+    assert text_of(buzzing).splitlines()[0] == (
+        "px1 doing 'buzz': 4 frames of 64x64 at 60 fps (GIF frames of 20 ms, the shortest "
+        "players show: 50 fps), looping:"
+    )
+    with _gif(buzzing) as gif:
+        assert gif.info["duration"] == 20  # 10 ms would be shown at 100 ms by browsers
+
+
+async def test_the_cost_is_said_when_pixellab_leaves_it_out(
+    pixellab: PixelLabFake, tmp_path: Path, clock: ManualClock
+) -> None:
+    async with connect(_server(pixellab, tmp_path, clock)) as client:
+        await client.call_tool("generate_image_pixflux", {"description": "a fox"})
+        pixellab.script(
+            "/v2/animate-with-text",
+            Reply(
+                json={
+                    "images": [
+                        {"type": "base64", "base64": base64.b64encode(tiny_png(64, 64, 1)).decode()}
+                    ]
+                    * 4
+                }
+            ),
+        )
+        moving = await client.call_tool("animate_sprite", {"image_id": "px1", "action": "walk"})
+    assert not moving.is_error, text_of(moving)
+    assert text_of(moving).splitlines()[-1] == "- cost: not stated by PixelLab (1 request)"
+
+
+def test_scaling_up_for_animation_keeps_pixel_art_crisp() -> None:
+    board = PIL.Image.new("RGBA", (32, 32))
+    board.putdata(
+        [
+            (255, 0, 0, 255) if (x + y) % 2 else (0, 0, 255, 255)
+            for y in range(32)
+            for x in range(32)
+        ]
+    )
+    out = io.BytesIO()
+    board.save(out, format="PNG")
+    fitted, how = fit_square(out.getvalue(), 64)
+    assert how == "scaled up 2x"
+    with PIL.Image.open(io.BytesIO(fitted)) as picture:
+        assert picture.size == (64, 64)
+        colours = {c for _, c in picture.convert("RGBA").getcolors(64 * 64) or []}
+        assert colours == {(255, 0, 0, 255), (0, 0, 255, 255)}  # no blended pixels
+        red, blue = (255, 0, 0, 255), (0, 0, 255, 255)
+        assert [picture.getpixel((x, y)) for x, y in ((2, 0), (3, 0), (2, 1), (3, 1))] == [red] * 4
+        assert picture.getpixel((4, 0)) == blue  # each source pixel is a 2x2 block
+
+
+async def test_the_fake_animates_64x64_only(pixellab: PixelLabFake) -> None:
+    headers = {"Authorization": "Bearer px-test-key"}
+    small = {"type": "base64", "base64": base64.b64encode(tiny_png(32, 32)).decode()}
+    large = {"type": "base64", "base64": base64.b64encode(tiny_png(64, 64)).decode()}
+    base = {"description": "a knight", "action": "walk"}
+    refused = {
+        "image_size": {**base, "image_size": {"width": 32, "height": 32}, "reference_image": small},
+        "reference_image": {
+            **base,
+            "image_size": {"width": 64, "height": 64},
+            "reference_image": small,
+        },
+        "n_frames": {
+            **base,
+            "image_size": {"width": 64, "height": 64},
+            "reference_image": large,
+            "n_frames": 24,
+        },
+    }
+    async with aiohttp.ClientSession() as session:
+        url = f"{pixellab.base_url}/v2/animate-with-text"
+        for field, body in refused.items():
+            async with session.post(url, json=body, headers=headers) as answer:
+                assert answer.status == 422, field
+                assert (await answer.json())["detail"][0]["loc"] == ["body", field]

@@ -11,7 +11,8 @@ queued, so polling never gives it up lightly: a 429 is waited out (its Retry-Aft
 request. Images are returned as MCP image content and kept (a bounded number) under short
 ids such as ``px3``, which ``rotate_sprite`` and ``animate_sprite`` take instead of image
 data: pixels never pass through the model. Rotations come back as one sprite sheet and
-animations as one animated GIF (``_pixels``), as the seed's tools gave them.
+animations as one animated GIF (``_pixels``), as the seed's tools gave them; an image of
+any size is animated, fitted to the 64x64 PixelLab animates (``_animation``).
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from salon.config import PixelLabIntegration
+from salon.integrations import _animation as animation
 from salon.integrations._discipline import Clock, Discipline
 from salon.integrations._http import VendorError, VendorHttp
-from salon.integrations._pixels import animated_gif, sprite_sheet
+from salon.integrations._pixels import sprite_sheet
 from salon.integrations._server import (
     GENERATES,
     Lookup,
@@ -65,7 +67,6 @@ FOUR: tuple[Direction, ...] = ("south", "west", "east", "north")
 EIGHT: tuple[Direction, ...] = (*FOUR, "south-east", "north-east", "north-west", "south-west")
 _DONE = {"completed", "complete", "done", "success", "succeeded", "finished"}
 _FAILED = {"failed", "error", "errored", "cancelled", "canceled"}
-_ANIMATION_SIZE = 64  # animate-with-text draws 64x64 frames only
 _ROTATE_MAX = 200
 _MOST_ANGLES = 16  # rotations in one call (000's limit): each is one paid request
 _PIXFLUX_MIN_AREA = 32 * 32  # pixflux refuses (422) a smaller canvas
@@ -208,21 +209,23 @@ class PixelLab:
             return self._keep(answer["image"], size, image.description, to[0])
 
     async def animate(
-        self, image: StoredImage, action: str, direction: Direction, view: View
-    ) -> list[StoredImage]:
+        self, image: StoredImage, action: str, facing: tuple[Direction, View], frames: int
+    ) -> animation.Animation:
+        picture, how = await animation.reference(image.data, image.mime_type)
         body = {
-            "image_size": {"width": _ANIMATION_SIZE, "height": _ANIMATION_SIZE},
+            "image_size": {"width": animation.SIDE, "height": animation.SIDE},
             "description": image.description,
             "action": action,
-            "reference_image": _encoded(image),
-            "direction": direction,
-            "view": view,
-            "n_frames": 4,
+            "reference_image": picture,
+            "direction": facing[0],
+            "view": facing[1],
         }
-        answer = await self._post("animate-with-text", body)
+        drawn = await animation.draw(self._post, body, frames)
+        size = (animation.SIDE, animation.SIDE)
         with expect_shape(SERVICE):
-            size = (_ANIMATION_SIZE, _ANIMATION_SIZE)
-            return [self._keep(f, size, image.description, direction) for f in answer["images"]]
+            kept = [self._keep(f, size, image.description, facing[0]) for f in drawn.frames]
+        fitted = f"{image.id} is {image.width}x{image.height}: {how}" if how else None
+        return animation.Animation(kept, drawn.costs, fitted)
 
     async def sprite(
         self, description: str, count: int, size: int, options: dict[str, Any], report: Report
@@ -459,34 +462,43 @@ def _add_editing_tools(server: ToolSet, lab: PixelLab, discipline: Discipline) -
 
     @server.tool(annotations=GENERATES, structured_output=False)
     async def animate_sprite(  # noqa: PLR0917 - the model passes these by name
-        image_id: Annotated[str, Field(min_length=2, max_length=20, description="a 64x64 image")],
+        image_id: Annotated[str, Field(min_length=2, max_length=20, description="e.g. px3")],
         action: Annotated[str, Field(min_length=1, max_length=500, description="e.g. walk")],
-        direction: Direction = "east",
+        direction: Annotated[
+            Direction | None, Field(description="default: the image's own (else east)")
+        ] = None,
         view: View = "side",
+        frames: Annotated[
+            int,
+            Field(
+                ge=4,
+                le=animation.MOST_FRAMES,
+                multiple_of=animation.PER_REQUEST,
+                description="4 per paid PixelLab request",
+            ),
+        ] = animation.PER_REQUEST,
         fps: Annotated[int, Field(ge=1, le=60, description="frames per second")] = 8,
         loop: Annotated[bool, Field(description="play forever (else once)")] = True,
     ) -> Result:
-        """An animated GIF of a 64x64 sprite doing an action (walk, jump, attack): four
-        frames (each kept by id) at ``fps`` frames a second, looping or played once."""
+        """An animated GIF of an image (a sprite's direction, any size: PixelLab animates
+        64x64, so it is scaled to that) doing an action (walk, jump, attack): ``frames``
+        frames, four per paid PixelLab request, each kept by id, at ``fps`` frames a second,
+        looping or played once. The result says what PixelLab charged."""
 
         async def run() -> Result:
             image = _source(lab, image_id)
-            if (image.width, image.height) != (_ANIMATION_SIZE, _ANIMATION_SIZE):
-                raise VendorError("PixelLab animates 64x64 sprites only: make one with size 64")
-            frames = await discipline.run(lambda: lab.animate(image, action, direction, view))
-            data = await asyncio.to_thread(animated_gif, [f.data for f in frames], fps, loop)
-            size = (_ANIMATION_SIZE, _ANIMATION_SIZE)
-            gif = lab.store.add(data, "image/gif", size, image.description, direction)
-            how = "looping" if loop else "once"
-            lines = [
-                f"{image.id} doing {action!r}, {len(frames)} frames at {fps} fps, {how}:",
-                f"- animation: {gif.id}",
-                "- frames: " + ", ".join(f.id for f in frames),
-            ]
-            picture = image_block(gif.data, gif.mime_type, name="animation")
-            return content_result("\n".join(lines), [picture])
+            facing = (direction or _facing(image), view)
+            made = await discipline.run(lambda: lab.animate(image, action, facing, frames))
+            return await animation.shown(
+                lab.store, f"{image.id} doing {action!r}", made, (fps, loop)
+            )
 
         return await guarded(SERVICE, run)
+
+
+def _facing(image: StoredImage) -> Direction:
+    """The way a kept image faces, when Salon knows it (a sprite's direction), else east."""
+    return next((d for d in EIGHT if d == image.direction), "east")
 
 
 async def _sheet_result(
