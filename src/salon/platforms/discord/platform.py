@@ -436,11 +436,6 @@ class DiscordPlatform(PlatformBase):
             return None
         return app.team.owner if app.team else app.owner
 
-    @property
-    def open_prompts(self) -> int:
-        """Approval prompts open and clickable now."""
-        return self._approvals.open
-
     async def wait_questions(self, count: int = 1) -> None:
         """Wait until ``count`` tool servers' questions are open and clickable."""
         await self._questions.wait_open(count)
