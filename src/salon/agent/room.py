@@ -349,7 +349,8 @@ async def _reads_all(
 
 
 def _bot_chain_too_long(history: Sequence[Message], trigger: Message, config: BotConfig) -> bool:
-    """Bots answering bots: cut the chain once it is ``max_bot_reply_chain_depth`` long."""
+    """Bots answering bots: cut the run of bot messages (whichever bots wrote them) once it
+    is ``room.max_bot_run`` long (default ``max_bot_reply_chain_depth``)."""
     if not trigger.author.is_bot:
         return False
     chain = 0
@@ -359,4 +360,4 @@ def _bot_chain_too_long(history: Sequence[Message], trigger: Message, config: Bo
         if not message.author.is_bot:
             break
         chain += 1
-    return chain >= config.max_bot_reply_chain_depth
+    return chain >= (config.room.max_bot_run or config.max_bot_reply_chain_depth)

@@ -210,6 +210,12 @@ class RoomConfig(_Strict):
     description: str = Field(
         default="", max_length=300, description="how the room's decision describes this bot"
     )
+    max_bot_run: int | None = Field(
+        default=None,
+        ge=1,
+        description="bot messages in a row, whichever bots wrote them, after which bots stop "
+        "answering bots (🔁); default: max_bot_reply_chain_depth",
+    )
     decision_wait: float = Field(
         default=15.0, gt=0, le=120, description="seconds a bot waits for a decision made elsewhere"
     )
