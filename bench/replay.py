@@ -60,7 +60,7 @@ async def _replay(recorded: Recorded, nick: str, *, frozen: bool) -> list[tuple[
     config = _config()
     replay = Replay(recorded, [Arm("rules", config)], me_for(recorded, config, nick), frozen=frozen)
     try:
-        return [(rows[0].line.index, rows[0].decision == "speak") for rows in replay.rows()]
+        return [(rows[0].line.index, rows[0].decision == "speak") async for rows in replay.rows()]
     finally:
         await replay.aclose()
 

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,8 +19,10 @@ from salon.config import ConfigSet, load_config_dir
 from salon.errors import ConfigError, ConfigProblem
 from salon.model import Participant
 from salon.printable import printable
-from salon.replay.arms import arms_for, parse_arm_option
+from salon.replay.arms import Arm, arms_for, parse_arm_option
+from salon.replay.calls import ArmCalls, provider_secrets
 from salon.replay.engine import Replay, Row, me_for
+from salon.replay.estimate import estimate, providers_used
 from salon.replay.labels import labels_from_ids, labels_from_links, read_ids, read_links
 from salon.replay.report import Tally, html_report, misses, table, write_json_lines
 from salon.replay.sources import Recorded, read_source_file
@@ -36,10 +39,6 @@ class _Plan:
 
 
 def replay_command(args: argparse.Namespace) -> int:
-    if args.judge is not None or not args.dry_run:
-        wanted = "--judge" if args.judge is not None else "a replay on real providers"
-        print(f"error: {wanted} is not available yet: run with --dry-run", file=sys.stderr)
-        return 2
     configs = load_config_dir(args.dir)
     return asyncio.run(_replay(configs, args))
 
@@ -50,11 +49,18 @@ async def _replay(configs: ConfigSet, args: argparse.Namespace) -> int:
     me = me_for(recorded, config, nick)
     arms = arms_for(configs.channel_configs(key), None, [parse_arm_option(a) for a in args.arm])
     labels = _labels(args, recorded, me)
-    replay = Replay(recorded, arms, me, frozen=args.frozen)
+    calls = _calls(arms, args)  # a missing key is refused here, before anything is sent
+    if not args.dry_run:
+        found = await estimate(recorded, arms, me, frozen=args.frozen)
+        print(printable(found.line()), file=sys.stderr)
+        if (refusal := found.refusal(args.max_cost)) is not None:
+            print(printable(f"error: {refusal}"), file=sys.stderr)
+            return 2
+    replay = Replay(recorded, arms, me, frozen=args.frozen, calls=lambda a: calls[a.name])
     title = f"salon replay: {key} as {me.name} in {recorded.channel}"
     plan = _Plan(replay, Tally([a.name for a in arms], labels), title)
     try:
-        kept = _run(plan, args)
+        kept = await _run(plan, args)
     finally:
         await plan.replay.aclose()
     if args.html is not None:
@@ -80,6 +86,17 @@ async def _source(
     return recorded, args.nick or bot_nick(config, recorded)
 
 
+def _calls(arms: list[Arm], args: argparse.Namespace) -> dict[str, ArmCalls]:
+    """Each arm's calls: a dry run's, or its real providers with their keys."""
+    if args.dry_run:
+        return {arm.name: ArmCalls(None) for arm in arms}
+    environ = os.environ
+    return {
+        arm.name: ArmCalls(provider_secrets(arm.config, providers_used(arm.config), environ))
+        for arm in arms
+    }
+
+
 def _labels(
     args: argparse.Namespace, recorded: Recorded, me: Participant
 ) -> dict[int, bool | None] | None:
@@ -93,12 +110,14 @@ def _labels(
     return None
 
 
-def _run(plan: _Plan, args: argparse.Namespace) -> list[list[Row]]:
+async def _run(plan: _Plan, args: argparse.Namespace) -> list[list[Row]]:
     """Every line through every arm; the rows kept only for an HTML report."""
     kept: list[list[Row]] = []
     total = len(plan.replay.recorded.lines)
+    done = 0
     with _json_out(args.json) as out:
-        for done, rows in enumerate(plan.replay.rows(), start=1):
+        async for rows in plan.replay.rows():
+            done += 1
             plan.tally.add(rows)
             if out is not None:
                 write_json_lines(out, rows, plan.tally)

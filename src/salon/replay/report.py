@@ -33,7 +33,16 @@ class ArmTotals:
     flips: int = 0  # lines where this arm decided otherwise than the first arm
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = 0.0
+    ceiling_usd: float | None = 0.0  # had every answer run to max_tokens
+    side_cost_usd: float | None = 0.0  # the speak gate's and the evaluator's calls
+    first_tokens: list[float] = field(default_factory=list)  # seconds, a real run's answers
+    errors: int = 0  # answers a real provider failed
     score: Score = field(default_factory=Score)
+
+    @property
+    def first_token_median(self) -> float | None:
+        found = sorted(self.first_tokens)
+        return found[len(found) // 2] if found else None
 
     @property
     def cache_read_share(self) -> float | None:
@@ -50,11 +59,14 @@ class ArmTotals:
             "spoke": self.spoke,
             "flips": self.flips,
             "cost_usd": _round(self.cost_usd),
+            "side_cost_usd": _round(self.side_cost_usd),
             "input_tokens": u.input_tokens,
             "cache_read_tokens": u.cache_read_tokens,
             "cache_write_tokens": u.cache_write_tokens,
             "output_tokens": u.output_tokens,
             "cache_read_share": _round(self.cache_read_share, 4),
+            "first_token_s_median": _round(self.first_token_median, 3),
+            "errors": self.errors,
         }
         if labelled:
             s = self.score
@@ -67,6 +79,10 @@ class ArmTotals:
                 "spoke_unwanted": s.spoke_unwanted,
             }
         return out
+
+
+def _plus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
 
 
 def _round(value: float | None, digits: int = 6) -> float | None:
@@ -93,8 +109,12 @@ class Tally:
             totals.spoke += spoke
             totals.flips += row.decision != first
             totals.usage = totals.usage + row.usage
-            if totals.cost_usd is not None:
-                totals.cost_usd = None if row.cost_usd is None else totals.cost_usd + row.cost_usd
+            totals.cost_usd = _plus(totals.cost_usd, row.cost_usd)
+            totals.ceiling_usd = _plus(totals.ceiling_usd, row.ceiling_usd)
+            totals.side_cost_usd = _plus(totals.side_cost_usd, row.side_cost_usd)
+            if row.first_token_s is not None:
+                totals.first_tokens.append(row.first_token_s)
+            totals.errors += bool(row.error)
             if self.labels is not None:
                 totals.score.add(row.line.index, spoke, self.labels.get(row.line.index))
 
@@ -120,6 +140,9 @@ def row_json(row: Row, label: bool | None) -> dict[str, Any]:
         "cache_write_1h_tokens": u.cache_write_1h_tokens,
         "output_tokens": u.output_tokens,
         "cost_usd": _round(row.cost_usd, 8),
+        "side_cost_usd": _round(row.side_cost_usd, 8),
+        "first_token_s": _round(row.first_token_s, 3),
+        "error": row.error,
         "label": label,
     }
 
@@ -132,7 +155,9 @@ def write_json_lines(out: IO[str], rows: Sequence[Row], tally: Tally) -> None:
 def table(tally: Tally) -> str:
     """The per-arm totals as a terminal table."""
     labelled = tally.labels is not None
+    timed = any(t.first_tokens for t in tally.arms.values())
     head = ["arm", "messages", "spoke", "flips", "cost USD", "cache read"]
+    head += ["1st token"] if timed else []
     if labelled:
         head += ["precision", "recall", "bal. acc."]
     rows = [head]
@@ -146,6 +171,9 @@ def table(tally: Tally) -> str:
             "no price" if t.cost_usd is None else f"{t.cost_usd:.4f}",
             "-" if share is None else f"{share:.0%}",
         ]
+        if timed:
+            median = t.first_token_median
+            row.append("-" if median is None else f"{median:.2f} s")
         if labelled:
             s = t.score
             row += [_pct(s.precision), _pct(s.recall), _pct(s.balanced_accuracy)]
