@@ -21,10 +21,24 @@ LOG = """\
 
 
 def write_config(
-    root: Path, port: int, system: str = "Be brief.", *, llm: str | None = None, extra: str = ""
+    root: Path,
+    port: int,
+    system: str = "Be brief.",
+    *,
+    llm: str | None = None,
+    extra: str = "",
+    judge: bool = False,
 ) -> None:
-    """``bots/helper.yaml``: Claude (at ``llm``, else the listener) and an IRC platform."""
+    """``bots/helper.yaml``: Claude (at ``llm``, else the listener) and an IRC platform;
+    ``judge``: a second provider, ``judge``, at the same address."""
     base = llm or f"http://127.0.0.1:{port}"
+    second = (
+        f"""  judge: {{type: anthropic, model: claude-haiku-4-5, api_key_env: REPLAY_TEST_KEY,
+           base_url: "{base}", retries: 0}}
+"""
+        if judge
+        else ""
+    )
     (root / "bots").mkdir(parents=True)
     (root / "bots" / "helper.yaml").write_text(
         f"""\
@@ -32,7 +46,7 @@ name: Helper
 providers:
   claude: {{type: anthropic, model: claude-sonnet-4-6, api_key_env: REPLAY_TEST_KEY,
            base_url: "{base}", cache_ttl: auto, retries: 0}}
-provider: claude
+{second}provider: claude
 system_prompt: "{system}"
 data_dir: {root / "data"}
 platforms:

@@ -14,6 +14,7 @@ from salon.config.prices import price_for
 from salon.model import Participant
 from salon.replay.arms import Arm
 from salon.replay.engine import Replay
+from salon.replay.judge import judge_ceiling, pairs_of
 from salon.replay.sources import Recorded
 from salon.trace import money
 
@@ -75,16 +76,28 @@ class Estimate:
 
 
 async def estimate(
-    recorded: Recorded, arms: Sequence[Arm], me: Participant, *, frozen: bool
+    recorded: Recorded,
+    arms: Sequence[Arm],
+    me: Participant,
+    *,
+    frozen: bool,
+    judge: BotConfig | None = None,
 ) -> Estimate:
-    """A dry run of the room, totalled per arm at its ceiling."""
+    """A dry run of the room, totalled per arm at its ceiling; with ``judge``, its two
+    asks for each message the first arm and another both answered."""
     totals: dict[str, float | None] = {arm.name: 0.0 for arm in arms}
+    judged: float | None = 0.0
+    longest = {arm.name: arm.config.max_tokens for arm in arms}
     replay = Replay(recorded, arms, me, frozen=frozen)
     try:
         async for rows in replay.rows():
             for row in rows:
-                now, more = totals[row.arm], row.ceiling_usd
-                totals[row.arm] = None if now is None or more is None else now + more
+                totals[row.arm] = _plus(totals[row.arm], row.ceiling_usd)
+            if judge is None:
+                continue
+            for pair in pairs_of(rows, recorded):
+                sizes = (longest[pair.arms[0]], longest[pair.arms[1]])
+                judged = _plus(judged, judge_ceiling(pair, sizes, judge))
     finally:
         await replay.aclose()
     unpriced = [
@@ -93,4 +106,10 @@ async def estimate(
         for model in sorted(models_used(arm.config))
         if price_for(model, arm.config.prices) is None
     ]
-    return Estimate(totals, unpriced)
+    if judge is not None and price_for(judge.model_name(), judge.prices) is None:
+        unpriced.append(judge.model_name())
+    return Estimate(totals, unpriced, {"judge": judged} if judge is not None else {})
+
+
+def _plus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b

@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from salon.model import Usage
 from salon.replay.engine import Row
+from salon.replay.judge import Verdicts
 from salon.replay.labels import Score
 
 __all__ = ["ArmTotals", "Tally", "html_report", "row_json", "table"]
@@ -152,15 +153,18 @@ def write_json_lines(out: IO[str], rows: Sequence[Row], tally: Tally) -> None:
         out.write(json.dumps(row_json(row, tally.label(row.line.index))) + "\n")
 
 
-def table(tally: Tally) -> str:
-    """The per-arm totals as a terminal table."""
+def table(tally: Tally, verdicts: Mapping[tuple[str, str], Verdicts] | None = None) -> str:
+    """The per-arm totals as a terminal table; with the judge's ``verdicts``, each other
+    arm's pair with the first: how often the judge preferred it, and agreed with itself."""
     labelled = tally.labels is not None
     timed = any(t.first_tokens for t in tally.arms.values())
     head = ["arm", "messages", "spoke", "flips", "cost USD", "cache read"]
     head += ["1st token"] if timed else []
+    head += ["judged", "preferred", "agreement"] if verdicts else []
     if labelled:
         head += ["precision", "recall", "bal. acc."]
     rows = [head]
+    first = next(iter(tally.arms), "")
     for t in tally.arms.values():
         share = t.cache_read_share
         row = [
@@ -174,12 +178,22 @@ def table(tally: Tally) -> str:
         if timed:
             median = t.first_token_median
             row.append("-" if median is None else f"{median:.2f} s")
+        if verdicts:
+            row += _judged(verdicts.get((first, t.arm)), t.arm)
         if labelled:
             s = t.score
             row += [_pct(s.precision), _pct(s.recall), _pct(s.balanced_accuracy)]
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+
+
+def _judged(found: Verdicts | None, arm: str) -> list[str]:
+    """The judge's columns for an arm's pair with the first (none for the first arm)."""
+    if found is None:
+        return ["-", "-", "-"]
+    wins, other = found.wins.get(arm, 0), found.wins.get(found.arms[0], 0)
+    return [str(found.compared), f"{wins} vs {other}", _pct(found.agreement)]
 
 
 def _pct(value: float | None) -> str:
@@ -206,12 +220,16 @@ def _few(indexes: list[int], limit: int) -> str:
 _STYLE = (
     "body{font:14px system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
     "td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top}"
+    ".answer{white-space:pre-wrap;margin-top:4px}"
     ".speak{background:#dfd}.flip{outline:2px solid #c60}.sys{color:#888}"
 )
 
 
-def html_report(title: str, tally: Tally, lines: Sequence[Sequence[Row]]) -> str:
-    """One page, no outside file: the totals, then every line with each arm's decision."""
+def html_report(
+    title: str, tally: Tally, lines: Sequence[Sequence[Row]], notes: Sequence[str] = ()
+) -> str:
+    """One page, no outside file: the totals (and ``notes``: the judge's lines), then every
+    line with each arm's decision, why, and answer."""
     arms = list(tally.arms)
     summary = "".join(
         "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in t.as_json(False).values())
@@ -224,7 +242,9 @@ def html_report(title: str, tally: Tally, lines: Sequence[Sequence[Row]]) -> str
     return (
         f"<!doctype html><meta charset=utf-8><title>{html.escape(title)}</title>"
         f"<style>{_STYLE}</style><h1>{html.escape(title)}</h1>"
-        f"<table><tr>{head}</tr>{summary}</table><h2>Messages</h2>"
+        f"<table><tr>{head}</tr>{summary}</table>"
+        + "".join(f"<p>{html.escape(note)}</p>" for note in notes)
+        + "<h2>Messages</h2>"
         f"<table><tr><th>#</th><th>time</th><th>who</th><th>text</th><th>label</th>{arm_heads}</tr>"
         f"{body}</table>"
     )
@@ -236,7 +256,9 @@ def _html_line(rows: Sequence[Row], tally: Tally) -> str:
     label = tally.label(line.index)
     cells = "".join(
         f"<td class='{r.decision}{' flip' if flip else ''}' title='{html.escape(r.why)}'>"
-        f"{r.decision}<br><small>{html.escape(r.why)}</small></td>"
+        f"{r.decision}<br><small>{html.escape(r.why)}</small>"
+        + (f"<div class=answer>{html.escape(r.answer)}</div>" if r.answer else "")
+        + "</td>"
         for r in rows
     )
     css = " class=sys" if line.kind == "system" else ""
