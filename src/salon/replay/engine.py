@@ -86,12 +86,18 @@ class _Side:
     words: str = ""
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = 0.0
+    ceiling_usd: float | None = 0.0
 
-    def plus(self, words: str, spoken: Spoken | None) -> _Side:
+    def plus(self, words: str, spoken: Spoken | None = None) -> _Side:
         joined = "; ".join(w for w in (self.words, words) if w)
         if spoken is None:
             return replace(self, words=joined)
-        return _Side(joined, self.usage + spoken.usage, _plus(self.cost_usd, spoken.cost_usd))
+        return _Side(
+            joined,
+            self.usage + spoken.usage,
+            _plus(self.cost_usd, spoken.cost_usd),
+            _plus(self.ceiling_usd, spoken.ceiling_usd),
+        )
 
 
 class ArmState:
@@ -277,7 +283,7 @@ class Replay:
 def _silent_after(arm: str, line: Line, side: _Side) -> Row:
     """Silent after the gate: its call is billed all the same."""
     cost = side.cost_usd
-    return Row(arm, line, "silent", side.words, "", side.usage, cost, cost, cost)
+    return Row(arm, line, "silent", side.words, "", side.usage, cost, side.ceiling_usd, cost)
 
 
 def _spoke(arm: str, line: Line, side: _Side, spoken: Spoken) -> Row:
@@ -290,7 +296,7 @@ def _spoke(arm: str, line: Line, side: _Side, spoken: Spoken) -> Row:
         spoken.text,
         side.usage + spoken.usage,
         _plus(side.cost_usd, spoken.cost_usd),
-        _plus(side.cost_usd, spoken.ceiling_usd),
+        _plus(side.ceiling_usd, spoken.ceiling_usd),
         side.cost_usd,
         spoken.first_token_s,
         spoken.error,
