@@ -9,13 +9,14 @@ import contextlib
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from salon.agent.conversation.sidecall import side_config
-from salon.bots import store_for
+from salon.bots import data_dir, store_for
 from salon.config import BotConfig, ConfigSet, load_config_dir
 from salon.errors import ConfigError, ConfigProblem
 from salon.model import Participant
@@ -27,6 +28,7 @@ from salon.replay.estimate import estimate, providers_used
 from salon.replay.judge import Pair, Verdicts, judge_pairs, pairs_of
 from salon.replay.labels import labels_from_ids, labels_from_links, read_ids, read_links
 from salon.replay.report import Tally, html_report, misses, table, write_json_lines
+from salon.replay.saved import save_summary
 from salon.replay.sources import Recorded, read_source_file
 from salon.replay.stored import bot_nick, parse_store_source, read_store
 
@@ -75,6 +77,7 @@ async def _replay(configs: ConfigSet, args: argparse.Namespace) -> int:
         if judge is not None:
             await judge.calls.aclose()
     said = _judge_lines(plan, verdicts)
+    save_summary(data_dir(configs.root, config) / "replays", _summary(plan, args, verdicts))
     if args.html is not None:
         page = html_report(plan.title, plan.tally, kept, said)
         args.html.write_text(page, encoding="utf-8")
@@ -131,6 +134,27 @@ async def _judged(plan: _Plan, args: argparse.Namespace) -> dict[tuple[str, str]
             for line in [*lines, *(v.as_json() for v in verdicts.values())]:
                 out.write(json.dumps(line) + "\n")
     return verdicts
+
+
+def _summary(
+    plan: _Plan, args: argparse.Namespace, verdicts: dict[tuple[str, str], Verdicts]
+) -> dict[str, Any]:
+    """What the activity page lists of this replay."""
+    recorded = plan.replay.recorded
+    labelled = plan.tally.labels is not None
+    return {
+        "title": plan.title,
+        "bot": args.bot,
+        "source": args.source,
+        "channel": recorded.channel,
+        "as": plan.replay.me.name,
+        "mode": "frozen" if args.frozen else "live",
+        "dry_run": bool(args.dry_run),
+        "finished_at": time.time(),
+        "lines": len(recorded.lines),
+        "arms": [t.as_json(labelled) for t in plan.tally.arms.values()],
+        "judge": [v.as_json() for v in verdicts.values()],
+    }
 
 
 def _judge_lines(plan: _Plan, verdicts: dict[tuple[str, str], Verdicts]) -> list[str]:
