@@ -4,10 +4,12 @@ as JSON lines, a terminal table and a self-contained HTML page.
 JSON lines (``--json``): one per message and arm (``arm``, ``index``, ``id``, ``time``,
 ``author``, ``text``, ``decision``, ``why``, ``answer``, ``input_tokens``,
 ``cache_read_tokens``, ``cache_write_tokens``, ``output_tokens``, ``cost_usd``,
-``label``), then one per arm with ``"summary": true`` (``arm``, ``messages``, ``spoke``,
-``flips``, ``cost_usd``, the token totals, ``cache_read_share``, and with labels
-``labelled``, ``precision``, ``recall``, ``balanced_accuracy``, ``missed``,
-``spoke_unwanted``).
+``side_cost_usd``, ``first_token_s``, ``error``, ``label``), then one per arm with
+``"summary": true`` (``arm``, ``messages``, ``spoke``, ``flips``, ``cost_usd``,
+``side_cost_usd``, the token totals, ``cache_read_share``, ``first_token_s_median``,
+``errors``, and with labels ``labelled``, ``precision``, ``recall``,
+``balanced_accuracy``, ``missed``, ``spoke_unwanted``). The judge's lines follow
+(``salon.replay.judge``).
 """
 
 from __future__ import annotations
