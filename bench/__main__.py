@@ -76,6 +76,8 @@ BENCHES: dict[str, Callable[[], Awaitable[list[Figure]]]] = {
     "local": local.run,
     "replay_messages_per_s": replay.messages_per_s,  # needs ../shared/data beside the repo
     "replay_speak_balanced_accuracy_rules": replay.speak_balanced_accuracy,
+    "replay_cache_cost_vs_best_fixed_real": replay.cache_cost_vs_best_fixed,
+    "replay_cost_per_answer_ratio_naive": replay.cost_per_answer_naive,
 }
 
 

@@ -4,74 +4,22 @@ modes, with arms, labels and reports; nothing is ever contacted."""
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from salon.cli import main
 from salon.model import ChannelRef, Message, Participant
 from salon.store.sql import SQLStore, sqlite_url
-
-LOG = """\
-[10:00] <ann> hi all
-[10:01] <ben> Helper: how do I mount a usb disk?
-=== cid has joined #room
-[10:02] <Helper> ben: plug it in, then look in /media
-[10:03] <ann> thanks to the helpers
-[10:04] <ben> helper, and unmount?
-[10:05] <cid> anyone know grub?
-"""
-
-
-@pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    """A loopback port the config's platform and provider point at: nothing may connect."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(8)
-    sock.setblocking(False)
-    yield sock
-    sock.close()
-
-
-def _config(root: Path, port: int, system: str = "Be brief.") -> None:
-    (root / "bots").mkdir(parents=True)
-    (root / "bots" / "helper.yaml").write_text(
-        f"""\
-name: Helper
-providers:
-  claude: {{type: anthropic, model: claude-sonnet-4-6, api_key_env: REPLAY_TEST_KEY,
-           base_url: "http://127.0.0.1:{port}", cache_ttl: auto}}
-provider: claude
-system_prompt: "{system}"
-data_dir: {root / "data"}
-platforms:
-  irc: {{server: 127.0.0.1, port: {port}, tls: false, nick: Helper, channels: ["#room"]}}
-"""
-    )
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(row) for row in path.read_text().splitlines()]
-
-
-def _nothing_connected(sock: socket.socket) -> bool:
-    try:
-        sock.accept()[0].close()
-    except BlockingIOError:
-        return True
-    return False
+from tests.replay.rooms import LOG, json_lines, nothing_connected, write_config
 
 
 def test_a_dry_run_decides_by_the_rules_bills_and_contacts_nothing(
     tmp_path: Path, listener: socket.socket, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _config(tmp_path, listener.getsockname()[1], system="Be kind. " * 600)
+    write_config(tmp_path, listener.getsockname()[1], system="Be kind. " * 600)
     log, labels, out, page = (tmp_path / n for n in ("room.log", "ids", "o.jsonl", "r.html"))
     log.write_text(LOG)
     labels.write_text("1\n4\n6\n")
@@ -87,7 +35,7 @@ def test_a_dry_run_decides_by_the_rules_bills_and_contacts_nothing(
         "--json", str(out), "--html", str(page),
     ])  # fmt: skip
     assert code == 0
-    rows = _lines(out)
+    rows = json_lines(out)
     by = {(r["arm"], r["index"]): r for r in rows if not r.get("summary")}
     assert by["claude", 1]["decision"] == "speak"
     assert by["claude", 1]["why"] == "mention"
@@ -111,24 +59,24 @@ def test_a_dry_run_decides_by_the_rules_bills_and_contacts_nothing(
     assert "<table>" in page.read_text()
     assert "how do I mount" in page.read_text()
     assert "claude" in capsys.readouterr().out
-    assert _nothing_connected(listener)
+    assert nothing_connected(listener)
 
 
 def test_live_mode_puts_the_bots_answers_in_the_room_and_drops_the_played_lines(
     tmp_path: Path, listener: socket.socket
 ) -> None:
-    _config(tmp_path, listener.getsockname()[1], system="Be kind. " * 600)
+    write_config(tmp_path, listener.getsockname()[1], system="Be kind. " * 600)
     log, frozen, live = tmp_path / "room.log", tmp_path / "f.jsonl", tmp_path / "l.jsonl"
     log.write_text(LOG)
     for path, extra in ((frozen, ["--frozen"]), (live, [])):
         args = ["replay", str(tmp_path), "--bot", "helper", str(log), "--as", "Helper"]
         assert main([*args, "--dry-run", "--json", str(path), *extra]) == 0
-    at_5 = [next(r for r in _lines(p) if r.get("index") == 5) for p in (frozen, live)]
+    at_5 = [next(r for r in json_lines(p) if r.get("index") == 5) for p in (frozen, live)]
     # Both answer ben at line 5; the prompts differ by the canned answer against the
     # recorded one at line 3.
     assert at_5[0]["decision"] == at_5[1]["decision"] == "speak"
     assert at_5[0]["cache_write_tokens"] != at_5[1]["cache_write_tokens"]
-    assert _nothing_connected(listener)
+    assert nothing_connected(listener)
 
 
 async def _store_room(root: Path) -> None:
@@ -147,24 +95,15 @@ async def _store_room(root: Path) -> None:
 def test_a_stored_channel_replays_within_its_time_range(
     tmp_path: Path, listener: socket.socket
 ) -> None:
-    _config(tmp_path, listener.getsockname()[1])
+    write_config(tmp_path, listener.getsockname()[1])
     (tmp_path / "data").mkdir()
     asyncio.run(_store_room(tmp_path))
     out = tmp_path / "o.jsonl"
     source = "store:irc:#room@2026-03-01T12:00:30..2026-03-01T13:00"
     assert main(["replay", str(tmp_path), "--bot", "helper", source, "--dry-run",
                  "--json", str(out)]) == 0  # fmt: skip
-    rows = [r for r in _lines(out) if not r.get("summary")]
+    rows = [r for r in json_lines(out) if not r.get("summary")]
     assert [(r["author"], r["decision"], r["why"]) for r in rows] == [
         ("ben", "speak", "mention"), ("Helper", "silent", "own line"),
     ]  # fmt: skip
-    assert _nothing_connected(listener)
-
-
-def test_a_replay_on_real_providers_says_it_is_not_there_yet(
-    tmp_path: Path, listener: socket.socket, capsys: pytest.CaptureFixture[str]
-) -> None:
-    _config(tmp_path, listener.getsockname()[1])
-    (tmp_path / "room.log").write_text(LOG)
-    assert main(["replay", str(tmp_path), "--bot", "helper", str(tmp_path / "room.log")]) == 2
-    assert "--dry-run" in capsys.readouterr().err
+    assert nothing_connected(listener)

@@ -1,12 +1,13 @@
 """The replay itself: each recorded line, in order, through each arm.
 
 For every line and arm: the activation rules decide (``should_activate`` with the arm's
-effective config), and where the bot speaks, the request is built as the bot builds it
-(visible history, ``select_context``, ``roll`` with the arm's rolling state,
-``render_chat``/``render_prefill`` with the channel's tempo for ``cache_ttl: auto``, the
-provider's own body with its cache markers), billed by the vendor's cache rules
-(``salon.replay.billing``) at the line's own time, and priced from the price table.
-Answers come from a canned model: nothing is sent to a provider and no platform is built.
+effective config), then, for a message nobody addressed to the bot, the speak gate when
+the arm enables it. Where the bot speaks, the request is built as the bot builds it
+(visible history, ``select_context``, ``roll`` with the arm's rolling state, the context
+evaluator when enabled, ``render_chat``/``render_prefill`` with the channel's tempo for
+``cache_ttl: auto``) and asked through the arm's calls (``salon.replay.calls``): a dry
+run's canned model billed by the vendor's rules at the line's own time, or the real
+provider. No tool is offered or run, and no platform is built.
 
 Frozen: the room stays as recorded (the played person's lines are the bot's turns, its
 replayed answers are not added). Live: the played person's lines are gone and each
@@ -16,40 +17,39 @@ would.
 
 from __future__ import annotations
 
-import math
+import json
 import random
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 from salon.agent.activation import should_activate
+from salon.agent.conversation.sidecall import side_config, side_request
+from salon.agent.pipeline.evaluator import evaluator_prompt, parse_keep, select, split
+from salon.agent.pipeline.gate import gate_prompt, gate_says_yes
 from salon.agent.pipeline.keywords import match_keyword
-from salon.config import BotConfig, Secrets
-from salon.config.prices import call_cost, price_for
+from salon.config import BotConfig
 from salon.context import ChatMemo, is_visible, m_command, render_chat, render_prefill, roll
 from salon.context.prefill import PrefillMemo
 from salon.context.rolling import activation_gaps
 from salon.context.selection import select_context
-from salon.llm.base import LLMRequest, Provider, wire_body
-from salon.llm.factory import build_provider
+from salon.llm.base import LLMRequest
 from salon.model import ChannelRef, Message, Participant, RollState, Usage
 from salon.replay.arms import Arm
-from salon.replay.billing import Billing, billing_for
+from salon.replay.calls import CANNED_ANSWER, ArmCalls, Spoken
 from salon.replay.sources import Line, Recorded
 
 __all__ = ["CANNED_ANSWER", "ArmState", "Replay", "Row", "me_for"]
 
-CANNED_ANSWER = "(canned answer: a dry run asks no model)"
 _KEEP = 4000  # visible messages an arm keeps: far more than a window, so memory stays flat
 _SEED = 45  # the random rule's draws, the same in every run
-_ADDRESSED = {"mention", "reply", "direct message", "m continue"}  # never gated
 
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One line through one arm."""
+    """One line through one arm. ``usage`` and ``cost_usd`` count every call the line
+    cost (the gate's and the evaluator's too); ``side_cost_usd`` is theirs alone."""
 
     arm: str
     line: Line
@@ -58,6 +58,10 @@ class Row:
     answer: str = ""
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = 0.0
+    ceiling_usd: float | None = 0.0  # the cost had every answer run to max_tokens
+    side_cost_usd: float | None = 0.0
+    first_token_s: float | None = None  # a real provider's, for the answer
+    error: str = ""  # a real provider's failure
 
 
 def me_for(recorded: Recorded, config: BotConfig, nick: str | None) -> Participant:
@@ -71,21 +75,38 @@ def me_for(recorded: Recorded, config: BotConfig, nick: str | None) -> Participa
     return Participant(f"{recorded.platform}:{name.lower()}", name, is_bot=True)
 
 
-class _Neutral:
-    """A provider seen only for its request's form (a local model has no wire)."""
+def _plus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
+
+
+@dataclass(frozen=True, slots=True)
+class _Side:
+    """The short calls before an answer, summed, and what they decided in words."""
+
+    words: str = ""
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = 0.0
+    ceiling_usd: float | None = 0.0
+
+    def plus(self, words: str, spoken: Spoken | None = None) -> _Side:
+        joined = "; ".join(w for w in (self.words, words) if w)
+        if spoken is None:
+            return replace(self, words=joined)
+        return _Side(
+            joined,
+            self.usage + spoken.usage,
+            _plus(self.cost_usd, spoken.cost_usd),
+            _plus(self.ceiling_usd, spoken.ceiling_usd),
+        )
 
 
 class ArmState:
-    """What one arm carries from line to line: its room, rolling state, memos, cache."""
+    """What one arm carries from line to line: its room, rolling state, memos, calls."""
 
-    def __init__(self, arm: Arm, channel: ChannelRef, me: Participant) -> None:
-        self.arm, self.config, self.me, self.channel = arm, arm.config, me, channel
-        self.model = arm.config.model_name()
+    def __init__(self, arm: Arm, me: Participant, calls: ArmCalls) -> None:
+        self.arm, self.config, self.me, self.calls = arm, arm.config, me, calls
         settings = arm.config.provider_config()
-        self.billing: Billing = billing_for(settings.type, self.model)
-        self.provider: Any = _Neutral() if settings.type == "local" else _wire_only(arm.config)
         self.traits_markers = settings.type in ("anthropic", "bedrock")
-        self.price = price_for(self.model, arm.config.prices)
         self.visible: list[Message] = []
         self.rolled: RollState | None = None
         self.chat_memo, self.prefill_memo = ChatMemo(), PrefillMemo()
@@ -97,26 +118,72 @@ class ArmState:
             if len(self.visible) > 2 * _KEEP:
                 del self.visible[:-_KEEP]
 
-    def answer(self, trigger: Message) -> tuple[Usage, float | None]:
-        """Build and bill the request the bot would send now; the canned answer's usage."""
+    async def gate(self, trigger: Message, side: _Side) -> tuple[bool, _Side]:
+        """The speak gate's verdict on an unaddressed message; quiet when it fails or
+        cannot be read, as the pipeline has it."""
+        config = self.config
+        settings = config.speak_gate
+        asked = side_config(config, settings.provider, settings.model)
+        window = select_context(self.visible, config.window, visible=True)
+        system, text = gate_prompt(window, config.name, settings)
+        request = side_request(asked, system, text, settings.max_tokens)
+        canned = config.name if settings.style == "next_speaker" else "yes"
+        spoken = await self.calls.call("gate", asked, request, trigger.created_at, canned)
+        if spoken.error:
+            return False, side.plus(f"speak gate failed ({spoken.error}): quiet", spoken)
+        said = gate_says_yes(spoken.text, config.name, settings)
+        verdict = "yes" if said else ("no" if said is False else "unreadable: quiet")
+        shown = " (the canned model, dry run)" if self.calls.dry else f" ({spoken.text[:40]!r})"
+        return bool(said), side.plus(f"speak gate: {verdict}{shown}", spoken)
+
+    async def answer(self, trigger: Message, side: _Side) -> tuple[Spoken, _Side]:
+        """Build and ask the request the bot would send now (after the evaluator, when
+        the arm enables it)."""
         window = select_context(self.visible, self.config.window, visible=True)
         rolled = roll(self.visible, self.rolled, self.config.window, window, self.me.id)
         self.rolled = rolled.state
-        body = wire_body(self.provider, self._render(rolled.messages, rolled.breakpoints))
-        usage = self.billing.bill(body, self.model, trigger.created_at)
-        usage = replace(usage, output_tokens=math.ceil(len(CANNED_ANSWER) / 4))
-        return usage, call_cost(self.price, usage)
+        messages, marks = rolled.messages, rolled.breakpoints
+        if self.config.context_evaluator.enabled:
+            messages, marks, side = await self._evaluated(trigger, messages, marks, side)
+        request = self._render(messages, marks)
+        spoken = await self.calls.call(
+            "answer", self.config, request, trigger.created_at, CANNED_ANSWER
+        )
+        return spoken, side
+
+    async def _evaluated(
+        self, trigger: Message, messages: list[Message], marks: tuple[str, ...], side: _Side
+    ) -> tuple[list[Message], tuple[str, ...], _Side]:
+        """The context with the evaluator's choice applied; the whole context when its
+        call fails or its answer cannot be read."""
+        settings = self.config.context_evaluator
+        judged = split(messages, marks, settings)
+        if len(judged.eligible) <= settings.min_depth:  # all it may judge is kept anyway
+            return (*_kept(messages, marks, select(messages, judged, set(), settings)[0]), side)
+        config = side_config(self.config, settings.provider, settings.model)
+        prompt = evaluator_prompt(judged, trigger.text, settings)
+        request = side_request(config, settings.system_prompt, prompt, settings.max_tokens)
+        canned = json.dumps({"keep": list(range(1, len(judged.eligible) + 1))})
+        spoken = await self.calls.call("evaluate", config, request, trigger.created_at, canned)
+        keep = None if spoken.error else parse_keep(spoken.text, len(judged.eligible))
+        if keep is None:
+            failed = spoken.error or "unreadable answer"
+            return messages, marks, side.plus(f"evaluator: {failed}: whole context", spoken)
+        chosen, _ = select(messages, judged, keep, settings)
+        shown = " (the canned model keeps all, dry run)" if self.calls.dry else ""
+        words = f"evaluator kept {len(chosen)} of {len(messages)}{shown}"
+        return (*_kept(messages, marks, chosen), side.plus(words, spoken))
 
     def _render(self, messages: list[Message], breakpoints: tuple[str, ...]) -> LLMRequest:
-        config = self.config
+        config, model = self.config, self.config.model_name()
         if config.mode == "prefill":
             request = render_prefill(
-                messages, self.me, config.render, self.model,
+                messages, self.me, config.render, model,
                 breakpoints=breakpoints, memo=self.prefill_memo,
             )  # fmt: skip
         else:
             request = render_chat(
-                messages, self.me, config.render, self.model,
+                messages, self.me, config.render, model,
                 breakpoints=breakpoints, memo=self.chat_memo,
             )  # fmt: skip
         if breakpoints and self.traits_markers:
@@ -124,66 +191,69 @@ class ArmState:
         return request
 
     async def aclose(self) -> None:
-        close = getattr(self.provider, "aclose", None)
-        if close is not None:
-            await close()
+        await self.calls.aclose()
 
 
-def _wire_only(config: BotConfig) -> Provider:
-    """The arm's provider, built to render bodies only: it is never asked to stream, and
-    its key is a stand-in (a dry run needs none)."""
-    settings = config.provider_config()
-    stand_in = {
-        name: "dry-run"
-        for name in (settings.api_key_env, settings.aws_access_key_env, settings.aws_secret_key_env)
-        if name
-    }
-    return build_provider(config, Secrets(stand_in), deferred=True)
+def _kept(
+    messages: list[Message], marks: tuple[str, ...], chosen: Sequence[Message]
+) -> tuple[list[Message], tuple[str, ...]]:
+    ids = {m.id for m in chosen}
+    return list(chosen), tuple(b for b in marks if b in ids)
+
+
+def dry_calls(arm: Arm) -> ArmCalls:
+    return ArmCalls(None)
 
 
 class Replay:
-    """Runs the arms over a recorded room, one line at a time."""
+    """Runs the arms over a recorded room, one line at a time; ``calls`` gives each arm
+    its calls (default: a dry run's)."""
 
     def __init__(
-        self, recorded: Recorded, arms: Sequence[Arm], me: Participant, *, frozen: bool
+        self,
+        recorded: Recorded,
+        arms: Sequence[Arm],
+        me: Participant,
+        *,
+        frozen: bool,
+        calls: Callable[[Arm], ArmCalls] = dry_calls,
     ) -> None:
         self.recorded, self.me, self.frozen = recorded, me, frozen
         self.channel = ChannelRef(recorded.platform, recorded.channel.lower(), recorded.channel)
-        self.states = [ArmState(arm, self.channel, me) for arm in arms]
+        self.states = [ArmState(arm, me, calls(arm)) for arm in arms]
         self._authors: dict[str, str] = {}  # message id -> author id, for replies
 
-    def rows(self) -> Iterator[list[Row]]:
+    async def rows(self) -> AsyncIterator[list[Row]]:
         """Per line, one row per arm."""
         for line in self.recorded.lines:
-            yield self.step(line)
+            yield await self.step(line)
 
-    def step(self, line: Line) -> list[Row]:
+    async def step(self, line: Line) -> list[Row]:
         if line.kind == "system":
             return [Row(s.arm.name, line, "silent", "system line") for s in self.states]
         message = self._message(line)
         self._authors[line.id] = line.author_id
-        return [self._through(state, line, message) for state in self.states]
+        return [await self._through(state, line, message) for state in self.states]
 
-    def _through(self, state: ArmState, line: Line, message: Message) -> Row:
+    async def _through(self, state: ArmState, line: Line, message: Message) -> Row:
         if message.author.id == self.me.id:
             if self.frozen:
                 state.see(message)  # the recorded room: the played person's line stays
             return Row(state.arm.name, line, "silent", "own line")
         state.see(message)
-        config = state.config
-        if should_activate(message, self.me, config, rng=state.rng):
-            why = _why_spoke(message, self.me, config)
-        elif (keyword := match_keyword(message, self.me, config)) is not None:
-            why = f"keyword !{keyword.word} (its tool is not run)"
-        else:
-            return Row(state.arm.name, line, "silent", _why_silent(message, self.me, config))
-        if config.speak_gate.enabled and why not in _ADDRESSED:
-            why += "; speak gate not asked (dry run)"
-        usage, cost = state.answer(message)
-        if not self.frozen:
+        why = _rule(message, self.me, state)
+        if why is None:
+            return Row(state.arm.name, line, "silent", _why_silent(message, self.me, state.config))
+        side = _Side(why)
+        if state.config.speak_gate.enabled and why.startswith("random"):
+            spoke, side = await state.gate(message, side)
+            if not spoke:
+                return _silent_after(state.arm.name, line, side)
+        spoken, side = await state.answer(message, side)
+        if not self.frozen and spoken.text and not spoken.error:
             when = message.created_at + timedelta(seconds=1)
-            state.see(Message(f"replay-{line.id}", self.channel, self.me, CANNED_ANSWER, when))
-        return Row(state.arm.name, line, "speak", why, CANNED_ANSWER, usage, cost)
+            state.see(Message(f"replay-{line.id}", self.channel, self.me, spoken.text, when))
+        return _spoke(state.arm.name, line, side, spoken)
 
     def _message(self, line: Line) -> Message:
         me = self.me
@@ -208,6 +278,39 @@ class Replay:
     async def aclose(self) -> None:
         for state in self.states:
             await state.aclose()
+
+
+def _silent_after(arm: str, line: Line, side: _Side) -> Row:
+    """Silent after the gate: its call is billed all the same."""
+    cost = side.cost_usd
+    return Row(arm, line, "silent", side.words, "", side.usage, cost, side.ceiling_usd, cost)
+
+
+def _spoke(arm: str, line: Line, side: _Side, spoken: Spoken) -> Row:
+    why = side.words + (f"; provider failed: {spoken.error}" if spoken.error else "")
+    return Row(
+        arm,
+        line,
+        "speak",
+        why,
+        spoken.text,
+        side.usage + spoken.usage,
+        _plus(side.cost_usd, spoken.cost_usd),
+        _plus(side.ceiling_usd, spoken.ceiling_usd),
+        side.cost_usd,
+        spoken.first_token_s,
+        spoken.error,
+    )
+
+
+def _rule(message: Message, me: Participant, state: ArmState) -> str | None:
+    """Why the rules would have the bot answer, or None; a keyword as the pipeline's
+    ``wants`` (its tool is not run)."""
+    config = state.config
+    if should_activate(message, me, config, rng=state.rng):
+        return _why_spoke(message, me, config)
+    keyword = match_keyword(message, me, config)
+    return None if keyword is None else f"keyword !{keyword.word} (its tool is not run)"
 
 
 def _irc_names(text: str, nick: str) -> bool:
@@ -246,7 +349,3 @@ def _why_silent(message: Message, me: Participant, config: BotConfig) -> str:
 
 def _names(text: str, names: tuple[str, ...]) -> bool:
     return any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text, re.IGNORECASE) for n in names)
-
-
-def first_time(recorded: Recorded) -> datetime | None:
-    return recorded.lines[0].time if recorded.lines else None

@@ -235,7 +235,8 @@ def _nav(request: Request, bots: list[dict[str, Any]] | None = None) -> str:
         for b in bots or []
     )
     return (
-        f'<nav>{chips}</nav><a class="chip" href="/config">configurator</a>'
+        f'<nav>{chips}</nav><a class="chip" href="/activity/replays">replays</a>'
+        '<a class="chip" href="/config">configurator</a>'
         '<form method="post" action="/activity/logout">'
         f'<input type="hidden" name="csrf" value="{escape(token)}">'
         '<button class="quiet" type="submit">sign out</button> '

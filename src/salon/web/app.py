@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from salon.config import ConfigSet, Redactor, WebConfig
 from salon.store.sql import SQLStore
-from salon.web import activity, configurator, controls, logtail, notes, oauth, workflows
+from salon.web import activity, configurator, controls, logtail, notes, oauth, replays, workflows
 from salon.web.assets import script, stylesheet
 from salon.web.context import HEADERS, Fleet, Web
 from salon.web.events import post_event
@@ -78,6 +78,7 @@ def build_app(
         Route("/activity/logout", activity.logout, methods=["POST"]),
         Route("/activity/rows", activity.rows),
         Route("/activity/traces/{trace_id}", activity.trace),
+        Route("/activity/replays", replays.replays),
         Route("/config", configurator.overview),
         Route("/config/edit", configurator.edit),
         Route("/config/edit", configurator.save, methods=["POST"]),

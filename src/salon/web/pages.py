@@ -13,6 +13,7 @@ from typing import Any
 
 from salon.trace import TraceSummary, money
 from salon.web.memory import memory_events
+from salon.web.silence import silence_words
 
 __all__ = ["layout", "money", "share", "timeline_rows", "trace_detail"]
 
@@ -138,6 +139,7 @@ def trace_detail(summary: TraceSummary, body: dict[str, Any]) -> str:
     parts = [
         f'<section class="trace-detail" id="trace-{summary.id}">',
         _heading(summary, body),
+        _silent(summary, body),
         _facts(summary, body),
         *(_call(n, call) for n, call in enumerate(body.get("calls", []), 1)),
         memory_events(body.get("tools", [])),
@@ -170,6 +172,12 @@ def _heading(summary: TraceSummary, body: dict[str, Any]) -> str:
         + (_activation(str(body["activation"])) if body.get("activation") else "")
         + (f'<ul class="triggers">{triggers}</ul>' if triggers else "")
     )
+
+
+def _silent(summary: TraceSummary, body: dict[str, Any]) -> str:
+    """Why the bot stayed silent, when it did."""
+    words = silence_words(summary.outcome, body.get("pipeline") or {})
+    return f'<p class="silent">Stayed silent: {escape(words)}.</p>' if words else ""
 
 
 def _activation(activation: str) -> str:
