@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from pydantic import BaseModel, ValidationError
@@ -18,6 +19,7 @@ from salon.config import (
     load_config_dir,
     resolve_secrets,
 )
+from salon.config._common import _Strict
 from salon.errors import ConfigError
 from tests.conftest import WriteConfig
 
@@ -178,3 +180,29 @@ def test_a_base_url_from_the_environment_must_be_a_url(write_config: WriteConfig
     env["LOCAL_URL"] = "http://127.0.0.1:11434/v1"
     secrets = resolve_secrets(configs.bots["helper"], env, configs.locator("helper"))
     assert secrets.get("LOCAL_URL") == "http://127.0.0.1:11434/v1"
+
+
+def _models_within(annotation: Any) -> Iterator[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+    for argument in get_args(annotation):
+        yield from _models_within(argument)
+
+
+def config_models() -> set[type[BaseModel]]:
+    """Every model a bot's YAML reaches, from BotConfig down."""
+    found: set[type[BaseModel]] = set()
+    todo: list[type[BaseModel]] = [BotConfig]
+    while todo:
+        model = todo.pop()
+        if model not in found:
+            found.add(model)
+            for field in model.model_fields.values():
+                todo.extend(_models_within(field.annotation))
+    return found
+
+
+def test_every_config_model_follows_the_shared_rules() -> None:
+    """One strict base: a `*_env` or `*timeout*` key added to any section is checked."""
+    assert len(config_models()) > 30
+    assert [m.__name__ for m in config_models() if not issubclass(m, _Strict)] == []

@@ -127,6 +127,9 @@ def _check_wait(field: str, value: object) -> None:
 
 
 class _Strict(BaseModel):
+    """The base of every config model: an unknown key is an error, a model is frozen, and
+    the rules by field name below hold in every section."""
+
     # allow_inf_nan: YAML's .inf and .nan are never a sensible number of anything here.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cached_property
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -63,7 +63,17 @@ from salon.config.tools import (
     ToolRule,
     WeatherIntegration,
 )
-from salon.config.views import RenderSettings, Shaping, Visibility, WindowSettings
+from salon.config.views import (
+    RENDER,
+    SHAPING,
+    VISIBILITY,
+    WINDOW,
+    Derived,
+    RenderSettings,
+    Shaping,
+    Visibility,
+    WindowSettings,
+)
 from salon.model import Policy
 
 __all__ = [
@@ -206,56 +216,62 @@ class WebConfig(_Strict):
 class BotConfig(_Strict):
     """The effective config of one bot: ``shared.yaml`` with ``bots/<name>.yaml`` on top."""
 
-    name: str = Field(min_length=1, description="inner name: how the bot appears to the model")
+    name: Annotated[str, RENDER] = Field(
+        min_length=1, description="inner name: how the bot appears to the model"
+    )
     provider: str = Field(
         min_length=1,
         description="a key of `providers`; may be left out when `model` is `<provider>/<model>`",
     )
     model: str | None = None
-    system_prompt: str = ""
-    max_tokens: int = Field(default=1024, gt=0, le=MAX_OUTPUT_TOKENS)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    stop_sequences: list[str] = Field(default_factory=list)
-    thinking: ThinkingConfig = Field(default_factory=ThinkingConfig)
+    system_prompt: Annotated[str, RENDER] = ""
+    max_tokens: Annotated[int, RENDER] = Field(default=1024, gt=0, le=MAX_OUTPUT_TOKENS)
+    temperature: Annotated[float | None, RENDER] = Field(default=None, ge=0, le=2)
+    stop_sequences: Annotated[list[str], RENDER] = Field(default_factory=list)
+    thinking: Annotated[ThinkingConfig, RENDER] = Field(default_factory=ThinkingConfig)
 
     mode: Literal["chat", "prefill"] = Field(
         default="chat", description="chat turns, or the room as a transcript the model continues"
     )
-    prefill_system: str = "The system is in CLI simulation mode."
-    prefill_user: str = "<cmd>cat untitled.txt</cmd>"
-    context_prefix: str = Field(default="", description="prefill: text before the transcript")
-    recent_participant_count: int = Field(default=10, ge=0)
-    bot_run_join: Literal["paragraph", "space"] = Field(
+    prefill_system: Annotated[str, RENDER] = "The system is in CLI simulation mode."
+    prefill_user: Annotated[str, RENDER] = "<cmd>cat untitled.txt</cmd>"
+    context_prefix: Annotated[str, RENDER] = Field(
+        default="", description="prefill: text before the transcript"
+    )
+    recent_participant_count: Annotated[int, RENDER] = Field(default=10, ge=0)
+    bot_run_join: Annotated[Literal["paragraph", "space"], RENDER] = Field(
         default="paragraph", description="what joins a bot's consecutive messages in context"
     )
     irc_logs: int = Field(
         default=0, ge=0, le=1000, description="logged lines (with joins, parts) in <irc_logs>"
     )
-    line_format: Literal["name", "irc"] = Field(
+    line_format: Annotated[Literal["name", "irc"], RENDER] = Field(
         default="name",
         description="chat mode: others' lines as `Name: text` or `[time] <Name> text`",
     )
 
-    prompt_caching: bool = Field(default=True, description="Anthropic cache breakpoints")
-    rolling_threshold: int = Field(default=50, ge=1)
-    rolling_budget: Literal["floor", "average"] = Field(
+    prompt_caching: Annotated[bool, RENDER] = Field(
+        default=True, description="Anthropic cache breakpoints"
+    )
+    rolling_threshold: Annotated[int, WINDOW] = Field(default=50, ge=1)
+    rolling_budget: Annotated[Literal["floor", "average"], WINDOW] = Field(
         default="floor",
         description="what the recency budgets are to a rolling window: the least it keeps "
         "after a roll, or the size it holds on average (a roll cuts below them)",
     )
-    hard_max_characters: int = Field(default=500_000, gt=0)
-    cache_breakpoint_offset: int = Field(default=5, ge=0)
+    hard_max_characters: Annotated[int, WINDOW] = Field(default=500_000, gt=0)
+    cache_breakpoint_offset: Annotated[int, WINDOW] = Field(default=5, ge=0)
 
-    recency_window_messages: int = Field(default=400, gt=0)
-    recency_window_characters: int = Field(default=100_000, gt=0)
-    recency_window_age: float | None = Field(
+    recency_window_messages: Annotated[int, WINDOW] = Field(default=400, gt=0)
+    recency_window_characters: Annotated[int, WINDOW] = Field(default=100_000, gt=0)
+    recency_window_age: Annotated[float | None, WINDOW] = Field(
         default=None,
         gt=0,
         le=MAX_WAIT_SECONDS,
         description="seconds: no message older than this in the context; unset: any age",
     )
-    ignore_dot_messages: bool = True
-    hiding_reactions: list[str] = Field(
+    ignore_dot_messages: Annotated[bool, VISIBILITY] = True
+    hiding_reactions: Annotated[list[str], VISIBILITY] = Field(
         default_factory=lambda: ["\U0001fae5"],  # dotted-line face
         description="a message carrying one of these reactions is invisible to the bot",
     )
@@ -266,13 +282,13 @@ class BotConfig(_Strict):
     )
     reply_on_random: int = Field(default=0, ge=0, description="answer 1 in N messages; 0 = off")
     allow_bot_interactions: bool = False
-    other_bots_in_context: bool = Field(
+    other_bots_in_context: Annotated[bool, SHAPING] = Field(
         default=True, description="other bots' messages in the context (one asking stays)"
     )
-    context_history: bool = Field(
+    context_history: Annotated[bool, SHAPING] = Field(
         default=True, description="false: the context is the message that asked, alone"
     )
-    context_sources: bool = Field(
+    context_sources: Annotated[bool, SHAPING] = Field(
         default=False, description="mark each message with [reply], [channel], [thread], [dm]"
     )
     max_bot_reply_chain_depth: int = Field(
@@ -287,7 +303,9 @@ class BotConfig(_Strict):
         description="other channels whose recent messages this context shows (salon.agent.links)",
     )
 
-    timezone: str = Field(default="UTC", description="for schedules given without one")
+    timezone: Annotated[str, RENDER] = Field(
+        default="UTC", description="for schedules given without one"
+    )
     misfire_grace: float = Field(
         default=3600.0, ge=0, description="seconds a missed schedule may still fire late"
     )
@@ -297,8 +315,10 @@ class BotConfig(_Strict):
     schedule_max_recurring: int = Field(
         default=5, ge=0, description="active cron schedules one person may have"
     )
-    monitor_context_messages: int = Field(default=100, gt=0)
-    monitor_context_age: float = Field(default=3600.0, gt=0, description="seconds")
+    monitor_context_messages: Annotated[int, WINDOW] = Field(default=100, gt=0)
+    monitor_context_age: Annotated[float, WINDOW] = Field(
+        default=3600.0, gt=0, description="seconds"
+    )
 
     max_concurrent_activations: int = Field(default=32, ge=1)
     event_queue_size: int = Field(default=1000, ge=1)
@@ -454,48 +474,23 @@ class BotConfig(_Strict):
             raise ValueError(f"bot {self.name!r} has no model")
         return model
 
-    # The parts' own records (salon.config.views), made once per effective config.
+    # The parts' own records (salon.config.views), made once per effective config from the
+    # fields marked for them.
     @cached_property
     def visibility(self) -> Visibility:
-        return Visibility(self.ignore_dot_messages, tuple(self.hiding_reactions))
+        return _VISIBILITY(self)
 
     @cached_property
     def window(self) -> WindowSettings:
-        return WindowSettings(
-            visibility=self.visibility,
-            recency_window_messages=self.recency_window_messages,
-            recency_window_characters=self.recency_window_characters,
-            recency_window_age=self.recency_window_age,
-            hard_max_characters=self.hard_max_characters,
-            monitor_context_messages=self.monitor_context_messages,
-            monitor_context_age=self.monitor_context_age,
-            rolling_threshold=self.rolling_threshold,
-            rolling_budget=self.rolling_budget,
-            cache_breakpoint_offset=self.cache_breakpoint_offset,
-        )
+        return _WINDOW(self)
 
     @cached_property
     def shaping(self) -> Shaping:
-        return Shaping(self.other_bots_in_context, self.context_history, self.context_sources)
+        return _SHAPING(self)
 
     @cached_property
     def render(self) -> RenderSettings:
-        return RenderSettings(
-            name=self.name,
-            system_prompt=self.system_prompt,
-            max_tokens=self.max_tokens,
-            temperature=self.temperature,
-            stop_sequences=tuple(self.stop_sequences),
-            prompt_caching=self.prompt_caching,
-            thinking=self.thinking,
-            prefill_system=self.prefill_system,
-            prefill_user=self.prefill_user,
-            context_prefix=self.context_prefix,
-            recent_participant_count=self.recent_participant_count,
-            bot_run_join=self.bot_run_join,
-            line_format=self.line_format,
-            timezone=self.timezone,
-        )
+        return _RENDER(self)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy with ``update`` applied; the parts' records are made afresh from it."""
@@ -505,4 +500,8 @@ class BotConfig(_Strict):
         return copied
 
 
-_VIEWS = ("visibility", "window", "render", "shaping")
+_VISIBILITY = Derived(Visibility, BotConfig)
+_WINDOW = Derived(WindowSettings, BotConfig)
+_SHAPING = Derived(Shaping, BotConfig)
+_RENDER = Derived(RenderSettings, BotConfig)
+_VIEWS = tuple(name for name, kind in vars(BotConfig).items() if isinstance(kind, cached_property))

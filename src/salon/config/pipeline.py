@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from salon.config._common import MAX_OUTPUT_TOKENS, MAX_WAIT_SECONDS, _Strict
 
 __all__ = [
     "DEFAULT_EVALUATOR_PROMPT",
@@ -35,13 +37,6 @@ DEFAULT_GATE_PROMPT = (
     "speaks when addressed, asked something it can help with, or when the talk invites it, "
     "and stays quiet otherwise. Answer yes or no."
 )
-
-
-MAX_OUTPUT_TOKENS = 1_000_000  # the bound of salon.config.models, which imports this module
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def normalize_keyword(word: str) -> str:
@@ -106,7 +101,7 @@ class RateLimit(_Strict):
     """At most ``requests`` answers per person in any ``per_seconds`` (a sliding window)."""
 
     requests: int = Field(ge=1)
-    per_seconds: float = Field(default=3600.0, gt=0, le=7 * 86400)
+    per_seconds: float = Field(default=3600.0, gt=0, le=MAX_WAIT_SECONDS)
 
 
 class Budget(_Strict):

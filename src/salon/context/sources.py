@@ -27,12 +27,12 @@ def shaped(
     """The context's messages: the reply chain, the window, then what asked from outside
     it. The message that asked is always kept, even a bot's (it is what is answered)."""
     asked = trigger.id if trigger is not None else None
-    if not shaping.history:
+    if not shaping.context_history:
         chain, chosen = (), [m for m in chosen if m.id == asked]
     messages = [*chain, *chosen, *extra]
-    if not shaping.other_bots:
+    if not shaping.other_bots_in_context:
         messages = [m for m in messages if m.id == asked or not _other_bot(m, me)]
-    if shaping.sources:
+    if shaping.context_sources:
         # Not the bot's own: a mark in its turns would teach it to write one.
         sourced = Tag.SOURCED
         messages = [m if m.author.id == me.id else _tagged(m, sourced) for m in messages]
