@@ -96,7 +96,10 @@ def add_record(turns: Turns, record: ToolRecord, *, native: bool) -> None:
         turns.turns[-2:] = [(asked, [*made, used]), (role, [*results, answered])]
         return
     if record.thoughts:  # the turn's reasoning goes first on it, as the model wrote it
-        turns.pieces("assistant")[:0] = [ThinkingPart(t) for t in record.thoughts]
+        turns.pieces("assistant")[:0] = [
+            ThinkingPart(replace(t, call_id=call_id) if t.call_id == record.call.id else t)
+            for t in record.thoughts
+        ]
     turns.add("assistant", used)
     turns.add("user", answered)
 

@@ -224,7 +224,10 @@ class ToolRunner:
                 replace(c, id=named.get(c.id, c.id), arguments=_cleaned(c.arguments, scrub))
                 for c in turn.calls
             )
-            thought = tuple(ThinkingPart(t) for t in turn.thoughts)
+            thought = tuple(  # a signature goes back on its call, under the call's new id
+                ThinkingPart(replace(t, call_id=named.get(t.call_id, t.call_id)))
+                for t in turn.thoughts
+            )
             asked = ChatMessage("assistant", (*thought, *said, *(ToolUsePart(c) for c in calls)))
             answered = ChatMessage(
                 "user",
