@@ -15,15 +15,13 @@ import asyncio
 import base64
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from salon.integrations._http import VendorError
+from salon.integrations._images import ImageStore, StoredImage
 from salon.integrations._pixels import GIF_FASTEST_MS, animated_gif, fit_square, gif_frame_ms
 from salon.integrations._server import content_result, expect_shape, image_block
 from salon.tools.native import Result
-
-if TYPE_CHECKING:
-    from salon.integrations.pixellab import ImageStore, StoredImage
 
 __all__ = [
     "MOST_FRAMES",

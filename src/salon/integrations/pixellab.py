@@ -20,11 +20,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import itertools
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -34,6 +31,7 @@ from salon.config import PixelLabIntegration
 from salon.integrations import _animation as animation
 from salon.integrations._discipline import Clock, Discipline
 from salon.integrations._http import VendorError, VendorHttp
+from salon.integrations._images import ImageStore, StoredImage
 from salon.integrations._pixels import sprite_sheet
 from salon.integrations._server import (
     GENERATES,
@@ -73,49 +71,6 @@ _PIXFLUX_MIN_AREA = 32 * 32  # pixflux refuses (422) a smaller canvas
 _LONGEST_WAIT = 60.0  # seconds: a Retry-After beyond this is not believed
 
 Report = Callable[[float, float | None, str], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class StoredImage:
-    id: str
-    data: bytes
-    mime_type: str
-    width: int
-    height: int
-    description: str
-    direction: str | None = None
-
-
-class ImageStore:
-    """The latest images by id, so later calls can refer to them; the oldest go first."""
-
-    def __init__(self, keep: int) -> None:
-        self._keep = keep
-        self._images: OrderedDict[str, StoredImage] = OrderedDict()
-        self._ids = itertools.count(1)
-
-    def add(
-        self,
-        data: bytes,
-        mime_type: str,
-        size: tuple[int, int],
-        description: str,
-        direction: str | None = None,
-    ) -> StoredImage:
-        image = StoredImage(f"px{next(self._ids)}", data, mime_type, *size, description, direction)
-        self._images[image.id] = image
-        while len(self._images) > self._keep:
-            self._images.popitem(last=False)
-        return image
-
-    def get(self, image_id: str) -> StoredImage:
-        image = self._images.get(image_id.strip())
-        if image is None:
-            raise VendorError(
-                f"there is no image {image_id!r} (ids look like px3; old ones are forgotten): "
-                "generate one first"
-            )
-        return image
 
 
 def _decode(image: Any, max_bytes: int) -> tuple[bytes, str]:
