@@ -28,7 +28,12 @@ PLATFORMS: dict[str, Any] = {
     },
     "slack": {},
 }
-SECRETS = {"DISCORD_TOKEN": "t", "MATRIX_TOKEN": "t", "SLACK_BOT_TOKEN": "t", "SLACK_APP_TOKEN": "t"}
+SECRETS = {
+    "DISCORD_TOKEN": "t",
+    "MATRIX_TOKEN": "t",
+    "SLACK_BOT_TOKEN": "t",
+    "SLACK_APP_TOKEN": "t",
+}
 
 
 def _everywhere() -> BotConfig:
@@ -68,7 +73,8 @@ def test_each_adapter_says_where_a_schedule_may_post(target: str, refused: str |
     if refused is None:
         assert problem is None
     else:
-        assert problem is not None and problem.startswith(refused)
+        assert problem is not None
+        assert problem.startswith(refused)
 
 
 def test_a_platform_the_config_does_not_name_is_refused_as_before() -> None:
@@ -93,7 +99,8 @@ def test_the_terminal_may_set_a_schedule_anywhere_others_only_where_they_are(
     assert app.channels.schedule_target("terminal:local", "irc:#salon", alice) is None
     assert app.channels.schedule_target("irc:#salon", "irc:#salon", alice) is None
     refused = app.channels.schedule_target("irc:#salon", "irc:&local", alice)
-    assert refused is not None and refused.startswith("a schedule can only post in the channel")
+    assert refused is not None
+    assert refused.startswith("a schedule can only post in the channel")
 
 
 def test_salon_run_builds_the_configured_platforms_in_registry_order(tmp_path: Path) -> None:
