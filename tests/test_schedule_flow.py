@@ -13,6 +13,7 @@ from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply, ToolResultPart
 from salon.model import Participant, ToolCall
 from salon.platforms.memory import MemoryPlatform
+from salon.platforms.terminal import terminal_for
 from tests.conftest import bot_config
 from tests.platforms.test_terminal import lines_from
 
@@ -99,7 +100,7 @@ async def test_terminal_lists_and_cancels_schedules(tmp_path: Path) -> None:
     queue: asyncio.Queue[str | None] = asyncio.Queue()
     out = io.StringIO()
     async with app:
-        terminal = app.terminal(lines=lines_from(queue), out=out)
+        terminal = terminal_for(app.build_context(), lines=lines_from(queue), out=out)
         serving = asyncio.create_task(app.serve(terminal.closed, [terminal]))
         queue.put_nowait("remind me to stretch every morning at 8\n")
         async with asyncio.timeout(10):

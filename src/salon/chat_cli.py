@@ -20,6 +20,7 @@ from salon.config import ConfigSet, load_config_dir
 from salon.config.example import write_example
 from salon.errors import ConfigError, ConfigProblem
 from salon.logsetup import configure_logging
+from salon.platforms.terminal import terminal_for
 from salon.printable import printable
 
 __all__ = [
@@ -127,7 +128,7 @@ def chat(root: Path | None, bot: str | None) -> int:
 
 async def _chat(app: BotApp, prompt: str | None) -> int:
     async with app:
-        terminal = app.terminal(settled=app.agent.wait_idle, prompt=prompt)
+        terminal = terminal_for(app.build_context(), settled=app.agent.wait_idle, prompt=prompt)
         # Input ended (a pipe) or /quit: answers in progress still come (Ctrl-C stops them).
         await app.serve(terminal.closed, [terminal], grace=None)
     return 0

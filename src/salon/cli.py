@@ -347,26 +347,14 @@ async def _check_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> in
 
 
 async def _check_platforms_live(configs: ConfigSet, bots: list[tuple[str, Secrets]]) -> bool:
-    """Each bot's Slack tokens, Matrix rooms and Discord token, a line each; all well?"""
+    """Each bot's platforms, as their adapters check them live (``salon.platforms.registry``):
+    their lines printed; all well?"""
+    from salon.platforms.registry import live_checks
+
     failed = False
     for key, secrets in bots:
-        if configs.bots[key].platforms.slack is not None:
-            from salon.platforms.slack import live_check  # the Slack SDK only when used
-
-            line, ok = await live_check(configs.bots[key], secrets)
-            print(printable(line))
-            failed = failed or not ok
-        if configs.bots[key].platforms.matrix is not None:
-            from salon.platforms.matrix.check import live_check as matrix_check
-
-            where = data_dir(configs.root, configs.bots[key])
-            lines, ok = await matrix_check(configs.bots[key], secrets, where)
-            print(printable("\n".join(lines)))
-            failed = failed or not ok
-        if configs.bots[key].platforms.discord is not None:
-            from salon.platforms.discord.check import live_check as discord_check
-
-            lines, ok = await discord_check(configs.bots[key], secrets)
+        config = configs.bots[key]
+        async for lines, ok in live_checks(config, secrets, data_dir(configs.root, config)):
             print(printable("\n".join(lines)))
             failed = failed or not ok
     return not failed

@@ -25,6 +25,7 @@ from salon.llm import FakeProvider
 from salon.llm.base import ToolResultPart
 from salon.llm.fake import FakeReply
 from salon.model import ToolCall
+from salon.platforms.terminal import terminal_for
 from salon.tools.hub import ToolHub
 from salon.tools.policy import decide
 from tests.conftest import WriteConfig, bot_config
@@ -56,7 +57,7 @@ async def test_a_bot_asks_the_weather_and_reads_the_fake_temperature(
         spec = app.hub.get("get_weather")
         assert spec is not None
         assert decide(spec, {}, config) == "allow"  # read-only: no approval needed
-        terminal = app.terminal(lines=_lines(queue), out=out)
+        terminal = terminal_for(app.build_context(), lines=_lines(queue), out=out)
         await within(app.serve(terminal.closed, [terminal]))
     assert "It is 11.5 °C in Seattle." in out.getvalue()
     results = [

@@ -20,6 +20,7 @@ from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
 from salon.llm.base import LLMRequest, StopEvent, StreamEvent, TextDelta, UsageEvent
 from salon.platforms.discord import DiscordPlatform
+from salon.platforms.terminal import terminal_for
 from tests.conftest import ServeApp, bot_config
 from tests.platforms import test_irc, test_matrix, test_slack
 from tests.platforms.conftest import GENERAL as DISCORD_GENERAL
@@ -119,7 +120,7 @@ async def test_one_bot_on_five_platforms_keeps_each_apart(
             platform.guild_ready_timeout = 0.5  # the fake sends its one guild at once
     typed: asyncio.Queue[str | None] = asyncio.Queue()
     out = io.StringIO()
-    terminal = app.terminal(lines=lines_from(typed), out=out)
+    terminal = terminal_for(app.build_context(), lines=lines_from(typed), out=out)
     try:
         await serve_app(app, [*unattended, terminal])
         await _all_ready(app, fake_slack)

@@ -14,6 +14,7 @@ from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
 from salon.model import ToolCall
 from salon.platforms.memory import MemoryPlatform
+from salon.platforms.terminal import terminal_for
 from tests.conftest import bot_config
 from tests.platforms.test_terminal import lines_from
 from tests.tools.conftest import in_process
@@ -48,7 +49,7 @@ async def test_terminal_asks_yes_or_no(tmp_path: Path) -> None:
         extra_servers=[in_process(danger_server(ran), "danger")],
     )
     async with app:
-        terminal = app.terminal(lines=lines_from(queue), out=out)
+        terminal = terminal_for(app.build_context(), lines=lines_from(queue), out=out)
         serving = asyncio.create_task(app.serve(terminal.closed, [terminal]))
         queue.put_nowait("wipe the disk\n")
         async with asyncio.timeout(10):

@@ -17,6 +17,7 @@ from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
 from salon.model import ToolCall
 from salon.platforms.irc import IrcPlatform
+from salon.platforms.terminal import terminal_for
 from tests.conftest import ServeApp, bot_config
 from tests.platforms.test_approvals import danger_server
 from tests.platforms.test_terminal import lines_from
@@ -54,7 +55,7 @@ async def test_in_the_terminal_the_operator_approves(tmp_path: Path) -> None:
         extra_servers=[in_process(danger_server(ran), "danger")],
     )
     async with app:
-        terminal = app.terminal(lines=lines_from(queue), out=out)
+        terminal = terminal_for(app.build_context(), lines=lines_from(queue), out=out)
         serving = asyncio.create_task(app.serve(terminal.closed, [terminal]))
         queue.put_nowait("wipe the disk\n")
         async with asyncio.timeout(10):

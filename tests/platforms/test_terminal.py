@@ -12,7 +12,7 @@ from salon.config import Secrets
 from salon.llm import FakeProvider
 from salon.model import Attachment, ChannelRef, Participant
 from salon.platforms.base import Capability
-from salon.platforms.terminal import CHANNEL
+from salon.platforms.terminal import CHANNEL, terminal_for
 from tests.conftest import bot_config
 
 
@@ -30,7 +30,7 @@ async def chat_once(tmp_path: Path, provider: FakeProvider, typed: list[str]) ->
     config = bot_config(data_dir=str(tmp_path / "data"))
     app = BotApp(key="salon", config=config, root=tmp_path, secrets=Secrets({}), provider=provider)
     async with app:
-        terminal = app.terminal(lines=lines_from(queue), out=out)
+        terminal = terminal_for(app.build_context(), lines=lines_from(queue), out=out)
         await asyncio.wait_for(app.serve(terminal.closed, [terminal]), 10)
     return out.getvalue()
 
@@ -71,7 +71,9 @@ async def test_a_silent_model_is_said_to_be_still_waited_for(tmp_path: Path) -> 
     config = bot_config(data_dir=str(tmp_path / "data"))
     app = BotApp(key="salon", config=config, root=tmp_path, secrets=Secrets({}), provider=provider)
     async with app:
-        terminal = app.terminal(lines=lines_from(queue), out=out, waiting_notice=0.05)
+        terminal = terminal_for(
+            app.build_context(), lines=lines_from(queue), out=out, waiting_notice=0.05
+        )
         serving = asyncio.create_task(app.serve(terminal.closed, [terminal]))
         queue.put_nowait("hello?\n")
         async with asyncio.timeout(10):
@@ -92,7 +94,7 @@ async def test_files_show_their_saved_path_and_progress_one_line(tmp_path: Path)
         key="salon", config=config, root=tmp_path, secrets=Secrets({}), provider=FakeProvider()
     )
     async with app:
-        terminal = app.terminal(lines=lines_from(asyncio.Queue()), out=out)
+        terminal = terminal_for(app.build_context(), lines=lines_from(asyncio.Queue()), out=out)
         here = ChannelRef("terminal", "local")
         saved = Attachment(
             "a.png",
@@ -122,7 +124,7 @@ async def test_a_direct_message_is_shown_to_the_one_person_and_never_logged(
     provider = FakeProvider([])
     app = BotApp(key="salon", config=config, root=tmp_path, secrets=Secrets({}), provider=provider)
     async with app:
-        terminal = app.terminal(lines=lines_from(asyncio.Queue()), out=out)
+        terminal = terminal_for(app.build_context(), lines=lines_from(asyncio.Queue()), out=out)
         assert terminal.can(Capability.DIRECT_MESSAGES)
         await terminal.send_direct(Participant("user", "you"), "connect here:\nhttp://x/a")
         logged = await app.store.chat_history("salon", CHANNEL, limit=9)

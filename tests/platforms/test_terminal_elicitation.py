@@ -11,6 +11,7 @@ from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
 from salon.model import ToolCall
+from salon.platforms.terminal import terminal_for
 from tests.conftest import bot_config
 from tests.platforms.test_terminal import lines_from
 from tests.tools.test_elicitation import asking_server
@@ -42,7 +43,7 @@ async def test_a_servers_question_is_answered_line_by_line(
         queue.put_nowait(line + "\n")
 
     async with app:
-        terminal = app.terminal(lines=lines_from(queue), out=out)
+        terminal = terminal_for(app.build_context(), lines=lines_from(queue), out=out)
         serving = asyncio.create_task(app.serve(terminal.closed, [terminal]))
         queue.put_nowait("book a table\n")
         async with asyncio.timeout(15):

@@ -11,7 +11,7 @@ from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider
 from salon.model import Participant
-from salon.platforms.terminal import CHANNEL
+from salon.platforms.terminal import CHANNEL, terminal_for
 from tests.conftest import bot_config
 from tests.platforms.test_terminal import chat_once, lines_from
 
@@ -40,7 +40,7 @@ async def test_a_direct_message_and_a_tool_log_are_shown_safely(tmp_path: Path) 
         key="salon", config=config, root=tmp_path, secrets=Secrets({}), provider=FakeProvider([])
     )
     async with app:
-        terminal = app.terminal(lines=lines_from(asyncio.Queue()), out=out)
+        terminal = terminal_for(app.build_context(), lines=lines_from(asyncio.Queue()), out=out)
         await terminal.send_direct(Participant("user", "you"), f"link {LINK}")
         await terminal.send_tool_log(CHANNEL, f".tool said {CLEAR}")
     assert "\x1b" not in out.getvalue()

@@ -12,6 +12,7 @@ from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider
 from salon.notes import NoteScope, Provenance, Scope
+from salon.platforms.terminal import terminal_for
 from tests.conftest import bot_config
 from tests.platforms.test_terminal import lines_from
 
@@ -33,7 +34,7 @@ async def test_memory_and_forget_in_the_terminal(tmp_path: Path) -> None:
         typed = ["/memory", f"/forget {bobs.id}", "/forget all", "/forget all confirm", "/memory"]
         for text in [*typed, None]:
             queue.put_nowait(None if text is None else text + "\n")
-        terminal = app.terminal(lines=lines_from(queue), out=out)
+        terminal = terminal_for(app.build_context(), lines=lines_from(queue), out=out)
         await asyncio.wait_for(app.serve(terminal.closed, [terminal]), 10)
         assert await notes.notes_of_person("user") == []
         assert await notes.notes_of_person("1002") == []  # the operator forgot it

@@ -12,6 +12,7 @@ from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply
 from salon.model import ToolCall
+from salon.platforms.terminal import terminal_for
 from tests.conftest import bot_config
 from tests.platforms.test_terminal import lines_from
 
@@ -24,8 +25,12 @@ async def chat(tmp_path: Path, provider: FakeProvider, typed: list[str], **confi
     bot = bot_config(data_dir=str(tmp_path / "data"), **config)
     app = BotApp(key="salon", config=bot, root=tmp_path, secrets=Secrets({}), provider=provider)
     async with app:
-        terminal = app.terminal(
-            lines=lines_from(queue), out=out, settled=app.agent.wait_idle, prompt="you: "
+        terminal = terminal_for(
+            app.build_context(),
+            lines=lines_from(queue),
+            out=out,
+            settled=app.agent.wait_idle,
+            prompt="you: ",
         )
         await asyncio.wait_for(app.serve(terminal.closed, [terminal]), 10)
     return out.getvalue()

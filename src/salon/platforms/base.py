@@ -202,6 +202,10 @@ class Platform(Protocol):
     def on_gap(self, listener: GapListener) -> None:
         """Tell ``listener`` whenever the platform is back after a gap (``GapListener``)."""
 
+    async def serves(self, channel: ChannelRef) -> bool:
+        """Whether this process acts in ``channel`` (fires its schedules): a sharded
+        platform's process serves the channels of its own shards."""
+
     async def pinned(self, channel: ChannelRef) -> Sequence[Message]:
         """Pinned messages, oldest first; a thread's start with its parent's."""
 
@@ -311,6 +315,10 @@ class PlatformBase(ABC):
 
     def on_gap(self, listener: GapListener) -> None:
         self._gap_listener = listener
+
+    async def serves(self, channel: ChannelRef) -> bool:
+        """One process for the whole platform: it serves every channel."""
+        return True
 
     async def gap_closed(self, since: float | None) -> None:
         """For the adapter: it is back after a gap that began at ``since``."""

@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import TextIO
 
+from salon.config import PlatformsConfig, TerminalConfig
 from salon.model import (
     Approval,
     ApprovalDecision,
@@ -29,11 +30,13 @@ from salon.model import (
     MessageEvent,
     Participant,
 )
+from salon.platforms.adapter import Adapter, BuildContext
 from salon.platforms.base import (
     YES_ANSWERS,
     Capability,
     ChatLog,
     EventSink,
+    Platform,
     PlatformBase,
     file_lines,
 )
@@ -41,7 +44,7 @@ from salon.platforms.forms import ask_in_text
 from salon.platforms.notes import TERMINAL_WORDS, NotesBook, PeoplesMemory
 from salon.printable import printable
 
-__all__ = ["Command", "TerminalPlatform", "stdin_lines"]
+__all__ = ["ADAPTER", "Command", "TerminalPlatform", "stdin_lines", "terminal_for"]
 
 Command = Callable[[ChannelRef, str], Awaitable[str]]
 """A slash command of the terminal: gets the channel and the words after it, returns text."""
@@ -350,3 +353,41 @@ class TerminalPlatform(PlatformBase):
             waited = time.monotonic() - started
             self._write(f"({self._me.name} is still waiting for the model: {waited:.0f} s)\n")
             seen = self._written
+
+
+def terminal_for(
+    context: BuildContext,
+    *,
+    lines: AsyncIterator[str] | None = None,
+    out: TextIO | None = None,
+    waiting_notice: float = WAITING_NOTICE,
+    settled: Callable[[], Awaitable[None]] | None = None,
+    prompt: str | None = None,
+) -> TerminalPlatform:
+    """The terminal of ``salon chat`` for the bot ``context`` builds (the options are
+    ``TerminalPlatform``'s)."""
+    return TerminalPlatform(
+        bot=context.bot,
+        bot_name=context.config.name,
+        user_name=context.config.platforms.terminal.user_name,
+        chat_log=context.chat_log,
+        commands={"/schedules": context.commands.schedules},
+        memory=context.memory,
+        lines=lines,
+        out=out,
+        waiting_notice=waiting_notice,
+        settled=settled,
+        prompt=prompt,
+    )
+
+
+def _section(platforms: PlatformsConfig) -> TerminalConfig:
+    return platforms.terminal
+
+
+def _build(config: TerminalConfig, context: BuildContext) -> Platform:
+    return terminal_for(context)
+
+
+# Every bot has a terminal; only ``salon chat`` opens it, for the bot's operator.
+ADAPTER = Adapter(name="terminal", section=_section, build=_build, unattended=False, operated=True)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 import discord
 from discord import app_commands
 
-from salon.model import ChannelRef, Event, Message, MessageEvent, Participant, Tag
+from salon.model import Event, Message, MessageEvent, Participant, Tag
+from salon.platforms.adapter import ActivityLink, GenerateCommand, MonitorStore, SchedulesCommand
 from salon.platforms.discord.cache import HistoryCache
 from salon.platforms.discord.channels import Channels
 from salon.platforms.discord.convert import channel_ref
@@ -28,31 +29,6 @@ from salon.platforms.notes import PeoplesMemory
 __all__ = ["ActivityLink", "Commands", "GenerateCommand", "MonitorStore", "SchedulesCommand"]
 
 logger = logging.getLogger(__name__)
-
-
-class MonitorStore(Protocol):
-    async def monitored(self, bot: str) -> set[str]: ...
-
-    async def set_monitored(self, bot: str, channel_key: str, on: bool, by: str = "") -> bool: ...
-
-
-class SchedulesCommand(Protocol):
-    """``/schedules``: lists the channel's schedules or cancels one. With ``requester``,
-    only a schedule they set (``others`` says who else may cancel one)."""
-
-    async def __call__(
-        self,
-        channel: ChannelRef,
-        words: str,
-        *,
-        requester: Participant | None = None,
-        others: str = "",
-    ) -> str: ...
-
-
-GenerateCommand = Callable[[ChannelRef, Participant, dict[str, Any]], Awaitable[str]]
-"""``/generate``: runs the image tool for who asked, in the channel; says how it went."""
-ActivityLink = Callable[[], str]  # the answer to /activity: a short-lived link, or why not
 
 
 class Commands:

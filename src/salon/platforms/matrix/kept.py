@@ -16,10 +16,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from salon.errors import PlatformError
 from salon.model import ChannelRef
+from salon.platforms.adapter import Cursors
 
 __all__ = ["ENCRYPTED_REFUSAL", "Cursors", "EncryptedRooms", "Kept"]
 
@@ -29,14 +29,6 @@ ENCRYPTED_REFUSAL = "This room is encrypted, and Salon does not read encrypted r
 _ENCRYPTED_KEPT = 1000  # encrypted rooms remembered: a bound
 _TELL_QUEUE = 1000  # encrypted rooms waiting to be told: a bound
 _TELL_TRIES = 3  # a refusal the homeserver could not take now is tried this often
-
-
-class Cursors(Protocol):
-    """Positions kept per bot by name (``SQLStore.delivery``)."""
-
-    async def cursor(self, bot: str, name: str) -> str | None: ...
-
-    async def save_cursor(self, bot: str, name: str, value: str) -> None: ...
 
 
 @dataclass
