@@ -4,7 +4,6 @@ chain marked ``[reply]``), its inline answers, and 001's own variables read as t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -62,7 +61,8 @@ async def test_bob_marks_a_recent_replied_to_message_as_reply_and_answers_inline
     (answer,) = await fake_discord.wait_bot_messages(GENERAL, 1)
     assert answer["message_reference"]["message_id"] == asked["id"]  # reply_to_trigger
     seen = _lines(llm_server.requests[0].body)
-    assert "[reply] Caz: the match is tonight" in seen  # Carol's nickname  # in the window, and in the chain
+    # Caz is Carol's nickname; her message is in the window and in the chain.
+    assert "[reply] Caz: the match is tonight" in seen
     assert "[channel] Alice: nice" in seen
     assert "[channel] Alice: @Bob when?" in seen  # what asked is no message of the chain
 
