@@ -30,7 +30,7 @@ from salon.llm import ChatMessage, LLMRequest, TextDelta
 from salon.llm._local_engine import Engine, EngineKey
 from salon.llm.deadline import DeadlineProvider
 from salon.llm.factory import build_provider
-from salon.llm.local import LocalProvider, default_model_path, usable_cpus
+from salon.llm.local import LocalProvider, default_model_path, default_threads
 from salon.llm.retry import RetryingProvider
 
 ROUNDS = 20
@@ -142,7 +142,7 @@ async def run() -> list[Figure]:
     provider = build_provider(bot, Secrets({}, {}))
     threads = bot.providers["local"].threads
     direct = llama_cpp.Llama(
-        model_path=str(path), n_ctx=CONTEXT, n_threads=threads or usable_cpus(), verbose=False
+        model_path=str(path), n_ctx=CONTEXT, n_threads=threads or default_threads(), verbose=False
     )
     salon: list[tuple[float, float, int]] = []
     plain: list[tuple[float, float, int]] = []

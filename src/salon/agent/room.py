@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
@@ -26,6 +26,7 @@ from salon.config import BotConfig, ChannelConfigs, PinnedConfig, Resolved
 from salon.context import RollState, is_visible, m_command, roll, select_context
 from salon.context.history import by_roles, expand_history
 from salon.context.records import placeholder
+from salon.context.selection import chain_first
 from salon.context.sources import shaped
 from salon.context.view import ChannelView, channel_views
 from salon.errors import PlatformError
@@ -158,7 +159,7 @@ class Room:
                 channel, visible, chosen, platform, config, view=view
             )
         with recorder.phase("history"):
-            chain = await self._reply_chain(platform, chosen, trigger, config, view)
+            chain, chosen = await self._reply_chain(platform, chosen, trigger, config, view)
             epoch = self._epoch(channel, rolled, rolling=rolling)
             linked = await self._linked(platform, activation, config, epoch)
             memory = await self.memory.block(channel, config, joint(askers), epoch=epoch)
@@ -283,26 +284,34 @@ class Room:
         trigger: Message | None,
         config: BotConfig,
         view: ChannelView | None,
-    ) -> list[Message]:
-        """Messages the trigger replies to that fell out of the window, marked as such."""
-        if trigger is None or trigger.reply_to_id is None:
-            return []
-        chosen_from = view.count - len(chosen) if view is not None else 0
-
-        def in_window(message_id: str) -> bool:
-            if view is None:
-                return any(m.id == message_id for m in chosen)
-            at = view.position(message_id)
-            return at is not None and at >= chosen_from  # the window ends the visible ones
-
-        if in_window(trigger.reply_to_id) or not platform.can(Capability.REPLIES):
-            return []
-        chain = await platform.reply_chain(trigger)
-        return [
-            replace(m, tags=m.tags | {Tag.REPLY_CHAIN})
-            for m in chain
-            if not in_window(m.id) and is_visible(m, config.visibility)
-        ]
+    ) -> tuple[list[Message], list[Message]]:
+        """The messages the trigger replies to that fell out of the window, marked as such,
+        and the window: with ``reply_chain_marks: all`` its messages of the chain are
+        marked too; with ``reply_chain_budget: shared`` the chain took the budgets first."""
+        if trigger is None or trigger.reply_to_id is None or not platform.can(Capability.REPLIES):
+            return [], chosen
+        in_window = _window_test(chosen, view)
+        mark_all = config.reply_chain_marks == "all"
+        shared = config.reply_chain_budget == "shared"
+        if in_window(trigger.reply_to_id) and not (mark_all or shared):
+            return [], chosen
+        chain = [m for m in await platform.reply_chain(trigger) if is_visible(m, config.visibility)]
+        inside = {m.id for m in chain if in_window(m.id)}
+        outside = [_in_chain(m) for m in chain if m.id not in inside]
+        if mark_all:  # the bot's own carry no mark, as in context_sources
+            me = platform.self_participant.id
+            chosen = [_in_chain(m) if m.id in inside and m.author.id != me else m for m in chosen]
+        if not shared:
+            return outside, chosen
+        return chain_first(
+            outside,
+            chosen,
+            in_chain=inside,
+            keep=trigger.id,
+            # A rolled window may hold more than the budgets: the chain then takes its places.
+            max_messages=max(config.recency_window_messages, len(chosen)),
+            max_chars=max(config.recency_window_characters, sum(len(m.text) for m in chosen)),
+        )
 
     async def _records(
         self,
@@ -346,6 +355,23 @@ async def _reads_all(
         if there.platform != platform.name or not await all_read(platform, readers, there):
             return False
     return True
+
+
+def _window_test(chosen: list[Message], view: ChannelView | None) -> Callable[[str], bool]:
+    """Whether a message id is in the window ``chosen`` (by its position in ``view``)."""
+    if view is None:
+        return lambda message_id: any(m.id == message_id for m in chosen)
+    chosen_from = view.count - len(chosen)
+
+    def in_window(message_id: str) -> bool:
+        at = view.position(message_id)
+        return at is not None and at >= chosen_from  # the window ends the visible ones
+
+    return in_window
+
+
+def _in_chain(message: Message) -> Message:
+    return replace(message, tags=message.tags | {Tag.REPLY_CHAIN})
 
 
 def _bot_chain_too_long(history: Sequence[Message], trigger: Message, config: BotConfig) -> bool:

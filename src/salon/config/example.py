@@ -41,7 +41,7 @@ providers:
     max_tokens: 256                 # cap on one answer
     # temperature: 0.2              # sampling; a bot's own temperature wins
     # repeat_penalty: 1.1           # 1 turns it off: the small model then repeats itself
-    # threads: 4                    # CPU threads (default: all it may use)
+    # threads: 4                    # CPU threads (default: all, less one on 4 or fewer)
 
 # Where the database and the log files go (relative to this directory).
 data_dir: data

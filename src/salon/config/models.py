@@ -291,6 +291,16 @@ class BotConfig(_Strict):
     context_sources: Annotated[bool, SHAPING] = Field(
         default=False, description="mark each message with [reply], [channel], [thread], [dm]"
     )
+    reply_chain_budget: Literal["extra", "shared"] = Field(
+        default="extra",
+        description="extra: the reply chain's messages older than the window come on top of "
+        "the recency budgets; shared: the chain takes the budgets first, the window the rest",
+    )
+    reply_chain_marks: Literal["outside", "all"] = Field(
+        default="outside",
+        description="which messages of the reply chain are marked as such ([reply]): those "
+        "outside the window, or all of them",
+    )
     max_bot_reply_chain_depth: int = Field(
         default=3, ge=1, description="consecutive bot messages after which bots stop answering"
     )
@@ -432,6 +442,13 @@ class BotConfig(_Strict):
             if chosen is not None and self.providers and chosen not in self.providers:
                 raise ValueError(f"{key}.provider {chosen!r} is not a key of `providers`")
         return self
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _debug_flag(cls, value: object) -> object:
+        """A flag reads as a level, so Bob Bot's ``DEBUG_LOGGING=true`` can be mapped."""
+        flag = str(value).lower() if isinstance(value, bool | str) else None
+        return {"true": "DEBUG", "false": "INFO"}.get(flag or "", value)
 
     @field_validator("timezone")
     @classmethod

@@ -96,7 +96,7 @@ class ProviderConfig(_Strict):
         default=None,
         ge=1,
         le=1024,
-        description="local: CPU threads (default: every CPU Salon may use)",
+        description="local: CPU threads (default: every CPU Salon may use, less one on 4 or fewer)",
     )
     max_tokens: int = Field(
         default=256, gt=0, le=MAX_OUTPUT_TOKENS, description="local: cap on one answer's tokens"

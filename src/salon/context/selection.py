@@ -8,14 +8,21 @@ message of every activation.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from salon.config.views import Visibility, WindowSettings
 from salon.model import Message, Tag
 
-__all__ = ["TRUNCATION_MARK", "is_visible", "m_command", "select_context", "truncated"]
+__all__ = [
+    "TRUNCATION_MARK",
+    "chain_first",
+    "is_visible",
+    "m_command",
+    "select_context",
+    "truncated",
+]
 
 TRUNCATION_MARK = " …[truncated]"
 
@@ -98,3 +105,40 @@ def truncated(message: Message, max_chars: int) -> Message:
     """``message`` cut to ``max_chars`` characters, marked as cut."""
     keep = max(max_chars - len(TRUNCATION_MARK), 0)
     return replace(message, text=message.text[:keep] + TRUNCATION_MARK)
+
+
+def chain_first(
+    chain: Sequence[Message],
+    window: Sequence[Message],
+    *,
+    in_chain: Collection[str],
+    keep: str | None,
+    max_messages: int,
+    max_chars: int,
+) -> tuple[list[Message], list[Message]]:
+    """The reply chain takes the budgets first and the window fills what is left (Bob
+    Bot's rule): ``chain`` holds the chain's messages outside the window, ``in_chain`` the
+    ids of the window's messages that are in the chain too. The message that asked
+    (``keep``) always stays; each part keeps its newest messages that fit. Both come
+    back oldest first: the chain's messages kept, the window's kept."""
+    asked = [m for m in window if m.id == keep]
+    primary = [m for m in reversed(window) if m.id in in_chain] + list(reversed(chain))
+    secondary = [m for m in reversed(window) if m.id not in in_chain and m.id != keep]
+    kept = {m.id for m in asked}
+    left = (max_messages - len(asked), max_chars - sum(len(m.text) for m in asked))
+    for part in (primary, secondary):
+        left = _fill(part, kept, left)
+    return [m for m in chain if m.id in kept], [m for m in window if m.id in kept]
+
+
+def _fill(candidates: Sequence[Message], kept: set[str], left: tuple[int, int]) -> tuple[int, int]:
+    """Add ``candidates`` to ``kept`` in order until one does not fit what is ``left``
+    (messages, characters); what is left after them."""
+    messages, chars = left
+    for message in candidates:
+        size = len(message.text)
+        if messages < 1 or size > chars:
+            break
+        kept.add(message.id)
+        messages, chars = messages - 1, chars - size
+    return messages, chars

@@ -53,8 +53,10 @@ __all__ = [
     "DEFAULT_MODEL_FILE",
     "DEFAULT_MODEL_NAME",
     "INSTALL_HINT",
+    "SMALL_MACHINE_CPUS",
     "LocalProvider",
     "default_model_path",
+    "default_threads",
     "local_problem",
     "model_file",
     "usable_cpus",
@@ -113,11 +115,23 @@ def _extra_installed() -> bool:
 
 def usable_cpus() -> int:
     """Every CPU this process may run on (llama-cpp-python's own default is half the
-    machine's, which on a small machine leaves a core idle while the answer is made)."""
+    machine's: on 8 cores, 4 of them idle while the answer is made)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on macOS
         return max(1, os.cpu_count() or 1)
+
+
+SMALL_MACHINE_CPUS = 4  # at most this many usable CPUs: the model leaves one free
+
+
+def default_threads() -> int:
+    """The model's CPU threads when ``threads`` is unset: every usable CPU, less one on a
+    machine of ``SMALL_MACHINE_CPUS`` or fewer. On two loaded cores, two threads stalled
+    whenever another process took a core (their barriers wait on the slowest thread); one
+    thread kept a steady pace (docs/CONFIGURATION.md, local)."""
+    cpus = usable_cpus()
+    return cpus - 1 if 1 < cpus <= SMALL_MACHINE_CPUS else cpus
 
 
 def _load_llama(path: Path, config: ProviderConfig, name: str) -> Any:
@@ -133,7 +147,7 @@ def _load_llama(path: Path, config: ProviderConfig, name: str) -> Any:
         return llama_cpp.Llama(
             model_path=str(path),
             n_ctx=config.context_length,
-            n_threads=config.threads or usable_cpus(),
+            n_threads=config.threads or default_threads(),
             verbose=False,
         )
     except (ValueError, OSError, RuntimeError) as exc:
