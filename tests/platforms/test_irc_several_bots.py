@@ -105,13 +105,16 @@ async def test_a_line_addressed_to_one_bot_is_its_alone(
     ircd: IrcServer, alice: Human, tmp_path: Path, serve_app: ServeApp
 ) -> None:
     apps = await three_bots(ircd, tmp_path, serve_app)
+    first, last = room_lines(2)
     start = len(alice.lines)
-    await alice.say("#salon", "Muse: what do you think?")
+    await alice.say("#salon", first)  # each bot has seen a line: the others know its nick
     await settle(alice, apps, 1, after=start)
-    # The server relayed Muse's answer to the others before this line: had one of them
-    # taken it for a person's, its answer would be a third line.
-    await alice.say("#salon", room_lines(1)[0])
+    await alice.say("#salon", "Muse: what do you think?")
     await settle(alice, apps, 2, after=start)
+    # The server relayed Muse's answer to the others before this line: had one of them
+    # taken it for a person's, its answer would be one line too many.
+    await alice.say("#salon", last)
+    await settle(alice, apps, 3, after=start)
     said = speakers(alice, start)
-    assert len(said) == 2, said
-    assert said[0] == "Muse"
+    assert len(said) == 3, said
+    assert said[1] == "Muse"
