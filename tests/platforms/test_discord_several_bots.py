@@ -1,10 +1,13 @@
 """Three bots of one deployment in a monitored channel, sharing one store: a message
 nobody addressed is answered by one of them, never piled on; one addressed to a bot is
-that bot's; the others' traces say who answered. The unaddressed lines are from a real
-room (#ubuntu, irc-disentanglement corpus, Kummerfeld et al. 2019, CC BY 4.0)."""
+that bot's; the others' traces say who answered; a bot of another deployment is a bot, in
+no room's order, and a run of bot messages is cut whichever bots wrote it. The unaddressed
+lines are from a real room (#ubuntu, irc-disentanglement corpus, Kummerfeld et al. 2019,
+CC BY 4.0)."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -39,7 +42,12 @@ def room_lines(count: int) -> list[str]:
 
 
 async def three_bots(
-    fake: DiscordServer, start_bot: Start, tmp_path: Path, **room: Any
+    fake: DiscordServer,
+    start_bot: Start,
+    tmp_path: Path,
+    *,
+    allow_bot_interactions: bool = False,
+    **room: Any,
 ) -> dict[str, tuple[BotApp, FakeProvider]]:
     started = {}
     shared = f"sqlite:///{tmp_path / 'shared.db'}"
@@ -57,6 +65,7 @@ async def three_bots(
             database_url=shared,
             discord={"monitored_channels": [GENERAL]},
             room=room,
+            allow_bot_interactions=allow_bot_interactions,
         )
         started[key] = (app, provider)
     return started
@@ -155,3 +164,58 @@ async def test_the_rooms_one_decision_costs_one_call_and_picks_who_speaks(
     assert sum(p.decisions for p in providers.values()) == len(lines)  # one call a message
     system = next(r.system for p in providers.values() for r in p.requests if r.system)
     assert "Sage, for the tests" in system
+
+
+async def test_a_bot_of_another_deployment_is_a_bot_not_one_of_the_room(
+    fake_discord: DiscordServer, start_bot: Start, tmp_path: Path
+) -> None:
+    """Echo (another runtime: no Salon bot of this store) posts in the monitored channel."""
+    bots = await three_bots(fake_discord, start_bot, tmp_path, stagger=0.05)
+    echo = FakeUser("499", "Echo", bot=True)
+    fake_discord.people.append(echo)
+    await fake_discord.post(GENERAL, echo, "Echo here: the build is green.")
+    await fake_discord.post(GENERAL, fake_discord.user("Alice"), room_lines(1)[0])
+    await wait_until(
+        fake_discord, lambda: len(answers(fake_discord)) >= 2
+    )  # Echo's, Alice's answer
+    for app, _ in bots.values():
+        await app.agent.wait_idle()
+    assert len(answers(fake_discord)) == 2  # allow_bot_interactions is off: Echo's unanswered
+    asked = [r for _, provider in bots.values() for r in provider.requests]
+    assert len(asked) == 1
+    app, _ = bots["salon"]
+    present = await app.store.rooms.present(f"discord:{GENERAL}", since=0)
+    assert set(present) == set(BOTS)  # Echo is in no order
+
+
+async def test_a_run_of_bot_messages_is_cut_across_all_the_bots(
+    fake_discord: DiscordServer, start_bot: Start, tmp_path: Path
+) -> None:
+    """Bots answering bots (``allow_bot_interactions``): Echo, then the room's bots in
+    turns, until the run is ``max_bot_reply_chain_depth`` (3) long: then 🔁, no answer."""
+    bots = await three_bots(
+        fake_discord, start_bot, tmp_path, stagger=0.05, allow_bot_interactions=True
+    )
+    echo = FakeUser("499", "Echo", bot=True)
+    fake_discord.people.append(echo)
+
+    def loops() -> int:
+        return sum(
+            any(r["emoji"]["name"] == "\U0001f501" for r in m.get("reactions", []))
+            for m in fake_discord.channels[GENERAL]
+        )
+
+    room = {name for _, name in BOTS.values()}
+    channel = fake_discord.channels[GENERAL]
+    for run, person in enumerate([echo, fake_discord.user("Alice")], 1):
+        start = len(channel)
+        await fake_discord.post(GENERAL, person, room_lines(run)[-1])
+        await wait_until(fake_discord, lambda n=run: loops() >= n)
+        for app, _ in bots.values():
+            await app.agent.wait_idle()
+        authors = [m["author"]["username"] for m in channel[start + 1 :]]
+        # Echo's message counts in its run; a person's starts a new one.
+        assert len(authors) == (2 if person is echo else 3), authors
+        assert set(authors) <= room
+        assert all(a != b for a, b in itertools.pairwise(authors))
+        assert [r["emoji"]["name"] for r in channel[-1]["reactions"]] == ["\U0001f501"]

@@ -4,6 +4,7 @@ once; a claim left unfinished past its time is taken over; standings count turns
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -54,3 +55,24 @@ async def test_an_expired_claim_is_taken_over(stores: list[SQLStore]) -> None:
     assert await stores[1].rooms.claim("discord:10", "m3", "muse", slots=1, ttl=60) == 0
     (holder,) = await rooms.holders("discord:10", "m3")
     assert holder.bot == "muse"
+
+
+async def test_a_line_known_by_its_content_has_one_key_for_every_bot(
+    stores: list[SQLStore],
+) -> None:
+    """IRC: each bot makes up its own id for a line; its content and time key its turn."""
+    first = await stores[0].rooms.line_key("irc:#salon", "d1", since=0)
+    assert first == "d1:1"
+    assert await stores[0].rooms.claim("irc:#salon", first, "salon", slots=1, ttl=60) == 0
+    seen_later = await stores[1].rooms.line_key("irc:#salon", "d1", since=time.time() - 5)
+    assert seen_later == first  # the same line, seen by another bot
+    said_again = await stores[1].rooms.line_key("irc:#salon", "d1", since=time.time() + 1)
+    assert said_again == "d1:2"  # a line alike, said after that turn was taken
+
+
+async def test_the_rooms_bots_say_who_they_are_on_a_platform(stores: list[SQLStore]) -> None:
+    await stores[0].rooms.save_self("salon", "irc", "irc:salon", "Salon")
+    await stores[1].rooms.save_self("muse", "irc", "irc:muse_", "Muse_")
+    await stores[1].rooms.save_self("muse", "irc", "irc:muse", "Muse")  # its nick came back
+    assert await stores[2].rooms.selves("irc") == {"irc:salon": "Salon", "irc:muse": "Muse"}
+    assert await stores[2].rooms.selves("matrix") == {}

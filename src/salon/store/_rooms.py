@@ -25,6 +25,7 @@ _KEEP_SECONDS = 86_400.0  # turns older than a day are deleted
 _PRUNE_EVERY = 500  # claims between two prunings
 _DECIDER = -1  # the slot of the room's one decision about a message
 _PROFILE = "room.profile"  # a bot's name and description, among the delivery cursors
+_SELF = "room.self:"  # + platform: who the bot is there, among the delivery cursors
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +104,23 @@ class RoomPart(Part):
                 return None
         await self._prune_now_and_then()
         return slot
+
+    async def line_key(self, channel: str, digest: str, *, since: float) -> str:
+        """The turn key of a line known by its content (``digest``: IRC's ids are each
+        bot's own): the newest key of lines alike when a bot took it since ``since`` (it
+        is this line, seen by another bot), else the next."""
+        query = (
+            "SELECT message_id, max(claimed_at) FROM room_turns WHERE channel = :channel"
+            " AND message_id LIKE :prefix GROUP BY message_id"
+        )
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, {"channel": channel, "prefix": f"{digest}:%"})
+        newest, at = 0, 0.0
+        for row in rows:
+            number = int(str(row[0]).rpartition(":")[2])
+            if number > newest:
+                newest, at = number, float(row[1])
+        return f"{digest}:{newest if newest and at >= since else newest + 1}"
 
     async def finish(self, channel: str, message_id: str, slot: int) -> None:
         statement = (
@@ -198,6 +216,27 @@ class RoomPart(Part):
             name, _, description = str(row[1]).partition("\t")
             found[str(row[0])] = (name, description)
         return found
+
+    # -- who the room's bots are on each platform ---------------------------------------------
+
+    async def save_self(self, bot: str, platform: str, participant_id: str, name: str) -> None:
+        """Who ``bot`` is on ``platform``, for platforms that do not mark bots (IRC)."""
+        columns = ("bot", "name", "value", "updated_at")
+        statement = upsert("delivery_cursors", columns, ["bot", "name"])
+        params = {
+            "bot": bot,
+            "name": _SELF + platform,
+            "value": f"{participant_id}\t{name}",
+            "updated_at": time.time(),
+        }
+        await execute(self.db, statement, params)
+
+    async def selves(self, platform: str) -> dict[str, str]:
+        """Participant id -> name of every bot of this store on ``platform``."""
+        query = "SELECT value FROM delivery_cursors WHERE name = :name"
+        async with self.db.connect() as conn:
+            rows = await conn.fetch(query, {"name": _SELF + platform})
+        return dict(str(row[0]).split("\t", 1) for row in rows if "\t" in str(row[0]))
 
     async def _prune_now_and_then(self) -> None:
         self._claims += 1

@@ -150,6 +150,7 @@ class Pipeline:
         if self.turns is None:
             return None
         activation, me = attempt.activation, attempt.platform.self_participant
+        await self.turns.arrive(activation.channel.platform, me)
         message = unaddressed(activation, me, attempt.config)
         if message is None:
             return None

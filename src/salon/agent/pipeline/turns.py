@@ -10,6 +10,9 @@ the fewest turns today, or none), waits ``room.stagger`` seconds per place ahead
 then takes a slot of the message's turn in the store (``salon.store._rooms``): atomic, so
 two processes never both get one. A bot that finds every slot taken yields, and its trace
 says who answered. A message that mentions another bot is that bot's: the others pass.
+IRC marks no bot and gives a line no id the bots share: there each bot says in the store
+who it is (``Turns.arrive``), so a line one of them wrote is none of the others' turn and a
+line that names one of them is that bot's; a line's turn is known by its author and text.
 
 A turn is done when its answer ends. One a crash left claimed expires after
 ``room.claim_ttl``; a bot that yielded looks again then and takes it over.
@@ -18,6 +21,7 @@ A turn is done when its answer ends. One a crash left claimed expires after
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import re
 import time
@@ -37,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 _WATCHING = 256  # yielded turns watched for a crashed holder, at most
 _DECISION_POLL = 0.05  # seconds between looks for the room's decision made elsewhere
+_UNMARKED = frozenset({"irc"})  # platforms that neither mark bots nor share message ids
+_LAG = 5.0  # seconds one bot may see a line after another took its turn (IRC)
 
 
 class Standing(Protocol):
@@ -80,6 +86,12 @@ class TurnBook(Protocol):
 
     async def profiles(self, bots: Sequence[str]) -> Mapping[str, tuple[str, str]]: ...
 
+    async def save_self(self, bot: str, platform: str, participant_id: str, name: str) -> None: ...
+
+    async def selves(self, platform: str) -> Mapping[str, str]: ...
+
+    async def line_key(self, channel: str, digest: str, *, since: float) -> str: ...
+
 
 Ask = Callable[[Mapping[str, tuple[str, str]]], Awaitable[str | None]]
 """The room's one decision: given the bots present (key -> name, description), the key of
@@ -97,6 +109,12 @@ class Taken:
 
 def _names(text: str, name: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE) is not None
+
+
+def _nick_in(text: str, nick: str) -> bool:
+    """IRC's addressing: the nick as a word of its own (nicks may hold []\\`^{}|-)."""
+    edge = r"[\w\[\]\\`^{}|-]"
+    return re.search(rf"(?<!{edge}){re.escape(nick)}(?!{edge})", text, re.IGNORECASE) is not None
 
 
 def unaddressed(activation: Activation, me: Participant, config: BotConfig) -> Message | None:
@@ -142,6 +160,15 @@ class Turns:
         self._watching: set[asyncio.Task[None]] = set()
         self.decided = ""  # who made the last room decision this bot read (for its trace)
         self._profiled: set[str] = set()  # its name and description are in the store
+        self._selves: dict[str, str] = {}  # platform -> who it said it is there
+
+    async def arrive(self, platform: str, me: Participant) -> None:
+        """Say in the store who this bot is on ``platform`` (again after a nick change),
+        before it answers anything: where the platform does not mark bots (IRC), the
+        others know its lines by it."""
+        if platform in _UNMARKED and self._selves.get(platform) != me.id:
+            await self.book.save_self(self.bot, platform, me.id, me.name)
+            self._selves[platform] = me.id
 
     async def take(
         self,
@@ -154,17 +181,18 @@ class Turns:
         """This bot's turn at ``message``, or the bots that took it instead (it yields).
         The turn is taken even by a bot that sees no other in the channel: another may be
         starting now, and the claim is what keeps two from answering."""
-        named = [p.name for p in message.mentions if p.is_bot and p.id != me.id]
-        if named:
-            return named  # it asked another bot: that one answers
+        others = await self._others(activation.channel.platform, message, me)
+        if others:
+            return others
         channel = activation.channel.key
+        key = await self._key(channel, message)
         answered = dict(await self.book.present(channel, since=time.time() - config.present_within))
         answered.setdefault(self.bot, 0.0)
         if config.shared_decision and ask is not None:
             if self.bot not in self._profiled:
                 await self.book.save_profile(self.bot, me.name, config.description)
                 self._profiled.add(self.bot)
-            chosen = await self._decided(channel, message, config, answered, ask)
+            chosen = await self._decided(channel, key, config, answered, ask)
             if chosen is not None and chosen != self.bot:
                 return [chosen or "nobody (the room's decision)"]
             if chosen == self.bot:
@@ -177,38 +205,60 @@ class Turns:
         if place and config.stagger:
             await asyncio.sleep(place * config.stagger)  # those ahead take it first
         slot = await self.book.claim(
-            channel, message.id, self.bot, slots=config.max_answers, ttl=config.claim_ttl
+            channel, key, self.bot, slots=config.max_answers, ttl=config.claim_ttl
         )
         if slot is not None:
-            return Taken(channel, message.id, slot)
-        holders = await self.book.holders(channel, message.id)
-        self._watch(activation, message, config)
+            return Taken(channel, key, slot)
+        holders = await self.book.holders(channel, key)
+        self._watch(activation, message, key, config)
         return [h.bot for h in holders] or ["another bot"]
+
+    async def _others(self, platform: str, message: Message, me: Participant) -> list[str]:
+        """The bots ``message`` asked instead (they answer it), or why it is no person's
+        (a bot of the room wrote it, where the platform does not mark bots); [] if neither."""
+        named = [p.name for p in message.mentions if p.is_bot and p.id != me.id]
+        if named or platform not in _UNMARKED:
+            return named
+        selves = await self.book.selves(platform)
+        if message.author.id in selves:
+            return [f"nobody ({message.author.name}, a bot of this room, wrote it)"]
+        return [n for i, n in selves.items() if i != me.id and _nick_in(message.text, n)]
+
+    async def _key(self, channel: str, message: Message) -> str:
+        """What the bots of the room call ``message`` in the store: its id, where the
+        platform's ids are everyone's; on IRC, where each bot makes up its own, its author
+        and text, numbered apart from a line alike said earlier."""
+        if message.channel.platform not in _UNMARKED:
+            return message.id
+        said = f"{message.author.id}\n{message.text}".encode()
+        digest = hashlib.sha256(said).hexdigest()[:32]
+        since = message.created_at.timestamp() - _LAG
+        return await self.book.line_key(channel, digest, since=since)
 
     async def _decided(
         self,
         channel: str,
-        message: Message,
+        key: str,
         config: RoomConfig,
         present: Mapping[str, float],
         ask: Ask,
     ) -> str | None:
-        """The room's decision about ``message``: made here by the first bot to get there
-        (one call), read from the store by the others. None: no decision in time (the
-        turn then goes by the room's order)."""
-        if await self.book.decide(channel, message.id, self.bot, ttl=config.claim_ttl):
+        """The room's decision about the message ``key``: made here by the first bot to
+        get there (one call), read from the store by the others. None: no decision in time
+        (the turn then goes by the room's order)."""
+        if await self.book.decide(channel, key, self.bot, ttl=config.claim_ttl):
             chosen = await ask(await self.book.profiles(sorted(present)))
-            await self.book.set_decision(channel, message.id, chosen or "")
+            await self.book.set_decision(channel, key, chosen or "")
             self.decided = self.bot
             return chosen or ""
         deadline = time.monotonic() + config.decision_wait
         while time.monotonic() < deadline:  # another process decides: its row tells
-            found = await self.book.decision(channel, message.id)
+            found = await self.book.decision(channel, key)
             if found is not None:
                 self.decided = found[0]
                 return found[1]
             await asyncio.sleep(_DECISION_POLL)
-        logger.warning("no room decision about %s in time; the room's order decides", message.id)
+        logger.warning("no room decision about %s in time; the room's order decides", key)
         return None
 
     async def finish(self, taken: Taken) -> None:
@@ -217,20 +267,22 @@ class Turns:
         except Exception:  # the claim expires instead: another bot may answer again
             logger.exception("could not mark the turn at %s done", taken.message_id)
 
-    def _watch(self, activation: Activation, message: Message, config: RoomConfig) -> None:
+    def _watch(
+        self, activation: Activation, message: Message, key: str, config: RoomConfig
+    ) -> None:
         """When the claim expires undone (its holder crashed), the message comes back."""
         if len(self._watching) >= _WATCHING:
             return
-        task = asyncio.create_task(self._look_again(activation, message, config))
+        task = asyncio.create_task(self._look_again(activation, message, key, config))
         self._watching.add(task)
         task.add_done_callback(self._watching.discard)
 
     async def _look_again(
-        self, activation: Activation, message: Message, config: RoomConfig
+        self, activation: Activation, message: Message, key: str, config: RoomConfig
     ) -> None:
         await asyncio.sleep(config.claim_ttl + config.stagger)
         try:
-            holders = await self.book.holders(activation.channel.key, message.id)
+            holders = await self.book.holders(activation.channel.key, key)
             if any(h.expired for h in holders):
                 logger.info("the turn at %s was left unfinished; trying it again", message.id)
                 await self._resubmit(MessageEvent(message, owed=True))
