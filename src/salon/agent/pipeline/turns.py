@@ -247,7 +247,12 @@ class Turns:
         get there (one call), read from the store by the others. None: no decision in time
         (the turn then goes by the room's order)."""
         if await self.book.decide(channel, key, self.bot, ttl=config.claim_ttl):
-            chosen = await ask(await self.book.profiles(sorted(present)))
+            # Every bot present is a candidate: one that has not said what it is for yet is
+            # listed by its key (else a model naming it would leave the line unanswered).
+            bots = dict(await self.book.profiles(sorted(present)))
+            for bot in present:
+                bots.setdefault(bot, (bot, ""))
+            chosen = await ask(bots)
             await self.book.set_decision(channel, key, chosen or "")
             self.decided = self.bot
             return chosen or ""
