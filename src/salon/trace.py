@@ -7,10 +7,11 @@ compressed JSON. Every text in a trace has passed the redactor before it is stor
 
 The cache diagnosis compares each call's request with the previous call in the same
 channel: ``Divergence`` says where their prefixes first differ and, where Salon knows it,
-why (a roll, a config change, a memory or linked block change, an edited or deleted
-message, a tool-list change, a model change, the old model's thoughts dropped on one).
-The expected read share is the part of the request the provider could have read from its
-cache; the billed one is what it reported.
+why (a roll, a config change, a memory or linked block change, an edited, deleted or
+inserted message, a past tool call sent otherwise, a tool-list change, a model change, the
+old model's thoughts dropped on one). The expected read share is the part of the request
+the provider could have read from its cache (none below its minimum cacheable prompt); the
+billed one is what it reported. A call billed well below it names why (``MISS_CAUSES``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Literal
 __all__ = [
     "ACTIVATION",
     "CAUSES",
+    "MISS_CAUSES",
     "MONEY_FLOOR",
     "OUTCOMES",
     "BotHealth",
@@ -48,6 +50,9 @@ CallKind = Literal["answer", "plan", "retry", "evaluate", "gate", "digest"]
 Outcome = Literal["answered", "error", "cancelled", "stopped"]
 OUTCOMES: tuple[Outcome, ...] = ("answered", "error", "cancelled", "stopped")
 
+# A call billed well below its expected read share though its prompt kept the prefix:
+# the cache's lifetime passed, or Salon cannot tell (the divergence's detail says what differed).
+MISS_CAUSES: tuple[str, ...] = ("expired", "unexplained")
 CAUSES: tuple[str, ...] = (
     "first call",
     "roll",
@@ -56,11 +61,14 @@ CAUSES: tuple[str, ...] = (
     "linked change",  # the linked channels' block
     "edited message",
     "deleted message",
+    "inserted message",  # a message placed among those the previous call sent
+    "tool call changed",  # a past tool call sent otherwise than before, or left out
     "tool-list change",
     "model change",
     "thinking dropped",  # a model change, and the old model's thoughts were left out
     "new messages",
     "unknown",
+    *MISS_CAUSES,
 )
 
 
@@ -68,9 +76,10 @@ CAUSES: tuple[str, ...] = (
 class Divergence:
     """Where a call's request first differs from the previous call in its channel."""
 
-    index: int  # position in the context's messages (0 = the oldest); -1: before them
-    message_id: str | None
+    index: int  # position among the context's messages and past tool calls; -1: before them
+    message_id: str | None  # a message's id, or a past tool call's (its record's)
     cause: str  # one of CAUSES
+    detail: str = ""  # for a call billed below its expected read share: why, what differed
 
 
 @dataclass(slots=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from salon.agent.recording.traces import CacheDiagnosis, _fingerprint
+from salon.agent.recording.diagnosis import CacheDiagnosis, _fingerprint
 from salon.llm import LLMRequest, ProviderTraits
 from salon.model import ChannelRef, Message, Participant
 from salon.trace import CallTrace

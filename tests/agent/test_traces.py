@@ -177,7 +177,12 @@ async def test_a_cache_break_names_its_cause_and_the_read_shares_sit_side_by_sid
     assert second.read_share == pytest.approx(second.expected_read_share, abs=0.1)
     assert third.cache_break == "edited message"
     divergence = bodies[0]["calls"][0]["divergence"]
-    assert divergence == {"index": 3, "message_id": old.id, "cause": "edited message"}
+    assert divergence == {
+        "index": 3,
+        "message_id": old.id,
+        "cause": "edited message",
+        "detail": "",
+    }
     assert third.expected_read_share is not None
     assert third.expected_read_share < 0.2  # almost all of it had to be written again
     # The second call's write past the edit was never read: the third call shows it wasted.

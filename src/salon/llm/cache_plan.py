@@ -33,7 +33,16 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["MIN_GAPS", "CachePlan", "WriteWatch", "anthropic_min_prefix", "plan_ttls"]
+__all__ = [
+    "MIN_GAPS",
+    "OPENAI_MIN_PREFIX",
+    "CachePlan",
+    "WriteWatch",
+    "anthropic_min_prefix",
+    "gemini_min_prefix",
+    "min_cacheable",
+    "plan_ttls",
+]
 
 MIN_GAPS = 3
 READ = 0.1
@@ -57,6 +66,30 @@ def anthropic_min_prefix(model: str) -> int:
         if pattern.search(model):
             return tokens
     return 1024
+
+
+# OpenAI caches prompts of 1 024 tokens or more
+# (developers.openai.com/api/docs/guides/prompt-caching).
+OPENAI_MIN_PREFIX = 1024
+
+
+def gemini_min_prefix(model: str) -> int:
+    """The fewest tokens Gemini's implicit cache takes (ai.google.dev/gemini-api/docs/caching):
+    2 048 on Gemini 2.5 models, 4 096 on Gemini 3 and later."""
+    return 2048 if "2.5" in model or "2-5" in model else 4096
+
+
+def min_cacheable(kind: str, model: str, override: int | None = None) -> int:
+    """The fewest prompt tokens a provider of type ``kind`` (``ProviderConfig.type``)
+    caches for ``model``; ``override``: the provider's ``cache_min_tokens``. 0 where no
+    minimum is documented (a local model)."""
+    if kind in ("anthropic", "bedrock"):
+        return anthropic_min_prefix(model) if override is None else override
+    if kind == "openai":
+        return OPENAI_MIN_PREFIX
+    if kind == "google":
+        return gemini_min_prefix(model)
+    return 0
 
 
 @dataclass(frozen=True, slots=True)

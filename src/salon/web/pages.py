@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
-from salon.trace import TraceSummary, money
+from salon.trace import MISS_CAUSES, TraceSummary, money
 from salon.web.memory import memory_events
 from salon.web.silence import silence_words
 
@@ -30,7 +30,13 @@ CAUSE_WORDS = {
     "thinking dropped": "another model answered, and the previous model's thoughts were left out",
     "linked change": "the block of linked channels changed",
     "memory change": "the notes recalled into the prompt changed",
+    "inserted message": "a message was placed among those already in the prompt",
+    "tool call changed": "a past tool call is sent otherwise than before, or was left out",
     "unknown": "the prompt changed before its end, for a reason Salon cannot tell",
+    "expired": "the prompt was unchanged, but longer passed since the previous call than "
+    "the provider keeps its cache",
+    "unexplained": "the prompt was unchanged as far as Salon tells, yet the provider read "
+    "less than expected (the trace says what differed)",
 }
 MISS_WORDS = (
     "the provider read less than expected: the prompt's start was not in its cache"
@@ -96,7 +102,8 @@ def _cache_note(t: TraceSummary) -> str:
     """Why this activation read less from the cache than it could, in words."""
     if t.cache_break:
         words = CAUSE_WORDS.get(t.cache_break, CAUSE_WORDS["unknown"])
-        return f'<span class="break">cache break: {escape(t.cache_break)}: {words}</span>'
+        what = "cache miss" if t.cache_break in MISS_CAUSES else "cache break"
+        return f'<span class="break">{what}: {escape(t.cache_break)}: {words}</span>'
     if _missed(t):
         return f'<span class="break">cache miss: {MISS_WORDS}</span>'
     return ""
@@ -234,7 +241,9 @@ def _divergence(call: dict[str, Any]) -> str:
     cause = escape(str(found.get("cause", "")))
     if found.get("cause") in QUIET_CAUSES:
         return f'<p class="prefix">prefix kept: {cause}{where}</p>'
-    return f'<p class="cache-break">cache break: {cause}{where}{which}</p>'
+    what = "cache miss" if found.get("cause") in MISS_CAUSES else "cache break"
+    detail = f" · {escape(str(found['detail']))}" if found.get("detail") else ""
+    return f'<p class="cache-break">{what}: {cause}{where}{which}{detail}</p>'
 
 
 def _cache_ttls(call: dict[str, Any]) -> str:
