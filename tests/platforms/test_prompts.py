@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from salon.model import Approval, ApprovalDecision, ApprovalRequest, ChannelRef, Participant
 from salon.platforms.prompts import (
@@ -11,7 +12,6 @@ from salon.platforms.prompts import (
     OpenPrompt,
     PromptBook,
     PromptView,
-    closing,
 )
 
 CHANNEL = ChannelRef("test", "room")
@@ -31,7 +31,7 @@ class Board(PromptView[str]):
         return self.key
 
     async def close(self, key: str, prompt: OpenPrompt, decision: ApprovalDecision) -> None:
-        self.closed.append(closing(decision))
+        self.closed.append(prompt.closing)
 
 
 def request(**overrides: object) -> ApprovalRequest:
@@ -126,3 +126,16 @@ async def test_answers_are_taken_from_when_the_prompt_is_opened() -> None:
 
     decision = await book.ask(CHANNEL, request(), Quick())
     assert decision == ApprovalDecision(Approval.CANCELLED, by="alice")
+
+
+async def test_an_ask_given_up_leaves_no_prompt_open() -> None:
+    book: PromptBook[str] = PromptBook()
+    board = Board()
+    asking = asyncio.create_task(book.ask(CHANNEL, request(), board))
+    prompt = await opened(book)
+    asking.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asking
+    assert book.open == 0
+    assert book.answer(prompt, Answerer("alice", requester=True), approve=True) == NO_LONGER_OPEN
+    assert board.closed == []  # nobody is told the prompt closed: the ask was given up

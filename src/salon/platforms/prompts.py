@@ -17,19 +17,11 @@ from typing import Generic, TypeVar
 
 from salon.model import Approval, ApprovalDecision, ApprovalRequest, ChannelRef
 
-__all__ = ["NO_LONGER_OPEN", "Answerer", "OpenPrompt", "PromptBook", "PromptView", "closing"]
+__all__ = ["NO_LONGER_OPEN", "Answerer", "OpenPrompt", "PromptBook", "PromptView"]
 
 K = TypeVar("K")
 
 NO_LONGER_OPEN = "This question is no longer open."
-
-
-def closing(decision: ApprovalDecision) -> str:
-    """The line that closes an answered or expired prompt."""
-    return {
-        Approval.APPROVED: f"Approved by {decision.by}.",
-        Approval.CANCELLED: f"Cancelled by {decision.by}.",
-    }.get(decision.answer, "No answer in time.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +50,15 @@ class OpenPrompt:
     def decided(self) -> bool:
         return self.answer.done()
 
+    @property
+    def closing(self) -> str:
+        """The line that closes the prompt, once decided: by whom, or that nobody did."""
+        decision = self.answer.result()
+        return {
+            Approval.APPROVED: f"Approved by {decision.by}.",
+            Approval.CANCELLED: f"Cancelled by {decision.by}.",
+        }.get(decision.answer, "No answer in time.")
+
 
 class PromptView(Generic[K]):
     """One platform's way of showing a prompt, for one ``PromptBook.ask``. The book calls
@@ -73,7 +74,8 @@ class PromptView(Generic[K]):
         request); nothing by default."""
 
     async def close(self, key: K, prompt: OpenPrompt, decision: ApprovalDecision) -> None:
-        """Mark the prompt answered or expired (``closing``); nothing by default."""
+        """Mark the prompt answered or expired (``OpenPrompt.closing``); nothing by
+        default."""
 
 
 class PromptBook(Generic[K]):
@@ -106,13 +108,15 @@ class PromptBook(Generic[K]):
         try:
             await view.opened(key, prompt)
             async with asyncio.timeout(request.timeout):
-                decision = await prompt.answer
+                decision = await asyncio.shield(prompt.answer)
         except TimeoutError:
-            decision = ApprovalDecision(Approval.TIMEOUT)
+            if not prompt.decided:
+                prompt.answer.set_result(ApprovalDecision(Approval.TIMEOUT))
+            decision = prompt.answer.result()
         finally:
             if self._open.get(key) is prompt:
                 del self._open[key]
-            prompt.answer.cancel()  # a late answer finds it decided
+            prompt.answer.cancel()  # an ask given up: a late answer finds it decided
         await view.close(key, prompt, decision)
         return decision
 

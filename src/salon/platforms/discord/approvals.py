@@ -21,14 +21,7 @@ from salon.platforms.discord.permissions import SEND
 from salon.platforms.discord.refusals import NETWORK_ERRORS, translated, where
 from salon.platforms.discord.sending import new_nonce
 from salon.platforms.discord.views import ButtonPrompt
-from salon.platforms.prompts import (
-    NO_LONGER_OPEN,
-    Answerer,
-    OpenPrompt,
-    PromptBook,
-    PromptView,
-    closing,
-)
+from salon.platforms.prompts import NO_LONGER_OPEN, Answerer, OpenPrompt, PromptBook, PromptView
 
 __all__ = ["Approvals"]
 
@@ -59,11 +52,6 @@ class Approvals:
         self._operator = operator
         self._book: PromptBook[str] = PromptBook()
         self._ids = itertools.count(1)
-
-    @property
-    def open(self) -> int:
-        """Prompts open and clickable."""
-        return self._book.open
 
     async def ask(self, channel: ChannelRef, request: ApprovalRequest) -> ApprovalDecision:
         return await self._book.ask(channel, request, _Buttons(self, f"p{next(self._ids)}"))
@@ -97,7 +85,7 @@ class Approvals:
             await interaction.response.send_message(said, ephemeral=True)
             return
         asked = interaction.message.content if interaction.message else ""
-        content = f"{asked}\n{closing(prompt.answer.result())}".strip()
+        content = f"{asked}\n{prompt.closing}".strip()
         await interaction.response.edit_message(content=content, view=None)
 
     async def wait_open(self, count: int = 1) -> None:
@@ -131,6 +119,6 @@ class _Buttons(PromptView[str]):
         if decision.answer is not Approval.TIMEOUT or self._asked is None:
             return  # an answer edited the prompt as it was given
         try:
-            await self._asked.edit(content=f"{self._text}\n{closing(decision)}", view=None)
+            await self._asked.edit(content=f"{self._text}\n{prompt.closing}", view=None)
         except (discord.DiscordException, *NETWORK_ERRORS) as exc:
             logger.warning("Discord: could not close an unanswered approval prompt: %s", exc)

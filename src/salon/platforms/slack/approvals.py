@@ -18,14 +18,7 @@ from typing import Any
 
 from salon.errors import PlatformError
 from salon.model import ApprovalDecision, ApprovalRequest, ChannelRef, Participant
-from salon.platforms.prompts import (
-    NO_LONGER_OPEN,
-    Answerer,
-    OpenPrompt,
-    PromptBook,
-    PromptView,
-    closing,
-)
+from salon.platforms.prompts import NO_LONGER_OPEN, Answerer, OpenPrompt, PromptBook, PromptView
 from salon.platforms.slack.people import thread_of
 from salon.platforms.slack.sending import Sender
 from salon.platforms.slack.text import escape, fit
@@ -83,7 +76,7 @@ class _Buttons(PromptView[str]):
             logger.warning("Slack: could not show the whole of an approval request: %s", exc)
 
     async def close(self, key: str, prompt: OpenPrompt, decision: ApprovalDecision) -> None:
-        line = f"{self._text}\n{closing(decision)}"
+        line = f"{self._text}\n{prompt.closing}"
         try:
             await self._sender.update(prompt.channel, self._ts, line, blocks=[_section(line)])
         except PlatformError as exc:
@@ -97,10 +90,6 @@ class Approvals:
         self._sender = sender
         self._book: PromptBook[str] = PromptBook()
         self._ids = itertools.count(1)
-
-    @property
-    def open(self) -> int:
-        return self._book.open
 
     async def ask(self, channel: ChannelRef, request: ApprovalRequest) -> ApprovalDecision:
         view = _Buttons(self._bot_name, self._sender, f"p{next(self._ids)}")
