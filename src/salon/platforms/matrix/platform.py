@@ -157,7 +157,7 @@ class MatrixPlatform(PlatformBase):
             self._names,
             self._me,
             reply_depth=self.config.reply_chain_max_depth,
-            max_images=self.config.max_images if self.config.include_images else 0,
+            max_images=self.config.image_budget,
             max_image_bytes=self.config.max_image_bytes,
         )
         self._uploads = Uploader(server)
