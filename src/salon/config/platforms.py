@@ -1,4 +1,4 @@
-"""Platforms: the terminal, IRC, Discord and Matrix (``platforms:``)."""
+"""Platforms: the terminal, IRC, Discord, Matrix and Slack (``platforms:``)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from salon.config._common import (
 __all__ = [
     "DiscordConfig",
     "DiscordMentions",
+    "ImageInput",
     "IrcConfig",
     "MatrixConfig",
     "PlatformsConfig",
@@ -32,6 +33,21 @@ class TerminalConfig(_Strict):
     """``salon chat``: every line typed addresses the bot."""
 
     user_name: str = "you"
+
+
+class ImageInput(_Strict):
+    """Images of messages as the model's input, the same keys on every platform whose
+    messages carry images (Discord, Matrix, Slack): the newest ``max_images`` of the
+    context, each of at most ``max_image_bytes``, unless ``include_images`` is off."""
+
+    include_images: bool = Field(default=True, description="images as the model's input")
+    max_images: int = Field(default=5, ge=0, description="the newest images of the context")
+    max_image_bytes: int = Field(default=5_000_000, gt=0)
+
+    @property
+    def image_budget(self) -> int:
+        """How many images of one context the model may see (none when they are off)."""
+        return self.max_images if self.include_images else 0
 
 
 PLAIN_IRC_PORT = 6667  # IRC's plain-text port: TLS is on by default on any other
@@ -131,16 +147,13 @@ class DiscordMentions(_Strict):
         return roles
 
 
-class DiscordConfig(_Strict):
+class DiscordConfig(ImageInput):
     """A Discord bot account. The token is read from ``token_env``."""
 
     token_env: str = "DISCORD_TOKEN"
     monitored_channels: list[str] = Field(
         default_factory=list, description="channel ids answered without a mention"
     )
-    include_images: bool = True
-    max_images: int = Field(default=5, ge=0)
-    max_image_bytes: int = Field(default=5_000_000, gt=0)
     max_text_attachment_kb: int = Field(default=100, ge=0)
     reply_chain_max_depth: int = Field(default=30, ge=0)
     reply_chain_image_max_depth: int = Field(
@@ -236,7 +249,7 @@ class DiscordConfig(_Strict):
         return [shards[i : i + size] for i in range(0, len(shards), size)]
 
 
-class MatrixConfig(_Strict):
+class MatrixConfig(ImageInput):
     """A Matrix bot account. It logs in with the access token in ``access_token_env``, or
     with the password in ``password_env`` (the device's token is then kept in the data
     directory, ``matrix-session.json``, and used at the next start)."""
@@ -263,9 +276,6 @@ class MatrixConfig(_Strict):
         default_factory=list, description="MXIDs who may approve under ask_admin"
     )
     reply_chain_max_depth: int = Field(default=30, ge=0)
-    include_images: bool = Field(default=True, description="images as the model's input")
-    max_images: int = Field(default=5, ge=0, description="the newest images of the context")
-    max_image_bytes: int = Field(default=5_000_000, gt=0)
     sync_timeout: float = Field(default=30.0, gt=0, le=300, description="long-poll, seconds")
     rate_limit_wait_max: float = Field(
         default=60.0, ge=0, description="seconds of M_LIMIT_EXCEEDED waited out per request"
@@ -273,7 +283,7 @@ class MatrixConfig(_Strict):
     send_retries: int = Field(default=3, ge=0, description="on network errors, same txn id")
 
 
-class SlackConfig(_Strict):
+class SlackConfig(ImageInput):
     """A Slack app in Socket Mode (no public URL): the bot token (``xoxb-``) for the Web
     API and the app-level token (``xapp-``, scope ``connections:write``) for the socket.
     With ``mode: http`` Slack POSTs to a Request URL instead (the Events API): Salon listens
@@ -309,9 +319,6 @@ class SlackConfig(_Strict):
     api_base_url: Endpoint | None = Field(
         default=None, description="Slack's Web API; unset: https://slack.com/api/"
     )
-    include_images: bool = Field(default=True, description="images as the model's input")
-    max_images: int = Field(default=5, ge=0, description="the newest images of the context")
-    max_image_bytes: int = Field(default=5_000_000, gt=0)
 
     @field_validator("listen")
     @classmethod

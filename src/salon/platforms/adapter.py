@@ -15,7 +15,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from salon.config import BotConfig, PlatformsConfig, Secrets
 from salon.model import ChannelRef, Participant
-from salon.platforms.base import ChatLog, Platform
+from salon.platforms.base import ChatLog, MonitorStore, Platform
 from salon.platforms.notes import NotesBook
 
 __all__ = [
@@ -31,14 +31,6 @@ __all__ = [
 ]
 
 Section = TypeVar("Section")  # the adapter's model under ``platforms:`` (``DiscordConfig``, …)
-
-
-class MonitorStore(Protocol):
-    """Monitored channels (``SQLStore.channels``): ``/monitor`` and ``/unmonitor``."""
-
-    async def monitored(self, bot: str) -> set[str]: ...
-
-    async def set_monitored(self, bot: str, channel_key: str, on: bool, by: str = "") -> bool: ...
 
 
 class Cursors(Protocol):

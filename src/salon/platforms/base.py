@@ -37,6 +37,7 @@ __all__ = [
     "ChatLog",
     "EventSink",
     "GapListener",
+    "MonitorStore",
     "Place",
     "Platform",
     "PlatformBase",
@@ -345,6 +346,15 @@ class PlatformBase(ABC):
     @asynccontextmanager
     async def typing(self, channel: ChannelRef) -> AsyncIterator[None]:
         yield
+
+
+class MonitorStore(Protocol):
+    """Where the channels a bot answers without a mention are kept (``/monitor``,
+    ``/unmonitor``); a Store fits."""
+
+    async def monitored(self, bot: str) -> set[str]: ...
+
+    async def set_monitored(self, bot: str, channel_key: str, on: bool, by: str = "") -> bool: ...
 
 
 class ChatLog(Protocol):

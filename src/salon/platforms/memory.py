@@ -24,19 +24,15 @@ from salon.model import (
     Tag,
 )
 from salon.platforms.base import Capability, EventSink, Place, PlatformBase
+from salon.platforms.prompts import OpenPrompt
 
 __all__ = ["MemoryPlatform", "PendingApproval", "PendingQuestion"]
 
 
-@dataclass
-class PendingApproval:
+class PendingApproval(OpenPrompt):
     """An approval prompt the bot posted; a test answers it with ``MemoryPlatform.click``."""
 
-    channel: ChannelRef
-    request: ApprovalRequest
-    answer: asyncio.Future[ApprovalDecision] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
+    __slots__ = ()
 
 
 @dataclass

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 
 import aiohttp
 
 from salon.config import DiscordConfig
-from salon.model import Attachment, Message, Tag
+from salon.model import Attachment, Message
 from salon.platforms.discord.refusals import NETWORK_ERRORS
+from salon.platforms.images import ImageWindow, read_at_most
 
 __all__ = ["AttachmentLoader"]
 
@@ -29,6 +29,13 @@ class AttachmentLoader:
     def __init__(self, config: DiscordConfig) -> None:
         self.config = config
         self._session: aiohttp.ClientSession | None = None
+        # Discord says each image's size: the newest are chosen by it, loaded or not.
+        self._images = ImageWindow(
+            lambda file: self._download(file, image=True),
+            wanted=lambda file: _image(file) and file.size <= self.config.max_image_bytes,
+            kept=0,
+            count_failed=True,
+        )
 
     async def open(self) -> None:
         timeout = aiohttp.ClientTimeout(total=_DOWNLOAD_TIMEOUT)
@@ -43,35 +50,19 @@ class AttachmentLoader:
         """``messages`` with the data the model may see; a message with nothing new to
         load is returned as it was (the same object). ``images=False``: text files only,
         images already loaded are dropped."""
-        out = list(messages)
-        images_left = self.config.max_images if self.config.include_images and images else 0
-        for index in range(len(out) - 1, -1, -1):  # the newest images first
-            # Salon's notes (a tool's images among them) are never read back: not loaded.
-            if out[index].attachments and Tag.NOTE not in out[index].tags:
-                loaded, images_left = await self._load_files(out[index], images_left)
-                if loaded != out[index]:
-                    out[index] = loaded
-        return out
+        budget = self.config.image_budget if images else 0
+        return await self._images.load(messages, budget=budget, others=self._text)
 
-    async def _load_files(self, message: Message, images_left: int) -> tuple[Message, int]:
-        files = []
-        for attachment in message.attachments:
-            image = attachment.content_type.startswith("image/")
-            wanted = self._wanted(attachment, images_left)
-            images_left -= 1 if image and wanted else 0
-            data = attachment.data
-            if wanted and data is None:
-                data = await self._download(attachment, image)
-            files.append(replace(attachment, data=data if wanted else None))
-        return replace(message, attachments=tuple(files)), images_left
-
-    def _wanted(self, attachment: Attachment, images_left: int) -> bool:
-        if attachment.content_type.startswith("image/"):
-            return images_left > 0 and attachment.size <= self.config.max_image_bytes
+    async def _text(self, attachment: Attachment) -> bytes | None:
+        """A text file's start (an image over the budget or the size: nothing)."""
         textual = attachment.content_type.startswith("text/")
-        return textual or attachment.filename.endswith(_TEXT_SUFFIXES)
+        if _image(attachment) or not (textual or attachment.filename.endswith(_TEXT_SUFFIXES)):
+            return None
+        if attachment.data is not None:
+            return attachment.data
+        return await self._download(attachment, image=False)
 
-    async def _download(self, attachment: Attachment, image: bool) -> bytes | None:
+    async def _download(self, attachment: Attachment, *, image: bool) -> bytes | None:
         limit = self.config.max_image_bytes if image else self.config.max_text_attachment_kb * 1024
         if self._session is None or limit <= 0:
             return None
@@ -80,7 +71,7 @@ class AttachmentLoader:
                 if response.status != 200:
                     logger.warning("Discord: %s answered %s", attachment.filename, response.status)
                     return None
-                data = await _read_at_most(response.content, limit)
+                data = await read_at_most(response.content, limit)
         except NETWORK_ERRORS as exc:
             logger.warning("Discord: could not load %s: %s", attachment.filename, exc)
             return None
@@ -90,11 +81,5 @@ class AttachmentLoader:
         return data
 
 
-async def _read_at_most(stream: aiohttp.StreamReader, limit: int) -> bytes:
-    data = bytearray()
-    while len(data) < limit:
-        chunk = await stream.read(limit - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return bytes(data)
+def _image(attachment: Attachment) -> bool:
+    return attachment.content_type.startswith("image/")

@@ -17,13 +17,15 @@ import discord
 from discord import app_commands
 
 from salon.model import Event, Message, MessageEvent, Participant, Tag
-from salon.platforms.adapter import ActivityLink, GenerateCommand, MonitorStore, SchedulesCommand
+from salon.platforms.adapter import ActivityLink, GenerateCommand, SchedulesCommand
+from salon.platforms.base import MonitorStore
 from salon.platforms.discord.cache import HistoryCache
 from salon.platforms.discord.channels import Channels
 from salon.platforms.discord.convert import channel_ref
 from salon.platforms.discord.memorycmds import register_memory
 from salon.platforms.discord.people import People
 from salon.platforms.discord.refusals import NETWORK_ERRORS
+from salon.platforms.monitored import Monitored
 from salon.platforms.notes import PeoplesMemory
 
 __all__ = ["ActivityLink", "Commands", "GenerateCommand", "MonitorStore", "SchedulesCommand"]
@@ -35,10 +37,8 @@ class Commands:
     def __init__(
         self,
         *,
-        bot: str,
         bot_name: str,
-        monitors: MonitorStore,
-        monitored: set[str],
+        monitored: Monitored,
         schedules: SchedulesCommand | None,
         generate: GenerateCommand | None,
         activity: ActivityLink | None,
@@ -49,13 +49,11 @@ class Commands:
         deliver: Callable[[Event], Awaitable[None]],
         memory: PeoplesMemory | None = None,
     ) -> None:
-        """``monitored``: the platform's set of monitored channel keys, changed here;
+        """``monitored``: the platform's monitored channels, changed here;
         ``generate``: what ``/generate`` runs (without it the command is not offered);
         ``deliver``: where an ``/ask`` question goes, as any message would; ``memory``:
         what ``/memory`` and ``/forget`` answer (without it they are not offered)."""
-        self._bot = bot
         self._bot_name = bot_name
-        self._monitors = monitors
         self._monitored = monitored
         self._schedules = schedules
         self._generate = generate
@@ -195,15 +193,9 @@ class Commands:
             )
             return
         key = channel_ref(interaction.channel).key
-        changed = await self._monitors.set_monitored(self._bot, key, on, str(interaction.user.id))
-        if on:
-            self._monitored.add(key)
-        else:
-            self._monitored.discard(key)
+        said = await self._monitored.change(key, on=on, by=str(interaction.user.id))
         self._cache.forget(key.partition(":")[2])  # tags in the cache follow the new state
-        state = "now reads every message here" if on else "now answers only when addressed here"
-        note = "" if changed else " (no change)"
-        await interaction.response.send_message(f"{self._bot_name} {state}{note}.", ephemeral=True)
+        await interaction.response.send_message(said, ephemeral=True)
 
     async def _ask(self, interaction: discord.Interaction, question: str) -> None:
         await interaction.response.send_message(f"Asking: {question[:1800]}", ephemeral=True)

@@ -36,7 +36,7 @@ from salon.model import (
     Message,
     Participant,
 )
-from salon.platforms.base import Capability, EventSink, Place, PlatformBase
+from salon.platforms.base import Capability, EventSink, MonitorStore, Place, PlatformBase
 from salon.platforms.discord.access import Access
 from salon.platforms.discord.approvals import Approvals
 from salon.platforms.discord.attachments import AttachmentLoader
@@ -47,7 +47,6 @@ from salon.platforms.discord.commands import (
     ActivityLink,
     Commands,
     GenerateCommand,
-    MonitorStore,
     SchedulesCommand,
 )
 from salon.platforms.discord.convert import message_link
@@ -60,6 +59,7 @@ from salon.platforms.discord.reading import Reader
 from salon.platforms.discord.refusals import translated, where
 from salon.platforms.discord.sending import Sender
 from salon.platforms.discord.showing import ProgressBoard, TypingIndicator
+from salon.platforms.monitored import Monitored
 from salon.platforms.notes import NotesBook, PeoplesMemory
 from salon.tasks import TaskState, supervise
 
@@ -106,20 +106,19 @@ class DiscordPlatform(PlatformBase):
         self.given_up = asyncio.Event()  # Discord refused the token or the intent, for good
         self._bot = bot
         self._token = secrets.get(config.token_env) or ""
-        self._monitors = monitors
         self._client: AnyClient | None = None
         self._runner: asyncio.Task[None] | None = None
         self._sink: EventSink | None = None
         self._stopping = False
         self._start_failure: asyncio.Future[BaseException] | None = None  # set by start()
-        self._monitored: set[str] = set()  # shared with who reads and who changes it
+        self._monitored = Monitored(monitors, bot=bot, bot_name=bot_name)
         # The parts, each owning its own state; they share the caches above, and reach
         # the current client only through People (the bot's user) and Channels.
         self._people = People(
             me=lambda: self._client.user if self._client else None,
             bot_name=bot_name,
             members=self.members,
-            monitored=self._monitored,
+            monitored=self._monitored.keys,
             owner=self._owner,
         )
         self._channels = Channels(config, lambda: self._client)
@@ -154,9 +153,7 @@ class DiscordPlatform(PlatformBase):
         )
         self._typing = TypingIndicator(self._channels, lambda: self.typing_interval)
         commands = Commands(
-            bot=bot,
             bot_name=bot_name,
-            monitors=monitors,
             monitored=self._monitored,
             schedules=schedules,
             generate=generate,
@@ -207,9 +204,7 @@ class DiscordPlatform(PlatformBase):
         unless Discord refused the token or the Message Content intent, which no new client
         would change: then the connection ends with one line, and ``given_up`` is set."""
         self._sink = sink
-        self._monitored.clear()
-        self._monitored |= await self._monitors.monitored(self._bot)
-        self._monitored |= {f"discord:{c}" for c in self.config.monitored_channels}
+        await self._monitored.load(f"discord:{c}" for c in self.config.monitored_channels)
         await self.attachments.open()
         self._stopping = False
         self.given_up.clear()

@@ -8,7 +8,6 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from salon.model import (
     Approval,
@@ -20,6 +19,7 @@ from salon.model import (
 )
 from salon.platforms.base import NO_ANSWERS, YES_ANSWERS
 from salon.platforms.irc.recording import Recorder
+from salon.platforms.prompts import Answerer, OpenPrompt, PromptBook, PromptView
 
 __all__ = ["Approvals"]
 
@@ -28,11 +28,27 @@ _ADDRESSED = re.compile(r"^[^\s:]+:\s+(.+)$")
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class _Question:
-    channel: str
-    request: ApprovalRequest
-    answer: asyncio.Future[ApprovalDecision]
+class _InText(PromptView[str]):
+    """The question said in the channel once the prompt is open (under the channel's key):
+    the answer may come while the line is still being sent."""
+
+    def __init__(self, say: Callable[[ChannelRef, str], Awaitable[object]]) -> None:
+        self._say = say
+
+    async def show(self, channel: ChannelRef, request: ApprovalRequest) -> str:
+        return channel.key
+
+    async def opened(self, key: str, prompt: OpenPrompt) -> None:
+        who = prompt.request.requester
+        if not who.identity:
+            logger.warning(
+                "IRC: %s has no identity on record (set before identities were kept); "
+                "the approval in %s goes by the nick alone",
+                who.name,
+                key,
+            )
+        question = f"{who.name}: may I run {prompt.request.description}? Answer yes or no."
+        await self._say(prompt.channel, question)
 
 
 class Approvals:
@@ -42,7 +58,7 @@ class Approvals:
         """``say``: sends a note (the question) to a channel."""
         self._say = say
         self._recorder = recorder
-        self._questions: dict[str, _Question] = {}
+        self._book: PromptBook[str] = PromptBook()
         self._replies: dict[str, tuple[Participant, asyncio.Future[Message]]] = {}
 
     async def ask(self, channel: ChannelRef, request: ApprovalRequest) -> ApprovalDecision:
@@ -54,25 +70,7 @@ class Approvals:
             )
             await self._say(channel, text)
             return ApprovalDecision(Approval.CANCELLED)
-        future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
-        self._questions[channel.key] = _Question(channel.key, request, future)
-        who = request.requester
-        if not who.identity:
-            logger.warning(
-                "IRC: %s has no identity on record (set before identities were kept); "
-                "the approval in %s goes by the nick alone",
-                who.name,
-                channel.key,
-            )
-        question = f"{who.name}: may I run {request.description}? Answer yes or no."
-        try:
-            await self._say(channel, question)
-            async with asyncio.timeout(request.timeout):
-                return await future
-        except TimeoutError:
-            return ApprovalDecision(Approval.TIMEOUT)
-        finally:
-            self._questions.pop(channel.key, None)
+        return await self._book.ask(channel, request, _InText(self._say))
 
     async def reply(
         self, channel: ChannelRef, requester: Participant, question: str, within: float
@@ -105,21 +103,18 @@ class Approvals:
             await self._recorder.record(message, "note")
             waiting[1].set_result(message)
             return True
-        question = self._questions.get(message.channel.key)
-        if question is None or question.answer.done():
+        prompt = self._book.prompt(message.channel.key)
+        if prompt is None:
             return False
-        if not _same_person(message.author, question.request.requester):
-            return False  # IRC has no roles: only the person who asked may answer
         word = message.text.strip().lower().rstrip(".!")
         word = word.split(":", 1)[-1].strip() if ":" in word else word
-        if word in YES_ANSWERS:
-            answer = Approval.APPROVED
-        elif word in NO_ANSWERS:
-            answer = Approval.CANCELLED
-        else:
+        if word not in YES_ANSWERS | NO_ANSWERS:
+            return False
+        # IRC has no roles: only the person who asked may answer
+        who = Answerer(message.author.name, _same_person(message.author, prompt.request.requester))
+        if self._book.answer(prompt, who, approve=word in YES_ANSWERS) is not None:
             return False
         await self._recorder.record(message, "note")
-        question.answer.set_result(ApprovalDecision(answer, by=message.author.name))
         return True
 
 

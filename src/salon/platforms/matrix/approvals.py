@@ -5,18 +5,17 @@ of Matrix); under ``ask_admin``, see ``ApprovalRequest``. Anyone else is told wh
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from salon.errors import PlatformError
-from salon.model import Approval, ApprovalDecision, ApprovalRequest, ChannelRef
+from salon.model import ApprovalDecision, ApprovalRequest, ChannelRef
 from salon.platforms.matrix.api import Homeserver
 from salon.platforms.matrix.convert import relation, room_and_root
 from salon.platforms.matrix.powers import level_of
+from salon.platforms.prompts import Answerer, OpenPrompt, PromptBook, PromptView
 
 __all__ = ["APPROVE", "CANCEL", "Approvals"]
 
@@ -25,13 +24,25 @@ logger = logging.getLogger(__name__)
 APPROVE = "✅"
 CANCEL = "❌"
 JSON = dict[str, Any]
+Note = Callable[[ChannelRef, str], Awaitable[str]]
 
 
-@dataclass
-class _Prompt:
-    room: str
-    request: ApprovalRequest
-    answer: asyncio.Future[ApprovalDecision]
+class _ByReaction(PromptView[str]):
+    """A notice (its event id is the key), then the two reactions to press."""
+
+    def __init__(self, server: Homeserver, note: Note, text: str) -> None:
+        self._server = server
+        self._note = note
+        self._text = text
+
+    async def show(self, channel: ChannelRef, request: ApprovalRequest) -> str:
+        return await self._note(channel, self._text)
+
+    async def opened(self, key: str, prompt: OpenPrompt) -> None:
+        room, _ = room_and_root(prompt.channel)
+        for reaction in (APPROVE, CANCEL):
+            with contextlib.suppress(PlatformError):  # a prompt works without them
+                await self._server.send_event(room, "m.reaction", _annotation(key, reaction))
 
 
 class Approvals:
@@ -42,7 +53,7 @@ class Approvals:
         bot_name: str,
         power_level: int,
         operators: frozenset[str],
-        note: Callable[[ChannelRef, str], Awaitable[str]],
+        note: Note,
     ) -> None:
         """``note``: posts a notice and returns its event id."""
         self._server = server
@@ -50,52 +61,38 @@ class Approvals:
         self._power_level = power_level
         self._operators = operators
         self._note = note
-        self._prompts: dict[str, _Prompt] = {}  # by the prompt's event id
+        self._book: PromptBook[str] = PromptBook()  # by the prompt's event id
 
     async def ask(self, channel: ChannelRef, request: ApprovalRequest) -> ApprovalDecision:
         text = (
             f"{self._bot_name} wants to run {request.description}. "
             f"React {APPROVE} to allow or {CANCEL} to cancel."
         )
-        event_id = await self._note(channel, text)
-        room, _ = room_and_root(channel)
-        future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
-        self._prompts[event_id] = _Prompt(room, request, future)
-        try:
-            for key in (APPROVE, CANCEL):
-                with contextlib.suppress(PlatformError):  # a prompt works without them
-                    await self._server.send_event(room, "m.reaction", _annotation(event_id, key))
-            async with asyncio.timeout(request.timeout):
-                return await future
-        except TimeoutError:
-            return ApprovalDecision(Approval.TIMEOUT)
-        finally:
-            self._prompts.pop(event_id, None)
+        return await self._book.ask(channel, request, _ByReaction(self._server, self._note, text))
 
     async def reaction(self, event: JSON, channel: ChannelRef) -> None:
         """A reaction seen in a room: an answer when it is on an open prompt."""
         relates = relation(event)
-        prompt = self._prompts.get(str(relates.get("event_id", "")))
+        prompt = self._book.prompt(str(relates.get("event_id", "")))
         key = relates.get("key")
-        if prompt is None or prompt.answer.done() or key not in (APPROVE, CANCEL):
+        if prompt is None or key not in (APPROVE, CANCEL):
             return
         sender = str(event.get("sender", ""))
-        approve = key == APPROVE
-        level = await self._level(prompt.room, sender)
-        allowed = prompt.request.may_answer(
+        room, _ = room_and_root(prompt.channel)  # the prompt's room, whatever the reaction's
+        level = await self._level(room, sender)
+        if prompt.decided:
+            return
+        who = Answerer(
+            sender,
             requester=sender == prompt.request.requester.id,
             in_role=level >= self._power_level,
             operator=sender in self._operators,
-            approve=approve,
         )
-        if not allowed:
-            logger.info("Matrix: %s may not answer an approval in %s", sender, prompt.room)
+        refusal = self._book.answer(prompt, who, approve=key == APPROVE)
+        if refusal is not None:
+            logger.info("Matrix: %s may not answer an approval in %s", sender, room)
             with contextlib.suppress(PlatformError):
-                await self._note(channel, f"{sender}: {prompt.request.refusal()}")
-            return
-        answer = Approval.APPROVED if approve else Approval.CANCELLED
-        if not prompt.answer.done():
-            prompt.answer.set_result(ApprovalDecision(answer, by=sender))
+                await self._note(channel, f"{sender}: {refusal}")
 
     async def _level(self, room: str, user: str) -> int:
         """``user``'s power level in ``room`` (``powers.py``: the rule ``salon check``

@@ -11,7 +11,8 @@ from dataclasses import replace
 from typing import Any
 
 from salon.errors import PlatformError
-from salon.model import ChannelRef, Message, Tag
+from salon.model import ChannelRef, Message
+from salon.platforms.images import ImageWindow
 from salon.platforms.matrix.api import Homeserver
 from salon.platforms.matrix.convert import (
     Me,
@@ -29,7 +30,6 @@ logger = logging.getLogger(__name__)
 JSON = dict[str, Any]
 _PAGE = 100
 _SENDERS_KEPT = 4096  # senders of replied-to events beyond the window: a bound
-_IMAGES_KEPT = 16  # downloaded images kept for the next activations: a bound
 _PAGES_PER_LIMIT = 4  # edits, reactions and state share pages with messages: a bound
 
 
@@ -49,8 +49,10 @@ class Reader:
         self.me = me
         self._reply_depth = reply_depth
         self._max_images = max_images
-        self._max_image_bytes = max_image_bytes
-        self._images: OrderedDict[str, bytes] = OrderedDict()  # by mxc URL, bounded
+        self._images = ImageWindow(  # an m.image is an image: the homeserver bounds its size
+            lambda file: server.download(file.url, max_bytes=max_image_bytes),
+            wanted=lambda file: True,
+        )
         self._senders: OrderedDict[str, str] = OrderedDict()  # replied-to events' senders
 
     def message(self, event: JSON, room: str) -> Message | None:
@@ -84,33 +86,7 @@ class Reader:
         messages = apply_changes(events, messages)
         messages.sort(key=lambda m: m.created_at)
         window = await self._with_reply_authors(messages[-limit:] if limit > 0 else [])
-        return await self._with_images(window)
-
-    async def _with_images(self, messages: list[Message]) -> list[Message]:
-        """The newest ``max_images`` images with their data (kept for the next reads)."""
-        left = self._max_images
-        for index in range(len(messages) - 1, -1, -1):
-            message = messages[index]
-            if left <= 0 or not message.attachments or Tag.NOTE in message.tags:
-                continue
-            files = []
-            for file in message.attachments:
-                data = await self._image(file.url) if left > 0 else None
-                left -= 1 if data is not None else 0
-                files.append(replace(file, data=data))
-            messages[index] = replace(message, attachments=tuple(files))
-        return messages
-
-    async def _image(self, mxc: str) -> bytes | None:
-        if mxc in self._images:
-            self._images.move_to_end(mxc)
-            return self._images[mxc]
-        data = await self._server.download(mxc, max_bytes=self._max_image_bytes)
-        if data is not None:
-            self._images[mxc] = data
-            while len(self._images) > _IMAGES_KEPT:
-                self._images.popitem(last=False)
-        return data
+        return await self._images.load(window, budget=self._max_images)
 
     async def _root(self, room: str, root: str) -> Message | None:
         try:

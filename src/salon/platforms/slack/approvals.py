@@ -10,15 +10,15 @@ thread (up to ``_WHOLE_PIECES`` messages)."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from salon.errors import PlatformError
-from salon.model import Approval, ApprovalDecision, ApprovalRequest, ChannelRef, Participant
+from salon.model import ApprovalDecision, ApprovalRequest, ChannelRef, Participant
+from salon.platforms.prompts import NO_LONGER_OPEN, Answerer, OpenPrompt, PromptBook, PromptView
 from salon.platforms.slack.people import thread_of
 from salon.platforms.slack.sending import Sender
 from salon.platforms.slack.text import escape, fit
@@ -34,60 +34,37 @@ _PREVIEW = 1500  # characters of a request the prompt shows, escaped: room for t
 _WHOLE_PIECES = 10  # messages of the whole request in the thread, at most
 
 
-@dataclass
-class _Prompt:
-    request: ApprovalRequest
-    roles: frozenset[str]
-    answer: asyncio.Future[ApprovalDecision]
+class _Buttons(PromptView[str]):
+    """The prompt with its buttons (their value is the key); closed with its line."""
 
-
-class Approvals:
-    def __init__(self, *, bot_name: str, authorized_roles: Iterable[str], sender: Sender) -> None:
+    def __init__(self, bot_name: str, sender: Sender, prompt_id: str) -> None:
         self._bot_name = bot_name
-        self._authorized = frozenset(authorized_roles)
         self._sender = sender
-        self._prompts: dict[str, _Prompt] = {}
-        self._ids = itertools.count(1)
-        self._changed = asyncio.Condition()
+        self._id = prompt_id
+        self._text = self._ts = ""
+        self._cut = False
 
-    @property
-    def open(self) -> int:
-        return len(self._prompts)
-
-    async def ask(self, channel: ChannelRef, request: ApprovalRequest) -> ApprovalDecision:
-        prompt_id = f"p{next(self._ids)}"
+    async def show(self, channel: ChannelRef, request: ApprovalRequest) -> str:
         shown = fit(request.description, _PREVIEW)
-        cut = shown != request.description
-        if cut:
+        self._cut = shown != request.description
+        if self._cut:
             shown = f"{shown.rstrip()}… (the whole request is in the thread)"
-        text = f"{self._bot_name} wants to run {shown}. Allow?"
-        prompt = _Prompt(
-            request,
-            self._authorized | frozenset(request.authorized_roles),
-            asyncio.get_running_loop().create_future(),
-        )
-        asked = await self._sender.post(channel, text, note=True, blocks=_blocks(text, prompt_id))
-        async with self._changed:
-            self._prompts[prompt_id] = prompt
-            self._changed.notify_all()
-        try:
-            if cut:
-                await self._whole(channel, asked.id, request.description)
-            decision = await asyncio.wait_for(asyncio.shield(prompt.answer), request.timeout)
-        except TimeoutError:
-            decision = ApprovalDecision(Approval.TIMEOUT)
-        finally:
-            self._prompts.pop(prompt_id, None)
-        await self._close(channel, asked.id, text, decision)
-        return decision
+        self._text = f"{self._bot_name} wants to run {shown}. Allow?"
+        blocks = _blocks(self._text, self._id)
+        self._ts = (await self._sender.post(channel, self._text, note=True, blocks=blocks)).id
+        return self._id
 
-    async def _whole(self, channel: ChannelRef, ts: str, description: str) -> None:
+    async def opened(self, key: str, prompt: OpenPrompt) -> None:
+        if self._cut:
+            await self._whole(prompt.channel, prompt.request.description)
+
+    async def _whole(self, channel: ChannelRef, description: str) -> None:
         """The whole request, as notes in the prompt's thread (the thread the prompt is
         in, when it is in one); a failure leaves the prompt as it is."""
         channel_id, thread = thread_of(channel)
         where = channel
         if thread is None:
-            where = replace(channel, id=f"{channel_id}-{ts}", parent_id=channel_id)
+            where = replace(channel, id=f"{channel_id}-{self._ts}", parent_id=channel_id)
         limit = self._sender.max_chars * _WHOLE_PIECES
         text = f"The whole request: {description}"
         if len(text) > limit:
@@ -98,42 +75,44 @@ class Approvals:
         except PlatformError as exc:
             logger.warning("Slack: could not show the whole of an approval request: %s", exc)
 
-    async def pressed(self, who: Participant, action: dict[str, Any], tell: Answer) -> None:
-        """A button of a prompt was pressed (acknowledged already by the listener)."""
-        prompt = self._prompts.get(str(action.get("value", "")))
-        if prompt is None or prompt.answer.done():
-            await tell("This question is no longer open.")
-            return
-        approve = action.get("action_id") == APPROVE
-        request = prompt.request
-        allowed = request.may_answer(
-            requester=who.id == request.requester.id,
-            in_role=bool(prompt.roles & set(who.roles)),
-            operator=False,
-            approve=approve,
-        )
-        if not allowed:
-            await tell(request.refusal())
-            return
-        answer = Approval.APPROVED if approve else Approval.CANCELLED
-        prompt.answer.set_result(ApprovalDecision(answer, by=who.name))
-
-    async def _close(
-        self, channel: ChannelRef, ts: str, text: str, decision: ApprovalDecision
-    ) -> None:
-        said = {
-            Approval.APPROVED: f"Approved by {decision.by}.",
-            Approval.CANCELLED: f"Cancelled by {decision.by}.",
-        }.get(decision.answer, "No answer in time.")
-        line = f"{text}\n{said}"
+    async def close(self, key: str, prompt: OpenPrompt, decision: ApprovalDecision) -> None:
+        line = f"{self._text}\n{prompt.closing}"
         try:
-            await self._sender.update(channel, ts, line, blocks=[_section(line)])
+            await self._sender.update(prompt.channel, self._ts, line, blocks=[_section(line)])
         except PlatformError as exc:
             logger.warning("Slack: could not close an approval prompt: %s", exc)
 
+
+class Approvals:
+    def __init__(self, *, bot_name: str, authorized_roles: Iterable[str], sender: Sender) -> None:
+        self._bot_name = bot_name
+        self._authorized = frozenset(authorized_roles)
+        self._sender = sender
+        self._book: PromptBook[str] = PromptBook()
+        self._ids = itertools.count(1)
+
+    async def ask(self, channel: ChannelRef, request: ApprovalRequest) -> ApprovalDecision:
+        view = _Buttons(self._bot_name, self._sender, f"p{next(self._ids)}")
+        return await self._book.ask(channel, request, view)
+
+    async def pressed(self, who: Participant, action: dict[str, Any], tell: Answer) -> None:
+        """A button of a prompt was pressed (acknowledged already by the listener)."""
+        prompt = self._book.prompt(str(action.get("value", "")))
+        if prompt is None:
+            await tell(NO_LONGER_OPEN)
+            return
+        roles = self._authorized | frozenset(prompt.request.authorized_roles)
+        answerer = Answerer(
+            who.name,
+            requester=who.id == prompt.request.requester.id,
+            in_role=bool(roles & set(who.roles)),
+        )  # Slack tells a bot of no operator
+        said = self._book.answer(prompt, answerer, approve=action.get("action_id") == APPROVE)
+        if said is not None:
+            await tell(said)
+
     async def wait_open(self, count: int = 1) -> None:
-        async with self._changed:
-            await self._changed.wait_for(lambda: len(self._prompts) >= count)
+        await self._book.wait_open(count)
 
 
 def _blocks(text: str, prompt_id: str) -> list[dict[str, Any]]:

@@ -18,26 +18,22 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 
 from salon.model import ChannelRef, Event, Message, MessageEvent, Participant, Tag
+from salon.platforms.base import MonitorStore
+from salon.platforms.monitored import Monitored
 from salon.platforms.slack.approvals import Approvals
 from salon.platforms.slack.people import People, is_conversation
 from salon.platforms.slack.reading import Reader
 
-__all__ = ["Events", "MonitorStore"]
+__all__ = ["Events", "MonitorStore"]  # MonitorStore: salon.platforms.base's, named here too
 
 logger = logging.getLogger(__name__)
 
 _SEEN = 4096  # event ids and messages remembered against redelivery
-
-
-class MonitorStore(Protocol):
-    async def monitored(self, bot: str) -> set[str]: ...
-
-    async def set_monitored(self, bot: str, channel_key: str, on: bool, by: str = "") -> bool: ...
 
 
 def context_of(
@@ -57,24 +53,20 @@ class Events:
     def __init__(
         self,
         *,
-        bot: str,
         bot_name: str,
         people: People,
         reader: Reader,
         approvals: Approvals,
-        monitors: MonitorStore,
-        monitored: set[str],
+        monitored: Monitored,
         authorized_roles: Iterable[str],
         deliver: Callable[[Event], Awaitable[None]],
         find: Callable[[str], Awaitable[ChannelRef | None]],
     ) -> None:
         """``find``: a conversation as the bot sees it (``Access.find``, its workspace)."""
-        self._bot = bot
         self._bot_name = bot_name
         self._people = people
         self._reader = reader
         self._approvals = approvals
-        self._monitors = monitors
         self._monitored = monitored
         self._authorized = frozenset(authorized_roles)
         self._deliver = deliver
@@ -242,11 +234,6 @@ class Events:
         if self._authorized and not self._authorized & set(who.roles):
             return f"Only authorized people can change what {self._bot_name} reads here."
         key = f"slack:{command.get('channel_id', '')}"
-        changed = await self._monitors.set_monitored(self._bot, key, on, user)
-        if on:
-            self._monitored.add(key)
-        else:
-            self._monitored.discard(key)
+        said = await self._monitored.change(key, on=on, by=user)
         self._reader.forget(key)  # tags in the cache follow the new state
-        state = "now reads every message here" if on else "now answers only when addressed here"
-        return f"{self._bot_name} {state}{'' if changed else ' (no change)'}."
+        return said

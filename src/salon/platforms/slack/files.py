@@ -13,15 +13,14 @@ Slack issues ``url_private`` as https only, so plain http is refused.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 
-from salon.model import Attachment, Message, Tag
+from salon.model import Attachment, Message
+from salon.platforms.images import ImageWindow, read_at_most
 from salon.platforms.slack.client import NETWORK_ERRORS
 
 __all__ = ["Images", "attachments_of"]
@@ -29,7 +28,6 @@ __all__ = ["Images", "attachments_of"]
 logger = logging.getLogger(__name__)
 
 _DOWNLOAD_TIMEOUT = 30.0
-_KEPT = 16  # downloaded images kept for the next activations: a bound
 _FILE_HOSTS = (("https", "files.slack.com"), ("https", "files.slack-gov.com"))  # GovSlack
 
 
@@ -61,7 +59,12 @@ class Images:
             self._places.add((api.scheme, api.netloc))
         self._max_images = max_images
         self._max_bytes = max_bytes
-        self._kept: OrderedDict[str, bytes] = OrderedDict()  # by url_private
+        self._window = ImageWindow(
+            self._download,
+            wanted=lambda file: (
+                file.content_type.startswith("image/") and 0 < file.size <= max_bytes
+            ),
+        )
         self._session: aiohttp.ClientSession | None = None
         self.downloads = 0
 
@@ -77,34 +80,7 @@ class Images:
 
     async def load(self, messages: Sequence[Message]) -> list[Message]:
         """``messages`` with the data of their newest images (Salon's notes are skipped)."""
-        out = list(messages)
-        left = self._max_images
-        for index in range(len(out) - 1, -1, -1):
-            message = out[index]
-            if left <= 0 or not message.attachments or Tag.NOTE in message.tags:
-                continue
-            files = []
-            for file in message.attachments:
-                wanted = left > 0 and self._wanted(file)
-                data = await self._image(file) if wanted else None
-                left -= 1 if data is not None else 0
-                files.append(replace(file, data=data))
-            out[index] = replace(message, attachments=tuple(files))
-        return out
-
-    def _wanted(self, file: Attachment) -> bool:
-        return file.content_type.startswith("image/") and 0 < file.size <= self._max_bytes
-
-    async def _image(self, file: Attachment) -> bytes | None:
-        if file.url in self._kept:
-            self._kept.move_to_end(file.url)
-            return self._kept[file.url]
-        data = await self._download(file)
-        if data is not None:
-            self._kept[file.url] = data
-            while len(self._kept) > _KEPT:
-                self._kept.popitem(last=False)
-        return data
+        return await self._window.load(messages, budget=self._max_images)
 
     async def _download(self, file: Attachment) -> bytes | None:
         if not self.may_fetch(file.url):
@@ -127,7 +103,7 @@ class Images:
                         kind,
                     )
                     return None
-                data = await _read_at_most(response.content, self._max_bytes + 1)
+                data = await read_at_most(response.content, self._max_bytes + 1)
         except NETWORK_ERRORS as exc:
             logger.warning("Slack: could not load %s: %s", file.filename, exc)
             return None
@@ -136,13 +112,3 @@ class Images:
             return None
         self.downloads += 1
         return data
-
-
-async def _read_at_most(stream: aiohttp.StreamReader, limit: int) -> bytes:
-    data = bytearray()
-    while len(data) < limit:
-        chunk = await stream.read(limit - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return bytes(data)

@@ -40,11 +40,12 @@ from salon.model import (
     Message,
     Participant,
 )
-from salon.platforms.base import Capability, EventSink, PlatformBase
+from salon.platforms.base import Capability, EventSink, MonitorStore, PlatformBase
+from salon.platforms.monitored import Monitored
 from salon.platforms.slack.access import Access
 from salon.platforms.slack.approvals import Approvals
 from salon.platforms.slack.client import build_web_client, call
-from salon.platforms.slack.events import Events, MonitorStore
+from salon.platforms.slack.events import Events
 from salon.platforms.slack.files import Images
 from salon.platforms.slack.people import People, thread_of
 from salon.platforms.slack.reading import Reader
@@ -87,8 +88,7 @@ class SlackPlatform(PlatformBase):
         self._bot_token = secrets.get(config.bot_token_env) or ""
         self._app_token = secrets.get(config.app_token_env) or ""
         self._signing_secret = secrets.get(config.signing_secret_env) or ""
-        self._monitors = monitors
-        self._monitored: set[str] = set()
+        self._monitored = Monitored(monitors, bot=bot, bot_name=bot_name)
         self._sink: EventSink | None = None
         self._web: AsyncWebClient | None = None
         self._handler: AsyncSocketModeHandler | None = None
@@ -96,11 +96,13 @@ class SlackPlatform(PlatformBase):
         self.connections = 0  # Socket Mode connections opened (hello received)
         self._greeted_at: float | None = None  # when the newest connection said hello
         self._dropped_at: float | None = None  # when the connection was last lost
-        self._people = People(client=self._client, bot_name=bot_name, monitored=self._monitored)
+        self._people = People(
+            client=self._client, bot_name=bot_name, monitored=self._monitored.keys
+        )
         self._images = Images(
             token=self._bot_token,
             api_base_url=str(config.api_base_url) if config.api_base_url else None,
-            max_images=config.max_images if config.include_images else 0,
+            max_images=config.image_budget,
             max_bytes=config.max_image_bytes,
         )
         self._reader = Reader(
@@ -121,12 +123,10 @@ class SlackPlatform(PlatformBase):
             bot_name=bot_name, authorized_roles=authorized_roles, sender=self._sender
         )
         self._events = Events(
-            bot=bot,
             bot_name=bot_name,
             people=self._people,
             reader=self._reader,
             approvals=self._approvals,
-            monitors=monitors,
             monitored=self._monitored,
             authorized_roles=authorized_roles,
             deliver=self._deliver,
@@ -181,9 +181,7 @@ class SlackPlatform(PlatformBase):
         if missing:
             raise PlatformError(f"Slack needs its tokens: set {', '.join(missing)}")
         self._sink = sink
-        self._monitored.clear()
-        self._monitored |= await self._monitors.monitored(self._bot)
-        self._monitored |= {f"slack:{c}" for c in self.config.monitored_channels}
+        await self._monitored.load(f"slack:{c}" for c in self.config.monitored_channels)
         base = str(self.config.api_base_url) if self.config.api_base_url else None
         self._web = build_web_client(
             self._bot_token, base_url=base, wait_max=self.config.rate_limit_wait_max
