@@ -18,7 +18,7 @@ from salon.llm.base import Provider
 from salon.platforms.irc import IrcPlatform
 from tests.conftest import bot_config
 from tests.platforms.test_discord_catch_up import Hanging
-from tests.platforms.test_irc import BOT, human
+from tests.platforms.test_irc import BOT, _close_people, human  # noqa: F401 - closes humans
 
 WAIT = 20.0
 
