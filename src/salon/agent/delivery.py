@@ -139,8 +139,9 @@ class Delivery:
     async def owe(self, messages: Sequence[Message]) -> None:
         """These messages will be answered; until ``settle``, a crash leaves them owed.
         Their channels' marks are written with them: after a crash, what is said there
-        next is read back from here (the marks of other channels are written behind)."""
-        if not messages:
+        next is read back from here (the marks of other channels are written behind).
+        Nothing is written while catch-up is off (``catch_up.max_age: 0``)."""
+        if not messages or self.settings.max_age <= 0:
             return
         now = time.time()
         keys = {m.channel.key for m in messages}
@@ -154,12 +155,13 @@ class Delivery:
             logger.exception("could not record the answers owed in %s", messages[0].channel.key)
 
     async def owe_key(self, messages: Sequence[Message], key: str) -> None:
-        await self.book.owe_key(self.bot, messages, key)
+        if self.settings.max_age > 0:
+            await self.book.owe_key(self.bot, messages, key)
 
     async def settle(self, messages: Sequence[Message]) -> None:
         """Their activation ended: no longer owed, and their channels' marks are written
         with that (a kill before the trace is stored must not read them back as new)."""
-        if not messages:
+        if not messages or self.settings.max_age <= 0:
             return
         keys = {m.channel.key for m in messages}
         marks = [ChannelMark(*self._marks[k]) for k in keys if k in self._marks]
