@@ -30,7 +30,27 @@ BOTS = {
 }
 
 
+# Where the corpus is not beside the repository (a clone elsewhere), the same kind of
+# lines, written for these tests: the behaviour under test is the same.
+_FALLBACK = [
+    "anyone know how to mount an ntfs partition read write?",
+    "the live cd boots but the installer hangs at 25 percent",
+    "is there a way to get the old gnome panel back",
+    "apt-get says the package has unmet dependencies",
+    "my wireless card is not detected after the upgrade",
+    "which kernel do I need for suspend to work on this laptop",
+    "how do I add a user to the sudoers file",
+    "the screen resolution is stuck at 800x600",
+    "can I install without a cd, from a usb stick?",
+    "xorg.conf is empty, is that normal",
+    "sound works in one app but not in the other",
+    "grub shows error 17 after I resized the partition",
+]
+
+
 def room_lines(count: int) -> list[str]:
+    if not ROOM.is_file():
+        return _FALLBACK[:count]
     lines = []
     for raw in ROOM.read_text(encoding="utf-8", errors="replace").splitlines():
         found = LINE.match(raw)

@@ -87,6 +87,16 @@ async def settle(person: Human, apps: list[BotApp], count: int, *, after: int) -
         await app.agent.wait_idle()
 
 
+async def each_judged(apps: list[BotApp], count: int) -> None:
+    """Until every bot has judged ``count`` lines: a line reaches the three bots over three
+    connections, so one may still be on its way when the first answer is seen."""
+    async with asyncio.timeout(10):
+        while any(app.agent.stats.activations < count for app in apps):  # noqa: ASYNC110 - three connections, no shared event
+            await asyncio.sleep(0.02)
+    for app in apps:
+        await app.agent.wait_idle()
+
+
 async def test_an_unaddressed_line_is_answered_by_one_bot_of_three(
     ircd: IrcServer, alice: Human, tmp_path: Path, serve_app: ServeApp
 ) -> None:
@@ -109,6 +119,7 @@ async def test_a_line_addressed_to_one_bot_is_its_alone(
     start = len(alice.lines)
     await alice.say("#salon", first)  # each bot has seen a line: the others know its nick
     await settle(alice, apps, 1, after=start)
+    await each_judged(apps, 1)
     await alice.say("#salon", "Muse: what do you think?")
     await settle(alice, apps, 2, after=start)
     # The server relayed Muse's answer to the others before this line: had one of them
