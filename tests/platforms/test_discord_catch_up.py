@@ -8,43 +8,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 from fakes.discord_server import DiscordServer
 from salon.app import BotApp
-from salon.config import Secrets
 from salon.llm import FakeProvider
-from salon.llm.base import LLMRequest, Provider, StreamEvent, TextDelta
+from salon.llm.base import LLMRequest, StreamEvent, TextDelta
 from salon.platforms.discord import DiscordPlatform
-from tests.conftest import bot_config
 from tests.platforms.conftest import GENERAL, RANDOM, Start, ask
+from tests.platforms.test_discord_redelivery import make_app
 
 WAIT = 20.0
 
 
 def said(server: DiscordServer, channel: str) -> list[str]:
     return [m["content"] for m in server.channels[channel] if m["author"]["id"] == server.bot.id]
-
-
-def make_app(fake: DiscordServer, tmp_path: Path, provider: Provider, **config: Any) -> BotApp:
-    settings = bot_config(
-        data_dir=str(tmp_path / "data"),
-        platforms={
-            "discord": {
-                "token_env": "DISCORD_TOKEN",
-                "api_base_url": fake.api,
-                "gateway_url": fake.gateway,
-            }
-        },
-        **config,
-    )
-    return BotApp(
-        key="salon",
-        config=settings,
-        root=tmp_path,
-        secrets=Secrets({"DISCORD_TOKEN": "token-123"}),
-        provider=provider,
-    )
 
 
 class Running:

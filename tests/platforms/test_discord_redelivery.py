@@ -39,7 +39,7 @@ async def test_a_message_delivered_twice_is_answered_once(
     assert said(fake_discord, RANDOM) == ["Answer two."]
 
 
-def make_app(fake: DiscordServer, tmp_path: Path, provider: Provider) -> BotApp:
+def make_app(fake: DiscordServer, tmp_path: Path, provider: Provider, **settings: Any) -> BotApp:
     config = bot_config(
         data_dir=str(tmp_path / "data"),
         platforms={
@@ -49,6 +49,7 @@ def make_app(fake: DiscordServer, tmp_path: Path, provider: Provider) -> BotApp:
                 "gateway_url": fake.gateway,
             }
         },
+        **settings,
     )
     return BotApp(
         key="salon",

@@ -12,6 +12,7 @@ requester, an authorized role, the operator) and the line that closes a prompt.
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -60,14 +61,14 @@ class OpenPrompt:
         }.get(decision.answer, "No answer in time.")
 
 
-class PromptView(Generic[K]):
+class PromptView(ABC, Generic[K]):
     """One platform's way of showing a prompt, for one ``PromptBook.ask``. The book calls
     ``show``, opens the prompt under the key it returns, calls ``opened``, waits (the
     timeout counts from then) and calls ``close`` (not when the ask is cancelled)."""
 
+    @abstractmethod
     async def show(self, channel: ChannelRef, request: ApprovalRequest) -> K:
         """Post the prompt; the key its answers come under."""
-        raise NotImplementedError
 
     async def opened(self, key: K, prompt: OpenPrompt) -> None:
         """What follows once answers are taken (buttons to press, the rest of a long
