@@ -119,8 +119,11 @@ async def test_rolling_state_and_monitored_channels_are_written_twice_safely(
 ) -> None:
     one, two = await database.open_store(), await database.open_store()
     state = RollState(anchor_id="a", breakpoint_id=None, head_id="h")
+    # A process's rolling state is committed with its next trip (here, each one's read).
     await one.save_rolling_state("b", "k", state)
+    assert await one.rolling_state("b", "k") == state
     await two.save_rolling_state("b", "k", replace(state, head_id="h2"))
+    assert await two.rolling_state("b", "k") is not None
     saved = await one.rolling_state("b", "k")
     assert saved is not None
     assert saved.head_id == "h2"

@@ -275,7 +275,11 @@ class Agent:
                 await self._complete_schedules([event], FireStatus.DROPPED)
                 continue
             by_channel.setdefault(event.channel.key, []).append((arrived, event))
-        judged = await asyncio.gather(*(self._judge(events) for events in by_channel.values()))
+        channels = list(by_channel.values())
+        if len(channels) == 1:  # most batches: judged here, without a task of its own
+            judged = [await self._judge(channels[0])]
+        else:
+            judged = await asyncio.gather(*(self._judge(events) for events in channels))
         activations = [activation for activation in judged if activation is not None]
         await self._owe(activations, batch)
         return activations

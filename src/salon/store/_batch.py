@@ -28,7 +28,8 @@ from collections import deque
 from itertools import islice
 from typing import Any
 
-from salon.store._db import Database, DatabaseError, refuses_data
+from salon.store._db import Database, DatabaseError
+from salon.store._dialects import refuses_data
 from salon.tasks import TaskState, supervise
 
 __all__ = ["MAX_WAITING_BYTES", "MAX_WAITING_ROWS", "BatchWriter"]

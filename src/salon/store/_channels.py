@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from salon.model import RollState, Usage
 from salon.store._dialects import insert_ignoring, insert_sql, upsert
-from salon.store._part import Part, execute
+from salon.store._part import Part
 
 __all__ = ["ChannelPart"]
 
@@ -66,8 +66,9 @@ class ChannelPart(Part):
             "tail_id": state.tail_id,
         }
         statement = upsert("rolling_state", tuple(row), ["bot", "channel"])
-        async with self.db.begin() as conn:
-            await conn.many([(statement, row)])
+        # Written with the store's next trip (this process reads it from then on): an
+        # activation's bookkeeping costs no trip of its own; a crash may lose the last.
+        self.db.write_later([(statement, row)])
 
     async def record_usage(
         self, bot: str, channel_key: str, provider: str, model: str, usage: Usage
@@ -84,7 +85,7 @@ class ChannelPart(Part):
             "reasoning_tokens": usage.reasoning_tokens,
             "created_at": time.time(),
         }
-        await execute(self.db, insert_sql("usage_log", tuple(row)), row)
+        self.db.write_later([(insert_sql("usage_log", tuple(row)), row)])
 
     async def usage_totals(self, bot: str) -> Usage:
         query = (

@@ -12,8 +12,8 @@ from typing import Any
 from salon.errors import StoreError
 from salon.model import ChannelRef, ChatLine, Message, Participant
 from salon.store._batch import BatchWriter
-from salon.store._db import Database, DatabaseError, in_list
-from salon.store._dialects import chat_search, insert_sql
+from salon.store._db import Database, DatabaseError
+from salon.store._dialects import chat_search, in_list, insert_sql
 from salon.store._part import Part, execute
 from salon.store._tables import CONVERSATION_KINDS
 from salon.tasks import TaskState

@@ -33,6 +33,7 @@ from functools import lru_cache
 from typing import Any, Protocol, TypeVar
 
 from salon.errors import StoreError
+from salon.store._later import Held
 
 __all__ = [
     "Connection",
@@ -40,10 +41,8 @@ __all__ = [
     "DatabaseError",
     "Params",
     "Row",
-    "in_list",
     "open_postgres",
     "open_sqlite",
-    "refuses_data",
 ]
 
 logger = logging.getLogger(__name__)
@@ -60,6 +59,9 @@ _POOL_SIZE = 8
 
 class DatabaseError(StoreError):
     """A statement or connection failed; the message is the driver's first line."""
+
+
+Statements = Sequence[tuple[str, Params | Sequence[Params]]]
 
 
 class Connection(Protocol):
@@ -103,32 +105,12 @@ class Database(Protocol):
         """PostgreSQL: a driver connection of its own, for LISTEN."""
         ...
 
+    def write_later(self, statements: Statements) -> None:
+        """Statements nobody waits for, committed soon (``salon.store._later``): this
+        process reads them from its next statement on; a crash may lose them."""
+        ...
+
     async def close(self) -> None: ...
-
-
-def in_list(name: str, values: Sequence[Any], params: dict[str, Any]) -> str:
-    """``(:name_0, :name_1, …)`` for ``IN``, its values added to ``params``; ``(NULL)``
-    (which matches nothing) for no values."""
-    if not values:
-        return "(NULL)"
-    names = []
-    for i, value in enumerate(values):
-        params[f"{name}_{i}"] = value
-        names.append(f":{name}_{i}")
-    return f"({', '.join(names)})"
-
-
-def refuses_data(exc: DatabaseError) -> bool:
-    """Whether the database refused the statement's data (a constraint, a value it cannot
-    store): the same statement fails again, whatever the database's state."""
-    cause = exc.__cause__
-    if isinstance(cause, sqlite3.IntegrityError | sqlite3.DataError | sqlite3.InterfaceError):
-        return True
-    if type(cause).__module__.startswith("asyncpg"):
-        import asyncpg
-
-        return isinstance(cause, asyncpg.DataError | asyncpg.IntegrityConstraintViolationError)
-    return False
 
 
 def _first_line(exc: BaseException) -> str:
@@ -137,9 +119,6 @@ def _first_line(exc: BaseException) -> str:
 
 
 # --- SQLite -------------------------------------------------------------------------------
-
-
-Statements = Sequence[tuple[str, Params | Sequence[Params]]]
 
 
 def _run_all(raw: sqlite3.Connection, statements: Statements) -> None:
@@ -173,8 +152,14 @@ class _SQLiteConnection:
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         opening, queued = self._before()
+        # Held writes go first in a trip where no transaction is open (its first, or any
+        # outside one): the connection is the process's one, taken in turns.
+        between = opening or not self._transaction
+        held = self._db.held.take() if between and self._db.held else None
 
         def run(raw: sqlite3.Connection) -> T:
+            if held:
+                _commit_alone(raw, held)
             if opening:
                 raw.execute("BEGIN IMMEDIATE")
             _run_all(raw, queued)
@@ -225,6 +210,18 @@ def _roll_back(raw: sqlite3.Connection) -> None:
         raw.execute("ROLLBACK")
 
 
+def _commit_alone(raw: sqlite3.Connection, statements: Statements) -> None:
+    """Held statements in a transaction of their own; their failure is logged, not raised
+    (the trip they go with is someone else's)."""
+    try:
+        raw.execute("BEGIN IMMEDIATE")
+        _run_all(raw, statements)
+        raw.execute("COMMIT")
+    except sqlite3.Error:
+        logger.exception("could not write the store's held statements; they are lost")
+        _roll_back(raw)
+
+
 class _SQLite:
     """One sqlite3 connection, used only from its worker thread."""
 
@@ -235,6 +232,7 @@ class _SQLite:
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="salon-sqlite")
         self._raw: sqlite3.Connection | None = None
         self._turn = asyncio.Lock()
+        self.held = Held(self._write_held)
 
     async def open(self) -> None:
         def connect() -> sqlite3.Connection:
@@ -284,7 +282,16 @@ class _SQLite:
     def listening(self) -> AbstractAsyncContextManager[Any]:
         raise StoreError("SQLite has no LISTEN")
 
+    def write_later(self, statements: Statements) -> None:
+        self.held.add(statements)
+
+    async def _write_held(self, statements: Statements) -> None:
+        async with self._turn:
+            await self.call(lambda raw: _commit_alone(raw, statements))
+
     async def close(self) -> None:
+        if self._raw is not None:
+            await self.held.close()
         raw, self._raw = self._raw, None
         if raw is not None:
             async with self._turn:
@@ -464,6 +471,7 @@ class _Postgres:
         import asyncpg
 
         self._pool = pool
+        self.held = Held(self._write_held, delay=0.0)  # no trip to share: written at once
         self.errors = _pg_errors()
         # What a connection the server dropped raises on its next use.
         self._dropped: tuple[type[BaseException], ...] = (
@@ -501,9 +509,12 @@ class _Postgres:
         held.raw = await self._get()
 
     @asynccontextmanager
-    async def _acquired(self) -> AsyncIterator[_Held]:
+    async def _acquired(self, *, drain: bool = True) -> AsyncIterator[_Held]:
         """A pooled connection; only getting it is translated here (the statements are
-        by ``_PostgresConnection``), so what the block raises passes through as it is."""
+        by ``_PostgresConnection``), so what the block raises passes through as it is.
+        Held writes are written first: this process reads what it wrote."""
+        if drain and self.held.pending:
+            await self.held.close()
         held = _Held(await self._get())
         try:
             yield held
@@ -511,9 +522,12 @@ class _Postgres:
             if held.raw is not None:
                 await self._give_back(held.raw)
 
+    def begin(self) -> AbstractAsyncContextManager[Connection]:
+        return self._begin(drain=True)
+
     @asynccontextmanager
-    async def begin(self) -> AsyncIterator[Connection]:
-        async with self._acquired() as held:
+    async def _begin(self, *, drain: bool) -> AsyncIterator[Connection]:
+        async with self._acquired(drain=drain) as held:
             conn = _PostgresConnection(self, held, transaction=True)
             try:
                 yield conn
@@ -536,7 +550,15 @@ class _Postgres:
                 with contextlib.suppress(*self.errors):
                     await held.raw.execute("UNLISTEN *")
 
+    def write_later(self, statements: Statements) -> None:
+        self.held.add(statements)
+
+    async def _write_held(self, statements: Statements) -> None:
+        async with self._begin(drain=False) as conn:
+            await conn.many(statements)
+
     async def close(self) -> None:
+        await self.held.close()
         try:
             await asyncio.wait_for(self._pool.close(), _CONNECT_TIMEOUT)
         except self.errors:  # TimeoutError is among them

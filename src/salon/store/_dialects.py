@@ -3,6 +3,7 @@ replace a row with the same key, the database's clock, and the chat-log search."
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -11,16 +12,18 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from salon.errors import StoreError
-from salon.store._db import Database, open_postgres, open_sqlite
+from salon.store._db import Database, DatabaseError, open_postgres, open_sqlite
 
 __all__ = [
     "DatabaseURL",
     "chat_search",
     "connect",
     "db_now",
+    "in_list",
     "insert_ignoring",
     "insert_sql",
     "parse_url",
+    "refuses_data",
     "upsert",
 ]
 
@@ -204,3 +207,28 @@ def chat_search(
         "ORDER BY c.id DESC LIMIT :limit"
     )
     return sql, params
+
+
+def in_list(name: str, values: Sequence[Any], params: dict[str, Any]) -> str:
+    """``(:name_0, :name_1, …)`` for ``IN``, its values added to ``params``; ``(NULL)``
+    (which matches nothing) for no values."""
+    if not values:
+        return "(NULL)"
+    names = []
+    for i, value in enumerate(values):
+        params[f"{name}_{i}"] = value
+        names.append(f":{name}_{i}")
+    return f"({', '.join(names)})"
+
+
+def refuses_data(exc: DatabaseError) -> bool:
+    """Whether the database refused the statement's data (a constraint, a value it cannot
+    store): the same statement fails again, whatever the database's state."""
+    cause = exc.__cause__
+    if isinstance(cause, sqlite3.IntegrityError | sqlite3.DataError | sqlite3.InterfaceError):
+        return True
+    if type(cause).__module__.startswith("asyncpg"):
+        import asyncpg
+
+        return isinstance(cause, asyncpg.DataError | asyncpg.IntegrityConstraintViolationError)
+    return False

@@ -17,8 +17,8 @@ from typing import Any, Literal
 import msgspec
 
 from salon.model import clean_text
-from salon.store._db import Connection, Database, in_list
-from salon.store._dialects import insert_sql, utc_day
+from salon.store._db import Connection, Database
+from salon.store._dialects import in_list, insert_sql, utc_day
 from salon.store._part import Part
 from salon.store._trace_delta import Keyframes, resolve
 from salon.trace import CallTrace, CostRow, Trace, TraceSummary

@@ -199,7 +199,8 @@ def _call_trace(pending: PendingCall, price: Price | None) -> CallTrace:
         stop_reason=pending.stop_reason,
         error=pending.error,
         thinking=_cut(pending.thinking, _THINKING_CHARS),
-        cache_ttls=_cache_ttls(sent),
+        # Only a provider that marks the prefix (Anthropic's) sends markers to list.
+        cache_ttls=_cache_ttls(sent) if pending.provider.traits.cache_markers else [],
         cache_reason=cache_reason(pending.provider, request),
     )
 
