@@ -12,7 +12,7 @@ import pytest
 
 from fakes.llm_server import LLMServer
 from fakes.tcp_proxy import TcpProxy
-from tests.llm.test_providers import collect, provider_for, text_of
+from tests.llm.test_providers import collect, provider_for, request, text_of
 
 PROXY_VARIABLES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY")
 NO_PROXY_VARIABLES = ("NO_PROXY", "no_proxy")
@@ -74,3 +74,16 @@ async def test_a_request_hands_no_work_to_threads_after_the_first(
     for _ in range(3):
         assert text_of(await collect(provider))
     assert executor.submitted == first
+
+
+async def test_a_body_with_any_text_reaches_the_server_even_a_lone_surrogate(
+    llm_server: LLMServer, no_proxy_settings: pytest.MonkeyPatch
+) -> None:
+    provider = provider_for(llm_server, "openai")
+    said = [event async for event in provider.stream(request("café, naïve"))]
+    assert text_of(said)
+    assert llm_server.requests[0].body["messages"][-1]["content"] == "café, naïve"
+    # A text with a lone surrogate (a broken paste) is no reason to lose the answer.
+    said = [event async for event in provider.stream(request("half \ud83d of it"))]
+    assert text_of(said)
+    assert llm_server.requests[1].body["messages"][-1]["content"] == "half \ud83d of it"
