@@ -10,6 +10,8 @@ writes a cProfile of the whole (Salon) process to FILE when it stops.
 ``BENCH_PROFILE_STEADY=DIR`` (``bench.floor_profile``): SIGUSR1 starts a cProfile of the
 main thread's CPU time and SIGUSR2 stops it, writing it, the CPU of each thread in between
 and (under ``PYTHONTRACEMALLOC``) the Python heap by package into DIR.
+``BENCH_LOOP_COUNT=DIR`` (``bench.floor_parts``): the same signals count the event loop's
+iterations in between, written to DIR/ARM-loops.txt.
 """
 
 from __future__ import annotations
@@ -179,10 +181,39 @@ def _heap_by_package() -> str:
     return "\n".join(lines) + "\n"
 
 
+class _Loops:
+    """The event loop's iterations over the steady activations (see the module)."""
+
+    def __init__(self, out: Path, arm: str) -> None:
+        import asyncio.base_events
+
+        self.out, self.arm = out, arm
+        self.count = self.start = 0
+        loop_class: Any = asyncio.base_events.BaseEventLoop
+        run_once = loop_class._run_once
+
+        def counted(loop: Any) -> None:
+            self.count += 1
+            run_once(loop)
+
+        loop_class._run_once = counted
+        signal.signal(signal.SIGUSR1, self.begin)
+        signal.signal(signal.SIGUSR2, self.end)
+
+    def begin(self, *_: object) -> None:
+        self.start = self.count
+
+    def end(self, *_: object) -> None:
+        (self.out / f"{self.arm}-loops.txt").write_text(f"{self.count - self.start}\n")
+        os.kill(os.getppid(), signal.SIGUSR1)  # written
+
+
 def main() -> int:
     arm = os.environ.get("BENCH_ARM", "salon")
     if steady := os.environ.get("BENCH_PROFILE_STEADY"):
         _Steady(Path(steady), os.environ.get("BENCH_ARM_NAME", arm))
+    elif loops := os.environ.get("BENCH_LOOP_COUNT"):
+        _Loops(Path(loops), os.environ.get("BENCH_ARM_NAME", arm))
     if arm == "floor":
         _point_discord_at_the_fake()
         from bench.floor_bot import main as floor

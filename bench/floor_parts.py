@@ -11,11 +11,18 @@ floor arms beside Salon with parts taken out, all taking turns in one run.
 Each part's figure is Salon's CPU per activation minus the arm without it (ms); what the
 bare arm still spends over the floor is the rest (the store, the rendered room, the config
 and dispatch). The parts are not features to switch off: the arms only measure them.
+``floor_parts_salon_loop_iterations`` and ``floor_parts_floor_loop_iterations``: the event
+loop's iterations per activation of each (every one is a wake-up and a poll of the sockets).
 """
 
 from __future__ import annotations
 
+import asyncio
 import compileall
+import os
+import signal
+import tempfile
+from pathlib import Path
 
 from bench import discord_cpu
 from bench.figures import Figure
@@ -28,7 +35,14 @@ async def run() -> list[Figure]:
     compileall.compile_dir(discord_cpu.ROOT / "src", quiet=1)
     compileall.compile_dir(discord_cpu.ROOT / "bench", quiet=1)
     arms = ["salon", "floor", *(discord_cpu.WITHOUT + part for part in PARTS), BARE]
-    got = await discord_cpu.session(arms)
+    with tempfile.TemporaryDirectory() as name:
+        out = Path(name)
+        os.environ["BENCH_LOOP_COUNT"] = name
+        try:
+            got = await discord_cpu.session(arms, on_steady=_counting(out))
+        finally:
+            del os.environ["BENCH_LOOP_COUNT"]
+        loops = {arm: int((out / f"{arm}-loops.txt").read_text()) for arm in ("salon", "floor")}
     salon, floor, bare = got["salon"], got["floor"], got[BARE]
     figures = [
         Figure("floor_parts_salon_cpu_ms", salon.per_activation, "ms"),
@@ -43,6 +57,8 @@ async def run() -> list[Figure]:
             )
         )
     figures += [
+        Figure("floor_parts_salon_loop_iterations", loops["salon"] / discord_cpu.ACTIVATIONS, "n"),
+        Figure("floor_parts_floor_loop_iterations", loops["floor"] / discord_cpu.ACTIVATIONS, "n"),
         Figure("floor_parts_bare_cpu_ms", bare.per_activation, "ms"),
         Figure("floor_parts_bare_cpu_ratio", bare.per_activation / floor.per_activation, "x"),
         Figure("floor_parts_bare_peak_rss_mib", bare.peak, "MiB"),
@@ -50,3 +66,23 @@ async def run() -> list[Figure]:
         Figure("floor_parts_floor_peak_rss_mib", floor.peak, "MiB"),
     ]
     return figures
+
+
+def _counting(out: Path):  # type: ignore[no-untyped-def]
+    """``session``'s hook: each bot counts its loop's iterations between the two signals
+    and says (SIGUSR1) when it has written them."""
+    written: asyncio.Queue[None] = asyncio.Queue()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, written.put_nowait, None)
+
+    async def steady(bots: list[discord_cpu.Arm], done: bool) -> None:
+        for bot in bots:
+            assert bot.proc is not None
+            bot.proc.send_signal(signal.SIGUSR2 if done else signal.SIGUSR1)
+        if done:  # a message wakes each bot's loop to run its handler, which writes
+            for bot in bots:
+                await bot.server.post(discord_cpu.CHANNEL, bot.people[1], "(counted)")
+            async with asyncio.timeout(120):
+                for _ in bots:
+                    await written.get()
+
+    return steady
