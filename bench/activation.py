@@ -153,6 +153,10 @@ class Rig:
             platforms={"memory": platform},
             store=store,
             traces=self.writer if self._traces else None,
+            answers=store.traces,
+            limits=store.limits,
+            notes=store.notes,
+            chatlog=store.chatlog,
         )
         await platform.start(self.agent.submit)
         tasks = [asyncio.create_task(self.agent.run()), asyncio.create_task(self.writer.run())]

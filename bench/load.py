@@ -121,6 +121,10 @@ async def measure(
             platforms={},
             store=store,
             traces=traces,
+            answers=store.traces,
+            limits=store.limits,
+            notes=store.notes,
+            chatlog=store.chatlog,
         )
         agent.platforms["memory"] = platform
         await platform.start(agent.submit)

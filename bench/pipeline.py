@@ -106,6 +106,10 @@ async def _prompt_chars(evaluator: bool) -> list[tuple[str, int]]:
             provider=provider,
             platforms={"memory": platform},
             store=store,
+            answers=store.traces,
+            limits=store.limits,
+            notes=store.notes,
+            chatlog=store.chatlog,
         )
         await platform.start(agent.submit)
         runner = asyncio.create_task(agent.run())

@@ -240,6 +240,10 @@ class BotApp:
             traces=self.traces,
             delivery=self.store.delivery,
             rooms=self.store.rooms,
+            answers=self.store.traces,
+            limits=self.store.limits,
+            notes=self.store.notes,
+            chatlog=self.store.chatlog,
         )
         return self
 
