@@ -27,7 +27,7 @@ from salon.agent.recording.export import TraceSink
 from salon.agent.recording.traces import TraceWriter
 from salon.config import BotConfig, ProviderConfig
 from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDelta, UsageEvent
-from salon.llm.base import ThinkingDelta, ThoughtEvent
+from salon.llm.base import BaseProvider, ThinkingDelta, ThoughtEvent
 from salon.llm.openai_compat import OpenAIProvider
 from salon.model import ChannelRef, Message, Participant, Thought, Usage
 from salon.platforms.memory import MemoryPlatform
@@ -42,7 +42,7 @@ REPLY = "A short answer of one paragraph, as most chat replies are."
 THINKING = [f"Step {i}: weigh what the room said and what the person asked. " for i in range(30)]
 
 
-class _TimedProvider:
+class _TimedProvider(BaseProvider):
     """Answers at once. Between being handed the request and answering it builds the JSON
     body an OpenAI-type provider sends (the real provider's code, no network), as every
     real provider does: its ``wire`` is what traces store, so a trace reuses that work."""
@@ -56,7 +56,9 @@ class _TimedProvider:
         self.answered: int = 0
         config = ProviderConfig(type="openai", model="m", base_url="http://127.0.0.1:9/v1")
         self._body = OpenAIProvider("timed", config, api_key="k", base_url=config.base_url)
-        self.wire = self._body.wire
+
+    def wire(self, request: LLMRequest) -> dict[str, Any]:
+        return self._body.wire(request)
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
         self.handed = time.perf_counter_ns()
@@ -151,6 +153,10 @@ class Rig:
             platforms={"memory": platform},
             store=store,
             traces=self.writer if self._traces else None,
+            answers=store.traces,
+            limits=store.limits,
+            notes=store.notes,
+            chatlog=store.chatlog,
         )
         await platform.start(self.agent.submit)
         tasks = [asyncio.create_task(self.agent.run()), asyncio.create_task(self.writer.run())]

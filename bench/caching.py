@@ -301,6 +301,10 @@ async def conversation_run(
                 platforms={"memory": platform},
                 store=store,
                 tools=await stack.enter_async_context(opened) if opened else None,
+                answers=store.traces,
+                limits=store.limits,
+                notes=store.notes,
+                chatlog=store.chatlog,
             )
             await platform.start(agent.submit)
             runner = asyncio.create_task(agent.run())

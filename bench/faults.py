@@ -64,6 +64,10 @@ async def measure(
                 provider=provider,
                 platforms={"memory": platform},
                 store=store,
+                answers=store.traces,
+                limits=store.limits,
+                notes=store.notes,
+                chatlog=store.chatlog,
             )
             await platform.start(agent.submit)
             runner = asyncio.create_task(agent.run())

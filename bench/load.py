@@ -28,7 +28,15 @@ from bench.figures import Figure, percentile, settled_rss_mib
 from salon.agent import Agent
 from salon.agent.recording.traces import TraceWriter
 from salon.config import BotConfig
-from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDelta, UsageEvent
+from salon.llm import (
+    BaseProvider,
+    LLMRequest,
+    ProviderTraits,
+    StopEvent,
+    StreamEvent,
+    TextDelta,
+    UsageEvent,
+)
 from salon.model import ChannelRef, Message, Participant, Usage
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sql import SQLStore, sqlite_url
@@ -49,7 +57,7 @@ _CHATTER = (  # what the history says, a line of 20 to 200 characters
 )
 
 
-class _SlowModel:
+class _SlowModel(BaseProvider):
     name = "slow"
     traits = ProviderTraits()
 
@@ -113,6 +121,10 @@ async def measure(
             platforms={},
             store=store,
             traces=traces,
+            answers=store.traces,
+            limits=store.limits,
+            notes=store.notes,
+            chatlog=store.chatlog,
         )
         agent.platforms["memory"] = platform
         await platform.start(agent.submit)

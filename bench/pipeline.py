@@ -24,7 +24,7 @@ from bench.figures import Figure, percentile
 from salon.agent import Agent
 from salon.config import BotConfig
 from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDelta, UsageEvent
-from salon.llm.base import TextPart
+from salon.llm.base import BaseProvider, TextPart
 from salon.model import Participant, Usage
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sql import SQLStore, sqlite_url
@@ -60,7 +60,7 @@ async def pipeline_overhead() -> list[Figure]:
     ]
 
 
-class _Scripted:
+class _Scripted(BaseProvider):
     """Answers the evaluator with the numbers of the new topic's messages; records the
     characters of every request."""
 
@@ -106,6 +106,10 @@ async def _prompt_chars(evaluator: bool) -> list[tuple[str, int]]:
             provider=provider,
             platforms={"memory": platform},
             store=store,
+            answers=store.traces,
+            limits=store.limits,
+            notes=store.notes,
+            chatlog=store.chatlog,
         )
         await platform.start(agent.submit)
         runner = asyncio.create_task(agent.run())

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from salon.llm import LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDelta
+from salon.llm import BaseProvider, LLMRequest, ProviderTraits, StopEvent, StreamEvent, TextDelta
 
 
-class GatedProvider:
+class GatedProvider(BaseProvider):
     """Every stream waits on its own gate; ``started`` tells which calls are running."""
 
     def __init__(self) -> None:

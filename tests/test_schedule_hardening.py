@@ -16,7 +16,7 @@ from fakes.clock import FakeClock
 from salon.app import BotApp
 from salon.config import Secrets
 from salon.llm import FakeProvider, FakeReply, LLMRequest, ProviderTraits, StopEvent, TextDelta
-from salon.llm.base import StreamEvent
+from salon.llm.base import BaseProvider, StreamEvent
 from salon.model import ChannelRef, Participant, Schedule, ToolCall
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sql import SQLStore, sqlite_url
@@ -26,7 +26,7 @@ ALICE = Participant("alice", "Alice")
 T0 = datetime(2026, 11, 22, 20, 0, tzinfo=UTC)
 
 
-class SlowThenFast:
+class SlowThenFast(BaseProvider):
     """The first answer blocks until cancelled (a long answer cut by a stop); later ones
     come at once."""
 

@@ -21,7 +21,7 @@ from salon.bot_commands import BotCommands
 from salon.bots import data_dir, database_url, load_bot, local_model_problems, store_for
 from salon.config import BotConfig, ChannelConfigs, ConfigSet, Secrets
 from salon.llm.base import Provider
-from salon.llm.factory import build_provider, warm_provider
+from salon.llm.factory import build_provider
 from salon.model import Event
 from salon.otel import otel_export
 from salon.platforms import registry
@@ -240,6 +240,10 @@ class BotApp:
             traces=self.traces,
             delivery=self.store.delivery,
             rooms=self.store.rooms,
+            answers=self.store.traces,
+            limits=self.store.limits,
+            notes=self.store.notes,
+            chatlog=self.store.chatlog,
         )
         return self
 
@@ -322,7 +326,7 @@ class BotApp:
 
     async def _warm(self) -> None:
         try:
-            await warm_provider(self.provider)
+            await self.provider.warm()
         except Exception:  # the first request builds it again and says what fails
             logger.exception("bot %s: could not load its provider ahead of use", self.key)
 

@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TextIO
 from salon.app import BotApp
 from salon.config import BotConfig, Secrets
 from salon.config.targets import channel_key
-from salon.llm.base import ProviderTraits
+from salon.llm.base import BaseProvider, LLMRequest, ProviderTraits, StreamEvent
 from salon.model import ToolCall
 from salon.printable import printable
 from salon.store.sql import SQLStore
@@ -76,13 +76,13 @@ async def _serve(tools: ToolSet, listen: HttpListen | None) -> None:
     await serve_http(server, listen, said)
 
 
-class _NoProvider:
+class _NoProvider(BaseProvider):
     """Tool commands never ask a model."""
 
     name = "none"
     traits = ProviderTraits()
 
-    def stream(self, request: object) -> object:
+    def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
         raise RuntimeError("salon tools does not call a model")
 
     async def aclose(self) -> None:
@@ -90,7 +90,7 @@ class _NoProvider:
 
 
 def _app(key: str, config: BotConfig, root: Path, secrets: Secrets) -> BotApp:
-    return BotApp(key=key, config=config, root=root, secrets=secrets, provider=_NoProvider())  # type: ignore[arg-type]
+    return BotApp(key=key, config=config, root=root, secrets=secrets, provider=_NoProvider())
 
 
 async def list_tools(key: str, config: BotConfig, root: Path, secrets: Secrets) -> int:

@@ -42,6 +42,10 @@ async def start_agent(store: SQLStore) -> AsyncIterator[StartAgent]:
             platforms={platform.name: platform},
             store=store,
             redactor=redactor,
+            answers=store.traces,
+            limits=store.limits,
+            notes=store.notes,
+            chatlog=store.chatlog,
         )
         await platform.start(agent.submit)
         tasks.append(asyncio.create_task(agent.run()))

@@ -86,6 +86,10 @@ async def pipeline_agent(
         store=store,
         tools=runner,
         providers=real_provider,
+        answers=store.traces,
+        limits=store.limits,
+        notes=store.notes,
+        chatlog=store.chatlog,
     )
     await platform.start(agent.submit)
     task = asyncio.create_task(agent.run())

@@ -40,6 +40,10 @@ class Bot:
             platforms={platform.name: platform},
             store=store,
             delivery=store.delivery,
+            answers=store.traces,
+            limits=store.limits,
+            notes=store.notes,
+            chatlog=store.chatlog,
         )
         self.task: asyncio.Task[None] | None = None
 

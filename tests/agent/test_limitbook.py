@@ -24,7 +24,7 @@ async def book(tmp_path: Path) -> AsyncIterator[LimitBook]:
     store = SQLStore(sqlite_url(tmp_path / "s.db"))
     await store.open()
     try:
-        yield LimitBook("bot", store)
+        yield LimitBook("bot", store.limits)
     finally:
         await store.close()
 

@@ -96,7 +96,7 @@ async def test_a_budget_holds_exactly_under_20_concurrent_activations(
         limits = agent.pipeline.limits
         assert limits is not None
         spent, held = limits.book.spent("user:alice:tokens", day)
-        stored = await store.spent("salon", "user:alice:tokens", day)
+        stored = await store.limits.spent("salon", "user:alice:tokens", day)
     assert held == 0
     assert stored == spent
     assert spent == answered * 100  # every answer counted once, none lost

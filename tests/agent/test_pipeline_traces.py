@@ -89,7 +89,7 @@ async def test_bots_writing_too_fast_pause_the_bot_and_it_says_so_once(
     (note,) = platform.sent
     assert "faster than 3 messages a minute" in note.text
     assert "pauses for 10 min" in note.text
-    assert await store.mark("salon", f"pause:{room.key}") is not None
+    assert await store.limits.mark("salon", f"pause:{room.key}") is not None
 
 
 async def test_reply_on_random_asks_the_gate_and_a_keyword_skips_it(

@@ -28,13 +28,13 @@ async def test_only_a_message_older_than_the_process_is_looked_up(tmp_path: Path
     looked: list[str] = []
     stop = asyncio.Event()
     async with app:
-        store_answered = app.store.answered
+        store_answered = app.store.traces.answered
 
         async def answered(bot: str, platform_name: str, message_id: str) -> bool:
             looked.append(message_id)
             return await store_answered(bot, platform_name, message_id)
 
-        app.store.answered = answered  # type: ignore[method-assign]
+        app.store.traces.answered = answered  # type: ignore[method-assign]
         serving = asyncio.create_task(app.serve(stop, [platform]))
         await asyncio.wait_for(platform.started.wait(), 5)
         fresh = await platform.post(dm, ALICE, "hello")

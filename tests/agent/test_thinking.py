@@ -177,7 +177,7 @@ async def test_a_reasoning_heavy_answer_is_charged_to_the_budget(
     await platform.post(dm, ALICE, "and again")
     await agent.wait_idle()
     day = int(time.time() // 86400)
-    assert await store.spent("salon", f"channel:{dm.key}:tokens", day) == 960
+    assert await store.limits.spent("salon", f"channel:{dm.key}:tokens", day) == 960
     assert platform.sent[0].text == "Yes."
     assert "daily budget" in platform.sent[1].text  # the thinking was paid for
 

@@ -10,7 +10,6 @@ from salon.config import Secrets
 from salon.llm import ChatMessage, FakeProvider, LLMRequest
 from salon.llm._convert import Converted
 from salon.llm.anthropic import to_anthropic_messages
-from salon.llm.base import wire_body
 from salon.llm.factory import build_provider
 from tests.conftest import bot_config
 
@@ -94,7 +93,7 @@ def test_the_turn_memo_keeps_within_a_byte_budget_whatever_the_turns_weigh() -> 
     def convert_long_turns() -> None:
         for n in range(150):  # 1 MB each: 150 MB if all were kept
             turn = ChatMessage.text("user", "x" * 1_000_000 + str(n))
-            wire_body(FakeProvider(), LLMRequest(model="m", messages=(turn,)))
+            FakeProvider().wire(LLMRequest(model="m", messages=(turn,)))
 
     assert _held_after(convert_long_turns) < 144 * 1024 * 1024  # the default budget: 128 MiB
 

@@ -8,8 +8,7 @@ import pytest
 from fakes.llm_server import LLMServer, Scripted
 from salon.config import Secrets
 from salon.llm import ChatMessage, LLMRequest, Provider, TextDelta
-from salon.llm.base import wire_body
-from salon.llm.factory import DeferredProvider, build_provider, warm_provider
+from salon.llm.factory import DeferredProvider, build_provider
 from tests.conftest import bot_config
 
 
@@ -48,7 +47,7 @@ async def test_warming_builds_it_and_closing_an_unbuilt_one_builds_nothing() -> 
         provider, deferred = _deferred(server, "openai")
         await deferred.aclose()
         assert deferred._inner is None
-        await warm_provider(provider)
+        await provider.warm()
         assert deferred._inner is not None
-        assert wire_body(provider, _request())["model"] == "m1"
+        assert provider.wire(_request())["model"] == "m1"
         await provider.aclose()

@@ -12,13 +12,13 @@ from pathlib import Path
 
 from fakes.discord_server import DiscordServer
 from salon.llm import FakeProvider, LLMRequest, ProviderTraits, StopEvent, TextDelta
-from salon.llm.base import StreamEvent
+from salon.llm.base import BaseProvider, StreamEvent
 from salon.model import ChannelRef, Participant, Schedule
 from tests.platforms.conftest import GENERAL, Start
 from tests.platforms.test_discord_redelivery import make_app, said, serve_until
 
 
-class FirstParagraphThenHang:
+class FirstParagraphThenHang(BaseProvider):
     """Says one paragraph, then waits until the stop cancels it."""
 
     name = "hang"

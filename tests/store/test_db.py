@@ -124,7 +124,7 @@ async def test_an_exception_in_the_block_rolls_back_too(database: Database) -> N
 
         with pytest.raises(RuntimeError):
             await write_then_raise()
-        assert await store.mark("b", "k") is None
+        assert await store.limits.mark("b", "k") is None
     finally:
         await store.close()
 
@@ -146,7 +146,7 @@ async def test_transactions_of_one_process_take_turns_on_sqlite(tmp_path: Path) 
 
     try:
         await asyncio.gather(bump(), bump(), bump())
-        assert await store.mark("b", "n") == 60
+        assert await store.limits.mark("b", "n") == 60
     finally:
         await store.close()
 
@@ -181,8 +181,8 @@ async def test_a_write_waits_for_another_process_holding_the_lock(tmp_path: Path
         release.set()
         await asyncio.wait_for(holder, 10)
         await asyncio.wait_for(waiter, 10)
-        assert await second.mark("b", "x") == 1.0
-        assert await second.mark("b", "y") == 2.0  # it saw the other's row: no lost update
+        assert await second.limits.mark("b", "x") == 1.0
+        assert await second.limits.mark("b", "y") == 2.0  # it saw the other's row: no lost update
     finally:
         release.set()
         await first.close()
@@ -233,8 +233,8 @@ async def test_a_store_made_by_an_earlier_salon_reads_back_and_takes_writes(
             whole = await store.traces.get_trace(summary.id)
             assert whole is not None
             assert "incomplete" not in whole[1]
-        assert await store.spent("bot", "user:alice:tokens", 20454) == 40
-        assert await store.mark("bot", "pause:memory:room") == 1_767_229_200.0
+        assert await store.limits.spent("bot", "user:alice:tokens", 20454) == 40
+        assert await store.limits.mark("bot", "pause:memory:room") == 1_767_229_200.0
         assert [h.bot for h in await store.health.health_reports()] == ["bot"]
         assert [e.text for e in await store.inbox.take_events("bot", "me")] == [
             "hello from outside"
@@ -298,7 +298,7 @@ async def test_a_deferred_statement_that_fails_fails_its_transaction(database: D
     try:
         with pytest.raises(DatabaseError, match=r"no_such_table|does not exist"):
             await write_then_fail()
-        assert await store.mark("b", "kept?") is None
+        assert await store.limits.mark("b", "kept?") is None
     finally:
         await store.close()
 
@@ -308,7 +308,7 @@ async def test_connections_the_server_dropped_are_replaced(pg_database: Database
     new one instead of failing."""
     store = await pg_database.open_store()
     try:
-        await store.set_mark("b", "before", 1.0)
+        await store.limits.set_mark("b", "before", 1.0)
         url = parse_url(pg_database.url, pg_database.password)
         admin = await asyncpg.connect(url.with_database("postgres").dsn, password=url.password)
         try:
@@ -320,8 +320,8 @@ async def test_connections_the_server_dropped_are_replaced(pg_database: Database
         finally:
             await admin.close()
         assert dropped >= 1
-        assert await store.mark("b", "before") == 1.0
-        await store.set_mark("b", "after", 2.0)
-        assert await store.mark("b", "after") == 2.0
+        assert await store.limits.mark("b", "before") == 1.0
+        await store.limits.set_mark("b", "after", 2.0)
+        assert await store.limits.mark("b", "after") == 2.0
     finally:
         await store.close()

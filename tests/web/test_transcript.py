@@ -20,7 +20,6 @@ from salon.llm.base import (
     ToolResultPart,
     ToolUsePart,
     request_as_sent,
-    wire_body,
 )
 from salon.llm.factory import build_provider
 from salon.model import ToolCall, ToolResult
@@ -86,7 +85,7 @@ def test_a_request_as_sent_keeps_an_image_as_its_size_and_hash(vendor: str) -> N
     assert "<image: 2048 bytes, sha256 " in sent
     assert base64.b64encode(picture).decode()[:64] not in sent
     text_only = replace(REQUEST, messages=REQUEST.messages[:1])
-    assert request_as_sent(provider, text_only) == wire_body(provider, text_only)
+    assert request_as_sent(provider, text_only) == provider.wire(text_only)
 
 
 def test_a_calls_thinking_is_shown_collapsed_with_its_token_count() -> None:

@@ -25,11 +25,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from salon.agent.activation import Activation, should_activate
 from salon.agent.answerkey import FirstSend
-from salon.agent.conversation.answer import Conversation
+from salon.agent.conversation.answer import ChannelLogs, Conversation
 from salon.agent.conversation.toolrunner import ToolRunner
 from salon.agent.delivery import Delivery, DeliveryBook
 from salon.agent.pipeline.steps import Attempt, Pipeline
@@ -42,8 +42,10 @@ from salon.config import BotConfig, ChannelConfigs, Redactor
 from salon.errors import SalonError, StoreError
 from salon.llm.base import Provider
 from salon.model import ChannelRef, Event, FireStatus, Message, MessageEvent, ScheduledEvent, Tag
+from salon.notes import NoteStore
 from salon.platforms.base import Platform
 from salon.store.base import Store
+from salon.store.limits import LimitStore
 from salon.tools.outputs import save_beside
 from salon.trace import ACTIVATION
 
@@ -63,7 +65,6 @@ _CLOCK_SKEW = timedelta(seconds=1)
 _FIND_SECONDS = 10.0  # asking the platform for a stored channel's guild
 
 
-@runtime_checkable
 class AnswerBook(Protocol):
     """What the store says of messages an earlier process handled (its traces)."""
 
@@ -106,9 +107,18 @@ class Agent:
         traces: TraceWriter | None = None,
         delivery: DeliveryBook | None = None,
         rooms: TurnBook | None = None,
+        answers: AnswerBook | None = None,
+        limits: LimitStore | None = None,
+        notes: NoteStore | None = None,
+        chatlog: ChannelLogs | None = None,
     ) -> None:
-        """``delivery``: where marks and owed answers are kept (no catch-up without);
-        ``rooms``: where bots sharing a channel take turns (without: always alone)."""
+        """The parts of the store beyond ``store``, each None where it has none:
+        ``delivery``: where marks and owed answers are kept (no catch-up without);
+        ``rooms``: where bots sharing a channel take turns (without: always alone);
+        ``answers``: which messages an earlier process answered (without: none);
+        ``limits``: limits, budgets and pauses (without: no limits, pauses in memory);
+        ``notes``: the memory notes (without: no memory block); ``chatlog``: the chat log
+        with joins and parts, for ``irc_logs`` (without: no such block)."""
         self.bot = bot
         self.traces = traces
         self.config = config
@@ -123,6 +133,7 @@ class Agent:
             bot=bot,
             configs=self.configs,
             store=store,
+            notes=notes,
             tool_log=tools.log if tools is not None else None,
         )
         self.conversation = Conversation(
@@ -131,6 +142,7 @@ class Agent:
             tools=tools,
             redactor=self._redact,
             max_tool_depth=config.max_tool_depth,
+            chatlog=chatlog,
         )
         self.pipeline = Pipeline(
             bot=bot,
@@ -140,6 +152,7 @@ class Agent:
             redactor=self._redact,
             provider_for=self._provider_for,
             turns=Turns(bot=bot, book=rooms, resubmit=self.submit) if rooms is not None else None,
+            limits=limits,
         )
         # Events with when they arrived (time.perf_counter), for the queue wait in traces.
         self._queue: asyncio.Queue[tuple[float, Event]] = asyncio.Queue(
@@ -156,7 +169,7 @@ class Agent:
         # may have been answered by the one before it: the store's traces tell.
         self._taken: OrderedDict[str, None] = OrderedDict()
         self._started = datetime.now(UTC)
-        self._answers = store if isinstance(store, AnswerBook) else None
+        self._answers = answers
         self.last_event_at: float | None = None  # time.time() of the newest event
         self.last_answer_at: float | None = None  # of the newest answered activation
         self.delivery: Delivery | None = None

@@ -16,7 +16,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Protocol, runtime_checkable
 
 from salon.agent.activation import Activation, Scene, joint
 from salon.agent.links import Linker, all_read, readable_stretches
@@ -46,14 +45,6 @@ _FLAGGED_LIMIT = 4096  # skipped pinned configs remembered, so each is flagged o
 _STATE_CACHE = 4096  # channels whose rolling state is kept in memory
 
 
-@runtime_checkable
-class _WithNotes(Protocol):
-    """A store with a notes part (the SQL store)."""
-
-    @property
-    def notes(self) -> NoteStore: ...
-
-
 class Room:
     def __init__(
         self,
@@ -61,8 +52,10 @@ class Room:
         bot: str,
         configs: ChannelConfigs,
         store: Store,
+        notes: NoteStore | None = None,
         tool_log: ToolLog | None = None,
     ) -> None:
+        """``notes``: the memory notes shown in the prompt (None: no memory block)."""
         self.bot = bot
         self.configs = configs
         self.store = store
@@ -73,7 +66,6 @@ class Room:
         self._states: OrderedDict[str, RollState | None] = OrderedDict()
         self._views = channel_views()
         self.links = Linker(self._source_config)
-        notes = store.notes if isinstance(store, _WithNotes) else None
         self.memory = MemoryBlocks(bot, notes)
 
     async def config_in(self, platform: Platform, channel: ChannelRef) -> BotConfig:

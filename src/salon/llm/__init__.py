@@ -1,6 +1,7 @@
 """LLM providers behind one streaming protocol."""
 
 from salon.llm.base import (
+    BaseProvider,
     ChatMessage,
     ImagePart,
     LLMRequest,
@@ -20,6 +21,7 @@ from salon.llm.fake import FakeProvider, FakeReply
 from salon.llm.retry import RetryingProvider
 
 __all__ = [
+    "BaseProvider",
     "ChatMessage",
     "FakeProvider",
     "FakeReply",

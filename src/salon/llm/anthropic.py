@@ -16,6 +16,7 @@ from salon.config import ProviderConfig
 from salon.llm._convert import REQUESTS, Converted
 from salon.llm._sdk import add_extras, sdk_timeout, sent_body, stream_sdk
 from salon.llm.base import (
+    BaseProvider,
     ChatMessage,
     ImagePart,
     LLMRequest,
@@ -48,7 +49,7 @@ _OPENING_TURN = "(the conversation so far)"
 _INTERLEAVED = "interleaved-thinking-2025-05-14"
 
 
-class AnthropicProvider:
+class AnthropicProvider(BaseProvider):
     def __init__(
         self,
         name: str,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from itertools import chain
@@ -16,6 +17,7 @@ from salon.model import UNPARSED_ARGUMENTS, Thought, ToolCall, ToolResult, Usage
 
 __all__ = [
     "UNPARSED_ARGUMENTS",
+    "BaseProvider",
     "ChatMessage",
     "ContentPart",
     "ImagePart",
@@ -44,7 +46,6 @@ __all__ = [
     "shown_images",
     "transcript_text",
     "turn_bytes",
-    "wire_body",
 ]
 
 
@@ -259,14 +260,50 @@ def _clean_json(value: Any) -> Any:
 
 class Provider(Protocol):
     """An LLM endpoint. ``stream`` raises only ``ProviderError`` (or ``RateLimited``).
-    A vendor provider may also have ``wire(request)``: the JSON body it sends for it."""
+    A wrapper (retry, deadline, lazy build) passes ``wire``, ``cache_reason`` and
+    ``warm`` on to the provider it wraps."""
 
     name: str
     traits: ProviderTraits
 
     def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]: ...
 
+    def wire(self, request: LLMRequest) -> dict[str, Any]:
+        """The JSON body sent for ``request``, images and all."""
+        ...
+
+    def cache_reason(self, request: LLMRequest) -> str | None:
+        """Why the request's cache markers got their lifetimes (None: it sets none)."""
+        ...
+
+    async def warm(self) -> None:
+        """Get ready for the first request now (a deferred vendor SDK loads)."""
+        ...
+
     async def aclose(self) -> None: ...
+
+
+class BaseProvider(ABC):
+    """A provider with the neutral abilities: Salon's own form of the request as its
+    body, no cache lifetimes to explain, nothing to warm."""
+
+    name: str
+    traits: ProviderTraits
+
+    @abstractmethod
+    def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]: ...
+
+    @abstractmethod
+    async def aclose(self) -> None: ...
+
+    def wire(self, request: LLMRequest) -> dict[str, Any]:
+        return _neutral(request)
+
+    def cache_reason(self, request: LLMRequest) -> str | None:
+        return None
+
+    async def warm(self) -> None:
+        return None
 
 
 def anthropic_traits(cache_ttl: str | None) -> ProviderTraits:
@@ -287,33 +324,12 @@ _PARTS = attrgetter("parts")
 
 
 def request_as_sent(provider: Provider, request: LLMRequest) -> dict[str, Any]:
-    """The body ``provider`` sends for ``request`` (its ``wire``, where it has one; else
-    Salon's own form of the request), with images as their size and hash."""
-    body = wire_body(provider, request)
+    """The body ``provider`` sends for ``request``, with images as their size and hash."""
+    body = provider.wire(request)
     if not _may_carry_images(request):  # the walk costs as much as the body: skip it
         return body
     shown: dict[str, Any] = shown_images(body)
     return shown
-
-
-def cache_reason(provider: Provider, request: LLMRequest) -> str | None:
-    """Why ``provider`` gave the request's cache markers their lifetimes (None: it sets
-    none), looked up through the wrappers (retry, deadline, lazy build) to the provider."""
-    found: Any = provider
-    while found is not None:
-        reason = getattr(found, "cache_reason", None)
-        if reason is not None:
-            answer: str | None = reason(request)
-            return answer
-        found = getattr(found, "inner", None)
-    return None
-
-
-def wire_body(provider: Provider, request: LLMRequest) -> dict[str, Any]:
-    """The body ``provider`` sends for ``request``, images and all (wrappers pass it on)."""
-    wire = getattr(provider, "wire", None)
-    body: dict[str, Any] = wire(request) if wire is not None else _neutral(request)
-    return body
 
 
 def _may_carry_images(request: LLMRequest) -> bool:

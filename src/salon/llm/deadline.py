@@ -26,7 +26,6 @@ from salon.llm.base import (
     StreamEvent,
     clean_event,
     close_stream,
-    wire_body,
 )
 
 __all__ = ["DeadlineProvider"]
@@ -74,7 +73,13 @@ class DeadlineProvider:
         return ProviderError(f"{self.name}: {text}", provider=self.name)
 
     def wire(self, request: LLMRequest) -> dict[str, Any]:
-        return wire_body(self.inner, request)
+        return self.inner.wire(request)
+
+    def cache_reason(self, request: LLMRequest) -> str | None:
+        return self.inner.cache_reason(request)
+
+    async def warm(self) -> None:
+        await self.inner.warm()
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -15,12 +15,11 @@ from salon.llm.base import (
     ProviderTraits,
     StreamEvent,
     anthropic_traits,
-    wire_body,
 )
 from salon.llm.deadline import DeadlineProvider
 from salon.llm.retry import RetryingProvider
 
-__all__ = ["DeferredProvider", "build_provider", "warm_provider"]
+__all__ = ["DeferredProvider", "build_provider", "guarded", "vendor_provider"]
 
 # The vendor providers' modules: each imports its SDK, a good fraction of a second.
 _MODULES = {
@@ -54,25 +53,19 @@ class DeferredProvider:
         return self.inner.stream(request)
 
     def wire(self, request: LLMRequest) -> dict[str, Any]:
-        return wire_body(self.inner, request)
+        return self.inner.wire(request)
+
+    def cache_reason(self, request: LLMRequest) -> str | None:
+        return self.inner.cache_reason(request)
 
     async def warm(self) -> None:
         """Import the SDK in a thread (the event loop keeps serving), then build."""
         await asyncio.to_thread(importlib.import_module, self._module)
-        _ = self.inner
+        await self.inner.warm()
 
     async def aclose(self) -> None:
         if self._inner is not None:
             await self._inner.aclose()
-
-
-async def warm_provider(provider: Provider) -> None:
-    """Build a deferred provider inside ``provider``'s wrappers now, if there is one."""
-    found: Any = provider
-    while found is not None and not isinstance(found, DeferredProvider):
-        found = getattr(found, "inner", None)
-    if found is not None:
-        await found.warm()
 
 
 def _traits(config: ProviderConfig) -> ProviderTraits:
@@ -85,14 +78,19 @@ def build_provider(
     bot: BotConfig, secrets: Secrets, *, http_client: Any = None, deferred: bool = False
 ) -> Provider:
     """``bot``'s provider with its deadlines and retries; ``deferred``: the vendor SDK
-    loads at the first request or ``warm_provider``, not now."""
+    loads at the first request or ``warm()``, not now."""
     config = bot.provider_config()
     inner: Provider
     if deferred and config.type in _MODULES:
-        build = partial(_vendor_provider, bot, secrets, http_client)
+        build = partial(vendor_provider, bot, secrets, http_client)
         inner = DeferredProvider(bot.provider, _traits(config), _MODULES[config.type], build)
     else:
-        inner = _vendor_provider(bot, secrets, http_client)
+        inner = vendor_provider(bot, secrets, http_client)
+    return guarded(inner, config)
+
+
+def guarded(inner: Provider, config: ProviderConfig) -> Provider:
+    """``inner`` with ``config``'s deadlines and retries around it."""
     timed = DeadlineProvider(
         inner, first_token_timeout=config.first_token_timeout, timeout=config.timeout
     )
@@ -104,7 +102,8 @@ def build_provider(
     )
 
 
-def _vendor_provider(bot: BotConfig, secrets: Secrets, http_client: Any) -> Provider:
+def vendor_provider(bot: BotConfig, secrets: Secrets, http_client: Any = None) -> Provider:
+    """``bot``'s vendor provider itself, with no deadlines or retries around it."""
     config = bot.provider_config()
     api_key = secrets.get(config.api_key_env)
     base_url = secrets.get(config.base_url_env) or config.base_url

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from salon.errors import ProviderError
 from salon.llm.base import (
+    BaseProvider,
     LLMRequest,
     ProviderTraits,
     StopEvent,
@@ -46,7 +47,7 @@ class FakeReply:
         return cls(tuple(text[i : i + chunk_size] for i in range(0, len(text), chunk_size)))
 
 
-class FakeProvider:
+class FakeProvider(BaseProvider):
     """Replays ``FakeReply`` objects in order; with none left, answers ``default``."""
 
     def __init__(self, replies: Iterable[FakeReply | str] = (), *, default: str = "ok") -> None:

@@ -22,6 +22,7 @@ from salon.errors import ProviderError
 from salon.llm._errors import MALFORMED_STREAM_ERRORS, connection_failure, status_error
 from salon.llm._sdk import BACKSTOP, close_stream, request_extras
 from salon.llm.base import (
+    BaseProvider,
     ChatMessage,
     ImagePart,
     LLMRequest,
@@ -54,7 +55,7 @@ _BUDGET_ONLY = re.compile(r"(?:^|/)gemini-[12](?:[.-]|$)")
 _EFFORT_BUDGET = {"low": 1024, "medium": 8192, "high": 24576}
 
 
-class GoogleProvider:
+class GoogleProvider(BaseProvider):
     def __init__(
         self,
         name: str,

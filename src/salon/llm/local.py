@@ -33,6 +33,7 @@ from salon.llm._local_engine import (
     release_engine,
 )
 from salon.llm.base import (
+    BaseProvider,
     ChatMessage,
     ImagePart,
     LLMRequest,
@@ -156,7 +157,7 @@ def _load_llama(path: Path, config: ProviderConfig, name: str) -> Any:
         ) from exc
 
 
-class LocalProvider:
+class LocalProvider(BaseProvider):
     """A local GGUF model. Providers naming the same file share one loaded model."""
 
     def __init__(self, name: str, config: ProviderConfig, *, engine: Engine | None = None) -> None:

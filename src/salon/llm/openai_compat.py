@@ -39,6 +39,7 @@ from salon.llm._errors import redact_url
 from salon.llm._http_stream import Decoder, EventStreams
 from salon.llm._sdk import BACKSTOP, add_extras, sent_body
 from salon.llm.base import (
+    BaseProvider,
     ChatMessage,
     ImagePart,
     LLMRequest,
@@ -70,7 +71,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 VENDOR = "openai"  # what this provider's thoughts say wrote them (with the model)
 
 
-class OpenAIProvider:
+class OpenAIProvider(BaseProvider):
     def __init__(
         self,
         name: str,

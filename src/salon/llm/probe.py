@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from salon.config import BotConfig, Secrets
 from salon.errors import SalonError
 from salon.llm.base import ChatMessage, LLMRequest, TextDelta
-from salon.llm.factory import build_provider
+from salon.llm.factory import guarded, vendor_provider
 
 __all__ = ["ProbeResult", "probe"]
 
@@ -49,7 +48,8 @@ async def probe(bot: BotConfig, provider_name: str, secrets: Secrets) -> ProbeRe
             "providers": {**bot.providers, provider_name: once},
         }
     )
-    provider = build_provider(config, secrets)
+    vendor = vendor_provider(config, secrets)
+    provider = guarded(vendor, config.provider_config())
     request = LLMRequest(model=model, messages=(ChatMessage.text("user", PROMPT),), max_tokens=16)
     started = time.perf_counter()
     reply = ""
@@ -60,16 +60,15 @@ async def probe(bot: BotConfig, provider_name: str, secrets: Secrets) -> ProbeRe
     except Exception as exc:  # a diagnosis: whatever went wrong is the answer
         reason = str(exc) if isinstance(exc, SalonError) else f"{type(exc).__name__}: {exc}"
         error = secrets.redactor()(reason)
-        return ProbeResult(provider_name, model, False, error=error, note=_note(provider))
+        return ProbeResult(provider_name, model, False, error=error, note=_note(vendor))
     finally:
         await provider.aclose()
     elapsed = (time.perf_counter() - started) * 1000
-    return ProbeResult(provider_name, model, True, elapsed, reply[:200], note=_note(provider))
+    return ProbeResult(provider_name, model, True, elapsed, reply[:200], note=_note(vendor))
 
 
-def _note(provider: object) -> str | None:
-    """The vendor provider's word on its base URL, inside the retry and deadline wrappers."""
-    found: Any = provider
-    while found is not None and not hasattr(found, "base_url_note"):
-        found = getattr(found, "inner", None)
-    return getattr(found, "base_url_note", None)
+def _note(vendor: object) -> str | None:
+    """The vendor provider's word on its base URL (only the OpenAI-compatible one has one;
+    importing its class to ask would load the openai SDK for every vendor)."""
+    note: str | None = getattr(vendor, "base_url_note", None)
+    return note

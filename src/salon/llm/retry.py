@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from salon.errors import ProviderError, RateLimited
-from salon.llm.base import LLMRequest, Provider, StreamEvent, wire_body
+from salon.llm.base import LLMRequest, Provider, StreamEvent
 
 __all__ = ["RetryingProvider", "backoff_delay"]
 
@@ -72,7 +72,13 @@ class RetryingProvider:
                 await self._sleep(delay)
 
     def wire(self, request: LLMRequest) -> dict[str, Any]:
-        return wire_body(self.inner, request)
+        return self.inner.wire(request)
+
+    def cache_reason(self, request: LLMRequest) -> str | None:
+        return self.inner.cache_reason(request)
+
+    async def warm(self) -> None:
+        await self.inner.warm()
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from salon.config import BotConfig, Secrets
 from salon.config.prices import call_cost, price_for
 from salon.errors import ConfigError, ConfigProblem, ProviderError
-from salon.llm.base import LLMRequest, Provider, TextDelta, ThinkingDelta, UsageEvent, wire_body
+from salon.llm.base import LLMRequest, Provider, TextDelta, ThinkingDelta, UsageEvent
 from salon.llm.factory import build_provider
 from salon.model import Usage
 from salon.replay.billing import Billing, billing_for
@@ -107,7 +107,7 @@ class ArmCalls:
             billing = self._billing[key] = billing_for(settings.type, request.model)
         # A local model has no wire (and a dry run must not load it): its prompt's text.
         local = settings.type == "local"
-        body = _plain(request) if local else wire_body(self.provider(config), request)
+        body = _plain(request) if local else self.provider(config).wire(request)
         usage = billing.bill(body, request.model, when)
         price = price_for(request.model, config.prices)
         said = replace(usage, output_tokens=math.ceil(len(canned) / 4))

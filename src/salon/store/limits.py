@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple, Protocol, runtime_checkable
+from typing import Literal, NamedTuple, Protocol
 
 __all__ = ["Admission", "Charge", "LimitStore", "Refusal", "Settlement"]
 
@@ -53,7 +53,6 @@ class Settlement:
     spent: float
 
 
-@runtime_checkable
 class LimitStore(Protocol):
     async def record(
         self, bot: str, admission: Admission, settlements: Sequence[Settlement]

@@ -8,9 +8,9 @@ this code is refused rather than guessed at.
 ``SQLStore`` opens the database and owns the parts that use it, one per concern, each in
 its own module: ``chatlog``, ``channels``, ``approvals``, ``schedules`` (with the process
 leases), ``limits``, ``traces``, ``health``, ``inbox``, ``notes``, ``delivery``,
-``tokens`` and ``sessions`` (the web server's). A consumer takes the part it uses; the
-methods here are those of the agent's ``Store``, ``AnswerBook`` and ``LimitStore``
-protocols, each handed to its part (the agent takes one store and checks what it offers).
+``tokens`` and ``sessions`` (the web server's). A consumer takes the part it uses (the
+app hands the agent its ``traces``, ``limits``, ``notes``, ``chatlog``, ``delivery`` and
+``rooms``); the methods here are the agent's ``Store`` protocol, each handed to its part.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from salon.store._sessions import SessionPart
 from salon.store._tables import MIGRATIONS, migrate
 from salon.store._tokens import TokenPart
 from salon.store._traces import TracePart
-from salon.store.limits import Admission, Settlement
 from salon.trace import Trace
 
 __all__ = [
@@ -184,26 +183,3 @@ class SQLStore:
         self, *, max_age: float, max_bytes: int, now: float | None = None
     ) -> int:
         return await self.traces.prune_traces(max_age=max_age, max_bytes=max_bytes, now=now)
-
-    async def answered(self, bot: str, platform: str, message_id: str) -> bool:
-        """The agent's ``AnswerBook`` (salon.agent.dispatch)."""
-        return await self.traces.answered(bot, platform, message_id)
-
-    # The agent's ``LimitStore`` (salon.store.limits).
-
-    async def record(
-        self, bot: str, admission: Admission, settlements: Sequence[Settlement]
-    ) -> None:
-        await self.limits.record(bot, admission, settlements)
-
-    async def rate_events(self, bot: str, key: str, since: float, limit: int) -> list[float]:
-        return await self.limits.rate_events(bot, key, since, limit)
-
-    async def set_mark(self, bot: str, key: str, until: float) -> None:
-        await self.limits.set_mark(bot, key, until)
-
-    async def mark(self, bot: str, key: str) -> float | None:
-        return await self.limits.mark(bot, key)
-
-    async def spent(self, bot: str, key: str, day: int) -> float:
-        return await self.limits.spent(bot, key, day)

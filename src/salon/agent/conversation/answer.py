@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol
 
 from salon.agent.activation import Scene
 from salon.agent.conversation.output import LeadingLabel, ParagraphStream
@@ -45,7 +45,7 @@ from salon.model import ChannelRef, ChatLine, Tag, ToolCall, Usage
 from salon.platforms.base import Capability, Platform
 from salon.store.base import Store
 
-__all__ = ["Conversation", "Reply"]
+__all__ = ["ChannelLogs", "Conversation", "Reply"]
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +132,6 @@ class Reply:
                 await asyncio.sleep(wait)
 
 
-@runtime_checkable
 class ChannelLogs(Protocol):
     """A chat log that keeps joins and parts too (``SQLStore.chatlog``)."""
 
@@ -148,9 +147,12 @@ class Conversation:
         tools: ToolRunner | None,
         redactor: Redactor,
         max_tool_depth: int,
+        chatlog: ChannelLogs | None = None,
     ) -> None:
+        """``chatlog``: the log ``irc_logs`` reads (None: that block is left out)."""
         self.bot = bot
         self.store = store
+        self.chatlog = chatlog
         self.tools = tools
         self._redact = redactor
         self.max_tool_depth = max_tool_depth
@@ -191,11 +193,10 @@ class Conversation:
             )
 
     async def _irc_logs(self, scene: Scene) -> str:
-        """``irc_logs``: the channel's newest logged lines with joins, parts and quits; a
-        store that cannot tell leaves the block out (said in the log)."""
-        count = scene.config.irc_logs
-        log = getattr(self.store, "chatlog", None)  # SQLStore's chat-log part
-        if not count or not isinstance(log, ChannelLogs):
+        """``irc_logs``: the channel's newest logged lines with joins, parts and quits;
+        without a chat log, or when it cannot be read, the block is left out."""
+        count, log = scene.config.irc_logs, self.chatlog
+        if not count or log is None:
             return ""
         try:
             lines = await log.channel_log(self.bot, scene.channel.key, limit=count)

@@ -107,8 +107,10 @@ class Pipeline:
         provider_for: Callable[[BotConfig], Provider],
         clock: Callable[[], float] = time.time,
         turns: Turns | None = None,
+        limits: LimitStore | None = None,
     ) -> None:
-        """``turns``: the room's turns, where bots share the store (None: always alone)."""
+        """``turns``: the room's turns, where bots share the store (None: always alone);
+        ``limits``: where limits and pauses are kept (None: no limits, pauses in memory)."""
         self.bot = bot
         self.turns = turns
         self.store = store
@@ -117,9 +119,8 @@ class Pipeline:
         self._redact = redactor
         self._provider_for = provider_for
         self._clock = clock
-        limit_store = store if isinstance(store, LimitStore) else None
-        self._marks = limit_store
-        self.limits = Limits(bot, limit_store, clock) if limit_store is not None else None
+        self._marks = limits
+        self.limits = Limits(bot, limits, clock) if limits is not None else None
         self.gate_stats = GateStats()
         self._pauses: OrderedDict[str, float] = OrderedDict()
         self._calls = 0
@@ -343,6 +344,7 @@ class Pipeline:
             tools=None,
             redactor=self._redact,
             max_tool_depth=1,
+            chatlog=self.conversation.chatlog,
         )
         shown = attempt.recorder.trace.answer
         try:

@@ -23,7 +23,7 @@ from salon.agent.recording.export import TraceSink, finished
 from salon.agent.recording.recorder import PendingCall, Recorder
 from salon.config import Price, TracesConfig
 from salon.config.prices import call_cost, price_for
-from salon.llm.base import cache_reason, request_as_sent
+from salon.llm.base import request_as_sent
 from salon.llm.cache_plan import WriteWatch
 from salon.store.base import Store
 from salon.trace import CallTrace, Trace
@@ -201,7 +201,7 @@ def _call_trace(pending: PendingCall, price: Price | None) -> CallTrace:
         thinking=_cut(pending.thinking, _THINKING_CHARS),
         # Only a provider that marks the prefix (Anthropic's) sends markers to list.
         cache_ttls=_cache_ttls(sent) if pending.provider.traits.cache_markers else [],
-        cache_reason=cache_reason(pending.provider, request),
+        cache_reason=pending.provider.cache_reason(request),
     )
 
 
