@@ -550,7 +550,12 @@ class ToolRecord:
     ``thoughts``: the reasoning of the assistant turn that made the call, as its vendor
     wants it back (a restart in the middle of a tool loop sends it again); of several
     calls of one turn, only the first carries them. ``reach``: what it read with its
-    askers' rights (None: nothing beyond its channel)."""
+    askers' rights (None: nothing beyond its channel). ``said``: what the turn held
+    before its calls, as the tool loop sent it back (its words; in the text protocol, its
+    text before the calls block), on the first call too; ``posted_as``: the chat messages
+    those words went out as, left out of any context that carries the record (the words
+    go to the model once, where the loop put them). ``same_turn``: a later call of the
+    turn of the record before it (the turn's calls go back as one turn)."""
 
     time: datetime
     channel: str
@@ -559,6 +564,9 @@ class ToolRecord:
     result: ToolResult
     thoughts: tuple[Thought, ...] = ()
     reach: Reach | None = None
+    said: str = ""
+    posted_as: tuple[str, ...] = ()
+    same_turn: bool = False
 
 
 @dataclass(frozen=True)

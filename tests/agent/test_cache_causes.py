@@ -205,6 +205,55 @@ async def test_a_past_tool_call_is_read_through_and_never_called_a_deleted_messa
     assert billed_share(later) == pytest.approx(later["expected_read_share"], abs=0.1)
 
 
+async def test_words_before_a_text_protocol_call_are_read_through(
+    tmp_path: Path, llm_server: LLMServer
+) -> None:
+    billed(llm_server, "openai")
+    written = 'Let me look.\n<function_calls>\n<invoke name="lookup">\n<parameter name="word">salon</parameter>\n</invoke>\n'
+    llm_server.queue(written, "A room.", "Yes.")
+    async with bot(tmp_path, llm_server, "openai", tools=True, tool_mode="text") as running:
+        await running.ask("what is a salon?")
+        await running.ask("and is it nice?")
+        *_, later = await running.calls()
+    assert cause(later) == "new messages"
+    assert later["expected_read_share"] > 0.9
+    assert billed_share(later) == pytest.approx(later["expected_read_share"], abs=0.1)
+
+
+def unmarked(value: Any) -> Any:
+    """A request body without its cache markers (no part of a prefix)."""
+    if isinstance(value, dict):
+        return {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [unmarked(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("vendor", ["anthropic", "openai"])
+async def test_words_before_a_tool_call_go_back_where_the_loop_sent_them(
+    tmp_path: Path, llm_server: LLMServer, vendor: str
+) -> None:
+    """The model says something, then calls a tool, in one turn: every later request
+    carries that turn as the loop's follow-up sent it, and the words once."""
+    billed(llm_server, vendor)
+    words = Scripted(
+        text="Let me look that up.", tool_calls=[("call_1", "lookup", {"word": "salon"})]
+    )
+    llm_server.queue(words, "A room.", "Yes.")
+    async with bot(tmp_path, llm_server, vendor, tools=True) as running:
+        await running.ask("what is a salon?")
+        await running.ask("and is it nice?")
+        *_, later = await running.calls()
+        shown = [m.text for m in running.platform.sent]
+    assert shown == ["Let me look that up.", "A room.", "Yes."]  # the room sees them as before
+    _, sent, again = (unmarked(r.body["messages"]) for r in llm_server.requests)
+    assert again[: len(sent)] == sent
+    assert json.dumps(again).count("Let me look that up.") == 1
+    assert cause(later) == "new messages"
+    assert later["expected_read_share"] > 0.9
+    assert billed_share(later) == pytest.approx(later["expected_read_share"], abs=0.1)
+
+
 @pytest.mark.parametrize(
     ("vendor", "history"), [("anthropic", 60), ("openai", 60), ("google", 120)]
 )
@@ -416,13 +465,41 @@ def test_a_past_tool_call_sent_as_the_loop_sent_it_keeps_the_prefix() -> None:
     assert later.divergence == Divergence(6, "m5", "new messages")
 
 
-@pytest.mark.parametrize("how", ["another result", "the loop's words before the call", "left out"])
+def test_a_past_tool_call_with_the_words_the_loop_sent_before_it_keeps_the_prefix() -> None:
+    """The words went out as a chat message too (m5): the request carries them once, on
+    the call's turn, and the diagnosis counts them there."""
+    diagnosis = CacheDiagnosis()
+    past = replace(record("a room"), said="Let me look.", posted_as=("m5",))
+    observe(diagnosis, chat(5))
+    observe(diagnosis, chat(5), turns=loop_turns(past, "Let me look."))
+    later = observe(diagnosis, chat(7), records=(past,))
+    assert later.divergence == Divergence(7, "m6", "new messages")
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "another result",
+        "the loop's words before the call",
+        "other words before the call",
+        "words the loop did not send",
+        "left out",
+    ],
+)
 def test_a_past_tool_call_sent_otherwise_than_the_loop_sent_it_is_named(how: str) -> None:
     diagnosis = CacheDiagnosis()
     past = record("a room")
     observe(diagnosis, chat(5))
-    said = "Let me look." if how == "the loop's words before the call" else ""
+    said = (
+        "Let me look."
+        if how in ("the loop's words before the call", "other words before the call")
+        else ""
+    )
     observe(diagnosis, chat(5), turns=loop_turns(past, said))
+    if how == "other words before the call":
+        past = replace(past, said="Let me see.")
+    elif how == "words the loop did not send":
+        past = replace(past, said="Let me look.")
     kept = () if how == "left out" else (record("a hall") if how == "another result" else past,)
     later = observe(diagnosis, chat(7), records=kept)
     assert later.divergence is not None

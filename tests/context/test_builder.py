@@ -246,3 +246,42 @@ def test_past_thoughts_never_become_text() -> None:
         assert "<function_calls>" in shown
         assert THOUGHT_TEXT not in shown
         assert "c2ln" not in shown
+
+
+def said_records() -> list[Any]:
+    """A turn that said something, then made two calls (its words went out as message 2),
+    then a call of a later turn that said nothing."""
+    from dataclasses import replace
+
+    from salon.model import ToolCall, ToolRecord, ToolResult
+
+    def made(n: int) -> ToolRecord:
+        call = ToolCall(f"call_{n}", "lookup", {"word": f"w{n}"})
+        return ToolRecord(T, ROOM.key, "1", call, ToolResult(f"call_{n}", f"r{n}"))
+
+    first = replace(made(1), said="Let me look.\n", posted_as=("2",))
+    return [first, replace(made(2), same_turn=True), made(3)]
+
+
+def test_the_words_a_turn_said_before_its_calls_go_back_on_that_turn_once() -> None:
+    from salon.llm.base import TextPart, ToolResultPart, ToolUsePart
+
+    history = [msg(1, ALICE, "w1 and w2?"), msg(2, ME, "Let me look."), msg(3, ME, "Both rare.")]
+    records = said_records()
+    native = render_chat(history, ME, bot_config().render, "m", records, native_tools=True)
+    assert [m.role for m in native.messages] == ["user", "assistant"] * 3
+    assert native.messages[1].parts[0] == TextPart("Let me look.\n")
+    assert [type(p) for p in native.messages[1].parts[1:]] == [ToolUsePart, ToolUsePart]
+    assert [type(p) for p in native.messages[2].parts] == [ToolResultPart, ToolResultPart]
+    assert [type(p) for p in native.messages[3].parts] == [ToolUsePart]  # a turn of its own
+    assert native.messages[-1].plain_text == "Both rare."
+    text = render_chat(history, ME, bot_config().render, "m", records)
+    assert text.messages[1].plain_text.startswith("Let me look.\n<function_calls>")
+    for request in (native, text):
+        assert sum(m.plain_text.count("Let me look.") for m in request.messages) == 1
+
+
+def test_the_words_of_a_turn_whose_calls_are_gone_stay_a_message() -> None:
+    history = [msg(1, ALICE, "w1?"), msg(2, ME, "Let me look."), msg(3, ME, "Rare.")]
+    request = render_chat(history, ME, bot_config().render, "m", [], native_tools=True)
+    assert request.messages[1].plain_text == "Let me look.\n\nRare."

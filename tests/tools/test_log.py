@@ -82,3 +82,18 @@ def test_a_line_written_before_thoughts_were_kept_reads_without_them(tmp_path: P
     line = record_line(record(T0, 1))
     assert "thoughts" not in json.loads(line)  # nothing new on a record without them
     assert record_from(line).thoughts == ()
+
+
+def test_the_words_of_the_turn_that_made_a_call_survive_a_restart(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    log = ToolLog(tmp_path, "ann")
+    log.append(replace(record(T0, 1), said="Let me look.", posted_as=("m7", "m8")))
+    log.append(replace(record(T0, 2), same_turn=True))
+    reborn = ToolLog(tmp_path, "ann")
+    assert reborn.seed(hours=1, now=T0) == 2
+    first, second = reborn.for_channel("irc:#salon", None)
+    assert (first.said, first.posted_as, first.same_turn) == ("Let me look.", ("m7", "m8"), False)
+    assert (second.said, second.posted_as, second.same_turn) == ("", (), True)
+    plain = json.loads(record_line(record(T0, 3)))
+    assert {"said", "posted_as", "same_turn"}.isdisjoint(plain)  # nothing new without them

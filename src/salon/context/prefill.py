@@ -117,7 +117,8 @@ def _block(
     """One message of the transcript. Trailing white space is dropped, so a block reads the
     same whether or not it ends the request (where the API forbids trailing white space)."""
     if isinstance(item, ToolRecord):
-        return f"{name}: {record_text(item)}".rstrip()
+        # What its turn said went on right after the name, as the loop wrote it there.
+        return f"{name}:{'' if item.said else ' '}{record_text(item)}".rstrip()
     who = item.author
     author = (
         name

@@ -5,6 +5,11 @@ natively, else as the text protocol's form. A turn that thought carries its thou
 its first call's record); natively they go first on that turn again, and the calls of the
 turn are one assistant turn as the model made them, so a restart in the middle of a tool
 loop sends the vendor what it checks. Thoughts never become text.
+
+What the turn said before its calls (``ToolRecord.said``) goes back before them, as the
+loop sent it, so every later request carries the turn as the loop's follow-up did and the
+prompt cache reads through it; the chat messages those words went out as are left out
+where the record goes (the model reads them once).
 """
 
 from __future__ import annotations
@@ -34,13 +39,17 @@ class Turns(Protocol):
 
 
 def weave(messages: Sequence[Message], records: Sequence[ToolRecord]) -> list[Message | ToolRecord]:
-    """Put each past tool call right after the message it followed.
+    """Put each past tool call right after the message it followed, leaving out the
+    messages its words went out as (``ToolRecord.posted_as``).
 
     A call whose message is gone goes after the last message older than the call; calls
     older than every message in context were dropped by the tool log already.
     """
     if not records:
         return list(messages)
+    posted = {message_id for record in records for message_id in record.posted_as}
+    if posted:  # the words a record carries, as the loop sent them, stand for these
+        messages = [m for m in messages if m.id not in posted]
     by_message: dict[str, list[ToolRecord]] = {}
     positions = {m.id for m in messages}
     loose: list[ToolRecord] = []
@@ -71,9 +80,10 @@ def placeholder(record: ToolRecord) -> ToolRecord:
 
 
 def record_text(record: ToolRecord) -> str:
-    """A past tool call as the model would have written it, with its result."""
+    """A past tool call as the model would have written it, after what its turn said
+    first, with its result."""
     calls = [record.call]
-    return f"{format_calls(calls)}\n{format_results(calls, [record.result])}"
+    return f"{record.said}{format_calls(calls)}\n{format_results(calls, [record.result])}"
 
 
 def record_id(record: ToolRecord) -> str:
@@ -89,9 +99,9 @@ def add_record(turns: Turns, record: ToolRecord, *, native: bool) -> None:
     call_id = record_id(record)
     used = ToolUsePart(replace(record.call, id=call_id))
     answered = ToolResultPart(replace(record.result, call_id=call_id))
-    if not record.thoughts and _thought_turn_open(turns):
-        # A later call of a turn that thought: that turn's calls are one assistant turn
-        # again, as the model made them (a vendor checks the last one of a tool loop).
+    if _joins(record, turns):
+        # A later call of the turn: that turn's calls are one assistant turn again, as
+        # the model made them (the loop sent them so; a vendor checks a tool loop's last).
         (asked, made), (role, results) = turns.turns[-2:]
         turns.turns[-2:] = [(asked, [*made, used]), (role, [*results, answered])]
         return
@@ -100,20 +110,22 @@ def add_record(turns: Turns, record: ToolRecord, *, native: bool) -> None:
             ThinkingPart(replace(t, call_id=call_id) if t.call_id == record.call.id else t)
             for t in record.thoughts
         ]
-    turns.add("assistant", used)
+    turns.add("assistant", *([record.said] if record.said else []), used)
     turns.add("user", answered)
 
 
-def _thought_turn_open(turns: Turns) -> bool:
-    """Whether the last two turns are a call-making turn that thought and its results,
-    with nothing after them yet."""
-    if len(turns.turns) < 2:
+def _joins(record: ToolRecord, turns: Turns) -> bool:
+    """Whether ``record`` goes on the call-making turn just built, with nothing after that
+    turn's results yet: a later call of the same turn (a record written before that was
+    noted joins a turn that thought)."""
+    if record.thoughts or record.said or len(turns.turns) < 2:
         return False
     (asked, made), (role, results) = turns.turns[-2:]
+    opened = record.same_turn or (bool(made) and isinstance(made[0], ThinkingPart))
     return (
         asked == "assistant"
         and role == "user"
-        and bool(made)
-        and isinstance(made[0], ThinkingPart)
+        and opened
+        and any(isinstance(p, ToolUsePart) for p in made)
         and all(isinstance(p, ToolResultPart) for p in results)
     )

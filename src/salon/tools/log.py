@@ -169,6 +169,12 @@ def record_line(record: ToolRecord) -> str:
         data["thoughts"] = [_thought_json(t) for t in record.thoughts]
     if record.reach is not None:
         data["reach"] = asdict(record.reach)
+    if record.said:
+        data["said"] = record.said
+    if record.posted_as:
+        data["posted_as"] = list(record.posted_as)
+    if record.same_turn:
+        data["same_turn"] = True
     return json.dumps(data, ensure_ascii=False)
 
 
@@ -185,6 +191,9 @@ def record_from(line: str) -> ToolRecord:
         result=ToolResult(str(call["id"]), str(result["content"]), bool(result["is_error"])),
         thoughts=tuple(_thought_from(t) for t in data.get("thoughts") or ()),
         reach=_reach_from(data.get("reach")),
+        said=str(data.get("said") or ""),
+        posted_as=tuple(str(v) for v in data.get("posted_as") or ()),
+        same_turn=bool(data.get("same_turn")),
     )
 
 

@@ -41,7 +41,7 @@ from salon.llm.base import (
     ProviderTraits,
 )
 from salon.llm.retry import backoff_delay
-from salon.model import ChannelRef, ChatLine, Tag, ToolCall, Usage
+from salon.model import ChannelRef, ChatLine, Message, Tag, ToolCall, Usage
 from salon.platforms.base import Capability, Platform
 from salon.store.base import Store
 
@@ -69,6 +69,7 @@ class Reply:
     thinking: str = ""  # the reasoning of the answer's calls, for a spoiler
     reply_to: str | None = None  # the trigger the answer's first message replies to
     retry_for: float = 0.0  # seconds a post the platform failed to take is tried again
+    posted: list[str] = field(default_factory=list)  # the ids of the answer's messages
 
     async def write(self, text: str) -> None:
         for piece in self.paragraphs.feed(text):
@@ -96,21 +97,26 @@ class Reply:
         key = await once.take() if once is not None else None
         reply_to = None if note else self.reply_to
         with self.recorder.phase("send"):
-            await self._post(text, note=note, key=key, reply_to=reply_to)
+            message = await self._post(text, note=note, key=key, reply_to=reply_to)
+        if not note:
+            self.posted.append(message.id)
         if reply_to is not None:
             self.reply_to = None  # the first message answers the asker; the rest follow it
         self.sent += 1
         self.recorder.said(text, note=note)
 
-    async def _post(self, text: str, *, note: bool, key: str | None, reply_to: str | None) -> None:
+    async def _post(
+        self, text: str, *, note: bool, key: str | None, reply_to: str | None
+    ) -> Message:
         """One post; one the platform could not take now (5xx, disconnected, rate limited)
         is tried again, with backoff, for ``retry_for`` seconds, in order: the next waits."""
         deadline = time.monotonic() + self.retry_for
         attempt = 0
         while True:
             try:
-                await self.platform.send(self.channel, text, note=note, key=key, reply_to=reply_to)
-                return
+                return await self.platform.send(
+                    self.channel, text, note=note, key=key, reply_to=reply_to
+                )
             except PlatformError as exc:
                 # The wait the platform asked for decides whether another try can come in
                 # time; the sleep itself is capped (a shorter wait may well succeed).
@@ -257,6 +263,7 @@ class Conversation:
         calls_made = 0
         last = False  # final_pass_combined: the call after the tools' results is the last
         while True:
+            before = len(reply.posted)  # the messages the turn's words go out as follow
             turn, request = await self._complete_or_without_tools(
                 reply, provider, request, scene.config, tools
             )
@@ -279,6 +286,8 @@ class Conversation:
                     recorder=reply.recorder,
                     thoughts=turn.thoughts,
                     askers=scene.askers,
+                    said=(said := tools.said(turn)),
+                    posted_as=reply.posted[before:] if said else (),
                 )
             if outcome.cancelled is not None:
                 await reply.note(f"(cancelled: {outcome.cancelled} was not run)")

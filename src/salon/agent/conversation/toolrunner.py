@@ -25,7 +25,7 @@ from salon.agent.recording.recorder import Recorder
 from salon.config import BotConfig, Redactor
 from salon.config.pipeline import internal_tools
 from salon.context.records import placeholder, record_id
-from salon.context.textproto import CALLS_CLOSE, format_results, render_tool_list
+from salon.context.textproto import CALLS_CLOSE, CALLS_OPEN, format_results, render_tool_list
 from salon.errors import PlatformError
 from salon.llm.base import (
     ChatMessage,
@@ -208,6 +208,14 @@ class ToolRunner:
     def schemas(self) -> dict[str, dict[str, object]]:
         return {s.name: s.input_schema for s in self.tools.specs()}
 
+    def said(self, turn: Turn) -> str:
+        """What the loop sends back of ``turn`` before its calls, and its first call's
+        record keeps for every later request: its words natively, else its text before
+        the calls block (redacted, as anything going back to the model)."""
+        if self.text_mode:
+            return self._clean(turn.raw.partition(CALLS_OPEN)[0])
+        return self.redact(turn.text) if turn.text.strip() else ""
+
     def follow_up(
         self,
         request: LLMRequest,
@@ -219,7 +227,7 @@ class ToolRunner:
         # Encoded data the model wrote into its calls is not repeated back to it.
         if not self.text_mode:
             named = ids or {}
-            said = (TextPart(turn.text),) if turn.text.strip() else ()
+            said = (TextPart(words),) if (words := self.said(turn)) else ()
             calls = (
                 replace(c, id=named.get(c.id, c.id), arguments=_cleaned(c.arguments, scrub))
                 for c in turn.calls
@@ -238,7 +246,9 @@ class ToolRunner:
             )
             return replace(request, messages=(*request.messages, asked, answered))
         # Text protocol: the results join the bot's own partial turn, which it continues.
-        written = f"{scrub(turn.raw)}{CALLS_CLOSE}\n{format_results(turn.calls, results)}\n"
+        _, opened, block = turn.raw.partition(CALLS_OPEN)
+        written = f"{self.said(turn)}{scrub(opened + block)}{CALLS_CLOSE}\n"
+        written += f"{format_results(turn.calls, results)}\n"
         messages = list(request.messages)
         if messages and messages[-1].role == "assistant":
             last = messages[-1]
@@ -258,9 +268,13 @@ class ToolRunner:
         recorder: Recorder | None = None,
         thoughts: Sequence[Thought] = (),
         askers: Sequence[Participant] = (),
+        said: str = "",
+        posted_as: Sequence[str] = (),
     ) -> Outcome:
-        """Run a turn's calls; ``thoughts`` (the turn's reasoning) go with the first call's
-        record. With several ``askers``, calls run with the rights all share (``joint``)."""
+        """Run a turn's calls; ``thoughts`` (the turn's reasoning), ``said`` (what it said
+        before its calls: ``said()``) and ``posted_as`` (the messages it went out as) go with
+        the first call's record. With several ``askers``, calls run with the rights all share
+        (``joint``)."""
         people = tuple(askers) or (requester,)
         rights = joint(people)
         ready: list[ToolCall] = []
@@ -312,15 +326,20 @@ class ToolRunner:
         # No configured secret, and no encoded file, travels on: not to the model, the tool
         # log, the trace or the channel (the hub already keeps files out; this is the seal).
         results = [replace(by_id[c.id], content=self._clean(by_id[c.id].content)) for c in calls]
-        kept = tuple(thoughts)
         ids: dict[str, str] = {}
-        for call, result in zip(calls, results, strict=True):
+        for n, (call, result) in enumerate(zip(calls, results, strict=True)):
             shown = replace(call, arguments=_cleaned(call.arguments, self._clean))
             reach = await self._reach(platform, channel, shown, result, people)
-            record = self._record(
-                channel, after_message_id, shown, result, thoughts=kept, reach=reach
+            made = ToolRecord(
+                self._now(), channel.key, after_message_id, shown, result, reach=reach
             )
-            kept = ()
+            if n == 0:  # the turn's reasoning and words go with its first call
+                made = replace(
+                    made, thoughts=tuple(thoughts), said=said, posted_as=tuple(posted_as)
+                )
+            else:
+                made = replace(made, same_turn=True)
+            record = self._record(made)
             ids[call.id] = record_id(record)
             if recorder is not None:
                 timing = took.get(call.id, _NOT_RUN)
@@ -486,23 +505,13 @@ class ToolRunner:
         verdict = Verdict.RUN if decision.answer == Approval.APPROVED else Verdict.CANCEL
         return verdict, asked
 
-    def _record(
-        self,
-        channel: ChannelRef,
-        after: str | None,
-        call: ToolCall,
-        result: ToolResult,
-        *,
-        thoughts: tuple[Thought, ...] = (),
-        reach: Reach | None = None,
-    ) -> ToolRecord:
-        record = ToolRecord(self._now(), channel.key, after, call, result, thoughts, reach)
+    def _record(self, record: ToolRecord) -> ToolRecord:
         if self.log is None:
             return record
         try:
             self.log.append(record)
         except OSError:
-            logger.exception("could not write the tool log for %s", channel.key)
+            logger.exception("could not write the tool log for %s", record.channel)
         return record
 
     async def _show(self, platform: Platform, channel: ChannelRef, record: ToolRecord) -> None:

@@ -2,7 +2,8 @@
 
 ``CacheDiagnosis`` compares every call with the previous call in the same channel, entry by
 entry: each context message, each past tool call among them (under the id its record
-keeps, as every request names it), then the turns the tool loop or the planner added.
+keeps, as every request names it, after what its turn said first; in the text protocol,
+as the text the loop wrote), then the turns the tool loop or the planner added.
 
 - Where the two first differ: the index and id of that entry, and why, as far as Salon
   knows it (``salon.trace.CAUSES``): ``roll`` (the context was cut back this time),
@@ -35,7 +36,8 @@ from typing import NamedTuple
 from salon.agent.recording.misses import Previous, explain, lifetime
 from salon.agent.recording.recorder import PendingCall, Recorder
 from salon.config import BotConfig
-from salon.context.records import record_id, weave
+from salon.context.records import record_id, record_text, weave
+from salon.context.textproto import CALLS_CLOSE
 from salon.llm.base import ChatMessage, LLMRequest, ThinkingPart, ToolResultPart, ToolUsePart
 from salon.llm.cache_plan import min_cacheable
 from salon.model import Message, Thought, ToolCall, ToolRecord, ToolResult
@@ -204,11 +206,13 @@ def _fingerprint(recorder: Recorder, pending: PendingCall, previous: _Seen | Non
     entries, calls = own, set[int]()
     records = getattr(scene, "records", ())
     if records:
-        entries, calls = _with_records(own, messages, records)
+        text = not request.tools and bool(request.tool_listing)
+        entries, calls = _with_records(own, messages, records, text=text)
     ids, hashes, sizes = list(entries.ids), list(entries.hashes), list(entries.sizes)
     first = recorder.calls[0].request if recorder.calls else request
-    for entry_id, entry_hash, size in _turn_entries(request.messages[len(first.messages) :]):
-        if entry_id is not None:
+    added = _turn_entries(request.messages[len(first.messages) :])
+    for entry_id, entry_hash, size, call in added:
+        if call:
             calls.add(len(ids))
         ids.append(entry_id)
         hashes.append(entry_hash)
@@ -266,10 +270,11 @@ def _own(seen: _Seen) -> _Entries:
 
 
 def _with_records(
-    own: _Entries, messages: tuple[Message, ...], records: Sequence[ToolRecord]
+    own: _Entries, messages: tuple[Message, ...], records: Sequence[ToolRecord], *, text: bool
 ) -> tuple[_Entries, set[int]]:
     """The messages' entries with each past tool call where the request puts it
-    (``salon.context.records.weave``), and which entries are calls."""
+    (``salon.context.records.weave``, which leaves out the messages a call's words went
+    out as), and which entries are calls (``text``: in the text protocol's form)."""
     ids: list[str | None] = []
     hashes: list[int] = []
     sizes: list[int] = []
@@ -277,23 +282,41 @@ def _with_records(
     index = 0
     for item in weave(messages, records):
         if isinstance(item, Message):
+            while messages[index] is not item:  # left out: the call carries its words
+                index += 1
             ids.append(own.ids[index])
             hashes.append(own.hashes[index])
             sizes.append(own.sizes[index])
             index += 1
             continue
-        named = record_id(item)
-        calls.add(len(ids))
-        ids.append(named)
-        hashes.append(_call_hash(named, item.call, item.result, item.thoughts))
-        sizes.append(_call_size(item.call, item.result))
+        for entry_id, entry_hash, size in _record_entries(item, text=text):
+            calls.add(len(ids))
+            ids.append(entry_id)
+            hashes.append(entry_hash)
+            sizes.append(size)
     return _Entries(tuple(ids), tuple(hashes), tuple(sizes)), calls
 
 
-def _turn_entries(turns: Sequence[ChatMessage]) -> Iterator[tuple[str | None, int, int]]:
-    """(id, hash, size) of each turn the tool loop or the planner added: a call with its
-    result as one entry under the call's id (as a past call's record is), anything said
-    beside the calls as an entry of its own (id None)."""
+def _record_entries(record: ToolRecord, *, text: bool) -> list[tuple[str | None, int, int]]:
+    """A past call's entries, as the tool loop's turn has them (``_turn_entries``): in the
+    text protocol, one turn of text; natively, what its turn said first, then the call."""
+    if text:  # the loop's turn ends a line after the results; the next message follows
+        written = f"{record_text(record)}\n"
+        return [(None, hash(("assistant", written)), len(written))]
+    named = record_id(record)
+    call_hash = _call_hash(named, record.call, record.result, record.thoughts)
+    entries: list[tuple[str | None, int, int]] = []
+    if record.said:
+        entries.append((None, hash(("assistant", record.said)), len(record.said)))
+    entries.append((named, call_hash, _call_size(record.call, record.result)))
+    return entries
+
+
+def _turn_entries(turns: Sequence[ChatMessage]) -> Iterator[tuple[str | None, int, int, bool]]:
+    """(id, hash, size, part of a call) of each turn the tool loop or the planner added:
+    a call with its result as one entry under the call's id (as a past call's record is),
+    anything said beside the calls as an entry of its own (id None; part of the calls, as
+    their record carries it); a turn in the text protocol's form is all text."""
     results = {
         part.result.call_id: part.result
         for turn in turns
@@ -304,7 +327,7 @@ def _turn_entries(turns: Sequence[ChatMessage]) -> Iterator[tuple[str | None, in
         calls = [p.call for p in turn.parts if isinstance(p, ToolUsePart)]
         text = turn.plain_text
         if text or not (calls or results):
-            yield None, hash((turn.role, text)), len(text)
+            yield None, hash((turn.role, text)), len(text), bool(calls) or CALLS_CLOSE in text
         thoughts = tuple(p.thought for p in turn.parts if isinstance(p, ThinkingPart))
         for n, made in enumerate(calls):
             result = results.get(made.id, ToolResult(made.id, ""))
@@ -312,6 +335,7 @@ def _turn_entries(turns: Sequence[ChatMessage]) -> Iterator[tuple[str | None, in
                 made.id,
                 _call_hash(made.id, made, result, thoughts if n == 0 else ()),
                 (_call_size(made, result)),
+                True,
             )
 
 
