@@ -55,6 +55,7 @@ from salon.model import (
 from salon.platforms.base import Capability, Platform
 from salon.store.base import Store
 from salon.tools.base import TRACE_PARENT, Progress
+from salon.tools.caller import Caller
 from salon.tools.display import flatten, tool_log_text
 from salon.tools.inline import scrub
 from salon.tools.link import Consent, Elicit
@@ -84,7 +85,7 @@ class Tools(Protocol):
         self,
         call: ToolCall,
         *,
-        hidden: dict[str, object] | None = None,
+        caller: Caller | None = None,
         progress: Progress | None = None,
         elicit: Elicit | None = None,
         consent: Consent | None = None,
@@ -262,7 +263,7 @@ class ToolRunner:
         """Run a turn's calls; ``thoughts`` (the turn's reasoning) go with the first call's
         record. With several ``askers``, calls run with the rights all share (``joint``)."""
         people = tuple(askers) or (requester,)
-        rights = joint(people)
+        caller = Caller(channel, joint(people), after_message_id or "")
         ready: list[ToolCall] = []
         refused: dict[str, ToolResult] = {}
         verdicts: dict[str, tuple[Verdict, dict[str, Any] | None]] = {}
@@ -279,18 +280,6 @@ class ToolRunner:
                 refused[call.id] = ToolResult(call.id, reason, is_error=True)
             else:
                 ready.append(call)
-        hidden: dict[str, object] = {
-            "channel": channel.key,
-            "requester_id": rights.id,
-            "requester_name": rights.name,
-            "requester_roles": ",".join(rights.roles),
-            "requester_identity": rights.identity,
-            # where the call is, for the memory tools' scopes (salon.tools.memory)
-            "channel_guild": channel.guild_id or "",
-            "channel_direct": channel.is_direct,
-            "channel_name": channel.name,
-            "message_id": after_message_id or "",
-        }
         questions: dict[str, list[dict[str, Any]]] = {c.id: [] for c in ready}
         trace = (recorder.trace_id, recorder.sampled) if recorder is not None else (0, True)
         ran = await asyncio.gather(
@@ -299,7 +288,7 @@ class ToolRunner:
                     platform,
                     channel,
                     c,
-                    hidden,
+                    caller=caller,
                     elicit=self._asker(platform, channel, requester, questions[c.id]),
                     consent=_consenter(platform, channel, requester),
                     trace=trace,
@@ -388,16 +377,17 @@ class ToolRunner:
         platform: Platform,
         channel: ChannelRef,
         call: ToolCall,
-        hidden: dict[str, object],
         *,
+        caller: Caller,
         elicit: Elicit,
         consent: Consent,
         trace: tuple[int, bool],
     ) -> tuple[ToolResult, Timing]:
-        """The call's result and its timing. ``elicit`` takes the server's questions to
-        the requester. With a trace context (``trace``: the activation's trace id, 0 for
-        none, and whether it is sampled) the call gets a span id of its own, which an MCP
-        server receives as the call's ``traceparent``."""
+        """The call's result and its timing, run for ``caller`` (who asks, where, with
+        which roles). ``elicit`` takes the server's questions to the requester. With a
+        trace context (``trace``: the activation's trace id, 0 for none, and whether it is
+        sampled) the call gets a span id of its own, which an MCP server receives as the
+        call's ``traceparent``."""
         trace_id, sampled = trace
         span = (random.getrandbits(64) or 1) if trace_id else 0
         if span:  # this call's task has its own context: nothing else sees the value
@@ -406,7 +396,7 @@ class ToolRunner:
         relay = ProgressRelay(platform, channel, call.name, f"{call.id}#{next(_jobs)}")
         try:
             result = await self.tools.call(
-                call, hidden=hidden, progress=relay.report, elicit=elicit, consent=consent
+                call, caller=caller, progress=relay.report, elicit=elicit, consent=consent
             )
         except BaseException:
             relay.abandon()  # a stop: the channel's last word is not ours to add
