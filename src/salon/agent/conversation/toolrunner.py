@@ -8,7 +8,6 @@ concurrently, logs and shows them; ``follow_up`` builds the next request of the 
 from __future__ import annotations
 
 import asyncio
-import copy
 import itertools
 import json
 import logging
@@ -125,6 +124,14 @@ class Turn:
     thoughts: list[Thought] = field(default_factory=list)  # go back first on the turn
 
 
+@dataclass
+class _Refusal:
+    """Whether the provider refused a request offering tools: one answer for a bot's
+    runner and every per-config runner made from it."""
+
+    refused: bool = False
+
+
 class ToolRunner:
     def __init__(
         self,
@@ -136,8 +143,10 @@ class ToolRunner:
         log: ToolLog | None,
         redactor: Redactor | None = None,
         clock: Callable[[], datetime] | None = None,
+        refusal: _Refusal | None = None,
     ) -> None:
-        """``clock``: when a call is recorded (the platform's messages' clock)."""
+        """``clock``: when a call is recorded (the platform's messages' clock).
+        ``refusal``: shared with the runner this one is made from (``with_config``)."""
         self.bot = bot
         self._now = clock or (lambda: datetime.now(UTC))
         self.config = config
@@ -145,15 +154,32 @@ class ToolRunner:
         self.store = store
         self.log = log
         self.redact = redactor or Redactor()
-        self.refused_by_provider = False  # the model said no to native tools once
+        self._refusal = refusal or _Refusal()
+
+    @property
+    def refused_by_provider(self) -> bool:
+        """The model said no to native tools once: this bot stops offering them."""
+        return self._refusal.refused
+
+    @refused_by_provider.setter
+    def refused_by_provider(self, refused: bool) -> None:
+        self._refusal.refused = refused
 
     def with_config(self, config: BotConfig) -> ToolRunner:
-        """This runner as a channel's config (mode, tool mode) would have it."""
+        """This runner as a channel's config (mode, tool mode) would have it: the same
+        tools, store, log and clock, and the same memory of a provider's refusal."""
         if config is self.config:
             return self
-        clone = copy.copy(self)
-        clone.config = config
-        return clone
+        return ToolRunner(
+            bot=self.bot,
+            config=config,
+            tools=self.tools,
+            store=self.store,
+            log=self.log,
+            redactor=self.redact,
+            clock=self._now,
+            refusal=self._refusal,
+        )
 
     @property
     def planner(self) -> bool:
