@@ -16,10 +16,11 @@ from salon.app import BotApp
 from salon.config import BotConfig, Secrets
 from salon.config.targets import channel_key
 from salon.llm.base import BaseProvider, LLMRequest, ProviderTraits, StreamEvent
-from salon.model import ToolCall
+from salon.model import ChannelRef, Participant, ToolCall
 from salon.printable import printable
 from salon.store.sql import SQLStore
 from salon.tools.builtin import OPERATOR, MemoryBook, ScheduleBook, build_builtin_server
+from salon.tools.caller import Caller
 from salon.tools.native import ToolSet
 from salon.tools.policy import decide
 
@@ -129,8 +130,8 @@ async def call_tool(
         _print(f"error: {exc}", file=sys.stderr)
         return 2
     async with _app(key, config, root, secrets) as app:
-        hidden = {"channel": channel, "requester_id": OPERATOR, "requester_name": "operator"}
-        result = await app.hub.call(ToolCall("cli", name, parsed), hidden=hidden)
+        caller = Caller(ChannelRef.from_key(channel), Participant(OPERATOR, "operator"))
+        result = await app.hub.call(ToolCall("cli", name, parsed), caller=caller)
     _print(result.content)
     for attachment in result.attachments:
         _print(f"[file {attachment.filename}, {attachment.content_type}, {attachment.size} bytes]")

@@ -12,6 +12,7 @@ from salon.model import Participant, ToolCall, ToolResult, ToolSpec
 from salon.platforms.base import Capability
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sql import SQLStore
+from salon.tools.caller import Caller
 from salon.tools.link import Consent, Elicit
 from tests.conftest import bot_config
 
@@ -37,7 +38,7 @@ class Unconnected:
         self,
         call: ToolCall,
         *,
-        hidden: dict[str, object] | None = None,
+        caller: Caller | None = None,
         progress: Any = None,
         elicit: Elicit | None = None,
         consent: Consent | None = None,

@@ -13,6 +13,7 @@ from salon.cli import main
 from salon.llm import FakeProvider, FakeReply, ToolResultPart
 from salon.model import ToolCall
 from salon.tools import chatlog
+from salon.tools.caller import Caller
 from tests.conftest import WriteConfig
 from tests.platforms.conftest import GENERAL, Start, ask
 
@@ -59,7 +60,9 @@ async def test_counts_of_a_long_channel_say_how_far_they_read(
     app, _ = await start_bot(FakeProvider())
     for n in range(15):
         await fake_discord.post(GENERAL, fake_discord.user("Alice"), f"chatter {n}")
-    stats = await app.hub.call(ToolCall("s", "get_channel_stats", {}), hidden={"channel": KEY})
+    stats = await app.hub.call(
+        ToolCall("s", "get_channel_stats", {}), caller=Caller.from_arguments({"channel": KEY})
+    )
     counted = json.loads(stats.content)
     assert counted["messages"] == 10
     assert counted["counted"] == "the newest 10 messages only (discord keeps more)"
@@ -71,14 +74,18 @@ async def test_a_channel_the_bot_may_not_read_is_an_error_not_an_empty_one(
     app, _ = await start_bot(FakeProvider())
     await fake_discord.post(GENERAL, fake_discord.user("Alice"), "a secret plan")
     fake_discord.deny(GENERAL, "READ_MESSAGE_HISTORY")
-    recent = await app.hub.call(ToolCall("r", "get_recent_messages", {}), hidden={"channel": KEY})
+    recent = await app.hub.call(
+        ToolCall("r", "get_recent_messages", {}), caller=Caller.from_arguments({"channel": KEY})
+    )
     assert recent.is_error
     assert recent.content.splitlines() == [
         "Error executing tool get_recent_messages: discord gave no messages of this channel: "
         "the bot may lack the permission to read its history, or the channel is empty"
     ]
     fake_discord.deny(GENERAL, "VIEW_CHANNEL")
-    stats = await app.hub.call(ToolCall("s", "get_channel_stats", {}), hidden={"channel": KEY})
+    stats = await app.hub.call(
+        ToolCall("s", "get_channel_stats", {}), caller=Caller.from_arguments({"channel": KEY})
+    )
     assert stats.content.splitlines() == [
         "Error executing tool get_channel_stats: Discord refused to read the history of "
         "#general: missing access (the bot needs View Channel there)"

@@ -28,6 +28,7 @@ from salon.model import (
 from salon.platforms.base import Capability, PlatformBase
 from salon.platforms.irc import IrcPlatform, TokenBucket, dot_lines, irc_lines
 from salon.platforms.irc.client import Client
+from salon.tools.caller import Caller
 from tests.conftest import ServeApp, bot_config
 from tests.platforms.test_approvals import danger_server
 from tests.tools.conftest import in_process
@@ -191,13 +192,15 @@ async def test_log_search_and_users_after_restart(ircd: IrcServer, start_bot: St
     await alice.say("#salon", f"{BOT}: remember that")
     await alice.privmsgs_from(BOT, 1)
     users = await app.hub.call(
-        ToolCall("u", "get_current_users", {}), hidden={"channel": "irc:#salon"}
+        ToolCall("u", "get_current_users", {}),
+        caller=Caller.from_arguments({"channel": "irc:#salon"}),
     )
     assert users.content == f"alice, bob, {BOT}"
     await bob.send("PART #salon :later")
     await asyncio.wait_for(platform.wait_seen("part", "bob"), 10)
     users = await app.hub.call(
-        ToolCall("u", "get_current_users", {}), hidden={"channel": "irc:#salon"}
+        ToolCall("u", "get_current_users", {}),
+        caller=Caller.from_arguments({"channel": "irc:#salon"}),
     )
     assert users.content == f"alice, {BOT}"
     await alice.close()
@@ -210,13 +213,15 @@ async def test_log_search_and_users_after_restart(ircd: IrcServer, start_bot: St
     ) as reborn:
         found = await reborn.hub.call(
             ToolCall("s", "search_chat_logs", {"query": "staging database"}),
-            hidden={"channel": "irc:#salon"},
+            caller=Caller.from_arguments({"channel": "irc:#salon"}),
         )
         stats = await reborn.hub.call(
-            ToolCall("t", "get_channel_stats", {}), hidden={"channel": "irc:#salon"}
+            ToolCall("t", "get_channel_stats", {}),
+            caller=Caller.from_arguments({"channel": "irc:#salon"}),
         )
         recent = await reborn.hub.call(
-            ToolCall("r", "get_recent_messages", {"limit": 10}), hidden={"channel": "irc:#salon"}
+            ToolCall("r", "get_recent_messages", {"limit": 10}),
+            caller=Caller.from_arguments({"channel": "irc:#salon"}),
         )
     assert "<alice> the deploy broke the staging database" in found.content
     assert '"participants": 2' in stats.content

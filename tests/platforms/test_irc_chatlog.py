@@ -8,13 +8,15 @@ import asyncio
 from fakes.irc import IrcServer
 from salon.llm import FakeProvider
 from salon.model import ToolCall
+from salon.tools.caller import Caller
 from tests.platforms.test_irc import Start, _close_people, human, ircd, start_bot
 
 __all__ = ["_close_people", "ircd", "start_bot"]  # the fixtures of test_irc
 
 
-def _asked_by(nick: str, channel: str = "irc:#salon") -> dict[str, object]:
-    return {"channel": channel, "requester_id": f"irc:{nick}", "requester_name": nick}
+def _asked_by(nick: str, channel: str = "irc:#salon") -> Caller:
+    asked = {"channel": channel, "requester_id": f"irc:{nick}", "requester_name": nick}
+    return Caller.from_arguments(asked)
 
 
 async def test_another_channel_is_read_only_for_someone_who_could_read_it(
@@ -33,22 +35,22 @@ async def test_another_channel_is_read_only_for_someone_who_could_read_it(
     def recent(**arguments: object) -> ToolCall:
         return ToolCall("r", "get_recent_messages", arguments)
 
-    read = await app.hub.call(recent(in_channel="#dev"), hidden=_asked_by("alice"))
+    read = await app.hub.call(recent(in_channel="#dev"), caller=_asked_by("alice"))
     assert not read.is_error, read.content
     assert "<bob> the release is on tuesday" in read.content
-    refused = await app.hub.call(recent(in_channel="#dev"), hidden=_asked_by("bob"))
+    refused = await app.hub.call(recent(in_channel="#dev"), caller=_asked_by("bob"))
     assert refused.is_error
     assert refused.content.endswith(
         "#dev cannot be read from here: the bot is not in it, or you could not read it yourself"
     )
     assert "tuesday" not in refused.content
-    secret = await app.hub.call(recent(in_channel="#secret"), hidden=_asked_by("alice"))
+    secret = await app.hub.call(recent(in_channel="#secret"), caller=_asked_by("alice"))
     assert secret.is_error
-    elsewhere = await app.hub.call(recent(in_channel="discord:123"), hidden=_asked_by("alice"))
+    elsewhere = await app.hub.call(recent(in_channel="discord:123"), caller=_asked_by("alice"))
     assert elsewhere.content.endswith("only channels of irc can be read from here")
     found = await app.hub.call(
         ToolCall("s", "search_chat_logs", {"query": "release", "in_channel": "irc:#dev"}),
-        hidden=_asked_by("alice"),
+        caller=_asked_by("alice"),
     )
     assert "<bob> the release is on tuesday" in found.content
     await alice.close()
@@ -70,7 +72,7 @@ async def test_joins_parts_and_quits_are_read_when_asked_for(
 
     async def recent(**arguments: object) -> str:
         result = await app.hub.call(
-            ToolCall("r", "get_recent_messages", arguments), hidden=_asked_by("alice")
+            ToolCall("r", "get_recent_messages", arguments), caller=_asked_by("alice")
         )
         assert not result.is_error, result.content
         return result.content

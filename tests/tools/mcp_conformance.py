@@ -289,6 +289,7 @@ async def _authorized(url: str) -> Any:
 async def _drive(url: str, scenario: str) -> int:
     """What a bot does with an MCP server: connect and list its tools, call one."""
     from salon.model import ElicitationAnswer, FormField, ToolCall
+    from salon.tools.caller import Caller
     from salon.tools.hub import ServerSpec, ToolHub
     from salon.tools.mcp_link import open_http
 
@@ -320,8 +321,8 @@ async def _drive(url: str, scenario: str) -> int:
         if scenario not in calls:
             return 0
         name, arguments = calls[scenario]
-        hidden = {"requester_id": "person", "channel": "conformance"}
-        result = await hub.call(ToolCall("c1", name, arguments), hidden=hidden, elicit=as_shown)
+        caller = Caller.from_arguments({"requester_id": "person", "channel": "conformance"})
+        result = await hub.call(ToolCall("c1", name, arguments), caller=caller, elicit=as_shown)
     print(result.content)
     return 1 if result.is_error else 0
 

@@ -22,6 +22,7 @@ from salon.model import (
 )
 from salon.platforms.forms import ask_in_text
 from salon.platforms.memory import MemoryPlatform
+from salon.tools.caller import Caller
 from salon.tools.hub import ToolHub
 from tests.agent.test_traces import make_app, running
 from tests.tools.test_mcp_http import LoopbackServer, http_spec
@@ -122,13 +123,13 @@ async def test_a_question_while_two_peoples_calls_run_is_declined(
         slow = asyncio.create_task(
             hub.call(
                 ToolCall("c1", "lookup_slowly", {"seconds": 2}),
-                hidden={"requester_id": "bob", "channel": "memory:general"},
+                caller=Caller.from_arguments({"requester_id": "bob", "channel": "memory:general"}),
                 elicit=elicit,
             )
         )
         result = await hub.call(
             ToolCall("c2", "book", {}),
-            hidden={"requester_id": "alice", "channel": "memory:general"},
+            caller=Caller.from_arguments({"requester_id": "alice", "channel": "memory:general"}),
             elicit=elicit,
         )
         await slow

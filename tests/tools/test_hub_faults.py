@@ -14,8 +14,9 @@ from mcp import Client, StdioServerParameters
 
 from fakes import mcp_server
 from salon.config import Redactor
-from salon.model import ToolCall
+from salon.model import Participant, ToolCall
 from salon.tools import mcp_link
+from salon.tools.caller import Caller
 from salon.tools.hub import MessageHandler, ServerSpec, ToolHub
 from tests.tools.conftest import REPO, in_process, stdio_kit
 
@@ -154,6 +155,7 @@ async def test_the_model_cannot_fill_in_what_salon_fills_in() -> None:
     spec = replace(in_process(mcp_server.build()), hidden_arguments=frozenset({"requester_id"}))
     async with ToolHub([spec]) as hub:
         forged = await hub.call(call("whoami", requester_id="admin"))
-        filled = await hub.call(call("whoami"), hidden={"requester_id": "alice"})
+        alice = Caller(requester=Participant("alice", "Alice"))
+        filled = await hub.call(call("whoami"), caller=alice)
     assert forged.content == "asked by nobody"
     assert filled.content == "asked by alice"

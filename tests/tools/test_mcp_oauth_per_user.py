@@ -14,6 +14,7 @@ import httpx2
 from salon.config import Secrets
 from salon.model import ToolCall
 from salon.store.sql import SQLStore
+from salon.tools.caller import Caller
 from salon.tools.hub import ToolHub
 from salon.tools.mcp_auth import KEY_ENV
 from salon.tools.servers import configured_specs
@@ -60,8 +61,8 @@ async def whoami(store: SQLStore, guarded: Guarded, *people: str) -> list[str]:
         assert hub.failed_servers() == {}
         for n, person in enumerate(people):
             platform, _, who = person.partition(":")
-            hidden = {"requester_id": who, "channel": f"{platform}:10"}
-            result = await hub.call(ToolCall(f"c{n}", "whoami", {}), hidden=hidden)
+            caller = Caller.from_arguments({"requester_id": who, "channel": f"{platform}:10"})
+            result = await hub.call(ToolCall(f"c{n}", "whoami", {}), caller=caller)
             said.append(result.content)
     return said
 

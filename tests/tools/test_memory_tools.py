@@ -21,6 +21,7 @@ from salon.notes import NoteScope, Scope, Viewpoint, in_view, scopes_in_view
 from salon.platforms.memory import MemoryPlatform
 from salon.store.sql import SQLStore, sqlite_url
 from salon.tools.builtin import OPERATOR, MemoryBook, build_builtin_server
+from salon.tools.caller import Caller
 from salon.tools.hub import ToolHub
 from salon.tools.native import Result, ToolSet
 from salon.tools.servers import builtin_spec
@@ -311,11 +312,13 @@ async def test_the_model_cannot_pass_the_context_salon_fills_in(store: SQLStore)
     await tools(store).call("remember", {"text": "alice diary entry"} | dm())
     async with ToolHub([builtin_spec(tools(store))]) as hub:
         lying = {"query": "diary"} | dm() | {"requester_id": "alice"}
-        result = await hub.call(ToolCall("c", "recall", lying), hidden=in_general("bob", "Bob"))
+        result = await hub.call(
+            ToolCall("c", "recall", lying), caller=Caller.from_arguments(in_general("bob", "Bob"))
+        )
         assert result.content == "no notes found"
         forged = await hub.call(
             ToolCall("d", "remember", {"text": "x", "scope": "bot", "requester_roles": "mods"}),
-            hidden=in_general("bob", "Bob"),
+            caller=Caller.from_arguments(in_general("bob", "Bob")),
         )
         assert forged.is_error
         recall = hub.get("recall")

@@ -1,4 +1,4 @@
-"""Native tool sets behind the hub: schemas, annotations, hidden arguments, errors the model
+"""Native tool sets behind the hub: schemas, annotations, the caller, errors the model
 reads, progress, images as files, timeouts, and the same set served over MCP."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from pydantic import Field
 from fakes.vendors.images import tiny_png
 from salon.config import OutputsConfig
 from salon.errors import ToolError
-from salon.model import ToolCall
+from salon.model import ChannelRef, Participant, ToolCall
 from salon.tools.base import Progress
+from salon.tools.caller import Caller
 from salon.tools.hub import ServerSpec, ToolHub
 from salon.tools.mcp_serve import to_mcp_server
 from salon.tools.native import Annotations, Image, Result, ToolSet
@@ -46,14 +47,21 @@ class Opened:
 def kit(opened: Opened | None = None, release: asyncio.Event | None = None) -> ToolSet:
     tools = ToolSet("kit", instructions="test tools", resources=[opened] if opened else [])
 
-    @tools.tool(annotations=LOOKUP, structured_output=False)
+    @tools.tool(annotations=LOOKUP, structured_output=False, caller_arguments=("channel",))
     async def lookup(
         place: Annotated[str, Field(min_length=2, description="a city")],
         units: Literal["metric", "imperial"] = "metric",
-        channel: str = "",
+        *,
+        caller: Caller,
     ) -> Result:
         """Look a place up."""
-        return Result.text(f"{place} in {units} for {channel or 'nobody'}")
+        return Result.text(f"{place} in {units} for {caller.channel_key or 'nobody'}")
+
+    @tools.tool(caller_arguments=("channel", "requester_id", "requester_roles"))
+    async def whoami(caller: Caller) -> dict[str, object]:
+        """Who asks, with which roles, and where."""
+        who = caller.requester
+        return {"id": who.id, "roles": list(who.roles), "where": caller.channel_key}
 
     @tools.tool()
     def refuse(reason: str) -> str:
@@ -111,10 +119,10 @@ async def test_the_hub_offers_a_native_set_with_its_schemas_and_annotations() ->
     assert not opened.open
 
 
-async def test_hidden_arguments_are_salons_and_bad_ones_are_refused() -> None:
+async def test_the_caller_is_salons_and_bad_arguments_are_refused() -> None:
     async with ToolHub([spec(kit())]) as hub:
         call = ToolCall("1", "lookup", {"place": "Lyon", "channel": "irc:#evil"})
-        result = await hub.call(call, hidden={"channel": "irc:#salon"})
+        result = await hub.call(call, caller=Caller(ChannelRef("irc", "#salon")))
         assert result.content == "Lyon in metric for irc:#salon"
         assert not result.is_error
         bad = await hub.call(ToolCall("2", "lookup", {"place": "L", "units": "kelvin"}))
@@ -122,6 +130,20 @@ async def test_hidden_arguments_are_salons_and_bad_ones_are_refused() -> None:
         assert bad.content.startswith("invalid arguments for lookup: ")
         assert "place" in bad.content
         assert "units" in bad.content
+
+
+async def test_a_native_tool_sees_the_callers_roles_exactly() -> None:
+    roles = ("Mods, Team", "admin")
+    caller = Caller(ChannelRef("discord", "100"), Participant("alice", "Alice", roles=roles))
+    async with ToolHub([spec(kit())]) as hub:
+        forged = {"requester_roles": "owner", "requester_id": "root"}
+        result = await hub.call(ToolCall("1", "whoami", forged), caller=caller)
+        whoami = hub.get("whoami")
+    assert not result.is_error, result.content
+    assert '"roles": [\n    "Mods, Team",\n    "admin"\n  ]' in result.content
+    assert '"id": "alice"' in result.content
+    assert whoami is not None
+    assert whoami.input_schema["properties"] == {}  # the served caller is not the model's
 
 
 async def test_failures_are_error_results_worded_as_over_mcp(
@@ -150,7 +172,9 @@ async def test_progress_reaches_the_caller_and_images_become_files(tmp_path: Pat
 
     async with ToolHub([spec(kit())], outputs=outputs) as hub:
         result = await hub.call(
-            ToolCall("1", "draw", {"steps": 3}), hidden={"requester_name": "ann"}, progress=progress
+            ToolCall("1", "draw", {"steps": 3}),
+            caller=Caller(requester=Participant("ann", "ann")),
+            progress=progress,
         )
     assert reports == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
     assert not result.is_error
@@ -194,6 +218,13 @@ async def test_the_same_set_served_over_mcp_gives_the_same_results() -> None:
         async def progress(done: float, total: float | None, message: str | None) -> None:
             seen.append(done)
 
+        asked = {"requester_id": "bob", "requester_roles": "mods,ops", "channel": "irc:#salon"}
+        who = await client.call_tool("whoami", asked)
+        assert who.structured_content == {
+            "id": "bob",
+            "roles": ["mods", "ops"],
+            "where": "irc:#salon",
+        }
         drawn = await client.call_tool("draw", {"steps": 2}, progress_callback=progress)
         image = drawn.content[1]
         assert isinstance(image, ImageContent)

@@ -21,7 +21,8 @@ from mcp.types import (
 
 from fakes.vendors.images import tiny_png
 from salon.config import OutputsConfig
-from salon.model import ToolCall
+from salon.model import Participant, ToolCall
+from salon.tools.caller import Caller
 from salon.tools.hub import ToolHub
 from salon.tools.inline import scrub, split_inline
 from salon.tools.outputs import OutputDir, file_name
@@ -87,7 +88,8 @@ def image_server() -> MCPServer:
 
 
 async def call(hub: ToolHub, tool: str) -> tuple[str, list[tuple[str, str, str, str]]]:
-    result = await hub.call(ToolCall("c1", tool, {}), hidden={"requester_name": "Alice Q"})
+    alice = Caller(requester=Participant("alice", "Alice Q"))
+    result = await hub.call(ToolCall("c1", tool, {}), caller=alice)
     files = [(a.filename, a.label, a.url, a.path) for a in result.attachments]
     return result.content, files
 

@@ -1,6 +1,7 @@
 """What ``salon tools serve`` lists over stdio is what the hub offers the model natively:
 for the built-ins and every integration, the same tools with the same descriptions, input
-schemas (pydantic's, from each tool's signature) and annotations."""
+schemas (pydantic's, from each tool's signature) and annotations. Served, a tool also takes
+its caller as arguments (``caller_arguments``), which the model never sees."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from salon.config import load_config_dir
 from salon.integrations import INTEGRATIONS, server_for
 from salon.store.sql import SQLStore
 from salon.tools.builtin import build_builtin_server
-from salon.tools.hub import ServerSpec, ToolHub
+from salon.tools.hub import ServerSpec, ToolHub, without_hidden
 from salon.tools.native import NativeTool, ToolSet
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,7 +110,8 @@ async def test_salon_tools_serve_lists_what_the_hub_offers_natively(tmp_path: Pa
         assert served == [_as_listed(t) for t in tools.tools.values()], name
         for entry in served:
             spec = offered[(name, entry["name"])]
-            assert spec.input_schema == entry["inputSchema"]
+            caller = frozenset(tools.tools[entry["name"]].caller_arguments)
+            assert spec.input_schema == without_hidden(entry["inputSchema"], caller)
             assert spec.description == entry["description"]
             notes = entry.get("annotations", {})
             assert spec.read_only == notes.get("readOnlyHint")

@@ -3,9 +3,10 @@
 The hub calls them in-process, directly; ``salon tools serve`` wraps the same set into an
 MCP server over stdio for any MCP client. The chat-log tools read the
 store's log for the terminal and IRC and the platform's own history elsewhere (see
-``salon.tools.chatlog``); ``channel`` is filled in by Salon with the channel of the
-activation. Another channel (``in_channel``) is read only when the bot is in it and the
-person asking could read it there themselves (``ChannelAccess``).
+``salon.tools.chatlog``); the channel they read is the caller's (``salon.tools.caller``),
+the one the call was made in. Another channel (``in_channel``) is read only when the bot
+is in it and the person asking could read it there themselves (``ChannelAccess``). Served
+over MCP, the tools take the caller as the arguments each names (``channel`` and so on).
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from pydantic import Field
 from salon.errors import ToolError
 from salon.model import ChannelRef, ChatLine, Participant, Schedule
 from salon.tools.base import OPERATOR
+from salon.tools.caller import CALLER_ARGUMENTS, Caller
 from salon.tools.chatlog import CONVERSATION, ChannelHistory, ChannelLog, ChatLogQueries, log_only
-from salon.tools.memory import MEMORY_ARGUMENTS, MemoryBook, add_memory_tools
+from salon.tools.memory import MemoryBook, add_memory_tools
 from salon.tools.native import Annotations, ToolSet
 from salon.tools.schedules import ScheduleStore
 from salon.tools.timing import ParsedWhen, next_occurrence, parse_when, shortest_gap, zone
 
 __all__ = [
-    "CHANNEL_ARGUMENT",
     "HIDDEN_ARGUMENTS",
     "OPERATOR",
     "ChatLogQueries",
@@ -38,12 +39,11 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-CHANNEL_ARGUMENT = "channel"
-HIDDEN_ARGUMENTS = frozenset(
-    {CHANNEL_ARGUMENT, "requester_id", "requester_name", "requester_roles", "requester_identity"}
-    | MEMORY_ARGUMENTS
-)
+HIDDEN_ARGUMENTS = frozenset(CALLER_ARGUMENTS)
+"""What the model neither sees nor passes: the caller as plain arguments (served)."""
 _READ_ONLY = Annotations(read_only=True, destructive=False)
+_ASKER = ("channel", "requester_id", "requester_name")  # the chat-log tools' caller, served
+_CREATOR = (*_ASKER, "requester_roles", "requester_identity")  # a schedule's
 _MAX_LIMIT = 200
 
 
@@ -159,32 +159,39 @@ def _need_channel(channel: str) -> None:
         raise ToolError("channel is required (e.g. terminal:local or irc:#salon)")
 
 
-async def _readable(
-    access: ChannelAccess, channel: str, in_channel: str | None, asker: tuple[str, str]
-) -> str:
+async def _readable(access: ChannelAccess, caller: Caller, in_channel: str | None) -> str:
     """The channel a chat-log tool reads: the one it is asked in, or ``in_channel`` of the
     same platform when the asker could read it there and the bot is in it (what is read
     is shown where the question was asked, so the asker's own rights decide)."""
-    _need_channel(channel)
-    here = ChannelRef.from_key(channel)
+    here = caller.asked_in()
+    channel = here.key
     wanted = (in_channel or "").strip()
     if not wanted or wanted in {channel, here.id}:
         return channel
     there = ChannelRef.from_key(wanted if ":" in wanted else f"{here.platform}:{wanted}")
     if there.platform != here.platform:
         raise ToolError(f"only channels of {here.platform} can be read from here")
-    if not asker[0]:  # an answer to several people reads only what all of them may
+    asker = caller.requester
+    if not asker.id:  # an answer to several people reads only what all of them may
         raise ToolError(
             f"{wanted} cannot be read from here: this answer is for several people; "
             "another channel is read when one person asks"
         )
-    person = Participant(asker[0], asker[1] or "someone")
-    if asker[0] != OPERATOR and not await access(person, there):
+    person = Participant(asker.id, asker.name or "someone")
+    if asker.id != OPERATOR and not await access(person, there):
         raise ToolError(
             f"{wanted} cannot be read from here: the bot is not in it, or you could not "
             "read it yourself"
         )
     return there.key
+
+
+def _creator(caller: Caller) -> Participant:
+    """Who sets a schedule: the requester, with their roles and identity."""
+    who = caller.requester
+    return Participant(
+        who.id or "unknown", who.name or "someone", roles=who.roles, identity=who.identity
+    )
 
 
 def _checked(check: Callable[[], _T]) -> _T:
@@ -227,28 +234,27 @@ def _add_chat_tools(
         now = datetime.now(_checked(lambda: zone(timezone)))
         return f"{now:%A %Y-%m-%d %H:%M:%S} {timezone} (UTC{now:%z})"
 
-    @server.tool(annotations=_READ_ONLY)
-    async def search_chat_logs(  # noqa: PLR0917 - the model passes these by name
+    @server.tool(annotations=_READ_ONLY, caller_arguments=_ASKER)
+    async def search_chat_logs(
         query: str,
         user: str | None = None,
         hours: float | None = None,
         limit: int = 20,
         in_channel: _InChannel = None,
-        channel: str = "",
-        requester_id: str = "",
-        requester_name: str = "",
+        *,
+        caller: Caller,
     ) -> str:
         """Find past messages of this channel (or ``in_channel``) containing every word of
         the query."""
-        where = await _readable(access, channel, in_channel, (requester_id, requester_name))
+        where = await _readable(access, caller, in_channel)
         limit = max(1, min(limit, _MAX_LIMIT))
         found = await log.search_chat(
             bot, where, query, user=user, since=_since(hours), limit=limit
         )
         return _format(found[::-1])
 
-    @server.tool(annotations=_READ_ONLY)
-    async def get_recent_messages(  # noqa: PLR0917 - the model passes these by name
+    @server.tool(annotations=_READ_ONLY, caller_arguments=_ASKER)
+    async def get_recent_messages(
         limit: int = 50,
         hours: float | None = None,
         types: Annotated[
@@ -256,55 +262,49 @@ def _add_chat_tools(
             Field(description="kinds of lines (default: messages); joins etc. on IRC only"),
         ] = None,
         in_channel: _InChannel = None,
-        channel: str = "",
-        requester_id: str = "",
-        requester_name: str = "",
+        *,
+        caller: Caller,
     ) -> str:
         """The latest lines of this channel (or ``in_channel``), oldest first: messages, or
         the kinds of lines ``types`` names."""
-        where = await _readable(access, channel, in_channel, (requester_id, requester_name))
+        where = await _readable(access, caller, in_channel)
         limit = max(1, min(limit, _MAX_LIMIT))
         kinds = [k for t in types or ["messages"] for k in _KINDS[t]]
         lines = await log.recent_chat(bot, where, limit=limit, since=_since(hours), kinds=kinds)
         return _format(lines)
 
-    @server.tool(annotations=_READ_ONLY)
+    @server.tool(annotations=_READ_ONLY, caller_arguments=_ASKER)
     async def get_channel_stats(
         in_channel: _InChannel = None,
-        channel: str = "",
-        requester_id: str = "",
-        requester_name: str = "",
+        *,
+        caller: Caller,
     ) -> dict[str, object]:
         """How many messages and people this channel (or ``in_channel``) has seen, and who
         talks most."""
-        where = await _readable(access, channel, in_channel, (requester_id, requester_name))
+        where = await _readable(access, caller, in_channel)
         return await log.channel_stats(bot, where)
 
-    @server.tool(annotations=_READ_ONLY)
+    @server.tool(annotations=_READ_ONLY, caller_arguments=_ASKER)
     async def get_current_users(
         in_channel: _InChannel = None,
-        channel: str = "",
-        requester_id: str = "",
-        requester_name: str = "",
+        *,
+        caller: Caller,
     ) -> str:
         """Who is in this channel (or ``in_channel``) right now."""
-        where = await _readable(access, channel, in_channel, (requester_id, requester_name))
+        where = await _readable(access, caller, in_channel)
         users = await users_of(where)
         return ", ".join(users) if users else "nobody is known to be here"
 
 
 def _add_schedule_tools(server: ToolSet, bot: str, book: ScheduleBook) -> None:
-    @server.tool()
-    async def schedule_create(  # noqa: PLR0917 - the model passes these by name
+    @server.tool(caller_arguments=_CREATOR)
+    async def schedule_create(
         when: str,
         prompt: str,
         timezone: str | None = None,
         target_channel: str | None = None,
-        channel: str = "",
-        requester_id: str = "",
-        requester_name: str = "",
-        requester_roles: str = "",
-        requester_identity: str = "",
+        *,
+        caller: Caller,
     ) -> str:
         """Schedule a reminder or a recurring task. `when` is a cron expression ("0 9 * * 1-5")
         or an ISO date-time ("2026-12-24T09:00"); `prompt` is what you will be asked to do
@@ -312,15 +312,10 @@ def _add_schedule_tools(server: ToolSet, bot: str, book: ScheduleBook) -> None:
         tz = timezone or book.timezone
         now = book.now()
         parsed = _checked(lambda: parse_when(when, tz, now))
+        channel = caller.channel_key
         where = target_channel or channel
         _need_channel(where)
-        roles = tuple(r for r in requester_roles.split(",") if r)
-        requester = Participant(
-            requester_id or "unknown",
-            requester_name or "someone",
-            roles=roles,
-            identity=requester_identity,
-        )
+        requester = _creator(caller)
         problem = book.check_target(channel, where, requester) if book.check_target else None
         if problem is not None:
             raise ToolError(problem)
@@ -341,10 +336,10 @@ def _add_schedule_tools(server: ToolSet, bot: str, book: ScheduleBook) -> None:
         book.changed()
         return f"scheduled {created.describe()}"
 
-    @server.tool(annotations=_READ_ONLY)
-    async def schedule_list(channel: str = "") -> str:
+    @server.tool(annotations=_READ_ONLY, caller_arguments=("channel",))
+    async def schedule_list(*, caller: Caller) -> str:
         """The active schedules of this channel."""
-        found = await book.store.find(bot, channel_key=channel or None)
+        found = await book.store.find(bot, channel_key=caller.channel_key or None)
         return "\n".join(s.describe() for s in found) or "no schedules"
 
     @server.tool()

@@ -19,6 +19,7 @@ from typing import Any
 from salon.errors import ToolError
 from salon.model import UNPARSED_ARGUMENTS, ToolCall, ToolResult
 from salon.tools.base import Progress, ToolSpec
+from salon.tools.caller import Caller
 from salon.tools.link import (
     CallContext,
     Consent,
@@ -36,6 +37,7 @@ from salon.tools.results import native_result
 
 __all__ = [
     "CallContext",
+    "Caller",
     "Consent",
     "Elicit",
     "MessageHandler",
@@ -80,7 +82,7 @@ class _NativeLink:
         await self.ready.wait()
 
     def check(self, spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
-        return None  # the tool's own arguments model checks them, hidden ones included
+        return None  # the tool's own arguments model checks them
 
     async def call(
         self, call_id: str, remote_name: str, arguments: dict[str, Any], context: CallContext
@@ -91,7 +93,9 @@ class _NativeLink:
         timeout = self.spec.timeout
         try:
             async with asyncio.timeout(timeout):
-                raw = await self.toolset.call(remote_name, arguments, context.progress)
+                # Always a caller: what the model wrote for one is never read.
+                caller = context.caller or Caller()
+                raw = await self.toolset.call(remote_name, arguments, context.progress, caller)
         except TimeoutError:
             raise ToolError(f"{remote_name} timed out after {timeout:g}s") from None
         except InvalidArguments as exc:
@@ -101,12 +105,13 @@ class _NativeLink:
 
 def _native_spec(server: ServerSpec, tool: NativeTool) -> ToolSpec:
     notes = tool.annotations
+    hidden = server.hidden_arguments | frozenset(tool.caller_arguments)  # the served caller
     return ToolSpec(
         name=tool.name,
         server=server.name,
         remote_name=tool.name,
         description=tool.description,
-        input_schema=without_hidden(tool.input_schema, server.hidden_arguments),
+        input_schema=without_hidden(tool.input_schema, hidden),
         read_only=notes.read_only if notes else None,
         destructive=notes.destructive if notes else None,
     )
@@ -198,23 +203,23 @@ class ToolHub:
         self,
         call: ToolCall,
         *,
-        hidden: Mapping[str, Any] | None = None,
+        caller: Caller | None = None,
         progress: Progress | None = None,
         elicit: Elicit | None = None,
         consent: Consent | None = None,
     ) -> ToolResult:
-        """Run one call; every failure becomes an error result the model can read.
-        ``progress`` receives the server's progress reports while the call runs; a server
-        that asks a question (MCP elicitation) asks it through ``elicit``; a per_user
-        server the person has not connected their account to sends them the link through
-        ``consent``."""
-        result = await self._call(call, hidden, progress, elicit, consent)
+        """Run one call for ``caller``; every failure becomes an error result the model
+        can read. ``progress`` receives the server's progress reports while the call runs;
+        a server that asks a question (MCP elicitation) asks it through ``elicit``; a
+        per_user server the person has not connected their account to sends them the link
+        through ``consent``."""
+        result = await self._call(call, caller, progress, elicit, consent)
         return replace(result, content=self._redact(result.content))
 
     async def _call(
         self,
         call: ToolCall,
-        hidden: Mapping[str, Any] | None,
+        caller: Caller | None,
         progress: Progress | None,
         elicit: Elicit | None,
         consent: Consent | None = None,
@@ -231,17 +236,8 @@ class ToolHub:
         problem = server.check(spec, call.arguments)
         if problem is not None:
             return ToolResult(call.id, problem, is_error=True)
-        # What Salon fills in is Salon's alone: the model cannot pass its own.
-        arguments = {
-            k: v for k, v in call.arguments.items() if k not in server.spec.hidden_arguments
-        }
-        for key, value in (hidden or {}).items():
-            if key in server.spec.hidden_arguments:
-                arguments[key] = value
-        owner = str((hidden or {}).get("requester_name") or "")
-        asker = f"{(hidden or {}).get('requester_id', '')}@{(hidden or {}).get('channel', '')}"
-        person = _person(hidden or {})
-        context = CallContext(progress, self.outputs, owner, elicit, asker, person, consent)
+        arguments = _arguments(server.spec, call.arguments, caller)
+        context = _context(caller, progress, self.outputs, elicit, consent)
         try:
             return await self._run(server, call, spec, arguments, context)
         except OSError as exc:  # a full disk must not cost the answer
@@ -270,12 +266,34 @@ class ToolHub:
             return ToolResult(call.id, str(exc), is_error=True)
 
 
-def _person(hidden: Mapping[str, Any]) -> str:
+def _arguments(spec: ServerSpec, given: Mapping[str, Any], caller: Caller | None) -> dict[str, Any]:
+    """The model's arguments without what Salon fills in (the model cannot pass its own);
+    an MCP server gets Salon's filled in from the caller (a native tool, the caller)."""
+    hidden = spec.hidden_arguments
+    arguments = {k: v for k, v in given.items() if k not in hidden}
+    if spec.tools is None and caller is not None:
+        arguments |= {k: v for k, v in caller.arguments().items() if k in hidden}
+    return arguments
+
+
+def _context(
+    caller: Caller | None,
+    progress: Progress | None,
+    outputs: OutputDir | None,
+    elicit: Elicit | None,
+    consent: Consent | None,
+) -> CallContext:
+    who = caller or Caller()
+    asker = f"{who.requester.id}@{who.channel_key}"
+    owner = who.requester.name
+    return CallContext(progress, outputs, owner, elicit, asker, _person(who), consent, caller)
+
+
+def _person(caller: Caller) -> str:
     """Who a call runs for, as per-person tokens are kept: the platform and the strongest
     identity it vouches for (an IRC nick can be taken by someone else; its account not)."""
-    who = str(hidden.get("requester_identity") or hidden.get("requester_id") or "")
-    platform = str(hidden.get("channel") or "").partition(":")[0]
-    return f"{platform}:{who}" if who else ""
+    who = caller.requester.identity or caller.requester.id
+    return f"{caller.platform}:{who}" if who else ""
 
 
 def _link(spec: ServerSpec, on_change: Callable[[], None], backoff: tuple[float, float]) -> Link:

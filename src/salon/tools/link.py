@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from salon.errors import ToolError
 from salon.model import ElicitationAnswer, FormField, ToolResult
 from salon.tools.base import Progress, ToolSpec
+from salon.tools.caller import Caller
 from salon.tools.native import ToolSet
 from salon.tools.outputs import OutputDir
 
@@ -51,7 +52,9 @@ class ServerSpec:
     tools: ToolSet | None = None
     timeout: float = 360.0
     start_timeout: float = 30.0
-    hidden_arguments: frozenset[str] = frozenset()  # filled in by Salon, not the model
+    # Arguments the model does not see and cannot pass: an MCP server gets those of
+    # ``CALLER_ARGUMENTS`` filled in (``salon.tools.caller``).
+    hidden_arguments: frozenset[str] = frozenset()
     health_interval: float = 10.0  # seconds between pings of an idle server
     elicitation: bool = False  # its questions go to the person a call runs for
     # OAuth per person: a connection with the tokens of the person (``CallContext.person``)
@@ -103,8 +106,9 @@ none). True: the link went to them in a direct message."""
 
 
 class CallContext(NamedTuple):
-    """What a server needs besides the arguments: where progress and files go, and how
-    to ask ``asker`` (who the call runs for, and where) a question the server has."""
+    """What a server needs besides the arguments: where progress and files go, how to
+    ask ``asker`` (who the call runs for, and where) a question the server has, and the
+    ``caller`` a native tool is handed."""
 
     progress: Progress | None
     outputs: OutputDir | None
@@ -113,6 +117,7 @@ class CallContext(NamedTuple):
     asker: str = ""
     person: str = ""  # platform:identity of who the call runs for (per-person tokens)
     consent: Consent | None = None  # how that person is sent the link to connect
+    caller: Caller | None = None
 
 
 class Link(Protocol):

@@ -2,8 +2,9 @@
 the MCP SDK for Salon's own tools).
 
 Each tool is registered with MCPServer through a wrapper whose signature is the tool's own
-(the progress parameter swapped for MCP's ``Context``), so the SDK derives the same input
-schema, output schema and error wording it did when the tools were MCPServer tools.
+(the progress parameter swapped for MCP's ``Context``, the caller for its
+``caller_arguments``), so the SDK derives the same input schema, output schema and error
+wording it did when the tools were MCPServer tools.
 
 The server offers tools only: MCPServer's prompt and resource methods are taken out, so
 they are neither advertised nor answered (the client gets "Method not found"), and a call
@@ -37,6 +38,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from salon import __version__
 from salon.errors import ToolError
 from salon.sockets import bind, url_host
+from salon.tools.caller import CALLER_ARGUMENTS
 from salon.tools.native import Annotations, Image, InvalidArguments, NativeTool, Result, ToolSet
 from salon.tools.results import META_NAME, META_URL
 
@@ -103,8 +105,9 @@ def _wrapper(tool: NativeTool) -> Callable[..., Any]:
     params = [
         p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
         for p in signature.parameters.values()
-        if p.name != tool.progress_parameter
+        if p.name not in (tool.progress_parameter, tool.caller_parameter)
     ]
+    params += [_caller_parameter(name) for name in tool.caller_arguments]
     if tool.progress_parameter is not None:
         params.append(
             inspect.Parameter(_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=Context)
@@ -116,6 +119,12 @@ def _wrapper(tool: NativeTool) -> Callable[..., Any]:
     run.__name__ = run.__qualname__ = tool.name
     run.__doc__ = tool.description
     return run
+
+
+def _caller_parameter(name: str) -> inspect.Parameter:
+    """One of the arguments a client describes the caller with (``CALLER_ARGUMENTS``)."""
+    kind, default = CALLER_ARGUMENTS[name]
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind)
 
 
 def server_name(tools: ToolSet) -> str:

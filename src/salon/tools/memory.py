@@ -1,19 +1,19 @@
 """The memory tools: ``remember``, ``recall`` and ``forget`` (``memory.enabled``).
 
-Where a note goes and which notes a call sees are Salon's to decide, from what the tool
-runner fills in (the channel, its guild, whether it is a DM, the message, the person
-answered and their roles), never from the model's arguments: ``recall`` and ``forget``
-reach only the notes ``salon.notes.scopes_in_view`` puts in view. Server-wide and bot-wide
-notes are written and forgotten only by the operator and people holding one of
-``authorized_roles``. Recalled notes come back as quoted data with their provenance, so
-the model reads them as what someone said, not as instructions.
+Where a note goes and which notes a call sees are Salon's to decide, from the caller the
+tool runner hands over (``salon.tools.caller``: the channel, its guild, whether it is a
+DM, the message, the person answered and their roles), never from the model's arguments:
+``recall`` and ``forget`` reach only the notes ``salon.notes.scopes_in_view`` puts in view.
+Server-wide and bot-wide notes are written and forgotten only by the operator and people
+holding one of ``authorized_roles``. Recalled notes come back as quoted data with their
+provenance, so the model reads them as what someone said, not as instructions.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from salon.config.memory import MemoryConfig
@@ -21,12 +21,15 @@ from salon.errors import ToolError
 from salon.model import ChannelRef, Participant
 from salon.notes import Note, NoteScope, NoteStore, Provenance, Scope, Viewpoint
 from salon.tools.base import OPERATOR
+from salon.tools.caller import Caller
 from salon.tools.native import Annotations, ToolSet
 
-__all__ = ["MEMORY_ARGUMENTS", "MemoryBook", "add_memory_tools", "describe_note"]
+__all__ = ["MemoryBook", "add_memory_tools", "describe_note"]
 
-MEMORY_ARGUMENTS = frozenset({"channel_guild", "channel_direct", "channel_name", "message_id"})
-"""Hidden arguments the memory tools take besides the channel and the requester's."""
+_WHERE = ("channel", "channel_guild", "channel_direct", "channel_name")
+_WHO = ("requester_id", "requester_name", "requester_roles")
+_READER = (*_WHERE, *_WHO)  # the caller of recall and forget, served
+_KEEPER = (*_WHERE, "message_id", *_WHO)  # of remember
 _READ_ONLY = Annotations(read_only=True, destructive=False)
 _SCOPES = ", ".join(s.value for s in Scope)
 _ALIASES = {"server": "guild", "user": "person", "global": "bot", "everywhere": "bot"}
@@ -75,31 +78,16 @@ class MemoryBook:
 
 @dataclass(frozen=True, slots=True)
 class _Call:
-    """What the tool runner filled in for one call."""
+    """The caller of a memory tool, checked: the channel, and a name for the requester."""
 
     channel: ChannelRef
     requester: Participant
     message_id: str
 
 
-def _call(
-    channel: str,
-    *,
-    guild: str,
-    direct: bool,
-    name: str,
-    requester: tuple[str, str, str],
-    message_id: str = "",
-) -> _Call:
-    if not channel:
-        raise ToolError("channel is required (e.g. terminal:local or irc:#salon)")
-    platform, _, channel_id = channel.partition(":")
-    ref = ChannelRef(platform, channel_id, name=name, is_direct=direct, guild_id=guild or None)
-    who_id, who_name, roles = requester
-    person = Participant(
-        who_id, who_name or "someone", roles=tuple(r for r in roles.split(",") if r)
-    )
-    return _Call(ref, person, message_id)
+def _call(caller: Caller) -> _Call:
+    who = caller.requester
+    return _Call(caller.asked_in(), replace(who, name=who.name or "someone"), caller.message_id)
 
 
 def _where(channel: ChannelRef) -> str:
@@ -157,140 +145,101 @@ def _parsed_scope(scope: str, call: _Call) -> Scope:
 
 
 def add_memory_tools(server: ToolSet, bot: str, book: MemoryBook) -> None:
-    async def view_of(call: _Call) -> Viewpoint:
-        return await book.viewpoint(bot, call.channel, call.requester)
+    """``remember``, ``recall`` and ``forget`` on ``server``, for ``bot``'s notes."""
 
-    @server.tool()
-    async def remember(  # noqa: PLR0917 - the model passes these by name
-        text: str,
-        scope: str = "",
-        channel: str = "",
-        channel_guild: str = "",
-        channel_direct: bool = False,
-        channel_name: str = "",
-        message_id: str = "",
-        requester_id: str = "",
-        requester_name: str = "",
-        requester_roles: str = "",
-    ) -> str:
+    @server.tool(caller_arguments=_KEEPER)
+    async def remember(text: str, scope: str = "", *, caller: Caller) -> str:
         """Keep a short note for later conversations. `scope`: "person" (about the person
         you are answering; the default in a DM), "channel" (this channel; the default
         elsewhere), "guild" (this whole server) or "bot" (everywhere); guild and bot notes
         need an authorized role."""
-        call = _call(
-            channel,
-            guild=channel_guild,
-            direct=channel_direct,
-            name=channel_name,
-            requester=(requester_id, requester_name, requester_roles),
-            message_id=message_id,
-        )
-        if not call.requester.id:  # a batch: whose words a note keeps is not Salon's guess
-            raise ToolError(
-                "this answer is for several people: a note is kept when one person asks"
-            )
-        settings = book.settings()
-        kept = text.strip()
-        if not kept:
-            raise ToolError("a note needs some text")
-        if len(kept) > settings.max_note_chars:
-            raise ToolError(
-                f"a note may be at most {settings.max_note_chars} characters "
-                f"(this one has {len(kept)}): keep it shorter"
-            )
-        kind = _parsed_scope(scope, call)
-        target = _scope_for(kind, call)
-        if kind in (Scope.GUILD, Scope.BOT) and not book.authorized(
-            call.requester, call.channel.key
-        ):
-            raise ToolError(
-                f"only the operator and people with an authorized role may keep {kind.value} "
-                "notes: keep it for this channel or for the person instead"
-            )
-        if await book.notes.count_notes(bot, target) >= settings.max_notes_per_scope:
-            raise ToolError(
-                f"this {kind.value} already holds {settings.max_notes_per_scope} notes, the most "
-                "it may: forget one first"
-            )
-        said = Provenance(
-            author_id=call.requester.id,
-            author_name=call.requester.name,
-            channel_key=call.channel.key,
-            channel_name=_where(call.channel),
-            message_id=call.message_id,
-            at=datetime.now(UTC),
-        )
-        # An authorized writer's note may shape answers to everyone in its scope; anyone
-        # else's only answers to its author (salon.notes.note_in_view: against poisoning).
-        trusted = book.authorized(call.requester, call.channel.key)
-        note = await book.notes.add_note(bot, target, kept, said, trusted=trusted)
-        shown = _shown(kind, call.requester.name, trusted=trusted)
-        return f"Kept as note {note.id} ({kind.value}; {shown})."
+        return await _remember(book, bot, _call(caller), text, scope)
 
-    @server.tool(annotations=_READ_ONLY)
-    async def recall(  # noqa: PLR0917 - the model passes these by name
-        query: str,
-        limit: int = 5,
-        channel: str = "",
-        channel_guild: str = "",
-        channel_direct: bool = False,
-        channel_name: str = "",
-        requester_id: str = "",
-        requester_name: str = "",
-        requester_roles: str = "",
-    ) -> str:
+    @server.tool(annotations=_READ_ONLY, caller_arguments=_READER)
+    async def recall(query: str, limit: int = 5, *, caller: Caller) -> str:
         """Search the notes kept for this conversation (this channel, this server, the
         person you are answering, the bot) for any of the query's words; best matches first."""
-        call = _call(
-            channel,
-            guild=channel_guild,
-            direct=channel_direct,
-            name=channel_name,
-            requester=(requester_id, requester_name, requester_roles),
-        )
-        if not query.strip():
-            raise ToolError("recall needs some words to look for")
-        most = book.settings().recall_limit
-        found = await book.notes.search_notes(
-            bot, await view_of(call), query, limit=max(1, min(limit, most))
-        )
-        if not found:
-            return "no notes found"
-        return "\n".join([_NOTES_HEADER, *(describe_note(n) for n in found)])
+        return await _recall(book, bot, _call(caller), query, limit)
 
-    @server.tool()
-    async def forget(  # noqa: PLR0917 - the model passes these by name
-        note_id: int,
-        channel: str = "",
-        channel_guild: str = "",
-        channel_direct: bool = False,
-        channel_name: str = "",
-        requester_id: str = "",
-        requester_name: str = "",
-        requester_roles: str = "",
-    ) -> str:
+    @server.tool(caller_arguments=_READER)
+    async def forget(note_id: int, *, caller: Caller) -> str:
         """Delete a note by its number (as recall shows it)."""
-        call = _call(
-            channel,
-            guild=channel_guild,
-            direct=channel_direct,
-            name=channel_name,
-            requester=(requester_id, requester_name, requester_roles),
+        return await _forget(book, bot, _call(caller), note_id)
+
+
+async def _remember(book: MemoryBook, bot: str, call: _Call, text: str, scope: str) -> str:
+    if not call.requester.id:  # a batch: whose words a note keeps is not Salon's guess
+        raise ToolError("this answer is for several people: a note is kept when one person asks")
+    settings = book.settings()
+    kept = _note_text(text, settings)
+    kind = _parsed_scope(scope, call)
+    target = _scope_for(kind, call)
+    # An authorized writer's note may shape answers to everyone in its scope; anyone
+    # else's only answers to its author (salon.notes.note_in_view: against poisoning).
+    trusted = book.authorized(call.requester, call.channel.key)
+    if kind in (Scope.GUILD, Scope.BOT) and not trusted:
+        raise ToolError(
+            f"only the operator and people with an authorized role may keep {kind.value} "
+            "notes: keep it for this channel or for the person instead"
         )
-        note = await book.notes.note_in_view(bot, await view_of(call), note_id)
-        if note is None:
-            raise ToolError(f"there is no note {note_id} here")
-        authorized = book.authorized(call.requester, call.channel.key)
-        kind = note.scope.kind
-        if kind is Scope.PERSON and note.scope.key != call.requester.id and not authorized:
-            raise ToolError(
-                f"note {note_id} is about someone else: only they can have it forgotten"
-            )
-        if kind in (Scope.GUILD, Scope.BOT) and not authorized:
-            raise ToolError(
-                f"note {note_id} is a {kind.value} note: only the operator and people with an "
-                "authorized role can have it forgotten"
-            )
-        if not await book.notes.delete_note(bot, note_id):
-            raise ToolError(f"there is no note {note_id} here")  # forgotten meanwhile
-        return f"Forgot note {note_id}."
+    if await book.notes.count_notes(bot, target) >= settings.max_notes_per_scope:
+        raise ToolError(
+            f"this {kind.value} already holds {settings.max_notes_per_scope} notes, the most "
+            "it may: forget one first"
+        )
+    note = await book.notes.add_note(bot, target, kept, _provenance(call), trusted=trusted)
+    shown = _shown(kind, call.requester.name, trusted=trusted)
+    return f"Kept as note {note.id} ({kind.value}; {shown})."
+
+
+def _note_text(text: str, settings: MemoryConfig) -> str:
+    kept = text.strip()
+    if not kept:
+        raise ToolError("a note needs some text")
+    if len(kept) > settings.max_note_chars:
+        raise ToolError(
+            f"a note may be at most {settings.max_note_chars} characters "
+            f"(this one has {len(kept)}): keep it shorter"
+        )
+    return kept
+
+
+def _provenance(call: _Call) -> Provenance:
+    return Provenance(
+        author_id=call.requester.id,
+        author_name=call.requester.name,
+        channel_key=call.channel.key,
+        channel_name=_where(call.channel),
+        message_id=call.message_id,
+        at=datetime.now(UTC),
+    )
+
+
+async def _recall(book: MemoryBook, bot: str, call: _Call, query: str, limit: int) -> str:
+    if not query.strip():
+        raise ToolError("recall needs some words to look for")
+    most = book.settings().recall_limit
+    view = await book.viewpoint(bot, call.channel, call.requester)
+    found = await book.notes.search_notes(bot, view, query, limit=max(1, min(limit, most)))
+    if not found:
+        return "no notes found"
+    return "\n".join([_NOTES_HEADER, *(describe_note(n) for n in found)])
+
+
+async def _forget(book: MemoryBook, bot: str, call: _Call, note_id: int) -> str:
+    view = await book.viewpoint(bot, call.channel, call.requester)
+    note = await book.notes.note_in_view(bot, view, note_id)
+    if note is None:
+        raise ToolError(f"there is no note {note_id} here")
+    authorized = book.authorized(call.requester, call.channel.key)
+    kind = note.scope.kind
+    if kind is Scope.PERSON and note.scope.key != call.requester.id and not authorized:
+        raise ToolError(f"note {note_id} is about someone else: only they can have it forgotten")
+    if kind in (Scope.GUILD, Scope.BOT) and not authorized:
+        raise ToolError(
+            f"note {note_id} is a {kind.value} note: only the operator and people with an "
+            "authorized role can have it forgotten"
+        )
+    if not await book.notes.delete_note(bot, note_id):
+        raise ToolError(f"there is no note {note_id} here")  # forgotten meanwhile
+    return f"Forgot note {note_id}."

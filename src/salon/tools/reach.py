@@ -12,6 +12,7 @@ when the call is shown (``ToolRunner``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from salon.model import ChannelRef, Participant, Reach, ToolCall, ToolRecord, ToolResult
 
@@ -94,12 +95,4 @@ def derived(record: ToolRecord) -> ToolRecord:
     reach = reach_of(record.call.name, record.call, record.result, channel=channel, askers=())
     if reach is None:
         return record
-    return ToolRecord(
-        record.time,
-        record.channel,
-        record.after_message_id,
-        record.call,
-        record.result,
-        record.thoughts,
-        reach,
-    )
+    return replace(record, reach=reach)  # every other field kept as it was

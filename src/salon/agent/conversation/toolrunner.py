@@ -8,7 +8,6 @@ concurrently, logs and shows them; ``follow_up`` builds the next request of the 
 from __future__ import annotations
 
 import asyncio
-import copy
 import itertools
 import json
 import logging
@@ -55,6 +54,7 @@ from salon.model import (
 from salon.platforms.base import Capability, Platform
 from salon.store.base import Store
 from salon.tools.base import TRACE_PARENT, Progress
+from salon.tools.caller import Caller
 from salon.tools.display import flatten, tool_log_text
 from salon.tools.inline import scrub
 from salon.tools.link import Consent, Elicit
@@ -84,7 +84,7 @@ class Tools(Protocol):
         self,
         call: ToolCall,
         *,
-        hidden: dict[str, object] | None = None,
+        caller: Caller | None = None,
         progress: Progress | None = None,
         elicit: Elicit | None = None,
         consent: Consent | None = None,
@@ -124,6 +124,14 @@ class Turn:
     thoughts: list[Thought] = field(default_factory=list)  # go back first on the turn
 
 
+@dataclass
+class _Refusal:
+    """Whether the provider refused a request offering tools: one answer for a bot's
+    runner and every per-config runner made from it."""
+
+    refused: bool = False
+
+
 class ToolRunner:
     def __init__(
         self,
@@ -135,8 +143,10 @@ class ToolRunner:
         log: ToolLog | None,
         redactor: Redactor | None = None,
         clock: Callable[[], datetime] | None = None,
+        refusal: _Refusal | None = None,
     ) -> None:
-        """``clock``: when a call is recorded (the platform's messages' clock)."""
+        """``clock``: when a call is recorded (the platform's messages' clock).
+        ``refusal``: shared with the runner this one is made from (``with_config``)."""
         self.bot = bot
         self._now = clock or (lambda: datetime.now(UTC))
         self.config = config
@@ -144,15 +154,32 @@ class ToolRunner:
         self.store = store
         self.log = log
         self.redact = redactor or Redactor()
-        self.refused_by_provider = False  # the model said no to native tools once
+        self._refusal = refusal or _Refusal()
+
+    @property
+    def refused_by_provider(self) -> bool:
+        """The model said no to native tools once: this bot stops offering them."""
+        return self._refusal.refused
+
+    @refused_by_provider.setter
+    def refused_by_provider(self, refused: bool) -> None:
+        self._refusal.refused = refused
 
     def with_config(self, config: BotConfig) -> ToolRunner:
-        """This runner as a channel's config (mode, tool mode) would have it."""
+        """This runner as a channel's config (mode, tool mode) would have it: the same
+        tools, store, log and clock, and the same memory of a provider's refusal."""
         if config is self.config:
             return self
-        clone = copy.copy(self)
-        clone.config = config
-        return clone
+        return ToolRunner(
+            bot=self.bot,
+            config=config,
+            tools=self.tools,
+            store=self.store,
+            log=self.log,
+            redactor=self.redact,
+            clock=self._now,
+            refusal=self._refusal,
+        )
 
     @property
     def planner(self) -> bool:
@@ -276,7 +303,7 @@ class ToolRunner:
         the first call's record. With several ``askers``, calls run with the rights all share
         (``joint``)."""
         people = tuple(askers) or (requester,)
-        rights = joint(people)
+        caller = Caller(channel, joint(people), after_message_id or "")
         ready: list[ToolCall] = []
         refused: dict[str, ToolResult] = {}
         verdicts: dict[str, tuple[Verdict, dict[str, Any] | None]] = {}
@@ -293,18 +320,6 @@ class ToolRunner:
                 refused[call.id] = ToolResult(call.id, reason, is_error=True)
             else:
                 ready.append(call)
-        hidden: dict[str, object] = {
-            "channel": channel.key,
-            "requester_id": rights.id,
-            "requester_name": rights.name,
-            "requester_roles": ",".join(rights.roles),
-            "requester_identity": rights.identity,
-            # where the call is, for the memory tools' scopes (salon.tools.memory)
-            "channel_guild": channel.guild_id or "",
-            "channel_direct": channel.is_direct,
-            "channel_name": channel.name,
-            "message_id": after_message_id or "",
-        }
         questions: dict[str, list[dict[str, Any]]] = {c.id: [] for c in ready}
         trace = (recorder.trace_id, recorder.sampled) if recorder is not None else (0, True)
         ran = await asyncio.gather(
@@ -313,7 +328,7 @@ class ToolRunner:
                     platform,
                     channel,
                     c,
-                    hidden,
+                    caller=caller,
                     elicit=self._asker(platform, channel, requester, questions[c.id]),
                     consent=_consenter(platform, channel, requester),
                     trace=trace,
@@ -407,16 +422,17 @@ class ToolRunner:
         platform: Platform,
         channel: ChannelRef,
         call: ToolCall,
-        hidden: dict[str, object],
         *,
+        caller: Caller,
         elicit: Elicit,
         consent: Consent,
         trace: tuple[int, bool],
     ) -> tuple[ToolResult, Timing]:
-        """The call's result and its timing. ``elicit`` takes the server's questions to
-        the requester. With a trace context (``trace``: the activation's trace id, 0 for
-        none, and whether it is sampled) the call gets a span id of its own, which an MCP
-        server receives as the call's ``traceparent``."""
+        """The call's result and its timing, run for ``caller`` (who asks, where, with
+        which roles). ``elicit`` takes the server's questions to the requester. With a
+        trace context (``trace``: the activation's trace id, 0 for none, and whether it is
+        sampled) the call gets a span id of its own, which an MCP server receives as the
+        call's ``traceparent``."""
         trace_id, sampled = trace
         span = (random.getrandbits(64) or 1) if trace_id else 0
         if span:  # this call's task has its own context: nothing else sees the value
@@ -425,7 +441,7 @@ class ToolRunner:
         relay = ProgressRelay(platform, channel, call.name, f"{call.id}#{next(_jobs)}")
         try:
             result = await self.tools.call(
-                call, hidden=hidden, progress=relay.report, elicit=elicit, consent=consent
+                call, caller=caller, progress=relay.report, elicit=elicit, consent=consent
             )
         except BaseException:
             relay.abandon()  # a stop: the channel's last word is not ours to add
