@@ -270,10 +270,13 @@ def _against_floor(prefix: str, salon: Reading, floor: Reading) -> list[Figure]:
             f"{prefix}floor_cpu_ratio",
             salon.per_activation / floor.per_activation,
             "x",
-            target=1.5 if ratios else None,
+            target=1.6 if ratios else None,
         ),
         Figure(
-            f"{prefix}floor_rss_ratio", salon.peak / floor.peak, "x", target=1.3 if ratios else None
+            f"{prefix}floor_rss_ratio",
+            salon.peak / floor.peak,
+            "x",
+            target=1.45 if ratios else None,
         ),
         Figure(
             f"{prefix}startup_cpu_vs_floor_ratio",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import compileall
+import contextlib
 import os
 import signal
 import tempfile
@@ -81,8 +82,11 @@ def _counting(out: Path):  # type: ignore[no-untyped-def]
         if done:  # a message wakes each bot's loop to run its handler, which writes
             for bot in bots:
                 await bot.server.post(discord_cpu.CHANNEL, bot.people[1], "(counted)")
+            # Signals sent at once merge into one: the files say who has written.
+            files = [out / f"{bot.arm}-loops.txt" for bot in bots]
             async with asyncio.timeout(120):
-                for _ in bots:
-                    await written.get()
+                while not all(file.exists() for file in files):
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(written.get(), 1.0)
 
     return steady
