@@ -52,7 +52,6 @@ class Reader:
         self._max = max_channels
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
         self._pins: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()  # channel id ->
-        self.fetches = 0  # requests to fill the history kept
         self.read_backs = 0  # requests reading back after a gap
 
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
@@ -78,7 +77,6 @@ class Reader:
         raw: list[dict[str, Any]] = []
         cursor = ""
         while True:
-            self.fetches += 1
             if thread is None:
                 request = self._client().conversations_history(
                     channel=channel_id,
