@@ -92,16 +92,15 @@ def test_the_cache_is_bounded_in_entries_and_bytes(clock: ManualClock) -> None:
     assert len(cache) == 3
     assert cache.get("a") is None  # the oldest went first
     cache.get("b")  # used recently: stays
-    cache.put("e", "y" * 80)
-    assert cache.size_bytes <= 100
-    assert cache.get("b") == "x" * 10
-    assert cache.get("c") is None
+    cache.put("e", "y" * 90)  # 4 entries, 120 bytes: the least recently used go until both fit
+    assert [cache.get(k) for k in "bcde"] == ["x" * 10, None, None, "y" * 90]
     cache.put("huge", "z" * 101)  # larger than the whole cache: not kept
     assert cache.get("huge") is None
     clock.now += 61
     assert [cache.get(k) for k in "bde"] == [None, None, None]
     assert len(cache) == 0
-    assert cache.size_bytes == 0
+    cache.put("f", "z" * 100)  # the expired entries gave their bytes back: a full one fits
+    assert cache.get("f") == "z" * 100
 
 
 def test_no_cache_when_ttl_is_zero(clock: ManualClock) -> None:

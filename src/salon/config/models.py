@@ -479,9 +479,6 @@ class BotConfig(_Strict):
             )
         return data
 
-    def settings_for(self, model: str) -> ModelSettings:
-        return self.provider_config().models.get(model) or ModelSettings()
-
     def provider_config(self) -> ProviderConfig:
         return self.providers[self.provider]
 

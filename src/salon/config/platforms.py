@@ -232,10 +232,6 @@ class DiscordConfig(ImageInput):
             raise ValueError(f"shard_ids {wrong} are not in 0 .. {self.shard_count - 1}")
         return self
 
-    @property
-    def sharded(self) -> bool:
-        return self.shard_count is not None
-
     def local_shards(self) -> list[int]:
         """The shards this machine runs (all of them when shard_ids is unset)."""
         if self.shard_count is None:

@@ -64,10 +64,6 @@ class ResultCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    @property
-    def size_bytes(self) -> int:
-        return self._bytes
-
     def get(self, key: str) -> str | None:
         entry = self._entries.get(key)
         if entry is None:

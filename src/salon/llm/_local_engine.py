@@ -68,10 +68,6 @@ class Engine:
         self.generated = 0  # chunks generated over the engine's life
         self.users = 0  # providers holding this engine (see acquire_engine)
 
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
     def admit(self, queue_size: int) -> None:
         """Count one more request in, or refuse it when ``queue_size`` already wait."""
         with self._count:

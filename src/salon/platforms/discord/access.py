@@ -42,7 +42,6 @@ class Access:
         self._members: OrderedDict[tuple[int, int], tuple[float, discord.Member | None]] = (
             OrderedDict()
         )
-        self.member_fetches = 0
 
     async def find(self, channel_id: str) -> ChannelRef | None:
         if not channel_id.isdigit():
@@ -83,7 +82,6 @@ class Access:
         kept = self._members.get(key)
         if kept is not None and time.monotonic() - kept[0] < _MEMBER_SECONDS:
             return kept[1]
-        self.member_fetches += 1
         try:
             member: discord.Member | None = await guild.fetch_member(user_id)
         except discord.NotFound:  # not in the guild: reads none of it

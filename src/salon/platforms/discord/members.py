@@ -58,7 +58,6 @@ class MemberCache:
         self._held: OrderedDict[_Key, str] = OrderedDict()  # holder -> key of their name
         self._holders: dict[tuple[int, str], set[int]] = {}  # (guild, name key) -> holders
         self._failed: set[int] = set()  # guilds whose member lookups failed (logged once)
-        self.fetches = 0
 
     def remember(self, member: discord.Member) -> None:
         """A member payload from the gateway or discord.py's cache: the freshest word."""
@@ -95,7 +94,6 @@ class MemberCache:
                 await self._fetch(guild, user_id)
 
     async def _fetch(self, guild: discord.Guild, user_id: int) -> None:
-        self.fetches += 1
         try:
             member = await guild.fetch_member(user_id)
         except discord.NotFound:  # left the guild, or never in it (a webhook, a system)

@@ -349,10 +349,6 @@ class DiscordPlatform(PlatformBase):
         """``person``'s own View Channel and Read Message History there (``access.py``)."""
         return await self._access.can_read(person, channel)
 
-    @property
-    def history_fetches(self) -> int:
-        return self._reader.fetches
-
     async def serves(self, channel: ChannelRef) -> bool:
         """Whether this process acts in ``channel`` on its own (see ``Channels.serves``)."""
         return await self._channels.serves(channel)

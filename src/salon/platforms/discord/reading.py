@@ -51,7 +51,6 @@ class Reader:
         self._channels = channels
         self._people = people
         self._attachments = attachments
-        self.fetches = 0  # history reads from Discord
         self._pins: OrderedDict[str, list[Message]] = OrderedDict()  # oldest first
         self._ranges: OrderedDict[tuple[str, str, int], list[Message]] = OrderedDict()
 
@@ -110,7 +109,6 @@ class Reader:
         """What was said in ``channel`` after the message ``after``, the newest ``limit``
         of it, oldest first (a read-back after a gap)."""
         target = await self._channels.get(channel)
-        self.fetches += 1
         with translated(f"read back {where(target)}", needs=READ_HISTORY):
             raw = [m async for m in target.history(limit=limit)]
         newer = [m for m in raw if m.id > int(after) and is_conversation(m)]
@@ -140,7 +138,6 @@ class Reader:
     ) -> list[discord.Message]:
         route = discord.http.Route("GET", "/guilds/{guild_id}/messages/search", guild_id=guild.id)
         query = {"mentions": str(me), "min_id": str(after), "sort_order": "asc", "limit": limit}
-        self.fetches += 1
         with translated(f"search {guild.name} for mentions", needs=READ_HISTORY):
             data = await client.http.request(route, params=query)
         if data.get("code") == _NOT_INDEXED:  # a 202: nothing to find until it is indexed
@@ -159,7 +156,6 @@ class Reader:
         self, target: discord.abc.Messageable, limit: int, *, before: int | None = None
     ) -> list[Message]:
         """Up to ``limit`` messages (before the id ``before``), oldest first."""
-        self.fetches += 1
         until = discord.Object(id=before) if before is not None else None
         with translated(f"read the history of {where(target)}", needs=READ_HISTORY):
             raw = [m async for m in target.history(limit=limit, before=until)]
@@ -199,7 +195,6 @@ class Reader:
     async def _fetch_until(
         self, target: discord.abc.Messageable, message_id: str, limit: int
     ) -> list[Message]:
-        self.fetches += 1
         with translated(f"read message {message_id} in {where(target)}", needs=READ_HISTORY):
             last = await target.fetch_message(int(message_id))
             before = discord.Object(id=int(message_id))

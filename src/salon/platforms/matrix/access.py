@@ -37,7 +37,6 @@ class Access:
         self._server = server
         self._me = me
         self._members: OrderedDict[tuple[str, str], tuple[float, str]] = OrderedDict()
-        self.member_fetches = 0
 
     async def find(self, channel_id: str) -> ChannelRef | None:
         """The room (``!id``) or thread (``!id/$root``) as messages in it are given, if the
@@ -78,7 +77,6 @@ class Access:
         if kept is not None and time.monotonic() - kept[0] < _KEPT_SECONDS:
             self._members.move_to_end(key)
             return kept[1]
-        self.member_fetches += 1
         try:
             state = await self._server().state(room, "m.room.member", user)
         except PlatformError as exc:

@@ -40,7 +40,6 @@ class Access:
         self._client = client
         self._members: OrderedDict[str, tuple[float, frozenset[str]]] = OrderedDict()
         self.workspace: str | None = None  # the bot's (auth.test), set at start
-        self.member_fetches = 0
 
     async def find(self, channel_id: str) -> ChannelRef | None:
         """The conversation with this id (``C…``, ``G…``, ``D…``) as the bot sees it; of
@@ -98,7 +97,6 @@ class Access:
         found: set[str] = set()
         cursor = ""
         while len(found) < _MEMBERS_MAX:
-            self.member_fetches += 1
             page = await call(
                 f"read the members of {channel_id}",
                 self._client().conversations_members(

@@ -155,10 +155,6 @@ class SlackPlatform(PlatformBase):
         return self._receiver.url if self._receiver is not None else ""
 
     @property
-    def history_fetches(self) -> int:
-        return self._reader.fetches
-
-    @property
     def handled(self) -> int:
         """Messages handed to the agent (each at most once, however often delivered)."""
         return self._events.handled

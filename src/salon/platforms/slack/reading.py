@@ -52,8 +52,6 @@ class Reader:
         self._max = max_channels
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
         self._pins: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()  # channel id ->
-        self.fetches = 0  # requests to fill the history kept
-        self.read_backs = 0  # requests reading back after a gap
 
     async def history(self, channel: ChannelRef, *, limit: int) -> Sequence[Message]:
         """The newest ``limit`` messages, their newest images with their data."""
@@ -78,7 +76,6 @@ class Reader:
         raw: list[dict[str, Any]] = []
         cursor = ""
         while True:
-            self.fetches += 1
             if thread is None:
                 request = self._client().conversations_history(
                     channel=channel_id,
@@ -115,7 +112,6 @@ class Reader:
         oldest = after if _is_ts(after) else None
         what = f"read back {channel.name or channel_id}"
         if thread is None:
-            self.read_backs += 1
             request = self._client().conversations_history(
                 channel=channel_id, oldest=oldest, limit=limit, include_all_metadata=True
             )
@@ -141,7 +137,6 @@ class Reader:
         raw: list[dict[str, Any]] = []
         cursor = ""
         for _ in range(_THREAD_PAGES):
-            self.read_backs += 1
             request = self._client().conversations_replies(
                 channel=channel_id,
                 ts=thread,
