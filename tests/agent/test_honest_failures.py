@@ -70,7 +70,7 @@ async def _stop(task: asyncio.Task[None]) -> None:
     await asyncio.gather(task, return_exceptions=True)
 
 
-async def test_a_store_failure_after_the_answer_is_shown_is_logged_and_traced_not_told(
+async def test_a_store_failure_after_the_answer_is_shown_is_logged_not_told(
     relayed: tuple[TcpProxy, SQLStore], caplog: pytest.LogCaptureFixture
 ) -> None:
     proxy, store = relayed
@@ -88,13 +88,17 @@ async def test_a_store_failure_after_the_answer_is_shown_is_logged_and_traced_no
     )
     task = await _serve(agent, platform)
     try:
-        with caplog.at_level(logging.ERROR, logger="salon.agent.dispatch"):
+        with caplog.at_level(logging.ERROR):
             await platform.post(platform.channel("dm", is_direct=True), ALICE, "hello")
             await agent.wait_idle()
+            # The rolling state is written behind the answer (a held write): its failure
+            # is the store's log line, and nothing of it reaches the channel.
+            async with asyncio.timeout(10):
+                await store.db.held.idle.wait()  # type: ignore[attr-defined]
     finally:
         await _stop(task)
     assert [m.text for m in platform.sent] == ["Here is your answer."]
-    assert "after the answer was shown" in caplog.text
+    assert "held statements; they are lost" in caplog.text
     assert "Connect call failed" in caplog.text  # the log keeps the whole story
     assert agent.last_answer_at is not None
     await proxy.up()
@@ -106,8 +110,6 @@ async def test_a_store_failure_after_the_answer_is_shown_is_logged_and_traced_no
         await _stop(writing)
     (trace,) = await store.traces.list_traces(bot="salon")
     assert trace.outcome == "answered"
-    assert trace.error is not None
-    assert "Connect call failed" in trace.error
 
 
 async def test_a_store_failure_before_anything_was_shown_is_told_without_the_address(
