@@ -61,7 +61,9 @@ class Held:
         return held
 
     def _start(self) -> None:
-        self._timer = None
+        if self._timer is not None:  # at the bound before the delay ran out
+            self._timer.cancel()
+            self._timer = None
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._flushing())
 
