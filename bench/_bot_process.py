@@ -152,9 +152,12 @@ class _Steady:
             for tid, cpu in sorted(self._thread_cpu().items())
         ]
         (self.out / f"{self.arm}-threads.txt").write_text("\n".join(lines) + "\n")
-        self.profiler.dump_stats(self.out / f"{self.arm}-steady.prof")
         if tracemalloc.is_tracing():
             (self.out / f"{self.arm}-heap.txt").write_text(_heap_by_package())
+        # The profile comes last, whole (renamed): its file says all is written.
+        partial = self.out / f"{self.arm}-steady.prof.part"
+        self.profiler.dump_stats(partial)
+        partial.replace(self.out / f"{self.arm}-steady.prof")
         os.kill(os.getppid(), signal.SIGUSR1)  # written
 
 
@@ -204,7 +207,9 @@ class _Loops:
         self.start = self.count
 
     def end(self, *_: object) -> None:
-        (self.out / f"{self.arm}-loops.txt").write_text(f"{self.count - self.start}\n")
+        partial = self.out / f"{self.arm}-loops.txt.part"  # renamed whole: read when there
+        partial.write_text(f"{self.count - self.start}\n")
+        partial.replace(self.out / f"{self.arm}-loops.txt")
         os.kill(os.getppid(), signal.SIGUSR1)  # written
 
 

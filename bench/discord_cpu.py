@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import compileall
+import contextlib
 import os
+import signal
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -287,3 +289,28 @@ def _against_floor(prefix: str, salon: Reading, floor: Reading) -> list[Figure]:
         Figure(f"{prefix}bot_peak_rss_mib", salon.peak, "MiB"),
         Figure(f"{prefix}bot_settled_startup_cpu_s", salon.settled, "s"),
     ]
+
+
+def signalled(written_file: Callable[[str], Path]) -> Callable[[list[Arm], bool], Awaitable[None]]:
+    """A ``session`` hook for bots started with ``BENCH_PROFILE_STEADY`` or
+    ``BENCH_LOOP_COUNT``: SIGUSR1 before the measured activations, SIGUSR2 after; each bot
+    then writes ``written_file(arm)`` and signals SIGUSR1 back. Signals sent at once merge
+    into one, so the files say who has written."""
+    wake: asyncio.Queue[None] = asyncio.Queue()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, wake.put_nowait, None)
+
+    async def steady(bots: list[Arm], done: bool) -> None:
+        for bot in bots:
+            assert bot.proc is not None
+            bot.proc.send_signal(signal.SIGUSR2 if done else signal.SIGUSR1)
+        if not done:
+            return
+        for bot in bots:  # a message wakes each bot's loop to run its handler, which writes
+            await bot.server.post(CHANNEL, bot.people[1], "(measured)")
+        files = [written_file(bot.arm) for bot in bots]
+        async with asyncio.timeout(120):
+            while not all(file.exists() for file in files):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.get(), 1.0)
+
+    return steady

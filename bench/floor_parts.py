@@ -17,11 +17,8 @@ loop's iterations per activation of each (every one is a wake-up and a poll of t
 
 from __future__ import annotations
 
-import asyncio
 import compileall
-import contextlib
 import os
-import signal
 import tempfile
 from pathlib import Path
 
@@ -40,7 +37,9 @@ async def run() -> list[Figure]:
         out = Path(name)
         os.environ["BENCH_LOOP_COUNT"] = name
         try:
-            got = await discord_cpu.session(arms, on_steady=_counting(out))
+            got = await discord_cpu.session(
+                arms, on_steady=discord_cpu.signalled(lambda arm: out / f"{arm}-loops.txt")
+            )
         finally:
             del os.environ["BENCH_LOOP_COUNT"]
         loops = {arm: int((out / f"{arm}-loops.txt").read_text()) for arm in ("salon", "floor")}
@@ -67,26 +66,3 @@ async def run() -> list[Figure]:
         Figure("floor_parts_floor_peak_rss_mib", floor.peak, "MiB"),
     ]
     return figures
-
-
-def _counting(out: Path):  # type: ignore[no-untyped-def]
-    """``session``'s hook: each bot counts its loop's iterations between the two signals
-    and says (SIGUSR1) when it has written them."""
-    written: asyncio.Queue[None] = asyncio.Queue()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, written.put_nowait, None)
-
-    async def steady(bots: list[discord_cpu.Arm], done: bool) -> None:
-        for bot in bots:
-            assert bot.proc is not None
-            bot.proc.send_signal(signal.SIGUSR2 if done else signal.SIGUSR1)
-        if done:  # a message wakes each bot's loop to run its handler, which writes
-            for bot in bots:
-                await bot.server.post(discord_cpu.CHANNEL, bot.people[1], "(counted)")
-            # Signals sent at once merge into one: the files say who has written.
-            files = [out / f"{bot.arm}-loops.txt" for bot in bots]
-            async with asyncio.timeout(120):
-                while not all(file.exists() for file in files):
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(written.get(), 1.0)
-
-    return steady

@@ -15,7 +15,6 @@ import asyncio
 import os
 import pstats
 import re
-import signal
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -65,19 +64,7 @@ async def _profiled(out: Path, memory: bool, activations: int, arms: list[str]) 
     if memory:
         os.environ["PYTHONTRACEMALLOC"] = "1"
 
-    written: asyncio.Queue[None] = asyncio.Queue()  # a SIGUSR1 from each process when done
-    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, written.put_nowait, None)
-
-    async def steady(bots: list[discord_cpu.Arm], done: bool) -> None:
-        for bot in bots:
-            assert bot.proc is not None
-            bot.proc.send_signal(signal.SIGUSR2 if done else signal.SIGUSR1)
-        if done:  # a message wakes each bot's loop to run its handler, which writes
-            for bot in bots:
-                await bot.server.post(discord_cpu.CHANNEL, bot.people[1], "(profiled)")
-            async with asyncio.timeout(120):
-                for _ in bots:
-                    await written.get()
+    steady = discord_cpu.signalled(lambda arm: out / f"{arm}-steady.prof")
 
     readings = await discord_cpu.session(arms, activations, on_steady=steady, errors=out)
     for arm, reading in readings.items():
