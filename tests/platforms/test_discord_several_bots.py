@@ -159,13 +159,14 @@ async def test_the_rooms_one_decision_costs_one_call_and_picks_who_speaks(
 ) -> None:
     shared = f"sqlite:///{tmp_path / 'shared.db'}"
     providers = {}
+    apps: list[BotApp] = []
     for key, (token, name) in BOTS.items():
         if key != "salon":
             user = FakeUser(str(400 + len(fake_discord.tokens)), name, bot=True)
             fake_discord.tokens[token] = user
             fake_discord.people.append(user)
         providers[key] = Deciding(name, "Muse")
-        await start_bot(
+        app, _ = await start_bot(
             providers[key],
             key=key,
             token=token,
@@ -175,12 +176,23 @@ async def test_the_rooms_one_decision_costs_one_call_and_picks_who_speaks(
             speak_gate={"enabled": True},
             room={"shared_decision": True, "description": f"{name}, for the tests"},
         )
+        apps.append(app)
+    # The room has been talking: each bot read the channel (its mark is in the store)
+    # before the first line nobody addressed. A bot that has not read the channel is no
+    # candidate, and which bot reads a message first at start-up is a race.
     alice = fake_discord.user("Alice")
+    everyone = [fake_discord.tokens.get(token, fake_discord.bot) for token, _ in BOTS.values()]
+    hello = " ".join(f"<@{bot.id}>" for bot in everyone) + " hello all"
+    await fake_discord.post(GENERAL, alice, hello, mentions=everyone)
+    await wait_until(fake_discord, lambda: len(answers(fake_discord)) >= len(BOTS))
+    present = await apps[0].store.rooms.present(f"discord:{GENERAL}", since=0)
+    assert set(present) == set(BOTS)
+    assert sum(p.decisions for p in providers.values()) == 0  # addressed: nothing to decide
     lines = room_lines(5)
     for number, line in enumerate(lines, 1):
         await fake_discord.post(GENERAL, alice, line)
-        await wait_until(fake_discord, lambda n=number: len(answers(fake_discord)) >= n)
-    assert answers(fake_discord) == ["Muse speaking."] * len(lines)
+        await wait_until(fake_discord, lambda n=number: len(answers(fake_discord)) >= len(BOTS) + n)
+    assert answers(fake_discord)[len(BOTS) :] == ["Muse speaking."] * len(lines)
     assert sum(p.decisions for p in providers.values()) == len(lines)  # one call a message
     systems = [r.system for p in providers.values() for r in p.requests if r.system]
     assert any("Sage, for the tests" in system for system in systems)  # once it arrived
