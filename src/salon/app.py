@@ -349,9 +349,8 @@ class BotApp:
         if self.otel is not None:
             states["otel export"] = self.otel.task_state()
         for platform in self.platforms.values():
-            connection = getattr(platform, "connection", None)
-            if isinstance(connection, TaskState):
-                states[connection.name] = connection
+            if platform.connection is not None:
+                states[platform.connection.name] = platform.connection
         return states
 
     def _supervised(self, name: str, run: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:

@@ -167,3 +167,13 @@ async def test_a_busy_address_is_a_clear_error_and_a_stop_closes_the_url(
     async with aiohttp.ClientSession() as http:
         with pytest.raises(aiohttp.ClientConnectionError):
             await http.post(url, data=b"{}")
+
+
+async def test_the_receiver_is_in_the_bots_health(
+    fake_slack: SlackServer, start_slack: StartSlack
+) -> None:
+    """Health lists each platform's long-lived connection: here the Request URL's server."""
+    app, platform = await start_slack(FakeProvider(["hi"]), slack=HTTP)
+    assert platform.connection is not None
+    task = app.upkeep.health().tasks[platform.connection.name]
+    assert task["running"] is True

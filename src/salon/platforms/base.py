@@ -29,6 +29,7 @@ from salon.model import (
     Message,
     Participant,
 )
+from salon.tasks import TaskState
 
 __all__ = [
     "NO_ANSWERS",
@@ -229,6 +230,11 @@ class Platform(Protocol):
     def connected(self) -> bool:
         """Whether the platform's connection is up now (for health)."""
 
+    @property
+    def connection(self) -> TaskState | None:
+        """The supervised task that keeps the platform's connection (for health: its
+        restarts and last failure), or None where the platform keeps no task of its own."""
+
 
 class PlatformBase(ABC):
     """What a platform without an ability does: nothing pinned, no replies or links, no
@@ -239,6 +245,7 @@ class PlatformBase(ABC):
     max_message_chars: int
     capabilities: ClassVar[frozenset[Capability]] = frozenset()
     _progress_posted: OrderedDict[str, None] | None = None  # jobs whose line is out
+    connection: TaskState | None = None
     _gap_listener: GapListener | None = None
 
     def can(self, capability: Capability) -> bool:

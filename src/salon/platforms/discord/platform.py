@@ -101,7 +101,7 @@ class DiscordPlatform(PlatformBase):
         )
         self.progress_board = ProgressBoard(config.progress_interval)
         self.attachments = AttachmentLoader(config)
-        self.connection = TaskState("Discord connection")
+        self.connection: TaskState = TaskState("Discord connection")
         self.ready = asyncio.Event()
         self.given_up = asyncio.Event()  # Discord refused the token or the intent, for good
         self._bot = bot

@@ -223,6 +223,7 @@ class SlackPlatform(PlatformBase):
         config = self.config
         receiver = Receiver(app, address=config.address, path=config.path, serving=self._forget)
         self._receiver = receiver
+        self.connection = receiver.state
         try:
             await receiver.start()
         except OSError as exc:
