@@ -353,3 +353,8 @@ class PlatformsConfig(_Strict):
     discord: DiscordConfig | None = None
     matrix: MatrixConfig | None = None
     slack: SlackConfig | None = None
+
+    def networks(self) -> list[str]:
+        """The platforms besides the terminal that these settings put the bot on."""
+        names = type(self).model_fields
+        return [n for n in names if n != "terminal" and getattr(self, n) is not None]

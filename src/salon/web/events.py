@@ -108,7 +108,6 @@ def _traceparent(header: str) -> str:
 
 
 _TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
-_NETWORKS = ("discord", "irc", "matrix", "slack")
 
 
 async def _not_run(web: Web, name: str, config: BotConfig, channel: str) -> str | None:
@@ -118,7 +117,7 @@ async def _not_run(web: Web, name: str, config: BotConfig, channel: str) -> str 
     platform, colon, _ = channel.partition(":")
     if not colon or not (platform.isascii() and platform.isalpha()):
         return None  # no platform's key at all: channel_key says what to write
-    running = {n for n in _NETWORKS if getattr(config.platforms, n) is not None}
+    running = set(config.platforms.networks())
     for report in await web.store.health.health_reports():
         if report.bot == name:
             running.update(p for p, connected in report.platforms.items() if connected)
