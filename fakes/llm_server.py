@@ -42,6 +42,17 @@ Faults, for fault suites: ``Scripted(fault=...)`` for one reply, or
 - ``reset``: the first content frame, then the connection is reset (TCP RST).
 
 Stream faults apply to streaming requests; a non-streaming request gets a normal body.
+
+``LLMServer(keep_alive=5.0)`` keeps connections open between requests as the real
+servers do (HTTP/1.1 keep-alive; streams sent chunked, other bodies with a
+``Content-Length``) until the client asks ``Connection: close``, a fault ends one, or one
+sits idle that many seconds (uvicorn, under vLLM, and cpp-httplib, under llama-server,
+close an idle connection after 5 s). ``connections`` counts the connections accepted;
+``idle_closed`` is set when the server closed one for idleness; ``wait_no_connections``
+waits until the clients have closed theirs. Without it (the default)
+each answer ends with its connection (``Connection: close``): every test would otherwise
+have to close each provider it builds before its event loop ends, or leave a pooled
+socket for the garbage collector (a ResourceWarning, an error under pytest).
 """
 
 from __future__ import annotations
@@ -90,6 +101,7 @@ class LLMServer:
         faults: tuple[str, ...] = FAULTS,
         seed: int = 0,
         only_under: str | None = None,
+        keep_alive: float | None = None,
     ) -> None:
         unknown = set(faults) - set(FAULTS)
         assert not unknown, f"unknown faults: {unknown}"
@@ -98,6 +110,11 @@ class LLMServer:
         self.only_under = only_under
         self.fault_rate = fault_rate
         self.faults = faults
+        self.keep_alive = keep_alive
+        self.connections = 0
+        self.idle_closed = asyncio.Event()  # set when the server closed an idle connection
+        self._open: set[asyncio.StreamWriter] = set()
+        self._closing = asyncio.Condition()  # notified as each connection ends
         self.retry_after = "1"
         self.script: deque[Scripted] = deque()
         self.default = Scripted(text="default reply")
@@ -125,6 +142,8 @@ class LLMServer:
 
     async def stop(self) -> None:
         self._stopping.set()  # releases hung handlers
+        for writer in list(self._open):  # and the idle ones, waiting for a next request
+            writer.close()
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(Exception):
@@ -165,32 +184,60 @@ class LLMServer:
         return replace(reply, fault=fault)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One connection: its requests one after the other, while it is kept alive."""
+        self.connections += 1
+        self._open.add(writer)
         try:
-            request = await _read_request(reader)
-            if request is None:
-                return
-            self.requests.append(request)
-            self.received.set()
-            if self.only_under and not request.path.startswith(self.only_under + "/"):
-                body = b'{"detail":"Not Found"}'
-                _write_head(writer, 404, "application/json", {}, len(body))
-                writer.write(body)
-                await writer.drain()
-                return
-            reply = self._next_reply(request)
-            if reply.fault == "hang_before_head":
-                await self._stopping.wait()
-                return
-            await self._respond(request, reply, writer)
+            while not self._stopping.is_set():
+                try:
+                    async with asyncio.timeout(self.keep_alive):
+                        request = await _read_request(reader)
+                except TimeoutError:  # idle too long: the server closes it
+                    writer.close()
+                    self.idle_closed.set()
+                    return
+                if request is None or not await self._answer(request, writer):
+                    return
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
+            self._open.discard(writer)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+            async with self._closing:
+                self._closing.notify_all()
+
+    async def wait_no_connections(self, within: float = 10) -> None:
+        """Until no client holds a connection open (each closed its own)."""
+        async with asyncio.timeout(within), self._closing:
+            await self._closing.wait_for(lambda: not self._open)
+
+    def _keeps(self, request: Recorded) -> bool:
+        return self.keep_alive is not None and request.keeps_alive
+
+    async def _answer(self, request: Recorded, writer: asyncio.StreamWriter) -> bool:
+        """Answer one request; whether the connection may carry the next one."""
+        self.requests.append(request)
+        self.received.set()
+        if self.only_under and not request.path.startswith(self.only_under + "/"):
+            body = b'{"detail":"Not Found"}'
+            _write_head(writer, 404, "application/json", {}, len(body), keep=self._keeps(request))
+            writer.write(body)
+            await writer.drain()
+            return self._keeps(request)
+        reply = self._next_reply(request)
+        if reply.fault == "hang_before_head":
+            await self._stopping.wait()
+            return False
+        # A fault that ends the connection says so in the head, as a server that closes
+        # after its answer does: the client does not send its next request on it.
+        keep = self._keeps(request) and reply.fault in (None, "malformed")
+        await self._respond(request, reply, writer, keep)
+        return keep
 
     async def _respond(
-        self, request: Recorded, reply: Scripted, writer: asyncio.StreamWriter
+        self, request: Recorded, reply: Scripted, writer: asyncio.StreamWriter, keep: bool
     ) -> None:
         vendor = _vendor(request.path)
         if vendor == "openai":
@@ -207,18 +254,20 @@ class LLMServer:
             reply = self._bill(request, reply)
         if reply.status != 200:
             body = error_body(vendor, self.flavour, reply)
-            _write_head(writer, reply.status, "application/json", reply.headers, len(body))
+            _write_head(
+                writer, reply.status, "application/json", reply.headers, len(body), keep=keep
+            )
             writer.write(body)
             await writer.drain()
             return
         if not _streams(vendor, request):
             body = json.dumps(complete_body(vendor, request, reply)).encode()
-            _write_head(writer, 200, "application/json", reply.headers, len(body))
+            _write_head(writer, 200, "application/json", reply.headers, len(body), keep=keep)
             writer.write(body)
             await writer.drain()
             return
         wire = wire_for(vendor, self.flavour, request, reply)
-        await self._write_stream(writer, wire, reply)
+        await self._write_stream(writer, wire, reply, keep)
 
     def _bill(self, request: Recorded, reply: Scripted) -> Scripted:
         """``reply`` with the prompt's tokens as the billing fake bills them, or the
@@ -245,7 +294,7 @@ class LLMServer:
         return refusal
 
     async def _write_stream(
-        self, writer: asyncio.StreamWriter, wire: Wire, reply: Scripted
+        self, writer: asyncio.StreamWriter, wire: Wire, reply: Scripted, keep: bool
     ) -> None:
         frames = wire.frames
         fault = reply.fault
@@ -255,17 +304,23 @@ class LLMServer:
             frames = [*frames[: wire.cut], wire.broken, *frames[wire.cut :]]
         elif fault in ("hang_mid_stream", "reset"):
             frames = frames[: wire.cut]
-        _write_head(writer, 200, wire.content_type, reply.headers, None)
+        _write_head(writer, 200, wire.content_type, reply.headers, None, keep=keep)
         for index, frame in enumerate(frames):
             if reply.pause_before_chunk is not None and index == reply.pause_before_chunk:
                 assert reply.resume is not None
                 await reply.resume.wait()
-            writer.write(frame)
+            if not keep:  # the body ends with the connection
+                writer.write(frame)
+            elif frame:  # a chunk (an empty one would end the body)
+                writer.write(b"%x\r\n%s\r\n" % (len(frame), frame))
             await writer.drain()
         if fault == "hang_mid_stream":
             await self._stopping.wait()
         elif fault == "reset":
             _reset(writer)
+        elif keep:  # the last chunk: the body's end
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:
@@ -378,9 +433,15 @@ def _write_head(
     content_type: str,
     extra: dict[str, str],
     length: int | None,
+    *,
+    keep: bool,
 ) -> None:
-    lines = [f"HTTP/1.1 {status} Scripted", f"Content-Type: {content_type}", "Connection: close"]
+    lines = [f"HTTP/1.1 {status} Scripted", f"Content-Type: {content_type}"]
+    if not keep:  # the body, when it has no length, ends with the connection
+        lines.append("Connection: close")
     if length is not None:
         lines.append(f"Content-Length: {length}")
+    elif keep:
+        lines.append("Transfer-Encoding: chunked")
     lines.extend(f"{k}: {v}" for k, v in extra.items())
     writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())

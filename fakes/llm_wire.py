@@ -64,6 +64,11 @@ class Recorded:
     body: dict[str, Any]
     prompt: str = ""  # chat completions: the prompt as the flavour's template renders it
 
+    @property
+    def keeps_alive(self) -> bool:
+        """Whether the client leaves the connection open for a next request."""
+        return self.headers.get("connection", "").lower() != "close"
+
 
 @dataclass
 class Wire:
