@@ -27,6 +27,7 @@ from mautrix.errors import (
 from yarl import URL
 
 from salon.errors import PlatformError
+from salon.platforms.images import read_at_most
 
 __all__ = ["Homeserver", "new_txn_id"]
 
@@ -218,7 +219,7 @@ class Homeserver:
                 async with self.api.session.get(url, headers=headers) as response:
                     if response.status != 200 or (response.content_length or 0) > max_bytes:
                         return None
-                    data = await response.content.read(max_bytes + 1)
+                    data = await read_at_most(response.content, max_bytes + 1)
         except (TimeoutError, ClientError) as exc:
             logger.warning("Matrix: could not download %s (%s)", mxc, type(exc).__name__)
             return None
