@@ -593,11 +593,14 @@ class DiscordServer(RestRoutes):
         async with asyncio.timeout(within), self.sent:
             await self.sent.wait_for(lambda: self.calls[key] >= count)
 
-    async def drop_connections(self, code: int = 4000) -> None:
-        """Close every gateway socket: 4000 as a network blip would (the session may be
-        resumed); 1006 cuts the connection with no close frame at all; a code Discord
-        documents as not to reconnect on (4004, 4010-4014) ends the client's session."""
+    async def drop_connections(self, code: int = 4000, *, shard: int | None = None) -> None:
+        """Close every gateway socket (or ``shard``'s only): 4000 as a network blip would
+        (the session may be resumed); 1006 cuts the connection with no close frame at all;
+        a code Discord documents as not to reconnect on (4004, 4010-4014) ends the client's
+        session."""
         for socket in list(self._sockets):
+            if shard is not None and self._socket_shards.get(id(socket), (0, 1))[0] != shard:
+                continue
             if code == 1006:
                 transport = socket._req.transport if socket._req is not None else None
                 if transport is not None:
@@ -984,11 +987,12 @@ class DiscordServer(RestRoutes):
     def open_gateway(self) -> None:
         self._gateway_open.set()
 
-    def invalidate_sessions(self) -> None:
-        """Every session ends: the next RESUME gets INVALID_SESSION (``d: false``) and
-        nothing of the gap is replayed, as when Discord drops a session."""
+    def invalidate_sessions(self, *, shard: int | None = None) -> None:
+        """Every session (or ``shard``'s) ends: the next RESUME gets INVALID_SESSION (``d:
+        false``) and nothing of the gap is replayed, as when Discord drops a session."""
         for session in self.sessions.values():
-            session.valid = False
+            if shard is None or session.shard[0] == shard:
+                session.valid = False
 
     async def _gateway_frame(self, socket: web.WebSocketResponse, frame: dict[str, Any]) -> None:
         op = frame.get("op")

@@ -1,8 +1,11 @@
 """A process that runs some of a bot's shards: it hears only its own guilds, and what it
 reads of another shard's guild (a schedule may fire there) is never served from a cache
-that no event of that guild keeps exact."""
+that no event of that guild keeps exact; a mention made while one of its shards was away
+on an invalidated session is answered once that shard is back."""
 
 from __future__ import annotations
+
+import asyncio
 
 from fakes.discord_server import DiscordServer
 from salon.llm import FakeProvider, FakeReply
@@ -67,3 +70,33 @@ async def test_a_history_link_into_another_shards_guild_is_read_afresh(
     await fake_discord.edit(there, "said over there, then edited")  # only shard 1 hears it
     again = await platform.history_until(link, limit=5) or []
     assert [m.text for m in again] == ["said over there, then edited"]
+
+
+async def test_a_mention_while_one_shard_was_on_an_invalidated_session_is_answered(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    """Both shards in one process; shard 1's session ends. discord.py then says only that
+    shard 1 is ready (not the whole client): the read-back must start from that."""
+    fake_discord.add_guild(OTHER_GUILD, "Other", {LOBBY: "lobby"})
+    provider = FakeProvider(["First.", "Missed one answered."])
+    app, _ = await start_bot(provider, discord={"shard_count": 2, "shard_ids": [0, 1]})
+    alice = fake_discord.people[0]
+    await ask(fake_discord, LOBBY, alice, "hi")
+    await fake_discord.wait_bot_messages(LOBBY, 1)
+    await app.agent.wait_idle()
+
+    fake_discord.pause_gateway()
+    fake_discord.invalidate_sessions(shard=1)
+    fake_discord.identified.clear()
+    await fake_discord.drop_connections(4000, shard=1)
+    await ask(fake_discord, LOBBY, alice, "did you see this?")  # in shard 1's gap
+    fake_discord.open_gateway()
+    await asyncio.wait_for(fake_discord.identified.wait(), 20)
+
+    await fake_discord.wait_bot_messages(LOBBY, 2)
+    await app.agent.wait_idle()
+    bot = fake_discord.bot.id
+    said = [m["content"] for m in fake_discord.channels[LOBBY] if m["author"]["id"] == bot]
+    assert said == ["First.", "Missed one answered."]
+    assert fake_discord.resumes_refused >= 1
+    assert len(provider.requests) == 2

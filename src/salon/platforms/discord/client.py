@@ -75,8 +75,12 @@ class Handlers(Protocol):
     def register_commands(self, tree: app_commands.CommandTree[Any]) -> None:
         """Put the slash commands on ``tree``, before the client connects."""
 
-    async def on_ready(self, client: AnyClient) -> None:
-        """Connected (again): every guild of the client's shards is there."""
+    async def on_ready(self, client: AnyClient, *, by_shard: bool = False) -> None:
+        """Connected (again): every guild of the client's shards is there. ``by_shard``:
+        a sharded client, whose shards' new sessions come by ``on_shard_ready``."""
+
+    async def on_shard_ready(self) -> None:
+        """One shard of a sharded client has a new session."""
 
     async def on_message(self, message: discord.Message) -> None: ...
 
@@ -181,6 +185,14 @@ class ShardedClient(_Listening, discord.AutoShardedClient):
         )
         self.handlers = handlers
         self.tree = app_commands.CommandTree(self)
+
+    async def on_ready(self) -> None:
+        await self.handlers.on_ready(self, by_shard=True)
+
+    async def on_shard_ready(self, shard_id: int) -> None:
+        # After the start, a shard whose session Discord ended gets a new one alone:
+        # discord.py then tells of that shard, not of the client (no second on_ready).
+        await self.handlers.on_shard_ready()
 
 
 AnyClient = _Listening  # a Client or a ShardedClient

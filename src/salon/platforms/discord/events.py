@@ -6,8 +6,9 @@ The first ``on_ready`` of the process also says who the bot is (and its invite l
 reads whether the application has the Message Content intent and registers the slash
 commands with Discord. A later one is a new session (the last was
 invalidated, or a new client connected): Discord replays nothing of the gap, so the agent
-is told to read back what it missed (``gap``). A resumed session needs none: Discord
-replays the missed events itself.
+is told to read back what it missed (``gap``). With shards, a shard whose session ended
+gets a new one alone (``on_shard_ready``; the client is not ready again), and that is the
+read-back's cue. A resumed session needs none: Discord replays the missed events itself.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class Events:
     def register_commands(self, tree: app_commands.CommandTree[Any]) -> None:
         self._commands.register(tree)
 
-    async def on_ready(self, client: AnyClient) -> None:
+    async def on_ready(self, client: AnyClient, *, by_shard: bool = False) -> None:
         self._cache.forget()
         if not self._introduced:  # a reconnect needs neither again
             await self._introduce(client)
@@ -77,6 +78,15 @@ class Events:
             self._ready.set()
             return
         self._ready.set()
+        if not by_shard:  # a sharded client's shards each said so (on_shard_ready)
+            await self._read_back()
+
+    async def on_shard_ready(self) -> None:
+        if self._introduced:  # before, the start: on_ready follows
+            self._cache.forget()
+            await self._read_back()
+
+    async def _read_back(self) -> None:
         since, self._dropped_at = self._dropped_at, None
         logger.info("Discord: a new session; reading back what was missed")
         await self._gap(since)
