@@ -8,12 +8,9 @@ from collections.abc import Callable
 
 from salon.config import Secrets
 from salon.llm import ChatMessage, FakeProvider, LLMRequest
-from salon.llm._convert import Converted, TurnRuns
+from salon.llm._convert import Converted
 from salon.llm.anthropic import to_anthropic_messages
-from salon.llm.base import TextPart, ThinkingPart
 from salon.llm.factory import build_provider
-from salon.llm.openai_compat import to_openai_messages
-from salon.model import Thought
 from tests.conftest import bot_config
 
 
@@ -131,49 +128,3 @@ def test_turns_still_held_are_let_go_by_weight_past_the_byte_budget() -> None:
     memo(turns[-1])  # the newest is kept
     memo(turns[0])  # the oldest went
     assert converted == [*turns, turns[0]]
-
-
-def _openai_bodies(requests: list[LLMRequest]) -> list[list[dict[str, object]]]:
-    """Each request's messages as the provider sends them, one after the other."""
-    provider = _provider("openai")
-    return [provider.wire(r)["messages"] for r in requests]
-
-
-def test_a_conversation_that_grows_is_sent_as_if_converted_afresh() -> None:
-    """The provider builds on the last request of the same conversation; every body is
-    the one a fresh conversion gives: grown, cut short, a turn replaced in the middle, the
-    same turns for another model (a reasoning turn goes back only to its own)."""
-    turns = [ChatMessage.text("user" if n % 2 else "assistant", f"turn {n}") for n in range(9)]
-    mine = Thought(vendor="openai", model="m", text="let me see")
-    thinking = ChatMessage("assistant", (ThinkingPart(mine), TextPart("thought it through")))
-    replaced = ChatMessage.text("user", "turn 3, edited")
-    runs = [
-        turns[:4],
-        turns[:6],
-        turns[:6],
-        [*turns[:3], replaced, *turns[4:7]],
-        turns[:2],
-        [*turns[:3], thinking, *turns[3:8]],
-        [*turns[:3], thinking, *turns[3:9]],
-    ]
-    requests = [LLMRequest(model="m", system="Be brief.", messages=tuple(r)) for r in runs]
-    requests.append(LLMRequest(model="other", messages=requests[-1].messages))
-    assert _openai_bodies(requests) == [to_openai_messages(r) for r in requests]
-    assert any("reasoning_content" in m for m in _openai_bodies(requests)[-2])
-    assert not any("reasoning_content" in m for m in _openai_bodies(requests)[-1])
-
-
-def test_a_repeated_conversation_converts_only_its_new_turns() -> None:
-    seen: list[ChatMessage] = []
-
-    def form(turn: ChatMessage) -> list[str]:
-        seen.append(turn)
-        return [turn.plain_text]
-
-    runs: TurnRuns[ChatMessage, str] = TurnRuns()
-    turns = [ChatMessage.text("user", f"line {n}") for n in range(5)]
-    assert runs(turns[:3], "m", form) == ["line 0", "line 1", "line 2"]
-    assert runs(turns, "m", form) == [f"line {n}" for n in range(5)]
-    assert seen == [*turns[:3], *turns[3:]]  # each turn once
-    assert runs(turns, "other", form) == [f"line {n}" for n in range(5)]
-    assert len(seen) == 10  # another model: its own run

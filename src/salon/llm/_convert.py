@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["REQUESTS", "TURN_BYTES", "Converted", "TurnRuns"]
+__all__ = ["REQUESTS", "TURN_BYTES", "Converted"]
 
 K = TypeVar("K")
 T = TypeVar("T")
@@ -91,45 +91,3 @@ class Converted(Generic[K, T]):
             if found is not None and found[0] is ref:
                 del self._done[ref.key]
                 self.nbytes -= found[2]
-
-
-class TurnRuns(Generic[K, T]):
-    """The vendor forms of a request's turns, in order and flattened (a turn may be
-    several vendor messages), built on the last request that began with the same turn.
-
-    An activation's render keeps the turns that did not change since the channel's last
-    activation (the same objects), so a request repeats the last one's turns and adds a
-    few: those are walked by identity and their forms taken as a slice, and only the rest
-    are converted (``form``, a memo of its own). The last ``limit`` runs are kept, one per
-    conversation, keyed by its first turn object and the model (a turn's form may depend
-    on the model). What this returns is shared too: never change it in place."""
-
-    def __init__(self, limit: int = REQUESTS) -> None:
-        self._limit = limit
-        # id of the first turn -> (the model, the turns, their forms, where each turn's end)
-        self._runs: OrderedDict[int, tuple[str, tuple[K, ...], list[T], list[int]]]
-        self._runs = OrderedDict()
-
-    def __call__(self, turns: Sequence[K], model: str, form: Callable[[K], list[T]]) -> list[T]:
-        if not turns:
-            return []
-        key = id(turns[0])
-        out: list[T] = []
-        ends: list[int] = []
-        same = 0
-        run = self._runs.get(key)
-        if run is not None and run[0] == model and run[1][0] is turns[0]:
-            _, before, forms, stops = run
-            most = min(len(before), len(turns))
-            while same < most and before[same] is turns[same]:
-                same += 1
-            out = forms[: stops[same - 1]]
-            ends = stops[:same]
-        for turn in turns[same:]:
-            out.extend(form(turn))
-            ends.append(len(out))
-        self._runs[key] = (model, tuple(turns), out, ends)
-        self._runs.move_to_end(key)
-        while len(self._runs) > self._limit:
-            self._runs.popitem(last=False)
-        return out

@@ -34,7 +34,7 @@ from typing import Any
 
 from salon.config import ProviderConfig
 from salon.errors import ProviderError
-from salon.llm._convert import REQUESTS, Converted, TurnRuns
+from salon.llm._convert import REQUESTS, Converted
 from salon.llm._errors import redact_url
 from salon.llm._http_stream import Decoder, EventStreams
 from salon.llm._sdk import BACKSTOP, add_extras, sent_body
@@ -87,7 +87,6 @@ class OpenAIProvider(BaseProvider):
         self._config = config
         self._kwargs = Converted(self._build_kwargs, REQUESTS)  # stream and trace: built once
         self._converted = Converted(_messages, weigh=turn_bytes, weak=True)
-        self._runs: TurnRuns[ChatMessage, dict[str, Any]] = TurnRuns()
         # As the openai SDK did: OPENAI_BASE_URL, else OpenAI's. Local servers (Ollama,
         # vLLM) need no key; "unused" is what goes then. RetryingProvider owns retries.
         self._http = EventStreams(
@@ -209,7 +208,7 @@ class OpenAIProvider(BaseProvider):
         return kwargs
 
     def _build_kwargs(self, request: LLMRequest) -> dict[str, Any]:
-        messages = to_openai_messages(request, self._converted, self._runs)
+        messages = to_openai_messages(request, self._converted)
         if self._config.reasoning_style == "deepseek":
             messages = _with_reasoning_field(messages)
         kwargs: dict[str, Any] = {
@@ -275,27 +274,19 @@ def _continues(request: LLMRequest) -> bool:
 def to_openai_messages(
     request: LLMRequest,
     convert: Callable[[ChatMessage], list[dict[str, Any]]] | None = None,
-    runs: TurnRuns[ChatMessage, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """The request's messages in OpenAI's form; ``convert`` may remember turns' forms,
-    ``runs`` the last request's of the same conversation."""
+    """The request's messages in OpenAI's form; ``convert`` may remember turns' forms."""
     one = convert or _messages
-
-    def form(message: ChatMessage) -> list[dict[str, Any]]:
-        # Reasoning comes first on its turn. Whether it goes back depends on the model,
-        # so such a turn's form is not remembered (a run is the model's own).
-        if message.parts and isinstance(message.parts[0], ThinkingPart):
-            return _messages(message, request.model)
-        return one(message)
-
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": request.system})
-    if runs is not None:
-        messages.extend(runs(request.messages, request.model, form))
-    else:
-        for message in request.messages:
-            messages.extend(form(message))
+    for message in request.messages:
+        # Reasoning comes first on its turn. Whether it goes back depends on the model,
+        # so such a turn's form is not remembered.
+        if message.parts and isinstance(message.parts[0], ThinkingPart):
+            messages.extend(_messages(message, request.model))
+        else:
+            messages.extend(one(message))
     return messages
 
 
