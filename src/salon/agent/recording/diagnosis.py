@@ -38,14 +38,7 @@ from salon.agent.recording.recorder import PendingCall, Recorder
 from salon.config import BotConfig
 from salon.context.records import record_id, record_text, weave
 from salon.context.textproto import CALLS_CLOSE
-from salon.llm.base import (
-    ChatMessage,
-    LLMRequest,
-    ThinkingPart,
-    ToolDefinition,
-    ToolResultPart,
-    ToolUsePart,
-)
+from salon.llm.base import ChatMessage, LLMRequest, ThinkingPart, ToolResultPart, ToolUsePart
 from salon.llm.cache_plan import min_cacheable
 from salon.model import Message, Thought, ToolCall, ToolRecord, ToolResult
 from salon.trace import CallTrace, Divergence
@@ -59,7 +52,6 @@ _ENTRY_BYTES = 128  # per entry besides its text: its id, hash and size (the mes
 _CHARS_PER_TOKEN = 4  # for telling a large cache write: rough, as tokenizers differ
 _WRITE_SLACK = 512  # tokens a cache write may exceed its estimate by before it is flagged
 _SLIDE = 64  # how far a window may have slid for the previous call's entries to be reused
-_SCHEMAS = 1024  # tools whose schema's text is remembered
 # Billed this far below the expected read share: a miss the trace explains. Rounding (a
 # vendor reads in steps of 128 tokens) and the estimate by characters stay well within it.
 MISS_GAP = 0.1
@@ -225,7 +217,7 @@ def _fingerprint(recorder: Recorder, pending: PendingCall, previous: _Seen | Non
         ids.append(entry_id)
         hashes.append(entry_hash)
         sizes.append(size)
-    schemas = [_schema(t) for t in request.tools]
+    schemas = [repr(t.input_schema) for t in request.tools]  # once each: dicts to walk
     tools = hash(tuple(zip((t.name for t in request.tools), schemas, strict=True)))
     tools_size = sum(len(t.name) + len(t.description) for t in request.tools)
     tools_size += sum(map(len, schemas))
@@ -246,21 +238,6 @@ def _fingerprint(recorder: Recorder, pending: PendingCall, previous: _Seen | Non
         calls=frozenset(calls),
         own=own if records else None,
     )
-
-
-_schemas: OrderedDict[int, tuple[ToolDefinition, str]] = OrderedDict()
-
-
-def _schema(tool: ToolDefinition) -> str:
-    """A tool's schema as text, made once per tool object: a schema is a dict to walk,
-    and an activation offers the same tools as the last."""
-    found = _schemas.get(id(tool))
-    if found is not None and found[0] is tool:
-        return found[1]
-    text = _schemas[id(tool)] = (tool, repr(tool.input_schema))
-    while len(_schemas) > _SCHEMAS:
-        _schemas.popitem(last=False)
-    return text[1]
 
 
 def _message_entries(previous: _Seen | None, messages: tuple[Message, ...]) -> _Entries:
