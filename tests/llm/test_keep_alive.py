@@ -6,6 +6,8 @@ stops closes its own. The fake keeps connections only when asked (``keep_alive``
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from fakes.llm_server import LLMServer, Scripted
 from salon.app import BotApp
 from salon.config import Secrets
+from salon.llm import Provider
 from salon.platforms.memory import MemoryPlatform
 from tests.agent.test_traces import ask, running
 from tests.conftest import bot_config
@@ -27,51 +30,50 @@ from tests.llm._vendors import (
 )
 
 
-@pytest.mark.parametrize("vendor", VENDORS)
-async def test_one_connection_carries_the_requests_one_after_the_other(vendor: str) -> None:
-    async with LLMServer(keep_alive=5.0) as server:
+@asynccontextmanager
+async def kept(vendor: str, keep_alive: float = 5.0) -> AsyncIterator[tuple[LLMServer, Provider]]:
+    """A server that keeps connections, and a provider of ``vendor`` on it (closed after)."""
+    async with LLMServer(keep_alive=keep_alive) as server:
         provider = provider_for(server, vendor)
         try:
-            for n in range(3):
-                server.queue(f"answer {n}")
-                assert text_of(await collect(provider)) == f"answer {n}"
+            yield server, provider
         finally:
             await provider.aclose()
-        assert len(server.requests) == 3
-        assert server.connections == 1
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_one_connection_carries_the_requests_one_after_the_other(vendor: str) -> None:
+    async with kept(vendor) as (server, provider):
+        for n in range(3):
+            server.queue(f"answer {n}")
+            assert text_of(await collect(provider)) == f"answer {n}"
+    assert len(server.requests) == 3
+    assert server.connections == 1
 
 
 @pytest.mark.parametrize("vendor", VENDORS)
 async def test_a_connection_the_server_closed_while_idle_is_not_an_error(vendor: str) -> None:
-    async with LLMServer(keep_alive=0.2) as server:
-        # A request can meet the server's close on the way (it is sent before the client
-        # has read the close): that one is retried on a new connection, as any request
-        # that failed before an answer began.
-        provider = provider_for(server, vendor)
-        try:
-            server.queue("first")
-            assert text_of(await collect(provider)) == "first"
-            await asyncio.wait_for(server.idle_closed.wait(), 10)
-            server.queue("second")
-            assert text_of(await collect(provider)) == "second"
-        finally:
-            await provider.aclose()
-        assert server.connections == 2
+    # A request can meet the server's close on the way (it is sent before the client has
+    # read the close): that one is retried on a new connection, as any request that failed
+    # before an answer began.
+    async with kept(vendor, keep_alive=0.2) as (server, provider):
+        server.queue("first")
+        assert text_of(await collect(provider)) == "first"
+        await asyncio.wait_for(server.idle_closed.wait(), 10)
+        server.queue("second")
+        assert text_of(await collect(provider)) == "second"
+    assert server.connections == 2
 
 
 @pytest.mark.parametrize("vendor", VENDORS)
 async def test_an_answer_left_halfway_does_not_spoil_the_next_request(vendor: str) -> None:
-    async with LLMServer(keep_alive=5.0) as server:
-        provider = provider_for(server, vendor)
-        try:
-            server.queue(Scripted(chunks=["one ", "two ", "three"]))
-            async for _ in provider.stream(request()):
-                break  # the caller stops reading (a deadline, a stop)
-            server.queue("whole")
-            assert text_of(await collect(provider)) == "whole"
-        finally:
-            await provider.aclose()
-        assert len(server.requests) == 2
+    async with kept(vendor) as (server, provider):
+        server.queue(Scripted(chunks=["one ", "two ", "three"]))
+        async for _ in provider.stream(request()):
+            break  # the caller stops reading (a deadline, a stop)
+        server.queue("whole")
+        assert text_of(await collect(provider)) == "whole"
+    assert len(server.requests) == 2
 
 
 @pytest.mark.parametrize("vendor", VENDORS)

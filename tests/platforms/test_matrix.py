@@ -233,48 +233,37 @@ async def test_the_bot_types_while_it_writes_and_answers_to_its_display_name(
     assert stopped["content"]["user_ids"] == []
 
 
-async def test_an_image_reaches_the_model_through_authenticated_media(room: Room) -> None:
-    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+async def images_the_model_got(room: Room, png: bytes, name: str) -> list[bytes | None]:
+    """Alice uploads ``png``, posts it and asks about it; the images the model got."""
     upload = await room.alice.api.request(
         Method.POST,
         "/_matrix/media/v3/upload",
-        png,
+        io.BytesIO(png),  # aiohttp: raw bytes, when large, would hold up the loop
         headers={"Content-Type": "image/png"},
-        query_params={"filename": "cat.png"},
+        query_params={"filename": name},
     )
     provider = FakeProvider()
     await room.start(provider)
     image = {"mimetype": "image/png", "size": len(png)}
     await room.alice.send(
         room.id,
-        {"msgtype": "m.image", "body": "cat.png", "url": upload["content_uri"], "info": image},
+        {"msgtype": "m.image", "body": name, "url": upload["content_uri"], "info": image},
     )
     await room.ask(room.alice, "what is in the picture?")
     parts = [p for m in provider.requests[-1].messages for p in m.parts]
-    assert [p.data for p in parts if isinstance(p, ImagePart)] == [png]
+    return [p.data for p in parts if isinstance(p, ImagePart)]
+
+
+async def test_an_image_reaches_the_model_through_authenticated_media(room: Room) -> None:
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+    assert await images_the_model_got(room, png, "cat.png") == [png]
 
 
 async def test_a_large_image_reaches_the_model_whole(room: Room) -> None:
     """A file the homeserver sends in many reads (here 1.5 MB) is read to its end."""
     png = b"\x89PNG\r\n\x1a\n" + random.Random(7).randbytes(1_500_000)
-    upload = await room.alice.api.request(
-        Method.POST,
-        "/_matrix/media/v3/upload",
-        io.BytesIO(png),  # aiohttp: raw bytes this large would hold up the loop
-        headers={"Content-Type": "image/png"},
-        query_params={"filename": "big.png"},
-    )
-    provider = FakeProvider()
-    await room.start(provider)
-    image = {"mimetype": "image/png", "size": len(png)}
-    await room.alice.send(
-        room.id,
-        {"msgtype": "m.image", "body": "big.png", "url": upload["content_uri"], "info": image},
-    )
-    await room.ask(room.alice, "what is in the picture?")
-    parts = [p for m in provider.requests[-1].messages for p in m.parts]
-    sent = [p.data for p in parts if isinstance(p, ImagePart)]
-    assert [len(d or b"") for d in sent] == [len(png)]
+    sent = await images_the_model_got(room, png, "big.png")
+    assert [len(data or b"") for data in sent] == [len(png)]
     assert sent == [png]
 
 
