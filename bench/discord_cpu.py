@@ -187,7 +187,7 @@ async def session(
     each: the machine's speed drifts within a run, and turns put every arm in the same
     moments. ``on_steady(arms, False)`` is called before the measured activations and
     ``(arms, True)`` after them; ``errors``: where the processes' stderr goes."""
-    llm = LLMServer(keep_alive=5.0)  # as the real servers keep connections
+    llm = LLMServer()
     await llm.start()
     llm.default = Scripted(text=ANSWER)
     bots: list[Arm] = []

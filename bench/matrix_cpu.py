@@ -80,7 +80,7 @@ class _Person:
 async def _session(directory: Path) -> float:
     synapse = Synapse(directory / "synapse")
     await asyncio.to_thread(synapse.start)
-    llm = LLMServer(keep_alive=5.0)  # as the real servers keep connections
+    llm = LLMServer()
     await llm.start()
     llm.default = Scripted(text=ANSWER)
     proc = None

@@ -61,7 +61,7 @@ async def _bot(tmp: Path, server: SlackServer, llm: LLMServer) -> asyncio.subpro
 
 async def run() -> list[Figure]:
     compileall.compile_dir(ROOT / "src", quiet=1)
-    server, llm = SlackServer(), LLMServer(keep_alive=5.0)  # kept, as real servers do
+    server, llm = SlackServer(), LLMServer()
     await server.start()
     await llm.start()
     llm.default = Scripted(text=ANSWER)

@@ -43,16 +43,14 @@ Faults, for fault suites: ``Scripted(fault=...)`` for one reply, or
 
 Stream faults apply to streaming requests; a non-streaming request gets a normal body.
 
-``LLMServer(keep_alive=5.0)`` keeps connections open between requests as the real
-servers do (HTTP/1.1 keep-alive; streams sent chunked, other bodies with a
-``Content-Length``) until the client asks ``Connection: close``, a fault ends one, or one
-sits idle that many seconds (uvicorn, under vLLM, and cpp-httplib, under llama-server,
-close an idle connection after 5 s). ``connections`` counts the connections accepted;
-``idle_closed`` is set when the server closed one for idleness; ``wait_no_connections``
-waits until the clients have closed theirs. Without it (the default)
-each answer ends with its connection (``Connection: close``): every test would otherwise
-have to close each provider it builds before its event loop ends, or leave a pooled
-socket for the garbage collector (a ResourceWarning, an error under pytest).
+Connections stay open between requests as the real servers keep them (HTTP/1.1
+keep-alive; streams sent chunked, other bodies with a ``Content-Length``) until the client
+asks ``Connection: close``, a fault ends one, or one sits idle ``keep_alive`` seconds (5 by
+default: uvicorn, under vLLM, and cpp-httplib, under llama-server, close an idle
+connection after 5 s). ``keep_alive=None`` ends each answer with its connection
+(``Connection: close``). ``connections`` counts the connections accepted; ``idle_closed``
+is set when the server closed one for idleness; ``wait_no_connections`` waits until the
+clients have closed theirs.
 """
 
 from __future__ import annotations
@@ -101,7 +99,7 @@ class LLMServer:
         faults: tuple[str, ...] = FAULTS,
         seed: int = 0,
         only_under: str | None = None,
-        keep_alive: float | None = None,
+        keep_alive: float | None = 5.0,
     ) -> None:
         unknown = set(faults) - set(FAULTS)
         assert not unknown, f"unknown faults: {unknown}"

@@ -14,7 +14,10 @@ from fakes.databases import Database, postgres_database, sqlite_database
 from fakes.llm_server import LLMServer
 from salon.app import BotApp
 from salon.config import BotConfig
+from salon.llm.anthropic import AnthropicProvider
+from salon.llm.google import GoogleProvider
 from salon.llm.local import default_model_path
+from salon.llm.openai_compat import OpenAIProvider
 from salon.platforms.base import Platform
 
 
@@ -22,6 +25,29 @@ from salon.platforms.base import Platform
 async def llm_server() -> AsyncIterator[LLMServer]:
     async with LLMServer() as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+async def _providers_closed(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[None]:
+    """The model's fake keeps connections open, as real servers do: a provider a test
+    built and did not close holds a pooled socket, which would reach the garbage collector
+    in some later test (a ResourceWarning, an error here). Every provider with a network
+    client built during a test is closed when it ends, in its own event loop. (The bots
+    close theirs: ``tests/llm/test_keep_alive.py`` checks that without this.)"""
+    built: list[Any] = []
+    for kind in (OpenAIProvider, AnthropicProvider, GoogleProvider):
+        monkeypatch.setattr(kind, "__init__", _recorded(kind.__init__, built))
+    yield
+    for provider in built:
+        await provider.aclose()
+
+
+def _recorded(init: Callable[..., None], built: list[Any]) -> Callable[..., None]:
+    def recording(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        built.append(self)
+
+    return recording
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

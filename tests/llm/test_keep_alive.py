@@ -1,7 +1,7 @@
 """Connections to the model's server are kept and reused, as the real servers keep them
 (HTTP/1.1 keep-alive), and Salon copes with what that brings: a connection the server
 closed while it sat idle, an answer the caller stopped reading halfway; and a bot that
-stops closes its own. The fake keeps connections only when asked (``keep_alive``)."""
+stops closes its own."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ async def test_an_answer_left_halfway_does_not_spoil_the_next_request(vendor: st
 async def test_a_stopped_bot_leaves_no_connection_to_the_models_server(
     vendor: str, tmp_path: Path
 ) -> None:
-    async with LLMServer(keep_alive=5.0) as server:
+    async with LLMServer() as server:
         providers = {"test": settings_for(server, vendor)}
         config = bot_config(data_dir=str(tmp_path / "data"), provider="test", providers=providers)
         app = BotApp(key="salon", config=config, root=tmp_path, secrets=Secrets(SECRETS))
