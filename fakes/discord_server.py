@@ -230,6 +230,9 @@ class DiscordServer(RestRoutes):
         self._gateway_open.set()
         self._runner: web.AppRunner | None = None
         self.identified = asyncio.Event()
+        self.resumed = asyncio.Event()  # set at each RESUME accepted
+        self._identify_gates: dict[int, asyncio.Event] = {}  # shard -> until IDENTIFY goes on
+        self.identify_held = asyncio.Event()  # set when a held shard's IDENTIFY arrived
         self.identifies = 0
         self.sent = asyncio.Condition()
         for extra in self.tokens.values():
@@ -987,6 +990,17 @@ class DiscordServer(RestRoutes):
     def open_gateway(self) -> None:
         self._gateway_open.set()
 
+    def hold_identify(self, shard: int) -> None:
+        """``shard``'s next IDENTIFY waits (its READY with it) until ``release_identify``:
+        the order in which shards come back, set by a test."""
+        self.identify_held.clear()
+        self._identify_gates[shard] = asyncio.Event()
+
+    def release_identify(self, shard: int) -> None:
+        gate = self._identify_gates.pop(shard, None)
+        if gate is not None:
+            gate.set()
+
     def invalidate_sessions(self, *, shard: int | None = None) -> None:
         """Every session (or ``shard``'s) ends: the next RESUME gets INVALID_SESSION (``d:
         false``) and nothing of the gap is replayed, as when Discord drops a session."""
@@ -1008,6 +1022,10 @@ class DiscordServer(RestRoutes):
             if self.intents & INTENT_MESSAGE_CONTENT and not self.message_content_intent:
                 await socket.close(code=4014)  # Disallowed intent(s): the portal's switch is off
                 return
+            gate = self._identify_gates.get(shard)
+            if gate is not None:
+                self.identify_held.set()
+                await gate.wait()
             self.shards_seen.append((shard, count))
             self._socket_shards[id(socket)] = (shard, count)
             await self._ready(socket, self._acting(frame["d"].get("token", "")), shard, count)
@@ -1023,6 +1041,7 @@ class DiscordServer(RestRoutes):
             await socket.send_json({"op": 9, "d": False})
             return
         self.resumes += 1
+        self.resumed.set()
         session.socket = socket
         self._sockets.append(socket)
         self._socket_shards[id(socket)] = session.shard

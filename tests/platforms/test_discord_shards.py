@@ -14,6 +14,7 @@ from tests.platforms.conftest import GENERAL, Start, ask
 
 OTHER_GUILD = str(1 << 22)  # shard 1 of 2; the fake's own guild "1" is shard 0's
 LOBBY = "20"
+ATTIC = "21"
 
 
 async def test_a_shard_hears_its_guilds_and_reads_others_afresh(
@@ -100,3 +101,30 @@ async def test_a_mention_while_one_shard_was_on_an_invalidated_session_is_answer
     assert said == ["First.", "Missed one answered."]
     assert fake_discord.resumes_refused >= 1
     assert len(provider.requests) == 2
+
+
+async def test_a_mention_in_an_unread_channel_while_one_shard_was_away_is_found(
+    fake_discord: DiscordServer, start_bot: Start
+) -> None:
+    """Shard 1's session ends; while it is away someone mentions the bot in a channel it
+    never read (no mark: only the guild search finds it), and shard 0 drops and resumes.
+    When shard 1 is back, its own gap is searched from when *it* dropped."""
+    fake_discord.add_guild(OTHER_GUILD, "Other", {LOBBY: "lobby", ATTIC: "attic"})
+    provider = FakeProvider(["Found you."])
+    await start_bot(provider, discord={"shard_count": 2, "shard_ids": [0, 1]})
+    alice = fake_discord.people[0]
+
+    fake_discord.hold_identify(1)
+    fake_discord.invalidate_sessions(shard=1)
+    await fake_discord.drop_connections(4000, shard=1)
+    await asyncio.wait_for(fake_discord.identify_held.wait(), 20)  # shard 1 at the door
+    await ask(fake_discord, ATTIC, alice, "anyone up there?")
+    fake_discord.resumed.clear()
+    await fake_discord.drop_connections(1006, shard=0)  # no close frame: it resumes
+    await asyncio.wait_for(fake_discord.resumed.wait(), 20)
+    fake_discord.release_identify(1)
+
+    await fake_discord.wait_bot_messages(ATTIC, 1)
+    bot = fake_discord.bot.id
+    said = [m["content"] for m in fake_discord.channels[ATTIC] if m["author"]["id"] == bot]
+    assert said == ["Found you."]

@@ -79,8 +79,14 @@ class Handlers(Protocol):
         """Connected (again): every guild of the client's shards is there. ``by_shard``:
         a sharded client, whose shards' new sessions come by ``on_shard_ready``."""
 
-    async def on_shard_ready(self) -> None:
+    async def on_shard_ready(self, shard_id: int) -> None:
         """One shard of a sharded client has a new session."""
+
+    def on_shard_disconnect(self, shard_id: int) -> None:
+        """One shard's connection dropped (``on_disconnect`` is told too)."""
+
+    def on_shard_resumed(self, shard_id: int) -> None:
+        """One shard's session resumed (``on_resumed`` is told too)."""
 
     async def on_message(self, message: discord.Message) -> None: ...
 
@@ -192,7 +198,13 @@ class ShardedClient(_Listening, discord.AutoShardedClient):
     async def on_shard_ready(self, shard_id: int) -> None:
         # After the start, a shard whose session Discord ended gets a new one alone:
         # discord.py then tells of that shard, not of the client (no second on_ready).
-        await self.handlers.on_shard_ready()
+        await self.handlers.on_shard_ready(shard_id)
+
+    async def on_shard_disconnect(self, shard_id: int) -> None:
+        self.handlers.on_shard_disconnect(shard_id)
+
+    async def on_shard_resumed(self, shard_id: int) -> None:
+        self.handlers.on_shard_resumed(shard_id)
 
 
 AnyClient = _Listening  # a Client or a ShardedClient

@@ -8,7 +8,7 @@ commands with Discord. A later one is a new session (the last was
 invalidated, or a new client connected): Discord replays nothing of the gap, so the agent
 is told to read back what it missed (``gap``). With shards, a shard whose session ended
 gets a new one alone (``on_shard_ready``; the client is not ready again), and that is the
-read-back's cue. A resumed session needs none: Discord replays the missed events itself.
+read-back's cue, from when that shard dropped (another shard may have resumed meanwhile). A resumed session needs none: Discord replays the missed events itself.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ class Events:
         self._introduced = False  # application info read and commands registered
         self._gap = gap
         self._dropped_at: float | None = None  # when the connection last dropped
+        self._shards_dropped: dict[int, float] = {}  # sharded: when each shard dropped
         self.content_intent = False  # the application has the Message Content intent
 
     def register_commands(self, tree: app_commands.CommandTree[Any]) -> None:
@@ -81,13 +82,16 @@ class Events:
         if not by_shard:  # a sharded client's shards each said so (on_shard_ready)
             await self._read_back()
 
-    async def on_shard_ready(self) -> None:
+    async def on_shard_ready(self, shard_id: int) -> None:
+        since = self._shards_dropped.pop(shard_id, None)
         if self._introduced:  # before, the start: on_ready follows
             self._cache.forget()
-            await self._read_back()
+            await self._read_back(since)
 
-    async def _read_back(self) -> None:
-        since, self._dropped_at = self._dropped_at, None
+    async def _read_back(self, since: float | None = None) -> None:
+        """The gap since ``since`` (unsharded: since the connection dropped)."""
+        if since is None:
+            since, self._dropped_at = self._dropped_at, None
         logger.info("Discord: a new session; reading back what was missed")
         await self._gap(since)
 
@@ -132,6 +136,12 @@ class Events:
 
     def on_resumed(self) -> None:
         self._dropped_at = None
+
+    def on_shard_disconnect(self, shard_id: int) -> None:
+        self._shards_dropped.setdefault(shard_id, time.time())
+
+    def on_shard_resumed(self, shard_id: int) -> None:
+        self._shards_dropped.pop(shard_id, None)  # Discord replayed that shard's gap
 
     def on_disconnect(self) -> None:
         self._cache.forget()  # events may be missed until we are back
