@@ -8,7 +8,8 @@ commands with Discord. A later one is a new session (the last was
 invalidated, or a new client connected): Discord replays nothing of the gap, so the agent
 is told to read back what it missed (``gap``). With shards, a shard whose session ended
 gets a new one alone (``on_shard_ready``; the client is not ready again), and that is the
-read-back's cue, from when that shard dropped (another shard may have resumed meanwhile). A resumed session needs none: Discord replays the missed events itself.
+read-back's cue, from when that shard dropped (another shard may have resumed meanwhile).
+A resumed session needs none: Discord replays the missed events itself.
 """
 
 from __future__ import annotations
