@@ -392,16 +392,20 @@ async def test_a_past_call_keeps_the_id_the_loop_sent_it_under(setup: Setup) -> 
     assert later.messages[: len(follow_up.messages)] == follow_up.messages
 
 
+async def ask_in_turn(agent: Agent, platform: MemoryPlatform, *questions: str) -> None:
+    """Alice asks each question in a DM once the answer to the last one is done."""
+    dm = platform.channel("dm", is_direct=True)
+    for question in questions:
+        await platform.post(dm, ALICE, question)
+        await agent.wait_idle()
+
+
 async def test_words_before_a_call_go_back_once_where_the_loop_sent_them(setup: Setup) -> None:
     """Words the model wrote before its call stay in the room, and every later request
     carries them on the call's turn as the loop's follow-up did (not again as a message)."""
     said = asks(ToolCall("call_1", "lookup", {"word": "salon"}), text="Let me look that up.")
     agent, platform, provider, _, _ = await setup([said, "A room.", "Yes."])
-    dm = platform.channel("dm", is_direct=True)
-    await platform.post(dm, ALICE, "what is a salon?")
-    await agent.wait_idle()
-    await platform.post(dm, ALICE, "and a foyer?")
-    await agent.wait_idle()
+    await ask_in_turn(agent, platform, "what is a salon?", "and a foyer?")
     assert [m.text for m in platform.sent] == ["Let me look that up.", "A room.", "Yes."]
     _, follow_up, later = provider.requests
     assert later.messages[: len(follow_up.messages)] == follow_up.messages
@@ -415,11 +419,7 @@ async def test_words_before_a_text_protocol_call_go_back_once_as_the_loop_wrote_
     written = 'Let me look.\n<function_calls>\n<invoke name="lookup">\n<parameter name="word">jazz</parameter>\n</invoke>\n'
     config = {"tool_mode": "text"} if mode == "text" else {"mode": "prefill"}
     agent, platform, provider, _, _ = await setup([written, "Jazz is music.", "Yes."], **config)
-    dm = platform.channel("dm", is_direct=True)
-    await platform.post(dm, ALICE, "jazz?")
-    await agent.wait_idle()
-    await platform.post(dm, ALICE, "and blues?")
-    await agent.wait_idle()
+    await ask_in_turn(agent, platform, "jazz?", "and blues?")
     assert [m.text for m in platform.sent] == ["Let me look.", "Jazz is music.", "Yes."]
     _, follow_up, later = provider.requests
     *before, continued = follow_up.messages
